@@ -1,0 +1,4 @@
+"""Agents that fill the seats of an episode: doctors, patient simulators, examiners.
+
+Installed as ``clinenv.agents``.
+"""

@@ -1,0 +1,611 @@
+"""Deterministic retrieval patient: answers the doctor only from the patient facts P.
+
+The default, offline patient simulator (EGIP section 3.2: the patient sees P and the
+permitted dialogue, never M, never Y). It does not generate text: every reply is made of
+sentences of P, lightly rephrased into the patient's own voice, or one of the fixed
+phrases in :data:`FIXED_PHRASES`.
+
+How a reply is chosen
+---------------------
+1. P is flattened once per facts tree into *facts*: each leaf string is split into
+   sentences (NEJM role-card bullets and headers are split off and actor instructions
+   dropped), each list item is a fact, and each fact gets a topic bucket from its key
+   (``Past_Medical_History`` -> ``"past"``, ``Social_History`` -> ``"social"``...).
+   Placeholder leaves (``"Not provided"``, ``"N/A"``) are skipped.
+2. A greeting or open question ("What brings you in today?", "Tell me about your
+   symptoms") gets the primary symptom and the first sentence of the history; "Tell me
+   more" continues the story with facts not yet given.
+3. Any other question is routed by keywords to topic buckets (pain/when/how long ->
+   history and symptoms; medication -> medications; smoke/alcohol/work/travel/sex ->
+   social; family; allergies; past illness/surgery -> past; age -> demographics). Each
+   fact scores the share of the question's stemmed content words it holds (a word
+   matches when rapidfuzz ``ratio`` >= :data:`WORD_SIMILARITY`, so typos and word forms
+   meet; a word of the fact's key counts half), plus a bonus when one of its buckets was
+   routed to, plus an onset bonus for facts with a time expression when the question
+   asks when or how long. The best one or two facts at or above :data:`MIN_SCORE` are
+   returned; otherwise :data:`NOT_SURE`. (Whole-text ``token_set_ratio`` scores were
+   tried first: their 30-60 noise floor between unrelated texts outranked real matches.)
+4. Ties go to facts not yet given in the dialogue, and a different question never gets
+   exactly the same facts as the previous reply when another fact qualifies; when none
+   does, the same facts are given again rather than an invented or evasive answer.
+
+Replies are in the first person ("The patient reports a 1-month history of X" -> "I have
+a 1-month history of X"; "Patient denies X" -> "I don't have X"; "you" in role cards ->
+"I"). With ``caregiver_voice`` the parent answers: :data:`CAREGIVER_PREFIX` plus the fact
+in the third person ("The patient has been fussy" -> "My child has been fussy").
+
+The index of a facts tree is built once and cached per patient instance under a hashable
+fingerprint of the tree (never ``id(facts)``, which Python reuses);
+:meth:`RetrievalPatient.for_facts` builds it ahead of the first reply.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+from pydantic import JsonValue
+from rapidfuzz import fuzz, process
+
+from clinenv.protocol.availability import is_unavailable
+from clinenv.protocol.views import PatientView
+
+#: Reply when no fact answers the question.
+NOT_SURE = "I'm not sure."
+#: Prefix of every reply given by a caregiver (``PatientView.caregiver_voice``).
+CAREGIVER_PREFIX = "As the parent: "
+#: Openers of the reply to a greeting or open question; ``{}`` is the primary symptom.
+OPENING_SELF = "I'm here because of {}."
+OPENING_CAREGIVER = "We're here because of {}."
+#: Every fixed phrase a reply may contain besides the facts of P.
+FIXED_PHRASES = (NOT_SURE, CAREGIVER_PREFIX, OPENING_SELF, OPENING_CAREGIVER)
+#: Words the first-person/caregiver rephrasing may introduce (pronouns, auxiliaries).
+REPHRASE_WORDS = frozenset(
+    "i i'm i've i'd i'll my me myself am was not have haven't don't do been child".split()
+)
+
+#: Minimum score (similarity 0-100 plus bonuses) for a fact to be given.
+MIN_SCORE = 75.0
+#: Bonus for a fact in a topic bucket the question was routed to. Where any fact of the
+#: bucket answers the question (age, family, medications, allergies) the bonus alone
+#: reaches :data:`MIN_SCORE`; elsewhere some word overlap is needed too.
+TOPIC_BONUS = {"demographics": 80.0, "family": 75.0, "medications": 75.0, "allergies": 75.0}
+DEFAULT_TOPIC_BONUS = 50.0
+#: Bonus for a fact with a time expression when the question asks about onset.
+ONSET_BONUS = 30.0
+#: rapidfuzz ``ratio`` (0-100) at which a question word matches a word of P.
+WORD_SIMILARITY = 85.0
+#: Weight of a match on a word of the fact's key ("Secondary_Symptoms") vs its text.
+LABEL_WEIGHT = 0.5
+#: A second fact is added when it scores within this margin of the best one.
+SECOND_MARGIN = 10.0
+#: Facts trees indexed per patient instance before the oldest index is dropped.
+CACHE_SIZE = 256
+
+_BUCKET_OF_KEY = (
+    ("medications", re.compile(r"medication|drug|prescri")),
+    ("social", re.compile(r"social|substance|habit|occupation|interest")),
+    ("family", re.compile(r"family")),
+    ("allergies", re.compile(r"allerg")),
+    ("past", re.compile(r"past|surgical|immuni|vaccin|birth|obstetric")),
+    ("demographics", re.compile(r"demograph|\bage\b|\bsex\b|gender")),
+    ("symptoms", re.compile(r"symptom|review of systems|complaint")),
+)
+_QUESTION_ROUTES = (
+    ("symptoms", r"pain|hurt|ache|sore|symptom|feel|trouble|bother|worse|better|relie"),
+    ("onset", r"when|how long|start|began|begin|onset|since|come on|came on|duration"),
+    ("medications", r"medic(?:ation|ine)|drug|pill|prescri|tablet|supplement|taking|treatment"
+     r"|therap"),
+    ("social", r"smok|cigar|tobacco|alcohol|drink|beer|wine|work|job|occupation|live|travel"
+     r"|sex|partner|recreational|exercise|diet|married"),
+    ("family", r"family|mother|father|parent|sibling|brother|sister|relative|inherit|genetic"),
+    ("allergies", r"allerg"),
+    ("past", r"past|previous|before|surger|operation|illness|condition|hospital|diagnosed"
+     r"|vaccin|immuni"),
+    ("demographics", r"\bage\b|how old|born|birth"),
+)  # fmt: skip
+_ROUTES = tuple((bucket, re.compile(rf"\b(?:{words})")) for bucket, words in _QUESTION_ROUTES)
+_ROUTED_BUCKETS = {
+    "symptoms": ("symptoms", "history"),
+    "onset": ("history", "symptoms"),
+}
+
+_GREETING = re.compile(
+    r"^\W*(?:hi|hello|hey|good (?:morning|afternoon|evening|day)|greetings)\b[\s,.!]*",
+    re.IGNORECASE,
+)
+_OPEN_QUESTION = re.compile(
+    r"^(?:what brings you|how can i help|what can i do for you|what seems to be"
+    r"|what(?:'s| is) (?:wrong|going on|the (?:problem|matter|issue))|why are you here"
+    r"|why did you come|how are you(?: feeling)?\W*$|(?:can you |please )?tell me "
+    r"(?:more )?about (?:your|the) (?:symptoms|problem|complaint|concerns?|illness|story)"
+    r"|what is your (?:main|chief) (?:complaint|concern|problem))",
+    re.IGNORECASE,
+)
+_CONTINUE = re.compile(
+    r"^(?:(?:can you |please )?tell me more|(?:is there )?anything else|go on|continue"
+    r"|what else|and then)\b",
+    re.IGNORECASE,
+)
+_NUMBER = r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|twelve)"
+_UNIT = r"(?:hours?|days?|weeks?|months?|years?)"
+_TIME = re.compile(
+    rf"\b{_NUMBER}[- ]{_UNIT}\b(?![- ]old)|\b(?:past|last|previous|for\s+an?)\s+"
+    rf"(?:few\s+|several\s+)?(?:{_NUMBER}\s+)?{_UNIT}\b"
+    r"|\b(?:ago|since|began|started|onset|sudden|suddenly)\b",
+    re.IGNORECASE,
+)
+
+_STOPWORDS = frozenset(
+    """a an the and or but if of to in on at for with from by about as into over under
+    is are was were be been being am do does did done have has had having can could will
+    would should may might must shall you your yours yourself i me my we our us it its
+    this that these those there here what which who whom whose when where why how any
+    some anything something all tell please describe explain kind sort lot much many
+    more most other else ever recently currently now today history experience
+    experienced experiencing noticed notice get got doctor okay ok so just really very
+    also too make makes made making take takes took anyone anybody someone
+    everyone""".split()
+)
+_SUFFIXES = ("ings", "ing", "ers", "er", "ies", "es", "ed", "en", "s", "e")
+_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+def _stem(word: str) -> str:
+    """Crude suffix stripping so that "smoker"/"smokes"/"smoke" meet as "smok"."""
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def _stems(text: str) -> tuple[str, ...]:
+    """Stemmed content words of a text, in order, without repeats."""
+    words = _TOKEN.findall(text.lower().replace("'s", ""))
+    return tuple(dict.fromkeys(_stem(w) for w in words if w not in _STOPWORDS))
+
+
+# --- facts of P -----------------------------------------------------------------------
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\"'])")
+_ABBREVIATION = re.compile(r"\b(?:dr|mr|mrs|ms|vs|e\.g|i\.e|approx|st|no)\.$", re.IGNORECASE)
+_HEADER = re.compile(r"\*\*[^*]+\*\*\s*(?:\([^)]*\))?\s*:")
+_BULLET = re.compile(
+    r"(?:^|\s)[-\u2022]\s+(?=\S)|(?:^|(?<=[.:])\s)\s*\d{1,2}\.\s+(?=[A-Z*])", re.MULTILINE
+)
+_MARKUP = re.compile(r"[*#`]+")
+_PREAMBLE = re.compile(
+    r"^(?:for (?:your|the) role as (?:a|the) patient(?: actor)?|as (?:a|the) patient(?: actor)?"
+    r"|for the patient actor|mention(?= \w+ing))\s*[,:]?\s*",
+    re.IGNORECASE,
+)
+_INSTRUCTION = re.compile(
+    r"^remember\b|\b(?:here'?s|here is|need to (?:convey|know)|should be aware of"
+    r"|following (?:symptoms|information)|your character|patient actor|portrayal|your role"
+    r"|described above)\b",
+    re.IGNORECASE,
+)
+
+
+def _segments(text: str) -> Iterator[str]:
+    """Sentences of one leaf string, with role-card markup and instructions removed."""
+    text = _HEADER.sub("\n", _BULLET.sub("\n", text))
+    for segment in _MARKUP.sub("", text).split("\n"):
+        pieces: list[str] = []
+        for piece in _SENTENCE_END.split(segment.strip()):
+            if pieces and _ABBREVIATION.search(pieces[-1]):
+                pieces[-1] = f"{pieces[-1]} {piece}"
+            else:
+                pieces.append(piece)
+        for sentence in pieces:
+            sentence = _PREAMBLE.sub("", sentence.strip(" -\u2022")).strip()
+            if sentence.endswith(":"):
+                sentence = sentence[:-1].rstrip() + "."
+            dropped = _INSTRUCTION.search(sentence) and not re.search(r"\d", sentence)
+            if sentence and _TOKEN.search(sentence.lower()) and not dropped:
+                yield sentence[0].upper() + sentence[1:]
+
+
+def _leaves(tree: JsonValue, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], str]]:
+    if isinstance(tree, Mapping):
+        for key, value in tree.items():
+            yield from _leaves(value, (*path, str(key)))
+    elif isinstance(tree, list | tuple):
+        for item in tree:
+            yield from _leaves(item, path)
+    elif isinstance(tree, str) and not is_unavailable(tree):
+        for sentence in _segments(tree):
+            yield path, sentence
+    elif isinstance(tree, int | float) and not isinstance(tree, bool):
+        yield path, str(tree)
+
+
+def _label(key: str) -> str:
+    return key.replace("_", " ").strip().lower()
+
+
+#: Buckets also given to a fact by its own words ("My brother had thyroid cancer" is a
+#: family fact even inside a History or Patient_Info field).
+_CONTENT_BUCKETS = ("medications", "social", "allergies", "past")
+_FAMILY_CONTENT = re.compile(
+    r"\bfamily\b|\b(?:father|mother|brother|sister|sibling|grand(?:mother|father|parent)|aunt"
+    r"|uncle|cousin)s?\b[^.]*\b(?:had|has|died|diagnosed|history|suffer)",
+    re.IGNORECASE,
+)
+
+
+def _topics(bucket: str, sentence: str) -> frozenset[str]:
+    lower = sentence.lower()
+    found = {b for b, pattern in _ROUTES if b in _CONTENT_BUCKETS and pattern.search(lower)}
+    if _FAMILY_CONTENT.search(sentence):
+        found.add("family")
+    return frozenset({bucket, *found})
+
+
+def _bucket(path: tuple[str, ...]) -> str:
+    label = " ".join(_label(k) for k in path)
+    for bucket, pattern in _BUCKET_OF_KEY:
+        if pattern.search(label):
+            return bucket
+    return "history"
+
+
+# --- rephrasing -----------------------------------------------------------------------
+
+_IRREGULAR = {"has": "have", "is": "am", "does": "do", "doesn't": "don't", "isn't": "am not",
+              "hasn't": "haven't", "goes": "go"}  # fmt: skip
+_ADVERBS = r"(?:(?:also|still|often|never|occasionally|recently|now|always|sometimes|first)\s+)?"
+_THIRD = re.compile(rf"^(?:the\s+patient|patient|she|he)\s+({_ADVERBS})([\w']+)", re.IGNORECASE)
+_SUBJECT = r"^(?:(?:the\s+patient|patient|she|he)\s+)?(?:also\s+)?"
+_REPORTS_THAT = re.compile(
+    rf"{_SUBJECT}(?:reports|notes|states|mentions|says)\s+that\s+", re.IGNORECASE
+)
+_REPORTS = re.compile(
+    rf"{_SUBJECT}(?:reports|complains\s+of|describes|endorses|notes)\s+"
+    r"(?!(?:her|his|their|the|this|that|these|those|it|being|to|feeling|he|she)\b)",
+    re.IGNORECASE,
+)
+_SUBJECTLESS = re.compile(
+    r"^(smokes|drinks|works|lives|uses|takes|exercises|eats|travels|sleeps|has|had|is|was"
+    r"|underwent|experiences|notes|describes)\b",
+    re.IGNORECASE,
+)
+_GERUND = re.compile(
+    r"(?:experienc|hav|feel|notic|develop|gett|suffer|los|gain|vomit|cough|sneez|bleed|sweat"
+    r"|wak|see|hear|pass|drink|smok|us|tak|eat|sleep|urinat|wheez|itch)ing\b",
+    re.IGNORECASE,
+)
+_DENIES = re.compile(rf"{_SUBJECT}denies\s+", re.IGNORECASE)
+_INNER_THIRD = re.compile(rf"\b(?:she|he)\s+({_ADVERBS})([a-z']+)", re.IGNORECASE)
+_POSSESSIVE_START = re.compile(r"^(?:the\s+patient's|her|his)\s+", re.IGNORECASE)
+_HIS = re.compile(r"\bhis\b", re.IGNORECASE)
+_HER = re.compile(
+    r"\bher\b(?!\s+(?:to|and|or|with|that|for|at|in|on|a|an|the|about|from|by|as|but)\b)"
+    r"(?=\s+[a-z])",
+    re.IGNORECASE,
+)
+_SELF_PRONOUN = re.compile(r"\b(?:herself|himself)\b", re.IGNORECASE)
+_YOU_FORMS = (
+    (re.compile(r"\byou are\b", re.IGNORECASE), "I am"),
+    (re.compile(r"\byou were\b", re.IGNORECASE), "I was"),
+    (re.compile(r"\byou're\b", re.IGNORECASE), "I'm"),
+    (re.compile(r"\byou've\b", re.IGNORECASE), "I've"),
+    (re.compile(r"\byou'd\b", re.IGNORECASE), "I'd"),
+    (re.compile(r"\byou'll\b", re.IGNORECASE), "I'll"),
+    (re.compile(r"\byourself\b", re.IGNORECASE), "myself"),
+    (re.compile(r"\byour\b", re.IGNORECASE), "my"),
+    (
+        re.compile(
+            r"\b(to|for|with|at|about|from|by|of|told|tell|gave|give|given|asked|caused"
+            r"|cause|bother|bothers|bothered|help|helped|make|makes|making|let) you\b",
+            re.IGNORECASE,
+        ),
+        r"\1 me",
+    ),
+    (re.compile(r"\byou\b", re.IGNORECASE), "I"),
+)
+_CHILD_SUBJECT = re.compile(
+    r"\bthe\s+(?:patient|child|infant|newborn|baby|toddler)('s)?\b", re.IGNORECASE
+)
+
+
+def _first_person_verb(verb: str) -> str:
+    """Third- to first-person present: "has" -> "have", "drinks" -> "drink"."""
+    lower = verb.lower()
+    if lower in _IRREGULAR:
+        return _IRREGULAR[lower]
+    if lower.endswith("ies") and len(lower) > 4:
+        return verb[:-3] + "y"
+    if re.search(r"(?:ss|sh|ch|x|z|o)es$", lower):
+        return verb[:-2]
+    if lower.endswith("s") and not lower.endswith(("ss", "us", "is")):
+        return verb[:-1]
+    return verb
+
+
+def _inner_first_person(match: re.Match[str]) -> str:
+    return f"I {match.group(1)}{_first_person_verb(match.group(2))}"
+
+
+def _capitalize(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _second_to_first(sentence: str) -> str:
+    for pattern, replacement in _YOU_FORMS:
+        sentence = pattern.sub(replacement, sentence)
+    return sentence
+
+
+def _first_person(sentence: str) -> str:
+    """The patient's own voice for one fact sentence (best effort, words kept)."""
+    sentence = _second_to_first(sentence)
+    match = _REPORTS_THAT.match(sentence)
+    if match:
+        sentence = _capitalize(sentence[match.end() :])
+    if match := _DENIES.match(sentence):
+        rest = sentence[match.end() :]
+        lead = "I haven't been " if _GERUND.match(rest) else "I don't have "
+        sentence = lead + rest
+    elif match := _REPORTS.match(sentence):
+        rest = sentence[match.end() :]
+        sentence = ("I've been " if _GERUND.match(rest) else "I have ") + rest
+    elif match := _THIRD.match(sentence):
+        verb = _first_person_verb(match.group(2))
+        sentence = f"I {match.group(1)}{verb}{sentence[match.end() :]}"
+    elif match := _SUBJECTLESS.match(sentence):
+        verb = _first_person_verb(match.group(1).lower())
+        sentence = f"I {verb}{sentence[match.end() :]}"
+    sentence = _INNER_THIRD.sub(_inner_first_person, sentence)
+    sentence = _POSSESSIVE_START.sub("My ", sentence)
+    sentence = _HIS.sub("my", sentence)
+    sentence = _HER.sub("my", sentence)
+    return _capitalize(_SELF_PRONOUN.sub("myself", sentence))
+
+
+def _caregiver(sentence: str) -> str:
+    """The parent's voice: "The patient has..." -> "My child has..."."""
+    sentence = _second_to_first(sentence)
+
+    def child(match: re.Match[str]) -> str:
+        return "my child" + (match.group(1) or "")
+
+    return _capitalize(_CHILD_SUBJECT.sub(child, sentence))
+
+
+def _finish(sentence: str) -> str:
+    sentence = sentence.strip()
+    return sentence if sentence[-1:] in ".!?" else sentence + "."
+
+
+# --- the index ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Fact:
+    order: int
+    bucket: str  # from the key: decides the story order of open questions
+    topics: frozenset[str]  # the key's bucket plus buckets named by the fact's words
+    timed: bool  # holds a time expression
+    spoken: tuple[str, str]  # (patient voice, caregiver voice), each a full sentence
+    needle: str  # lower-case core of the spoken form, to find it in earlier replies
+
+
+@dataclass(frozen=True, slots=True)
+class _Index:
+    facts: tuple[_Fact, ...]
+    vocabulary: tuple[str, ...]  # every stem of P (key labels included)
+    postings: tuple[tuple[tuple[int, float], ...], ...]  # per stem: (fact order, weight)
+    story: tuple[_Fact, ...]  # primary symptom, history, other symptoms: for open questions
+    primary: _Fact | None
+
+
+def _freeze(tree: JsonValue) -> object:
+    """A hashable fingerprint of a JSON tree."""
+    if isinstance(tree, Mapping):
+        return (dict, *((key, _freeze(value)) for key, value in tree.items()))
+    if isinstance(tree, list | tuple):
+        return (list, *map(_freeze, tree))
+    return tree
+
+
+def _build_index(facts: Mapping[str, JsonValue]) -> _Index:
+    built: list[_Fact] = []
+    seen: set[str] = set()
+    primary: _Fact | None = None
+    postings: dict[str, dict[int, float]] = {}
+    for path, sentence in _leaves(facts, ()):
+        if sentence in seen:
+            continue
+        seen.add(sentence)
+        spoken = (_finish(_first_person(sentence)), _finish(_caregiver(sentence)))
+        fact = _Fact(
+            order=len(built),
+            bucket=_bucket(path),
+            topics=_topics(_bucket(path), sentence),
+            timed=bool(_TIME.search(sentence)),
+            spoken=spoken,
+            needle=spoken[0].rstrip(".!?").lower(),
+        )
+        built.append(fact)
+        label = _stems(_label(path[-1])) if path else ()
+        for stem in label:
+            postings.setdefault(stem, {})[fact.order] = LABEL_WEIGHT
+        for stem in _stems(sentence):
+            postings.setdefault(stem, {})[fact.order] = 1.0
+        if primary is None and any("primary" in _label(k) for k in path):
+            primary = fact
+    story_order = {"history": 0, "symptoms": 1}
+    story = sorted(
+        (f for f in built if f.bucket in story_order and f is not primary),
+        key=lambda f: (story_order[f.bucket], f.order),
+    )
+    if primary is not None:
+        story.insert(0, primary)
+    return _Index(
+        facts=tuple(built),
+        vocabulary=tuple(postings),
+        postings=tuple(tuple(weights.items()) for weights in postings.values()),
+        story=tuple(story),
+        primary=primary,
+    )
+
+
+# --- the simulator --------------------------------------------------------------------
+
+
+class RetrievalPatient:
+    """Deterministic, offline patient simulator that answers only from P.
+
+    It sees nothing but the :class:`~clinenv.protocol.views.PatientView` of each turn;
+    there is no way to give it a case, the records M or the target Y.
+
+    Example::
+
+        patient = RetrievalPatient.for_facts(case.patient)
+        patient.reply(PatientView(facts=case.patient, dialogue=(), question="Do you smoke?"))
+    """
+
+    def __init__(self) -> None:
+        self._indexes: dict[object, _Index] = {}
+
+    @classmethod
+    def for_facts(cls, facts: Mapping[str, JsonValue]) -> RetrievalPatient:
+        """A patient whose fact index for ``facts`` is already built.
+
+        Args:
+            facts: the P tree the views will carry.
+
+        Returns:
+            A new :class:`RetrievalPatient`; it still answers views of any other P.
+        """
+        patient = cls()
+        patient._index(facts)
+        return patient
+
+    def _index(self, facts: Mapping[str, JsonValue]) -> _Index:
+        key = _freeze(facts)
+        index = self._indexes.get(key)
+        if index is None:
+            if len(self._indexes) >= CACHE_SIZE:
+                self._indexes.pop(next(iter(self._indexes)), None)
+            index = self._indexes[key] = _build_index(facts)
+        return index
+
+    def reply(self, view: PatientView) -> str:
+        """Answer the doctor's current question from ``view.facts``.
+
+        Args:
+            view: the patient view: P, the earlier dialogue, the question and whether a
+                caregiver answers.
+
+        Returns:
+            One or two facts of P in the patient's (or caregiver's) voice, the opening
+            complaint for a greeting or open question, or :data:`NOT_SURE`. The same view
+            always gives the same reply.
+        """
+        index = self._index(view.facts)
+        voice = 1 if view.caregiver_voice else 0
+        earlier = " ".join(reply for _, reply in view.dialogue).lower()
+        last = view.dialogue[-1][1].lower() if view.dialogue else ""
+        question = view.question.strip()
+        rest = _GREETING.sub("", question)
+        opening = not _TOKEN.search(rest.lower()) or bool(_OPEN_QUESTION.match(rest))
+        if opening:
+            chosen = _opening(index, earlier, last)
+        elif _CONTINUE.match(rest):
+            chosen = [f for f in index.story if f.needle not in earlier][:2]
+        else:
+            repeat_ok = bool(view.dialogue) and _same(view.dialogue[-1][0], question)
+            chosen = sorted(_retrieve(index, rest, earlier, "" if repeat_ok else last), key=_order)
+        text = " ".join(_say(index, f, voice, opening) for f in chosen) or NOT_SURE
+        return CAREGIVER_PREFIX + text if view.caregiver_voice else text
+
+
+def _say(index: _Index, fact: _Fact, voice: int, opening: bool) -> str:
+    """One fact as spoken; the primary symptom of an opening goes into the opener."""
+    if opening and fact is index.primary:
+        symptom = fact.spoken[0].rstrip(".!?")
+        if symptom[1:2].islower():
+            symptom = symptom[0].lower() + symptom[1:]
+        return (OPENING_CAREGIVER if voice else OPENING_SELF).format(symptom)
+    return fact.spoken[voice]
+
+
+def _opening(index: _Index, earlier: str, last: str) -> list[_Fact]:
+    """Primary symptom and first history sentence; the next untold facts if just given."""
+    opening = list(index.story[:2])
+    if opening and all(f.needle in last for f in opening):
+        opening = [f for f in index.story if f.needle not in earlier][:2]
+    return opening
+
+
+def _order(fact: _Fact) -> int:
+    return fact.order
+
+
+def _same(a: str, b: str) -> bool:
+    return _stems(a) == _stems(b)
+
+
+def _routes(question: str) -> tuple[set[str], bool]:
+    lower = question.lower()
+    buckets: set[str] = set()
+    onset = False
+    for bucket, pattern in _ROUTES:
+        if pattern.search(lower):
+            buckets.update(_ROUTED_BUCKETS.get(bucket, (bucket,)))
+            onset = onset or bucket == "onset"
+    return buckets, onset
+
+
+def _coverage(index: _Index, stems: tuple[str, ...]) -> dict[int, float]:
+    """Per fact order, the share (0-100) of the question's stems the fact holds.
+
+    A question stem matches a stem of P when their rapidfuzz ``ratio`` is at least
+    :data:`WORD_SIMILARITY` (so "diabet" meets "diabetic"), credited by that ratio, times
+    :data:`LABEL_WEIGHT` when the stem comes only from the fact's key.
+    """
+    credit: dict[int, float] = {}
+    for stem in stems:
+        best: dict[int, float] = {}
+        for _, similarity, position in process.extract(
+            stem, index.vocabulary, scorer=fuzz.ratio, score_cutoff=WORD_SIMILARITY, limit=None
+        ):
+            for order, weight in index.postings[position]:
+                best[order] = max(best.get(order, 0.0), similarity * weight)
+        for order, similarity in best.items():
+            credit[order] = credit.get(order, 0.0) + similarity / len(stems)
+    return credit
+
+
+def _retrieve(index: _Index, question: str, earlier: str, last: str) -> list[_Fact]:
+    """The best one or two facts for a question, avoiding a repeat of ``last``."""
+    stems = _stems(question)
+    buckets, onset = _routes(question)
+    coverage = _coverage(index, stems) if stems else {}
+    scored: list[tuple[float, bool, int, _Fact]] = []
+    for fact in index.facts:
+        score = coverage.get(fact.order, 0.0)
+        routed = fact.topics & buckets
+        if routed:
+            score += max(TOPIC_BONUS.get(b, DEFAULT_TOPIC_BONUS) for b in routed)
+        score += ONSET_BONUS if onset and fact.timed else 0.0
+        if score >= MIN_SCORE:
+            scored.append((-round(score), fact.needle in earlier, fact.order, fact))
+    scored.sort()
+    chosen = _top_two(scored)
+    if last and chosen and all(f.needle in last for f in chosen):
+        fresh = [entry for entry in scored if entry[3].needle not in last]
+        chosen = _top_two(fresh) or chosen
+    return chosen
+
+
+def _top_two(scored: list[tuple[float, bool, int, _Fact]]) -> list[_Fact]:
+    if not scored:
+        return []
+    chosen = [scored[0][3]]
+    if len(scored) > 1 and scored[1][0] - scored[0][0] <= SECOND_MARGIN:
+        chosen.append(scored[1][3])
+    return chosen

@@ -1,0 +1,100 @@
+"""A loaded, immutable set of cases shared by every environment that uses it.
+
+Loading MedQA once per environment would cost about 0.5 MB and tens of milliseconds per
+instance; a pool is loaded once per process and shared, which is safe because cases are
+frozen. The pool cache is keyed by what determines the cases (the resolved file's path,
+size and modification time, and the disclosure setting), so an edited file reloads.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from clinenv.cases import Case
+
+
+class CasePool:
+    """An immutable, indexed sequence of cases.
+
+    Args:
+        cases: the cases; at least one, ``case_id`` values unique.
+        name: a label for messages (dataset name or file).
+        sha256: sha256 of the source file, when the pool came from one.
+
+    Raises:
+        ValueError: no cases, or duplicate case ids.
+    """
+
+    _cache: dict[tuple, CasePool] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, cases: Sequence[Case], name: str, sha256: str | None = None) -> None:
+        if not cases:
+            raise ValueError(f"{name}: no cases")
+        self.cases: tuple[Case, ...] = tuple(cases)
+        self.name = name
+        self.sha256 = sha256
+        self._index = {c.case_id: i for i, c in enumerate(self.cases)}
+        if len(self._index) != len(self.cases):
+            raise ValueError(f"{name}: duplicate case ids")
+
+    def __len__(self) -> int:
+        return len(self.cases)
+
+    def case(self, key: str | int) -> Case:
+        """The case with this ``case_id`` or 0-based index.
+
+        Raises:
+            KeyError: unknown ``case_id`` (the message lists a few valid ids).
+            IndexError: index out of range.
+        """
+        if isinstance(key, bool):
+            raise KeyError(key)
+        if isinstance(key, int | float) or (isinstance(key, str) and key.isdigit()):
+            index = int(key)
+            if not 0 <= index < len(self.cases):
+                raise IndexError(f"{self.name}: case index {index} out of range "
+                                 f"0..{len(self.cases) - 1}")
+            return self.cases[index]
+        try:
+            return self.cases[self._index[key]]
+        except KeyError:
+            sample = ", ".join(c.case_id for c in self.cases[:3])
+            raise KeyError(f"{self.name}: no case {key!r} (ids look like {sample}, ...)") from None
+
+    @classmethod
+    def get(
+        cls,
+        dataset: str,
+        *,
+        cases: Sequence[Case] | None = None,
+        data_dir: str | None = None,
+        disclosure: str = "presentation",
+        allow_download: bool = False,
+    ) -> CasePool:
+        """The pool for ``dataset`` (loaded on first use, then shared).
+
+        Raises:
+            clinenv.errors.DatasetNotFoundError: the dataset file cannot be found.
+            clinenv.errors.CaseFormatError: the file is malformed.
+        """
+        if cases is not None:
+            return cls(cases, "<cases>")
+        from clinenv.datasets import resolve_dataset, sha256_file
+
+        path = Path(resolve_dataset(dataset, data_dir, allow_download=allow_download))
+        stat = path.stat()
+        key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, disclosure)
+        with cls._lock:
+            pool = cls._cache.get(key)
+        if pool is None:
+            from clinenv.datasets import load_cases
+
+            loaded = load_cases(dataset if not Path(dataset).exists() else path, data_dir,
+                                disclosure=disclosure, allow_download=allow_download)
+            pool = cls(loaded, dataset, sha256_file(path))
+            with cls._lock:
+                pool = cls._cache.setdefault(key, pool)
+        return pool

@@ -1,0 +1,244 @@
+"""Cases: the private state z = (P, M, Y) of one diagnosis task, plus s0 and K.
+
+Notation follows the EGIP paper, section 3.1 (Eq. 1):
+
+=========  ==========================================  ======================
+symbol     meaning                                     field
+=========  ==========================================  ======================
+s0         task objective and initially disclosed info  ``Case.objective``
+K          optional candidate labels                    ``Case.candidates``
+P          patient-facing facts                         ``Case.patient``
+M          stored examination records                   ``Case.records``
+Y          reference target (hidden from the doctor)    ``Case.target``
+=========  ==========================================  ======================
+
+The canonical on-disk form is JSON Lines, one ``Case.model_dump(mode="json")`` object
+per line; :func:`read_cases` and :func:`write_cases` round-trip it exactly.
+
+Record trees (``P``, ``Records.physical_exam``, ``Records.tests``) keep the source
+structure: nested ``dict`` groups whose leaves are display strings (rarely a bool, a
+number or a list). Values are never parsed into numbers and never mutated.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, model_validator
+
+from clinenv.errors import CaseFormatError
+
+#: Canonical-form schema version, written into every case's ``metadata``-free header
+#: field ``schema_version``. Bump when the canonical form changes incompatibly.
+SCHEMA_VERSION = 1
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Target(_Frozen):
+    """The reference target Y. Never part of any agent-facing input.
+
+    Attributes:
+        text: the reference answer text (a diagnosis, or for some NEJM items another kind
+            of answer, see ``CaseFlags.non_diagnostic_target``). Non-empty.
+        option_index: 0-based index into ``Case.candidates`` of the correct option when
+            the case has candidate labels K; ``None`` otherwise.
+    """
+
+    text: str = Field(min_length=1)
+    option_index: int | None = Field(default=None, ge=0)
+
+
+class Records(_Frozen):
+    """Stored examination records M (EGIP section 3.1).
+
+    Attributes:
+        physical_exam: physical-examination sections, ``{section: tree}``. Each top-level
+            key is one requestable exam section (e.g. ``Vital_Signs``).
+        tests: test results, ``{name or group: tree}``. A test may sit at depth 1 or under
+            a grouping key such as ``Imaging``; see :mod:`clinenv.protocol.catalog` for
+            the rule that tells groups from tests.
+
+    Leaves are display strings; placeholders such as ``"Pending"`` are kept verbatim and
+    classified as unavailable at lookup time (:mod:`clinenv.protocol.availability`).
+    """
+
+    physical_exam: dict[str, JsonValue] = Field(default_factory=dict)
+    tests: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class CaseFlags(_Frozen):
+    """Per-case data-quality flags, carried so that analyses can stratify or exclude.
+
+    Attributes:
+        target_in_records: some record text in M names the reference target, so a single
+            lookup can reveal the answer (AgentClinic weakness W4).
+        target_in_patient_facts: the patient facts P name the target; the patient view
+            withholds those sentences.
+        patient_facts_contain_findings: P holds examination or test findings (NEJM role
+            cards sometimes do, weakness W5).
+        caregiver_voice: the patient is too young to self-report; a caregiver answers.
+        near_duplicate_of: ``case_id`` of an earlier case this one nearly duplicates.
+        non_diagnostic_target: the target is not a diagnosis (a treatment, a pathogen, a
+            mechanism...), e.g. 17 NEJM_Ext items (EGIP appendix F).
+        no_recorded_tests: M holds no test results at all (e.g. NEJM refusal records).
+    """
+
+    target_in_records: bool = False
+    target_in_patient_facts: bool = False
+    patient_facts_contain_findings: bool = False
+    caregiver_voice: bool = False
+    near_duplicate_of: str | None = None
+    non_diagnostic_target: bool = False
+    no_recorded_tests: bool = False
+
+
+class Case(_Frozen):
+    """One diagnosis case: s0, K and the private state z = (P, M, Y) (EGIP Eq. 1).
+
+    Attributes:
+        case_id: unique within a dataset, e.g. ``"medqa-0001"``.
+        dataset: registry name of the source dataset (``"medqa"``, ``"nejm"``, ``"demo"``...).
+        objective: s0, the task objective plus initially disclosed information.
+        candidates: K, candidate labels (e.g. NEJM's five options) or ``None``.
+        patient: P, patient-facing facts as a tree ``{field: tree}``.
+        records: M, the stored examination records.
+        target: Y, the reference target.
+        flags: data-quality flags.
+        metadata: anything else from the source record (unknown keys, question type,
+            source file and line...). Never shown to any agent.
+        schema_version: version of the canonical form.
+
+    Raises:
+        pydantic.ValidationError: on construction with invalid fields; the readers in this
+        package convert it to :class:`clinenv.errors.CaseFormatError`.
+    """
+
+    case_id: str = Field(min_length=1)
+    dataset: str = Field(min_length=1)
+    objective: str
+    candidates: tuple[str, ...] | None = None
+    patient: dict[str, JsonValue] = Field(default_factory=dict)
+    records: Records = Field(default_factory=Records)
+    target: Target
+    flags: CaseFlags = Field(default_factory=CaseFlags)
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+
+    @model_validator(mode="after")
+    def _check_target_option(self) -> Case:
+        if self.target.option_index is not None:
+            if not self.candidates:
+                raise ValueError("target.option_index is set but the case has no candidates")
+            if self.target.option_index >= len(self.candidates):
+                raise ValueError(
+                    f"target.option_index {self.target.option_index} is out of range for "
+                    f"{len(self.candidates)} candidates"
+                )
+        if self.candidates is not None and len(self.candidates) == 0:
+            raise ValueError("candidates must be None or non-empty")
+        return self
+
+    def to_json_line(self) -> str:
+        """The canonical JSON Lines form of this case (one line, no trailing newline)."""
+        return json.dumps(self.model_dump(mode="json"), ensure_ascii=False, sort_keys=False)
+
+
+def _field_of(err: ValidationError) -> tuple[str, str]:
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"])
+    return loc, first["msg"]
+
+
+def case_from_dict(data: Any, *, path: str | Path | None = None, line: int | None = None) -> Case:
+    """Validate one canonical-form record.
+
+    Raises:
+        CaseFormatError: naming ``path``, ``line`` and the first offending field.
+    """
+    if not isinstance(data, dict):
+        raise CaseFormatError(
+            f"expected a JSON object, got {type(data).__name__}", path=path, line=line
+        )
+    try:
+        return Case.model_validate(data)
+    except ValidationError as err:
+        field, msg = _field_of(err)
+        raise CaseFormatError(msg, path=path, line=line, field=field) from None
+
+
+def iter_json_lines(path: str | Path) -> Iterable[tuple[int, Any]]:
+    """Yield ``(line_number, parsed_object)`` for each non-blank line of a JSONL file.
+
+    The file is read as UTF-8 whatever the locale; a leading byte-order mark is accepted;
+    a missing final newline is fine.
+
+    Raises:
+        CaseFormatError: invalid UTF-8 or invalid JSON, with file and line.
+        FileNotFoundError: the file does not exist.
+    """
+    path = Path(path)
+    with path.open("rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise CaseFormatError(
+                    f"invalid UTF-8 byte at column {err.start + 1}", path=path, line=number
+                ) from None
+            if not text.strip():
+                continue
+            try:
+                yield number, json.loads(text)
+            except json.JSONDecodeError as err:
+                raise CaseFormatError(
+                    f"invalid JSON: {err.msg} at column {err.colno}", path=path, line=number
+                ) from None
+
+
+def read_cases(path: str | Path) -> list[Case]:
+    """Read a canonical-form JSONL file.
+
+    Raises:
+        CaseFormatError: bad JSON, a non-object line, an invalid field, a duplicate
+            ``case_id``, or an empty file; each names file, line and field.
+    """
+    cases: list[Case] = []
+    seen: dict[str, int] = {}
+    for number, obj in iter_json_lines(path):
+        case = case_from_dict(obj, path=path, line=number)
+        if case.case_id in seen:
+            raise CaseFormatError(
+                f"duplicate case_id {case.case_id!r} (first on line {seen[case.case_id]})",
+                path=path,
+                line=number,
+                field="case_id",
+            )
+        seen[case.case_id] = number
+        cases.append(case)
+    if not cases:
+        raise CaseFormatError("the file holds no cases", path=path)
+    return cases
+
+
+def write_cases(path: str | Path, cases: Iterable[Case]) -> Path:
+    """Write cases in canonical JSONL form (UTF-8, one case per line) atomically.
+
+    The file is written to a temporary sibling and renamed, so an existing file is never
+    left half-written.
+    """
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8", newline="\n") as fh:
+        for case in cases:
+            fh.write(case.to_json_line())
+            fh.write("\n")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,383 @@
+"""The ``clinenv`` command line.
+
+Usage::
+
+    clinenv run [--env ID|auto] [--doctor scripted] [--episodes N] [--repetitions R]
+                [--seed S] [--out FILE] [--resume] [--data-dir DIR] [--allow-download]
+                [--quiet]
+    clinenv data list [--data-dir DIR]
+    clinenv data verify [NAME ...] [--data-dir DIR]
+    clinenv data download NAME
+
+``python -m clinenv`` is the same program.
+
+Exit codes: 0 success; 1 ``data verify`` found a present file with a wrong checksum or
+record count; 2 bad arguments, a missing or corrupt dataset, a run log that cannot be
+continued, or an ``--out`` file that would be overwritten; 130 interrupted (Ctrl-C; the
+log keeps every finished episode, continue with ``--resume``). Errors are one message on
+stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+#: Environment chosen by ``--env auto`` when the MedQA file resolves, and the fallback.
+AUTO_PREFERRED = "EGIP-MedQA-v0"
+AUTO_FALLBACK = "EGIP-Demo-v0"
+
+
+class CLIError(Exception):
+    """A user-facing error: printed as ``clinenv: error: <message>``, exit ``code``."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# ------------------------------------------------------------------------- doctors
+def _scripted() -> Any:
+    from clinenv.agents.scripted_doctor import ScriptedDoctor
+
+    return ScriptedDoctor()
+
+
+#: ``--doctor`` choices: name -> factory of a fresh policy.
+DOCTORS: dict[str, Callable[[], Any]] = {"scripted": _scripted}
+
+
+# ----------------------------------------------------------------------- arguments
+def _count(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``clinenv`` (sub-commands ``run`` and ``data``)."""
+    parser = argparse.ArgumentParser(
+        prog="clinenv",
+        description="Clinical diagnosis cases as EGIP environments: run doctor policies "
+                    "and manage datasets.")
+    sub = parser.add_subparsers(dest="command", metavar="{run,data}")
+    sub.required = True
+
+    run = sub.add_parser("run", help="run a doctor policy over a dataset, writing a run log",
+                         description="Run a doctor policy over the first N cases of an EGIP "
+                                     "environment, R times each; one JSON line per episode.")
+    run.add_argument("--env", default="auto", metavar="ID|auto",
+                     help=f"environment id, or 'auto' (default): {AUTO_PREFERRED} when the "
+                          f"medqa file resolves, else {AUTO_FALLBACK}")
+    run.add_argument("--doctor", default="scripted", choices=sorted(DOCTORS),
+                     help="doctor policy (default: scripted)")
+    run.add_argument("--episodes", type=_count(1), default=None, metavar="N",
+                     help="use the first N cases in dataset order (default: all)")
+    run.add_argument("--repetitions", type=_count(1), default=1, metavar="R",
+                     help="repetitions per case (default: 1)")
+    run.add_argument("--seed", type=_count(0), default=0, metavar="S",
+                     help="run seed; episode seeds derive from it (default: 0)")
+    run.add_argument("--out", type=Path, default=None, metavar="FILE",
+                     help="run log (JSON Lines); must be new or empty unless --resume "
+                          "(default: runs/<env id>_<doctor>_seed<S>.jsonl)")
+    run.add_argument("--resume", action="store_true",
+                     help="continue an existing run log: run only the missing episodes")
+    run.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
+                     help="folder holding the dataset files (before $CLINENV_DATA_DIR)")
+    run.add_argument("--allow-download", action="store_true",
+                     help="download a missing public dataset (pinned URL and sha256)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar or notes")
+    run.set_defaults(func=cmd_run)
+
+    data = sub.add_parser("data", help="list, verify or download datasets")
+    dsub = data.add_subparsers(dest="data_command", metavar="{list,verify,download}")
+    dsub.required = True
+    dlist = dsub.add_parser("list", help="known datasets and where their files are")
+    dlist.add_argument("--data-dir", type=Path, default=None, metavar="DIR")
+    dlist.set_defaults(func=cmd_data_list)
+    dverify = dsub.add_parser("verify", help="check checksums and record counts "
+                                             "(exit 1 on a mismatch)")
+    dverify.add_argument("names", nargs="*", metavar="NAME",
+                         help="datasets to check (default: all)")
+    dverify.add_argument("--data-dir", type=Path, default=None, metavar="DIR")
+    dverify.set_defaults(func=cmd_data_verify)
+    ddown = dsub.add_parser("download", help="download a public dataset into the user cache")
+    ddown.add_argument("name", metavar="NAME")
+    ddown.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
+                       help="a folder checked first for an existing copy")
+    ddown.set_defaults(func=cmd_data_download)
+    return parser
+
+
+# ----------------------------------------------------------------------------- run
+def choose_env(requested: str, data_dir: Path | None, allow_download: bool) -> tuple[str, str]:
+    """The environment id to run and why it was chosen.
+
+    Args:
+        requested: an environment id or ``"auto"``.
+        data_dir: ``--data-dir``.
+        allow_download: ``--allow-download`` (``auto`` may then download MedQA).
+
+    Returns:
+        ``(env_id, reason)``.
+
+    Raises:
+        CLIError: an unknown id, or (``auto``) a MedQA file with a wrong checksum.
+    """
+    import gymnasium as gym
+
+    from clinenv.datasets import resolve_dataset
+    from clinenv.errors import ChecksumError, DatasetNotFoundError
+    from clinenv.registration import EGIP_IDS
+
+    if requested != "auto":
+        if requested not in gym.registry:
+            raise CLIError(f"unknown environment id {requested!r}; clinenv ids: "
+                           + ", ".join(EGIP_IDS) + " (or 'auto')")
+        return requested, "requested with --env"
+    dataset = EGIP_IDS[AUTO_PREFERRED]
+    try:
+        path = resolve_dataset(dataset, data_dir, allow_download=allow_download)
+    except DatasetNotFoundError:
+        return AUTO_FALLBACK, (f"--env auto: dataset {dataset!r} not found (set "
+                               "CLINENV_DATA_DIR or run `clinenv data download medqa`), "
+                               "so the bundled demo set is used")
+    except ChecksumError as err:
+        raise CLIError(f"--env auto: {err}") from None
+    return AUTO_PREFERRED, f"--env auto: dataset {dataset!r} found at {path}"
+
+
+def _make_env(env_id: str, data_dir: Path | None, allow_download: bool) -> Any:
+    import gymnasium as gym
+
+    from clinenv.errors import ClinenvError
+
+    kwargs: dict[str, Any] = {}
+    if data_dir is not None:
+        kwargs["data_dir"] = str(data_dir)
+    if allow_download:
+        kwargs["allow_download"] = True
+    try:
+        return gym.make(env_id, **kwargs)
+    except ClinenvError as err:
+        raise CLIError(str(err)) from None
+    except gym.error.Error as err:
+        raise CLIError(f"cannot make {env_id!r}: {err}") from None
+
+
+def _fmt_pct(value: float | None) -> str:
+    return "n/a" if value is None or math.isnan(value) else f"{value:.2f} %"
+
+
+def _fmt_num(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.2f}"
+
+
+def format_summary(summary: dict[str, Any], *, title: str) -> str:
+    """Plain-ASCII text of a :func:`clinenv.rollouts.summarize` result."""
+    lines = [
+        title,
+        f"  scheduled   {summary['n_scheduled']}",
+        f"  accuracy    {_fmt_pct(summary['accuracy'])}  ({summary['n_correct']} correct, "
+        f"{summary['n_wrong']} wrong, {summary['n_unscored']} unscored or missing)",
+        f"  coverage    {_fmt_pct(summary['coverage'])}",
+        f"  mean turns  {_fmt_num(summary['mean_turns'])}",
+        f"  mean exams  {_fmt_num(summary['mean_exams'])}",
+    ]
+    reps = summary["repetitions"]
+    if len(reps) >= 2:
+        per = ", ".join(f"{v['accuracy']:.2f}" for v in reps.values())
+        lines.append(f"  accuracy over {len(reps)} repetitions: "
+                     f"{summary['accuracy_mean']:.2f} +/- {summary['accuracy_sd']:.2f} % "
+                     f"(mean +/- sample SD; per repetition: {per})")
+    return "\n".join(lines)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``clinenv run``: see the module docstring."""
+    from tqdm import tqdm
+
+    from clinenv.rollouts import RunLogError, plan_episodes, run_logged, summarize
+
+    env_id, reason = choose_env(args.env, args.data_dir, args.allow_download)
+    out: Path = args.out or Path("runs") / f"{env_id}_{args.doctor}_seed{args.seed}.jsonl"
+    if out.is_dir():
+        raise CLIError(f"--out {out} is a folder; give a file path")
+    if not args.resume and out.exists() and out.stat().st_size > 0:
+        raise CLIError(f"{out} exists and is not empty; pass --resume to continue it, "
+                       "or choose another --out file")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    print(f"env: {env_id} ({reason})", flush=True)
+    env = _make_env(env_id, args.data_dir, args.allow_download)
+    try:
+        plan_episodes(len(env.unwrapped.pool.cases), args.episodes, args.repetitions,
+                      args.seed)
+    except ValueError as err:
+        env.close()
+        raise CLIError(f"{env_id}: {err}") from None
+    doctor = DOCTORS[args.doctor]()
+    bar: Any = None
+
+    def start(n_todo: int) -> None:
+        nonlocal bar
+        bar = tqdm(total=n_todo, desc=env_id, unit="ep", file=sys.stderr,
+                   disable=args.quiet or not sys.stderr.isatty())
+
+    try:
+        result = run_logged(env, doctor, out=out, seed=args.seed, episodes=args.episodes,
+                            repetitions=args.repetitions, resume=args.resume, env_id=env_id,
+                            progress=lambda _line: bar.update(1), on_start=start)
+    except (RunLogError, FileExistsError) as err:
+        raise CLIError(str(err)) from None
+    finally:
+        if bar is not None:
+            bar.close()
+        env.close()
+    if result.partial_bytes and not args.quiet:
+        print(f"note: {out}: cut off a partial last line ({result.partial_bytes} bytes) "
+              "left by an interrupted run", file=sys.stderr)
+    if result.n_extra and not args.quiet:
+        print(f"note: {out} also holds {result.n_extra} episode(s) outside this schedule; "
+              "they are not in the summary", file=sys.stderr)
+    summary = summarize(result.lines, plan=result.plan)
+    n_cases = len({i for i, _, _ in result.plan})
+    title = (f"{env_id} | doctor {doctor.name} | seed {args.seed} | {n_cases} cases x "
+             f"{args.repetitions} repetition(s) | {result.n_new} run now, "
+             f"{result.n_resumed} resumed")
+    print(format_summary(summary, title=title))
+    print(f"  log         {out}")
+    return 0
+
+
+# ---------------------------------------------------------------------------- data
+def _table(rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in rows)
+
+
+def cmd_data_list(args: argparse.Namespace) -> int:
+    """``clinenv data list``: name, file, expected records, where found, checksum."""
+    from clinenv.datasets import DATASETS, resolve_dataset, sha256_file
+    from clinenv.errors import ClinenvError
+
+    rows = [("name", "file", "records", "found", "sha256")]
+    for name, spec in DATASETS.items():
+        try:
+            path = resolve_dataset(name, args.data_dir, verify=False)
+        except ClinenvError:
+            where, sha = "absent", "-"
+        else:
+            where = str(path)
+            if spec.sha256 is None:
+                sha = "not pinned"
+            else:
+                sha = "ok" if sha256_file(path) == spec.sha256 else "MISMATCH"
+        expected = "-" if spec.n_records is None else str(spec.n_records)
+        rows.append((name, spec.file_name, expected, where, sha))
+    print(_table(rows))
+    return 0
+
+
+def cmd_data_verify(args: argparse.Namespace) -> int:
+    """``clinenv data verify``: exit 1 when a present file fails its checks."""
+    from clinenv.datasets import DATASETS, verify_dataset
+    from clinenv.datasets.registry import get_spec
+    from clinenv.errors import DatasetNotFoundError
+
+    try:
+        names = [get_spec(n).name for n in args.names] if args.names else list(DATASETS)
+    except DatasetNotFoundError as err:
+        raise CLIError(str(err)) from None
+    failed = False
+    rows = [("name", "status", "records", "sha256", "path")]
+    for name in names:
+        try:
+            result = verify_dataset(name, args.data_dir)
+        except DatasetNotFoundError:
+            rows.append((name, "absent", "-", "-", "-"))
+            continue
+        expected_sha = result.get("expected")
+        if expected_sha is None:
+            sha = "not pinned"
+        else:
+            sha = "ok" if result["sha256"] == expected_sha else "MISMATCH"
+        n, want = result.get("n_records"), result.get("expected_records")
+        records = "unparsable" if n is None else (f"{n}" if want is None else f"{n}/{want}")
+        status = "ok" if result["ok"] else "FAILED"
+        failed |= not result["ok"]
+        rows.append((name, status, records, sha, result["path"]))
+        if not result["ok"]:
+            problems = []
+            if sha == "MISMATCH":
+                problems.append(f"sha256 {result['sha256']}, expected {expected_sha}")
+            if result.get("error"):
+                problems.append(str(result["error"]))
+            elif n is not None and want is not None and n != want:
+                problems.append(f"{n} records, expected {want}")
+            print(f"{name}: {result['path']}: " + "; ".join(problems or ["check failed"]),
+                  file=sys.stderr)
+    print(_table(rows))
+    return 1 if failed else 0
+
+
+def cmd_data_download(args: argparse.Namespace) -> int:
+    """``clinenv data download NAME``: fetch a public dataset into the user cache."""
+    from clinenv.datasets import resolve_dataset
+    from clinenv.datasets.registry import get_spec
+    from clinenv.errors import ClinenvError, DatasetNotFoundError
+
+    try:
+        spec = get_spec(args.name)
+    except DatasetNotFoundError as err:
+        raise CLIError(str(err)) from None
+    if spec.bundled:
+        path = resolve_dataset(spec.name)
+        print(f"{spec.name}: bundled with clinenv at {path}; nothing to download")
+        return 0
+    if spec.url is None:
+        raise CLIError(f"dataset {spec.name!r} cannot be downloaded. {spec.access_note}")
+    try:
+        try:
+            path = resolve_dataset(spec.name, args.data_dir)
+            print(f"{spec.name}: already available at {path} (sha256 verified)")
+        except DatasetNotFoundError:
+            path = resolve_dataset(spec.name, args.data_dir, allow_download=True)
+            print(f"{spec.name}: downloaded to {path} (sha256 verified)")
+    except ClinenvError as err:
+        raise CLIError(str(err)) from None
+    return 0
+
+
+# ---------------------------------------------------------------------------- main
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``clinenv`` command line.
+
+    Args:
+        argv: arguments without the program name (default: ``sys.argv[1:]``).
+
+    Returns:
+        The exit code (see the module docstring). argparse errors exit 2 via
+        ``SystemExit``.
+    """
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except CLIError as err:
+        print(f"clinenv: error: {err}", file=sys.stderr)
+        return err.code
+    except KeyboardInterrupt:
+        print("clinenv: interrupted; finished episodes are in the log, continue with "
+              "--resume", file=sys.stderr)
+        return 130

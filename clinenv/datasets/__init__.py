@@ -1,0 +1,230 @@
+"""Datasets: load AgentClinic case files (and clinenv's own) as :class:`~clinenv.cases.Case`.
+
+Entry points:
+
+- :func:`load_cases` — cases from a registry name (``"medqa"``, ``"NEJM_Ext"``,
+  ``"MIMIC-IV"``, ``"demo"``...) or a file path;
+- :func:`load_cases_with_report` — the same plus a :class:`LoadReport` (skipped lines in
+  lenient mode, warnings);
+- :func:`resolve_dataset`, :func:`download_dataset`, :func:`verify_dataset` — find,
+  fetch and check dataset files (used by ``clinenv data``);
+- :data:`DATASETS` / :class:`DatasetSpec` — the registry.
+
+Schemas: OSCE (:mod:`.osce`), NEJM (:mod:`.nejm`, test text split by :mod:`.nejm_split`)
+and canonical (``Case`` JSON Lines, :func:`clinenv.cases.read_cases`). Flags are
+computed by :mod:`.flags`. Files are always read as UTF-8 (bug report B18).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from clinenv.cases import Case, case_from_dict, read_cases
+from clinenv.datasets.flags import iter_leaf_texts, near_duplicates
+from clinenv.datasets.lenient import LoadReport, iter_lines
+from clinenv.datasets.nejm import DISCLOSURES, Disclosure, case_from_nejm
+from clinenv.datasets.nejm_split import split_test_findings
+from clinenv.datasets.osce import case_from_osce
+from clinenv.datasets.registry import DATASETS, DatasetSpec, get_spec
+from clinenv.datasets.resolve import (
+    ENV_VAR,
+    download_dataset,
+    is_path_like,
+    resolve_dataset,
+    sha256_file,
+    verify_dataset,
+)
+from clinenv.errors import CaseFormatError
+
+__all__ = [
+    "DATASETS",
+    "ENV_VAR",
+    "DatasetSpec",
+    "LoadReport",
+    "download_dataset",
+    "get_spec",
+    "load_cases",
+    "load_cases_with_report",
+    "resolve_dataset",
+    "sha256_file",
+    "split_test_findings",
+    "verify_dataset",
+]
+
+
+def _locate(
+    name_or_path: str | os.PathLike[str],
+    data_dir: str | Path | None,
+    allow_download: bool,
+    verify: bool,
+) -> tuple[Path, DatasetSpec | None, str]:
+    """``(path, registry spec or None for an explicit file, dataset name)``."""
+    path = resolve_dataset(name_or_path, data_dir, allow_download=allow_download,
+                           verify=verify)
+    if not is_path_like(name_or_path):
+        spec = get_spec(str(name_or_path))
+        return path, spec, spec.name
+    for spec in DATASETS.values():
+        if spec.file_name == path.name:
+            return path, None, spec.name
+    slug = re.sub(r"[^a-z0-9]+", "_", path.stem.lower()).strip("_") or "cases"
+    return path, None, slug
+
+
+def _sniff_schema(path: Path) -> str:
+    """Tell the schema of a user file from its first recognizable record."""
+    for _line, obj in iter_lines(path):
+        if isinstance(obj, dict):
+            if "OSCE_Examination" in obj:
+                return "osce"
+            if {"answers", "question", "patient_info", "physical_exams"} & obj.keys():
+                return "nejm"
+            if "case_id" in obj and "target" in obj:
+                return "canonical"
+    return "osce"
+
+
+def _load_canonical(path: Path, report: LoadReport, strict: bool) -> list[Case]:
+    if strict:
+        return read_cases(path)
+    cases: list[Case] = []
+    seen: dict[str, int] = {}
+    for line, obj in iter_lines(path):
+        try:
+            if isinstance(obj, CaseFormatError):
+                raise obj
+            case = case_from_dict(obj, path=path, line=line)
+            if case.case_id in seen:
+                raise CaseFormatError(
+                    f"duplicate case_id {case.case_id!r} (first on line {seen[case.case_id]})",
+                    path=path, line=line, field="case_id",
+                )
+        except CaseFormatError as err:
+            report.skip(err, strict=False)
+            continue
+        seen[case.case_id] = line
+        cases.append(case)
+    return cases
+
+
+def _identity_text(case: Case) -> str:
+    vignette = case.metadata.get("vignette")
+    head = vignette if isinstance(vignette, str) else case.objective
+    return " ".join([head, *iter_leaf_texts(case.patient)])
+
+
+def _load_records(path: Path, schema: str, dataset: str, report: LoadReport, strict: bool,
+                  disclosure: Disclosure) -> list[Case]:
+    cases: list[Case] = []
+    index = 0
+    for line, obj in iter_lines(path):
+        index += 1
+        try:
+            if isinstance(obj, CaseFormatError):
+                raise obj
+            if schema == "nejm":
+                case = case_from_nejm(obj, dataset=dataset, index=index, disclosure=disclosure,
+                                      path=path, line=line)
+            else:
+                case = case_from_osce(obj, dataset=dataset, index=index, path=path, line=line)
+        except CaseFormatError as err:
+            report.skip(err, strict=strict)
+            continue
+        cases.append(case)
+    duplicates = near_duplicates([c.case_id for c in cases], [_identity_text(c) for c in cases])
+    return [
+        case if dup is None else case.model_copy(
+            update={"flags": case.flags.model_copy(update={"near_duplicate_of": dup})}
+        )
+        for case, dup in zip(cases, duplicates, strict=True)
+    ]
+
+
+def load_cases_with_report(
+    name_or_path: str | os.PathLike[str],
+    data_dir: str | Path | None = None,
+    *,
+    allow_download: bool = False,
+    disclosure: Disclosure = "presentation",
+    strict: bool = True,
+    verify: bool = True,
+) -> tuple[list[Case], LoadReport]:
+    """Load cases and report what was skipped or suspicious.
+
+    Args and raises: as :func:`load_cases`.
+
+    Returns:
+        ``(cases, report)``; ``report.skipped`` lists ``(line, reason)`` for lines
+        skipped in lenient mode and ``report.warnings`` other problems (e.g. a record
+        count that differs from the registry's).
+    """
+    if disclosure not in DISCLOSURES:
+        raise ValueError(f"disclosure must be one of {DISCLOSURES}, got {disclosure!r}")
+    path, spec, dataset = _locate(name_or_path, data_dir, allow_download, verify)
+    schema = spec.schema if spec is not None else _sniff_schema(path)
+    report = LoadReport(path=str(path), dataset=dataset, schema=schema)
+    if schema == "canonical":
+        cases = _load_canonical(path, report, strict)
+    else:
+        cases = _load_records(path, schema, dataset, report, strict, disclosure)
+    if not cases:
+        reason = "the file holds no cases"
+        if report.skipped:
+            reason += f" ({report.n_skipped} bad lines skipped)"
+        raise CaseFormatError(reason, path=path)
+    if spec is not None and spec.n_records is not None and len(cases) != spec.n_records:
+        report.warn(
+            f"dataset {spec.name!r} should hold {spec.n_records} records, loaded {len(cases)}",
+            strict=strict,
+        )
+    report.n_loaded = len(cases)
+    return cases, report
+
+
+def load_cases(
+    name_or_path: str | os.PathLike[str],
+    data_dir: str | Path | None = None,
+    *,
+    allow_download: bool = False,
+    disclosure: Disclosure = "presentation",
+    strict: bool = True,
+    verify: bool = True,
+) -> list[Case]:
+    """Load the cases of a named dataset or of a file.
+
+    A registry name (case-insensitive, ``-``/``_`` tolerant) is resolved by
+    :func:`resolve_dataset`: ``data_dir``, then ``$CLINENV_DATA_DIR``, then the user
+    cache, then (only with ``allow_download=True``) a download checked against the pinned
+    sha256. A path is read as it is; its schema (OSCE, NEJM or canonical) is taken from
+    the registry when the file name is a registry file name, and otherwise from its first
+    record. Case ids are ``f"{dataset}-{index:04d}"`` with the record's 1-based position
+    in the file (canonical files keep their own ids).
+
+    Args:
+        name_or_path: registry name, or path of a JSON Lines file.
+        data_dir: a folder to look in first for a named dataset.
+        allow_download: permit downloading a public dataset into the cache.
+        disclosure: NEJM s0 setting, ``"question"``, ``"presentation"`` (default) or
+            ``"vignette"`` (leaky; ablations only); see :mod:`clinenv.datasets.nejm`.
+        strict: raise at the first bad line (default); ``False`` skips bad lines (use
+            :func:`load_cases_with_report` to see them) and turns a record-count
+            mismatch into a warning.
+        verify: check a named dataset's sha256 against the pinned value.
+
+    Returns:
+        The cases in file order.
+
+    Raises:
+        DatasetNotFoundError: unknown name, or the file cannot be found (the message
+            says where it looked and how to get it).
+        ChecksumError: the named dataset's file does not match its pinned sha256.
+        CaseFormatError: a bad line (strict mode), an empty file, or (strict mode) a
+            record count that differs from the registry's; names file, line and field.
+        ValueError: unknown ``disclosure``.
+    """
+    return load_cases_with_report(
+        name_or_path, data_dir, allow_download=allow_download, disclosure=disclosure,
+        strict=strict, verify=verify,
+    )[0]

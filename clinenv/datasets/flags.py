@@ -1,0 +1,217 @@
+"""Per-case data-quality flags (``clinenv.cases.CaseFlags``).
+
+The rules are deliberately simple and documented here so that analyses can cite them.
+They follow the leak and quality notes of the AgentClinic audit
+(``research/agentclinic-native-protocol.md``, weaknesses W4, W5, W12, W14):
+
+- ``target_in_records``: the normalized target text, or its main noun phrase when the
+  target has two or more words, occurs in some record leaf of M as a whole-word,
+  case-insensitive match (accents folded, hyphens read as spaces). Negated mentions
+  ("no appendicitis") count too: the flag means "the record text names the target".
+- ``target_in_patient_facts``: the same test over the leaves of P.
+- ``patient_facts_contain_findings``: (NEJM role cards only) some clause of
+  ``patient_info`` names a test or examination *and* a result word (showed, revealed,
+  found, noted, came back, normal, positive...), and is not a clause about what the
+  patient does not know ("you are not aware of...", "you haven't been told...").
+- ``caregiver_voice``: the demographics give an age in days, weeks or months, an age in
+  years under 5, or the words newborn, neonate or infant (with no stated age).
+- ``near_duplicate_of``: within one file, rapidfuzz ``token_set_ratio`` of the case's
+  identity text (objective plus patient history) against an earlier case is >= 95; the
+  value is the first case of that duplicate group.
+- ``no_recorded_tests``: M holds no test result (no tests, or only placeholders such as
+  "Pending", see :func:`clinenv.protocol.availability.is_unavailable`).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterator, Sequence
+
+from pydantic import JsonValue
+from rapidfuzz import fuzz, process
+from rapidfuzz.utils import default_process
+
+from clinenv.protocol.availability import is_unavailable
+
+#: token_set_ratio threshold (0-100) for ``near_duplicate_of``.
+NEAR_DUPLICATE_THRESHOLD = 95.0
+
+#: Leading words dropped to get a target's main noun phrase.
+_QUALIFIERS = frozenset(
+    "acute chronic subacute primary secondary probable possible likely suspected early "
+    "late severe mild moderate recurrent active benign malignant idiopathic "
+    "congenital physiological physiologic".split()
+)
+_CLAUSE_CUT = re.compile(
+    r"\s*(?:,|;|:|\bdue to\b|\bsecondary to\b|\bcaused by\b|\bassociated with\b|"
+    r"\bwith\b|\bat its\b|\bin the setting of\b)",
+    re.IGNORECASE,
+)
+_PARENS = re.compile(r"\s*[(\[][^)\]]*[)\]]")
+
+
+def fold(text: str) -> str:
+    """Lower-case, strip accents, read ``-``/``_``/dashes as spaces, collapse spaces."""
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(ch for ch in text if not unicodedata.combining(ch))
+    text = text.replace("\u2019", "'").replace("\u2018", "'")
+    text = re.sub(r"[-_\u2010-\u2015]+", " ", text.lower())
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def main_noun_phrase(target: str) -> str:
+    """The target without parentheses, trailing clauses and leading qualifiers.
+
+    ``"Acute interstitial nephritis"`` → ``"interstitial nephritis"``;
+    ``"Rupture of the flexor ... tendon at its point of insertion"`` →
+    ``"rupture of the flexor ... tendon"``.
+    """
+    text = fold(_PARENS.sub("", target))
+    text = _CLAUSE_CUT.split(text, maxsplit=1)[0]
+    words = text.split()
+    while len(words) > 1 and words[0] in _QUALIFIERS:
+        words = words[1:]
+    return " ".join(words).strip(" .")
+
+
+def target_phrases(target: str) -> list[str]:
+    """Phrases whose presence counts as naming the target (see module docstring)."""
+    full = fold(target).strip(" .")
+    phrases = [full] if full else []
+    if len(full.split()) >= 2:
+        head = main_noun_phrase(target)
+        if len(head) >= 4 and head not in phrases:
+            phrases.append(head)
+    no_parens = fold(_PARENS.sub("", target)).strip(" .")
+    if no_parens and no_parens not in phrases:
+        phrases.append(no_parens)
+    return phrases
+
+
+def iter_leaf_texts(tree: JsonValue) -> Iterator[str]:
+    """Every string leaf of a record tree (dict values and list items, depth first)."""
+    if isinstance(tree, str):
+        yield tree
+    elif isinstance(tree, dict):
+        for value in tree.values():
+            yield from iter_leaf_texts(value)
+    elif isinstance(tree, list):
+        for item in tree:
+            yield from iter_leaf_texts(item)
+
+
+def names_target(target: str, tree: JsonValue) -> bool:
+    """Whether any string leaf of ``tree`` names ``target`` (whole-word match)."""
+    patterns = [
+        re.compile(r"(?<!\w)" + r"\s+".join(map(re.escape, p.split())) + r"(?!\w)")
+        for p in target_phrases(target)
+    ]
+    if not patterns:
+        return False
+    leaves = [fold(leaf) for leaf in iter_leaf_texts(tree)]
+    return any(pat.search(leaf) for pat in patterns for leaf in leaves)
+
+
+_AGE = re.compile(
+    r"\b(\d+(?:\.\d+)?)[\s-]*(day|week|month|year|yr)s?[\s-]*old\b|"
+    r"\baged?\s+(\d+(?:\.\d+)?)\s*(day|week|month|year|yr)s?\b|"
+    r"\b(\d+(?:\.\d+)?)\s*(day|week|month|year|yr)s?\s+of\s+age\b",
+    re.IGNORECASE,
+)
+_BABY_WORDS = re.compile(r"\b(?:newborn|neonate|neonatal|infant)s?\b", re.IGNORECASE)
+
+#: Age in years below which a caregiver speaks for the patient.
+CAREGIVER_AGE_YEARS = 5
+
+
+def caregiver_voice(demographics: str) -> bool:
+    """Whether the patient is too young to self-report.
+
+    The first stated age decides ("2-year-old" yes, "18-month-old" yes, "3-week-old"
+    yes, "5-year-old" no; "38 weeks' gestation" is not an age); without one, the words
+    newborn, neonate or infant decide.
+
+    Args:
+        demographics: the demographics text (OSCE ``Demographics``, or the first
+            sentence of a NEJM vignette).
+    """
+    match = _AGE.search(demographics)
+    if match:
+        groups = [g for g in match.groups() if g is not None]
+        value, unit = float(groups[0]), groups[1].lower()
+        if unit in ("day", "week", "month"):
+            return True
+        return value < CAREGIVER_AGE_YEARS
+    return bool(_BABY_WORDS.search(demographics))
+
+
+_TEST_NOUN = re.compile(
+    r"\b(?:exam(?:ination)?s?|tests?|testing|blood ?work|biops(?:y|ies)|scans?|ct|mri|"
+    r"x-?rays?|radiographs?|ultrasound|microscopes?|microscopy|microscopic|cultures?|"
+    r"laborator(?:y|ies)|labs?|urinalysis|ecg|ekg|echocardiogra\w*|endoscopy|imaging|"
+    r"levels?|counts?)\b",
+    re.IGNORECASE,
+)
+_RESULT_WORD = re.compile(
+    r"\b(?:show(?:s|ed|n)?|revealed|found|noted|came back|demonstrated|detected|"
+    r"confirmed|indicated|normal|abnormal|positive|negative|elevated)\b",
+    re.IGNORECASE,
+)
+_NOT_KNOWN = re.compile(
+    r"\b(?:not aware|unaware|(?:do|does|did)\s*n[o'’]t know|(?:do|does|did) not know|"
+    r"(?:have|has)\s*n[o'’]t been (?:told|informed)|(?:have|has) not been (?:told|informed)|"
+    r"(?:have|has)\s*n[o'’]t seen|(?:have|has) not seen|not been informed|not know)\b",
+    re.IGNORECASE,
+)
+_CLAUSE_SPLIT = re.compile(
+    r"(?<=[.!?])\s+|,?\s+\bbut\b\s+|,\s*(?:and|although|though|while)\s+|;\s*|:\s+|\s-\s+"
+)
+
+
+def patient_facts_contain_findings(text: str) -> bool:
+    """Whether a NEJM ``patient_info`` role card states test or examination findings.
+
+    Keyword rule (module docstring): a clause with a test/examination noun and a result
+    word, ignoring clauses about what the patient does not know.
+    """
+    for sentence in re.split(r"(?<=[.!?])\s+", text):
+        clauses = [c for c in _CLAUSE_SPLIT.split(sentence) if c and not _NOT_KNOWN.search(c)]
+        kept = " ".join(clauses)
+        if _TEST_NOUN.search(kept) and _RESULT_WORD.search(kept):
+            return True
+    return False
+
+
+def no_recorded_tests(tests: JsonValue) -> bool:
+    """Whether a tests tree holds no result at all (empty, or only placeholders)."""
+    return is_unavailable(tests)
+
+
+def near_duplicates(ids: Sequence[str], texts: Sequence[str],
+                    threshold: float = NEAR_DUPLICATE_THRESHOLD) -> list[str | None]:
+    """For each case, the id of the earlier case it nearly duplicates, or ``None``.
+
+    Each case is compared with every earlier case by rapidfuzz ``token_set_ratio`` on
+    its processed identity text; the best match at or above ``threshold`` wins (ties:
+    the earliest), and the answer is that match's own group root, so every member of a
+    duplicate group points at the group's first case.
+
+    Args:
+        ids: case ids in file order.
+        texts: identity texts (objective plus patient history), same order.
+        threshold: minimum score, 0-100.
+    """
+    processed = [default_process(t) for t in texts]
+    scores = process.cdist(processed, processed, scorer=fuzz.token_set_ratio,
+                           score_cutoff=threshold, workers=-1)
+    roots: list[str | None] = []
+    for i, text in enumerate(processed):
+        best = None
+        if text and i:
+            row = scores[i, :i]
+            j = int(row.argmax())  # first index of the maximum
+            if row[j] >= threshold:
+                best = j
+        roots.append(None if best is None else (roots[best] or ids[best]))
+    return roots

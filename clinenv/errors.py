@@ -1,0 +1,53 @@
+"""Errors raised by clinenv.
+
+Every error about input data names the file, the 1-based line and the field, so a user
+can open the file at the right place. Errors inside an episode never raise: the
+environment answers with interface feedback instead (see :mod:`clinenv.protocol`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class ClinenvError(Exception):
+    """Base class of every clinenv error."""
+
+
+class CaseFormatError(ClinenvError, ValueError):
+    """A case file is malformed.
+
+    Attributes:
+        path: the file (``None`` for in-memory data).
+        line: 1-based line number in the file (``None`` when the whole file is at fault).
+        field: dotted path of the offending field inside the record (``None`` when the
+            line itself is at fault, e.g. invalid JSON).
+        reason: what is wrong, in words.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        path: str | Path | None = None,
+        line: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.path = None if path is None else str(path)
+        self.line = line
+        self.field = field
+        self.reason = reason
+        where = self.path or "<memory>"
+        if line is not None:
+            where += f", line {line}"
+        if field:
+            where += f", field '{field}'"
+        super().__init__(f"{where}: {reason}")
+
+
+class DatasetNotFoundError(ClinenvError, FileNotFoundError):
+    """A named dataset could not be resolved to a file; the message says how to get it."""
+
+
+class ChecksumError(ClinenvError, ValueError):
+    """A dataset file's sha256 differs from the pinned value."""

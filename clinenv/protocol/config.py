@@ -1,0 +1,54 @@
+"""Protocol settings, in one commented place. Defaults are the EGIP paper's.
+
+Every knob is an environment kwarg too (``gym.make("EGIP-MedQA-v0", menu_limit=10)``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: Fixed clarification question that replaces a repeated valid test request (EGIP 3.2).
+REPEAT_CLARIFICATION = (
+    "Is there anything else about how you have been feeling that you have not told me yet?"
+)
+#: Fixed clarification question that replaces a premature diagnosis marker (EGIP 3.2).
+PREMATURE_CLARIFICATION = (
+    "Before we finish, is there anything else about your symptoms or history I should know?"
+)
+
+
+class ProtocolConfig(BaseModel):
+    """EGIP protocol settings.
+
+    Attributes:
+        acquisition_rounds: T, doctor rounds of evidence acquisition before the decision
+            (EGIP 4.1: T = 19, then terminal prediction; 20 turns in all). >= 1.
+        menu_limit: how many menu entries are displayed (all stay requestable); ``None``
+            shows all.
+        show_menu: ``False`` is the "w/o menu" ablation (EGIP Table 3): B is removed from
+            the doctor view, validation against A is unchanged.
+        clarify_repeats: replace a repeated valid test request by
+            :data:`REPEAT_CLARIFICATION` (EGIP default) instead of interface feedback.
+        premature_diagnosis: ``"clarify"`` (EGIP default) replaces a diagnosis marker
+            during acquisition by :data:`PREMATURE_CLARIFICATION`; ``"decide"`` ends
+            acquisition early and enters the decision phase.
+        strict_markers: AgentClinic's case-sensitive marker matching (see
+            :mod:`clinenv.protocol.parser`).
+        exam_accept: fuzzy score (0-100) for a unique test-name match.
+        exam_suggest: fuzzy score (0-100) for suggesting close names on a miss.
+        max_action_chars: longer doctor utterances are cut to this length (noted in info).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    acquisition_rounds: int = Field(default=19, ge=1, le=1000)
+    menu_limit: int | None = Field(default=25, ge=0)
+    show_menu: bool = True
+    clarify_repeats: bool = True
+    premature_diagnosis: Literal["clarify", "decide"] = "clarify"
+    strict_markers: bool = False
+    exam_accept: float = Field(default=88.0, ge=0, le=100)
+    exam_suggest: float = Field(default=60.0, ge=0, le=100)
+    max_action_chars: int = Field(default=4096, ge=16)

@@ -1,0 +1,138 @@
+"""The acquired-evidence interface E(s0, K, h_T) (EGIP section 3.3, Eq. 4).
+
+The terminal input e_T has three fields: the objective s0, the candidate labels K, and
+the ordered Patient and Measurement observations extracted from h_T, each with its
+question or request context and its availability. Doctor and Interface events stay in
+h_T for traceability but are not observations.
+
+Observation ids (``O1``, ``O2``...) let terminal strategies cite evidence; ``S0`` refers
+to the objective.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from clinenv.protocol.history import Event, MeasurementEvent, PatientEvent
+
+#: Terminal instructions shared by every strategy (EGIP appendix A.2).
+TERMINAL_INSTRUCTIONS = (
+    "Base your answer only on the acquired evidence above. A finding that is not recorded "
+    "or not available is unknown, not normal. Candidate labels are hypotheses, not "
+    "findings. Reply with exactly one line: DIAGNOSIS READY: <single diagnosis>"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One acquired observation.
+
+    Attributes:
+        obs_id: ``O<n>`` in acquisition order.
+        source: ``"Patient"`` or ``"Measurement"``.
+        turn: the round it was acquired in.
+        context: the question asked, or the examination requested.
+        content: the patient's reply, or the stored result text (``None`` if none).
+        availability: ``"stated"`` for patient replies; ``"recorded"``, ``"unavailable"``
+            or ``"not_recorded"`` for measurements.
+        exam_id: public exam id for measurements, else ``None``.
+    """
+
+    obs_id: str
+    source: Literal["Patient", "Measurement"]
+    turn: int
+    context: str
+    content: str | None
+    availability: str
+    exam_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceBundle:
+    """e_T = E(s0, K, h_T).
+
+    Attributes:
+        objective: s0.
+        candidates: K, or ``None``.
+        observations: ordered Patient and Measurement observations.
+    """
+
+    objective: str
+    candidates: tuple[str, ...] | None
+    observations: tuple[Observation, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form for run logs."""
+        return {
+            "objective": self.objective,
+            "candidates": None if self.candidates is None else list(self.candidates),
+            "observations": [
+                {
+                    "obs_id": o.obs_id, "source": o.source, "turn": o.turn,
+                    "context": o.context, "content": o.content,
+                    "availability": o.availability, "exam_id": o.exam_id,
+                }
+                for o in self.observations
+            ],
+        }
+
+    def without_observations(self) -> EvidenceBundle:
+        """Terminal-input ablation: the same bundle with no observations (EGIP Table 3B)."""
+        return EvidenceBundle(self.objective, self.candidates, ())
+
+    def without_candidates(self) -> EvidenceBundle:
+        """Terminal-input ablation: the same bundle with no candidate labels."""
+        return EvidenceBundle(self.objective, None, self.observations)
+
+
+def option_letter(index: int) -> str:
+    """``0 -> "A"``, ``1 -> "B"`` ...; beyond Z: ``"AA"``-style two letters."""
+    if index < 26:
+        return chr(ord("A") + index)
+    return option_letter(index // 26 - 1) + chr(ord("A") + index % 26)
+
+
+def build_evidence(
+    objective: str, candidates: tuple[str, ...] | None, history: Iterable[Event]
+) -> EvidenceBundle:
+    """E(s0, K, h_T): keep Patient and Measurement events, in order, as observations."""
+    observations: list[Observation] = []
+    for event in history:
+        if isinstance(event, PatientEvent):
+            observations.append(Observation(
+                f"O{len(observations) + 1}", "Patient", event.turn, event.question_context,
+                event.reply, "stated"))
+        elif isinstance(event, MeasurementEvent):
+            observations.append(Observation(
+                f"O{len(observations) + 1}", "Measurement", event.turn, event.name,
+                event.recorded_value, event.result_availability, event.exam_id))
+    return EvidenceBundle(objective, candidates, tuple(observations))
+
+
+def render_evidence(bundle: EvidenceBundle, *, instructions: bool = True) -> str:
+    """The evidence interface as text: objective, candidates, observations, instructions."""
+    lines = ["# Objective (S0)", bundle.objective]
+    if bundle.candidates:
+        lines += ["", "# Candidate labels (hypotheses, not findings)"]
+        lines += [f"{option_letter(i)}. {c}" for i, c in enumerate(bundle.candidates)]
+    lines += ["", "# Acquired observations"]
+    if not bundle.observations:
+        lines.append("(none)")
+    for o in bundle.observations:
+        if o.source == "Patient":
+            lines.append(f"[{o.obs_id}] Patient, asked \"{o.context}\": {o.content}")
+        elif o.availability == "not_recorded":
+            lines.append(f"[{o.obs_id}] Measurement {o.context}: not recorded (unknown)")
+        elif o.availability == "unavailable":
+            lines.append(f"[{o.obs_id}] Measurement {o.context} ({o.exam_id}): "
+                         "result not available (unknown)")
+        else:
+            body = (o.content or "").replace("\n", "\n    ")
+            lines.append(f"[{o.obs_id}] Measurement {o.context} ({o.exam_id}):\n    {body}")
+    if instructions:
+        lines += ["", "# Instructions", TERMINAL_INSTRUCTIONS]
+        if bundle.candidates:
+            lines.append("You may answer with a candidate's letter or its text.")
+    return "\n".join(lines)

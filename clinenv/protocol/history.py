@@ -1,0 +1,92 @@
+"""The interaction history h_t: an ordered list of typed events (EGIP Eq. 3).
+
+``h_{t+1} = h_t || [(a_t, r_t)]``: every round appends the doctor's (routed) action and
+the responses it produced. Four event types:
+
+- :class:`DoctorEvent` — what the doctor said (reasoning removed) and how it was routed;
+- :class:`PatientEvent` — a patient reply with its ``question_context``;
+- :class:`MeasurementEvent` — a record lookup with ``source_paths``, ``recorded_value``
+  and ``result_availability`` (EGIP appendix A.1 names);
+- :class:`InterfaceEvent` — feedback from the interface (invalid or ambiguous requests,
+  replaced actions, phase changes).
+
+Only Patient and Measurement events are observations; the evidence interface E keeps
+them and drops the others (EGIP section 3.3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+Availability = Literal["recorded", "unavailable", "not_recorded"]
+
+
+@dataclass(frozen=True, slots=True)
+class DoctorEvent:
+    """The doctor's utterance in round ``turn`` and the action it was routed as.
+
+    ``routed_as`` is one of ``question``, ``test_request``, ``diagnosis``, ``empty``,
+    ``clarification`` (the action was replaced by a fixed clarification question).
+    """
+
+    turn: int
+    text: str
+    routed_as: str
+    payload: str
+    source: Literal["doctor"] = "doctor"
+
+
+@dataclass(frozen=True, slots=True)
+class PatientEvent:
+    """A patient reply; ``question_context`` is the effective question it answers."""
+
+    turn: int
+    question_context: str
+    reply: str
+    source: Literal["patient"] = "patient"
+
+
+@dataclass(frozen=True, slots=True)
+class MeasurementEvent:
+    """A record lookup O.
+
+    Attributes:
+        request: the requested name as the doctor wrote it.
+        exam_id: public id of the matched entry, ``None`` when not recorded.
+        name: readable name of the entry (the request for a miss).
+        source_paths: keys from the root of M to each returned record.
+        recorded_value: the stored record rendered as text; ``None`` when not recorded.
+        result_availability: ``recorded``, ``unavailable`` (placeholder only) or
+            ``not_recorded`` (no such record — never to be read as normal).
+    """
+
+    turn: int
+    request: str
+    exam_id: str | None
+    name: str
+    source_paths: tuple[tuple[str, ...], ...]
+    recorded_value: str | None
+    result_availability: Availability
+    source: Literal["measurement"] = "measurement"
+
+
+@dataclass(frozen=True, slots=True)
+class InterfaceEvent:
+    """Interface feedback; ``kind`` names the situation (e.g. ``ambiguous_request``)."""
+
+    turn: int
+    kind: str
+    message: str
+    source: Literal["interface"] = "interface"
+
+
+Event = DoctorEvent | PatientEvent | MeasurementEvent | InterfaceEvent
+
+
+def event_to_dict(event: Event) -> dict[str, Any]:
+    """JSON-ready dict of one event (tuples become lists)."""
+    data = asdict(event)
+    if "source_paths" in data:
+        data["source_paths"] = [list(p) for p in data["source_paths"]]
+    return data

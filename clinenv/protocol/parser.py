@@ -1,0 +1,154 @@
+"""The doctor-action parser: free text in, one typed action out.
+
+Accepted forms (EGIP section 3.2; AgentClinic's markers):
+
+- ``DIAGNOSIS READY: <diagnosis>`` — a diagnosis (terminal answer);
+- ``REQUEST TEST: <id or name>`` or a bare menu id (``T3``, ``[PE1]``) — an exam request;
+- anything else that is not empty — a question to the patient.
+
+Two modes:
+
+- lenient (default): markers match case-insensitively and through markdown
+  (``**DIAGNOSIS READY:** **Acute pancreatitis**``, ``### Diagnosis ready: ...``); with
+  ``accept_bare_diagnosis=True`` (the decision phase) ``Final diagnosis: X`` /
+  ``Diagnosis: X`` lines are diagnoses too;
+- strict (AgentClinic-compatible): case-sensitive ``DIAGNOSIS READY`` / ``REQUEST TEST``
+  substrings; any other form is a question, reported as a format miss.
+
+Reasoning blocks (``<think>...</think>``, also empty, repeated or unterminated) are
+removed before parsing; their text is returned in ``DoctorAction.reasoning`` and is never
+routed to the patient or examiner (field report B01). A reply that is all reasoning is an
+empty action (B04).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+ActionKind = Literal["question", "test_request", "diagnosis", "empty"]
+
+_THINK_BLOCK = re.compile(r"<think>(.*?)</think>", re.IGNORECASE | re.DOTALL)
+_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
+_MD_NOISE = re.compile(r"[*`]+|^\s{0,3}#{1,6}\s*|^\s*>\s?", re.MULTILINE)
+_DIAG = re.compile(r"diagnosis\s+ready\s*:", re.IGNORECASE)
+_TEST = re.compile(r"request\s+tests?\s*:", re.IGNORECASE)
+_BARE_DIAG = re.compile(
+    r"^\s*(?:final\s+|most\s+likely\s+|working\s+)?(?:diagnosis|answer)\s*(?:is)?\s*[:\-]\s*",
+    re.IGNORECASE | re.MULTILINE,
+)
+_MENU_ID = re.compile(r"^\s*\[?\s*((?:PE|T)\s*\d+)\s*\]?\s*\.?\s*$", re.IGNORECASE)
+_EDGE = " \t*_#`'\"“”‘’[](){}<>.;:,"
+
+
+@dataclass(frozen=True, slots=True)
+class DoctorAction:
+    """One parsed doctor utterance.
+
+    Attributes:
+        kind: ``"question"``, ``"test_request"``, ``"diagnosis"`` or ``"empty"``.
+        text: the visible utterance (reasoning removed, surrounding whitespace stripped).
+        payload: the question, the requested test (id or name) or the diagnosis; ``""``
+            for an empty action.
+        reasoning: text removed from ``<think>`` blocks, or ``None``.
+        test_payload: when an utterance carries both markers, the test request found
+            beside the diagnosis (the runtime decides which one applies in each phase).
+        format_miss: a note when the utterance looks like an attempted marker that the
+            current mode does not accept (e.g. lower-case markers in strict mode).
+    """
+
+    kind: ActionKind
+    text: str
+    payload: str
+    reasoning: str | None = None
+    test_payload: str | None = None
+    format_miss: str | None = None
+
+
+def split_reasoning(raw: str) -> tuple[str, str | None]:
+    """Split ``raw`` into (visible text, reasoning) by ``<think>`` tags.
+
+    Handles closed blocks (several, or empty), a dangling ``</think>`` (the opening tag was
+    part of the prompt template) and an unterminated ``<think>`` (everything after it is
+    reasoning, e.g. a reply cut off by ``max_tokens``).
+    """
+    parts: list[str] = []
+
+    def _keep(m: re.Match[str]) -> str:
+        parts.append(m.group(1).strip())
+        return "\n"
+
+    text = _THINK_BLOCK.sub(_keep, raw)
+    close = _THINK_CLOSE.search(text)
+    if close:
+        parts.insert(0, text[: close.start()].strip())
+        text = text[close.end():]
+    open_ = _THINK_OPEN.search(text)
+    if open_:
+        parts.append(text[open_.end():].strip())
+        text = text[: open_.start()]
+    reasoning = "\n\n".join(p for p in parts if p)
+    had_tags = bool(parts) or text != raw
+    return text.strip(), (reasoning if had_tags else None)
+
+
+def clean_payload(text: str) -> str:
+    """The first line of ``text`` without markdown emphasis, quotes, brackets, end stops."""
+    line = text.strip().split("\n", 1)[0]
+    line = line.replace("**", "").replace("__", "")
+    return line.strip(_EDGE).strip()
+
+
+def _after(pattern: re.Pattern[str], text: str) -> str | None:
+    m = pattern.search(text)
+    return None if m is None else clean_payload(text[m.end():])
+
+
+def parse_action(
+    raw: str, *, strict: bool = False, accept_bare_diagnosis: bool = False
+) -> DoctorAction:
+    """Parse one doctor utterance. Never raises.
+
+    Args:
+        raw: the doctor's text as generated (any length, any Unicode).
+        strict: AgentClinic-compatible case-sensitive markers (see module docstring).
+        accept_bare_diagnosis: also accept ``Diagnosis: X`` / ``Final diagnosis: X`` lines
+            (lenient mode only; used for the terminal answer).
+
+    Returns:
+        The parsed :class:`DoctorAction`.
+    """
+    if not isinstance(raw, str):
+        raw = "" if raw is None else str(raw)
+    visible, reasoning = split_reasoning(raw)
+    if not visible:
+        return DoctorAction("empty", "", "", reasoning)
+    if strict:
+        diag = visible.split("DIAGNOSIS READY", 1)
+        test = visible.split("REQUEST TEST", 1)
+        miss = None
+        if len(diag) == 1 and len(test) == 1 and (_DIAG.search(visible) or _TEST.search(visible)):
+            miss = "marker not in AgentClinic's exact upper-case form"
+        if len(diag) == 2:
+            payload = clean_payload(diag[1].lstrip(" :"))
+            test_payload = clean_payload(test[1].lstrip(" :")) if len(test) == 2 else None
+            return DoctorAction("diagnosis", visible, payload, reasoning, test_payload)
+        if len(test) == 2:
+            return DoctorAction("test_request", visible, clean_payload(test[1].lstrip(" :")),
+                                reasoning)
+        return DoctorAction("question", visible, visible, reasoning, format_miss=miss)
+
+    flat = _MD_NOISE.sub("", visible)
+    diagnosis = _after(_DIAG, flat)
+    test = _after(_TEST, flat)
+    if test is None and _MENU_ID.match(flat):
+        test = _MENU_ID.match(flat).group(1).replace(" ", "").upper()
+    if diagnosis is None and accept_bare_diagnosis:
+        diagnosis = _after(_BARE_DIAG, flat)
+    if diagnosis is not None:
+        return DoctorAction("diagnosis", visible, diagnosis, reasoning, test)
+    if test is not None:
+        return DoctorAction("test_request", visible, test, reasoning)
+    return DoctorAction("question", visible, visible, reasoning)

@@ -1,0 +1,142 @@
+"""Rendering of the doctor's view x_t = R(s0, K, h_t, menu) as text (EGIP Eq. 2).
+
+Two shapes:
+
+- :func:`render_doctor_view` — the complete doctor input: objective, candidates, the
+  doctor-visible history, the menu and the instructions for this round. A stateless
+  policy needs nothing else. In the decision phase it is the evidence interface e_T.
+- :func:`render_delta` — only what is new since a given history position (the responses
+  to the last action) plus the current round's menu and instructions, for policies that
+  keep their own chat history. It never repeats or rewrites an earlier turn.
+
+The doctor-visible history holds the doctor's own (reasoning-free) utterances, patient
+replies, examination results the doctor requested, and interface feedback — never the
+target, never an unrequested record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from clinenv.protocol.catalog import CatalogEntry
+from clinenv.protocol.evidence import option_letter, render_evidence
+from clinenv.protocol.history import (
+    DoctorEvent,
+    Event,
+    InterfaceEvent,
+    MeasurementEvent,
+    PatientEvent,
+)
+from clinenv.protocol.lookup import NOT_RECORDED_TEXT
+
+ACTION_FORMAT = (
+    "Each round, do exactly one of: ask the patient one question (plain text); request one "
+    "examination with REQUEST TEST: <id or name> (for example REQUEST TEST: PE1). "
+    "Results are shown only after you request them."
+)
+
+
+def render_event(event: Event, asked: str | None = None) -> str:
+    """One history event as the doctor sees it.
+
+    Args:
+        event: the event.
+        asked: the doctor's own question in this round; a patient reply shows its
+            question context only when it differs (a fixed clarification question).
+    """
+    if isinstance(event, DoctorEvent):
+        return f"Doctor: {event.text}"
+    if isinstance(event, PatientEvent):
+        if event.question_context != asked:
+            return f"Patient (asked \"{event.question_context}\"): {event.reply}"
+        return f"Patient: {event.reply}"
+    if isinstance(event, MeasurementEvent):
+        if event.result_availability == "not_recorded":
+            return f"Examiner [{event.request}]: {NOT_RECORDED_TEXT}"
+        head = f"Examiner [{event.exam_id} {event.name}]"
+        if event.result_availability == "unavailable":
+            return f"{head}: result not available.\n  " + (event.recorded_value or "").replace(
+                "\n", "\n  ")
+        return f"{head}:\n  " + (event.recorded_value or "").replace("\n", "\n  ")
+    if isinstance(event, InterfaceEvent):
+        return f"Interface: {event.message}"
+    raise TypeError(f"not a history event: {event!r}")
+
+
+def render_history(events: Iterable[Event]) -> str:
+    """The doctor-visible history, one block per round (``[round n]`` headers)."""
+    lines: list[str] = []
+    current = None
+    asked = None
+    for event in events:
+        if event.turn != current:
+            current = event.turn
+            lines.append(f"[round {current}]")
+        if isinstance(event, DoctorEvent):
+            asked = event.payload
+        lines.append(render_event(event, asked))
+    return "\n".join(lines)
+
+
+def render_menu(menu: Sequence[CatalogEntry], n_hidden: int = 0) -> str:
+    """The result-blinded menu: one ``id  name`` line per entry."""
+    if not menu:
+        return "(no further examinations listed)"
+    lines = [f"{e.exam_id}  {e.label}" for e in menu]
+    if n_hidden:
+        lines.append(f"... and {n_hidden} more; any recorded examination can be requested "
+                     "by name.")
+    return "\n".join(lines)
+
+
+def render_round_footer(runtime) -> str:
+    """Menu and instructions for the current acquisition round."""
+    cfg = runtime.config
+    parts = []
+    if cfg.show_menu:
+        menu = runtime.menu()
+        remaining = len(runtime.catalog) - len(set(runtime.requested))
+        parts += ["# Available examinations (results hidden until requested)",
+                  render_menu(menu, max(0, remaining - len(menu))), ""]
+    parts += ["# Your turn",
+              f"Round {runtime.turn + 1} of {cfg.acquisition_rounds}. {ACTION_FORMAT}"]
+    return "\n".join(parts)
+
+
+def render_header(objective: str, candidates: Sequence[str] | None) -> str:
+    """Objective s0 and candidate labels K."""
+    lines = ["# Task", objective]
+    if candidates:
+        lines += ["", "# Candidate diagnoses (hypotheses, not findings)"]
+        lines += [f"{option_letter(i)}. {c}" for i, c in enumerate(candidates)]
+    return "\n".join(lines)
+
+
+def render_doctor_view(runtime) -> str:
+    """x_t for the current phase of ``runtime`` (an :class:`EGIPRuntime`)."""
+    if runtime.phase != "acquire":
+        return render_evidence(runtime.evidence())
+    parts = [render_header(runtime.case.objective, runtime.case.candidates)]
+    if runtime.history:
+        parts += ["", "# Interaction so far", render_history(runtime.history)]
+    parts += ["", render_round_footer(runtime)]
+    return "\n".join(parts)
+
+
+def render_delta(runtime, since: int) -> str:
+    """What is new since history position ``since``, plus this round's footer.
+
+    In the decision phase the delta is the whole evidence interface e_T (it is the input
+    of a new, terminal step, not a rewrite of earlier turns).
+    """
+    asked = None
+    lines = []
+    for event in runtime.history[since:]:
+        if isinstance(event, DoctorEvent):
+            asked = event.payload
+        else:
+            lines.append(render_event(event, asked))
+    body = "\n".join(lines)
+    if runtime.phase != "acquire":
+        return (body + "\n\n" if body else "") + render_evidence(runtime.evidence())
+    return (body + "\n\n" if body else "") + render_round_footer(runtime)

@@ -1,0 +1,339 @@
+"""Deterministic answer scoring: is the doctor's terminal answer the reference target Y?
+
+This is the offline default scorer. It needs no model and gives the same verdict on every
+machine, so it is what tests, CI and quick benchmark runs use; an LLM judge (the
+AgentClinic-style "are these the same diagnosis?" moderator) arrives later as an opt-in
+alternative with the same :class:`Score` result.
+
+Design
+------
+The scorer forgives *formatting*, never *medicine* (EGIP appendix B): it merges answers
+that differ only by markdown, case, quotes, a leading answer marker, a trailing period,
+dashes, apostrophes, a leading article, a possessive ``'s`` or accents, and answers that
+name the target through its abbreviation (``"SLE"`` for ``"Systemic lupus erythematosus
+(SLE)"``, ``"COPD"`` for ``"chronic obstructive pulmonary disease"``). It does *not*
+hold a table of clinical synonyms: ``"Clostridioides difficile infection"`` is not
+``"C. difficile colitis"`` here; that call is left to a judge.
+
+Rules, in order (see :func:`score_answer`):
+
+1. ``None``, empty, or nothing left after normalization: ``"unscored"`` (a non-answer
+   stays in the accuracy denominator but is never silently merged into wrong).
+2. With candidate labels K: an option letter (``"C"``, ``"(C)"``, ``"C."``, ``"Option
+   C"``, ``"Answer: C"``; ``A`` is index 0) or the option whose text the answer matches
+   (exact, acronym, else the single best rapidfuzz ``WRatio`` at or above the threshold)
+   is the chosen option; the verdict is correct iff its index is ``target.option_index``.
+   In ``"C. Exogenous ochronosis"`` the text decides (so ``"C. difficile colitis"`` is
+   never read as option C). An answer that matches no option, or ties between options,
+   is scored against the target text as a free answer.
+3. Free answer: exact normalized equality, then acronym forms, then rapidfuzz
+   ``token_sort_ratio`` at or above the threshold. Fuzzy matching tolerates typos
+   (``"Myasthenia gravs"``) but is refused when the two texts differ in a negation
+   (``"not X"``, ``"no evidence of X"``), a number or single-letter qualifier
+   (``"type 1"``/``"type 2"``, ``"hepatitis B"``/``"hepatitis C"``) or a laterality,
+   acuity or similar qualifier word (``left``/``right``, ``acute``/``chronic``...).
+4. A hedged list (``"X or Y"``, ``"X vs Y"``, ``"X, Y"``, ``"X; Y"``, ``"X / Y"``) is
+   scored on the FIRST listed diagnosis only, after the whole answer fails an exact or
+   acronym match; a separator that occurs in the target itself is not split on. Leading
+   hedge words (``"likely"``, ``"probable"``, ``"suspected"``...) are dropped from that
+   first item.
+
+The gold answer always scores full marks: ``score_answer(case.target.text, case)`` is
+correct for every case (tested on every MedQA target and NEJM option).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Literal
+
+from rapidfuzz import fuzz
+
+from clinenv.cases import Case
+
+#: Default similarity threshold (0-100) for fuzzy matches.
+DEFAULT_THRESHOLD = 90.0
+
+Verdict = Literal["correct", "wrong", "unscored"]
+Method = Literal["exact", "acronym", "option", "fuzzy", "none"]
+
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u00b4": "'"})
+_DASHES = str.maketrans({c: "-" for c in "\u2010\u2011\u2012\u2013\u2014\u2015\u2212"})
+_QUOTES = "\"'\u201c\u201d"
+_MARKDOWN = re.compile(r"[*_#`]+")
+_SPACE = re.compile(r"\s+")
+_MARKER = re.compile(
+    r"^(?:final\s+diagnosis|diagnosis\s+ready|most\s+likely\s+diagnosis|diagnosis"
+    r"|final\s+answer|answer)\s*[:\-]\s*",
+    re.IGNORECASE,
+)
+_TRAILING = re.compile(r"[\s.;:!?,]+$")
+_ARTICLE = re.compile(r"^(?:a|an|the)\s+")
+_POSSESSIVE = re.compile(r"(?<=\w)'s\b|(?<=s)'(?=\s|$)")
+_PARENTHETICAL = re.compile(r"\s*\(([^()]*)\)")
+_ACRONYM = re.compile(r"[A-Z]{2,6}")
+_WORD = re.compile(r"[a-z0-9]+")
+_INITIALS_SKIP = frozenset({"of", "the", "and", "with", "in", "to", "due"})
+
+_LETTER = re.compile(
+    r"^(?:(?:option|choice|answer)\s*[:\-]?\s*)?\(?([a-z])\)?\s*[.):]?$", re.IGNORECASE
+)
+_LETTER_PREFIX = re.compile(r"^\(?([a-z])[.):]\s+(\S.*)$", re.IGNORECASE)
+_HEDGE_SEPARATORS = (
+    re.compile(r"\s+(?:and/)?or\s+", re.IGNORECASE),
+    re.compile(r"\s+(?:vs\.?|versus)\s+", re.IGNORECASE),
+    re.compile(r"\s*[,;]\s*"),
+    re.compile(r"\s+/\s+"),
+)
+_HEDGE_WORDS = re.compile(
+    r"^(?:most\s+likely|likely|probably|probable|possible|possibly|suspected|presumed"
+    r"|suspicion\s+of|consistent\s+with)\s+",
+    re.IGNORECASE,
+)
+_NEGATION = re.compile(
+    r"\b(?:not|no|non|without|never|unlikely|absent|excluded|ruled\s+out|rule\s+out"
+    r"|negative\s+for|free\s+of|denies)\b"
+)
+_ROMAN = {"i": "1", "ii": "2", "iii": "3", "iv": "4", "v": "5", "vi": "6"}
+_ROMAN_QUALIFIED = re.compile(r"\b(type|grade|stage|class|phase|factor)\s+(i{1,3}|iv|vi?)\b")
+_QUALIFIER_WORDS = frozenset(
+    {
+        "left", "right", "bilateral", "unilateral",
+        "acute", "subacute", "chronic",
+        "anterior", "posterior", "upper", "lower",
+        "benign", "malignant", "primary", "secondary",
+    }
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    """The verdict on one terminal answer.
+
+    Attributes:
+        verdict: ``"correct"``, ``"wrong"``, or ``"unscored"`` (no answer to score).
+        similarity: 0-100; 100 for exact, acronym and option-letter matches, the best
+            fuzzy score otherwise, 0 when unscored.
+        normalized_answer: the answer after :func:`normalize_answer` (``None`` when the
+            answer was ``None``).
+        matched: the form of the target that matched (a normalized target form, or the
+            chosen option's text when the case has candidates, even a wrong one);
+            ``None`` when nothing matched.
+        method: how the verdict was reached: ``"exact"``, ``"acronym"`` (parenthetical
+            abbreviation or initials), ``"option"`` (a candidate was chosen), ``"fuzzy"``,
+            or ``"none"`` (nothing matched, or unscored).
+    """
+
+    verdict: Verdict
+    similarity: float
+    normalized_answer: str | None
+    matched: str | None
+    method: Method
+
+    @property
+    def correct(self) -> bool:
+        """Whether the verdict is ``"correct"``."""
+        return self.verdict == "correct"
+
+
+def _clean(text: str) -> str:
+    """Formatting cleanup that keeps case (needed to recognise all-caps acronyms)."""
+    text = unicodedata.normalize("NFKD", text.translate(_APOSTROPHES).translate(_DASHES))
+    text = "".join(c for c in text if not unicodedata.combining(c))
+    text = _SPACE.sub(" ", _MARKDOWN.sub(" ", text)).strip()
+    previous = None
+    while text != previous:
+        previous = text
+        text = _MARKER.sub("", text)
+        text = _TRAILING.sub("", text).strip(_QUOTES + " ")
+    return text
+
+
+def _lower_form(cleaned: str) -> str:
+    text = _POSSESSIVE.sub("", cleaned.lower()).replace("'", "")
+    return _ARTICLE.sub("", _SPACE.sub(" ", text).strip())
+
+
+def normalize_answer(text: str) -> str:
+    """Normalize a diagnosis text for comparison (formatting only, never synonyms).
+
+    Strips markdown (``*``, ``_``, ``#``, backticks), surrounding quotes, leading
+    ``"Final diagnosis:"``/``"Diagnosis:"``/``"DIAGNOSIS READY:"``/``"Answer:"`` markers
+    (any case), trailing punctuation; unifies dashes and apostrophes, folds accents,
+    collapses whitespace, lower-cases, drops a leading article and possessives.
+
+    Args:
+        text: any answer or target text.
+
+    Returns:
+        The normalized text, possibly empty. ``"**Graves' Disease**."`` and
+        ``"Graves disease"`` both give ``"graves disease"``.
+    """
+    return _lower_form(_clean(text))
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.replace("-", " "))
+
+
+def _initials(normalized: str) -> set[str]:
+    words = _words(normalized)
+    if len(words) < 2:
+        return set()
+    kept = [w for w in words if w not in _INITIALS_SKIP]
+    return {"".join(w[0] for w in words), "".join(w[0] for w in kept)}
+
+
+def _forms(cleaned: str) -> dict[str, Method]:
+    """Normalized forms of one text: itself ("exact") and its abbreviation forms."""
+    full = _lower_form(cleaned)
+    forms: dict[str, Method] = {full: "exact"} if full else {}
+    match = _PARENTHETICAL.search(cleaned)
+    if match:
+        forms.setdefault(_lower_form(_PARENTHETICAL.sub("", cleaned)), "acronym")
+        if not cleaned[match.end() :].strip():  # a trailing "(SLE)" names the whole
+            forms.setdefault(_lower_form(match.group(1)), "acronym")
+    forms.pop("", None)
+    return forms
+
+
+def _match_forms(answer: str, target: str) -> tuple[str, Method] | None:
+    """Exact or acronym match between two cleaned texts; returns (target form, method)."""
+    answer_forms, target_forms = _forms(answer), _forms(target)
+    for form in target_forms:
+        if form in answer_forms:
+            kind = target_forms[form]
+            return form, "exact" if kind == answer_forms[form] == "exact" else "acronym"
+    if _ACRONYM.fullmatch(answer):
+        for form in target_forms:
+            if answer.lower() in _initials(form):
+                return form, "acronym"
+    if _ACRONYM.fullmatch(target):
+        for form in answer_forms:
+            if target.lower() in _initials(form):
+                return target.lower(), "acronym"
+    return None
+
+
+def _qualifiers(normalized: str) -> tuple[bool, frozenset[str]]:
+    """(has a negation, numbers/single letters/qualifier words) of a normalized text.
+
+    A single letter counts ("hepatitis B", "hemophilia A") except the article "a" before
+    another word.
+    """
+    text = _ROMAN_QUALIFIED.sub(lambda m: f"{m.group(1)} {_ROMAN[m.group(2)]}", normalized)
+    words = _words(text)
+    marks = {
+        w
+        for i, w in enumerate(words)
+        if w in _QUALIFIER_WORDS or (len(w) == 1 and not (w == "a" and i < len(words) - 1))
+    }
+    marks.update(re.findall(r"\d+", text))
+    return bool(_NEGATION.search(text)), frozenset(marks)
+
+
+def _compatible(a: str, b: str) -> bool:
+    """Whether a fuzzy match between two normalized texts may stand (same negation,
+    numbers, single-letter and qualifier words)."""
+    return _qualifiers(a) == _qualifiers(b)
+
+
+def _fuzzy_key(normalized: str) -> str:
+    return " ".join(_words(normalized))
+
+
+def _first_item(cleaned: str, protected: str) -> str:
+    """The first diagnosis of a hedged list, without leading hedge words.
+
+    A separator that occurs in ``protected`` (the target or option texts) is not split
+    on, so a target such as ``"Hand, foot and mouth disease"`` survives.
+    """
+    for separator in _HEDGE_SEPARATORS:
+        if not separator.search(protected):
+            cleaned = separator.split(cleaned, maxsplit=1)[0]
+    return _HEDGE_WORDS.sub("", cleaned)
+
+
+def _score_free(answer: str, target: str, threshold: float, normalized: str) -> Score:
+    """Score a cleaned answer against a cleaned target text (no candidates)."""
+    hit = _match_forms(answer, target)
+    if hit is None:
+        answer = _clean(_first_item(answer, target.lower()))
+        hit = _match_forms(answer, target) if answer else None
+    if hit is not None:
+        return Score("correct", 100.0, normalized, hit[0], hit[1])
+    best, best_form = 0.0, None
+    answer_norm = _lower_form(answer)
+    for form, kind in _forms(target).items():
+        if kind == "exact" or " " in form:  # fuzzy on texts, not on bare abbreviations
+            similarity = fuzz.token_sort_ratio(_fuzzy_key(answer_norm), _fuzzy_key(form))
+            if similarity > best:
+                best, best_form = similarity, form
+    if best >= threshold and best_form and _compatible(answer_norm, best_form):
+        return Score("correct", best, normalized, best_form, "fuzzy")
+    return Score("wrong", best, normalized, None, "none")
+
+
+def _choose_option(
+    answer: str, options: tuple[str, ...], threshold: float
+) -> tuple[int, float] | None:
+    """Index of the option a cleaned answer picks, with its similarity, or None."""
+    letter = _LETTER.match(answer)
+    if letter:
+        index = ord(letter.group(1).lower()) - ord("a")
+        return (index, 100.0) if index < len(options) else None
+    cleaned_options = [_clean(o) for o in options]
+    for index, option in enumerate(cleaned_options):
+        if _match_forms(answer, option):
+            return index, 100.0
+    prefixed = _LETTER_PREFIX.match(answer)
+    if prefixed:  # "C. Exogenous ochronosis": the text decides; a bare letter is above
+        return _choose_option(prefixed.group(2), options, threshold)
+    answer_norm = _lower_form(answer)
+    scores = [
+        fuzz.WRatio(_fuzzy_key(answer_norm), _fuzzy_key(_lower_form(o))) for o in cleaned_options
+    ]
+    best = max(scores)
+    winners = [i for i, s in enumerate(scores) if s == best]
+    if best < threshold or len(winners) > 1:
+        return None
+    if not _compatible(answer_norm, _lower_form(cleaned_options[winners[0]])):
+        return None
+    return winners[0], best
+
+
+def score_answer(answer: str | None, case: Case, *, threshold: float = DEFAULT_THRESHOLD) -> Score:
+    """Score a terminal answer against the case's reference target Y.
+
+    Args:
+        answer: the doctor's answer text (markers and markdown allowed), or ``None`` when
+            the episode produced no answer.
+        case: the case; only ``case.target`` and ``case.candidates`` are read.
+        threshold: fuzzy similarity (0-100) needed for a fuzzy or option-text match.
+
+    Returns:
+        A :class:`Score`. ``verdict`` is ``"unscored"`` for ``None``, empty or
+        whitespace-only answers (and answers that are only formatting), otherwise
+        ``"correct"`` or ``"wrong"``. See the module docstring for the rules.
+    """
+    if answer is None:
+        return Score("unscored", 0.0, None, None, "none")
+    cleaned = _clean(answer)
+    normalized = _lower_form(cleaned)
+    if not normalized:
+        return Score("unscored", 0.0, normalized, None, "none")
+    target = _clean(case.target.text)
+    options = case.candidates
+    if options and case.target.option_index is not None:
+        choice = _choose_option(cleaned, options, threshold)
+        if choice is None:
+            protected = " ".join(options).lower()
+            first = _clean(_first_item(cleaned, protected))
+            choice = _choose_option(first, options, threshold) if first else None
+        if choice is not None:
+            index, similarity = choice
+            verdict: Verdict = "correct" if index == case.target.option_index else "wrong"
+            return Score(verdict, similarity, normalized, options[index], "option")
+    return _score_free(cleaned, target, threshold, normalized)

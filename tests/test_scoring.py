@@ -1,0 +1,264 @@
+"""Tests for the deterministic scorer :mod:`clinenv.scoring`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from clinenv.cases import Case, Target
+from clinenv.scoring import Score, normalize_answer, score_answer
+
+DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "agentclinic"
+
+NEJM_OPTIONS = (
+    "Contact dermatitis",
+    "Eczematous drug eruption",
+    "Exogenous ochronosis",
+    "Lichen planus pigmentosus",
+    "Solar lentigenes",
+)
+
+
+def free_case(target: str) -> Case:
+    return Case(case_id="t-1", dataset="test", objective="Diagnose.", target=Target(text=target))
+
+
+def option_case(index: int = 2, options: tuple[str, ...] = NEJM_OPTIONS) -> Case:
+    return Case(
+        case_id="t-2",
+        dataset="test",
+        objective="Diagnose.",
+        candidates=options,
+        target=Target(text=options[index], option_index=index),
+    )
+
+
+def verdict(answer: str | None, target: str) -> str:
+    return score_answer(answer, free_case(target)).verdict
+
+
+# --- normalization ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("**Acute pancreatitis**", "acute pancreatitis"),
+        ("*Acute pancreatitis*.", "acute pancreatitis"),
+        ("### Diagnosis ready: acute pancreatitis", "acute pancreatitis"),
+        ("**DIAGNOSIS READY:** **Acute pancreatitis**", "acute pancreatitis"),
+        ("Final diagnosis: `Acute  pancreatitis`", "acute pancreatitis"),
+        ('"The acute pancreatitis"', "acute pancreatitis"),
+        ("Graves\u2019 disease", "graves disease"),
+        ("Crohn's disease", "crohn disease"),
+        ("Legg\u2013Calv\u00e9\u2013Perthes disease", "legg-calve-perthes disease"),
+        ("An   abscess", "abscess"),
+    ],
+)
+def test_normalize_answer(raw: str, expected: str) -> None:
+    assert normalize_answer(raw) == expected
+
+
+# --- free answers -------------------------------------------------------------------
+
+
+def test_exact_and_case() -> None:
+    score = score_answer("Myasthenia gravis", free_case("Myasthenia gravis"))
+    assert score == Score("correct", 100.0, "myasthenia gravis", "myasthenia gravis", "exact")
+    assert score.correct
+    assert verdict("MYASTHENIA GRAVIS", "Myasthenia gravis") == "correct"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "**Acute pancreatitis**",
+        "*Acute pancreatitis*.",
+        "**DIAGNOSIS READY:** **Acute pancreatitis**",
+        "### Diagnosis ready: acute pancreatitis",
+        "_acute pancreatitis_",
+    ],
+)
+def test_markdown_b05(answer: str) -> None:
+    assert verdict(answer, "Acute pancreatitis") == "correct"
+
+
+def test_possessives_and_apostrophes() -> None:
+    assert verdict("Graves disease", "Graves' disease") == "correct"
+    assert verdict("Crohn disease", "Crohn's disease") == "correct"
+    assert verdict("Hirschsprung disease", "Hirschsprung\u2019s disease") == "correct"
+
+
+def test_acronym_both_ways() -> None:
+    assert verdict("COPD", "Chronic obstructive pulmonary disease") == "correct"
+    assert verdict("chronic obstructive pulmonary disease", "COPD") == "correct"
+    score = score_answer("**COPD**", free_case("chronic obstructive pulmonary disease"))
+    assert score.method == "acronym"
+    assert score.matched == "chronic obstructive pulmonary disease"
+    # initials only for an all-caps 2-6 letter answer
+    assert verdict("copd", "Chronic obstructive pulmonary disease") == "wrong"
+
+
+def test_parenthetical_abbreviation() -> None:
+    target = "Systemic lupus erythematosus (SLE)"
+    for answer in ("SLE", "systemic lupus erythematosus", "Systemic Lupus Erythematosus (SLE)"):
+        assert verdict(answer, target) == "correct", answer
+    assert score_answer("SLE", free_case(target)).method == "acronym"
+    assert verdict("Systemic lupus erythematosus (SLE)", "SLE") == "correct"
+    assert verdict("Lupus", target) == "wrong"
+
+
+def test_empty_and_none_are_unscored() -> None:
+    for answer in (None, "", "   \n", "**", "DIAGNOSIS READY:"):
+        score = score_answer(answer, free_case("Asthma"))
+        assert score.verdict == "unscored", answer
+        assert not score.correct
+        assert score.method == "none"
+
+
+def test_negation_is_wrong() -> None:
+    assert verdict("not myasthenia gravis", "Myasthenia gravis") == "wrong"
+    assert verdict("No evidence of myasthenia gravis", "Myasthenia gravis") == "wrong"
+    assert verdict("Myasthenia gravis ruled out", "Myasthenia gravis") == "wrong"
+
+
+def test_numbers_and_laterality_do_not_fuzzy_match() -> None:
+    assert verdict("Type 1 diabetes mellitus", "Type 2 diabetes mellitus") == "wrong"
+    assert verdict("Type I diabetes mellitus", "Type 1 diabetes mellitus") == "correct"
+    assert verdict("Left ovarian torsion", "Right ovarian torsion") == "wrong"
+    assert verdict("Hemophilia B", "Hemophilia A") == "wrong"
+    assert verdict("Hemophilia", "Hemophilia A") == "wrong"
+    assert (
+        verdict(
+            "Rupture of a flexor digitorum profundus tendon",
+            "Rupture of the flexor digitorum profundus tendon",
+        )
+        == "correct"
+    )
+    assert verdict("Chronic myelogenous leukemia", "Acute myelogenous leukemia") == "wrong"
+
+
+def test_hedged_list_scores_first_item_only() -> None:
+    target = "Myasthenia gravis"
+    assert verdict("Myasthenia gravis or Lambert-Eaton syndrome", target) == "correct"
+    assert verdict("Lambert-Eaton syndrome or myasthenia gravis", target) == "wrong"
+    assert verdict("Myasthenia gravis vs. botulism", target) == "correct"
+    assert verdict("Botulism, myasthenia gravis", target) == "wrong"
+    assert verdict("Likely myasthenia gravis", target) == "correct"
+    # a separator that is part of the target is not split on
+    assert verdict("Hand, foot and mouth disease", "Hand, foot and mouth disease") == "correct"
+
+
+def test_typo_and_unrelated() -> None:
+    score = score_answer("Myasthenia gravs", free_case("Myasthenia gravis"))
+    assert score.verdict == "correct"
+    assert score.method == "fuzzy"
+    assert 90 <= score.similarity < 100
+    score = score_answer("Migraine", free_case("Myasthenia gravis"))
+    assert score.verdict == "wrong"
+    assert score.matched is None
+    assert score.similarity < 90
+
+
+def test_threshold_is_a_parameter() -> None:
+    case = free_case("Myasthenia gravis")
+    assert score_answer("Myasthenia gravs", case, threshold=99).verdict == "wrong"
+
+
+# --- candidates K -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["C", "c", "(C)", "C.", "C)", "Option C", "Answer: C", "**C**", "DIAGNOSIS READY: C"],
+)
+def test_option_letter_forms(answer: str) -> None:
+    score = score_answer(answer, option_case(2))
+    assert score.verdict == "correct", answer
+    assert score.method == "option"
+    assert score.matched == "Exogenous ochronosis"
+
+
+def test_option_letter_a_is_index_zero() -> None:
+    assert score_answer("A", option_case(0)).correct
+    assert score_answer("B", option_case(0)).verdict == "wrong"
+
+
+def test_option_text() -> None:
+    for answer in ("Exogenous ochronosis", "exogenus ochronosis", "C. Exogenous ochronosis"):
+        score = score_answer(answer, option_case(2))
+        assert score.verdict == "correct", answer
+        assert score.method == "option"
+
+
+def test_wrong_option() -> None:
+    score = score_answer("Contact dermatitis", option_case(2))
+    assert score.verdict == "wrong"
+    assert score.method == "option"
+    assert score.matched == "Contact dermatitis"
+    assert score_answer("D", option_case(2)).verdict == "wrong"
+    assert score_answer("C. Contact dermatitis", option_case(2)).verdict == "wrong"
+
+
+def test_answer_matching_no_option_is_scored_as_free_text() -> None:
+    score = score_answer("Migraine", option_case(2))
+    assert score.verdict == "wrong"
+    assert score.method == "none"
+    assert score_answer("F", option_case(2)).verdict == "wrong"
+    assert score_answer("not exogenous ochronosis", option_case(2)).verdict == "wrong"
+
+
+def test_option_tie_is_not_a_choice() -> None:
+    options = ("Constrictive pericarditis", "Effusive-constrictive pericarditis", "Tamponade")
+    assert score_answer("Constrictive pericarditis", option_case(0, options)).correct
+    assert score_answer("Effusive-constrictive pericarditis", option_case(0, options)).verdict == (
+        "wrong"
+    )
+    # "Pericarditis" matches both pericarditis options equally well: no option is chosen
+    assert score_answer("Pericarditis", option_case(0, options)).method == "none"
+
+
+# --- the gold answer always scores full marks ---------------------------------------
+
+
+def _records(name: str) -> list[dict]:
+    path = DATA_DIR / name
+    if not path.exists():
+        pytest.skip(f"{path} is absent")
+    text = path.read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def test_gold_medqa_targets_score_correct() -> None:
+    records = _records("agentclinic_medqa.jsonl")
+    assert len(records) == 107
+    for number, record in enumerate(records):
+        target = record["OSCE_Examination"]["Correct_Diagnosis"]
+        case = Case(
+            case_id=f"medqa-{number}", dataset="medqa", objective="", target=Target(text=target)
+        )
+        score = score_answer(case.target.text, case)
+        assert score.verdict == "correct" and score.method == "exact", target
+
+
+def test_gold_nejm_options_score_correct() -> None:
+    records = _records("agentclinic_nejm.jsonl")
+    assert len(records) == 15
+    for number, record in enumerate(records):
+        options = tuple(answer["text"] for answer in record["answers"])
+        for index, option in enumerate(options):
+            case = Case(
+                case_id=f"nejm-{number}",
+                dataset="nejm",
+                objective="",
+                candidates=options,
+                target=Target(text=option, option_index=index),
+            )
+            assert score_answer(case.target.text, case).correct, option
+            # every other option is a wrong choice
+            for other_index, other in enumerate(options):
+                if other_index != index:
+                    assert score_answer(other, case).verdict == "wrong", (other, option)
+            assert score_answer(option, free_case(option)).correct, option
