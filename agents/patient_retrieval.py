@@ -41,6 +41,7 @@ fingerprint of the tree (never ``id(facts)``, which Python reuses);
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -49,7 +50,7 @@ from pydantic import JsonValue
 from rapidfuzz import fuzz, process
 
 from clinenv.protocol.availability import is_unavailable
-from clinenv.protocol.views import PatientView
+from clinenv.protocol.views import FrozenFacts, PatientView
 
 #: Reply when no fact answers the question.
 NOT_SURE = "I'm not sure."
@@ -80,8 +81,8 @@ WORD_SIMILARITY = 85.0
 LABEL_WEIGHT = 0.5
 #: A second fact is added when it scores within this margin of the best one.
 SECOND_MARGIN = 10.0
-#: Facts trees indexed per patient instance before the oldest index is dropped.
-CACHE_SIZE = 256
+#: Fact indexes kept in the shared memo (least recently used dropped first).
+CACHE_SIZE = 1024
 
 _BUCKET_OF_KEY = (
     ("medications", re.compile(r"medication|drug|prescri")),
@@ -152,6 +153,7 @@ _SUFFIXES = ("ings", "ing", "ers", "er", "ies", "es", "ed", "en", "s", "e")
 _TOKEN = re.compile(r"[a-z0-9]+")
 
 
+@functools.lru_cache(maxsize=65_536)
 def _stem(word: str) -> str:
     """Crude suffix stripping so that "smoker"/"smokes"/"smoke" meet as "smok"."""
     for suffix in _SUFFIXES:
@@ -160,8 +162,10 @@ def _stem(word: str) -> str:
     return word
 
 
+@functools.lru_cache(maxsize=4096)
 def _stems(text: str) -> tuple[str, ...]:
-    """Stemmed content words of a text, in order, without repeats."""
+    """Stemmed content words of a text, in order, without repeats (memoized: questions
+    recur across episodes)."""
     words = _TOKEN.findall(text.lower().replace("'s", ""))
     return tuple(dict.fromkeys(_stem(w) for w in words if w not in _STOPWORDS))
 
@@ -401,13 +405,11 @@ class _Index:
     primary: _Fact | None
 
 
-def _freeze(tree: JsonValue) -> object:
-    """A hashable fingerprint of a JSON tree."""
-    if isinstance(tree, Mapping):
-        return (dict, *((key, _freeze(value)) for key, value in tree.items()))
-    if isinstance(tree, list | tuple):
-        return (list, *map(_freeze, tree))
-    return tree
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _shared_index(facts: FrozenFacts) -> _Index:
+    """The fact index of one P, memoized by content (a pure function of immutable input,
+    shared by every simulator and environment in the process; thread-safe)."""
+    return _build_index(facts)
 
 
 def _build_index(facts: Mapping[str, JsonValue]) -> _Index:
@@ -467,9 +469,6 @@ class RetrievalPatient:
         patient.reply(PatientView(facts=case.patient, dialogue=(), question="Do you smoke?"))
     """
 
-    def __init__(self) -> None:
-        self._indexes: dict[object, _Index] = {}
-
     @classmethod
     def for_facts(cls, facts: Mapping[str, JsonValue]) -> RetrievalPatient:
         """A patient whose fact index for ``facts`` is already built.
@@ -485,13 +484,7 @@ class RetrievalPatient:
         return patient
 
     def _index(self, facts: Mapping[str, JsonValue]) -> _Index:
-        key = _freeze(facts)
-        index = self._indexes.get(key)
-        if index is None:
-            if len(self._indexes) >= CACHE_SIZE:
-                self._indexes.pop(next(iter(self._indexes)), None)
-            index = self._indexes[key] = _build_index(facts)
-        return index
+        return _shared_index(facts if isinstance(facts, FrozenFacts) else FrozenFacts(facts))
 
     def reply(self, view: PatientView) -> str:
         """Answer the doctor's current question from ``view.facts``.

@@ -93,6 +93,7 @@ class ScriptedDoctor:
         self._rng = np.random.default_rng(seed)
         self._asked = 0
         self._exams = 0
+        self._proposal: str | None = None
 
     def act(self, observation: Mapping[str, Any], info: Mapping[str, Any]) -> str:
         """The next utterance (see the module docstring)."""
@@ -108,7 +109,9 @@ class ScriptedDoctor:
             if self.exploration and self._rng.random() < self.exploration:
                 pick = int(self._rng.integers(len(menu)))
             return f"REQUEST TEST: {menu[pick]['id']}"
-        return f"DIAGNOSIS READY: {self.choose_answer(observation['text'], info)}"
+        if self._proposal is None:  # proposed once; the evidence is final by now
+            self._proposal = self.choose_answer(observation["text"], info)
+        return f"DIAGNOSIS READY: {self._proposal}"
 
     def choose_answer(self, view: str, info: Mapping[str, Any]) -> str:
         """The diagnosis to give from the doctor view or evidence text."""

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from clinenv.cases import Case
+from clinenv.protocol.prepared import PreparedCase
 
 
 class CasePool:
@@ -39,6 +40,18 @@ class CasePool:
         self._index = {c.case_id: i for i, c in enumerate(self.cases)}
         if len(self._index) != len(self.cases):
             raise ValueError(f"{name}: duplicate case ids")
+        self._prepared: dict[tuple[str, float, float], PreparedCase] = {}
+        self._prepared_lock = threading.Lock()
+
+    def prepared(self, case: Case, *, accept: float, suggest: float) -> PreparedCase:
+        """The shared protocol artifacts of ``case`` (built on first use; thread-safe)."""
+        key = (case.case_id, accept, suggest)
+        prepared = self._prepared.get(key)
+        if prepared is None:
+            built = PreparedCase.build(case, accept=accept, suggest=suggest)
+            with self._prepared_lock:
+                prepared = self._prepared.setdefault(key, built)
+        return prepared
 
     def __len__(self) -> int:
         return len(self.cases)

@@ -39,7 +39,12 @@ from clinenv.case_pool import CasePool
 from clinenv.cases import Case
 from clinenv.protocol.config import ProtocolConfig
 from clinenv.protocol.history import event_to_dict
-from clinenv.protocol.render import render_delta, render_doctor_view, render_history
+from clinenv.protocol.render import (
+    HistoryRenderer,
+    render_delta,
+    render_doctor_view,
+    render_history,
+)
 from clinenv.protocol.runtime import EGIPRuntime
 from clinenv.scoring import score_answer
 from clinenv.spaces import UnicodeText, clip_text
@@ -145,9 +150,11 @@ class EGIPEnv(gym.Env):
             case = self.pool.case(options["case_id"])
         else:
             case = self.pool.cases[int(self.np_random.integers(len(self.pool.cases)))]
-        self.runtime = EGIPRuntime(case, self.config)
-        self._history_seen = 0
-        text = render_doctor_view(self.runtime)
+        prepared = self.pool.prepared(case, accept=self.config.exam_accept,
+                                      suggest=self.config.exam_suggest)
+        self.runtime = EGIPRuntime(prepared, self.config)
+        self._history_text = HistoryRenderer()
+        text = render_doctor_view(self.runtime, self._history_text)
         return self._observation(text), self._info(action_kind=None)
 
     def step(self, action: str):
@@ -186,7 +193,7 @@ class EGIPEnv(gym.Env):
                 reward += self.exam_cost
         reward += self.invalid_action_penalty * (rt.invalid_actions - invalid_before)
         if self.observation_format == "view":
-            text = render_doctor_view(rt)
+            text = render_doctor_view(rt, self._history_text)
         else:
             text = render_delta(rt, since)
         info = self._info(action_kind=routing.action.kind, reasoning=routing.action.reasoning)

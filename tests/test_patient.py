@@ -218,7 +218,7 @@ def test_one_patient_serves_many_fact_trees() -> None:
 def test_public_api_takes_only_a_patient_view() -> None:
     public = {name for name in vars(RetrievalPatient) if not name.startswith("_")}
     assert public == {"reply", "for_facts"}
-    assert list(inspect.signature(RetrievalPatient.__init__).parameters) == ["self"]
+    assert list(inspect.signature(RetrievalPatient).parameters) == []
     reply = inspect.signature(RetrievalPatient.reply)
     assert list(reply.parameters) == ["self", "view"]
     assert reply.parameters["view"].annotation in (PatientView, "PatientView")

@@ -63,19 +63,37 @@ def render_event(event: Event, asked: str | None = None) -> str:
     raise TypeError(f"not a history event: {event!r}")
 
 
+class HistoryRenderer:
+    """Renders the doctor-visible history incrementally: each event is rendered once.
+
+    Events are only ever appended to h_t (Eq. 3), so the text of earlier rounds never
+    changes; re-rendering it every step would make an episode quadratic in its length.
+    """
+
+    __slots__ = ("_lines", "_seen", "_turn", "_asked")
+
+    def __init__(self) -> None:
+        self._lines: list[str] = []
+        self._seen = 0
+        self._turn: int | None = None
+        self._asked: str | None = None
+
+    def render(self, events: Sequence[Event]) -> str:
+        """The history text for ``events`` (a list that only grows between calls)."""
+        for event in events[self._seen:]:
+            if event.turn != self._turn:
+                self._turn = event.turn
+                self._lines.append(f"[round {event.turn}]")
+            if isinstance(event, DoctorEvent):
+                self._asked = event.payload
+            self._lines.append(render_event(event, self._asked))
+        self._seen = len(events)
+        return "\n".join(self._lines)
+
+
 def render_history(events: Iterable[Event]) -> str:
     """The doctor-visible history, one block per round (``[round n]`` headers)."""
-    lines: list[str] = []
-    current = None
-    asked = None
-    for event in events:
-        if event.turn != current:
-            current = event.turn
-            lines.append(f"[round {current}]")
-        if isinstance(event, DoctorEvent):
-            asked = event.payload
-        lines.append(render_event(event, asked))
-    return "\n".join(lines)
+    return HistoryRenderer().render(list(events))
 
 
 def render_menu(menu: Sequence[CatalogEntry], n_hidden: int = 0) -> str:
@@ -112,13 +130,20 @@ def render_header(objective: str, candidates: Sequence[str] | None) -> str:
     return "\n".join(lines)
 
 
-def render_doctor_view(runtime) -> str:
-    """x_t for the current phase of ``runtime`` (an :class:`EGIPRuntime`)."""
+def render_doctor_view(runtime, history: HistoryRenderer | None = None) -> str:
+    """x_t for the current phase of ``runtime`` (an :class:`EGIPRuntime`).
+
+    Args:
+        runtime: the episode.
+        history: an incremental renderer kept for this episode (faster); ``None``
+            renders the history from scratch.
+    """
     if runtime.phase != "acquire":
         return render_evidence(runtime.evidence())
     parts = [render_header(runtime.case.objective, runtime.case.candidates)]
     if runtime.history:
-        parts += ["", "# Interaction so far", render_history(runtime.history)]
+        text = (history or HistoryRenderer()).render(runtime.history)
+        parts += ["", "# Interaction so far", text]
     parts += ["", render_round_footer(runtime)]
     return "\n".join(parts)
 

@@ -19,9 +19,9 @@ from typing import Literal
 
 from clinenv.cases import Case
 from clinenv.protocol import config as cfg
-from clinenv.protocol.catalog import Catalog, CatalogEntry
+from clinenv.protocol.catalog import CatalogEntry
 from clinenv.protocol.evidence import EvidenceBundle, build_evidence
-from clinenv.protocol.exam_matching import ExamMatch, ExamMatcher
+from clinenv.protocol.exam_matching import ExamMatch
 from clinenv.protocol.history import (
     DoctorEvent,
     Event,
@@ -30,9 +30,9 @@ from clinenv.protocol.history import (
     PatientEvent,
 )
 from clinenv.protocol.lookup import lookup, record_at
-from clinenv.protocol.menu import priority
 from clinenv.protocol.parser import DoctorAction, parse_action
-from clinenv.protocol.views import ExaminerView, PatientView, withhold_target
+from clinenv.protocol.prepared import PreparedCase
+from clinenv.protocol.views import ExaminerView, PatientView
 
 Phase = Literal["acquire", "decide", "done"]
 
@@ -63,20 +63,24 @@ class EGIPRuntime:
     """One EGIP episode over ``case`` with settings ``config``.
 
     Args:
-        case: the case (its target Y is used only by the caller's scorer and to withhold
-            target-naming sentences from the patient view).
+        case: the case, or a :class:`PreparedCase` (shared per-case artifacts, built
+            with this config's exam-matching thresholds). Its target Y is used only to
+            withhold target-naming sentences from the patient view; scoring is the
+            caller's.
         config: protocol settings; defaults are the paper's.
     """
 
-    def __init__(self, case: Case, config: cfg.ProtocolConfig | None = None) -> None:
-        self.case = case
+    def __init__(self, case: Case | PreparedCase,
+                 config: cfg.ProtocolConfig | None = None) -> None:
         self.config = config or cfg.ProtocolConfig()
-        self.catalog = Catalog(case.records)
-        self.matcher = ExamMatcher.for_records(
-            self.catalog, case.records, accept=self.config.exam_accept,
-            suggest=self.config.exam_suggest)
-        self._menu_order = sorted(self.catalog, key=lambda e: (priority(e), e.index))
-        self._patient_facts = withhold_target(case.patient, case.target.text)
+        if not isinstance(case, PreparedCase):
+            case = PreparedCase.build(case, accept=self.config.exam_accept,
+                                      suggest=self.config.exam_suggest)
+        self.case = case.case
+        self.catalog = case.catalog
+        self.matcher = case.matcher
+        self._menu_order = case.menu_order
+        self._patient_facts = case.patient_facts
         self.history: list[Event] = []
         self.requested: list[str] = []
         self.dialogue: list[tuple[str, str]] = []

@@ -73,7 +73,7 @@ def _withhold(value: JsonValue, target: str) -> JsonValue:
     return value
 
 
-def withhold_target(facts: Mapping[str, JsonValue], target: str) -> dict[str, JsonValue]:
+def withhold_target(facts: Mapping[str, JsonValue], target: str) -> FrozenFacts:
     """P for the patient view with every sentence that names the target removed.
 
     Matching is a case-insensitive substring test of the whole target text (targets of
@@ -82,5 +82,64 @@ def withhold_target(facts: Mapping[str, JsonValue], target: str) -> dict[str, Js
     """
     needle = target.strip().lower()
     if len(needle) < 4:
-        return {k: v for k, v in facts.items()}
-    return {k: _withhold(v, needle) for k, v in facts.items()}
+        return FrozenFacts(facts)
+    return FrozenFacts({k: _withhold(v, needle) for k, v in facts.items()})
+
+
+def _freeze(tree: JsonValue) -> object:
+    if isinstance(tree, Mapping):
+        return (dict, *((key, _freeze(value)) for key, value in tree.items()))
+    if isinstance(tree, list | tuple):
+        return (list, *map(_freeze, tree))
+    return tree
+
+
+class FrozenFacts(Mapping):
+    """An immutable, hashable view of a patient-facts tree P.
+
+    Equal trees are equal and hash alike, so simulators can memoize per-P work (such as a
+    retrieval index) across episodes and environments without keying on object ids.
+    The hash is computed once, at construction.
+
+    Args:
+        facts: the P tree ``{field: value}``; it is copied, so later changes to the input
+            do not show through.
+    """
+
+    __slots__ = ("_data", "_key", "_hash")
+
+    def __init__(self, facts: Mapping[str, JsonValue]) -> None:
+        import copy
+
+        self._data = copy.deepcopy(dict(facts))
+        self._key = _freeze(self._data)
+        self._hash = hash(self._key)
+
+    def __getitem__(self, key: str) -> JsonValue:
+        return copy_of(self._data[key])
+
+    def __iter__(self):
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, FrozenFacts):
+            return self is other or (self._hash == other._hash and self._key == other._key)
+        return isinstance(other, Mapping) and self._data == dict(other)
+
+    def __repr__(self) -> str:
+        return f"FrozenFacts({self._data!r})"
+
+
+def copy_of(value: JsonValue) -> JsonValue:
+    """A deep copy of a JSON value (leaves are immutable and shared)."""
+    if isinstance(value, dict):
+        return {k: copy_of(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [copy_of(v) for v in value]
+    return value

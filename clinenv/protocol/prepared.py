@@ -1,0 +1,46 @@
+"""Per-case protocol artifacts that never change during an episode.
+
+The catalog A, the exam-name index, the menu's priority order and the patient facts
+(with target-naming sentences withheld) depend only on the case and two matching
+thresholds, so they are built once and shared by every episode of the case
+(:meth:`clinenv.case_pool.CasePool.prepared`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from clinenv.cases import Case
+from clinenv.protocol.catalog import Catalog, CatalogEntry
+from clinenv.protocol.exam_matching import ExamMatcher
+from clinenv.protocol.menu import priority
+from clinenv.protocol.views import FrozenFacts, withhold_target
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedCase:
+    """A case with its immutable protocol artifacts.
+
+    Attributes:
+        case: the case.
+        catalog: its action catalog A.
+        matcher: the exam-name index over A (thresholds fixed at build time).
+        menu_order: A sorted by menu priority (the menu filters and cuts this order).
+        patient_facts: P as the patient view shows it (target sentences withheld).
+    """
+
+    case: Case
+    catalog: Catalog
+    matcher: ExamMatcher
+    menu_order: tuple[CatalogEntry, ...]
+    patient_facts: FrozenFacts
+
+    @classmethod
+    def build(cls, case: Case, *, accept: float = 88.0, suggest: float = 60.0) -> PreparedCase:
+        """Build the artifacts of ``case`` (exam-matching thresholds 0-100)."""
+        catalog = Catalog(case.records)
+        matcher = ExamMatcher.for_records(catalog, case.records, accept=accept,
+                                          suggest=suggest)
+        order = tuple(sorted(catalog, key=lambda e: (priority(e), e.index)))
+        return cls(case, catalog, matcher, order,
+                   withhold_target(case.patient, case.target.text))
