@@ -12,17 +12,13 @@ import pytest
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.scripted_doctor import ScriptedDoctor
 from clinenv.rollouts import (
-    SCHEMA,
-    RunContext,
-    RunLogError,
-    RunLogWriter,
     episode_seed,
     plan_episodes,
-    read_run_log,
     run_episode,
     run_logged,
     summarize,
 )
+from clinenv.runlog import SCHEMA, RunContext, RunLogError, RunLogWriter, read_run_log
 
 LINE_KEYS = {
     "schema", "case_id", "case_index", "repetition", "seed", "env_id", "env_spec",
