@@ -69,9 +69,10 @@ REPHRASE_WORDS = frozenset(
 #: Minimum score (similarity 0-100 plus bonuses) for a fact to be given.
 MIN_SCORE = 75.0
 #: Bonus for a fact in a topic bucket the question was routed to. Where any fact of the
-#: bucket answers the question (age, family, medications, allergies) the bonus alone
+#: bucket answers the question (age, family, medications, allergies, social history) the bonus alone
 #: reaches :data:`MIN_SCORE`; elsewhere some word overlap is needed too.
-TOPIC_BONUS = {"demographics": 80.0, "family": 75.0, "medications": 75.0, "allergies": 75.0}
+TOPIC_BONUS = {"demographics": 80.0, "family": 75.0, "medications": 75.0, "allergies": 75.0,
+               "social": 75.0}
 DEFAULT_TOPIC_BONUS = 50.0
 #: Bonus for a fact with a time expression when the question asks about onset.
 ONSET_BONUS = 30.0
@@ -96,10 +97,10 @@ _BUCKET_OF_KEY = (
 _QUESTION_ROUTES = (
     ("symptoms", r"pain|hurt|ache|sore|symptom|feel|trouble|bother|worse|better|relie"),
     ("onset", r"when|how long|start|began|begin|onset|since|come on|came on|duration"),
-    ("medications", r"medic(?:ation|ine)|drug|pill|prescri|tablet|supplement|taking|treatment"
-     r"|therap"),
+    ("medications", r"medic(?:ation|ine)|(?<!any )(?<!use )(?<!illicit )(?<!recreational )drug"
+     r"|pill|prescri|tablet|supplement|taking|treatment|therap"),
     ("social", r"smok|cigar|tobacco|alcohol|drink|beer|wine|work|job|occupation|live|travel"
-     r"|sex|partner|recreational|exercise|diet|married"),
+     r"|sex|partner|recreational|illicit|use (?:any )?drugs|exercise|diet|married"),
     ("family", r"family|mother|father|parent|sibling|brother|sister|relative|inherit|genetic"),
     ("allergies", r"allerg"),
     ("past", r"past|previous|before|surger|operation|illness|condition|hospital|diagnosed"

@@ -4,6 +4,11 @@ Loading MedQA once per environment would cost about 0.5 MB and tens of milliseco
 instance; a pool is loaded once per process and shared, which is safe because cases are
 frozen. The pool cache is keyed by what determines the cases (the resolved file's path,
 size and modification time, and the disclosure setting), so an edited file reloads.
+
+The two caches here (pools per file, prepared protocol artifacts per case) are the only
+process-wide state in clinenv; they hold immutable data derived deterministically from
+files, so sharing them cannot couple episodes. Their size is bounded by the number of
+dataset files and cases a process uses.
 """
 
 from __future__ import annotations
@@ -63,9 +68,10 @@ class CasePool:
             KeyError: unknown ``case_id`` (the message lists a few valid ids).
             IndexError: index out of range.
         """
-        if isinstance(key, bool):
-            raise KeyError(key)
-        if isinstance(key, int | float) or (isinstance(key, str) and key.isdigit()):
+        if isinstance(key, bool) or not isinstance(key, int | str):
+            raise KeyError(f"{self.name}: case key must be a case_id string or an int "
+                           f"index, got {key!r}")
+        if isinstance(key, int) or key.isdigit():
             index = int(key)
             if not 0 <= index < len(self.cases):
                 raise IndexError(f"{self.name}: case index {index} out of range "
@@ -97,7 +103,9 @@ class CasePool:
             return cls(cases, "<cases>")
         from clinenv.datasets import resolve_dataset, sha256_file
 
-        path = Path(resolve_dataset(dataset, data_dir, allow_download=allow_download))
+        # the checksum is verified once, when the file is first loaded
+        path = Path(resolve_dataset(dataset, data_dir, allow_download=allow_download,
+                                    verify=False))
         stat = path.stat()
         key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, disclosure)
         with cls._lock:

@@ -23,7 +23,7 @@ number or a list). Values are never parsed into numbers and never mutated.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -172,59 +172,111 @@ def case_from_dict(data: Any, *, path: str | Path | None = None, line: int | Non
         raise CaseFormatError(msg, path=path, line=line, field=field) from None
 
 
-def iter_json_lines(path: str | Path) -> Iterable[tuple[int, Any]]:
-    """Yield ``(line_number, parsed_object)`` for each non-blank line of a JSONL file.
+_BOM = b"\xef\xbb\xbf"
 
-    The file is read as UTF-8 whatever the locale; a leading byte-order mark is accepted;
-    a missing final newline is fine.
+
+def scan_json_lines(path: str | Path) -> Iterator[tuple[int, Any | CaseFormatError]]:
+    """Yield ``(line_number, parsed JSON or CaseFormatError)`` for each non-blank line.
+
+    The one low-level JSON Lines reader of the package: :func:`iter_json_lines` raises
+    the first error it yields, lenient dataset loading collects them and reads on. The
+    file is read as UTF-8 whatever the locale (bug report B18); a leading byte-order mark
+    is accepted; a missing final newline is fine; blank lines are skipped.
+
+    A bad line gives a :class:`~clinenv.errors.CaseFormatError` naming the file and line:
+    ``"invalid UTF-8 byte 0xff at column 12"`` or ``"invalid JSON: <what> at column
+    N"``.
 
     Raises:
-        CaseFormatError: invalid UTF-8 or invalid JSON, with file and line.
         FileNotFoundError: the file does not exist.
     """
     path = Path(path)
     with path.open("rb") as fh:
         for number, raw in enumerate(fh, start=1):
-            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]
+            if number == 1 and raw.startswith(_BOM):
+                raw = raw[len(_BOM):]
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as err:
-                raise CaseFormatError(
-                    f"invalid UTF-8 byte at column {err.start + 1}", path=path, line=number
-                ) from None
+                yield number, CaseFormatError(
+                    f"invalid UTF-8 byte 0x{raw[err.start]:02x} at column {err.start + 1}",
+                    path=path,
+                    line=number,
+                )
+                continue
             if not text.strip():
                 continue
             try:
                 yield number, json.loads(text)
             except json.JSONDecodeError as err:
-                raise CaseFormatError(
+                yield number, CaseFormatError(
                     f"invalid JSON: {err.msg} at column {err.colno}", path=path, line=number
-                ) from None
+                )
 
 
-def read_cases(path: str | Path) -> list[Case]:
-    """Read a canonical-form JSONL file.
+def iter_json_lines(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line_number, parsed_object)`` for each non-blank line of a JSONL file.
+
+    Strict form of :func:`scan_json_lines` (same decoding rules).
 
     Raises:
-        CaseFormatError: bad JSON, a non-object line, an invalid field, a duplicate
-            ``case_id``, or an empty file; each names file, line and field.
+        CaseFormatError: invalid UTF-8 or invalid JSON, with file and line.
+        FileNotFoundError: the file does not exist.
+    """
+    for number, obj in scan_json_lines(path):
+        if isinstance(obj, CaseFormatError):
+            raise obj
+        yield number, obj
+
+
+def no_cases_error(path: str | Path, n_skipped: int = 0) -> CaseFormatError:
+    """The error for a file that yields no case (``n_skipped`` bad lines were skipped)."""
+    reason = "the file holds no cases"
+    if n_skipped:
+        reason += f" ({n_skipped} bad lines skipped)"
+    return CaseFormatError(reason, path=path)
+
+
+def read_cases(
+    path: str | Path, *, on_error: Callable[[CaseFormatError], None] | None = None
+) -> list[Case]:
+    """Read a canonical-form JSONL file.
+
+    Args:
+        path: the file.
+        on_error: called with the error of each bad line (bad JSON, a non-object line, an
+            invalid field, a duplicate ``case_id``); the line is then skipped and reading
+            goes on. ``None`` (the default) raises the first one.
+
+    Raises:
+        CaseFormatError: a bad line (unless ``on_error`` is given), or a file that yields
+            no case; each names file, line and field.
     """
     cases: list[Case] = []
     seen: dict[str, int] = {}
-    for number, obj in iter_json_lines(path):
-        case = case_from_dict(obj, path=path, line=number)
-        if case.case_id in seen:
-            raise CaseFormatError(
-                f"duplicate case_id {case.case_id!r} (first on line {seen[case.case_id]})",
-                path=path,
-                line=number,
-                field="case_id",
-            )
+    n_skipped = 0
+    for number, obj in scan_json_lines(path):
+        try:
+            if isinstance(obj, CaseFormatError):
+                raise obj
+            case = case_from_dict(obj, path=path, line=number)
+            if case.case_id in seen:
+                raise CaseFormatError(
+                    f"duplicate case_id {case.case_id!r} (first on line {seen[case.case_id]})",
+                    path=path,
+                    line=number,
+                    field="case_id",
+                )
+        except CaseFormatError as err:
+            if on_error is None:
+                raise
+            on_error(err)
+            n_skipped += 1
+            continue
         seen[case.case_id] = number
         cases.append(case)
     if not cases:
-        raise CaseFormatError("the file holds no cases", path=path)
+        raise no_cases_error(path, n_skipped)
     return cases
 
 

@@ -9,11 +9,15 @@ Usage::
     clinenv data verify [NAME ...] [--data-dir DIR]
     clinenv data download NAME
 
-``python -m clinenv`` is the same program.
+``python -m clinenv`` is the same program. ``clinenv run`` prints a note on the chosen
+environment (``env: ID (why)``), a progress bar on a terminal, and the summary;
+``--quiet`` keeps only the summary. Nothing is created (not even the ``runs/`` folder of
+the default ``--out``) until every argument has been checked.
 
 Exit codes: 0 success; 1 ``data verify`` found a present file with a wrong checksum or
-record count; 2 bad arguments, a missing or corrupt dataset, a run log that cannot be
-continued, or an ``--out`` file that would be overwritten; 130 interrupted (Ctrl-C; the
+record count; 2 bad arguments (including an ``--env`` id that is not an EGIP
+environment), a missing or corrupt dataset, a run log that cannot be continued, or an
+``--out`` file that would be overwritten; 130 interrupted (Ctrl-C; the
 log keeps every finished episode, continue with ``--resume``). Errors are one message on
 stderr, never a traceback.
 """
@@ -97,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="folder holding the dataset files (before $CLINENV_DATA_DIR)")
     run.add_argument("--allow-download", action="store_true",
                      help="download a missing public dataset (pinned URL and sha256)")
-    run.add_argument("--quiet", action="store_true", help="no progress bar or notes")
+    run.add_argument("--quiet", action="store_true",
+                     help="print only the summary: no environment note, progress bar or notes")
     run.set_defaults(func=cmd_run)
 
     data = sub.add_parser("data", help="list, verify or download datasets")
@@ -133,7 +138,8 @@ def choose_env(requested: str, data_dir: Path | None, allow_download: bool) -> t
         ``(env_id, reason)``.
 
     Raises:
-        CLIError: an unknown id, or (``auto``) a MedQA file with a wrong checksum.
+        CLIError: an unknown id, an id registered by another package whose entry point is
+            not an EGIP environment class, or (``auto``) a MedQA file with a wrong checksum.
     """
     import gymnasium as gym
 
@@ -143,8 +149,8 @@ def choose_env(requested: str, data_dir: Path | None, allow_download: bool) -> t
 
     if requested != "auto":
         if requested not in gym.registry:
-            raise CLIError(f"unknown environment id {requested!r}; clinenv ids: "
-                           + ", ".join(EGIP_IDS) + " (or 'auto')")
+            raise CLIError(f"unknown environment id {requested!r}; {_ids_hint()}")
+        _reject_foreign_entry_point(requested)
         return requested, "requested with --env"
     dataset = EGIP_IDS[AUTO_PREFERRED]
     try:
@@ -158,9 +164,43 @@ def choose_env(requested: str, data_dir: Path | None, allow_download: bool) -> t
     return AUTO_PREFERRED, f"--env auto: dataset {dataset!r} found at {path}"
 
 
+def _ids_hint() -> str:
+    from clinenv.registration import EGIP_IDS
+
+    return "clinenv ids: " + ", ".join(EGIP_IDS) + " (or 'auto')"
+
+
+def _not_egip(env_id: str) -> CLIError:
+    return CLIError(f"{env_id!r} is not an EGIP environment; {_ids_hint()}")
+
+
+def _reject_foreign_entry_point(env_id: str) -> None:
+    """Refuse, without making it, an id whose entry point is a class other than EGIPEnv.
+
+    Making a foreign environment would pass it clinenv's keyword arguments and could fail
+    in arbitrary ways; entry points that are factory functions are checked after
+    ``gym.make`` instead (:func:`_make_env`).
+    """
+    import gymnasium as gym
+    from gymnasium.envs.registration import load_env_creator
+
+    from clinenv.env import EGIPEnv
+
+    entry_point = gym.spec(env_id).entry_point
+    try:
+        creator = (load_env_creator(entry_point) if isinstance(entry_point, str)
+                   else entry_point)
+    except Exception:  # a foreign module that does not import (missing extra...)
+        creator = None
+    if creator is None or (isinstance(creator, type) and not issubclass(creator, EGIPEnv)):
+        raise _not_egip(env_id)
+
+
 def _make_env(env_id: str, data_dir: Path | None, allow_download: bool) -> Any:
+    """``gym.make(env_id)`` with the data options; refuses a non-EGIP environment."""
     import gymnasium as gym
 
+    from clinenv.env import EGIPEnv
     from clinenv.errors import ClinenvError
 
     kwargs: dict[str, Any] = {}
@@ -169,11 +209,15 @@ def _make_env(env_id: str, data_dir: Path | None, allow_download: bool) -> Any:
     if allow_download:
         kwargs["allow_download"] = True
     try:
-        return gym.make(env_id, **kwargs)
+        env = gym.make(env_id, **kwargs)
     except ClinenvError as err:
         raise CLIError(str(err)) from None
     except gym.error.Error as err:
         raise CLIError(f"cannot make {env_id!r}: {err}") from None
+    if not isinstance(env.unwrapped, EGIPEnv):
+        env.close()
+        raise _not_egip(env_id)
+    return env
 
 
 def _fmt_pct(value: float | None) -> str:
@@ -214,11 +258,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     out: Path = args.out or Path("runs") / f"{env_id}_{args.doctor}_seed{args.seed}.jsonl"
     if out.is_dir():
         raise CLIError(f"--out {out} is a folder; give a file path")
-    if not args.resume and out.exists() and out.stat().st_size > 0:
-        raise CLIError(f"{out} exists and is not empty; pass --resume to continue it, "
-                       "or choose another --out file")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    print(f"env: {env_id} ({reason})", flush=True)
+    if not args.quiet:
+        print(f"env: {env_id} ({reason})", flush=True)
     env = _make_env(env_id, args.data_dir, args.allow_download)
     try:
         plan_episodes(len(env.unwrapped.pool.cases), args.episodes, args.repetitions,
@@ -234,12 +275,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         bar = tqdm(total=n_todo, desc=env_id, unit="ep", file=sys.stderr,
                    disable=args.quiet or not sys.stderr.isatty())
 
+    # run_logged checks --out (a non-empty file needs --resume) before it writes, and
+    # creates the folder of --out only when it starts writing
     try:
         result = run_logged(env, doctor, out=out, seed=args.seed, episodes=args.episodes,
                             repetitions=args.repetitions, resume=args.resume, env_id=env_id,
                             progress=lambda _line: bar.update(1), on_start=start)
-    except (RunLogError, FileExistsError) as err:
+    except RunLogError as err:
         raise CLIError(str(err)) from None
+    except OSError as err:  # errno None: run_logged's FileExistsError for a non-empty --out
+        raise CLIError(str(err) if err.errno is None else f"--out {out}: {err}") from None
     finally:
         if bar is not None:
             bar.close()

@@ -70,8 +70,10 @@ class EGIPEnv(gym.Env):
         max_text_chars: observation text limit; longer text is clipped (noted in info).
         patient: patient simulator with ``reply(PatientView) -> str``; default the
             deterministic retrieval patient.
-        invalid_action_penalty: reward added per invalid action (default 0).
-        exam_cost: reward added per examination requested (default 0, i.e. no cost).
+        invalid_action_penalty: non-negative amount subtracted from the reward per invalid
+            action (default 0).
+        exam_cost: non-negative amount subtracted per examination test returned (a
+            group request costs one per test; default 0, i.e. no cost).
         render_mode: ``None`` or ``"ansi"``.
         **protocol: :class:`~clinenv.protocol.config.ProtocolConfig` fields
             (``acquisition_rounds``, ``menu_limit``, ``show_menu``...).
@@ -109,6 +111,9 @@ class EGIPEnv(gym.Env):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         if max_exams < 1 or max_text_chars < 256:
             raise ValueError("max_exams must be >= 1 and max_text_chars >= 256")
+        if invalid_action_penalty < 0 or exam_cost < 0:
+            raise ValueError("invalid_action_penalty and exam_cost are non-negative amounts "
+                             "subtracted from the reward")
         self.config = ProtocolConfig(**protocol)
         self.pool = CasePool.get(dataset, cases=cases, data_dir=data_dir,
                                  disclosure=disclosure, allow_download=allow_download)
@@ -127,7 +132,9 @@ class EGIPEnv(gym.Env):
             "text": UnicodeText(max_text_chars),
             "exam_mask": spaces.Box(0, 1, (max_exams,), dtype=np.int8),
         })
-        self.action_space = UnicodeText(self.config.max_action_chars + 1024)
+        # Actions may carry long reasoning blocks; the visible part is cut to
+        # config.max_action_chars after the reasoning is removed.
+        self.action_space = UnicodeText(max_text_chars)
         self.runtime: EGIPRuntime | None = None
         self._last_obs_text = ""
 
@@ -189,9 +196,8 @@ class EGIPEnv(gym.Env):
             rt.answer_patient(routing, reply)
         elif routing.to == "examiner":
             rt.answer_exam(routing)
-            if routing.entry is not None:
-                reward += self.exam_cost
-        reward += self.invalid_action_penalty * (rt.invalid_actions - invalid_before)
+            reward -= self.exam_cost * len(routing.entries)
+        reward -= self.invalid_action_penalty * (rt.invalid_actions - invalid_before)
         if self.observation_format == "view":
             text = render_doctor_view(rt, self._history_text)
         else:

@@ -9,7 +9,8 @@ section 4.1); set them through environment kwargs for RL experiments.
 CORRECT = 1.0
 WRONG = 0.0
 UNSCORED = 0.0
-#: Default penalty per invalid action (empty, ambiguous, repeated without clarification).
+#: Default amount subtracted per invalid action (empty, unknown id, ambiguous or unclear
+#: name, repeat without clarification).
 INVALID_ACTION_PENALTY = 0.0
-#: Default cost per examination requested.
+#: Default amount subtracted per examination test returned.
 EXAM_COST = 0.0

@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_DATA, needs_shared_data
 
 from clinenv.rollouts import episode_seed
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "agentclinic"
+SHARED = SHARED_DATA
 MEDQA_FILE = SHARED / "agentclinic_medqa.jsonl"
-needs_medqa = pytest.mark.skipif(not MEDQA_FILE.exists(),
-                                 reason=f"AgentClinic files not found in {SHARED}")
+needs_medqa = needs_shared_data("agentclinic_medqa.jsonl")
 N_DEMO = 17
 LINE_KEYS = {
     "schema", "case_id", "case_index", "repetition", "seed", "env_id", "env_spec",
@@ -92,7 +92,8 @@ def test_demo_run_writes_one_line_per_case_and_repetition(tmp_path):
     per_rep = [100 * sum(x["verdict"] == "correct" for x in lines if x["repetition"] == r)
                / N_DEMO for r in (0, 1)]
     assert f"{sum(per_rep) / 2:.2f} +/- " in proc.stdout
-    assert "EGIP-Demo-v0 (requested with --env)" in proc.stdout
+    assert proc.stdout.startswith("EGIP-Demo-v0 | doctor scripted | seed 3 | 17 cases x 2")
+    assert "env:" not in proc.stdout  # --quiet drops the note on the chosen environment
     assert proc.stderr.strip() == ""  # --quiet, and no progress bar off a TTY
 
 
@@ -191,17 +192,93 @@ def test_missing_dataset_exits_2_with_how_to(tmp_path):
     assert not (tmp_path / "l.jsonl").exists()
 
 
-@pytest.mark.parametrize("args, message", [
+BAD_ARGUMENTS = [
     (("--env", "EGIP-Nope-v0"), "unknown environment id 'EGIP-Nope-v0'"),
+    (("--env", "CartPole-v1"), "'CartPole-v1' is not an EGIP environment; clinenv ids: "),
+    (("--env", "CartPole-v1", "--data-dir", "."), "'CartPole-v1' is not an EGIP environment"),
     (("--env", "EGIP-Demo-v0", "--episodes", "500"), "episodes must be in 1..17"),
     (("--episodes", "0"), "must be >= 1"),
     (("--seed", "-1"), "must be >= 0"),
     (("--doctor", "oracle"), "invalid choice"),
-])
+]
+
+
+@pytest.mark.parametrize("args, message", BAD_ARGUMENTS)
 def test_bad_arguments_exit_2(tmp_path, args, message):
     proc = clinenv(tmp_path, "run", *args, "--out", "l.jsonl", check=2)
     assert message in proc.stderr
     assert not (tmp_path / "l.jsonl").exists()
+
+
+@pytest.mark.parametrize("args, message", BAD_ARGUMENTS)
+def test_bad_arguments_create_no_runs_folder(tmp_path, args, message):
+    """With the default --out (runs/...), nothing is created before the arguments pass."""
+    proc = clinenv(tmp_path, "run", *args, check=2)
+    assert message in proc.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_non_egip_env_is_one_line_error(tmp_path):
+    proc = clinenv(tmp_path, "run", "--env", "CartPole-v1", "--quiet", check=2)
+    assert proc.stderr.splitlines() == [
+        "clinenv: error: 'CartPole-v1' is not an EGIP environment; clinenv ids: "
+        "EGIP-Demo-v0, EGIP-MedQA-v0, EGIP-MedQA_Ext-v0, EGIP-NEJM-v0, EGIP-NEJM_Ext-v0, "
+        "EGIP-MIMIC-IV-v0 (or 'auto')"]
+    assert proc.stdout == ""
+
+
+def test_refuses_to_overwrite_the_default_log(tmp_path):
+    clinenv(tmp_path, "run", "--env", "EGIP-Demo-v0", "--episodes", "1", "--quiet")
+    log = tmp_path / "runs" / "EGIP-Demo-v0_scripted_seed0.jsonl"
+    before = log.read_bytes()
+    proc = clinenv(tmp_path, "run", "--env", "EGIP-Demo-v0", "--episodes", "1", check=2)
+    assert proc.stderr == (f"clinenv: error: {Path('runs', log.name)} exists and is not "
+                           "empty; pass --resume to continue it, or choose another --out "
+                           "file\n")
+    assert log.read_bytes() == before
+
+
+# In-process: ids registered by a test (a subprocess would not see them).
+def _not_egip_factory(**kwargs):
+    import gymnasium as gym
+
+    return gym.make("CartPole-v1")
+
+
+def _egip_factory(**kwargs):
+    from clinenv.env import EGIPEnv
+
+    return EGIPEnv(**kwargs)
+
+
+@pytest.fixture
+def registered(monkeypatch, tmp_path):
+    """Register test ids whose entry points are factory functions; removed afterwards."""
+    import gymnasium as gym
+
+    monkeypatch.chdir(tmp_path)
+    ids = {"clinenv-test/NotEGIP-v0": (_not_egip_factory, {}),
+           "clinenv-test/EGIPFactory-v0": (_egip_factory, {"dataset": "demo"})}
+    for env_id, (entry, kwargs) in ids.items():
+        gym.register(id=env_id, entry_point=entry, kwargs=kwargs)
+    yield
+    for env_id in ids:
+        gym.registry.pop(env_id, None)
+
+
+def test_factory_ids_are_checked_after_make(registered, tmp_path, capsys):
+    from clinenv.cli import main
+
+    assert main(["run", "--env", "clinenv-test/NotEGIP-v0", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("clinenv: error: 'clinenv-test/NotEGIP-v0' is not an EGIP "
+                          "environment") and len(err.splitlines()) == 1
+    assert not (tmp_path / "runs").exists()
+    # a future EGIP id (any entry point that builds an EGIPEnv) runs
+    assert main(["run", "--env", "clinenv-test/EGIPFactory-v0", "--episodes", "1",
+                 "--out", "l.jsonl", "--quiet"]) == 0
+    assert "clinenv-test/EGIPFactory-v0 | doctor scripted" in capsys.readouterr().out
+    assert len(read_lines(tmp_path / "l.jsonl")) == 1
 
 
 @needs_medqa

@@ -1,4 +1,5 @@
-"""Loading the real AgentClinic files (MedQA 107, NEJM 15) from ../shared/datasets.
+"""Loading the real AgentClinic files (MedQA 107, NEJM 15) from ``conftest.SHARED_DATA``
+(``$CLINENV_TEST_DATA``, else ../shared/datasets/agentclinic).
 
 The files are never copied into the repository; these tests skip when they are absent.
 Values pinned here were checked by reading the records by hand.
@@ -16,19 +17,19 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_DATA, needs_shared_data
 
 from clinenv.cases import read_cases, write_cases
 from clinenv.datasets import load_cases, verify_dataset
 from clinenv.datasets.nejm import case_from_nejm
+from clinenv.datasets.nejm_split import FALLBACK_NAME
 from clinenv.datasets.osce import case_from_osce
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets" / "agentclinic"
+DATA = SHARED_DATA
 MEDQA = DATA / "agentclinic_medqa.jsonl"
 NEJM = DATA / "agentclinic_nejm.jsonl"
 
-pytestmark = pytest.mark.skipif(
-    not (MEDQA.is_file() and NEJM.is_file()), reason=f"AgentClinic files not found in {DATA}"
-)
+pytestmark = needs_shared_data(MEDQA.name, NEJM.name)
 
 
 @pytest.fixture(autouse=True)
@@ -214,24 +215,42 @@ def test_nejm_split_of_real_records():
         "Skin biopsy results": "Extracellular deposition of yellow-brown, banana-shaped bodies "
                                "in the dermis, as revealed by hematoxylin and eosin stain",
     }
+    # header with one unnamed and three named bullets, then a header with one named bullet
     assert cases[1].records.tests == {
-        "Laboratory testing results": "Peripheral eosinophilia present",
-        "Tests for cryptococcus": "Negative",
-        "Tests for histoplasmosis": "Negative",
-        "Tests for human immunodeficiency virus (HIV)": "Negative",
-        "CT scan of the neck": "Hyperattenuating cervical lymphadenopathy on both sides",
+        "Laboratory testing results": {
+            FALLBACK_NAME: "Peripheral eosinophilia present",
+            "Tests for cryptococcus": "Negative",
+            "Tests for histoplasmosis": "Negative",
+            "Tests for human immunodeficiency virus (HIV)": "Negative",
+        },
+        "Imaging results": {
+            "CT scan of the neck": "Hyperattenuating cervical lymphadenopathy on both sides",
+        },
+    }
+    assert cases[4].records.tests == {
+        "Laboratory studies": {
+            "Lactate dehydrogenase level": "35664 U per liter (reference range, 120 to 250)",
+        },
+        "Biopsy findings": {
+            FALLBACK_NAME: "Deep skin biopsy specimen from the abdomen showed intravascular "
+                           "aggregation of round, atypical lymphocytes",
+            "Immunohistochemical staining results": "Positive for CD20, PAX-5, and MUM-1 in "
+                                                    "the neoplastic cells",
+        },
     }
     assert cases[11].records.tests == {
         "Laboratory studies": "New anemia; Findings consistent with hemolysis; Direct "
                               "antiglobulin test positive for C3d; Direct antiglobulin test "
                               "weakly positive for IgG",
     }
+    # "Urinalysis: - Hematuria: Present - Pyuria: Present ...": findings stay inside one
+    # nested record and never become test names
     assert cases[12].records.tests == {
-        "Kidney function": "Normal",
-        "Absolute eosinophil count": "2660 per cubic millimeter (reference range, 40-200)",
-        "Hematuria": "Present",
-        "Pyuria": "Present",
-        "Urine culture": "Negative",
+        "Laboratory studies": {
+            "Kidney function": "Normal",
+            "Absolute eosinophil count": "2660 per cubic millimeter (reference range, 40-200)",
+        },
+        "Urinalysis": {"Hematuria": "Present", "Pyuria": "Present", "Urine culture": "Negative"},
     }
     assert cases[13].records.tests == {
         "Fiberoptic laryngoscopy": "White plaques on both vocal cords",

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from clinenv.cases import iter_json_lines, read_cases, scan_json_lines
 from clinenv.datasets import load_cases, load_cases_with_report
 from clinenv.datasets.nejm import case_from_nejm
 from clinenv.datasets.osce import case_from_osce
@@ -274,3 +275,69 @@ def test_near_duplicate_within_a_file(tmp_path):
     path = write_lines(tmp_path / "d.jsonl", [base, other, twin, copy.deepcopy(twin)])
     cases = load_cases(path)
     assert [c.flags.near_duplicate_of for c in cases] == [None, None, "d-0001", "d-0001"]
+
+
+# ------------------------------------------------------------ Test_Results absent (B19)
+def test_record_without_test_results_is_not_recorded(tmp_path):
+    """No ``Test_Results`` key: no tests at all, so the examiner answers "not recorded"
+    (the record holds no such test), never "unavailable" and never normal."""
+    path = write_lines(tmp_path / "x.jsonl", [osce(Test_Results=...)])
+    (case,) = load_cases(path)  # strict mode
+    assert case.records.tests == {}
+    assert case.flags.no_recorded_tests
+    assert case.metadata["missing_keys"] == ["Test_Results"]
+    assert case.records.physical_exam == {"Vital_Signs": {"Temperature": "39.2°C"}}
+
+
+# ------------------------------------------------------------ the one JSON Lines reader
+def test_scan_json_lines_yields_errors_and_strict_reader_raises_them(tmp_path):
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"a": 1}\n\n  \n{"b": \n"caf\xe9"\n[1, 2]')
+    scanned = list(scan_json_lines(path))
+    assert [line for line, _ in scanned] == [1, 4, 5, 6]
+    assert scanned[0][1] == {"a": 1} and scanned[3][1] == [1, 2]
+    errors = [obj for _, obj in scanned if isinstance(obj, CaseFormatError)]
+    assert [(e.path, e.line, e.field) for e in errors] == [(str(path), 4, None),
+                                                           (str(path), 5, None)]
+    assert errors[0].reason.startswith("invalid JSON: ")
+    assert errors[1].reason == "invalid UTF-8 byte 0xe9 at column 5"
+    lines = iter_json_lines(path)
+    assert next(lines) == (1, {"a": 1})
+    with pytest.raises(CaseFormatError) as info:
+        next(lines)
+    assert info.value.line == 4 and info.value.reason == errors[0].reason
+
+
+def _canonical_line(case_id: str) -> dict:
+    return {"case_id": case_id, "dataset": "mine", "objective": "Diagnose.",
+            "target": {"text": "Sepsis"}}
+
+
+def test_canonical_duplicate_ids_strict_and_lenient(tmp_path):
+    path = write_lines(tmp_path / "mine.jsonl", [
+        _canonical_line("a"), _canonical_line("b"), _canonical_line("a"), "{bad",
+        _canonical_line("c")])
+    for read in (read_cases, load_cases):
+        with pytest.raises(CaseFormatError) as info:
+            read(path)
+        assert (info.value.line, info.value.field) == (3, "case_id")
+        assert info.value.reason == "duplicate case_id 'a' (first on line 1)"
+    cases, report = load_cases_with_report(path, strict=False)
+    assert [c.case_id for c in cases] == ["a", "b", "c"]
+    assert report.schema == "canonical"
+    assert [line for line, _ in report.skipped] == [3, 4]
+    assert report.skipped[0][1] == "field 'case_id': duplicate case_id 'a' (first on line 1)"
+    skipped: list[CaseFormatError] = []
+    assert [c.case_id for c in read_cases(path, on_error=skipped.append)] == ["a", "b", "c"]
+    assert [e.line for e in skipped] == [3, 4]
+
+
+def test_canonical_file_with_only_bad_lines(tmp_path):
+    path = write_lines(tmp_path / "mine.jsonl", [_canonical_line("a"), _canonical_line("a")])
+    path.write_text(path.read_text(encoding="utf-8").replace('"Sepsis"', '""'),
+                    encoding="utf-8")
+    with pytest.raises(CaseFormatError) as info:
+        read_cases(path, on_error=lambda err: None)
+    assert info.value.reason == "the file holds no cases (2 bad lines skipped)"
+    with pytest.raises(CaseFormatError, match=r"holds no cases \(2 bad lines skipped\)"):
+        load_cases(path, strict=False)

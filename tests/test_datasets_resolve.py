@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_DATA
 
 from clinenv.datasets import (
     DATASETS,
@@ -25,7 +26,7 @@ from clinenv.datasets import resolve as resolve_mod
 from clinenv.datasets.registry import normalize_name
 from clinenv.errors import CaseFormatError, ChecksumError, DatasetNotFoundError
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "datasets" / "agentclinic"
+SHARED = SHARED_DATA
 FILE = "agentclinic_medqa.jsonl"
 
 
@@ -213,3 +214,14 @@ def test_verify_dataset_reports_mismatch(cache, tmp_path):
     }
     with pytest.raises(DatasetNotFoundError):
         verify_dataset("nejm_ext", tmp_path / "d")
+
+
+def test_verify_dataset_counts_with_the_shared_reader(cache, tmp_path):
+    path = make_file(tmp_path / "d", "x", n=3)
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes().rstrip(b"\n") + b"\n\n")  # BOM
+    assert verify_dataset("medqa", tmp_path / "d")["n_records"] == 3
+    path.write_bytes(path.read_bytes() + b'{"OSCE_Examination": \n')
+    result = verify_dataset("medqa", tmp_path / "d")
+    assert result["n_records"] is None and result["ok"] is False
+    assert result["error"].startswith("does not parse as JSON Lines: ")
+    assert f"{path}, line 5: invalid JSON" in result["error"]

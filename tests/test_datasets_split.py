@@ -66,15 +66,48 @@ SHAPES = {
         "Laboratory studies showed: - Leukocytosis - Elevated lactate Imaging: - Abdominal "
         "CT: Free air under the diaphragm",
         {"Laboratory studies": "Leukocytosis; Elevated lactate",
-         "Abdominal CT": "Free air under the diaphragm"},
+         "Imaging": {"Abdominal CT": "Free air under the diaphragm"}},
     ),
     "header after a named value": (
         "Labs: - Sodium: 128 mmol/L Urinalysis: - Protein: 3+ - Casts: None",
-        {"Sodium": "128 mmol/L", "Protein": "3+", "Casts": "None"},
+        {"Labs": {"Sodium": "128 mmol/L"}, "Urinalysis": {"Protein": "3+", "Casts": "None"}},
+    ),
+    "header with named sub-bullets is one nested record": (
+        "Urinalysis: - Hematuria: Present - Pyuria: Present",
+        {"Urinalysis": {"Hematuria": "Present", "Pyuria": "Present"}},
+    ),
+    "named sub-bullets on lines; a plain line after them ends the group": (
+        "Urinalysis:\n- Hematuria: Present\n- Pyuria: Present\nChest CT: Normal\n"
+        "Smear:\n- Schistocytes\nNo blasts seen",
+        {"Urinalysis": {"Hematuria": "Present", "Pyuria": "Present"}, "Chest CT": "Normal",
+         "Smear": "Schistocytes", FALLBACK_NAME: "No blasts seen"},
+    ),
+    "plain lines under a header stay in the group": (
+        "Laboratory studies:\nHemoglobin: 9.1 g/dL\nPlatelet count: 120,000/mm3",
+        {"Laboratory studies": {"Hemoglobin": "9.1 g/dL", "Platelet count": "120,000/mm3"}},
+    ),
+    "numbered sub-items under a header": (
+        "Complete blood count: 1. Hemoglobin: 9.1 g/dL 2. Platelet count: 120,000/mm3",
+        {"Complete blood count": {"Hemoglobin": "9.1 g/dL", "Platelet count": "120,000/mm3"}},
     ),
     "groups on lines": (
         "Laboratory studies:\n- Hemoglobin: 9.1 g/dL\n- Leukocytosis\nImaging:\n- Chest CT: Normal",
-        {"Hemoglobin": "9.1 g/dL", "Laboratory studies": "Leukocytosis", "Chest CT": "Normal"},
+        {"Laboratory studies": {"Hemoglobin": "9.1 g/dL", FALLBACK_NAME: "Leukocytosis"},
+         "Imaging": {"Chest CT": "Normal"}},
+    ),
+    "mixed group keeps unnamed bullets under the fallback name": (
+        "Laboratory results: - Eosinophilia - Serum IgE: 900 IU/mL - Mild anemia",
+        {"Laboratory results": {FALLBACK_NAME: "Eosinophilia; Mild anemia",
+                                "Serum IgE": "900 IU/mL"}},
+    ),
+    "preamble header groups nothing": (
+        "Laboratory testing results for the patient are as follows: - CD4 cell count: 494 "
+        "- HIV viral load: 450 copies/mL",
+        {"CD4 cell count": "494", "HIV viral load": "450 copies/mL"},
+    ),
+    "duplicate names inside a group": (
+        "Blood cultures: - Culture: Negative - Culture: Positive",
+        {"Blood cultures": {"Culture": "Negative", "Culture (2)": "Positive"}},
     ),
     "unnamed leading finding": (
         "Pronounced eosinophilia - Chest CT: Peripheral consolidations",

@@ -14,6 +14,8 @@ from gymnasium.utils.env_checker import check_env
 
 import clinenv
 from clinenv.agents.scripted_doctor import ScriptedDoctor
+from clinenv.datasets.flags import fold, target_phrases
+from clinenv.env import EGIPEnv
 from clinenv.errors import DatasetNotFoundError
 from clinenv.protocol.catalog import Catalog
 from clinenv.protocol.lookup import record_at
@@ -134,14 +136,14 @@ def _leaves(tree):
 
 
 def _norm(text: str) -> str:
-    return re.sub(r"\s+", " ", text.lower())
+    return fold(text)  # the folding target_phrases uses (case, accents, punctuation)
 
 
 @pytest.mark.parametrize("dataset", ["demo", "medqa", "nejm"])
 def test_doctor_never_sees_target_or_unrequested_results(dataset, shared_data_dir):
-    """Across a full scripted episode on every case: Y only inside K or a requested record,
-    and no result of an unrequested examination."""
-    env = clinenv.env.EGIPEnv(dataset)
+    """Across a full scripted episode on every case: Y only inside K or a requested record
+    (or the doctor's own words), and no result of an unrequested examination."""
+    env = EGIPEnv(dataset)
     doctor = ScriptedDoctor(exam_budget=3)
     checked = 0
     for case in env.pool.cases:
@@ -149,21 +151,24 @@ def test_doctor_never_sees_target_or_unrequested_results(dataset, shared_data_di
         seen = _norm("\n".join(step[0]["text"] for step in trace))
         requested = set(env.runtime.requested)
         catalog = Catalog(case.records)
-        allowed = _norm(" ".join(case.candidates or ()))
-        allowed += " " + _norm(" ".join(
-            " ".join(_leaves(record_at(case.records, e.source_path)))
-            for e in catalog if e.exam_id in requested))
-        target = _norm(case.target.text)
-        if target in seen:
-            # every occurrence must be explained by K or a requested record
-            assert target in allowed, (case.case_id, target)
+        # remove what the doctor may legitimately see: K, requested records, own words
+        allowed = list(case.candidates or ())
+        allowed += [leaf for e in catalog if e.exam_id in requested
+                    for leaf in _leaves(record_at(case.records, e.source_path))]
+        allowed += [e.text for e in env.runtime.history if e.source == "doctor"]
+        for text in sorted((_norm(a).strip() for a in allowed), key=len, reverse=True):
+            if len(text) >= 3:  # whole-word removal, so short leaves cannot mask a leak
+                seen = re.sub(r"(?<!\w)" + re.escape(text) + r"(?!\w)", " ", seen)
+        for phrase in target_phrases(case.target.text):
+            if len(phrase) >= 5:
+                assert _norm(phrase) not in seen, (case.case_id, phrase)
         public = _norm(case.objective + " " + " ".join(_leaves(case.patient)))
         for entry in catalog:
             if entry.exam_id in requested:
                 continue
             for leaf in _leaves(record_at(case.records, entry.source_path)):
                 leaf_n = _norm(leaf)
-                if len(leaf_n) >= 25 and leaf_n not in public and leaf_n not in allowed:
+                if len(leaf_n) >= 25 and leaf_n not in public:
                     assert leaf_n not in seen, (case.case_id, entry.exam_id, leaf)
                     checked += 1
     assert checked > 0
@@ -220,3 +225,21 @@ def test_bad_kwargs_fail_clearly():
         gym.make("EGIP-Demo-v0", observation_format="xml")
     with pytest.raises(Exception, match="acquisition_rounds"):
         gym.make("EGIP-Demo-v0", acquisition_rounds=0)
+
+
+def test_costs_are_subtracted():
+    env = gym.make("EGIP-Demo-v0", exam_cost=0.1, invalid_action_penalty=0.5).unwrapped
+    env.reset(seed=0, options={"case_id": "demo-01"})
+    assert env.step("REQUEST TEST: PE1")[1] == pytest.approx(-0.1)
+    assert env.step("REQUEST TEST: T99")[1] == pytest.approx(-0.5)
+    assert env.step("How are you?")[1] == 0.0
+    with pytest.raises(ValueError, match="non-negative"):
+        gym.make("EGIP-Demo-v0", exam_cost=-1)
+
+
+def test_case_keys_are_ids_or_int_indexes():
+    env = gym.make("EGIP-Demo-v0").unwrapped
+    with pytest.raises(KeyError, match="int index"):
+        env.reset(options={"case_id": 2.7})
+    with pytest.raises(IndexError):
+        env.reset(options={"case_id": 999})

@@ -5,9 +5,9 @@ from __future__ import annotations
 import inspect
 import json
 import re
-from pathlib import Path
 
 import pytest
+from conftest import skip_without_shared_data
 
 import clinenv.agents.patient_retrieval as patient_module
 from clinenv.agents.patient_retrieval import (
@@ -19,8 +19,6 @@ from clinenv.agents.patient_retrieval import (
 )
 from clinenv.cases import Case
 from clinenv.protocol.views import PatientView
-
-DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "agentclinic"
 
 CHEST_PAIN = {
     "Demographics": "58-year-old man",
@@ -271,9 +269,7 @@ LEAK_QUESTIONS = (
 
 
 def test_replies_use_only_words_of_p_on_real_medqa_cases() -> None:
-    path = DATA_DIR / "agentclinic_medqa.jsonl"
-    if not path.exists():
-        pytest.skip(f"{path} is absent")
+    path = skip_without_shared_data("agentclinic_medqa.jsonl") / "agentclinic_medqa.jsonl"
     lines = path.read_text(encoding="utf-8").splitlines()
     trees = [json.loads(line)["OSCE_Examination"]["Patient_Actor"] for line in lines if line]
     assert len(trees) == 107

@@ -11,7 +11,7 @@ from clinenv.protocol.evidence import build_evidence, render_evidence
 from clinenv.protocol.exam_matching import ExamMatcher
 from clinenv.protocol.history import DoctorEvent, InterfaceEvent
 from clinenv.protocol.lookup import NOT_RECORDED_TEXT, lookup, render_record
-from clinenv.protocol.menu import build_menu
+from clinenv.protocol.menu import build_menu, menu_order
 from clinenv.protocol.runtime import EGIPRuntime
 
 RECORDS = Records(
@@ -59,12 +59,15 @@ def test_catalog_ids_names_and_groups():
 
 def test_menu_priority_exclusion_and_limit():
     catalog = Catalog(RECORDS)
-    ids = [e.exam_id for e in build_menu(catalog, requested=[], limit=None)]
+    order = menu_order(catalog)
+    ids = [e.exam_id for e in build_menu(order, requested=[], limit=None)]
     # vital signs first, other exam sections, basic labs, other labs, imaging, procedures
     assert ids == ["PE2", "PE1", "T3", "T6", "T1", "T2", "T4", "T5"]
-    assert [e.exam_id for e in build_menu(catalog, ["PE2", "T3"], limit=3)] == ["PE1", "T6", "T1"]
+    assert [e.exam_id for e in build_menu(order, ["PE2", "T3"], limit=3)] == ["PE1", "T6", "T1"]
     with pytest.raises(ValueError):
-        build_menu(catalog, [], limit=-1)
+        build_menu(order, [], limit=-1)
+    rt = EGIPRuntime(CASE, cfg.ProtocolConfig(menu_limit=2))
+    assert [e.exam_id for e in rt.menu()] == ["PE2", "PE1"]  # the runtime's menu is B
 
 
 def test_lookup_returns_stored_values_and_availability():
@@ -93,6 +96,8 @@ def test_lookup_returns_stored_values_and_availability():
         ("MRI", "ambiguous", None),
         ("Serum potassium", "miss", None),
         ("", "miss", None),
+        ("T99", "invalid_id", None),
+        ("Nerve study", "unclear", None),
     ],
 )
 def test_exam_matching(request_text, status, exam_id):
@@ -100,6 +105,62 @@ def test_exam_matching(request_text, status, exam_id):
     match = matcher.match(request_text)
     assert match.status == status
     assert (match.entry.exam_id if match.entry else None) == exam_id
+
+
+def test_group_name_returns_every_test_of_the_group():
+    matcher = ExamMatcher.for_records(Catalog(RECORDS), RECORDS)
+    for request in ("Imaging", "imaging studies"):
+        match = matcher.match(request)
+        assert match.status == "matched" and match.group == "Imaging"
+        assert [e.exam_id for e in match.entries] == ["T1", "T2"]
+    rt = EGIPRuntime(CASE)
+    _play(rt, "REQUEST TEST: Imaging")
+    event = rt.history[-1]
+    assert (event.exam_id, event.name, event.result_availability) == (
+        "T1,T2", "Imaging", "recorded")
+    assert event.source_paths == (("tests", "Imaging", "MRI_Brain"),
+                                  ("tests", "Imaging", "MRI_Spine"))
+    assert event.recorded_value == ("MRI Brain:\n  Findings: Normal\n"
+                                    "MRI Spine:\n  Findings: Nerve root enhancement")
+    assert rt.requested == ["T1", "T2"]
+    _play(rt, "REQUEST TEST: MRI Spine")  # already returned with the group: a repeat
+    assert rt.history[-2].kind == "repeated_request"
+
+
+def test_invalid_and_unclear_requests_are_feedback_not_observations():
+    rt = EGIPRuntime(CASE)
+    _play(rt, "REQUEST TEST: T99")
+    _play(rt, "REQUEST TEST: Nerve study")
+    assert [e.kind for e in rt.history if e.source == "interface"] == [
+        "invalid_request", "unclear_request"]
+    assert "T5 Nerve Conduction Studies" in rt.history[-1].message
+    assert rt.evidence().observations == ()
+    assert rt.invalid_actions == 2
+
+
+def test_without_menu_no_ids_and_no_names_are_revealed():
+    rt = EGIPRuntime(CASE, cfg.ProtocolConfig(show_menu=False))
+    assert rt.menu() == []
+    _play(rt, "REQUEST TEST: T4")
+    assert rt.history[-1].kind == "invalid_request"
+    _play(rt, "REQUEST TEST: Nerve study")  # unclear -> not recorded, no names listed
+    assert rt.history[-1].result_availability == "not_recorded"
+    _play(rt, "REQUEST TEST: MRI")  # ambiguous -> feedback without names
+    assert "MRI Brain" not in rt.history[-1].message
+    _play(rt, "REQUEST TEST: lumbar puncture")  # validation is unchanged
+    assert rt.history[-1].exam_id == "T4"
+
+
+def test_reasoning_is_removed_before_the_utterance_is_clipped():
+    rt = EGIPRuntime(CASE)
+    long_reasoning = "<think>" + "Let me weigh the options. " * 400 + "</think>\n\n"
+    routing = rt.route(long_reasoning + "REQUEST TEST: ESR")
+    assert routing.to == "examiner" and routing.entries[0].exam_id == "T6"
+    assert len(routing.action.reasoning) <= 16_384
+    rt.answer_exam(routing)
+    routing = rt.route("Q" * 5000)
+    assert len(routing.action.text) == 4096
+    assert [e.kind for e in rt.history if e.source == "interface"] == ["clipped_action"]
 
 
 def test_ambiguous_lists_candidates():
@@ -169,6 +230,12 @@ def test_patient_view_withholds_target_and_holds_no_records():
     assert "guillain" not in str(view.facts).lower()
     assert "It is getting worse." in view.facts["History"]
     assert "Nerve root" not in str(view)
+    # the main noun phrase counts too, as in CaseFlags.target_in_patient_facts
+    case = CASE.model_copy(update={
+        "patient": {"History": "Interstitial nephritis in 2019. My back hurts."},
+        "target": Target(text="Acute interstitial nephritis")})
+    facts = EGIPRuntime(case).patient_view("?").facts
+    assert dict(facts) == {"History": "My back hurts."}
 
 
 def test_examiner_view_holds_only_the_matching_record():
@@ -176,8 +243,12 @@ def test_examiner_view_holds_only_the_matching_record():
     routing = rt.route("REQUEST TEST: ESR")
     view = rt.examiner_view(routing)
     assert (view.exam_id, view.name, view.record) == ("T6", "ESR", "12 mm/h")
+    rt.answer_exam(routing)
     routing = rt.route("REQUEST TEST: Troponin")
     assert rt.examiner_view(routing).record is None
+    rt.answer_exam(routing)
+    view = rt.examiner_view(rt.route("REQUEST TEST: Imaging"))
+    assert view.exam_id == "T1,T2" and set(view.record) == {"MRI Brain", "MRI Spine"}
 
 
 def test_decision_answers_without_marker():

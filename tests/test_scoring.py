@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from conftest import skip_without_shared_data
 
 from clinenv.cases import Case, Target
 from clinenv.scoring import Score, normalize_answer, score_answer
-
-DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "agentclinic"
 
 NEJM_OPTIONS = (
     "Contact dermatitis",
@@ -224,9 +222,7 @@ def test_option_tie_is_not_a_choice() -> None:
 
 
 def _records(name: str) -> list[dict]:
-    path = DATA_DIR / name
-    if not path.exists():
-        pytest.skip(f"{path} is absent")
+    path = skip_without_shared_data(name) / name
     text = path.read_text(encoding="utf-8")
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 

@@ -17,13 +17,14 @@ computed by :mod:`.flags`. Files are always read as UTF-8 (bug report B18).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from pathlib import Path
 
-from clinenv.cases import Case, case_from_dict, read_cases
+from clinenv.cases import Case, no_cases_error, read_cases, scan_json_lines
 from clinenv.datasets.flags import iter_leaf_texts, near_duplicates
-from clinenv.datasets.lenient import LoadReport, iter_lines
+from clinenv.datasets.lenient import LoadReport
 from clinenv.datasets.nejm import DISCLOSURES, Disclosure, case_from_nejm
 from clinenv.datasets.nejm_split import split_test_findings
 from clinenv.datasets.osce import case_from_osce
@@ -75,7 +76,7 @@ def _locate(
 
 def _sniff_schema(path: Path) -> str:
     """Tell the schema of a user file from its first recognizable record."""
-    for _line, obj in iter_lines(path):
+    for _line, obj in scan_json_lines(path):
         if isinstance(obj, dict):
             if "OSCE_Examination" in obj:
                 return "osce"
@@ -87,26 +88,7 @@ def _sniff_schema(path: Path) -> str:
 
 
 def _load_canonical(path: Path, report: LoadReport, strict: bool) -> list[Case]:
-    if strict:
-        return read_cases(path)
-    cases: list[Case] = []
-    seen: dict[str, int] = {}
-    for line, obj in iter_lines(path):
-        try:
-            if isinstance(obj, CaseFormatError):
-                raise obj
-            case = case_from_dict(obj, path=path, line=line)
-            if case.case_id in seen:
-                raise CaseFormatError(
-                    f"duplicate case_id {case.case_id!r} (first on line {seen[case.case_id]})",
-                    path=path, line=line, field="case_id",
-                )
-        except CaseFormatError as err:
-            report.skip(err, strict=False)
-            continue
-        seen[case.case_id] = line
-        cases.append(case)
-    return cases
+    return read_cases(path, on_error=functools.partial(report.skip, strict=strict))
 
 
 def _identity_text(case: Case) -> str:
@@ -119,7 +101,7 @@ def _load_records(path: Path, schema: str, dataset: str, report: LoadReport, str
                   disclosure: Disclosure) -> list[Case]:
     cases: list[Case] = []
     index = 0
-    for line, obj in iter_lines(path):
+    for line, obj in scan_json_lines(path):
         index += 1
         try:
             if isinstance(obj, CaseFormatError):
@@ -170,10 +152,7 @@ def load_cases_with_report(
     else:
         cases = _load_records(path, schema, dataset, report, strict, disclosure)
     if not cases:
-        reason = "the file holds no cases"
-        if report.skipped:
-            reason += f" ({report.n_skipped} bad lines skipped)"
-        raise CaseFormatError(reason, path=path)
+        raise no_cases_error(path, report.n_skipped)
     if spec is not None and spec.n_records is not None and len(cases) != spec.n_records:
         report.warn(
             f"dataset {spec.name!r} should hold {spec.n_records} records, loaded {len(cases)}",

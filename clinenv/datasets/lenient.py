@@ -5,20 +5,18 @@
 skips bad lines and records ``(line, reason)`` in a :class:`LoadReport`, so a user file
 with a trailing comma or a stray markdown fence (AgentClinic issue #7, bug report B19)
 still loads its good records and says what it dropped.
+
+Lines are read by :func:`clinenv.cases.scan_json_lines`, the package's one JSON Lines
+reader (UTF-8 whatever the locale, byte-order mark accepted), which yields a bad line's
+:class:`~clinenv.errors.CaseFormatError` instead of raising it.
 """
 
 from __future__ import annotations
 
-import json
 import warnings
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 from clinenv.errors import CaseFormatError
-
-_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass
@@ -60,41 +58,3 @@ class LoadReport:
             raise CaseFormatError(message, path=self.path)
         self.warnings.append(message)
         warnings.warn(f"{self.path}: {message}", UserWarning, stacklevel=3)
-
-
-def iter_lines(path: str | Path) -> Iterator[tuple[int, Any | CaseFormatError]]:
-    """Yield ``(line_number, parsed JSON or CaseFormatError)`` for each non-blank line.
-
-    Unlike :func:`clinenv.cases.iter_json_lines` this never raises on a bad line, so a
-    lenient caller can go on reading. Bytes are decoded as UTF-8 whatever the locale
-    (bug report B18); a leading byte-order mark is accepted; a missing final newline is
-    fine.
-
-    Args:
-        path: a JSON Lines file.
-
-    Raises:
-        FileNotFoundError: the file does not exist.
-    """
-    path = Path(path)
-    with path.open("rb") as fh:
-        for number, raw in enumerate(fh, start=1):
-            if number == 1 and raw.startswith(_BOM):
-                raw = raw[len(_BOM):]
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                yield number, CaseFormatError(
-                    f"invalid UTF-8 byte 0x{raw[err.start]:02x} at column {err.start + 1}",
-                    path=path,
-                    line=number,
-                )
-                continue
-            if not text.strip():
-                continue
-            try:
-                yield number, json.loads(text)
-            except json.JSONDecodeError as err:
-                yield number, CaseFormatError(
-                    f"invalid JSON: {err.msg} at column {err.colno}", path=path, line=number
-                )

@@ -10,8 +10,11 @@ key                 case field
                     whole text is kept in ``metadata["vignette"]``
 ``patient_info``    P = ``{"Patient_Info": text}``
 ``physical_exams``  M: ``records.tests`` = :func:`split_test_findings` of the free text
-                    (it is test evidence, not an examination); ``physical_exam = {}``;
-                    the raw text is kept in ``metadata["physical_exams_text"]``
+                    (it is test evidence, not an examination): ``{name: result}`` where
+                    a group header with named bullets gives a nested ``{item: result}``
+                    (``{"Urinalysis": {"Hematuria": "Present", ...}}``);
+                    ``physical_exam = {}``; the raw text is kept in
+                    ``metadata["physical_exams_text"]``
 ``answers``         K = the option texts in order; Y = the correct one and its index
                     (exactly one option must be correct)
 ``type``            ``metadata["question_type"]`` (NEJM_Ext only, a list of labels)

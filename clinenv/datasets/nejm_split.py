@@ -6,8 +6,16 @@ physical examination, written in varied shapes (AgentClinic data facts, section 
 - ``"- Name: result"`` bullets, inline (``"A: x - B: y"``) or one per line;
 - ``"Name: result"`` lines or sentences (``"Biopsy: X. Stain: Y."``);
 - numbered lists ``"1. Name: result 2. Name: result"``, inline or one per line;
-- group headers whose bullets have no name (``"Laboratory studies indicated: - New
-  anemia - ..."``): those bullets become one record named after the header;
+- group headers followed by bullets. When the bullets are themselves ``"Name: result"``
+  items (``"Urinalysis: - Hematuria: Present - Pyuria: Present"``) the group becomes ONE
+  nested record, ``{"Urinalysis": {"Hematuria": "Present", "Pyuria": "Present"}}``, so
+  that findings never surface as test names. When the bullets have no name
+  (``"Laboratory studies indicated: - New anemia - ..."``) they are joined with ``"; "``
+  into one string record named after the header. A group that mixes both keeps its
+  unnamed bullets, joined, under :data:`FALLBACK_NAME` inside the nested record. A group
+  runs to the next header, or, in text written one item per line, to the first line
+  without a bullet marker after its bullet lines. A header that is a preamble
+  (``"Results are as follows:"``) groups nothing;
 - a leading preamble (``"The information extracted from the case report relevant to
   instrument readings and test results includes:"``), which is dropped;
 - prose with no structure, kept whole as one record named :data:`FALLBACK_NAME`;
@@ -15,8 +23,10 @@ physical examination, written in varied shapes (AgentClinic data facts, section 
   test results..."``, ``"I'm sorry, but..."``): no tests at all, ``{}``.
 
 Names are kept as written (markdown emphasis and bullet markers removed); values lose
-surrounding whitespace and a trailing ``.``/``;``/``,``; repeated names get ``" (2)"``,
-``" (3)"``... suffixes. Values are never parsed into numbers.
+surrounding whitespace and a trailing ``.``/``;``/``,``; repeated names (among the
+top-level records, or among the items of one group) get ``" (2)"``, ``" (3)"``...
+suffixes. Values are never parsed into numbers. The result,
+``dict[str, str | dict[str, str]]``, is a tree of depth 1 or 2 whose leaves are strings.
 """
 
 from __future__ import annotations
@@ -184,46 +194,108 @@ def _split_trailing_header(rest: str) -> tuple[str, str | None]:
 
 @dataclass
 class _Entry:
+    """One record: a named ``Name: result`` item, or the unnamed findings of a group
+    (``named=False``, one part per finding)."""
+
     name: str
     parts: list[str] = field(default_factory=list)
     named: bool = True
 
 
-def _pieces(text: str) -> list[tuple[str, bool]]:
-    """``(piece, follows_bullet)``: a piece that directly follows an inline bullet
-    separator may end with the next group's header (``"- New anemia Imaging:"``)."""
+@dataclass
+class _Group:
+    """The items that follow a group header, in order (named entries and at most one
+    unnamed entry collecting the unnamed findings)."""
+
+    name: str
+    items: list[_Entry] = field(default_factory=list)
+    unnamed: _Entry | None = None
+
+    @property
+    def named(self) -> bool:
+        return any(item.named for item in self.items)
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """One item of the text.
+
+    Attributes:
+        text: the item, bullet marker removed.
+        follows_bullet: it directly follows an inline bullet separator, so it may end
+            with the next group's header (``"- New anemia Imaging:"``).
+        line_start: ``None`` unless the item opens a line; then whether that line opens
+            with a bullet marker (``-``, ``*``, ``1.``...).
+    """
+
+    text: str
+    follows_bullet: bool
+    line_start: bool | None
+
+
+def _pieces(text: str) -> list[_Piece]:
     out = []
     for line in text.split("\n"):
-        for chunk in _split_numbered(line.strip()):
+        line = line.strip()
+        first = True
+        for chunk in _split_numbered(line):
             chunk = _BULLET_START.sub("", chunk).strip()
             for i, piece in enumerate(_split_top(chunk, _INLINE_BULLET)):
                 for j, sub in enumerate(_split_top(piece, _NAME_SENTENCE)):
                     sub = _BULLET_START.sub("", sub).strip()
                     if sub:
-                        out.append((sub, i > 0 and j == 0))
+                        bullet = bool(_BULLET_START.match(line)) if first else None
+                        out.append(_Piece(sub, i > 0 and j == 0, bullet))
+                        first = False
     return out
 
 
-def _parse(text: str) -> tuple[list[_Entry], bool]:
-    """Entries in order, and whether any group header was seen."""
-    entries: list[_Entry] = []
+def _parse(text: str) -> tuple[list[_Entry | _Group], bool]:
+    """Top-level entries and groups in order, and whether any group header was seen."""
+    entries: list[_Entry | _Group] = []
     header: str | None = None
-    group: _Entry | None = None
+    group: _Group | None = None
+    loose: _Entry | None = None  # unnamed findings outside any group
+    bullet_lines = False  # the current header is followed by bullet lines
     saw_header = False
 
     def set_header(body: str) -> None:
-        nonlocal header, group, saw_header
-        header, group = _header_name(body), None
+        nonlocal header, group, loose, bullet_lines, saw_header
+        header, group, loose, bullet_lines = _header_name(body), None, None, False
         saw_header = saw_header or header is not None
 
-    def add_unnamed(text: str) -> None:
+    def current_group() -> _Group | None:
         nonlocal group
-        if group is None:
-            group = _Entry(header or FALLBACK_NAME, named=False)
+        if header is not None and group is None:
+            group = _Group(header)
             entries.append(group)
-        group.parts.append(_clean_value(text))
+        return group
 
-    for piece, follows_bullet in _pieces(text):
+    def add_named(name: str, value: str) -> None:
+        target = current_group()
+        (entries if target is None else target.items).append(_Entry(name, [value]))
+
+    def add_unnamed(text: str) -> None:
+        nonlocal loose
+        target = current_group()
+        if target is None:
+            if loose is None:
+                loose = _Entry(FALLBACK_NAME, named=False)
+                entries.append(loose)
+            loose.parts.append(_clean_value(text))
+            return
+        if target.unnamed is None:
+            target.unnamed = _Entry(FALLBACK_NAME, named=False)
+            target.items.append(target.unnamed)
+        target.unnamed.parts.append(_clean_value(text))
+
+    for item in _pieces(text):
+        piece, follows_bullet = item.text, item.follows_bullet
+        if item.line_start is not None and header is not None:
+            if item.line_start:
+                bullet_lines = True
+            elif bullet_lines:  # a plain line after the header's bullet lines ends it
+                set_header("")
         if piece.endswith(":"):
             body = piece[:-1].rstrip()
             colon = _first_top_colon(body)
@@ -231,7 +303,7 @@ def _parse(text: str) -> tuple[list[_Entry], bool]:
             if colon is not None and _valid_name(name):
                 value, tail = _split_trailing_header(body[colon + 1:].strip())
                 if _clean_value(value):
-                    entries.append(_Entry(name, [_clean_value(value)]))
+                    add_named(name, _clean_value(value))
                 set_header(tail or "")
                 continue
             value, tail = _split_trailing_header(body) if follows_bullet else ("", body)
@@ -245,10 +317,24 @@ def _parse(text: str) -> tuple[list[_Entry], bool]:
         if colon is not None:
             name, value = _clean_name(piece[:colon]), _clean_value(piece[colon + 1:])
             if _valid_name(name) and value:
-                entries.append(_Entry(name, [value]))
+                add_named(name, value)
                 continue
         add_unnamed(piece)
     return entries, saw_header
+
+
+def _unique(name: str, used: set[str]) -> str:
+    """``name``, or ``name (2)``, ``name (3)``... when already used (case-insensitive)."""
+    unique, n = name, 1
+    while unique.casefold() in used:
+        n += 1
+        unique = f"{name} ({n})"
+    used.add(unique.casefold())
+    return unique
+
+
+def _value(entry: _Entry) -> str:
+    return "; ".join(p for p in entry.parts if p)
 
 
 def _drop_preamble(text: str) -> str:
@@ -258,19 +344,22 @@ def _drop_preamble(text: str) -> str:
     return text
 
 
-def split_test_findings(text: str | None) -> dict[str, str]:
+def split_test_findings(text: str | None) -> dict[str, str | dict[str, str]]:
     """Turn NEJM ``physical_exams`` free text into ``{test name: result}``.
 
     Args:
         text: the free text (``None`` or blank gives ``{}``).
 
     Returns:
-        Records in text order (shapes and naming rules in the module docstring);
-        ``{}`` for a refusal or empty text.
+        Records in text order (shapes and naming rules in the module docstring). A
+        result is a string, or for a group header whose bullets are ``"Name: result"``
+        items a nested ``{item name: result}``; ``{}`` for a refusal or empty text.
 
     Examples:
         >>> split_test_findings("Labs: - Hb: 10 g/dL - WBC: 12,000/mm3")
-        {'Hb': '10 g/dL', 'WBC': '12,000/mm3'}
+        {'Labs': {'Hb': '10 g/dL', 'WBC': '12,000/mm3'}}
+        >>> split_test_findings("Labs showed: - Anemia - Leukocytosis")
+        {'Labs': 'Anemia; Leukocytosis'}
         >>> split_test_findings("1. CT: Mass. 2. Biopsy: Carcinoma.")
         {'CT': 'Mass', 'Biopsy': 'Carcinoma'}
     """
@@ -285,16 +374,21 @@ def split_test_findings(text: str | None) -> dict[str, str]:
             return {}
         if not saw_header:
             return {FALLBACK_NAME: re.sub(r"\s+", " ", body).strip()} if body.strip() else {}
-    out: dict[str, str] = {}
+    out: dict[str, str | dict[str, str]] = {}
     used: set[str] = set()
     for entry in entries:
-        value = "; ".join(p for p in entry.parts if p)
-        if not value:
+        if isinstance(entry, _Group) and entry.named:
+            items: dict[str, str] = {}
+            used_items: set[str] = set()
+            for item in entry.items:
+                if value := _value(item):
+                    items[_unique(item.name, used_items)] = value
+            out[_unique(entry.name, used)] = items
             continue
-        name, n = entry.name, 1
-        while name.casefold() in used:
-            n += 1
-            name = f"{entry.name} ({n})"
-        used.add(name.casefold())
-        out[name] = value
+        if isinstance(entry, _Group):  # unnamed findings only: one string record
+            value = "; ".join(v for item in entry.items if (v := _value(item)))
+        else:
+            value = _value(entry)
+        if value:
+            out[_unique(entry.name, used)] = value
     return out

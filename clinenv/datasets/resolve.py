@@ -19,7 +19,6 @@ locally whose sha256 differs from the pinned value raises
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import tempfile
 import urllib.error
@@ -30,8 +29,9 @@ from typing import Any
 
 import platformdirs
 
+from clinenv.cases import iter_json_lines
 from clinenv.datasets.registry import DATASETS, DatasetSpec, get_spec, normalize_name
-from clinenv.errors import ChecksumError, DatasetNotFoundError
+from clinenv.errors import CaseFormatError, ChecksumError, DatasetNotFoundError
 
 #: Environment variable naming a folder that holds dataset files.
 ENV_VAR = "CLINENV_DATA_DIR"
@@ -243,15 +243,12 @@ def resolve_dataset(
 
 
 def _count_records(path: Path) -> int:
-    count = 0
-    with path.open("rb") as fh:
-        for number, raw in enumerate(fh, start=1):
-            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]
-            if raw.strip():
-                json.loads(raw.decode("utf-8"))
-                count += 1
-    return count
+    """Number of non-blank lines, each parsed as JSON.
+
+    Raises:
+        CaseFormatError: the first line that is not UTF-8 JSON.
+    """
+    return sum(1 for _ in iter_json_lines(path))
 
 
 def verify_dataset(name: str, data_dir: str | Path | None = None) -> dict[str, Any]:
@@ -285,7 +282,7 @@ def verify_dataset(name: str, data_dir: str | Path | None = None) -> dict[str, A
     }
     try:
         n_records: int | None = _count_records(path)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+    except CaseFormatError as err:
         n_records = None
         result["error"] = f"does not parse as JSON Lines: {err}"
     result["n_records"] = n_records

@@ -7,7 +7,8 @@ The catalog holds one entry per requestable examination:
 - each test is one entry, ids ``T1, T2, ...`` in source order. A top-level test key is a
   test, unless it is a *grouping key* (``Imaging``, ``Blood_Tests``, ``Laboratory_Tests``
   ...), or a dict whose two or more children are all dicts; then each child of the group
-  is a test and the group name is kept as its ``group``.
+  is a test and the group name is kept as its ``group``. A request for the group name
+  itself returns all of its tests (:attr:`Catalog.groups`).
 
 Entry names are the source keys made readable (``Chest_X-Ray`` -> ``Chest X-Ray``). Ids and
 names are public and result-blinded: building the catalog never reads a result value.
@@ -46,6 +47,10 @@ GROUPING_KEYS: frozenset[str] = frozenset(
         "laboratory tests",
         "laboratory studies",
         "laboratory results",
+        "laboratory test results",
+        "laboratory testing results",
+        "laboratory findings",
+        "lab tests",
         "basic laboratory tests",
         "additional tests",
         "other tests",
@@ -116,7 +121,7 @@ class Catalog:
     The catalog is immutable after construction; lookups by id are O(1).
     """
 
-    __slots__ = ("entries", "_by_id")
+    __slots__ = ("entries", "groups", "_by_id")
 
     def __init__(self, records: Records) -> None:
         entries: list[CatalogEntry] = []
@@ -144,6 +149,13 @@ class Catalog:
                                  ("tests", key), len(entries))
                 )
         self.entries: tuple[CatalogEntry, ...] = tuple(entries)
+        groups: dict[str, list[CatalogEntry]] = {}
+        for entry in entries:
+            if entry.group:
+                groups.setdefault(entry.group, []).append(entry)
+        #: readable group name -> its member tests (a request for the group returns all)
+        self.groups: dict[str, tuple[CatalogEntry, ...]] = {
+            name: tuple(members) for name, members in groups.items()}
         self._by_id = {e.exam_id.lower(): e for e in entries}
 
     def __len__(self) -> int:

@@ -33,12 +33,16 @@ class ProtocolConfig(BaseModel):
             :data:`REPEAT_CLARIFICATION` (EGIP default) instead of interface feedback.
         premature_diagnosis: ``"clarify"`` (EGIP default) replaces a diagnosis marker
             during acquisition by :data:`PREMATURE_CLARIFICATION`; ``"decide"`` ends
-            acquisition early and enters the decision phase.
+            acquisition early and enters the decision phase, where the doctor answers
+            again on the evidence interface e_T (the early marker's text is not scored).
         strict_markers: AgentClinic's case-sensitive marker matching (see
             :mod:`clinenv.protocol.parser`).
         exam_accept: fuzzy score (0-100) for a unique test-name match.
-        exam_suggest: fuzzy score (0-100) for suggesting close names on a miss.
-        max_action_chars: longer doctor utterances are cut to this length (noted in info).
+        exam_suggest: fuzzy score (0-100) from which a non-matching name is "unclear"
+            (feedback lists the closest names instead of answering "not recorded");
+            inactive without a menu, so that feedback never reveals unlisted names.
+        max_action_chars: the visible utterance (after reasoning blocks are removed) is
+            cut to this length; the cut is noted in the history.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -50,5 +54,5 @@ class ProtocolConfig(BaseModel):
     premature_diagnosis: Literal["clarify", "decide"] = "clarify"
     strict_markers: bool = False
     exam_accept: float = Field(default=88.0, ge=0, le=100)
-    exam_suggest: float = Field(default=60.0, ge=0, le=100)
+    exam_suggest: float = Field(default=75.0, ge=0, le=100)
     max_action_chars: int = Field(default=4096, ge=16)

@@ -20,9 +20,16 @@ from clinenv.protocol.history import Event, MeasurementEvent, PatientEvent
 #: Terminal instructions shared by every strategy (EGIP appendix A.2).
 TERMINAL_INSTRUCTIONS = (
     "Base your answer only on the acquired evidence above. A finding that is not recorded "
-    "or not available is unknown, not normal. Candidate labels are hypotheses, not "
-    "findings. Reply with exactly one line: DIAGNOSIS READY: <single diagnosis>"
+    "or not available is unknown, not normal. Reply with exactly one line: "
+    "DIAGNOSIS READY: <single diagnosis>"
 )
+#: Added when the case has candidate labels K.
+CANDIDATE_INSTRUCTIONS = (
+    "Candidate labels are hypotheses, not findings; you may answer with a candidate's "
+    "letter or its text."
+)
+#: Heading of the candidate block, in the doctor view and in e_T alike.
+CANDIDATES_HEADING = "# Candidate labels (hypotheses, not findings)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,12 +118,18 @@ def build_evidence(
     return EvidenceBundle(objective, candidates, tuple(observations))
 
 
+def render_candidates(candidates) -> list[str]:
+    """The candidate block: heading and ``A. label`` lines (empty without K)."""
+    if not candidates:
+        return []
+    return [CANDIDATES_HEADING] + [f"{option_letter(i)}. {c}" for i, c in enumerate(candidates)]
+
+
 def render_evidence(bundle: EvidenceBundle, *, instructions: bool = True) -> str:
     """The evidence interface as text: objective, candidates, observations, instructions."""
     lines = ["# Objective (S0)", bundle.objective]
     if bundle.candidates:
-        lines += ["", "# Candidate labels (hypotheses, not findings)"]
-        lines += [f"{option_letter(i)}. {c}" for i, c in enumerate(bundle.candidates)]
+        lines += ["", *render_candidates(bundle.candidates)]
     lines += ["", "# Acquired observations"]
     if not bundle.observations:
         lines.append("(none)")
@@ -126,13 +139,13 @@ def render_evidence(bundle: EvidenceBundle, *, instructions: bool = True) -> str
         elif o.availability == "not_recorded":
             lines.append(f"[{o.obs_id}] Measurement {o.context}: not recorded (unknown)")
         elif o.availability == "unavailable":
-            lines.append(f"[{o.obs_id}] Measurement {o.context} ({o.exam_id}): "
+            lines.append(f"[{o.obs_id}] Measurement {o.exam_id} {o.context}: "
                          "result not available (unknown)")
         else:
             body = (o.content or "").replace("\n", "\n    ")
-            lines.append(f"[{o.obs_id}] Measurement {o.context} ({o.exam_id}):\n    {body}")
+            lines.append(f"[{o.obs_id}] Measurement {o.exam_id} {o.context}:\n    {body}")
     if instructions:
         lines += ["", "# Instructions", TERMINAL_INSTRUCTIONS]
         if bundle.candidates:
-            lines.append("You may answer with a candidate's letter or its text.")
+            lines.append(CANDIDATE_INSTRUCTIONS)
     return "\n".join(lines)

@@ -3,14 +3,16 @@
 Requests are validated against the *whole* catalog, not only the displayed menu (EGIP
 section 3.2). Resolution, in order:
 
-1. a public id (``T3``, ``[PE1]``, ``t3``);
-2. an exact normalized name, ``"group name"`` form, or a common abbreviation
-   (``CBC``, ``CXR``, ``ECG`` ... from :data:`TEST_ABBREVIATIONS`);
+1. a public id (``T3``, ``[PE1]``, ``t3``); an id-shaped request that names no entry is
+   ``invalid_id`` (interface feedback, not an observation);
+2. an exact normalized name, ``"group name"`` form, a group's own name (all its tests),
+   or a common abbreviation (``CBC``, ``CXR``, ``ECG`` ... :data:`TEST_ABBREVIATIONS`);
 3. an exact normalized component name inside a panel (``Hemoglobin`` -> the CBC entry);
-4. fuzzy matching (rapidfuzz ``WRatio``): a unique best score >= ``accept`` matches;
-   several entries tied at or above ``accept`` are *ambiguous* (feedback lists them);
-5. otherwise a *miss*: the record lookup answers "not recorded" (never "normal"), and
-   entries scoring >= ``suggest`` are offered as suggestions.
+4. fuzzy matching (rapidfuzz ``WRatio``) over the same names: a unique best target
+   scoring >= ``accept`` matches; several targets within ``margin`` of a best score
+   >= ``accept`` are ``ambiguous``; a best score in ``[suggest, accept)`` is ``unclear``
+   (the closest names are offered, nothing is looked up);
+5. otherwise a ``miss``: the record lookup answers "not recorded" (never "normal").
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Literal
 
 from rapidfuzz import fuzz, process
 
+from clinenv.cases import Records
 from clinenv.protocol.catalog import Catalog, CatalogEntry, normalize_name
 
 #: Common abbreviations of test names, expanded before matching (normalized forms).
@@ -55,7 +58,10 @@ _GENERIC_COMPONENTS = frozenset(
     {"findings", "finding", "result", "results", "impression", "report", "description",
      "interpretation", "value", "values", "other", "notes", "comment", "comments"}
 )
-_ID = re.compile(r"^\[?\s*((?:pe|t)\s*\d+)\s*\]?$", re.IGNORECASE)
+#: An id-shaped request: ``T3``, ``[PE1]``, ``pe 2``.
+ID_PATTERN = re.compile(r"^\[?\s*((?:pe|t)\s*\d+)\s*\]?$", re.IGNORECASE)
+
+Status = Literal["matched", "ambiguous", "unclear", "miss", "invalid_id"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,31 +69,42 @@ class ExamMatch:
     """Outcome of resolving one request.
 
     Attributes:
-        status: ``"matched"``, ``"ambiguous"`` (several entries fit equally well) or
-            ``"miss"`` (no entry fits: the test is not recorded).
-        entry: the matched entry when ``status == "matched"``.
-        candidates: closest entries, best first: the tied entries when ambiguous,
-            suggestions for a miss (possibly empty).
-        score: best fuzzy score 0-100 (100 for ids and exact names).
+        status: ``"matched"``; ``"ambiguous"`` (several targets fit equally well);
+            ``"unclear"`` (close to some names, not close enough to match);
+            ``"miss"`` (nothing close: the test is not recorded); ``"invalid_id"`` (an
+            id-shaped request naming no entry).
+        entries: the matched tests: one entry, or every member of a requested group.
+        group: the group's readable name when a whole group was requested, else ``None``.
+        candidates: closest entries, best first (ambiguous or unclear), for feedback.
+        score: best score 0-100 (100 for ids and exact names).
     """
 
-    status: Literal["matched", "ambiguous", "miss"]
-    entry: CatalogEntry | None = None
+    status: Status
+    entries: tuple[CatalogEntry, ...] = ()
+    group: str | None = None
     candidates: tuple[CatalogEntry, ...] = ()
     score: float = 0.0
 
+    @property
+    def entry(self) -> CatalogEntry | None:
+        """The single matched entry (``None`` unless exactly one entry matched)."""
+        return self.entries[0] if len(self.entries) == 1 else None
+
+
+#: A resolution target: ``(group name or None, entries)``.
+_Target = tuple[str | None, tuple[CatalogEntry, ...]]
+
 
 def _expand(norm: str) -> str:
-    words = [TEST_ABBREVIATIONS.get(w, w) for w in norm.split()]
-    return " ".join(words)
+    return " ".join(TEST_ABBREVIATIONS.get(w, w) for w in norm.split())
 
 
-def _leaf_keys(tree) -> list[str]:
+def _keys(tree) -> list[str]:
     keys: list[str] = []
     if isinstance(tree, dict):
         for key, value in tree.items():
             keys.append(key)
-            keys.extend(_leaf_keys(value))
+            keys.extend(_keys(value))
     return keys
 
 
@@ -96,11 +113,11 @@ class ExamMatcher:
 
     Args:
         catalog: the case's action catalog A.
-        components: ``{exam_id: [component keys]}``, the key names inside each entry's
-            record (names only, never values), used for step 3.
-        accept: fuzzy score (0-100) at or above which a unique best entry matches.
-        suggest: fuzzy score at or above which closest entries are offered as feedback.
-        margin: a second entry within this many points of the best makes it ambiguous.
+        components: ``{exam_id: [key names inside its record]}`` (names only, never
+            values), used for step 3.
+        accept: fuzzy score (0-100) at or above which a unique best target matches.
+        suggest: fuzzy score (0-100) at or above which a non-match is ``unclear``.
+        margin: targets within this many points of the best make it ambiguous.
     """
 
     def __init__(
@@ -109,78 +126,93 @@ class ExamMatcher:
         components: dict[str, list[str]] | None = None,
         *,
         accept: float = 88.0,
-        suggest: float = 60.0,
+        suggest: float = 75.0,
         margin: float = 4.0,
     ) -> None:
         self.catalog = catalog
         self.accept, self.suggest, self.margin = accept, suggest, margin
-        self._exact: dict[str, list[CatalogEntry]] = {}
-        self._component: dict[str, list[CatalogEntry]] = {}
+        self._exact: dict[str, list[_Target]] = {}
+        self._component: dict[str, list[_Target]] = {}
         self._choices: list[str] = []
-        self._choice_entry: list[CatalogEntry] = []
+        self._choice_target: list[_Target] = []
+
+        def add(form: str, target: _Target) -> None:
+            bucket = self._exact.setdefault(form, [])
+            if target not in bucket:
+                bucket.append(target)
+            self._choices.append(form)
+            self._choice_target.append(target)
+
         for entry in catalog:
-            forms = {_expand(normalize_name(entry.name))}
+            target: _Target = (None, (entry,))
+            add(_expand(normalize_name(entry.name)), target)
             if entry.group:
-                forms.add(_expand(normalize_name(f"{entry.group} {entry.name}")))
-                forms.add(_expand(normalize_name(f"{entry.name} {entry.group}")))
-            for form in forms:
-                self._exact.setdefault(form, []).append(entry)
-                self._choices.append(form)
-                self._choice_entry.append(entry)
+                add(_expand(normalize_name(f"{entry.group} {entry.name}")), target)
+                add(_expand(normalize_name(f"{entry.name} {entry.group}")), target)
+        for group, members in catalog.groups.items():
+            add(_expand(normalize_name(group)), (group, members))
         for exam_id, keys in (components or {}).items():
             entry = catalog.get(exam_id)
+            if entry is None:
+                continue
             for key in keys:
                 norm = _expand(normalize_name(key))
-                if entry is not None and norm and norm not in _GENERIC_COMPONENTS:
+                if norm and norm not in _GENERIC_COMPONENTS:
                     bucket = self._component.setdefault(norm, [])
-                    if entry not in bucket:
-                        bucket.append(entry)
+                    if (None, (entry,)) not in bucket:
+                        bucket.append((None, (entry,)))
 
     @classmethod
-    def for_records(cls, catalog: Catalog, records, **kwargs) -> ExamMatcher:
-        """Build a matcher whose component index comes from the records' key names."""
-        components: dict[str, list[str]] = {}
-        for entry in catalog:
-            node = records.physical_exam if entry.kind == "physical_exam" else records.tests
-            for key in entry.source_path[1:]:
-                node = node[key]
-            components[entry.exam_id] = _leaf_keys(node)
+    def for_records(cls, catalog: Catalog, records: Records, **kwargs) -> ExamMatcher:
+        """Build a matcher whose component index holds the key names of each record."""
+        from clinenv.protocol.lookup import record_at
+
+        components = {e.exam_id: _keys(record_at(records, e.source_path)) for e in catalog}
         return cls(catalog, components, **kwargs)
 
     def match(self, request: str) -> ExamMatch:
         """Resolve one requested name. Never raises; empty input is a miss."""
         text = request.strip().strip("*_`'\"").strip()
-        id_match = _ID.match(text)
+        id_match = ID_PATTERN.match(text)
         if id_match:
             entry = self.catalog.get(id_match.group(1).replace(" ", ""))
-            if entry is not None:
-                return ExamMatch("matched", entry, (entry,), 100.0)
+            if entry is None:
+                return ExamMatch("invalid_id")
+            return ExamMatch("matched", (entry,), None, (entry,), 100.0)
         norm = _expand(normalize_name(text))
         if not norm:
             return ExamMatch("miss")
         for index in (self._exact, self._component):
             hits = index.get(norm)
             if hits:
-                if len(hits) == 1:
-                    return ExamMatch("matched", hits[0], (hits[0],), 100.0)
-                return ExamMatch("ambiguous", None, tuple(hits), 100.0)
+                return self._decide([(t, 100.0) for t in hits])
         if not self._choices:
             return ExamMatch("miss")
-        scored = process.extract(
-            norm, self._choices, scorer=fuzz.WRatio, limit=12, score_cutoff=self.suggest
-        )
-        best: dict[CatalogEntry, float] = {}
+        scored = process.extract(norm, self._choices, scorer=fuzz.WRatio, limit=16,
+                                 score_cutoff=self.suggest)
+        best: dict[_Target, float] = {}
         for _choice, score, idx in scored:
-            entry = self._choice_entry[idx]
-            best[entry] = max(best.get(entry, 0.0), score)
-        ranked = sorted(best.items(), key=lambda kv: (-kv[1], kv[0].index))
-        if not ranked:
+            target = self._choice_target[idx]
+            best[target] = max(best.get(target, 0.0), score)
+        return self._decide(list(best.items()))
+
+    def _decide(self, scored: list[tuple[_Target, float]]) -> ExamMatch:
+        if not scored:
             return ExamMatch("miss")
-        top_entry, top_score = ranked[0]
-        close = tuple(e for e, _ in ranked[:5])
-        if top_score < self.accept:
-            return ExamMatch("miss", None, close, top_score)
-        tied = tuple(e for e, s in ranked if s >= top_score - self.margin)
+        scored.sort(key=lambda ts: (-ts[1], ts[0][1][0].index, ts[0][0] is not None))
+        (group, entries), top = scored[0]
+        close = _flatten(t for t, _ in scored)[:5]
+        if top < self.accept:
+            return ExamMatch("unclear", (), None, close, top)
+        tied = [t for t, s in scored if s >= top - self.margin]
         if len(tied) == 1:
-            return ExamMatch("matched", top_entry, close, top_score)
-        return ExamMatch("ambiguous", None, tied[:5], top_score)
+            return ExamMatch("matched", entries, group, close, top)
+        return ExamMatch("ambiguous", (), None, _flatten(tied)[:5], top)
+
+
+def _flatten(targets) -> tuple[CatalogEntry, ...]:
+    seen: dict[str, CatalogEntry] = {}
+    for _group, entries in targets:
+        for entry in entries:
+            seen.setdefault(entry.exam_id, entry)
+    return tuple(seen.values())

@@ -44,13 +44,18 @@ def priority(entry: CatalogEntry) -> int:
     return 7
 
 
+def menu_order(catalog: Catalog) -> tuple[CatalogEntry, ...]:
+    """A sorted by menu priority, then catalog order (computed once per case)."""
+    return tuple(sorted(catalog, key=lambda e: (priority(e), e.index)))
+
+
 def build_menu(
-    catalog: Catalog, requested: Iterable[str], limit: int | None = 25
+    order: Iterable[CatalogEntry], requested: Iterable[str], limit: int | None = 25
 ) -> list[CatalogEntry]:
     """The menu B(A, h_t): unrequested entries in priority order, at most ``limit``.
 
     Args:
-        catalog: the action catalog A.
+        order: the catalog in priority order (:func:`menu_order`).
         requested: exam ids already requested in h_t.
         limit: display limit (``None`` for no limit). Must be >= 0.
 
@@ -60,7 +65,5 @@ def build_menu(
     if limit is not None and limit < 0:
         raise ValueError(f"menu limit must be >= 0, got {limit}")
     done = set(requested)
-    items = sorted(
-        (e for e in catalog if e.exam_id not in done), key=lambda e: (priority(e), e.index)
-    )
+    items = [e for e in order if e.exam_id not in done]
     return items if limit is None else items[:limit]

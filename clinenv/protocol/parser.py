@@ -40,7 +40,8 @@ _BARE_DIAG = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 _MENU_ID = re.compile(r"^\s*\[?\s*((?:PE|T)\s*\d+)\s*\]?\s*\.?\s*$", re.IGNORECASE)
-_EDGE = " \t*_#`'\"“”‘’[](){}<>.;:,"
+_EDGE = " \t*_#`'\"“”‘’<>.;:,"
+_PAIRS = {")": "(", "]": "[", "}": "{"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,16 +95,49 @@ def split_reasoning(raw: str) -> tuple[str, str | None]:
     return text.strip(), (reasoning if had_tags else None)
 
 
+def _closes_at_end(line: str, open_: str, close: str) -> bool:
+    """Whether the bracket opening ``line`` is closed by its last character."""
+    depth = 0
+    for i, char in enumerate(line):
+        depth += (char == open_) - (char == close)
+        if depth == 0:
+            return i == len(line) - 1
+    return False
+
+
+def _strip_unbalanced(line: str) -> str:
+    """Strip edge punctuation, and brackets where they are unbalanced or wrap it all."""
+    while True:
+        before = line
+        line = line.strip(_EDGE)
+        if line[-1:] in _PAIRS and line.count(_PAIRS[line[-1]]) < line.count(line[-1]):
+            line = line[:-1]
+        if line[:1] in "([{":
+            close = {v: k for k, v in _PAIRS.items()}[line[0]]
+            if line.count(close) < line.count(line[0]):
+                line = line[1:]
+            elif line[-1] == close and _closes_at_end(line, line[0], close):
+                line = line[1:-1]  # a wrapping pair, as in a "[diagnosis]" template
+        if line == before:
+            return line
+
+
 def clean_payload(text: str) -> str:
-    """The first line of ``text`` without markdown emphasis, quotes, brackets, end stops."""
+    """The first line of ``text`` without markdown emphasis, quotes, end stops and
+    unbalanced brackets (``"Type 2 diabetes (T2DM)."`` keeps its parentheses)."""
     line = text.strip().split("\n", 1)[0]
     line = line.replace("**", "").replace("__", "")
-    return line.strip(_EDGE).strip()
+    return _strip_unbalanced(line).strip()
 
 
 def _after(pattern: re.Pattern[str], text: str) -> str | None:
+    """The payload after ``pattern``, cut where another action marker begins."""
     m = pattern.search(text)
-    return None if m is None else clean_payload(text[m.end():])
+    if m is None:
+        return None
+    rest = text[m.end():]
+    cuts = [n.start() for p in (_DIAG, _TEST) if (n := p.search(rest))]
+    return clean_payload(rest[: min(cuts)] if cuts else rest)
 
 
 def parse_action(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from clinenv.cases import Case
 from clinenv.protocol.catalog import Catalog, CatalogEntry
 from clinenv.protocol.exam_matching import ExamMatcher
-from clinenv.protocol.menu import priority
+from clinenv.protocol.menu import menu_order
 from clinenv.protocol.views import FrozenFacts, withhold_target
 
 
@@ -36,11 +36,11 @@ class PreparedCase:
     patient_facts: FrozenFacts
 
     @classmethod
-    def build(cls, case: Case, *, accept: float = 88.0, suggest: float = 60.0) -> PreparedCase:
+    def build(cls, case: Case, *, accept: float = 88.0, suggest: float = 75.0) -> PreparedCase:
         """Build the artifacts of ``case`` (exam-matching thresholds 0-100)."""
         catalog = Catalog(case.records)
         matcher = ExamMatcher.for_records(catalog, case.records, accept=accept,
                                           suggest=suggest)
-        order = tuple(sorted(catalog, key=lambda e: (priority(e), e.index)))
+        order = menu_order(catalog)
         return cls(case, catalog, matcher, order,
                    withhold_target(case.patient, case.target.text))

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from clinenv.protocol.catalog import CatalogEntry
-from clinenv.protocol.evidence import option_letter, render_evidence
+from clinenv.protocol.evidence import render_candidates, render_evidence
 from clinenv.protocol.history import (
     DoctorEvent,
     Event,
@@ -31,8 +31,14 @@ from clinenv.protocol.lookup import NOT_RECORDED_TEXT
 
 ACTION_FORMAT = (
     "Each round, do exactly one of: ask the patient one question (plain text); request one "
-    "examination with REQUEST TEST: <id or name> (for example REQUEST TEST: PE1). "
+    "examination with REQUEST TEST: <id or name>{example}. "
     "Results are shown only after you request them."
+)
+#: The action format without a menu (the "w/o menu" ablation): no ids to refer to.
+ACTION_FORMAT_NO_MENU = (
+    "Each round, do exactly one of: ask the patient one question (plain text); request one "
+    "examination with REQUEST TEST: <examination name>. Results are shown only after you "
+    "request them; an examination the records do not hold is answered as not recorded."
 )
 
 
@@ -55,8 +61,7 @@ def render_event(event: Event, asked: str | None = None) -> str:
             return f"Examiner [{event.request}]: {NOT_RECORDED_TEXT}"
         head = f"Examiner [{event.exam_id} {event.name}]"
         if event.result_availability == "unavailable":
-            return f"{head}: result not available.\n  " + (event.recorded_value or "").replace(
-                "\n", "\n  ")
+            head += " (result not available)"
         return f"{head}:\n  " + (event.recorded_value or "").replace("\n", "\n  ")
     if isinstance(event, InterfaceEvent):
         return f"Interface: {event.message}"
@@ -96,8 +101,10 @@ def render_history(events: Iterable[Event]) -> str:
     return HistoryRenderer().render(list(events))
 
 
-def render_menu(menu: Sequence[CatalogEntry], n_hidden: int = 0) -> str:
+def render_menu(menu: Sequence[CatalogEntry], n_hidden: int = 0, n_catalog: int = 1) -> str:
     """The result-blinded menu: one ``id  name`` line per entry."""
+    if not n_catalog:
+        return "(this case's records hold no examinations)"
     if not menu:
         return "(no further examinations listed)"
     lines = [f"{e.exam_id}  {e.label}" for e in menu]
@@ -111,13 +118,16 @@ def render_round_footer(runtime) -> str:
     """Menu and instructions for the current acquisition round."""
     cfg = runtime.config
     parts = []
+    action_format = ACTION_FORMAT_NO_MENU
     if cfg.show_menu:
         menu = runtime.menu()
         remaining = len(runtime.catalog) - len(set(runtime.requested))
         parts += ["# Available examinations (results hidden until requested)",
-                  render_menu(menu, max(0, remaining - len(menu))), ""]
+                  render_menu(menu, max(0, remaining - len(menu)), len(runtime.catalog)), ""]
+        example = f" (for example REQUEST TEST: {menu[0].exam_id})" if menu else ""
+        action_format = ACTION_FORMAT.format(example=example)
     parts += ["# Your turn",
-              f"Round {runtime.turn + 1} of {cfg.acquisition_rounds}. {ACTION_FORMAT}"]
+              f"Round {runtime.turn + 1} of {cfg.acquisition_rounds}. {action_format}"]
     return "\n".join(parts)
 
 
@@ -125,8 +135,7 @@ def render_header(objective: str, candidates: Sequence[str] | None) -> str:
     """Objective s0 and candidate labels K."""
     lines = ["# Task", objective]
     if candidates:
-        lines += ["", "# Candidate diagnoses (hypotheses, not findings)"]
-        lines += [f"{option_letter(i)}. {c}" for i, c in enumerate(candidates)]
+        lines += ["", *render_candidates(candidates)]
     return "\n".join(lines)
 
 

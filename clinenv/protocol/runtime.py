@@ -6,10 +6,30 @@ allowed early stop) switches to the decision phase, whose input is e_T (section 
 
 The runtime does not simulate anyone: it says *who answers* (:class:`Routing`) and takes
 the answer back (:meth:`EGIPRuntime.answer_patient`, :meth:`EGIPRuntime.answer_exam`),
-so the Gymnasium environment can fill the seats with built-in simulators and the
-PettingZoo environment can hand them to external policies.
+so the Gymnasium environment can fill the seats with built-in simulators and a
+multi-agent environment can hand them to external policies.
 
 Phases: ``"acquire"`` -> ``"decide"`` -> ``"done"``.
+
+Action handling in the acquisition phase (each doctor utterance is one round):
+
+========================  ==============================================================
+action                    handling
+========================  ==============================================================
+question                  routed to the patient
+valid test request        routed to the examiner (record lookup O)
+group name (``Imaging``)  routed to the examiner; every test of the group is returned
+absent test               routed to the examiner; answered "not recorded"
+repeated valid request    replaced by :data:`~clinenv.protocol.config.REPEAT_CLARIFICATION`
+                          (``clarify_repeats``), else interface feedback
+diagnosis marker          replaced by :data:`~clinenv.protocol.config.PREMATURE_CLARIFICATION`
+                          (``premature_diagnosis="clarify"``), or ends acquisition
+                          (``"decide"``: the decision step still asks for the answer on e_T)
+ambiguous / unclear name  interface feedback listing the closest examinations
+unknown id, empty text    interface feedback
+========================  ==============================================================
+
+Interface feedback is never a clinical observation: it stays out of e_T.
 """
 
 from __future__ import annotations
@@ -21,8 +41,9 @@ from clinenv.cases import Case
 from clinenv.protocol import config as cfg
 from clinenv.protocol.catalog import CatalogEntry
 from clinenv.protocol.evidence import EvidenceBundle, build_evidence
-from clinenv.protocol.exam_matching import ExamMatch
+from clinenv.protocol.exam_matching import ID_PATTERN
 from clinenv.protocol.history import (
+    Availability,
     DoctorEvent,
     Event,
     InterfaceEvent,
@@ -30,11 +51,15 @@ from clinenv.protocol.history import (
     PatientEvent,
 )
 from clinenv.protocol.lookup import lookup, record_at
+from clinenv.protocol.menu import build_menu
 from clinenv.protocol.parser import DoctorAction, parse_action
 from clinenv.protocol.prepared import PreparedCase
 from clinenv.protocol.views import ExaminerView, PatientView
 
 Phase = Literal["acquire", "decide", "done"]
+
+#: Reasoning text kept per action (``info["reasoning"]``); the rest is cut.
+MAX_REASONING_CHARS = 16_384
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,21 +67,23 @@ class Routing:
     """Where a doctor action goes next.
 
     Attributes:
-        to: ``"patient"`` (a question), ``"examiner"`` (a validated exam request or a
-            miss), ``"interface"`` (feedback only; the round is over) or ``"end"`` (the
-            terminal answer was given; the episode is over).
+        to: ``"patient"`` (a question), ``"examiner"`` (a validated exam request or an
+            absent test) or ``"interface"`` (feedback only; the round is over).
         action: the parsed action.
         question: the effective question for the patient (a fixed clarification when the
             action was replaced).
         request: the requested test as written (examiner routing).
-        entry: the matched catalog entry, ``None`` for a miss (not recorded).
+        entries: the matched catalog entries (one test, or a whole group); empty for an
+            absent test (not recorded).
+        group: the requested group's readable name, when a whole group was requested.
     """
 
-    to: Literal["patient", "examiner", "interface", "end"]
+    to: Literal["patient", "examiner", "interface"]
     action: DoctorAction
     question: str | None = None
     request: str | None = None
-    entry: CatalogEntry | None = None
+    entries: tuple[CatalogEntry, ...] = ()
+    group: str | None = None
 
 
 class EGIPRuntime:
@@ -89,16 +116,14 @@ class EGIPRuntime:
         self.invalid_actions = 0
         self.answer: str | None = None
         self.stopped_early = False
+        self._clipped = False
 
     # ----------------------------------------------------------------- views
     def menu(self) -> list[CatalogEntry]:
         """B(A, h_t): unrequested entries in priority order, cut to the display limit."""
         if not self.config.show_menu:
             return []
-        done = set(self.requested)
-        items = [e for e in self._menu_order if e.exam_id not in done]
-        limit = self.config.menu_limit
-        return items if limit is None else items[:limit]
+        return build_menu(self._menu_order, self.requested, self.config.menu_limit)
 
     def patient_view(self, question: str) -> PatientView:
         """The patient's view for one question: P (target withheld) and the dialogue."""
@@ -106,11 +131,22 @@ class EGIPRuntime:
                            self.case.flags.caregiver_voice)
 
     def examiner_view(self, routing: Routing) -> ExaminerView:
-        """The examiner's view: the validated request and only the matching record."""
-        entry = routing.entry
-        record = None if entry is None else record_at(self.case.records, entry.source_path)
-        return ExaminerView(routing.request or "", None if entry is None else entry.exam_id,
-                            routing.request or "" if entry is None else entry.name, record)
+        """The examiner's view: the validated request and only the matching record(s).
+
+        ``record`` is the stored subtree of a single test, ``{test name: subtree}`` for a
+        group, or ``None`` for an absent test.
+        """
+        request = routing.request or ""
+        if not routing.entries:
+            return ExaminerView(request, None, request, None)
+        records = self.case.records
+        if len(routing.entries) == 1:
+            entry = routing.entries[0]
+            return ExaminerView(request, entry.exam_id, entry.name,
+                                record_at(records, entry.source_path))
+        return ExaminerView(request, ",".join(e.exam_id for e in routing.entries),
+                            routing.group or request,
+                            {e.name: record_at(records, e.source_path) for e in routing.entries})
 
     def evidence(self) -> EvidenceBundle:
         """e_T = E(s0, K, h_t) over the history so far."""
@@ -128,29 +164,21 @@ class EGIPRuntime:
         """
         if self.phase != "acquire":
             raise RuntimeError(f"route() called in phase {self.phase!r}")
-        text = text if isinstance(text, str) else str(text)
-        clipped = len(text) > self.config.max_action_chars
-        action = parse_action(text[: self.config.max_action_chars],
-                              strict=self.config.strict_markers)
         turn = self.turn + 1
-        if clipped:
-            self._note(turn, "clipped_action",
-                       f"Your message was cut to {self.config.max_action_chars} characters.")
+        action = self._parse(text, turn, strict=self.config.strict_markers)
         if action.kind == "diagnosis" and action.test_payload:
             action = DoctorAction("test_request", action.text, action.test_payload,
                                   action.reasoning)
         if action.kind == "empty":
-            self._doctor(turn, action, "empty")
-            self.invalid_actions += 1
-            self._note(turn, "empty_action",
-                       "No question or request was found. Ask the patient a question, or "
-                       "write REQUEST TEST: <id or name>.")
-            return self._finish(Routing("interface", action))
+            return self._feedback(turn, action, "empty", "empty_action",
+                                  "No question or request was found. Ask the patient a "
+                                  "question, or write REQUEST TEST: <examination>.")
         if action.kind == "diagnosis":
             if self.config.premature_diagnosis == "decide":
                 self._doctor(turn, action, "diagnosis")
                 self.stopped_early = True
-                self._note(turn, "early_stop", "Acquisition ended early at your request.")
+                self._note(turn, "early_stop", "Acquisition ended early at your request; "
+                           "give your final answer on the acquired evidence.")
                 self.phase = "decide"
                 self.turn = turn
                 return Routing("interface", action)
@@ -167,42 +195,50 @@ class EGIPRuntime:
         return Routing("patient", action, question=action.payload)
 
     def _route_test(self, turn: int, action: DoctorAction) -> Routing:
-        match: ExamMatch = self.matcher.match(action.payload)
-        if match.status == "matched" and match.entry is not None:
-            if match.entry.exam_id in self.requested:
-                if self.config.clarify_repeats:
-                    self._doctor(turn, action, "clarification")
-                    self._note(turn, "repeated_request",
-                               f"{match.entry.label} ({match.entry.exam_id}) was already "
-                               "requested; your message was replaced by a fixed "
-                               "clarification question.")
-                    return Routing("patient", action, question=cfg.REPEAT_CLARIFICATION)
-                self._doctor(turn, action, "test_request")
-                self.invalid_actions += 1
-                self._note(turn, "repeated_request",
-                           f"{match.entry.label} ({match.entry.exam_id}) was already "
-                           "requested; see its result above.")
-                return self._finish(Routing("interface", action))
-            self._doctor(turn, action, "test_request")
-            return Routing("examiner", action, request=action.payload, entry=match.entry)
-        if match.status == "ambiguous":
-            self._doctor(turn, action, "test_request")
-            self.invalid_actions += 1
-            options = ", ".join(f"{e.exam_id} {e.label}" for e in match.candidates)
-            self._note(turn, "ambiguous_request",
-                       f"'{action.payload}' matches several examinations: {options}. "
-                       "Request one by its id.")
-            return self._finish(Routing("interface", action))
+        menu_shown = self.config.show_menu
         if not action.payload:
+            return self._feedback(turn, action, "test_request", "empty_request",
+                                  "REQUEST TEST needs an examination name.")
+        if not menu_shown and ID_PATTERN.match(action.payload.strip()):
+            return self._feedback(turn, action, "test_request", "invalid_request",
+                                  "Examination ids are not offered in this setting; "
+                                  "request an examination by its name.")
+        match = self.matcher.match(action.payload)
+        if match.status == "invalid_id":
+            return self._feedback(turn, action, "test_request", "invalid_request",
+                                  f"There is no examination with id '{action.payload}'. "
+                                  "Use an id from the list, or a name.")
+        if match.status == "ambiguous" or (match.status == "unclear" and menu_shown):
+            listed = ", ".join(f"{e.exam_id} {e.label}" for e in match.candidates)
+            message = (f"'{action.payload}' could mean several examinations: {listed}. "
+                       "Request one by its id or full name." if menu_shown else
+                       f"'{action.payload}' could mean several recorded examinations; "
+                       "name the one you want more precisely.")
+            if match.status == "unclear":
+                message = (f"No examination is called '{action.payload}'. Closest "
+                           f"names: {listed}. Request one by its id or full name, or "
+                           "another examination.")
+            return self._feedback(turn, action, "test_request", f"{match.status}_request",
+                                  message)
+        if match.status != "matched":  # a miss (or unclear without a menu): not recorded
             self._doctor(turn, action, "test_request")
-            self.invalid_actions += 1
-            self._note(turn, "empty_request", "REQUEST TEST needs an examination id or name.")
-            return self._finish(Routing("interface", action))
+            return Routing("examiner", action, request=action.payload)
+        new = [e for e in match.entries if e.exam_id not in self.requested]
+        if not new:
+            label = match.group or match.entries[0].label
+            ids = ",".join(e.exam_id for e in match.entries)
+            if self.config.clarify_repeats:
+                self._doctor(turn, action, "clarification")
+                self._note(turn, "repeated_request",
+                           f"{label} ({ids}) was already requested; your message was "
+                           "replaced by a fixed clarification question.")
+                return Routing("patient", action, question=cfg.REPEAT_CLARIFICATION)
+            return self._feedback(turn, action, "test_request", "repeated_request",
+                                  f"{label} ({ids}) was already requested; see its result "
+                                  "above.")
         self._doctor(turn, action, "test_request")
-        if match.candidates:
-            options = ", ".join(f"{e.exam_id} {e.label}" for e in match.candidates[:3])
-            self._note(turn, "suggestion", f"Closest recorded examinations: {options}.")
-        return Routing("examiner", action, request=action.payload, entry=None)
+        return Routing("examiner", action, request=action.payload, entries=match.entries,
+                       group=match.group)
 
     # ------------------------------------------------------------- responses
     def answer_patient(self, routing: Routing, reply: str) -> PatientEvent:
@@ -210,7 +246,7 @@ class EGIPRuntime:
         event = PatientEvent(self.turn + 1, routing.question or "", reply)
         self.history.append(event)
         self.dialogue.append((event.question_context, reply))
-        self._finish(routing)
+        self._finish()
         return event
 
     def answer_exam(self, routing: Routing, result_text: str | None = None) -> MeasurementEvent:
@@ -221,56 +257,104 @@ class EGIPRuntime:
             result_text: ``None`` (default) uses record lookup O; a string replaces the
                 result text (an external examiner policy) with the same availability.
         """
-        entry = routing.entry
-        value, availability = lookup(self.case.records, entry)
+        entries = routing.entries
+        request = routing.request or ""
+        availability: Availability
+        if not entries:
+            value, availability = lookup(self.case.records, None)
+            exam_id, name, paths = None, request, ()
+        elif len(entries) == 1:
+            value, availability = lookup(self.case.records, entries[0])
+            exam_id, name, paths = entries[0].exam_id, entries[0].label, (entries[0].source_path,)
+        else:
+            parts = [(e, *lookup(self.case.records, e)) for e in entries]
+            value = "\n".join(f"{e.name}:\n  " + text.replace("\n", "\n  ")
+                              for e, text, _ in parts)
+            availability = ("recorded" if any(a == "recorded" for _, _, a in parts)
+                            else "unavailable")
+            exam_id = ",".join(e.exam_id for e in entries)
+            name, paths = routing.group or request, tuple(e.source_path for e in entries)
         if result_text is not None:
             value = result_text
-        if entry is not None:
-            self.requested.append(entry.exam_id)
-        event = MeasurementEvent(
-            self.turn + 1, routing.request or "", None if entry is None else entry.exam_id,
-            routing.request or "" if entry is None else entry.label,
-            () if entry is None else (entry.source_path,), value, availability)
+        self.requested.extend(e.exam_id for e in entries if e.exam_id not in self.requested)
+        event = MeasurementEvent(self.turn + 1, request, exam_id, name, paths, value,
+                                 availability)
         self.history.append(event)
-        self._finish(routing)
+        self._finish()
         return event
 
     def submit_answer(self, text: str) -> DoctorAction:
         """The terminal answer (decision phase): parse it, record it, end the episode.
 
-        A bare short line without a marker is taken as the answer; a long reply without a
-        marker is no answer (scored "unscored"). Never raises on any text.
+        A bare short line without a marker is taken as the answer (lenient mode); a long
+        reply without a marker is no answer (scored "unscored"), and so is, in strict
+        mode, any answer without AgentClinic's exact ``DIAGNOSIS READY`` marker (logged as
+        a format miss). Never raises on any text.
 
         Raises:
             RuntimeError: called outside the decision phase (a caller bug).
         """
         if self.phase != "decide":
             raise RuntimeError(f"submit_answer() called in phase {self.phase!r}")
-        text = text if isinstance(text, str) else str(text)
-        action = parse_action(text[: self.config.max_action_chars],
-                              strict=self.config.strict_markers,
-                              accept_bare_diagnosis=not self.config.strict_markers)
+        turn = self.turn + 1
+        strict = self.config.strict_markers
+        action = self._parse(text, turn, strict=strict, accept_bare_diagnosis=not strict)
         answer = action.payload if action.kind == "diagnosis" else None
-        if answer is None and action.kind == "question" and not self.config.strict_markers:
+        if answer is None and action.kind == "question" and not strict:
             lines = [ln for ln in action.text.splitlines() if ln.strip()]
             if len(lines) == 1 and len(lines[0]) <= 120:
                 answer = action.payload.strip(" .")
         self.answer = answer or None
-        self._doctor(self.turn + 1, action, "diagnosis" if self.answer else "empty")
+        if self.answer is None and action.kind != "empty":
+            lenient = parse_action(action.text, accept_bare_diagnosis=True)
+            if strict and lenient.kind == "diagnosis":
+                self._note(turn, "format_miss", "The answer is not in the form "
+                           "'DIAGNOSIS READY: <diagnosis>' that strict mode requires.")
+            else:
+                self._note(turn, "no_answer", "No final answer could be identified.")
+        self._doctor(turn, action, "diagnosis" if self.answer else "empty")
         self.phase = "done"
         return action
 
     # --------------------------------------------------------------- helpers
+    def _parse(self, text: str, turn: int, **kwargs) -> DoctorAction:
+        """Parse ``text``; reasoning is removed *before* the visible text is clipped."""
+        action = parse_action(text if isinstance(text, str) else str(text), **kwargs)
+        limit = self.config.max_action_chars
+        reasoning = action.reasoning
+        if reasoning and len(reasoning) > MAX_REASONING_CHARS:
+            reasoning = reasoning[:MAX_REASONING_CHARS]
+        if len(action.text) > limit:
+            self._clipped = True  # noted right after the doctor event
+            return DoctorAction(action.kind, action.text[:limit], action.payload[:limit],
+                                reasoning, action.test_payload, action.format_miss)
+        if reasoning is not action.reasoning:
+            return DoctorAction(action.kind, action.text, action.payload, reasoning,
+                                action.test_payload, action.format_miss)
+        return action
+
+    def _feedback(self, turn: int, action: DoctorAction, routed_as: str, kind: str,
+                  message: str) -> Routing:
+        """An invalid action: record it, give interface feedback, close the round."""
+        self._doctor(turn, action, routed_as)
+        self.invalid_actions += 1
+        self._note(turn, kind, message)
+        self._finish()
+        return Routing("interface", action)
+
     def _doctor(self, turn: int, action: DoctorAction, routed_as: str) -> None:
         self.history.append(DoctorEvent(turn, action.text, routed_as, action.payload))
+        if self._clipped:
+            self._clipped = False
+            self._note(turn, "clipped_action", "Your message was cut to "
+                       f"{self.config.max_action_chars} characters.")
 
     def _note(self, turn: int, kind: str, message: str) -> None:
         self.history.append(InterfaceEvent(turn, kind, message))
 
-    def _finish(self, routing: Routing) -> Routing:
+    def _finish(self) -> None:
         self.turn += 1
         if self.phase == "acquire" and self.turn >= self.config.acquisition_rounds:
             self.phase = "decide"
             self._note(self.turn, "decision_phase",
                        "Evidence acquisition is over. Give your final answer.")
-        return routing

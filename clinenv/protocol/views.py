@@ -14,7 +14,7 @@ Views are plain frozen objects; the rendering of the doctor view to text lives i
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from pydantic import JsonValue
@@ -60,30 +60,33 @@ class ExaminerView:
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
-def _withhold(value: JsonValue, target: str) -> JsonValue:
+def _withhold(value: JsonValue, names: Callable[[str], bool]) -> JsonValue:
     if isinstance(value, str):
-        if target not in value.lower():
+        if not names(value):
             return value
-        kept = [s for s in _SENTENCE_END.split(value) if target not in s.lower()]
+        kept = [s for s in _SENTENCE_END.split(value) if not names(s)]
         return " ".join(kept) if kept else WITHHELD_TEXT
     if isinstance(value, list):
-        return [_withhold(v, target) for v in value]
+        return [_withhold(v, names) for v in value]
     if isinstance(value, dict):
-        return {k: _withhold(v, target) for k, v in value.items()}
+        return {k: _withhold(v, names) for k, v in value.items()}
     return value
 
 
 def withhold_target(facts: Mapping[str, JsonValue], target: str) -> FrozenFacts:
     """P for the patient view with every sentence that names the target removed.
 
-    Matching is a case-insensitive substring test of the whole target text (targets of
-    fewer than 4 characters are not matched, to avoid removing unrelated words). A leaf
-    left empty becomes :data:`WITHHELD_TEXT`. The input is not modified.
+    "Names the target" is the same rule that sets ``CaseFlags.target_in_patient_facts``
+    (:func:`clinenv.datasets.flags.names_target`: the whole target, its main noun phrase
+    or its text without parentheses, case- and accent-insensitive, on word boundaries).
+    A leaf left empty becomes :data:`WITHHELD_TEXT`. The input is not modified.
     """
-    needle = target.strip().lower()
-    if len(needle) < 4:
-        return FrozenFacts(facts)
-    return FrozenFacts({k: _withhold(v, needle) for k, v in facts.items()})
+    from clinenv.datasets.flags import names_target
+
+    def names(text: str) -> bool:
+        return names_target(target, text)
+
+    return FrozenFacts({k: _withhold(v, names) for k, v in facts.items()})
 
 
 def _freeze(tree: JsonValue) -> object:
