@@ -543,7 +543,8 @@ def _same(a: str, b: str) -> bool:
     return _stems(a) == _stems(b)
 
 
-def _routes(question: str) -> tuple[set[str], bool]:
+@functools.lru_cache(maxsize=4096)
+def _routes(question: str) -> tuple[frozenset[str], bool]:
     lower = question.lower()
     buckets: set[str] = set()
     onset = False
@@ -551,7 +552,7 @@ def _routes(question: str) -> tuple[set[str], bool]:
         if pattern.search(lower):
             buckets.update(_ROUTED_BUCKETS.get(bucket, (bucket,)))
             onset = onset or bucket == "onset"
-    return buckets, onset
+    return frozenset(buckets), onset
 
 
 def _coverage(index: _Index, stems: tuple[str, ...]) -> dict[int, float]:
