@@ -23,7 +23,8 @@ Spaces (DESIGN.md, "Protocol and environments"):
 (K, doctor-visible, or ``None``),
 ``n_exams_requested``, ``invalid_actions``, ``action_kind``, ``text_clipped`` and, when
 present, ``reasoning``; at the end also ``answer``, ``verdict`` (``correct`` / ``wrong``
-/ ``unscored``), ``correct`` and ``similarity``.
+/ ``unscored``), ``correct`` and ``match_score`` (the scorer's 0-100 string similarity of
+the answer to the target, not an embedding similarity).
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ from clinenv.protocol.runtime import EGIPRuntime
 from clinenv.scoring import score_answer
 from clinenv.spaces import UnicodeText, clip_text
 
+#: Case metadata keys copied into episode records for stratified evaluation (e.g. the
+#: NEJM_Ext question type, EGIP appendix F).
+STRATA_KEYS = ("question_type", "specialty")
 DEFAULT_MAX_EXAMS = 64
 DEFAULT_MAX_TEXT_CHARS = 65_536
 
@@ -184,7 +188,7 @@ class EGIPEnv(gym.Env):
                 score.verdict, rewards.UNSCORED)
             self._final = {"answer": rt.answer, "verdict": score.verdict,
                            "correct": score.verdict == "correct",
-                           "similarity": float(score.similarity)}
+                           "match_score": float(score.similarity)}
             info = self._info(action_kind="answer", reasoning=parsed.reasoning)
             info.update(self._final)
             text = self._last_obs_text if self.observation_format == "view" else ""
@@ -230,6 +234,9 @@ class EGIPEnv(gym.Env):
             "events": [event_to_dict(e) for e in rt.history],
             "evidence": rt.evidence().to_dict(),
             "answer": rt.answer,
+            "case_flags": rt.case.flags.model_dump(mode="json"),
+            "case_strata": {key: rt.case.metadata[key] for key in STRATA_KEYS
+                            if key in rt.case.metadata},
         }
         if rt.phase == "done":
             record.update(self._final)

@@ -13,8 +13,8 @@ Run-log line (schema :data:`SCHEMA`), UTF-8, ``ensure_ascii=False``::
 
     schema, case_id, case_index, repetition, seed, run_seed, env_id, env_spec, dataset,
     dataset_sha256, clinenv_version, doctor {name, config}, turns, n_exams_requested,
-    invalid_actions, stopped_early, phase, answer, verdict, correct, similarity, reward,
-    steps, terminated, truncated, events, evidence, timing
+    invalid_actions, stopped_early, phase, answer, verdict, correct, match_score, reward,
+    steps, terminated, truncated, events, evidence, case_flags, case_strata, timing
 
 ``timing`` (wall seconds) is the only non-deterministic field: two runs with the same
 seed, environment and doctor write identical lines apart from ``timing``.
@@ -72,7 +72,7 @@ def run_episode(
     Returns:
         ``env.unwrapped.episode_record()`` (``case_id``, ``dataset``, ``phase``,
         ``turns``, ``n_exams_requested``, ``invalid_actions``, ``events``, ``evidence``,
-        ``answer`` and, when finished, ``verdict``, ``correct``, ``similarity``) plus
+        ``answer`` and, when finished, ``verdict``, ``correct``, ``match_score``) plus
         ``reward`` (sum of step rewards, float), ``steps`` (``env.step`` calls),
         ``terminated``, ``truncated`` and ``timing`` = ``{"reset_s", "doctor_s",
         "env_s", "total_s"}`` (wall seconds; ``env_s`` covers ``env.step`` only).
