@@ -8,11 +8,24 @@ Usage::
     clinenv data list [--data-dir DIR]
     clinenv data verify [NAME ...] [--data-dir DIR]
     clinenv data download NAME
+    clinenv eval RUN.jsonl [LABEL=RUN.jsonl ...] [--out-dir DIR] [--plot] [--by STRATUM]
+                [--resamples N] [--seed S]
+    clinenv compare BASE.jsonl METHOD.jsonl [METHOD2.jsonl ...] [--resamples N]
+                [--flips N] [--seed S] [--intersect] [--out-dir DIR] [--plot]
 
 ``python -m clinenv`` is the same program. ``clinenv run`` prints a note on the chosen
 environment (``env: ID (why)``), a progress bar on a terminal, and the summary;
 ``--quiet`` keeps only the summary. Nothing is created (not even the ``runs/`` folder of
 the default ``--out``) until every argument has been checked.
+
+``clinenv eval`` prints the accuracy table (methods × datasets, mean ± SD over
+repetitions, coverage; EGIP Table 1) of run logs and writes ``accuracy.md`` /
+``accuracy.csv`` (``--by``: also ``accuracy_by_<STRATUM>.md/.csv``; ``--plot``:
+``accuracy.png``) in ``--out-dir`` (default ``reports/``). ``clinenv compare`` pairs every
+method log with the baseline log of the same dataset (the baseline is the first log's
+method label) and prints and writes ``comparison.md`` / ``comparison.csv`` (``--plot``:
+``correction_regression.png``). A log is named ``LABEL=path`` to override its
+``doctor.name``; see :mod:`clinenv.evaluation`.
 
 Exit codes: 0 success; 1 ``data verify`` found a present file with a wrong checksum or
 record count; 2 bad arguments (including an ``--env`` id that is not an EGIP
@@ -73,9 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``clinenv`` (sub-commands ``run`` and ``data``)."""
     parser = argparse.ArgumentParser(
         prog="clinenv",
-        description="Clinical diagnosis cases as EGIP environments: run doctor policies "
-                    "and manage datasets.")
-    sub = parser.add_subparsers(dest="command", metavar="{run,data}")
+        description="Clinical diagnosis cases as EGIP environments: run doctor policies, "
+                    "manage datasets and report on run logs.")
+    sub = parser.add_subparsers(dest="command", metavar="{run,data,eval,compare}")
     sub.required = True
 
     run = sub.add_parser("run", help="run a doctor policy over a dataset, writing a run log",
@@ -122,7 +135,54 @@ def build_parser() -> argparse.ArgumentParser:
     ddown.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
                        help="a folder checked first for an existing copy")
     ddown.set_defaults(func=cmd_data_download)
+    _add_eval_parsers(sub)
     return parser
+
+
+def _add_eval_parsers(sub: Any) -> None:
+    """The ``eval`` and ``compare`` sub-commands."""
+    logs_help = "run log (JSON Lines from clinenv run); LABEL=path names its method"
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--out-dir", type=Path, default=Path("reports"), metavar="DIR",
+                        help="folder for the Markdown, CSV and PNG files (default: reports)")
+    common.add_argument("--plot", action="store_true",
+                        help="also write PNG figures (needs matplotlib: "
+                             "pip install 'clinenv[plot]')")
+    common.add_argument("--resamples", type=_count(1), default=10_000, metavar="N",
+                        help="case-cluster bootstrap resamples of the CIs (eval: of the "
+                             "--plot error bars; default: 10000)")
+    common.add_argument("--seed", type=_count(0), default=0, metavar="S",
+                        help="seed of the bootstrap and randomization streams (default: 0)")
+
+    ev = sub.add_parser("eval", parents=[common],
+                        help="accuracy table (methods x datasets) of run logs",
+                        description="Accuracy mean +/- SD over repetitions and answer "
+                                    "coverage, methods x datasets (EGIP Table 1).")
+    ev.add_argument("logs", nargs="+", metavar="RUN.jsonl", help=logs_help)
+    ev.add_argument("--by", default=None, metavar="STRATUM",
+                    help="also report per stratum of this case_strata key "
+                         "(e.g. question_type)")
+    ev.set_defaults(func=cmd_eval)
+
+    cmp = sub.add_parser("compare", parents=[common],
+                         help="paired comparisons of methods against a baseline",
+                         description="Paired differences with case-cluster bootstrap CIs, "
+                                     "Holm-adjusted sign-flip p values, unscored counts, "
+                                     "correction and regression (EGIP Tables 5/8, CDEG "
+                                     "Table 2). The first log's method is the baseline; "
+                                     "each other log is compared with the baseline log of "
+                                     "its dataset.")
+    cmp.add_argument("base", metavar="BASE.jsonl",
+                     help="the baseline's run log; LABEL=path names its method, and every "
+                          "log with that label is the baseline of its dataset")
+    cmp.add_argument("methods", nargs="*", metavar="METHOD.jsonl",
+                     help=logs_help + "; compared with the baseline of its dataset")
+    cmp.add_argument("--flips", type=_count(1), default=20_000, metavar="N",
+                     help="sign-flip randomizations per comparison (default: 20000)")
+    cmp.add_argument("--intersect", action="store_true",
+                     help="compare the cases both logs hold instead of refusing different "
+                          "case sets")
+    cmp.set_defaults(func=cmd_compare)
 
 
 # ----------------------------------------------------------------------------- run
@@ -403,6 +463,102 @@ def cmd_data_download(args: argparse.Namespace) -> int:
     except ClinenvError as err:
         raise CLIError(str(err)) from None
     return 0
+
+
+# ------------------------------------------------------------------ eval, compare
+def _load_runs(logs: Sequence[str], plot: bool) -> list[Any]:
+    """Runs of the logs (notes on stderr for partial last lines); checks --plot first."""
+    from clinenv.errors import ClinenvError
+    from clinenv.evaluation.runs import load_runs
+
+    if plot:
+        from clinenv.evaluation.plots import require_matplotlib
+
+        try:
+            require_matplotlib()
+        except ClinenvError as err:
+            raise CLIError(f"--plot: {err}") from None
+    try:
+        runs = load_runs(logs)
+    except ClinenvError as err:
+        raise CLIError(str(err)) from None
+    for run in runs:
+        if run.partial_bytes:
+            print(f"note: {', '.join(run.paths)}: skipped a partial last line "
+                  f"({run.partial_bytes} bytes) left by an interrupted run", file=sys.stderr)
+    return runs
+
+
+def _written(paths: Sequence[Path]) -> None:
+    print("wrote " + ", ".join(str(p) for p in paths))
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """``clinenv eval``: see the module docstring."""
+    from clinenv.errors import ClinenvError
+    from clinenv.evaluation.reports import accuracy_table
+
+    runs = _load_runs(args.logs, args.plot)
+    try:
+        tables = [("accuracy", accuracy_table(runs))]
+        if args.by:
+            safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in args.by)
+            tables.append((f"accuracy_by_{safe}", accuracy_table(runs, by=args.by)))
+    except (ClinenvError, ValueError) as err:
+        raise CLIError(str(err)) from None
+    written: list[Path] = []
+    for stem, table in tables:
+        print(table.to_text())
+        print()
+        written += _write(table, args.out_dir, stem)
+    if args.plot:
+        from clinenv.evaluation.plots import plot_accuracy
+
+        written.append(_plot(plot_accuracy, tables[0][1], args.out_dir / "accuracy.png",
+                             n_resamples=args.resamples, seed=args.seed))
+    _written(written)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """``clinenv compare``: see the module docstring."""
+    from clinenv.errors import ClinenvError
+    from clinenv.evaluation.reports import comparison_table, pair_runs
+
+    if not args.methods:
+        raise CLIError("compare needs a baseline log and at least one method log")
+    runs = _load_runs([args.base, *args.methods], args.plot)
+    try:
+        pairs = pair_runs(runs, base_label=runs[0].label)
+        table = comparison_table(pairs, n_resamples=args.resamples, seed=args.seed,
+                                 n_flips=args.flips, intersect=args.intersect)
+    except (ClinenvError, ValueError) as err:
+        raise CLIError(str(err)) from None
+    print(table.to_text())
+    print()
+    written = _write(table, args.out_dir, "comparison")
+    if args.plot:
+        from clinenv.evaluation.plots import plot_correction_regression
+
+        written.append(_plot(plot_correction_regression, table,
+                             args.out_dir / "correction_regression.png"))
+    _written(written)
+    return 0
+
+
+def _write(table: Any, out_dir: Path, stem: str) -> list[Path]:
+    try:
+        return list(table.write(out_dir, stem))
+    except OSError as err:
+        raise CLIError(f"--out-dir {out_dir}: {err}") from None
+
+
+def _plot(func: Callable[..., Any], table: Any, path: Path, **kwargs: Any) -> Path:
+    try:
+        func(table, path, **kwargs)
+    except OSError as err:
+        raise CLIError(f"--out-dir {path.parent}: {err}") from None
+    return path
 
 
 # ---------------------------------------------------------------------------- main

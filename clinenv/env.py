@@ -219,7 +219,11 @@ class EGIPEnv(gym.Env):
 
     # -------------------------------------------------------------- helpers
     def episode_record(self) -> dict[str, Any]:
-        """JSON-ready record of the current episode: events, evidence and outcome."""
+        """JSON-ready record of the current episode: events, evidence and outcome.
+
+        Once the episode is over the record also holds the reference target Y
+        (``target``) for post-hoc evaluation; never pass a record to an agent.
+        """
         rt = self.runtime
         if rt is None:
             raise gym.error.ResetNeeded("no episode: call reset() first")
@@ -240,6 +244,9 @@ class EGIPEnv(gym.Env):
         }
         if rt.phase == "done":
             record.update(self._final)
+            # Y, for post-hoc evaluation (judges, embedding similarity); records are
+            # written after the episode and never shown to an agent.
+            record["target"] = rt.case.target.text
         return record
 
     def _observation(self, text: str) -> dict[str, Any]:

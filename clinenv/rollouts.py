@@ -14,7 +14,8 @@ Run-log line (schema :data:`SCHEMA`), UTF-8, ``ensure_ascii=False``::
     schema, case_id, case_index, repetition, seed, run_seed, env_id, env_spec, dataset,
     dataset_sha256, clinenv_version, doctor {name, config}, turns, n_exams_requested,
     invalid_actions, stopped_early, phase, answer, verdict, correct, match_score, reward,
-    steps, terminated, truncated, events, evidence, case_flags, case_strata, timing
+    steps, terminated, truncated, events, evidence, case_flags, case_strata, target,
+    timing
 
 ``timing`` (wall seconds) is the only non-deterministic field: two runs with the same
 seed, environment and doctor write identical lines apart from ``timing``.

@@ -243,3 +243,12 @@ def test_case_keys_are_ids_or_int_indexes():
         env.reset(options={"case_id": 2.7})
     with pytest.raises(IndexError):
         env.reset(options={"case_id": 999})
+
+
+def test_episode_record_holds_the_target_only_after_the_end():
+    env = gym.make("EGIP-Demo-v0", acquisition_rounds=1).unwrapped
+    env.reset(seed=0, options={"case_id": "demo-05"})
+    env.step("Hello")
+    assert "target" not in env.episode_record()
+    env.step("DIAGNOSIS READY: appendicitis")
+    assert env.episode_record()["target"] == "Acute appendicitis"

@@ -31,6 +31,7 @@ def test_wheel_maps_agents_and_wrappers_into_clinenv(wheel_names):
     assert "clinenv/agents/patient_retrieval.py" in wheel_names
     assert "clinenv/wrappers/__init__.py" in wheel_names
     assert "clinenv/protocol/runtime.py" in wheel_names
+    assert "clinenv/evaluation/stats.py" in wheel_names
     assert not any(n.startswith(("agents/", "wrappers/", "tests/")) for n in wheel_names)
 
 

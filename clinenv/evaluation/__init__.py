@@ -1,0 +1,111 @@
+"""Evaluation: the papers' metrics and paired uncertainty on run logs.
+
+- :mod:`clinenv.evaluation.stats` — paired case-cluster bootstrap intervals, sign-flip
+  randomization tests, Holm adjustment, correction/regression (EGIP appendix A.3, CDEG
+  Eq. 8) on ``(n_cases, n_repetitions)`` correctness matrices;
+- :mod:`clinenv.evaluation.metrics` — accuracy, coverage, mean ± SD, embedding
+  similarity, turns/exams and strata from run-log records.
+"""
+
+from clinenv.evaluation.metrics import (
+    Encoder,
+    HashingEncoder,
+    accuracy,
+    correctness_matrix,
+    coverage,
+    embedding_similarity,
+    mean_sd,
+    mean_turns_exams,
+    per_repetition_accuracy,
+    stratify,
+)
+from clinenv.evaluation.stats import (
+    CorrectionRegression,
+    PairedCI,
+    as_correctness,
+    case_means,
+    correction_regression,
+    holm,
+    majority_correct,
+    paired_bootstrap_ci,
+    paired_differences,
+    sign_flip_test,
+)
+
+# --- runs, reports, plots (clinenv.evaluation.runs / reports / plots): exports go here ---
+# isort: split
+# (plots imports matplotlib only when a figure is drawn)
+from clinenv.evaluation.plots import (
+    PlotDependencyError,
+    plot_accuracy,
+    plot_correction_regression,
+)
+from clinenv.evaluation.reports import (
+    AccuracyCell,
+    Comparison,
+    Table,
+    accuracy_cells,
+    accuracy_ci,
+    accuracy_table,
+    compare,
+    comparison_table,
+    pair_runs,
+)
+from clinenv.evaluation.runs import (
+    Alignment,
+    CaseMismatchError,
+    Run,
+    RunsError,
+    RunSpec,
+    align,
+    load_runs,
+    parse_run_spec,
+)
+
+# --- end of runs, reports, plots exports ---
+
+__all__ = [
+    # stats
+    "CorrectionRegression",
+    "PairedCI",
+    "as_correctness",
+    "case_means",
+    "correction_regression",
+    "holm",
+    "majority_correct",
+    "paired_bootstrap_ci",
+    "paired_differences",
+    "sign_flip_test",
+    # metrics
+    "Encoder",
+    "HashingEncoder",
+    "accuracy",
+    "correctness_matrix",
+    "coverage",
+    "embedding_similarity",
+    "mean_sd",
+    "mean_turns_exams",
+    "per_repetition_accuracy",
+    "stratify",
+    # runs, reports, plots: add names here
+    "AccuracyCell",
+    "Alignment",
+    "CaseMismatchError",
+    "Comparison",
+    "PlotDependencyError",
+    "Run",
+    "RunSpec",
+    "RunsError",
+    "Table",
+    "accuracy_cells",
+    "accuracy_ci",
+    "accuracy_table",
+    "align",
+    "compare",
+    "comparison_table",
+    "load_runs",
+    "pair_runs",
+    "parse_run_spec",
+    "plot_accuracy",
+    "plot_correction_regression",
+]

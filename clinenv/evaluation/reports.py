@@ -1,0 +1,587 @@
+"""Report tables from runs: the layouts of EGIP Table 1 and EGIP Tables 5/8 + CDEG Table 2.
+
+- :func:`accuracy_table` — rows are methods, columns datasets (or dataset strata); a cell
+  is accuracy "mean ± SD" in percent over repetitions (EGIP Table 1), followed by one
+  answer-coverage column per dataset.
+- :func:`comparison_table` — one row per dataset and method-vs-baseline pair: Δ in
+  percentage points with its paired case-cluster bootstrap CI, the sign-flip p value
+  Holm-adjusted over every comparison of the call, U (unscored outputs) of each method,
+  and CDEG's correction and regression (EGIP Tables 5/8, appendix G; CDEG Table 2).
+- :class:`Table` renders as Markdown (display layout), CSV (one tidy row per cell or
+  comparison, full-precision numbers) and plain ASCII text for the terminal.
+
+The statistics come from :mod:`clinenv.evaluation.stats` and
+:mod:`clinenv.evaluation.metrics`; this module only arranges and formats them.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clinenv.evaluation.metrics import (
+    correctness_matrix,
+    coverage,
+    mean_sd,
+    mean_turns_exams,
+    per_repetition_accuracy,
+    stratify,
+)
+from clinenv.evaluation.runs import Alignment, Run, RunsError, align
+from clinenv.evaluation.stats import (
+    CorrectionRegression,
+    PairedCI,
+    correction_regression,
+    holm,
+    paired_bootstrap_ci,
+    sign_flip_test,
+)
+
+__all__ = [
+    "AccuracyCell", "Comparison", "Table", "accuracy_cells", "accuracy_ci",
+    "accuracy_table", "compare", "comparison_table", "pair_runs",
+]
+
+DASH = "–"
+_ASCII = str.maketrans({"±": "+/-", "Δ": "Delta", "–": "-", "−": "-", "×": "x"})
+
+
+# --------------------------------------------------------------------------- table
+def _num(value: Any) -> str:
+    """A CSV number: empty for None / NaN, ints as is, floats rounded to 6 decimals."""
+    if value is None:
+        return ""
+    if isinstance(value, bool | int | np.integer):
+        return str(int(value))
+    if isinstance(value, float | np.floating):
+        return "" if math.isnan(value) else repr(round(float(value), 6))
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Table:
+    """A report table in two shapes: a display grid and tidy CSV records.
+
+    Attributes:
+        title: one line saying what the table shows.
+        header: display column names.
+        rows: display cells (strings), one tuple per row.
+        notes: footnotes (definitions, sample sizes, dropped cases...).
+        csv_header: CSV column names.
+        csv_rows: CSV values (numbers unrounded, written by :func:`_num`).
+        data: the objects the rows were built from (:class:`AccuracyCell` or
+            :class:`Comparison`), for plots and further analysis.
+    """
+
+    title: str
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    notes: tuple[str, ...] = ()
+    csv_header: tuple[str, ...] = ()
+    csv_rows: tuple[tuple[Any, ...], ...] = ()
+    data: tuple[Any, ...] = field(default=(), repr=False)
+
+    def numeric(self) -> list[bool]:
+        """Per column: every cell looks like a number, interval or dash (right-aligned)."""
+        def number(text: str) -> bool:
+            return text[:1] in "+-[0123456789" or text == DASH
+
+        return [bool(self.rows) and all(number(row[i]) for row in self.rows)
+                for i in range(len(self.header))]
+
+    def to_markdown(self) -> str:
+        """GitHub-flavoured Markdown: bold title, pipe table, notes as a list."""
+        def cell(text: str) -> str:
+            return text.replace("|", "\\|")
+
+        lines = [f"**{self.title}**", "",
+                 "| " + " | ".join(cell(h) for h in self.header) + " |",
+                 "|" + "|".join("---:" if n else ":---" for n in self.numeric()) + "|"]
+        lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in self.rows]
+        if self.notes:
+            lines += [""] + [f"- {note}" for note in self.notes]
+        return "\n".join(lines) + "\n"
+
+    def to_csv(self) -> str:
+        """CSV (``csv`` module, ``\\n`` line ends): :attr:`csv_header` then the records."""
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(self.csv_header)
+        writer.writerows([_num(v) for v in row] for row in self.csv_rows)
+        return buf.getvalue()
+
+    def to_text(self) -> str:
+        """Plain ASCII for a terminal: aligned columns, then the notes."""
+        grid = [tuple(c.translate(_ASCII) for c in self.header)]
+        grid += [tuple(c.translate(_ASCII) for c in row) for row in self.rows]
+        widths = [max(len(r[i]) for r in grid) for i in range(len(self.header))]
+
+        numeric = self.numeric()
+
+        def line(row: Sequence[str]) -> str:
+            return "  ".join(c.rjust(w) if n else c.ljust(w)
+                             for c, w, n in zip(row, widths, numeric, strict=True)).rstrip()
+
+        out = [self.title.translate(_ASCII), line(grid[0]),
+               "  ".join("-" * w for w in widths)]
+        out += [line(row) for row in grid[1:]]
+        out += [f"  {note.translate(_ASCII)}" for note in self.notes]
+        return "\n".join(out)
+
+    def write(self, out_dir: str | Path, stem: str) -> tuple[Path, Path]:
+        """Write ``<stem>.md`` and ``<stem>.csv`` (UTF-8) in ``out_dir`` (created).
+
+        Returns:
+            The two paths.
+        """
+        folder = Path(out_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        md, cs = folder / f"{stem}.md", folder / f"{stem}.csv"
+        md.write_text(self.to_markdown(), encoding="utf-8")
+        cs.write_text(self.to_csv(), encoding="utf-8", newline="")
+        return md, cs
+
+
+def _pct(value: float, digits: int = 2) -> str:
+    return DASH if value is None or math.isnan(value) else f"{value:.{digits}f}"
+
+
+# ------------------------------------------------------------------------ accuracy
+@dataclass(frozen=True)
+class AccuracyCell:
+    """Accuracy of one method on one dataset (or one stratum of it).
+
+    Attributes:
+        label: method label.
+        dataset: dataset name.
+        stratum: stratum label under ``by`` (``None``: the whole dataset).
+        n_cases: cases (rows of :attr:`matrix`).
+        n_repetitions: repetitions (columns).
+        n_episodes: episodes present in the log.
+        n_correct: episodes scored correct.
+        n_unscored: episodes with verdict ``unscored`` (U).
+        n_missing: scheduled episodes absent from the log (NaN cells, left out).
+        accuracy: pooled accuracy (%) over the present episodes.
+        mean: mean of the per-repetition accuracies (%), the reported value.
+        sd: their sample SD (``ddof=1``; NaN with one repetition).
+        per_repetition: accuracy (%) of each repetition.
+        coverage: answer coverage (%): episodes whose verdict is not ``unscored``.
+        mean_turns: mean turns per episode.
+        mean_exams: mean exams requested per episode.
+        matrix: the correctness matrix ``(n_cases, n_repetitions)``.
+    """
+
+    label: str
+    dataset: str
+    stratum: str | None
+    n_cases: int
+    n_repetitions: int
+    n_episodes: int
+    n_correct: int
+    n_unscored: int
+    n_missing: int
+    accuracy: float
+    mean: float
+    sd: float
+    per_repetition: tuple[float, ...]
+    coverage: float
+    mean_turns: float
+    mean_exams: float
+    matrix: np.ndarray = field(repr=False, compare=False)
+
+    @property
+    def column(self) -> tuple[str, str | None]:
+        """``(dataset, stratum)``: the table column of this cell."""
+        return (self.dataset, self.stratum)
+
+
+def _cell(run: Run, records: Sequence[Mapping[str, Any]], stratum: str | None
+          ) -> AccuracyCell:
+    present_ids = {r["case_id"] for r in records}
+    ids = [c for c in run.case_ids if c in present_ids]
+    matrix, _ = correctness_matrix(records, case_ids=ids, n_repetitions=run.n_repetitions)
+    per_rep = per_repetition_accuracy(matrix)
+    mean, sd = mean_sd(per_rep)
+    present = ~np.isnan(matrix)
+    interaction = mean_turns_exams(records)
+    return AccuracyCell(
+        label=run.label, dataset=run.dataset, stratum=stratum, n_cases=len(ids),
+        n_repetitions=run.n_repetitions, n_episodes=len(records),
+        n_correct=int(np.nansum(matrix)),
+        n_unscored=sum(r["verdict"] == "unscored" for r in records),
+        n_missing=int((~present).sum()),
+        accuracy=100.0 * float(np.nansum(matrix)) / int(present.sum()),
+        mean=mean, sd=sd, per_repetition=tuple(float(v) for v in per_rep),
+        coverage=coverage(records), mean_turns=float(interaction["mean_turns"]),
+        mean_exams=float(interaction["mean_exams"]), matrix=matrix,
+    )
+
+
+def accuracy_cells(runs: Sequence[Run], *, by: str | None = None) -> list[AccuracyCell]:
+    """One :class:`AccuracyCell` per run (per run and stratum with ``by``).
+
+    Args:
+        runs: runs from :func:`clinenv.evaluation.runs.load_runs`.
+        by: a ``case_strata`` key (e.g. ``"question_type"``); a case in several strata
+            counts in each, runs without the key contribute nothing.
+
+    Raises:
+        RunsError: no runs, or ``by`` names a stratum no run has (the message lists the
+            strata that exist).
+    """
+    if not runs:
+        raise RunsError("no runs to report", path="<arguments>")
+    if by is None:
+        return [_cell(run, run.records, None) for run in runs]
+    cells = [_cell(run, records, stratum)
+             for run in runs for stratum, records in stratify(run.records, by).items()]
+    if not cells:
+        keys = sorted({k for run in runs for r in run.records
+                       for k in (r.get("case_strata") or {})})
+        raise RunsError(f"no case has stratum {by!r}; strata in these logs: "
+                        f"{', '.join(keys) or 'none'}", path=runs[0].paths[0])
+    return cells
+
+
+def accuracy_table(runs: Sequence[Run], *, by: str | None = None) -> Table:
+    """Accuracy "mean ± SD" (%) of every run: EGIP Table 1, or EGIP Table 7 with ``by``.
+
+    Without ``by``, rows are methods and columns datasets (EGIP Table 1), followed by one
+    answer-coverage column per dataset. With ``by``, rows are the strata of each dataset
+    and columns the methods (EGIP Table 7), with the number of cases in each stratum.
+    Methods and datasets appear in the order of the runs, strata sorted; a method
+    without a run on a dataset (or stratum) gets "–".
+
+    Args:
+        runs: the runs to report.
+        by: a ``case_strata`` key to report per stratum (e.g. ``"question_type"``).
+
+    Returns:
+        A :class:`Table` whose CSV has one row per run (and stratum): ``method, dataset,
+        stratum, n_cases, n_repetitions, n_episodes, n_correct, n_unscored, n_missing,
+        accuracy_mean, accuracy_sd, accuracy_pooled, per_repetition, coverage,
+        mean_turns, mean_exams``.
+
+    Raises:
+        RunsError: see :func:`accuracy_cells`.
+    """
+    cells = accuracy_cells(runs, by=by)
+    labels = list(dict.fromkeys(c.label for c in cells))
+    datasets = list(dict.fromkeys(c.dataset for c in cells))
+    columns = [(d, s) for d in datasets
+               for s in sorted({c.stratum for c in cells if c.dataset == d},
+                               key=lambda s: (s is not None, s or ""))]
+    grid = {(c.label, c.column): c for c in cells}
+
+    def acc(label: str, col: tuple[str, str | None]) -> str:
+        cell = grid.get((label, col))
+        return DASH if cell is None else f"{_pct(cell.mean)} ± {_pct(cell.sd)}"
+
+    def cov(label: str, col: tuple[str, str | None]) -> str:
+        cell = grid.get((label, col))
+        return DASH if cell is None else _pct(cell.coverage)
+
+    notes = [_ACCURACY_NOTE]
+    if by is None:
+        header = ("Method", *datasets, *(f"{d} coverage" for d in datasets))
+        rows = [(label, *(acc(label, col) for col in columns),
+                 *(cov(label, col) for col in columns)) for label in labels]
+        title = ("Accuracy (%) by method and dataset: mean ± sample SD over repetitions; "
+                 "then answer coverage (%)")
+        notes.append("Cases × repetitions: " + "; ".join(
+            f"{col[0]} {_sizes(cells, col)}" for col in columns) + ".")
+    else:
+        cases: dict[tuple[str, str | None], set[str]] = {}
+        for run in runs:
+            for stratum, records in stratify(run.records, by).items():
+                cases.setdefault((run.dataset, stratum), set()).update(
+                    r["case_id"] for r in records)
+        header = ("Dataset", by, "Cases", *labels)
+        rows = [(d, str(s), str(len(cases[(d, s)])), *(acc(label, (d, s)) for label in labels))
+                for d, s in columns]
+        title = (f"Accuracy (%) by stratum {by!r} and method: mean ± sample SD over "
+                 "repetitions")
+        reps = {label: "/".join(sorted({str(c.n_repetitions) for c in cells
+                                         if c.label == label})) for label in labels}
+        notes.append("Cases: distinct cases of the stratum in any run; a case with several "
+                     f"{by!r} labels counts in each. Repetitions: "
+                     + "; ".join(f"{label} {r}" for label, r in reps.items())
+                     + ". Coverage is in the CSV.")
+    notes += _missing_notes(cells)
+    if any(c.n_repetitions < 2 for c in cells):
+        notes.append(f"{DASH} after ±: a single repetition has no SD.")
+    if len(cells) < len(labels) * len(columns):
+        notes.append(f"{DASH}: no run of that method there.")
+    return Table(title=title, header=header, rows=tuple(rows), notes=tuple(notes),
+                 csv_header=ACCURACY_CSV, csv_rows=tuple(_accuracy_csv(c) for c in cells),
+                 data=tuple(cells))
+
+
+_ACCURACY_NOTE = ("Accuracy: percent of scheduled outputs scored correct; wrong, unscored "
+                  "and non-answers stay in the denominator (EGIP 4.1). Mean ± sample SD "
+                  "(ddof=1) of the per-repetition accuracies. Coverage: percent of outputs "
+                  "with an identifiable answer (verdict not 'unscored').")
+
+
+def _sizes(cells: Sequence[AccuracyCell], col: tuple[str, str | None]) -> str:
+    """``"17 × 3"``, or per method when the runs of a column differ."""
+    here = [c for c in cells if c.column == col]
+    shapes = {(c.n_cases, c.n_repetitions) for c in here}
+    if len(shapes) == 1:
+        n, r = shapes.pop()
+        return f"{n} × {r}"
+    return ", ".join(f"{c.label} {c.n_cases} × {c.n_repetitions}" for c in here)
+
+
+def _missing_notes(cells: Sequence[AccuracyCell]) -> list[str]:
+    return [f"{c.label} on {c.dataset}{f': {c.stratum}' if c.stratum else ''}: "
+            f"{c.n_missing} scheduled episode(s) missing from the log, left out of the "
+            "denominators." for c in cells if c.n_missing]
+
+
+#: CSV columns of :func:`accuracy_table`.
+ACCURACY_CSV = ("method", "dataset", "stratum", "n_cases", "n_repetitions", "n_episodes",
+                "n_correct", "n_unscored", "n_missing", "accuracy_mean", "accuracy_sd",
+                "accuracy_pooled", "per_repetition", "coverage", "mean_turns",
+                "mean_exams")
+
+
+def _accuracy_csv(c: AccuracyCell) -> tuple[Any, ...]:
+    per_rep = ";".join(_num(v) for v in c.per_repetition)
+    return (c.label, c.dataset, c.stratum, c.n_cases, c.n_repetitions, c.n_episodes,
+            c.n_correct, c.n_unscored, c.n_missing, c.mean, c.sd, c.accuracy, per_rep,
+            c.coverage, c.mean_turns, c.mean_exams)
+
+
+# ---------------------------------------------------------------------- comparison
+def accuracy_ci(x: Any, *, n_resamples: int = 10_000, confidence: float = 0.95,
+                seed: Any = None) -> PairedCI:
+    """A run's own accuracy (%) with a case-cluster bootstrap percentile interval.
+
+    Implemented as :func:`~clinenv.evaluation.stats.paired_bootstrap_ci` of the run
+    against an all-zero baseline, so cases are resampled with all their repetitions and
+    the statistic is the mean over cases of each case's mean correctness (the pooled
+    accuracy when no repetition is missing).
+
+    Args:
+        x: correctness matrix ``(n_cases, n_repetitions)`` of 0/1/NaN.
+        n_resamples: bootstrap resamples.
+        confidence: nominal coverage.
+        seed: anything :func:`numpy.random.default_rng` accepts.
+
+    Returns:
+        A :class:`~clinenv.evaluation.stats.PairedCI` whose ``difference`` is the
+        accuracy; degenerate (no sampling spread) for a single case or when every case
+        has the same mean correctness.
+    """
+    x = np.asarray(x, dtype=float)
+    zeros = np.zeros((x.shape[0], 1))
+    return paired_bootstrap_ci(zeros, x, n_resamples=n_resamples, confidence=confidence,
+                               seed=seed)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A method against a baseline on one dataset (one row of :func:`comparison_table`).
+
+    Attributes:
+        dataset: dataset name.
+        base: baseline label.
+        method: method label.
+        n_cases: paired cases.
+        n_dropped: cases dropped by ``intersect`` (0 otherwise).
+        base_accuracy: baseline accuracy (%) on the paired cases, mean over repetitions.
+        method_accuracy: method accuracy (%) on the paired cases, mean over repetitions.
+        ci: Δ = method − baseline (pp) with its paired bootstrap interval.
+        p_value: two-sided sign-flip p value (unadjusted).
+        p_holm: ``p_value`` Holm-adjusted over every comparison of the call.
+        u_base: unscored baseline outputs on the paired cases, all repetitions.
+        u_method: unscored method outputs on the paired cases, all repetitions.
+        cr: correction and regression on per-case majority verdicts (CDEG Eq. 8).
+        n_flips: sign-flip randomizations.
+        alignment: the paired runs and matrices.
+    """
+
+    dataset: str
+    base: str
+    method: str
+    n_cases: int
+    n_dropped: int
+    base_accuracy: float
+    method_accuracy: float
+    ci: PairedCI
+    p_value: float
+    p_holm: float
+    u_base: int
+    u_method: int
+    cr: CorrectionRegression
+    n_flips: int
+    alignment: Alignment = field(repr=False, compare=False)
+
+
+def pair_runs(runs: Sequence[Run], base_label: str) -> list[tuple[Run, Run]]:
+    """Pair every run with the baseline run of its dataset.
+
+    Runs labelled ``base_label`` are the baselines (one per dataset); each other run is
+    compared with the baseline of its dataset, in the order given.
+
+    Raises:
+        RunsError: no other run than the baselines, or a run whose dataset has no
+            baseline run (named).
+    """
+    bases = {r.dataset: r for r in runs if r.label == base_label}
+    methods = [r for r in runs if r.label != base_label]
+    if not methods:
+        raise RunsError(f"nothing to compare: every run is labelled {base_label!r}; give "
+                        "the baseline log first, then the method logs (LABEL=path to "
+                        "name them)", path=runs[0].paths[0] if runs else "<arguments>")
+    pairs = []
+    for run in methods:
+        if run.dataset not in bases:
+            have = ", ".join(sorted(bases)) or "none"
+            raise RunsError(f"no baseline run {base_label!r} on dataset {run.dataset!r} to "
+                            f"compare {run.label!r} with (baseline datasets: {have})",
+                            path=run.paths[0])
+        pairs.append((bases[run.dataset], run))
+    return pairs
+
+
+def _seed_for(seed: int | None, *names: str) -> np.random.SeedSequence:
+    """A seed for one comparison from the call's seed and the comparison's names, so a
+    comparison's CI and p value do not depend on what else is in the call."""
+    if seed is None:
+        return np.random.SeedSequence()
+    digest = hashlib.blake2b("\0".join(names).encode("utf-8"), digest_size=16).digest()
+    words = [int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4)]
+    return np.random.SeedSequence([int(seed), *words])
+
+
+def compare(pairs: Sequence[Alignment | tuple[Run, Run]], *, n_resamples: int = 10_000,
+            n_flips: int = 20_000, seed: int | None = 0, confidence: float = 0.95,
+            intersect: bool = False) -> list[Comparison]:
+    """Paired statistics of every pair; sign-flip p values Holm-adjusted over all pairs.
+
+    Args:
+        pairs: :class:`~clinenv.evaluation.runs.Alignment` objects or ``(base, method)``
+            runs (aligned here with ``intersect``).
+        n_resamples: bootstrap resamples per comparison.
+        n_flips: sign-flip randomizations per comparison.
+        seed: base seed; each comparison's streams derive from it and the comparison's
+            dataset and labels (``None``: not reproducible).
+        confidence: CI coverage.
+        intersect: for run pairs, keep the common cases instead of refusing.
+
+    Raises:
+        CaseMismatchError, RunsError: from :func:`~clinenv.evaluation.runs.align`.
+        ValueError: no pairs, or invalid resample counts / confidence.
+    """
+    if not pairs:
+        raise ValueError("no comparisons")
+    aligned = [p if isinstance(p, Alignment) else align(*p, intersect=intersect)
+               for p in pairs]
+    rows = []
+    for al in aligned:
+        boot_seed, flip_seed = _seed_for(seed, al.base.dataset, al.base.label,
+                                         al.method.label).spawn(2)
+        ci = paired_bootstrap_ci(al.a, al.b, n_resamples=n_resamples, confidence=confidence,
+                                 seed=boot_seed)
+        p = sign_flip_test(al.a, al.b, n_resamples=n_flips, seed=flip_seed)
+        rows.append((al, ci, p))
+    adjusted = holm([p for _, _, p in rows])
+    return [Comparison(
+        dataset=al.base.dataset, base=al.base.label, method=al.method.label,
+        n_cases=len(al.case_ids), n_dropped=al.n_dropped,
+        base_accuracy=mean_sd(per_repetition_accuracy(al.a))[0],
+        method_accuracy=mean_sd(per_repetition_accuracy(al.b))[0],
+        ci=ci, p_value=p, p_holm=float(p_adj),
+        u_base=al.base.n_unscored(al.case_ids), u_method=al.method.n_unscored(al.case_ids),
+        cr=correction_regression(al.a, al.b), n_flips=n_flips, alignment=al,
+    ) for (al, ci, p), p_adj in zip(rows, adjusted, strict=True)]
+
+
+#: CSV columns of :func:`comparison_table`.
+COMPARISON_CSV = ("dataset", "method", "baseline", "n_cases", "n_dropped", "baseline_accuracy",
+                  "method_accuracy", "difference_pp", "ci_low", "ci_high", "confidence",
+                  "n_resamples", "ci_degenerate", "p_value", "p_holm", "n_flips",
+                  "u_baseline", "u_method", "n_fix", "n_baseline_wrong", "correction",
+                  "n_reg", "n_baseline_right", "regression")
+
+
+def _rate(value: float, num: int, den: int) -> str:
+    return f"{_pct(value)} ({num}/{den})"
+
+
+def comparison_table(pairs: Sequence[Alignment | tuple[Run, Run]], n_resamples: int = 10_000,
+                     seed: int | None = 0, *, n_flips: int = 20_000,
+                     confidence: float = 0.95, intersect: bool = False) -> Table:
+    """Paired comparisons in the layout of EGIP Tables 5/8 with CDEG Table 2's rates.
+
+    Columns: dataset, method, baseline, paired cases, both accuracies (%), Δ (pp), the
+    paired CI, Holm p, U of each method, correction and regression (% with counts).
+    See :func:`compare` for the arguments.
+
+    Returns:
+        A :class:`Table` (CSV columns :data:`COMPARISON_CSV`) whose ``data`` are the
+        :class:`Comparison` objects.
+    """
+    comps = compare(pairs, n_resamples=n_resamples, n_flips=n_flips, seed=seed,
+                    confidence=confidence, intersect=intersect)
+    level = f"{100 * confidence:g}%"
+    header = ("Dataset", "Method", "Baseline", "Cases", "Baseline (%)", "Method (%)",
+              "Δ (pp)", f"Paired {level} CI", "Holm p", "U base", "U method",
+              "Correction (%)", "Regression (%)")
+    rows, csv_rows = [], []
+    for c in comps:
+        ci = (DASH if math.isnan(c.ci.low)
+              else f"[{c.ci.low:.2f}, {c.ci.high:.2f}]")
+        rows.append((c.dataset, c.method, c.base, str(c.n_cases), _pct(c.base_accuracy),
+                     _pct(c.method_accuracy), f"{c.ci.difference:+.2f}", ci,
+                     f"{c.p_holm:.4f}", str(c.u_base), str(c.u_method),
+                     _rate(c.cr.correction, c.cr.n_fix, c.cr.n_baseline_wrong),
+                     _rate(c.cr.regression, c.cr.n_reg, c.cr.n_baseline_right)))
+        csv_rows.append((c.dataset, c.method, c.base, c.n_cases, c.n_dropped,
+                         c.base_accuracy, c.method_accuracy, c.ci.difference, c.ci.low,
+                         c.ci.high, c.ci.confidence, c.ci.n_resamples, c.ci.degenerate,
+                         c.p_value, c.p_holm, c.n_flips, c.u_base, c.u_method, c.cr.n_fix,
+                         c.cr.n_baseline_wrong, c.cr.correction, c.cr.n_reg,
+                         c.cr.n_baseline_right, c.cr.regression))
+    notes = [
+        f"Δ: method − baseline accuracy in percentage points, the mean over paired cases "
+        f"of each case's difference in mean correctness over its repetitions. CI: "
+        f"pointwise {level} case-cluster percentile bootstrap ({n_resamples:,} resamples; "
+        f"repetitions and both methods of a case resampled together; seed {seed}).",
+        f"Holm p: two-sided sign-flip randomization test of the case-averaged paired "
+        f"differences ({n_flips:,} flips), Holm-adjusted over the {len(comps)} "
+        f"comparison(s) of this table; exploratory.",
+        "U: unscored outputs across repetitions. Correction = N_fix / N_V−, Regression = "
+        "N_reg / N_V+ on per-case majority verdicts (more than half of the repetitions "
+        "correct), as % (count / denominator) (CDEG Eq. 8).",
+    ]
+    for c in comps:
+        if c.ci.degenerate:
+            notes.append(f"{c.dataset}, {c.method}: degenerate CI ("
+                         + ("a single case" if c.n_cases < 2
+                            else "every paired difference is equal") + ").")
+        al = c.alignment
+        if al.n_dropped:
+            parts = []
+            if al.only_base:
+                parts.append(f"{len(al.only_base)} only in {c.base!r}")
+            if al.only_method:
+                parts.append(f"{len(al.only_method)} only in {c.method!r}")
+            notes.append(f"{c.dataset}, {c.method} vs {c.base}: {al.n_dropped} case(s) "
+                         f"dropped to intersect the case sets ({', '.join(parts)}).")
+    if any(math.isnan(c.cr.correction) or math.isnan(c.cr.regression) for c in comps):
+        notes.append(f"{DASH} (0/0): the rate is undefined (no such baseline case).")
+    return Table(title=f"Paired comparisons against the baseline ({level} CI, Holm-adjusted "
+                       "sign-flip p)",
+                 header=header, rows=tuple(rows), notes=tuple(notes),
+                 csv_header=COMPARISON_CSV, csv_rows=tuple(csv_rows), data=tuple(comps))

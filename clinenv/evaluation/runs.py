@@ -1,0 +1,371 @@
+"""Run logs as evaluation inputs: read, group into runs, pair two runs case by case.
+
+A *run* is every episode of one method on one dataset. Lines are read with
+:func:`clinenv.runlog.read_run_log` and grouped by ``(label, dataset)``, where the label
+is ``doctor.name`` unless the user names the log ``LABEL=path``.
+
+Checks, each failing with :class:`RunsError` (a :class:`~clinenv.runlog.RunLogError`
+naming the file and the 1-based line):
+
+- a line lacks a field the reports need, or its ``verdict`` is not one of
+  ``correct`` / ``wrong`` / ``unscored``;
+- one file mixes runs (its lines disagree on env id, dataset, dataset file, doctor or
+  run seed);
+- one ``(case_id, repetition)`` key appears twice in a run (in one file or across the
+  files given for the same label and dataset);
+- two files given the same label and dataset come from different runs.
+
+:func:`align` pairs a method run with a baseline run over the same case ids in the same
+order, refusing different case sets with :class:`CaseMismatchError` unless asked to keep
+only the common cases.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clinenv.errors import ClinenvError
+from clinenv.runlog import RunLogError, read_run_log
+
+__all__ = [
+    "Alignment", "CaseMismatchError", "Run", "RunSpec", "RunsError", "align", "load_runs",
+    "parse_run_spec",
+]
+
+#: Verdicts a run-log line may carry.
+VERDICTS = ("correct", "wrong", "unscored")
+
+#: Fields that must agree on every line of one run.
+IDENTITY = ("env_id", "dataset", "dataset_sha256", "doctor", "run_seed")
+
+
+class RunsError(RunLogError):
+    """Run logs that cannot be evaluated as given; the message names file and line."""
+
+
+class CaseMismatchError(ClinenvError, ValueError):
+    """Two runs to be paired hold different case sets.
+
+    Attributes:
+        only_base: case ids present only in the baseline run, in its order.
+        only_method: case ids present only in the method run, in its order.
+    """
+
+    def __init__(self, message: str, *, only_base: Sequence[str],
+                 only_method: Sequence[str]) -> None:
+        super().__init__(message)
+        self.only_base = list(only_base)
+        self.only_method = list(only_method)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One log file named on the command line, with an optional method label."""
+
+    path: Path
+    label: str | None = None
+
+
+def parse_run_spec(text: str) -> RunSpec:
+    """``"path"`` or ``"LABEL=path"`` as a :class:`RunSpec`.
+
+    An argument that names an existing file is a path even when it contains ``=``;
+    otherwise the text before the first ``=`` is the label.
+
+    Raises:
+        RunsError: an empty label or path (``"=x.jsonl"``, ``"label="``).
+    """
+    if "=" not in text or Path(text).is_file():
+        return RunSpec(Path(text))
+    label, _, path = text.partition("=")
+    if not label.strip() or not path:
+        raise RunsError("expected PATH or LABEL=PATH with a non-empty label and path",
+                        path=text)
+    return RunSpec(Path(path), label.strip())
+
+
+@dataclass(frozen=True)
+class Run:
+    """The episodes of one method on one dataset.
+
+    Attributes:
+        label: the method label (``doctor.name`` or the user's ``LABEL``).
+        dataset: the dataset name of the lines (``"medqa"``, ``"demo"``...).
+        env_id: the environment id of the lines.
+        doctor: ``{"name", "config"}`` of the doctor policy.
+        run_seed: the run seed (``None`` when the lines have none).
+        dataset_sha256: sha256 of the dataset file (``None`` for in-memory cases).
+        records: the run-log lines.
+        sources: ``(file, 1-based line)`` of each record.
+        partial_bytes: bytes of partial last lines (left by crashes) skipped in the files.
+    """
+
+    label: str
+    dataset: str
+    env_id: str
+    doctor: Mapping[str, Any]
+    run_seed: int | None
+    dataset_sha256: str | None
+    records: tuple[Mapping[str, Any], ...]
+    sources: tuple[tuple[str, int], ...]
+    partial_bytes: int = 0
+    _case_ids: tuple[str, ...] = field(default=(), repr=False)
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """The log files of this run, in the order given."""
+        return tuple(dict.fromkeys(p for p, _ in self.sources))
+
+    @property
+    def case_ids(self) -> tuple[str, ...]:
+        """Case ids in dataset order (``case_index``; first appearance without one)."""
+        return self._case_ids
+
+    @property
+    def n_repetitions(self) -> int:
+        """Scheduled repetitions per case: the largest ``repetition`` + 1."""
+        return 1 + max(int(r["repetition"]) for r in self.records)
+
+    def n_unscored(self, case_ids: Iterable[str] | None = None) -> int:
+        """Episodes with verdict ``unscored`` (the papers' U), optionally over some cases."""
+        keep = None if case_ids is None else set(case_ids)
+        return sum(r["verdict"] == "unscored" for r in self.records
+                   if keep is None or r["case_id"] in keep)
+
+    def n_missing(self) -> int:
+        """Scheduled ``(case, repetition)`` episodes absent from the log."""
+        return len(self.case_ids) * self.n_repetitions - len(self.records)
+
+    def matrix(self, case_ids: Sequence[str] | None = None) -> np.ndarray:
+        """Correctness ``(n_cases, n_repetitions)``: 1 correct, 0 not, NaN missing.
+
+        Args:
+            case_ids: rows in this order (default: :attr:`case_ids`).
+        """
+        from clinenv.evaluation.metrics import correctness_matrix
+
+        ids = list(self.case_ids if case_ids is None else case_ids)
+        matrix, _ = correctness_matrix(list(self.records), case_ids=ids,
+                                       n_repetitions=self.n_repetitions)
+        return matrix
+
+    def describe(self) -> str:
+        """``label on dataset (file, ...)`` for messages."""
+        return f"{self.label!r} on {self.dataset!r} ({', '.join(self.paths)})"
+
+
+# ------------------------------------------------------------------------- loading
+def _check_line(line: Mapping[str, Any], path: str, number: int) -> None:
+    def bad(reason: str) -> RunsError:
+        return RunsError(reason, path=path, line=number)
+
+    if not isinstance(line["case_id"], str) or not line["case_id"]:
+        raise bad(f"case_id must be a non-empty string, got {line['case_id']!r}")
+    rep = line["repetition"]
+    if isinstance(rep, bool) or not isinstance(rep, int) or rep < 0:
+        raise bad(f"repetition must be an integer >= 0, got {rep!r}")
+    if line.get("verdict") not in VERDICTS:
+        raise bad(f"verdict must be one of {', '.join(VERDICTS)}, got "
+                  f"{line.get('verdict')!r}")
+    doctor = line.get("doctor")
+    if not isinstance(doctor, Mapping) or not isinstance(doctor.get("name"), str):
+        raise bad("missing doctor.name (the method label); name the log LABEL=path or "
+                  "write it with clinenv run")
+    if not isinstance(line.get("dataset"), str) or not line["dataset"]:
+        raise bad("missing dataset name")
+
+
+def _identity(line: Mapping[str, Any]) -> tuple[str, ...]:
+    """The :data:`IDENTITY` fields as canonical JSON (key order does not matter)."""
+    return tuple(json.dumps(line.get(k), sort_keys=True) for k in IDENTITY)
+
+
+def _first_difference(first: Mapping[str, Any], other: Mapping[str, Any], where: str) -> str:
+    """``"doctor is X here but Y in <where>"`` for the first identity field that differs."""
+    for key in IDENTITY:
+        if first.get(key) != other.get(key):
+            return f"{key} is {_short(other.get(key))} here but {_short(first.get(key))} {where}"
+    return "no difference"  # pragma: no cover - only called when the identities differ
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+@dataclass
+class _Group:
+    label: str
+    first: Mapping[str, Any]
+    first_at: tuple[str, int]
+    records: list[Mapping[str, Any]] = field(default_factory=list)
+    sources: list[tuple[str, int]] = field(default_factory=list)
+    seen: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
+    partial_bytes: int = 0
+
+
+def load_runs(specs: Iterable[RunSpec | str | Path]) -> list[Run]:
+    """Read run logs and group their lines into runs by ``(label, dataset)``.
+
+    Args:
+        specs: log files, as :class:`RunSpec`, ``"LABEL=path"`` or paths.
+
+    Returns:
+        The runs, in order of first appearance.
+
+    Raises:
+        RunsError: a missing or empty file, a malformed or mixed file, a duplicate
+            ``(case_id, repetition)`` key, or files with the same label and dataset from
+            different runs (see the module docstring).
+        RunLogError: a line is not valid run-log JSON.
+    """
+    groups: dict[tuple[str, str], _Group] = {}
+    loaded: set[Path] = set()
+    for spec in specs:
+        if not isinstance(spec, RunSpec):
+            spec = parse_run_spec(str(spec))
+        path = str(spec.path)
+        if not spec.path.is_file():
+            raise RunsError("no such run-log file", path=path)
+        if spec.path.resolve() in loaded:
+            raise RunsError("this log is given twice", path=path)
+        loaded.add(spec.path.resolve())
+        log = read_run_log(spec.path)
+        if not log.lines:
+            raise RunsError("no episodes in this run log", path=path)
+        head, head_no = log.lines[0], log.line_numbers[0]
+        for line, number in zip(log.lines, log.line_numbers, strict=True):
+            _check_line(line, path, number)
+            if _identity(line) != _identity(head):
+                raise RunsError(
+                    "mixed runs in one file: "
+                    + _first_difference(head, line, f"on line {head_no}")
+                    + "; write each run to its own log", path=path, line=number)
+        label = spec.label or head["doctor"]["name"]
+        key = (label, head["dataset"])
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = _Group(label, head, (path, head_no))
+        elif _identity(group.first) != _identity(head):
+            raise RunsError(
+                f"two different runs are labelled {label!r} on dataset {head['dataset']!r}: "
+                + _first_difference(group.first, head, f"in {group.first_at[0]}")
+                + "; give each log its own label with LABEL=path", path=path, line=head_no)
+        group.partial_bytes += log.partial_bytes
+        for line, number in zip(log.lines, log.line_numbers, strict=True):
+            ep = (line["case_id"], line["repetition"])
+            if ep in group.seen:
+                where = "{}, line {}".format(*group.seen[ep])
+                raise RunsError(
+                    f"duplicate episode (case_id {ep[0]!r}, repetition {ep[1]}) of run "
+                    f"{label!r} on {head['dataset']!r}, first at {where}",
+                    path=path, line=number)
+            group.seen[ep] = (path, number)
+            group.records.append(line)
+            group.sources.append((path, number))
+    return [_to_run(g) for g in groups.values()]
+
+
+def _to_run(group: _Group) -> Run:
+    order: dict[str, tuple[int, int]] = {}
+    for n, rec in enumerate(group.records):
+        index = rec.get("case_index")
+        rank = (int(index), n) if isinstance(index, int) else (1 << 62, n)
+        if rec["case_id"] not in order or rank < order[rec["case_id"]]:
+            order[rec["case_id"]] = rank
+    first = group.first
+    return Run(
+        label=group.label, dataset=first["dataset"], env_id=str(first.get("env_id")),
+        doctor=first["doctor"], run_seed=first.get("run_seed"),
+        dataset_sha256=first.get("dataset_sha256"), records=tuple(group.records),
+        sources=tuple(group.sources), partial_bytes=group.partial_bytes,
+        _case_ids=tuple(sorted(order, key=order.__getitem__)),
+    )
+
+
+# ------------------------------------------------------------------------- pairing
+@dataclass(frozen=True)
+class Alignment:
+    """Two runs paired case by case.
+
+    Attributes:
+        base: the baseline run.
+        method: the method run.
+        case_ids: the paired cases, in the baseline's order.
+        a: baseline correctness ``(n_cases, n_repetitions)`` (1 / 0 / NaN).
+        b: method correctness, same rows (its own number of repetitions).
+        only_base: case ids dropped because only the baseline has them.
+        only_method: case ids dropped because only the method has them.
+    """
+
+    base: Run
+    method: Run
+    case_ids: tuple[str, ...]
+    a: np.ndarray
+    b: np.ndarray
+    only_base: tuple[str, ...] = ()
+    only_method: tuple[str, ...] = ()
+
+    @property
+    def n_dropped(self) -> int:
+        """Cases dropped by ``intersect=True`` (0 when the case sets agree)."""
+        return len(self.only_base) + len(self.only_method)
+
+
+def _ids(ids: Sequence[str], limit: int = 8) -> str:
+    shown = ", ".join(ids[:limit])
+    return shown + (f", ... ({len(ids) - limit} more)" if len(ids) > limit else "")
+
+
+def align(base: Run, method: Run, *, intersect: bool = False) -> Alignment:
+    """Paired correctness matrices of ``method`` against ``base`` on the same cases.
+
+    Args:
+        base: the baseline run.
+        method: the method run (same dataset).
+        intersect: keep only the cases both runs hold instead of refusing different
+            case sets; :attr:`Alignment.n_dropped` says how many were dropped.
+
+    Raises:
+        RunsError: the runs are on different datasets or dataset files.
+        CaseMismatchError: the case sets differ (the message lists the missing ids) and
+            ``intersect`` is false, or they have no case in common.
+    """
+    if base.dataset != method.dataset:
+        raise RunsError(f"cannot pair runs on different datasets: {method.describe()} "
+                        f"against {base.describe()}", path=method.paths[0])
+    if (base.dataset_sha256 and method.dataset_sha256
+            and base.dataset_sha256 != method.dataset_sha256):
+        raise RunsError(f"cannot pair runs on different files of dataset {base.dataset!r} "
+                        f"(sha256 {method.dataset_sha256[:12]}... in {method.describe()}, "
+                        f"{base.dataset_sha256[:12]}... in {base.describe()})",
+                        path=method.paths[0])
+    in_method, in_base = set(method.case_ids), set(base.case_ids)
+    only_base = [c for c in base.case_ids if c not in in_method]
+    only_method = [c for c in method.case_ids if c not in in_base]
+    common = [c for c in base.case_ids if c in in_method]
+    names = (f"{method.label!r} ({', '.join(method.paths)}) and baseline {base.label!r} "
+             f"({', '.join(base.paths)})")
+    if not common:
+        raise CaseMismatchError(f"no case in common on {base.dataset!r} between {names}",
+                                only_base=only_base, only_method=only_method)
+    if (only_base or only_method) and not intersect:
+        parts = []
+        if only_base:
+            parts.append(f"{len(only_base)} case(s) missing from {method.label!r}: "
+                         f"{_ids(only_base)}")
+        if only_method:
+            parts.append(f"{len(only_method)} case(s) missing from baseline {base.label!r}: "
+                         f"{_ids(only_method)}")
+        raise CaseMismatchError(f"different case sets on {base.dataset!r} in {names}: "
+                                + "; ".join(parts) + " (use --intersect / intersect=True "
+                                "to compare the common cases)",
+                                only_base=only_base, only_method=only_method)
+    a, b = base.matrix(common), method.matrix(common)
+    return Alignment(base, method, tuple(common), a, b, tuple(only_base), tuple(only_method))

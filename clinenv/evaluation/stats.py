@@ -1,0 +1,428 @@
+"""Paired uncertainty for method comparisons: bootstrap intervals, sign-flip tests, Holm.
+
+Every function here works on **correctness matrices**: arrays of per-episode correctness
+shaped ``(n_cases, n_repetitions)`` with
+
+- ``1`` — the output was scored correct;
+- ``0`` — anything else that was scheduled: a wrong answer, an unscored output, a
+  non-answer (EGIP section 4.1: these stay in the denominator);
+- ``NaN`` — a missing repetition (not run, or not in the log).
+
+A 1-D array is read as one repetition (``(n_cases,)`` → ``(n_cases, 1)``); booleans are
+accepted. Anything else — other values (``inf``, ``0.5``, ``2``), empty arrays, more than
+two dimensions — raises :class:`ValueError`.
+
+Paired functions take two matrices ``a`` (the baseline, e.g. Native) and ``b`` (the
+method, e.g. EGIP-Direct) whose **rows are the same cases in the same order**. The
+number of cases must match (else :class:`ValueError` naming both shapes); the numbers of
+repetitions may differ. Each case is summarized by its mean over the repetitions that
+are present, and the paired statistic is the mean over cases of
+
+    d_i = mean_r b[i, r] - mean_r a[i, r]        (NaN repetitions left out),
+
+so every case weighs the same whatever its number of present repetitions (with complete
+data this equals the difference of the pooled accuracies). A case with no present
+repetition in ``a`` or in ``b`` cannot be paired and raises :class:`ValueError` naming its
+row index: a mismatched case set between two runs is an error, never silently dropped.
+
+Sources:
+
+- EGIP appendix A.3 ("Paired uncertainty"): 10,000 case-cluster bootstrap resamples
+  retaining paired methods and repetitions within each case, pointwise percentile
+  intervals; 20,000 two-sided sign-flip randomizations of case-averaged paired
+  differences, Holm-adjusted across the family of comparisons (Table 8: the smallest
+  reported Holm p over 28 tests is 0.0014 = 28 / 20,001, i.e. the Monte-Carlo p value is
+  ``(1 + #{|T*| >= |T|}) / (n_resamples + 1)``).
+- CDEG "Metrics", Eq. 8: Correction = N_fix / N_V−, Regression = N_reg / N_V+.
+
+All differences are reported in **percentage points** (proportions × 100).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "CorrectionRegression",
+    "PairedCI",
+    "case_means",
+    "correction_regression",
+    "holm",
+    "paired_bootstrap_ci",
+    "sign_flip_test",
+]
+
+#: Elements of one chunk of resampled indices or signs (bounds memory: ~32 MB of int64).
+_CHUNK_ELEMENTS = 1 << 22
+
+#: Absolute tolerance on case-averaged differences (proportions) when comparing a
+#: resampled statistic with the observed one, and when deciding that all d_i are equal.
+_TOL = 1e-12
+
+#: Seeds accepted by :func:`numpy.random.default_rng`.
+Seed = int | np.random.SeedSequence | np.random.Generator | None
+
+
+# ----------------------------------------------------------------------------- input
+def as_correctness(x: Any, name: str = "x") -> np.ndarray:
+    """``x`` checked and returned as a float ``(n_cases, n_repetitions)`` matrix.
+
+    Args:
+        x: array-like of 0/1/NaN (or booleans); 1-D means one repetition.
+        name: how error messages call the argument.
+
+    Raises:
+        ValueError: empty, more than 2-D, or a value outside {0, 1, NaN}.
+    """
+    arr = np.asarray(x)
+    if arr.dtype == object:
+        try:
+            arr = arr.astype(float)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{name}: values must be 0, 1 or NaN ({exc})") from None
+    if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
+            or arr.dtype == bool):
+        raise ValueError(f"{name}: values must be 0, 1 or NaN, got dtype {arr.dtype}")
+    arr = np.array(arr, dtype=float)  # a copy: callers never see their input changed
+    if arr.ndim == 1:
+        arr = arr[:, None]
+    if arr.ndim != 2:
+        raise ValueError(f"{name}: expected shape (n_cases, n_repetitions), got {arr.shape}")
+    if arr.size == 0:
+        raise ValueError(f"{name}: empty correctness matrix, shape {arr.shape}")
+    bad = ~(np.isnan(arr) | (arr == 0.0) | (arr == 1.0))
+    if bad.any():
+        i, r = np.argwhere(bad)[0]
+        raise ValueError(f"{name}: values must be 0, 1 or NaN; found {arr[i, r]!r} at "
+                         f"case {i}, repetition {r} ({int(bad.sum())} such value(s))")
+    return arr
+
+
+def _check_pair(a: Any, b: Any, names: tuple[str, str] = ("a", "b")
+                ) -> tuple[np.ndarray, np.ndarray]:
+    a2, b2 = as_correctness(a, names[0]), as_correctness(b, names[1])
+    if a2.shape[0] != b2.shape[0]:
+        raise ValueError(f"{names[0]} and {names[1]} must have the same number of cases "
+                         f"(rows): {names[0]} has shape {a2.shape}, {names[1]} has shape "
+                         f"{b2.shape}")
+    for name, arr in zip(names, (a2, b2), strict=True):
+        empty = np.flatnonzero(np.isnan(arr).all(axis=1))
+        if empty.size:
+            shown = ", ".join(str(i) for i in empty[:10])
+            more = f" and {empty.size - 10} more" if empty.size > 10 else ""
+            raise ValueError(f"{name}: case row(s) {shown}{more} have no present "
+                             f"repetition, so they cannot be paired (mismatched case sets?)")
+    return a2, b2
+
+
+def _counts(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per case: (number correct, number of present repetitions), both exact floats."""
+    present = ~np.isnan(x)
+    return np.where(present, x, 0.0).sum(axis=1), present.sum(axis=1).astype(float)
+
+
+def _differences(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """d_i = c_b/n_b - c_a/n_a as one correctly rounded division of exact integers, so
+    equal rational differences (1/3 = 2/6) are equal floats."""
+    ca, na = _counts(a)
+    cb, nb = _counts(b)
+    return (cb * na - ca * nb) / (na * nb)
+
+
+def _rng(seed: Seed) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def _check_resamples(n_resamples: int) -> int:
+    if isinstance(n_resamples, bool) or int(n_resamples) != n_resamples or n_resamples < 1:
+        raise ValueError(f"n_resamples must be a positive integer, got {n_resamples!r}")
+    return int(n_resamples)
+
+
+# ---------------------------------------------------------------------- case means
+def case_means(x: Any) -> np.ndarray:
+    """Per-case mean correctness over the repetitions that are present.
+
+    Args:
+        x: correctness matrix ``(n_cases, n_repetitions)`` of 0/1/NaN (1-D: one
+            repetition).
+
+    Returns:
+        float array ``(n_cases,)`` of proportions in [0, 1]. A case whose repetitions
+        are all NaN gets NaN (no warning); the paired functions refuse such cases with a
+        :class:`ValueError` naming the row.
+
+    Raises:
+        ValueError: invalid input (see the module docstring).
+    """
+    correct, present = _counts(as_correctness(x))
+    out = np.full(correct.shape, np.nan)
+    np.divide(correct, present, out=out, where=present > 0)
+    return out
+
+
+def paired_differences(a: Any, b: Any) -> np.ndarray:
+    """Per-case paired differences ``d_i = mean(b_i) - mean(a_i)`` as proportions.
+
+    Args:
+        a: baseline correctness matrix ``(n_cases, R_a)``.
+        b: method correctness matrix ``(n_cases, R_b)``; rows are the same cases as ``a``.
+
+    Returns:
+        float array ``(n_cases,)`` with values in [-1, 1].
+
+    Raises:
+        ValueError: invalid input, different numbers of cases (both shapes named), or a
+            case with no present repetition in either matrix (row index named).
+    """
+    return _differences(*_check_pair(a, b))
+
+
+# ------------------------------------------------------------------------ bootstrap
+@dataclass(frozen=True)
+class PairedCI:
+    """A paired difference ``b - a`` with its case-cluster bootstrap interval.
+
+    Attributes:
+        difference: mean over cases of ``d_i = mean(b_i) - mean(a_i)``, in percentage
+            points.
+        low, high: the percentile interval bounds, in percentage points.
+        n_cases: number of paired cases.
+        n_resamples: bootstrap resamples drawn.
+        confidence: nominal coverage (e.g. 0.95).
+        degenerate: True when the interval carries no sampling information: all ``d_i``
+            are equal (then ``low == high == difference``) or there is a single case
+            (then ``low`` and ``high`` are NaN).
+        method: ``"case-cluster percentile bootstrap"``.
+    """
+
+    difference: float
+    low: float
+    high: float
+    n_cases: int
+    n_resamples: int
+    confidence: float
+    degenerate: bool = False
+    method: str = "case-cluster percentile bootstrap"
+
+
+def _bootstrap_means(d: np.ndarray, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """Means of ``d`` over ``n_resamples`` case resamples (with replacement), computed in
+    chunks of an ``(rows, n_cases)`` index matrix."""
+    n = d.size
+    rows = max(1, _CHUNK_ELEMENTS // n)
+    out = np.empty(n_resamples)
+    for start in range(0, n_resamples, rows):
+        stop = min(n_resamples, start + rows)
+        idx = rng.integers(0, n, size=(stop - start, n))
+        out[start:stop] = d[idx].sum(axis=1)
+    return out / n
+
+
+def paired_bootstrap_ci(a: Any, b: Any, n_resamples: int = 10_000, confidence: float = 0.95,
+                        seed: Seed = None) -> PairedCI:
+    """Paired difference ``b - a`` in percentage points with a case-cluster bootstrap CI.
+
+    Case indices are resampled with replacement, so all repetitions and both methods of a
+    case move together (EGIP appendix A.3: 10,000 resamples, retaining paired methods
+    and repetitions within each case). The statistic of a resample is the mean of the
+    resampled per-case differences ``d_i``; the interval is the percentile interval
+    (``numpy.quantile``, linear interpolation, at ``(1 ∓ confidence) / 2``), pointwise
+    and unadjusted. With one repetition this is the same procedure as
+    ``scipy.stats.bootstrap((a, b), ..., paired=True, method="percentile")``.
+
+    Args:
+        a: baseline correctness matrix ``(n_cases, R_a)`` of 0/1/NaN.
+        b: method correctness matrix ``(n_cases, R_b)``; rows are the same cases.
+        n_resamples: number of bootstrap resamples (positive integer).
+        confidence: nominal coverage, strictly between 0 and 1.
+        seed: anything :func:`numpy.random.default_rng` accepts; the same seed gives the
+            same result.
+
+    Returns:
+        A :class:`PairedCI` in percentage points. Degenerate cases: all ``d_i`` equal
+        (e.g. both methods all correct) → ``[difference, difference]``; a single case →
+        NaN bounds; both with ``degenerate=True``.
+
+    Raises:
+        ValueError: invalid input (see the module docstring), different numbers of cases,
+            a case with no present repetition, ``n_resamples < 1``, ``confidence`` not in
+            (0, 1).
+    """
+    n_resamples = _check_resamples(n_resamples)
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence!r}")
+    d = _differences(*_check_pair(a, b))
+    n = d.size
+    diff = 100.0 * float(d.mean())
+    common = dict(difference=diff, n_cases=n, n_resamples=n_resamples,
+                  confidence=float(confidence))
+    if n < 2:
+        return PairedCI(low=math.nan, high=math.nan, degenerate=True, **common)
+    if float(d.max() - d.min()) <= _TOL:
+        return PairedCI(low=diff, high=diff, degenerate=True, **common)
+    means = _bootstrap_means(d, n_resamples, _rng(seed))
+    alpha = (1.0 - confidence) / 2.0
+    low, high = np.quantile(means, [alpha, 1.0 - alpha])
+    return PairedCI(low=100.0 * float(low), high=100.0 * float(high), **common)
+
+
+# ------------------------------------------------------------------------ sign flip
+def sign_flip_test(a: Any, b: Any, n_resamples: int = 20_000, seed: Seed = None) -> float:
+    """Two-sided sign-flip randomization p value for the mean paired difference.
+
+    Under the null hypothesis the labels "a" and "b" are exchangeable within each case,
+    so each ``d_i`` is equally likely to have either sign. With ``T = mean(d)`` and
+    ``T* = mean(s * d)`` for independent uniform signs ``s_i = ±1``,
+
+        p = (1 + #{|T*| >= |T| - 1e-12}) / (n_resamples + 1)
+
+    (the Monte-Carlo p value that counts the observed statistic; never 0; EGIP appendix
+    A.3 / Table 8, where 28 / 20,001 = 0.0014 is the smallest Holm-adjusted value). The
+    signs are drawn as packed random bits in chunks and applied with a matrix-vector
+    product. Equivalent to ``scipy.stats.permutation_test((d,), mean,
+    permutation_type="samples")`` (whose one-sample "samples" permutation flips signs).
+
+    Args:
+        a: baseline correctness matrix ``(n_cases, R_a)`` of 0/1/NaN.
+        b: method correctness matrix ``(n_cases, R_b)``; rows are the same cases.
+        n_resamples: number of random sign patterns (positive integer).
+        seed: anything :func:`numpy.random.default_rng` accepts; same seed, same p.
+
+    Returns:
+        The p value in ``(0, 1]``; exactly ``1.0`` when every ``d_i`` is zero. With a
+        single case ``|T*| = |T|`` always, so ``p = 1.0`` too.
+
+    Raises:
+        ValueError: invalid input, different numbers of cases, a case with no present
+            repetition, ``n_resamples < 1``.
+    """
+    n_resamples = _check_resamples(n_resamples)
+    d = _differences(*_check_pair(a, b))
+    if not np.any(np.abs(d) > _TOL):
+        return 1.0
+    n = d.size
+    observed = abs(float(d.mean()))
+    total = float(d.sum())
+    rng = _rng(seed)
+    n_bytes = (n + 7) // 8
+    rows = max(1, _CHUNK_ELEMENTS // (8 * n_bytes))
+    hits = 0
+    for start in range(0, n_resamples, rows):
+        m = min(n_resamples, start + rows) - start
+        bits = np.unpackbits(rng.integers(0, 256, size=(m, n_bytes), dtype=np.uint8),
+                             axis=1, count=n)
+        # s = 2*bit - 1, so sum(s*d) = 2 * (bits @ d) - sum(d)
+        stats = np.abs(2.0 * (bits.astype(np.float64) @ d) - total) / n
+        hits += int(np.count_nonzero(stats >= observed - _TOL))
+    return (1.0 + hits) / (n_resamples + 1.0)
+
+
+# ----------------------------------------------------------------------------- Holm
+def holm(p_values: Any) -> np.ndarray:
+    """Holm step-down adjusted p values, in the input order.
+
+    With the ``m`` p values sorted ascending, ``p_(1) <= ... <= p_(m)``, the adjusted value
+    of the j-th smallest is ``max_{k <= j} min(1, (m - k + 1) * p_(k))``: monotone in the
+    raw p values and capped at 1. Tied p values get the same adjusted value. (Holm 1979;
+    EGIP appendix A.3 adjusts across the 28 comparisons of Table 8.)
+
+    Args:
+        p_values: 1-D array-like of p values in [0, 1]. Empty → empty result.
+
+    Returns:
+        float array of the same length, in the input order.
+
+    Raises:
+        ValueError: not 1-D, NaN, or a value outside [0, 1].
+    """
+    p = np.asarray(p_values, dtype=float)
+    if p.ndim != 1:
+        raise ValueError(f"p_values must be 1-D, got shape {p.shape}")
+    if np.isnan(p).any():
+        raise ValueError(f"p_values contain NaN at index {int(np.flatnonzero(np.isnan(p))[0])}")
+    if ((p < 0.0) | (p > 1.0)).any():
+        i = int(np.flatnonzero((p < 0.0) | (p > 1.0))[0])
+        raise ValueError(f"p values must be in [0, 1], got {p[i]!r} at index {i}")
+    m = p.size
+    order = np.argsort(p, kind="stable")
+    adjusted = np.maximum.accumulate(np.minimum(1.0, (m - np.arange(m)) * p[order]))
+    out = np.empty(m)
+    out[order] = adjusted
+    return out
+
+
+# ---------------------------------------------------------------- correction/regression
+@dataclass(frozen=True)
+class CorrectionRegression:
+    """How a method changes a baseline's per-case verdicts (CDEG Eq. 8).
+
+    Attributes:
+        n_fix: cases the baseline gets wrong and the method right.
+        n_reg: cases the baseline gets right and the method wrong.
+        n_baseline_wrong: N_V−, cases the baseline gets wrong.
+        n_baseline_right: N_V+, cases the baseline gets right.
+        correction: ``100 * n_fix / n_baseline_wrong`` in percent (NaN when N_V− = 0).
+        regression: ``100 * n_reg / n_baseline_right`` in percent (NaN when N_V+ = 0).
+        n_cases: number of paired cases.
+    """
+
+    n_fix: int
+    n_reg: int
+    n_baseline_wrong: int
+    n_baseline_right: int
+    correction: float
+    regression: float
+    n_cases: int
+
+
+def majority_correct(x: Any) -> np.ndarray:
+    """Per-case majority correctness: strictly more than half of the present repetitions
+    correct. Ties (e.g. 1 of 2) count as incorrect; a case with no present repetition is
+    incorrect here (the paired functions refuse it instead).
+
+    Returns:
+        bool array ``(n_cases,)``.
+    """
+    correct, present = _counts(as_correctness(x))
+    return 2.0 * correct > present
+
+
+def correction_regression(baseline: Any, method: Any) -> CorrectionRegression:
+    """Correction and regression of ``method`` against ``baseline`` on the same cases.
+
+    Each case's verdict is its majority over present repetitions (strictly more than half
+    correct; a tie counts as incorrect). Then, with N_V− / N_V+ the cases the baseline
+    gets wrong / right, N_fix the baseline-wrong cases the method gets right and N_reg the
+    baseline-right cases the method gets wrong (CDEG "Metrics", Eq. 8):
+
+        Correction = 100 * N_fix / N_V−,   Regression = 100 * N_reg / N_V+   (percent).
+
+    Args:
+        baseline: correctness matrix ``(n_cases, R_base)`` of 0/1/NaN.
+        method: correctness matrix ``(n_cases, R_method)``; rows are the same cases.
+
+    Returns:
+        A :class:`CorrectionRegression`; a rate is NaN when its denominator is 0 (e.g.
+        correction when the baseline gets every case right).
+
+    Raises:
+        ValueError: invalid input, different numbers of cases, or a case with no present
+            repetition in either matrix.
+    """
+    base, meth = _check_pair(baseline, method, ("baseline", "method"))
+    base_ok, meth_ok = majority_correct(base), majority_correct(meth)
+    n_wrong = int((~base_ok).sum())
+    n_right = int(base_ok.sum())
+    n_fix = int((~base_ok & meth_ok).sum())
+    n_reg = int((base_ok & ~meth_ok).sum())
+    return CorrectionRegression(
+        n_fix=n_fix, n_reg=n_reg, n_baseline_wrong=n_wrong, n_baseline_right=n_right,
+        correction=100.0 * n_fix / n_wrong if n_wrong else math.nan,
+        regression=100.0 * n_reg / n_right if n_right else math.nan,
+        n_cases=int(base_ok.size),
+    )

@@ -1,0 +1,212 @@
+"""``clinenv eval`` and ``clinenv compare`` as real subprocesses (``python -m clinenv``)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from eval_fixtures import EGIP_ALPHA, NATIVE_ALPHA, log_lines, write_fixture_logs, write_log
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def run_cli(cwd: Path, *args: str, code: int = 0, env_extra: dict | None = None
+            ) -> subprocess.CompletedProcess:
+    """``python -m clinenv ARGS`` in ``cwd``; checks the exit code and that no traceback
+    is printed."""
+    env = dict(os.environ, PYTHONIOENCODING="utf-8", XDG_CACHE_HOME=str(cwd / "cache"),
+               CLINENV_DATA_DIR=str(cwd / "no-data"))
+    env.update(env_extra or {})
+    proc = subprocess.run([sys.executable, "-m", "clinenv", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, encoding="utf-8", timeout=300)
+    assert proc.returncode == code, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def one_error_line(proc: subprocess.CompletedProcess) -> str:
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("clinenv: error: "), proc.stderr
+    return lines[0]
+
+
+def check_png(path: Path) -> None:
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIGNATURE and len(data) > 1024, path
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8"))))
+
+
+# --------------------------------------------------------------- hand-made logs
+@pytest.fixture
+def logs(tmp_path):
+    return write_fixture_logs(tmp_path / "logs")
+
+
+def test_eval_prints_and_writes_the_accuracy_table(tmp_path, logs):
+    proc = run_cli(tmp_path, "eval", str(logs["native_alpha"]), str(logs["native_beta"]),
+                   f"EGIP Direct={logs['egip_alpha']}", f"EGIP Direct={logs['egip_beta']}",
+                   "--out-dir", "out")
+    # values worked out in test_evaluation_reports.py
+    rows = [line.split() for line in proc.stdout.splitlines()]
+    assert ["native", "41.67", "+/-", "14.43", "50.00", "+/-", "0.00", "91.67",
+            "100.00"] in rows
+    assert ["EGIP", "Direct", "50.00", "+/-", "25.00", "75.00", "+/-", "0.00", "91.67",
+            "100.00"] in rows
+    assert "wrote out/accuracy.md, out/accuracy.csv" in proc.stdout
+    md = (tmp_path / "out" / "accuracy.md").read_text(encoding="utf-8")
+    assert "| EGIP Direct | 50.00 ± 25.00 | 75.00 ± 0.00 | 91.67 | 100.00 |" in md
+    rows = read_csv(tmp_path / "out" / "accuracy.csv")
+    assert [(r["method"], r["dataset"], r["accuracy_mean"]) for r in rows] == [
+        ("native", "alpha", "41.666667"), ("native", "beta", "50.0"),
+        ("EGIP Direct", "alpha", "50.0"), ("EGIP Direct", "beta", "75.0")]
+    assert not (tmp_path / "out" / "accuracy.png").exists()
+
+
+def test_eval_by_stratum_writes_a_second_table(tmp_path, logs):
+    proc = run_cli(tmp_path, "eval", str(logs["native_alpha"]), str(logs["egip_alpha"]),
+                   "--by", "question_type", "--out-dir", "out")
+    assert ["alpha", "etiology", "1", "66.67", "+/-", "57.74", "0.00", "+/-", "0.00"] in [
+        line.split() for line in proc.stdout.splitlines()]
+    md = (tmp_path / "out" / "accuracy_by_question_type.md").read_text(encoding="utf-8")
+    assert "| alpha | diagnosis | 3 | 33.33 ± 0.00 | 66.67 ± 33.33 |" in md
+    assert (tmp_path / "out" / "accuracy.md").is_file()
+    err = run_cli(tmp_path, "eval", str(logs["native_alpha"]), "--by", "specialty", code=2)
+    assert "no case has stratum 'specialty'" in one_error_line(err)
+
+
+def test_compare_prints_and_writes_the_comparison_table(tmp_path, logs):
+    args = ("compare", str(logs["native_alpha"]), str(logs["native_beta"]),
+            str(logs["egip_alpha"]), str(logs["egip_beta"]), "--resamples", "3000",
+            "--flips", "3000", "--seed", "5", "--out-dir", "out")
+    proc = run_cli(tmp_path, *args)
+    assert "Holm-adjusted over the 2 comparison(s)" in proc.stdout
+    assert "(3,000 resamples;" in proc.stdout and "seed 5" in proc.stdout
+    rows = read_csv(tmp_path / "out" / "comparison.csv")
+    assert [(r["dataset"], r["method"], r["baseline"], r["difference_pp"], r["p_holm"],
+             r["correction"], r["regression"], r["n_resamples"], r["n_flips"])
+            for r in rows] == [
+        ("alpha", "egip", "native", "8.333333", "1.0", "50.0", "50.0", "3000", "3000"),
+        ("beta", "egip", "native", "25.0", "1.0", "50.0", "0.0", "3000", "3000")]
+    md = (tmp_path / "out" / "comparison.md").read_text(encoding="utf-8")
+    assert "| beta | egip | native | 4 | 50.00 | 75.00 | +25.00 | [0.00, 75.00] | 1.0000 " \
+           "| 0 | 0 | 50.00 (1/2) | 0.00 (0/2) |" in md
+    again = run_cli(tmp_path, *args)  # same seed, same output
+    assert again.stdout == proc.stdout
+
+
+def test_compare_refuses_different_case_sets_unless_intersect(tmp_path, logs):
+    partial = write_log(tmp_path / "partial.jsonl", log_lines(
+        "alpha", "egip", {k: v for k, v in EGIP_ALPHA.items() if k != "a4"}))
+    err = run_cli(tmp_path, "compare", str(logs["native_alpha"]), str(partial), code=2)
+    line = one_error_line(err)
+    assert "different case sets on 'alpha'" in line and "missing from 'egip': a4" in line
+    assert "--intersect" in line
+    assert not (tmp_path / "reports").exists()
+    proc = run_cli(tmp_path, "compare", str(logs["native_alpha"]), str(partial),
+                   "--intersect", "--resamples", "500", "--flips", "500")
+    assert "1 case(s) dropped to intersect the case sets (1 only in 'native')" in proc.stdout
+    (row,) = read_csv(tmp_path / "reports" / "comparison.csv")
+    assert (row["n_cases"], row["n_dropped"]) == ("3", "1")
+
+
+def test_errors_are_one_line_exit_2(tmp_path, logs):
+    mixed = write_log(tmp_path / "mixed.jsonl", log_lines("alpha", "native", NATIVE_ALPHA),
+                      log_lines("alpha", "egip", EGIP_ALPHA))
+    line = one_error_line(run_cli(tmp_path, "eval", str(mixed), code=2))
+    assert f"{mixed}, line 13: mixed runs in one file" in line
+    line = one_error_line(run_cli(tmp_path, "eval", "absent.jsonl", code=2))
+    assert "absent.jsonl: no such run-log file" in line
+    line = one_error_line(run_cli(tmp_path, "compare", str(logs["native_alpha"]), code=2))
+    assert "needs a baseline log and at least one method log" in line
+    line = one_error_line(run_cli(tmp_path, "compare", str(logs["native_alpha"]),
+                                  str(logs["egip_beta"]), code=2))
+    assert "no baseline run 'native' on dataset 'beta'" in line
+    line = one_error_line(run_cli(tmp_path, "compare", str(logs["native_alpha"]),
+                                  str(logs["native_alpha"]), code=2))
+    assert "given twice" in line
+    usage = run_cli(tmp_path, "compare", str(logs["native_alpha"]), "x", "--resamples", "0",
+                    code=2)
+    assert "must be >= 1" in usage.stderr
+
+
+def test_plot_without_matplotlib_is_a_clear_error(tmp_path, logs):
+    fake = tmp_path / "fake"
+    (fake / "matplotlib").mkdir(parents=True)
+    (fake / "matplotlib" / "__init__.py").write_text("raise ImportError('no matplotlib')\n")
+    path = os.pathsep.join([str(fake), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    proc = run_cli(tmp_path, "eval", str(logs["native_alpha"]), "--plot", code=2,
+                   env_extra={"PYTHONPATH": path})
+    assert "pip install 'clinenv[plot]'" in one_error_line(proc)
+    assert not (tmp_path / "reports").exists()  # nothing written before the check
+
+
+# ------------------------------------------------------------ logs from clinenv run
+@pytest.fixture(scope="module")
+def demo_logs(tmp_path_factory):
+    """The scripted doctor on the demo set, 3 repetitions, from ``clinenv run``; and the
+    exploring scripted doctor (exploration 0.3) written with run_logged."""
+    import gymnasium as gym
+
+    from clinenv.agents.scripted_doctor import ScriptedDoctor
+    from clinenv.rollouts import run_logged
+
+    folder = tmp_path_factory.mktemp("demo")
+    run_cli(folder, "run", "--env", "EGIP-Demo-v0", "--repetitions", "3", "--out",
+            "base.jsonl", "--quiet")
+    env = gym.make("EGIP-Demo-v0")
+    try:
+        run_logged(env, ScriptedDoctor(exploration=0.3), out=folder / "explore.jsonl",
+                   seed=0, repetitions=3, env_id="EGIP-Demo-v0")
+    finally:
+        env.close()
+    return folder
+
+
+def lines_of(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x]
+
+
+def rep_accuracies(lines: list[dict]) -> list[float]:
+    reps = sorted({x["repetition"] for x in lines})
+    return [100 * sum(x["verdict"] == "correct" for x in lines if x["repetition"] == r)
+            / sum(x["repetition"] == r for x in lines) for r in reps]
+
+
+def test_eval_and_compare_on_logs_from_clinenv_run(demo_logs):
+    import statistics
+
+    base, explore = lines_of(demo_logs / "base.jsonl"), lines_of(demo_logs / "explore.jsonl")
+    assert len(base) == len(explore) == 17 * 3
+    proc = run_cli(demo_logs, "eval", "base.jsonl", "explore.jsonl", "--out-dir", "out",
+                   "--plot", "--resamples", "2000")
+    for lines in (base, explore):
+        accs = rep_accuracies(lines)
+        cell = f"{statistics.mean(accs):.2f} +/- {statistics.stdev(accs):.2f}"
+        name = lines[0]["doctor"]["name"]
+        assert any(row.split()[0] == name and cell in row for row in proc.stdout.splitlines())
+    check_png(demo_logs / "out" / "accuracy.png")
+    assert "out/accuracy.png" in proc.stdout
+
+    proc = run_cli(demo_logs, "compare", "base.jsonl", "explore.jsonl", "--out-dir", "out",
+                   "--plot", "--resamples", "2000", "--flips", "2000")
+    (row,) = read_csv(demo_logs / "out" / "comparison.csv")
+    assert (row["dataset"], row["method"], row["baseline"], row["n_cases"]) == (
+        "demo", "scripted-explore0.3", "scripted", "17")
+    # Δ recomputed from the lines (complete data: difference of pooled accuracies)
+    delta = 100 * (sum(x["verdict"] == "correct" for x in explore)
+                   - sum(x["verdict"] == "correct" for x in base)) / 51
+    assert float(row["difference_pp"]) == pytest.approx(delta, abs=1e-6)
+    assert float(row["ci_low"]) <= float(row["difference_pp"]) <= float(row["ci_high"])
+    assert 0 < float(row["p_value"]) <= float(row["p_holm"]) <= 1
+    check_png(demo_logs / "out" / "correction_regression.png")
+    assert "wrote out/comparison.md, out/comparison.csv, out/correction_regression.png" \
+        in proc.stdout
