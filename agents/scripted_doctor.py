@@ -22,7 +22,8 @@ list or the menu (the candidate labels are hypotheses, not findings):
 With candidate labels K the answer is the candidate with the largest share of its content
 words present in that evidence (ties: the earlier candidate). Without K it is the phrase a
 recorded result names after "consistent with", "suggestive of", "diagnostic of"...;
-otherwise :data:`NO_ANSWER_GUESS`.
+otherwise it abstains with :data:`NO_ANSWER_GUESS`, which the scorer counts as no
+answer ("unscored": it lowers answer coverage, not only accuracy).
 
 With ``exploration > 0`` it becomes a seeded *sampling* policy (random menu entries and
 a score-weighted candidate draw), which yields successful and failed trajectories of the
@@ -44,6 +45,7 @@ HISTORY_QUESTIONS: tuple[str, ...] = (
     "Do you smoke, drink alcohol or use any drugs?",
     "Does anyone in your family have similar problems?",
 )
+#: The abstention given when no diagnosis is named (see :func:`clinenv.scoring.is_abstention`).
 NO_ANSWER_GUESS = "Undetermined"
 
 # Section headers of clinenv.protocol.render (acquisition view) and

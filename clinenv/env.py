@@ -23,8 +23,8 @@ Spaces (DESIGN.md, "Protocol and environments"):
 (K, doctor-visible, or ``None``),
 ``n_exams_requested``, ``invalid_actions``, ``action_kind``, ``text_clipped`` and, when
 present, ``reasoning``; at the end also ``answer``, ``verdict`` (``correct`` / ``wrong``
-/ ``unscored``), ``correct`` and ``match_score`` (the scorer's 0-100 string similarity of
-the answer to the target, not an embedding similarity).
+/ ``unscored``), ``correct``, ``abstained`` and ``match_score`` (the scorer's 0-100
+string similarity of the answer to the target, not an embedding similarity).
 """
 
 from __future__ import annotations
@@ -188,6 +188,7 @@ class EGIPEnv(gym.Env):
                 score.verdict, rewards.UNSCORED)
             self._final = {"answer": rt.answer, "verdict": score.verdict,
                            "correct": score.verdict == "correct",
+                           "abstained": score.abstained,
                            "match_score": float(score.similarity)}
             info = self._info(action_kind="answer", reasoning=parsed.reasoning)
             info.update(self._final)

@@ -124,6 +124,9 @@ class Score:
         method: how the verdict was reached: ``"exact"``, ``"acronym"`` (parenthetical
             abbreviation or initials), ``"option"`` (a candidate was chosen), ``"fuzzy"``,
             or ``"none"`` (nothing matched, or unscored).
+        abstained: the answer declares that no diagnosis can be given ("Undetermined",
+            "I am not sure", "insufficient information" ...); such an answer is
+            ``"unscored"``: it is not an identifiable answer (EGIP 4.1, appendix A.2).
     """
 
     verdict: Verdict
@@ -131,6 +134,7 @@ class Score:
     normalized_answer: str | None
     matched: str | None
     method: Method
+    abstained: bool = False
 
     @property
     def correct(self) -> bool:
@@ -304,6 +308,32 @@ def _choose_option(
     return winners[0], best
 
 
+_ABSTENTION = re.compile(
+    r"(?:i\s+)?(?:am\s+|m\s+)?(?:"
+    r"unknown|undetermined|indeterminate|uncertain|unclear|unsure|not\s+sure|none|n/?a"
+    r"|(?:diagnosis|cause|etiology)\s+(?:is\s+)?(?:unknown|unclear|uncertain|undetermined)"
+    r"|(?:i\s+)?(?:do\s+not|don't|dont)\s+know(?:\s+the\s+diagnosis)?"
+    r"|(?:i\s+)?(?:cannot|can't|cant|am\s+unable\s+to|unable\s+to)\s+"
+    r"(?:determine|diagnose|decide|tell|say|make\s+a\s+diagnosis)(?:\s+the\s+diagnosis)?"
+    r"|cannot\s+be\s+determined|not\s+determined|no\s+(?:definitive\s+|clear\s+)?diagnosis"
+    r"|(?:insufficient|not\s+enough)\s+(?:information|evidence|data)"
+    r"(?:\s+to\s+(?:determine|make)\s+a\s+diagnosis)?"
+    r"|(?:need|needs|require|requires)\s+more\s+(?:information|evidence|tests|data)"
+    r")"
+)
+
+
+def is_abstention(answer: str | None) -> bool:
+    """Whether a whole answer declares that no diagnosis can be given.
+
+    Only the *whole* normalized answer is matched, so "Undetermined" and "I cannot
+    determine the diagnosis" abstain while "Fever of unknown origin" does not.
+    """
+    if answer is None:
+        return False
+    return bool(_ABSTENTION.fullmatch(_lower_form(_clean(answer)).strip(" .!")))
+
+
 def score_answer(answer: str | None, case: Case, *, threshold: float = DEFAULT_THRESHOLD) -> Score:
     """Score a terminal answer against the case's reference target Y.
 
@@ -315,7 +345,8 @@ def score_answer(answer: str | None, case: Case, *, threshold: float = DEFAULT_T
 
     Returns:
         A :class:`Score`. ``verdict`` is ``"unscored"`` for ``None``, empty or
-        whitespace-only answers (and answers that are only formatting), otherwise
+        whitespace-only answers (and answers that are only formatting) and for
+        abstentions (:func:`is_abstention`), otherwise
         ``"correct"`` or ``"wrong"``. See the module docstring for the rules.
     """
     if answer is None:
@@ -324,6 +355,8 @@ def score_answer(answer: str | None, case: Case, *, threshold: float = DEFAULT_T
     normalized = _lower_form(cleaned)
     if not normalized:
         return Score("unscored", 0.0, normalized, None, "none")
+    if is_abstention(answer):
+        return Score("unscored", 0.0, normalized, None, "none", abstained=True)
     target = _clean(case.target.text)
     options = case.candidates
     if options and case.target.option_index is not None:

@@ -8,7 +8,7 @@ import pytest
 from conftest import skip_without_shared_data
 
 from clinenv.cases import Case, Target
-from clinenv.scoring import Score, normalize_answer, score_answer
+from clinenv.scoring import Score, is_abstention, normalize_answer, score_answer
 
 NEJM_OPTIONS = (
     "Contact dermatitis",
@@ -258,3 +258,21 @@ def test_gold_nejm_options_score_correct() -> None:
                 if other_index != index:
                     assert score_answer(other, case).verdict == "wrong", (other, option)
             assert score_answer(option, free_case(option)).correct, option
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["Undetermined", "I am not sure.", "**Unknown**", "I cannot determine the diagnosis",
+     "Insufficient information to make a diagnosis", "Diagnosis unknown", "Need more tests"],
+)
+def test_abstentions_are_unscored(answer) -> None:
+    score = score_answer(answer, free_case("Myasthenia gravis"))
+    assert (score.verdict, score.abstained) == ("unscored", True)
+    assert is_abstention(answer)
+
+
+def test_diagnoses_with_abstention_words_are_not_abstentions() -> None:
+    assert not is_abstention("Fever of unknown origin")
+    assert score_answer("Fever of unknown origin",
+                        free_case("Fever of unknown origin")).verdict == "correct"
+    assert not score_answer("Gout", free_case("Gout")).abstained
