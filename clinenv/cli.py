@@ -10,8 +10,9 @@ Usage::
     clinenv data download NAME
     clinenv eval RUN.jsonl [LABEL=RUN.jsonl ...] [--out-dir DIR] [--plot] [--by STRATUM]
                 [--resamples N] [--seed S]
-    clinenv compare BASE.jsonl METHOD.jsonl [METHOD2.jsonl ...] [--resamples N]
-                [--flips N] [--seed S] [--intersect] [--out-dir DIR] [--plot]
+    clinenv compare BASE.jsonl METHOD.jsonl [METHOD2.jsonl ...] [--pair METHOD=BASE ...]
+                [--by STRATUM] [--resamples N] [--flips N] [--seed S] [--intersect]
+                [--out-dir DIR] [--plot]
 
 ``python -m clinenv`` is the same program. ``clinenv run`` prints a note on the chosen
 environment (``env: ID (why)``), a progress bar on a terminal, and the summary;
@@ -21,24 +22,30 @@ the default ``--out``) until every argument has been checked.
 ``clinenv eval`` prints the accuracy table (methods × datasets, mean ± SD over
 repetitions, coverage; EGIP Table 1) of run logs and writes ``accuracy.md`` /
 ``accuracy.csv`` (``--by``: also ``accuracy_by_<STRATUM>.md/.csv``; ``--plot``:
-``accuracy.png``) in ``--out-dir`` (default ``reports/``). ``clinenv compare`` pairs every
-method log with the baseline log of the same dataset (the baseline is the first log's
-method label) and prints and writes ``comparison.md`` / ``comparison.csv`` (``--plot``:
-``correction_regression.png``). A log is named ``LABEL=path`` to override its
-``doctor.name``; see :mod:`clinenv.evaluation`.
+``accuracy.png``, and ``accuracy_by_<STRATUM>.png`` with ``--by``) in ``--out-dir``
+(default ``reports/``). ``clinenv compare`` pairs every method log with the baseline log
+of the same dataset (the baseline is the first log's method label) or, with repeatable
+``--pair METHOD=BASE`` (labels), each method with its own baseline; p values are
+Holm-adjusted over every comparison of the call. It prints and writes ``comparison.md`` /
+``comparison.csv`` (``--by``: also ``comparison_by_<STRATUM>.md/.csv``, one row per
+stratum and pair; ``--plot``: ``correction_regression.png``). A log is named
+``LABEL=path`` to override (or supply) its ``doctor.name``; see :mod:`clinenv.evaluation`.
+Scheduled episodes missing from a log count as not correct, and the tables say how many.
 
 Exit codes: 0 success; 1 ``data verify`` found a present file with a wrong checksum or
 record count; 2 bad arguments (including an ``--env`` id that is not an EGIP
 environment), a missing or corrupt dataset, a run log that cannot be continued, or an
 ``--out`` file that would be overwritten; 130 interrupted (Ctrl-C; the
-log keeps every finished episode, continue with ``--resume``). Errors are one message on
-stderr, never a traceback.
+log keeps every finished episode, continue with ``--resume``); 141 stdout closed early
+(e.g. piped into ``head``), quietly. Errors are one message on stderr, never a
+traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -161,7 +168,7 @@ def _add_eval_parsers(sub: Any) -> None:
     ev.add_argument("logs", nargs="+", metavar="RUN.jsonl", help=logs_help)
     ev.add_argument("--by", default=None, metavar="STRATUM",
                     help="also report per stratum of this case_strata key "
-                         "(e.g. question_type)")
+                         "(e.g. question_type; with --plot also plotted)")
     ev.set_defaults(func=cmd_eval)
 
     cmp = sub.add_parser("compare", parents=[common],
@@ -177,6 +184,13 @@ def _add_eval_parsers(sub: Any) -> None:
                           "log with that label is the baseline of its dataset")
     cmp.add_argument("methods", nargs="*", metavar="METHOD.jsonl",
                      help=logs_help + "; compared with the baseline of its dataset")
+    cmp.add_argument("--pair", action="append", default=None, metavar="METHOD=BASE",
+                     help="compare the runs labelled METHOD with those labelled BASE "
+                          "(repeatable, e.g. one pair per framework); without it every "
+                          "log is compared with the first log's label")
+    cmp.add_argument("--by", default=None, metavar="STRATUM",
+                     help="also compare per stratum of this case_strata key "
+                          "(e.g. question_type; EGIP Table 7)")
     cmp.add_argument("--flips", type=_count(1), default=20_000, metavar="N",
                      help="sign-flip randomizations per comparison (default: 20000)")
     cmp.add_argument("--intersect", action="store_true",
@@ -284,8 +298,8 @@ def _fmt_pct(value: float | None) -> str:
     return "n/a" if value is None or math.isnan(value) else f"{value:.2f} %"
 
 
-def _fmt_num(value: float) -> str:
-    return "n/a" if math.isnan(value) else f"{value:.2f}"
+def _fmt_num(value: float | None) -> str:
+    return "n/a" if value is None or math.isnan(value) else f"{value:.2f}"
 
 
 def format_summary(summary: dict[str, Any], *, title: str) -> str:
@@ -303,7 +317,8 @@ def format_summary(summary: dict[str, Any], *, title: str) -> str:
     if len(reps) >= 2:
         per = ", ".join(f"{v['accuracy']:.2f}" for v in reps.values())
         lines.append(f"  accuracy over {len(reps)} repetitions: "
-                     f"{summary['accuracy_mean']:.2f} +/- {summary['accuracy_sd']:.2f} % "
+                     f"{_fmt_num(summary['accuracy_mean'])} +/- "
+                     f"{_fmt_num(summary['accuracy_sd'])} % "
                      f"(mean +/- sample SD; per repetition: {per})")
     return "\n".join(lines)
 
@@ -489,6 +504,15 @@ def _load_runs(logs: Sequence[str], plot: bool) -> list[Any]:
     return runs
 
 
+def _check_by(by: str | None) -> None:
+    if by is not None and not by.strip():
+        raise CLIError("--by needs a case_strata key, e.g. --by question_type")
+
+
+def _stem(prefix: str, by: str) -> str:
+    return prefix + "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in by)
+
+
 def _written(paths: Sequence[Path]) -> None:
     print("wrote " + ", ".join(str(p) for p in paths))
 
@@ -498,12 +522,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from clinenv.errors import ClinenvError
     from clinenv.evaluation.reports import accuracy_table
 
+    _check_by(args.by)
     runs = _load_runs(args.logs, args.plot)
     try:
         tables = [("accuracy", accuracy_table(runs))]
-        if args.by:
-            safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in args.by)
-            tables.append((f"accuracy_by_{safe}", accuracy_table(runs, by=args.by)))
+        if args.by is not None:
+            tables.append((_stem("accuracy_by_", args.by), accuracy_table(runs, by=args.by)))
     except (ClinenvError, ValueError) as err:
         raise CLIError(str(err)) from None
     written: list[Path] = []
@@ -514,8 +538,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.plot:
         from clinenv.evaluation.plots import plot_accuracy
 
-        written.append(_plot(plot_accuracy, tables[0][1], args.out_dir / "accuracy.png",
-                             n_resamples=args.resamples, seed=args.seed))
+        for stem, table in tables:
+            written.append(_plot(plot_accuracy, table, args.out_dir / f"{stem}.png",
+                                 n_resamples=args.resamples, seed=args.seed))
     _written(written)
     return 0
 
@@ -525,25 +550,43 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from clinenv.errors import ClinenvError
     from clinenv.evaluation.reports import comparison_table, pair_runs
 
-    if not args.methods:
+    _check_by(args.by)
+    pair_labels = [_parse_pair(text) for text in args.pair or ()]
+    if not args.methods and not pair_labels:
         raise CLIError("compare needs a baseline log and at least one method log")
     runs = _load_runs([args.base, *args.methods], args.plot)
     try:
-        pairs = pair_runs(runs, base_label=runs[0].label)
-        table = comparison_table(pairs, n_resamples=args.resamples, seed=args.seed,
-                                 n_flips=args.flips, intersect=args.intersect)
+        if pair_labels:
+            pairs = pair_runs(runs, pairs=pair_labels)
+        else:
+            pairs = pair_runs(runs, base_label=runs[0].label)
+        options = dict(n_resamples=args.resamples, seed=args.seed, n_flips=args.flips,
+                       intersect=args.intersect)
+        tables = [("comparison", comparison_table(pairs, **options))]
+        if args.by is not None:
+            tables.append((_stem("comparison_by_", args.by),
+                           comparison_table(pairs, by=args.by, **options)))
     except (ClinenvError, ValueError) as err:
         raise CLIError(str(err)) from None
-    print(table.to_text())
-    print()
-    written = _write(table, args.out_dir, "comparison")
+    written: list[Path] = []
+    for stem, table in tables:
+        print(table.to_text())
+        print()
+        written += _write(table, args.out_dir, stem)
     if args.plot:
         from clinenv.evaluation.plots import plot_correction_regression
 
-        written.append(_plot(plot_correction_regression, table,
+        written.append(_plot(plot_correction_regression, tables[0][1],
                              args.out_dir / "correction_regression.png"))
     _written(written)
     return 0
+
+
+def _parse_pair(text: str) -> tuple[str, str]:
+    method, sep, base = text.partition("=")
+    if not sep or not method.strip() or not base.strip():
+        raise CLIError(f"--pair {text!r}: expected METHOD=BASE (two method labels)")
+    return method.strip(), base.strip()
 
 
 def _write(table: Any, out_dir: Path, stem: str) -> list[Path]:
@@ -578,6 +621,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CLIError as err:
         print(f"clinenv: error: {err}", file=sys.stderr)
         return err.code
+    except BrokenPipeError:
+        # the reader (e.g. ``head``) closed stdout: stop quietly, and keep Python's exit
+        # flush from raising again
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 141
     except KeyboardInterrupt:
         print("clinenv: interrupted; finished episodes are in the log, continue with "
               "--resume", file=sys.stderr)

@@ -12,7 +12,8 @@ Pieces, smallest first:
 Run-log line (schema :data:`SCHEMA`), UTF-8, ``ensure_ascii=False``::
 
     schema, case_id, case_index, repetition, seed, run_seed, env_id, env_spec, dataset,
-    dataset_sha256, clinenv_version, doctor {name, config}, turns, n_exams_requested,
+    dataset_sha256, clinenv_version, doctor {name, config}, n_cases_scheduled,
+    n_repetitions, turns, n_exams_requested,
     invalid_actions, stopped_early, phase, answer, verdict, correct, match_score, reward,
     steps, terminated, truncated, events, evidence, case_flags, case_strata, target,
     timing
@@ -24,12 +25,13 @@ seed, environment and doctor write identical lines apart from ``timing``.
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from clinenv.runlog import (
     KEY,
@@ -213,6 +215,7 @@ def run_logged(
     out = Path(out)
     context = RunContext.from_env(env, doctor, seed=seed, env_id=env_id)
     plan = plan_episodes(len(context.case_ids), episodes, repetitions, seed)
+    context = context.scheduled(len({i for i, _, _ in plan}), repetitions)
     if not resume and out.exists() and out.stat().st_size > 0:
         raise FileExistsError(f"{out} exists and is not empty; pass --resume to continue "
                               "it, or choose another --out file")
@@ -267,58 +270,74 @@ def summarize(
     Returns:
         ``{"n_scheduled", "n_records", "n_correct", "n_wrong", "n_unscored",
         "accuracy", "coverage", "mean_turns", "mean_exams", "repetitions",
-        "accuracy_mean", "accuracy_sd"}``. Percentages are in 0..100 (``nan`` when
-        nothing is scheduled); means are over the records (``nan`` without records).
+        "accuracy_mean", "accuracy_sd"}``, computed with the definitions of
+        :mod:`clinenv.evaluation.metrics` (``accuracy``, ``per_repetition_accuracy``,
+        ``mean_sd``, ``coverage``), so they agree with ``clinenv eval`` on the same log.
+        Percentages are in 0..100 (``nan`` when nothing is scheduled); means are over the
+        records (``nan`` without records).
         ``repetitions`` maps each repetition index to ``{"n_scheduled", "n_correct",
         "accuracy", "coverage"}``; ``accuracy_mean`` is the mean of the per-repetition
-        accuracies and ``accuracy_sd`` their sample standard deviation (``None`` with
-        fewer than 2 repetitions).
+        accuracies and ``accuracy_sd`` their sample standard deviation (``None``, never
+        NaN, with fewer than 2 repetitions).
     """
+    from clinenv.evaluation.metrics import (
+        accuracy,
+        coverage,
+        mean_sd,
+        mean_turns_exams,
+        per_repetition_accuracy,
+    )
+
     records = list(records)
     verdicts = [r.get("verdict", "unscored") for r in records]
     reps = [int(r.get("repetition", 0)) for r in records]
-    if plan is not None:
-        n_scheduled = len(plan)
-        per_rep_scheduled: dict[int, int] = {}
-        for _, rep, _ in plan:
-            per_rep_scheduled[rep] = per_rep_scheduled.get(rep, 0) + 1
-    else:
-        n_scheduled = len(records)
-        per_rep_scheduled = {}
-        for rep in reps:
-            per_rep_scheduled[rep] = per_rep_scheduled.get(rep, 0) + 1
-
-    def pct(count: int, total: int) -> float:
-        return 100.0 * count / total if total else math.nan
-
-    def mean(values: list[float]) -> float:
-        return float(statistics.fmean(values)) if values else math.nan
-
+    scheduled: dict[int, int] = {}
+    for rep in (r for _, r, _ in plan) if plan is not None else reps:
+        scheduled[rep] = scheduled.get(rep, 0) + 1
+    n_scheduled = sum(scheduled.values())
+    columns = sorted(scheduled)
+    # One column per repetition, one cell per scheduled output: 1 correct, 0 wrong,
+    # unscored or missing (a scheduled episode without a record), NaN for no slot (a
+    # repetition with fewer scheduled outputs than the longest) -- the correctness
+    # matrix of clinenv.evaluation.metrics, so this summary and ``clinenv eval`` share
+    # their definitions.
+    per_rep_correct = {r: [v == "correct" for v, rr in zip(verdicts, reps, strict=True)
+                           if rr == r] for r in columns}
+    n_rows = max([scheduled[r] for r in columns], default=0)
+    matrix = np.full((n_rows, len(columns)), np.nan)
+    for j, r in enumerate(columns):
+        matrix[:scheduled[r], j] = 0.0
+        hits = per_rep_correct[r][:scheduled[r]]
+        matrix[:len(hits), j] = np.asarray(hits, dtype=float)
+    # coverage items: every record, plus an answerless slot per missing scheduled output
+    items = [{"verdict": v} for v in verdicts]
+    items += [None] * max(0, n_scheduled - len(records))
+    repetitions: dict[int, dict[str, Any]] = {}
+    per_rep = per_repetition_accuracy(matrix) if matrix.size else np.array([])
+    for j, r in enumerate(columns):
+        mine = [{"verdict": v} for v, rr in zip(verdicts, reps, strict=True) if rr == r]
+        mine += [None] * max(0, scheduled[r] - len(mine))
+        repetitions[r] = {
+            "n_scheduled": scheduled[r],
+            "n_correct": int(np.nansum(matrix[:, j])),
+            "accuracy": float(per_rep[j]),
+            "coverage": coverage(mine),
+        }
     n_correct = verdicts.count("correct")
     n_wrong = verdicts.count("wrong")
-    repetitions: dict[int, dict[str, Any]] = {}
-    for rep in sorted(per_rep_scheduled):
-        mine = [v for v, r in zip(verdicts, reps, strict=True) if r == rep]
-        total = per_rep_scheduled[rep]
-        repetitions[rep] = {
-            "n_scheduled": total,
-            "n_correct": mine.count("correct"),
-            "accuracy": pct(mine.count("correct"), total),
-            "coverage": pct(sum(v != "unscored" for v in mine), total),
-        }
-    accs = [v["accuracy"] for v in repetitions.values()]
+    mean, sd = mean_sd(per_rep) if per_rep.size else (math.nan, math.nan)
+    interaction = mean_turns_exams(records)
     return {
         "n_scheduled": n_scheduled,
         "n_records": len(records),
         "n_correct": n_correct,
         "n_wrong": n_wrong,
         "n_unscored": n_scheduled - n_correct - n_wrong,
-        "accuracy": pct(n_correct, n_scheduled),
-        "coverage": pct(n_correct + n_wrong, n_scheduled),
-        "mean_turns": mean([float(r["turns"]) for r in records if "turns" in r]),
-        "mean_exams": mean([float(r["n_exams_requested"]) for r in records
-                            if "n_exams_requested" in r]),
+        "accuracy": accuracy(matrix) if matrix.size else math.nan,
+        "coverage": coverage(items),
+        "mean_turns": float(interaction["mean_turns"]),
+        "mean_exams": float(interaction["mean_exams"]),
         "repetitions": repetitions,
-        "accuracy_mean": mean(accs),
-        "accuracy_sd": float(statistics.stdev(accs)) if len(accs) >= 2 else None,
+        "accuracy_mean": mean,
+        "accuracy_sd": None if math.isnan(sd) else sd,
     }

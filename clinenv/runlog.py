@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +97,13 @@ class RunContext:
         doctor: :func:`doctor_config` of the policy.
         run_seed: the run seed.
         clinenv_version: ``clinenv.__version__``.
+        n_cases_scheduled: cases per repetition in the plan (the first N cases in
+            dataset order); ``None`` until :meth:`scheduled` sets it.
+        n_repetitions: repetitions in the plan; ``None`` until :meth:`scheduled`.
+
+    Lines carry ``n_cases_scheduled`` and ``n_repetitions`` so that a reader of a cut
+    or interrupted log knows what was scheduled (missing episodes count as not correct,
+    EGIP 4.1). Logs written before these fields existed lack them and still load.
     """
 
     env_id: str
@@ -107,6 +114,12 @@ class RunContext:
     doctor: dict[str, Any]
     run_seed: int
     clinenv_version: str = field(default="")
+    n_cases_scheduled: int | None = None
+    n_repetitions: int | None = None
+
+    def scheduled(self, n_cases: int, n_repetitions: int) -> RunContext:
+        """This context with the plan's schedule (written into every line)."""
+        return replace(self, n_cases_scheduled=int(n_cases), n_repetitions=int(n_repetitions))
 
     @classmethod
     def from_env(cls, env: Any, doctor: Any, *, seed: int,
@@ -151,6 +164,10 @@ class RunContext:
             "clinenv_version": self.clinenv_version,
             "doctor": self.doctor,
         }
+        if self.n_cases_scheduled is not None:
+            head["n_cases_scheduled"] = self.n_cases_scheduled
+        if self.n_repetitions is not None:
+            head["n_repetitions"] = self.n_repetitions
         body = {k: v for k, v in record.items() if k not in head}
         body.setdefault("verdict", "unscored")
         body.setdefault("correct", False)
@@ -159,9 +176,15 @@ class RunContext:
     def check(self, line: Mapping[str, Any], *, path: str | Path, line_no: int) -> None:
         """Refuse a log line written by a different run.
 
+        The schedule fields (``n_cases_scheduled``, ``n_repetitions``) are not compared:
+        resuming with more cases or repetitions extends the same run, and its readers
+        take the largest schedule recorded (:mod:`clinenv.evaluation.runs`). A line that
+        has them must hold positive integers.
+
         Raises:
             RunLogError: schema, env id, doctor, run seed, episode seed, dataset file
-                or case order differ (the message names file, line and field).
+                or case order differ, or a schedule field is malformed (the message
+                names file, line and field).
         """
         def refuse(what: str) -> RunLogError:
             return RunLogError(f"{what}; refusing to resume a different run into the same "
@@ -173,6 +196,10 @@ class RunContext:
             theirs = line.get(name)
             if theirs != ours:
                 raise refuse(f"{name} is {_short(theirs)} but this run has {_short(ours)}")
+        for name in SCHEDULE:
+            value = line.get(name)
+            if name in line and not _positive_int(value):
+                raise refuse(f"{name} is {_short(value)}, expected an integer >= 1")
         index, rep = line.get("case_index"), line.get("repetition")
         if not (isinstance(index, int) and 0 <= index < len(self.case_ids)
                 and isinstance(rep, int) and rep >= 0):
@@ -185,9 +212,18 @@ class RunContext:
             raise refuse(f"seed is {line.get('seed')!r} but this run schedules {expected}")
 
 
-def _short(value: Any) -> str:
+#: Schedule fields of a run-log line (absent in logs written before they existed).
+SCHEDULE = ("n_cases_scheduled", "n_repetitions")
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    """``value`` as compact JSON for messages, cut to ``limit`` characters."""
     text = json.dumps(value, ensure_ascii=False, sort_keys=True)
-    return text if len(text) <= 120 else text[:117] + "..."
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 @dataclass

@@ -28,8 +28,14 @@ ALPHA_STRATA = {"a1": ["diagnosis"], "a2": ["diagnosis"], "a3": ["etiology"],
 
 def log_lines(dataset: str, doctor: str, grid: Mapping[str, str], *,
               strata: Mapping[str, Any] | None = None, exploration: float = 0.0,
-              run_seed: int = 0, turns: int = 19, exams: int = 2) -> list[dict[str, Any]]:
-    """Run-log lines of one run, in repetition-major order like ``clinenv run``."""
+              run_seed: int = 0, turns: int = 19, exams: int = 2,
+              schedule: bool = True) -> list[dict[str, Any]]:
+    """Run-log lines of one run, in repetition-major order like ``clinenv run``.
+
+    With ``schedule`` (the default) the lines record the schedule (``n_cases_scheduled``
+    = the grid's cases, ``n_repetitions`` = its longest string) like ``clinenv run``;
+    without it they look like a log written before those fields existed.
+    """
     lines = []
     n_reps = max(len(v) for v in grid.values())
     for rep in range(n_reps):
@@ -49,6 +55,8 @@ def log_lines(dataset: str, doctor: str, grid: Mapping[str, str], *,
                 "case_flags": {}, "case_strata": {"question_type": strata[case_id]}
                 if strata else {},
             })
+            if schedule:
+                lines[-1].update(n_cases_scheduled=len(grid), n_repetitions=n_reps)
     return lines
 
 

@@ -210,3 +210,106 @@ def test_eval_and_compare_on_logs_from_clinenv_run(demo_logs):
     check_png(demo_logs / "out" / "correction_regression.png")
     assert "wrote out/comparison.md, out/comparison.csv, out/correction_regression.png" \
         in proc.stdout
+
+
+def test_truncated_log_counts_missing_episodes_as_not_correct(demo_logs):
+    # head -n 30 of a 17 x 3 log: repetition 0 complete, repetition 1 has cases 0..12
+    lines = lines_of(demo_logs / "explore.jsonl")
+    assert all(x["n_cases_scheduled"] == 17 and x["n_repetitions"] == 3 for x in lines)
+    cut = demo_logs / "cut.jsonl"
+    cut.write_text("".join(json.dumps(x) + "\n" for x in lines[:30]), encoding="utf-8")
+    hits = [[x["verdict"] == "correct" for x in lines[:30] if x["repetition"] == r]
+            for r in range(3)]
+    per_rep = [100 * sum(h) / 17 for h in hits]  # scheduled denominators: 17 each
+    import statistics
+
+    proc = run_cli(demo_logs, "eval", "cut.jsonl", "--out-dir", "cut_out")
+    (row,) = read_csv(demo_logs / "cut_out" / "accuracy.csv")
+    assert float(row["accuracy_mean"]) == pytest.approx(statistics.mean(per_rep))
+    assert float(row["accuracy_sd"]) == pytest.approx(statistics.stdev(per_rep))
+    assert float(row["accuracy_pooled"]) == pytest.approx(100 * sum(map(sum, hits)) / 51)
+    assert (row["n_missing"], row["n_cases"], row["n_repetitions"]) == ("21", "17", "3")
+    name = lines[0]["doctor"]["name"]
+    assert f"21 scheduled episodes missing from {name} (counted as not correct)" in proc.stdout
+
+    # paired against the complete baseline: Method - Baseline == Delta, same note
+    proc = run_cli(demo_logs, "compare", "base.jsonl", "cut.jsonl", "--out-dir", "cut_out",
+                   "--resamples", "500", "--flips", "500")
+    (row,) = read_csv(demo_logs / "cut_out" / "comparison.csv")
+    base = lines_of(demo_logs / "base.jsonl")
+    base_acc = 100 * sum(x["verdict"] == "correct" for x in base) / 51
+    assert float(row["baseline_accuracy"]) == pytest.approx(base_acc)
+    assert float(row["method_accuracy"]) == pytest.approx(100 * sum(map(sum, hits)) / 51)
+    assert float(row["method_accuracy"]) - float(row["baseline_accuracy"]) == pytest.approx(
+        float(row["difference_pp"]))
+    assert f"21 scheduled episodes missing from {name} (counted as not correct)" in proc.stdout
+
+
+def test_compare_with_explicit_pairs_and_by_stratum(tmp_path, logs):
+    # two frameworks on alpha: native/egip and a second pair with the grids swapped
+    other_native = write_log(tmp_path / "n2.jsonl", log_lines("alpha", "native2", EGIP_ALPHA,
+                                                               run_seed=7))
+    other_egip = write_log(tmp_path / "e2.jsonl", log_lines("alpha", "egip2", NATIVE_ALPHA,
+                                                             run_seed=7))
+    proc = run_cli(tmp_path, "compare", str(logs["native_alpha"]), str(logs["egip_alpha"]),
+                   str(other_native), str(other_egip), "--pair", "egip=native",
+                   "--pair", "egip2=native2", "--resamples", "500", "--flips", "500")
+    rows = read_csv(tmp_path / "reports" / "comparison.csv")
+    assert [(r["method"], r["baseline"]) for r in rows] == [("egip", "native"),
+                                                            ("egip2", "native2")]
+    assert [float(r["difference_pp"]) for r in rows] == pytest.approx([25 / 3, -25 / 3])
+    assert "Holm-adjusted over the 2 comparison(s)" in proc.stdout
+
+    proc = run_cli(tmp_path, "compare", str(logs["native_alpha"]), str(logs["egip_alpha"]),
+                   "--by", "question_type", "--resamples", "500", "--flips", "500",
+                   "--plot")
+    rows = read_csv(tmp_path / "reports" / "comparison_by_question_type.csv")
+    assert [(r["stratum"], r["n_cases"]) for r in rows] == [
+        ("diagnosis", "3"), ("etiology", "1"), ("other", "1")]
+    assert "Holm-adjusted over the 3 comparison(s)" in proc.stdout
+    check_png(tmp_path / "reports" / "correction_regression.png")
+
+    proc = run_cli(tmp_path, "compare", str(logs["native_alpha"]), str(logs["egip_alpha"]),
+                   "--pair", "egip=nobody", code=2)
+    assert "no run is labelled 'nobody'" in one_error_line(proc)
+    proc = run_cli(tmp_path, "compare", str(logs["native_alpha"]), str(logs["egip_alpha"]),
+                   "--pair", "egip", code=2)
+    assert "expected METHOD=BASE" in one_error_line(proc)
+
+
+def test_eval_by_with_plot_plots_the_stratified_table(tmp_path, logs):
+    run_cli(tmp_path, "eval", str(logs["native_alpha"]), str(logs["egip_alpha"]), "--by",
+            "question_type", "--plot", "--resamples", "200")
+    check_png(tmp_path / "reports" / "accuracy.png")
+    check_png(tmp_path / "reports" / "accuracy_by_question_type.png")
+
+
+def test_small_cli_errors(tmp_path, logs):
+    for command in ("eval", "compare"):
+        proc = run_cli(tmp_path, command, str(logs["native_alpha"]),
+                       str(logs["egip_alpha"]), "--by", "", code=2)
+        assert "--by needs a case_strata key" in one_error_line(proc)
+    proc = run_cli(tmp_path, "eval", str(logs["native_alpha"].parent), code=2)
+    assert "is a folder, not a run-log file" in one_error_line(proc)
+    # a log without doctor.name works when named LABEL=path
+    lines = log_lines("alpha", "x", NATIVE_ALPHA)
+    for line in lines:
+        del line["doctor"]
+    anon = write_log(tmp_path / "anon.jsonl", lines)
+    proc = run_cli(tmp_path, "eval", str(anon), code=2)
+    assert "LABEL=path" in one_error_line(proc)
+    proc = run_cli(tmp_path, "eval", f"mine={anon}")
+    assert any(row.startswith("mine ") for row in proc.stdout.splitlines())
+
+
+def test_closed_stdout_exits_quietly(tmp_path, logs):
+    env = dict(os.environ, PYTHONIOENCODING="utf-8")
+    proc = subprocess.Popen([sys.executable, "-m", "clinenv", "eval",
+                             str(logs["native_alpha"]), str(logs["egip_alpha"]), "--by",
+                             "question_type"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # like `| head -n 0`
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait(timeout=120) == 141
+    assert err == ""

@@ -34,9 +34,11 @@ from clinenv.evaluation import (
     RunsError,
     RunSpec,
     Table,
+    accuracy_cells,
     accuracy_ci,
     accuracy_table,
     align,
+    compare,
     comparison_table,
     holm,
     load_runs,
@@ -281,13 +283,14 @@ def test_accuracy_table_missing_cells_repetitions_and_single_repetition(tmp_path
     table = accuracy_table(load_runs([logs["native_alpha"], holes, single]))
     rows = {row[0]: row for row in table.rows}
     assert rows["native"] == ("native", "41.67 ± 14.43", "–", "91.67", "–")
-    # egip/beta: rep0 3/4, rep1 3/4, rep2 3/3 (b4 missing, left out) -> 75, 75, 100
-    #   -> mean 83.33, SD sqrt((69.44 + 69.44 + 277.78) / 2) = 14.43
-    assert rows["egip"] == ("egip", "–", "83.33 ± 14.43", "–", "100.00")
+    # egip/beta: b4 rep 2 is scheduled (4 x 3 in the lines) but missing: not correct
+    #   (EGIP 4.1) -> rep0 3/4, rep1 3/4, rep2 3/4 = 75, 75, 75 -> 75.00 ± 0.00; coverage:
+    #   11 answered of 12 scheduled = 91.67
+    assert rows["egip"] == ("egip", "–", "75.00 ± 0.00", "–", "91.67")
     # one/beta: 1/4 correct, one repetition -> no SD; coverage 3/4
     assert rows["one"] == ("one", "–", "25.00 ± –", "–", "75.00")
     notes = "\n".join(table.notes)
-    assert "egip on beta: 1 scheduled episode(s) missing from the log" in notes
+    assert "1 scheduled episodes missing from egip (counted as not correct)" in notes
     assert "a single repetition has no SD" in notes
     assert "no run of that method there" in notes
     assert "beta egip 4 × 3, one 4 × 1" in notes
@@ -445,3 +448,118 @@ def test_plots_without_matplotlib_say_how_to_install_it(tmp_path, runs, monkeypa
         plot_accuracy(table, tmp_path / "a.png")
     assert not (tmp_path / "a.png").exists()
 
+
+
+# ------------------------------------------------------- incomplete logs (schedule)
+def test_old_log_without_schedule_fields_infers_it_and_says_so(tmp_path):
+    # b4 has no rep 2 and the lines do not record the schedule: inferred 4 cases x 3
+    old = write_log(tmp_path / "old.jsonl", log_lines(
+        "beta", "egip", {"b1": "CCC", "b2": "CCC", "b3": "CCC", "b4": "WW-"},
+        schedule=False))
+    (run,) = load_runs([old])
+    assert run.schedule_inferred and (run.n_cases_scheduled, run.n_repetitions) == (4, 3)
+    table = accuracy_table([run])
+    assert table.rows[0][1] == "75.00 ± 0.00"
+    notes = "\n".join(table.notes)
+    assert "1 scheduled episodes missing from egip (counted as not correct)" in notes
+    assert "inferred as the cases seen × (largest repetition + 1) = 4 × 3" in notes
+
+
+def test_log_cut_mid_repetition_counts_missing_episodes_as_not_correct(tmp_path):
+    # 5 cases x 3 repetitions scheduled; the log is cut after 7 lines (rep 0 complete,
+    # rep 1 has c1, c2). Baseline complete.
+    method_grid = {"c1": "CCC", "c2": "CWC", "c3": "WCC", "c4": "CCW", "c5": "UCC"}
+    base_grid = {"c1": "CWW", "c2": "WWW", "c3": "CWW", "c4": "CCC", "c5": "WWW"}
+    cut = log_lines("gamma", "egip", method_grid)[:7]
+    assert all(ln["n_cases_scheduled"] == 5 and ln["n_repetitions"] == 3 for ln in cut)
+    method = write_log(tmp_path / "egip.jsonl", cut)
+    base = write_log(tmp_path / "native.jsonl", log_lines("gamma", "native", base_grid))
+    runs = load_runs([base, method])
+    m = runs[1]
+    assert not m.schedule_inferred and m.n_missing() == 8
+    # matrix by hand: rep0 C C W C U -> 1 1 0 1 0; rep1 C W (then missing) -> 1 0 0 0 0;
+    #   rep2 all missing -> 0
+    expected = np.array([[1, 1, 0], [1, 0, 0], [0, 0, 0], [1, 0, 0], [0, 0, 0]], float)
+    np.testing.assert_array_equal(m.matrix(), expected)
+    cells = {c.label: c for c in accuracy_cells(runs)}
+    # per repetition 3/5, 1/5, 0/5 -> 60, 20, 0 -> mean 26.67, SD 30.55; pooled 4/15
+    assert cells["egip"].mean == pytest.approx(80 / 3)
+    assert cells["egip"].sd == pytest.approx(np.std([60, 20, 0], ddof=1))
+    assert cells["egip"].accuracy == pytest.approx(100 * 4 / 15)
+    assert cells["egip"].coverage == pytest.approx(100 * 6 / 15)  # 6 answered lines
+    table = accuracy_table(runs)
+    assert "8 scheduled episodes missing from egip (counted as not correct)" in "\n".join(
+        table.notes)
+    # comparison: baseline case means 1/3, 0, 1/3, 1, 0 -> 33.33; method 2/3, 1/3, 0,
+    #   1/3, 0 -> 26.67; Delta = -6.67 and Method - Baseline == Delta
+    comp = comparison_table(pair_runs(runs, "native"), n_resamples=2000, n_flips=2000)
+    (c,) = comp.data
+    assert c.base_accuracy == pytest.approx(100 / 3)
+    assert c.method_accuracy == pytest.approx(80 / 3)
+    assert c.method_accuracy - c.base_accuracy == pytest.approx(c.ci.difference)
+    row = comp.rows[0]
+    assert row[4:7] == ("33.33", "26.67", "-6.67")
+    assert "8 scheduled episodes missing from egip (counted as not correct)" in "\n".join(
+        comp.notes)
+
+
+def test_case_with_no_line_is_a_placeholder_paired_by_index(tmp_path):
+    # cut inside repetition 0: only c1, c2 have lines; c3 is scheduled but never seen
+    grid = {"c1": "CC", "c2": "CC", "c3": "CC"}
+    method = write_log(tmp_path / "egip.jsonl", log_lines("gamma", "egip", grid)[:2])
+    base = write_log(tmp_path / "native.jsonl", log_lines("gamma", "native", grid))
+    runs = load_runs([base, method])
+    assert runs[1].case_ids == ("c1", "c2", "<case 2>") and runs[1].n_missing() == 4
+    al = align(runs[0], runs[1])
+    assert al.case_ids == ("c1", "c2", "c3")
+    np.testing.assert_array_equal(al.b, [[1, 0], [1, 0], [0, 0]])
+
+
+def test_explicit_pairs_and_holm_over_all_comparisons(tmp_path):
+    grid_a = {"x1": "CC", "x2": "WW", "x3": "CW"}
+    grid_b = {"x1": "CC", "x2": "CC", "x3": "CC"}
+    paths = [write_log(tmp_path / f"{name}.jsonl", log_lines("d", name, grid, run_seed=i))
+             for i, (name, grid) in enumerate([("native1", grid_a), ("direct1", grid_b),
+                                               ("native2", grid_b), ("direct2", grid_a)])]
+    runs = load_runs(paths)
+    pairs = pair_runs(runs, pairs=[("direct1", "native1"), ("direct2", "native2")])
+    assert [(b.label, m.label) for b, m in pairs] == [("native1", "direct1"),
+                                                      ("native2", "direct2")]
+    comps = compare(pairs, n_resamples=500, n_flips=500)
+    assert [c.ci.difference for c in comps] == pytest.approx([50.0, -50.0])
+    np.testing.assert_allclose([c.p_holm for c in comps], holm([c.p_value for c in comps]))
+    with pytest.raises(RunsError, match="no run is labelled 'nope'"):
+        pair_runs(runs, pairs=[("nope", "native1")])
+    with pytest.raises(RunsError, match="its own baseline"):
+        pair_runs(runs, pairs=[("native1", "native1")])
+
+
+def test_comparison_by_stratum_is_one_row_per_stratum_and_pair(runs):
+    alpha = [r for r in runs if r.dataset == "alpha"]
+    table = comparison_table(pair_runs(alpha, "native"), n_resamples=500, n_flips=500,
+                             by="question_type")
+    strata = [(c.stratum, c.n_cases) for c in table.data]
+    # diagnosis: a1, a2, a4; etiology: a3; other: a4
+    assert strata == [("diagnosis", 3), ("etiology", 1), ("other", 1)]
+    assert table.header[:3] == ("Dataset", "question_type", "Method")
+    assert table.csv_header[:2] == ("dataset", "stratum")
+    # diagnosis: d = 0, 2/3, 1/3 -> +33.33; etiology: d = -2/3 -> -66.67; other: +33.33
+    assert [c.ci.difference for c in table.data] == pytest.approx([100 / 3, -200 / 3,
+                                                                   100 / 3])
+    np.testing.assert_allclose([c.p_holm for c in table.data],
+                               holm([c.p_value for c in table.data]))
+    with pytest.raises(RunsError, match="no paired case has stratum"):
+        comparison_table(pair_runs(alpha, "native"), by="specialty")
+
+
+def test_label_makes_doctor_name_optional_and_folders_are_refused(tmp_path):
+    lines = log_lines("beta", "x", {"b1": "C"})
+    for line in lines:
+        del line["doctor"]
+    path = write_log(tmp_path / "anon.jsonl", lines)
+    with pytest.raises(RunsError, match="missing doctor.name"):
+        load_runs([path])
+    (run,) = load_runs([f"mine={path}"])
+    assert run.label == "mine"
+    with pytest.raises(RunsError, match="is a folder"):
+        load_runs([tmp_path])

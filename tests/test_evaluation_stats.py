@@ -17,6 +17,7 @@ from scipy import stats as sps
 
 from clinenv.evaluation import (
     HashingEncoder,
+    PairedCI,
     accuracy,
     case_means,
     correction_regression,
@@ -32,6 +33,8 @@ from clinenv.evaluation import (
     sign_flip_test,
     stratify,
 )
+from clinenv.evaluation import stats as stats_module
+from clinenv.evaluation.metrics import VERDICTS
 
 NAN = np.nan
 
@@ -220,8 +223,11 @@ def test_sign_flip_converges_to_exact_enumeration(n):
     exact = _exact_sign_flip(d)
     # scipy's exact test (n_resamples >= 2^n enumerates every pattern) agrees with ours
     assert _scipy_sign_flip(d, np.inf, 0) == pytest.approx(min(1.0, exact), abs=1e-12)
+    # the default (exact="auto", n <= 14) enumerates: the exact value, whatever the seed
+    assert sign_flip_test(a, b, seed=1) == pytest.approx(exact, abs=1e-15)
+    assert sign_flip_test(a, b, seed=2, exact=True) == pytest.approx(exact, abs=1e-15)
     for n_resamples in (20_000, 200_000):
-        p = sign_flip_test(a, b, n_resamples=n_resamples, seed=1)
+        p = sign_flip_test(a, b, n_resamples=n_resamples, seed=1, exact=False)
         se = math.sqrt(exact * (1 - exact) / n_resamples)
         assert abs(p - exact) <= 4.5 * se + 1 / (n_resamples + 1)
 
@@ -252,6 +258,178 @@ def test_holm_agrees_with_reference_on_random_vectors():
         assert np.all(np.diff(adj[order]) >= 0)
 
 
+def test_holm_agrees_with_statsmodels():
+    multitest = pytest.importorskip("statsmodels.stats.multitest")
+    rng = np.random.default_rng(1)
+    for trial in range(100):
+        m = int(rng.integers(1, 40))
+        p = rng.random(m) ** 3
+        if trial % 4 == 0:  # ties, zeros and ones
+            p = np.round(p, 1)
+        _, ref, _, _ = multitest.multipletests(p, method="holm")
+        assert holm(p) == pytest.approx(ref, abs=1e-15)
+
+
+# ---------------------------------------------------- pinned formulas (mutation tests)
+def _sign_flip_hits(d, n_resamples, seed):
+    """#{|T*| >= |T|} over the same random sign patterns as sign_flip_test's Monte-Carlo
+    path (one chunk: packed bytes from default_rng(seed), unpacked to n bits)."""
+    n = d.size
+    g = np.random.default_rng(seed)
+    bits = np.unpackbits(g.integers(0, 256, size=(n_resamples, (n + 7) // 8),
+                                    dtype=np.uint8), axis=1, count=n)
+    t = np.abs((2.0 * bits - 1.0) @ d) / n
+    return int(np.count_nonzero(t >= abs(d.mean()) - 1e-12))
+
+
+def test_sign_flip_monte_carlo_p_formula_is_one_plus_count_over_n_plus_one():
+    rng = np.random.default_rng(31)
+    n = 30
+    a = (rng.random((n, 3)) < 0.45).astype(float)
+    b = (rng.random((n, 3)) < 0.6).astype(float)
+    d = paired_differences(a, b)
+    for n_resamples, seed in ((1_000, 5), (999, 6), (20_000, 7)):
+        hits = _sign_flip_hits(d, n_resamples, seed)
+        assert 0 < hits < n_resamples
+        want = (1 + hits) / (n_resamples + 1)
+        assert sign_flip_test(a, b, n_resamples=n_resamples, seed=seed) == want
+        assert want != max(hits, 1) / n_resamples
+
+
+def test_sign_flip_monte_carlo_p_with_no_hit_is_one_over_n_plus_one():
+    # 20 equal positive differences: |T*| >= |T| only when all signs agree
+    # (probability 2 / 2^20 per pattern); 100 patterns almost surely miss both
+    a, b = np.zeros(20), np.ones(20)
+    assert _sign_flip_hits(paired_differences(a, b), 100, 0) == 0
+    p = sign_flip_test(a, b, n_resamples=100, seed=0, exact=False)
+    assert p == 1 / 101
+    assert sign_flip_test(a, b, n_resamples=100, seed=0) == 1 / 101  # n = 20: "auto" samples
+
+
+def test_sign_flip_every_pattern_ties_gives_one():
+    # 15 differences of size 1 with sum 1: every |sum(s*d)| is odd, so >= 1 = |sum d|
+    a = np.r_[np.zeros(8), np.ones(7)]
+    b = np.r_[np.ones(8), np.zeros(7)]
+    assert paired_differences(a, b).sum() == 1.0
+    assert sign_flip_test(a, b, n_resamples=500, seed=3, exact=False) == 1.0
+    assert sign_flip_test(a, b, exact=True) == 1.0
+
+
+@pytest.mark.parametrize("n", [4, 8, 10, 12])
+def test_sign_flip_known_small_p_for_same_sign_differences(n):
+    # all d_i = +1: only the observed pattern and its mirror reach |T|: exact p = 2 / 2^n
+    a, b = np.zeros((n, 2)), np.ones((n, 2))
+    exact = 2 / 2**n
+    assert sign_flip_test(a, b) == exact  # "auto" enumerates n <= 14
+    assert sign_flip_test(b, a) == exact  # two-sided
+    n_resamples = 200_000
+    p = sign_flip_test(a, b, n_resamples=n_resamples, seed=n, exact=False)
+    se = math.sqrt(exact * (1 - exact) / n_resamples)
+    assert abs(p - exact) <= 4.5 * se + 1 / (n_resamples + 1)
+    # mixed sizes: 1/3, 2/3 and 1 of the same sign, still only the two extreme patterns
+    a2 = np.zeros((n, 3))
+    b2 = np.zeros((n, 3))
+    for i in range(n):
+        b2[i, : 1 + i % 3] = 1.0
+    assert sign_flip_test(a2, b2) == pytest.approx(2 / 2**n, abs=1e-15)
+
+
+def test_sign_flip_exact_option_switches_and_keeps_large_n_default():
+    rng = np.random.default_rng(4)
+    # n = 15: 2^15 > 20,000, so the default samples, identically to exact=False
+    a = (rng.random((15, 3)) < 0.4).astype(float)
+    b = (rng.random((15, 3)) < 0.7).astype(float)
+    d = paired_differences(a, b)
+    p_default = sign_flip_test(a, b, seed=9)
+    assert p_default == sign_flip_test(a, b, seed=9, exact=False)
+    hits = _sign_flip_hits(d, 20_000, 9)
+    assert p_default == (1 + hits) / 20_001
+    # ...and enumerates once n_resamples >= 2^15, or with exact=True
+    exact = _exact_sign_flip(d)
+    assert sign_flip_test(a, b, n_resamples=2**15, seed=9) == pytest.approx(exact, abs=1e-15)
+    assert sign_flip_test(a, b, exact=True) == pytest.approx(exact, abs=1e-15)
+    assert abs(p_default - exact) <= 4.5 * math.sqrt(exact * (1 - exact) / 20_000) + 1e-4
+    # n = 14: enumerated by default, independent of the seed and of n_resamples
+    a14, b14 = a[:14], b[:14]
+    e14 = _exact_sign_flip(paired_differences(a14, b14))
+    for seed, n_resamples in ((0, 20_000), (1, 10), (None, 1)):
+        assert sign_flip_test(a14, b14, n_resamples=n_resamples, seed=seed) == \
+            pytest.approx(e14, abs=1e-15)
+    # the exact p is a multiple of 2 / 2^n
+    assert (e14 * 2**13) == pytest.approx(round(e14 * 2**13), abs=1e-9)
+    # all-zero differences: 1.0 on both paths
+    z = np.zeros((5, 2))
+    assert sign_flip_test(z, z, exact=True) == 1.0 and sign_flip_test(z, z, exact=False) == 1.0
+
+
+def test_bootstrap_percentile_is_linear_interpolation(monkeypatch):
+    # d = (0, 0, 1): the 3^3 = 27 equally likely resample means are k/3 with counts
+    # 8, 12, 6, 1 for k = 0..3. Sorted, positions 0..26; the 97.5 % quantile sits at
+    # 0.975 * 26 = 25.35, between 2/3 (position 25) and 1 (position 26):
+    #   linear  -> 2/3 + 0.35 * 1/3 = 0.78333 (78.333 pp)
+    #   nearest -> 2/3 (66.667 pp); lower -> 2/3; higher -> 1.
+    # The 2.5 % quantile sits at 0.65, between two zeros -> 0.
+    a, b = np.zeros(3), np.array([0.0, 0.0, 1.0])
+    exact = np.array([np.mean(idx) for idx in itertools.product([0.0, 0.0, 1.0], repeat=3)])
+    assert sorted(np.round(exact * 3).astype(int).tolist()) == [0] * 8 + [1] * 12 + [2] * 6 + [3]
+    monkeypatch.setattr(stats_module, "_bootstrap_means",
+                        lambda d, n_resamples, rng: exact.copy())
+    ci = paired_bootstrap_ci(a, b, n_resamples=27, confidence=0.95, seed=0)
+    assert ci.low == pytest.approx(0.0, abs=1e-12)
+    assert ci.high == pytest.approx(100 * (2 / 3 + 0.35 / 3), abs=1e-9)
+    assert ci.high == pytest.approx(100 * np.quantile(exact, 0.975, method="linear"))
+    assert abs(ci.high - 100 * np.quantile(exact, 0.975, method="nearest")) > 10
+    # 50 % interval: positions 6.5 (0 and 0 -> 0) and 19.5 (1/3 and 2/3 -> 1/2)
+    ci50 = paired_bootstrap_ci(a, b, n_resamples=27, confidence=0.5, seed=0)
+    assert (ci50.low, ci50.high) == (pytest.approx(0.0, abs=1e-12), pytest.approx(50.0))
+
+
+def test_bootstrap_quantile_on_the_drawn_resamples_is_linear():
+    # without patching: recompute the resample means from the same rng stream
+    rng = np.random.default_rng(17)
+    n, n_resamples = 9, 10
+    a = (rng.random((n, 2)) < 0.4).astype(float)
+    b = (rng.random((n, 2)) < 0.7).astype(float)
+    d = paired_differences(a, b)
+    means = d[np.random.default_rng(3).integers(0, n, size=(n_resamples, n))].mean(axis=1)
+    want = np.quantile(means, [0.025, 0.975], method="linear")
+    nearest = np.quantile(means, [0.025, 0.975], method="nearest")
+    assert np.all(np.abs(want - nearest) > 1e-6)  # the two methods differ here
+    ci = paired_bootstrap_ci(a, b, n_resamples=n_resamples, seed=3)
+    assert (ci.low, ci.high) == (pytest.approx(100 * want[0], abs=1e-12),
+                                 pytest.approx(100 * want[1], abs=1e-12))
+
+
+def test_bootstrap_is_paired_for_strongly_correlated_methods():
+    # b = a with 10 % of the cases flipped: the per-case differences are mostly 0, so the
+    # paired interval is far narrower than an unpaired one (two independent resamples)
+    rng = np.random.default_rng(123)
+    n = 200
+    a = (rng.random(n) < 0.6).astype(float)
+    b = a.copy()
+    flip = rng.choice(n, size=n // 10, replace=False)
+    b[flip] = 1.0 - a[flip]
+    d = b - a
+    assert np.count_nonzero(d) == 20
+    ours = paired_bootstrap_ci(a, b, n_resamples=10_000, seed=21)
+    paired = sps.bootstrap((d,), np.mean, vectorized=True, method="percentile",
+                           n_resamples=10_000, rng=np.random.default_rng(22))
+    unpaired = sps.bootstrap((a, b), _mean_diff, paired=False, vectorized=True,
+                             method="percentile", n_resamples=10_000,
+                             rng=np.random.default_rng(23))
+    p_lo, p_hi = 100 * paired.confidence_interval.low, 100 * paired.confidence_interval.high
+    u_lo, u_hi = (100 * unpaired.confidence_interval.low,
+                  100 * unpaired.confidence_interval.high)
+    # steps of d-bar are 0.5 pp; Monte-Carlo error of the bounds ~0.2 pp
+    assert ours.low == pytest.approx(p_lo, abs=1.0)
+    assert ours.high == pytest.approx(p_hi, abs=1.0)
+    width, paired_width, unpaired_width = ours.high - ours.low, p_hi - p_lo, u_hi - u_lo
+    assert unpaired_width > 1.8 * paired_width  # the references really do differ
+    assert width == pytest.approx(paired_width, abs=1.5)
+    assert abs(width - unpaired_width) > 5.0
+    assert isinstance(ours, PairedCI)
+
+
 # ------------------------------------------------------------------------ edge cases
 def test_all_correct_both_methods():
     ones = np.ones((5, 3))
@@ -280,7 +458,8 @@ def test_constant_nonzero_difference_is_degenerate():
     ci = paired_bootstrap_ci(a, b, seed=0)
     assert (ci.difference, ci.low, ci.high, ci.degenerate) == (100.0, 100.0, 100.0, True)
     # |T*| >= |T| = 1 only when all six signs agree: exact p = 2/64
-    p = sign_flip_test(a, b, n_resamples=50_000, seed=0)
+    assert sign_flip_test(a, b, seed=0) == 2 / 64  # exact="auto" enumerates n = 6
+    p = sign_flip_test(a, b, n_resamples=50_000, seed=0, exact=False)
     assert p == pytest.approx(2 / 64, abs=0.004)
     # constant d built from different repetition patterns (1/3 = 2/3 - 1/3) is exact
     a2 = np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0]], dtype=float)
@@ -385,6 +564,11 @@ def test_invalid_parameters():
         paired_bootstrap_ci(A, B, confidence=1.0)
     with pytest.raises(ValueError):
         sign_flip_test(A, B, n_resamples=2.5)
+    for bad in ("yes", None, 1, "exact"):
+        with pytest.raises(ValueError, match="exact must be"):
+            sign_flip_test(A, B, exact=bad)
+    with pytest.raises(ValueError, match="n_cases = 27"):
+        sign_flip_test(np.zeros(27), np.ones(27), exact=True)
     with pytest.raises(ValueError, match="NaN"):
         holm([0.1, NAN])
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
@@ -461,6 +645,31 @@ def test_coverage_from_answers_and_records():
     assert coverage([{"verdict": "wrong"}, {"verdict": "unscored", "answer": "x"},
                      {"answer": "gout"}, {}]) == 50.0
     assert math.isnan(coverage([]))
+
+
+def test_coverage_abstained_records_are_not_covered():
+    records = [
+        {"verdict": "correct", "answer": "MI"},
+        {"verdict": "wrong", "answer": "I cannot say", "abstained": True},
+        {"answer": "gout", "abstained": True},  # no verdict: abstained wins over answer
+        {"verdict": "unscored", "abstained": True},
+        {"verdict": "wrong", "answer": "flu", "abstained": False},
+        {"verdict": "wrong", "answer": "flu", "abstained": None},
+        {"verdict": "wrong", "answer": "flu", "abstained": "yes"},  # only True counts
+    ]
+    assert coverage(records) == pytest.approx(100 * 4 / 7)
+    assert coverage(records[1:4]) == 0.0
+
+
+def test_verdicts_come_from_the_scorer():
+    from typing import get_args
+
+    from clinenv.evaluation import metrics
+    from clinenv.scoring import Verdict
+
+    assert VERDICTS == ("correct", "wrong", "unscored")
+    assert VERDICTS == tuple(get_args(Verdict))
+    assert "VERDICTS" in metrics.__all__
 
 
 def test_mean_sd():

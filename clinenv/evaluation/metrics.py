@@ -23,13 +23,15 @@ import hashlib
 import math
 import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, get_args
 
 import numpy as np
 
 from clinenv.evaluation.stats import as_correctness
+from clinenv.scoring import Verdict
 
 __all__ = [
+    "VERDICTS",
     "Encoder",
     "HashingEncoder",
     "accuracy",
@@ -42,7 +44,10 @@ __all__ = [
     "stratify",
 ]
 
-VERDICTS = ("correct", "wrong", "unscored")
+#: The verdicts a scored record may carry, in this order: ``("correct", "wrong",
+#: "unscored")``, read from :data:`clinenv.scoring.Verdict` so that there is one
+#: definition. Import it from here rather than spelling the tuple out again.
+VERDICTS: tuple[str, ...] = tuple(get_args(Verdict))
 
 
 # ------------------------------------------------------------------ records → matrix
@@ -179,6 +184,8 @@ def mean_sd(values: Any) -> tuple[float, float]:
 
 def _identifiable(item: Any) -> bool:
     if isinstance(item, Mapping):
+        if item.get("abstained") is True:
+            return False
         verdict = item.get("verdict")
         if verdict is not None:
             return verdict != "unscored"
@@ -190,10 +197,11 @@ def coverage(answers: Iterable[Any]) -> float:
     """Answer coverage in percent: outputs with an identifiable final answer.
 
     Args:
-        answers: one item per scheduled output, either a record (identifiable when its
-            ``verdict`` is not ``"unscored"``; a record without a verdict falls back to
-            its ``answer``) or an answer string / ``None`` (identifiable when non-empty
-            after stripping).
+        answers: one item per scheduled output, either a record or an answer string /
+            ``None`` (identifiable when non-empty after stripping). A record is not
+            identifiable when ``record.get("abstained") is True`` (whatever its verdict
+            or answer); otherwise it is identifiable when its ``verdict`` is not
+            ``"unscored"``, and a record without a verdict falls back to its ``answer``.
 
     Returns:
         Percent in [0, 100]; NaN for no items.

@@ -82,9 +82,12 @@ def plot_accuracy(source: Table | Sequence[AccuracyCell], path: str | Path, *,
                   seed: int | None = 0) -> list[tuple[AccuracyCell, PairedCI]]:
     """Grouped bars: accuracy (%) per dataset (or stratum) and method, with CI bars.
 
-    The bar is the reported accuracy (mean over repetitions, as in the table); the error
-    bar is the percentile interval of a case-cluster bootstrap of the run's own accuracy
-    (:func:`~clinenv.evaluation.reports.accuracy_ci`), drawn only when it has spread.
+    The bar and its error bar are one statistic: the bar is the accuracy that
+    :func:`~clinenv.evaluation.reports.accuracy_ci` bootstraps (mean over cases of each
+    case's mean correctness over the scheduled repetitions; equal to the table's mean
+    over repetitions, since missing episodes are 0, not left out), and the error bar is
+    the percentile interval of that case-cluster bootstrap, drawn only when it has
+    spread.
 
     Args:
         source: :func:`~clinenv.evaluation.reports.accuracy_table` or its cells.
@@ -122,17 +125,18 @@ def plot_accuracy(source: Table | Sequence[AccuracyCell], path: str | Path, *,
                 continue
             cell, ci = found[0]
             x = i - 0.4 + width * (j + 0.5)
+            value = ci.difference  # the bootstrapped statistic, so the CI is centred on it
             xs.append(x)
-            ys.append(cell.mean)
+            ys.append(value)
             spread = not (ci.degenerate or math.isnan(ci.low))
             if spread:
                 err_x.append(x)
-                err_y.append(cell.mean)
-                lows.append(max(0.0, cell.mean - ci.low))
-                highs.append(max(0.0, ci.high - cell.mean))
+                err_y.append(value)
+                lows.append(max(0.0, value - ci.low))
+                highs.append(max(0.0, ci.high - value))
             else:
                 no_bar += 1
-            ax.annotate(f"{cell.mean:.1f}", (x, ci.high if spread else cell.mean),
+            ax.annotate(f"{value:.1f}", (x, ci.high if spread else value),
                         xytext=(0, 3), textcoords="offset points", ha="center",
                         va="bottom", fontsize=8)
         ax.bar(xs, ys, width * 0.92, color=colors[j], label=label)
@@ -150,7 +154,8 @@ def plot_accuracy(source: Table | Sequence[AccuracyCell], path: str | Path, *,
     ax.set_title(f"Accuracy with {100 * confidence:g}% case-bootstrap CI", fontsize=11)
     ax.legend(title="Method", fontsize=8, title_fontsize=9, loc="upper left",
               bbox_to_anchor=(1.01, 1.0), frameon=False)
-    _footnote(fig, "Bars: mean accuracy over repetitions. Error bars: percentile interval "
+    _footnote(fig, "Bars: accuracy, the mean over cases of each case's mean correctness "
+              "(missing scheduled episodes count as not correct). Error bars: percentile interval "
               f"of {n_resamples:,} case-cluster bootstrap resamples (repetitions resampled "
               "with their case)." + (" No error bar: a single case, or every case with the "
                                      "same mean correctness." if no_bar else ""))
@@ -168,7 +173,8 @@ def _comparisons(source: Table | Sequence[Comparison]) -> list[Comparison]:
 
 def plot_correction_regression(source: Table | Sequence[Comparison], path: str | Path
                                ) -> Path:
-    """Paired bars per comparison: correction (N_fix / N_V−) and regression (N_reg / N_V+).
+    """Horizontal paired bars, one row per comparison: correction (N_fix / N_V−) and
+    regression (N_reg / N_V+); the figure grows with the number of comparisons.
 
     Each bar is labelled with its count and denominator; an undefined rate (no baseline
     case wrong, or none right) is drawn as "n/a".
@@ -185,32 +191,39 @@ def plot_correction_regression(source: Table | Sequence[Comparison], path: str |
         ValueError: ``source`` holds no comparisons.
     """
     comps = _comparisons(source)
-    fig = _figure(max(6.0, 1.6 + 1.5 * len(comps)), 4.8)
+    n = len(comps)
+    fig = _figure(8.0, max(3.2, 1.6 + 0.62 * n))
     ax = fig.add_subplot()
-    width = 0.38
+    height = 0.38
     series = (("Correction = N_fix / N_V−", _CORRECTION_COLOR, -1,
                lambda c: (c.cr.correction, c.cr.n_fix, c.cr.n_baseline_wrong)),
               ("Regression = N_reg / N_V+", _REGRESSION_COLOR, 1,
                lambda c: (c.cr.regression, c.cr.n_reg, c.cr.n_baseline_right)))
     for name, color, side, get in series:
-        xs = [i + side * width / 2 for i in range(len(comps))]
+        ys = [i + side * height / 2 for i in range(n)]
         values = [get(c) for c in comps]
-        heights = [0.0 if math.isnan(v) else v for v, _, _ in values]
-        ax.bar(xs, heights, width * 0.95, color=color, label=name)
-        for x, (v, num, den) in zip(xs, values, strict=True):
-            text = "n/a" if math.isnan(v) else f"{v:.1f}%\n{num}/{den}"
-            ax.annotate(text, (x, 0.0 if math.isnan(v) else v), xytext=(0, 3),
-                        textcoords="offset points", ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(range(len(comps)),
-                  [f"{c.method}\nvs {c.base}\n({c.dataset}, {c.n_cases} cases)"
-                   for c in comps], fontsize=8)
-    ax.set_xlim(-0.6, len(comps) - 0.4)
-    ax.set_ylim(0, 115)
-    ax.set_ylabel("% of baseline cases")
-    ax.grid(axis="y", alpha=0.3)
+        widths = [0.0 if math.isnan(v) else v for v, _, _ in values]
+        ax.barh(ys, widths, height * 0.95, color=color, label=name)
+        for y, (v, num, den) in zip(ys, values, strict=True):
+            text = "n/a" if math.isnan(v) else f"{v:.1f}% ({num}/{den})"
+            ax.annotate(text, (0.0 if math.isnan(v) else v, y), xytext=(3, 0),
+                        textcoords="offset points", ha="left", va="center", fontsize=7)
+
+    def name(c: Comparison) -> str:
+        where = c.dataset if c.stratum is None else f"{c.dataset}, {c.stratum}"
+        return f"{c.method} vs {c.base}\n({where}, {c.n_cases} cases)"
+
+    ax.set_yticks(range(n), [name(c) for c in comps], fontsize=7 if n > 8 else 8)
+    ax.set_ylim(n - 0.5, -0.6)  # first comparison at the top
+    ax.set_xlim(0, 125)
+    ax.set_xticks(range(0, 101, 20))
+    ax.set_xlabel("% of baseline cases")
+    ax.grid(axis="x", alpha=0.3)
     ax.set_axisbelow(True)
-    ax.set_title("Correction and regression against the baseline", fontsize=11)
-    ax.legend(fontsize=8, loc="upper right", frameon=False)
-    _footnote(fig, "Per-case majority verdicts (more than half of the repetitions correct); "
-              "bar labels: rate, count / denominator (CDEG Eq. 8).")
+    ax.set_title("Correction and regression against the baseline", fontsize=11, pad=22)
+    ax.legend(fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2,
+              frameon=False)
+    _footnote(fig, "One row per comparison. Per-case majority verdicts (more than half of "
+              "the repetitions correct); bar labels: rate (count / denominator) "
+              "(CDEG Eq. 8).")
     return _save(fig, path)

@@ -16,19 +16,16 @@ The statistics come from :mod:`clinenv.evaluation.stats` and
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from clinenv.evaluation.metrics import (
-    correctness_matrix,
+    accuracy,
     coverage,
     mean_sd,
     mean_turns_exams,
@@ -39,120 +36,18 @@ from clinenv.evaluation.runs import Alignment, Run, RunsError, align
 from clinenv.evaluation.stats import (
     CorrectionRegression,
     PairedCI,
+    case_means,
     correction_regression,
     holm,
     paired_bootstrap_ci,
     sign_flip_test,
 )
+from clinenv.evaluation.table import DASH, Table, _num, _pct
 
 __all__ = [
     "AccuracyCell", "Comparison", "Table", "accuracy_cells", "accuracy_ci",
     "accuracy_table", "compare", "comparison_table", "pair_runs",
 ]
-
-DASH = "–"
-_ASCII = str.maketrans({"±": "+/-", "Δ": "Delta", "–": "-", "−": "-", "×": "x"})
-
-
-# --------------------------------------------------------------------------- table
-def _num(value: Any) -> str:
-    """A CSV number: empty for None / NaN, ints as is, floats rounded to 6 decimals."""
-    if value is None:
-        return ""
-    if isinstance(value, bool | int | np.integer):
-        return str(int(value))
-    if isinstance(value, float | np.floating):
-        return "" if math.isnan(value) else repr(round(float(value), 6))
-    return str(value)
-
-
-@dataclass(frozen=True)
-class Table:
-    """A report table in two shapes: a display grid and tidy CSV records.
-
-    Attributes:
-        title: one line saying what the table shows.
-        header: display column names.
-        rows: display cells (strings), one tuple per row.
-        notes: footnotes (definitions, sample sizes, dropped cases...).
-        csv_header: CSV column names.
-        csv_rows: CSV values (numbers unrounded, written by :func:`_num`).
-        data: the objects the rows were built from (:class:`AccuracyCell` or
-            :class:`Comparison`), for plots and further analysis.
-    """
-
-    title: str
-    header: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
-    notes: tuple[str, ...] = ()
-    csv_header: tuple[str, ...] = ()
-    csv_rows: tuple[tuple[Any, ...], ...] = ()
-    data: tuple[Any, ...] = field(default=(), repr=False)
-
-    def numeric(self) -> list[bool]:
-        """Per column: every cell looks like a number, interval or dash (right-aligned)."""
-        def number(text: str) -> bool:
-            return text[:1] in "+-[0123456789" or text == DASH
-
-        return [bool(self.rows) and all(number(row[i]) for row in self.rows)
-                for i in range(len(self.header))]
-
-    def to_markdown(self) -> str:
-        """GitHub-flavoured Markdown: bold title, pipe table, notes as a list."""
-        def cell(text: str) -> str:
-            return text.replace("|", "\\|")
-
-        lines = [f"**{self.title}**", "",
-                 "| " + " | ".join(cell(h) for h in self.header) + " |",
-                 "|" + "|".join("---:" if n else ":---" for n in self.numeric()) + "|"]
-        lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in self.rows]
-        if self.notes:
-            lines += [""] + [f"- {note}" for note in self.notes]
-        return "\n".join(lines) + "\n"
-
-    def to_csv(self) -> str:
-        """CSV (``csv`` module, ``\\n`` line ends): :attr:`csv_header` then the records."""
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(self.csv_header)
-        writer.writerows([_num(v) for v in row] for row in self.csv_rows)
-        return buf.getvalue()
-
-    def to_text(self) -> str:
-        """Plain ASCII for a terminal: aligned columns, then the notes."""
-        grid = [tuple(c.translate(_ASCII) for c in self.header)]
-        grid += [tuple(c.translate(_ASCII) for c in row) for row in self.rows]
-        widths = [max(len(r[i]) for r in grid) for i in range(len(self.header))]
-
-        numeric = self.numeric()
-
-        def line(row: Sequence[str]) -> str:
-            return "  ".join(c.rjust(w) if n else c.ljust(w)
-                             for c, w, n in zip(row, widths, numeric, strict=True)).rstrip()
-
-        out = [self.title.translate(_ASCII), line(grid[0]),
-               "  ".join("-" * w for w in widths)]
-        out += [line(row) for row in grid[1:]]
-        out += [f"  {note.translate(_ASCII)}" for note in self.notes]
-        return "\n".join(out)
-
-    def write(self, out_dir: str | Path, stem: str) -> tuple[Path, Path]:
-        """Write ``<stem>.md`` and ``<stem>.csv`` (UTF-8) in ``out_dir`` (created).
-
-        Returns:
-            The two paths.
-        """
-        folder = Path(out_dir)
-        folder.mkdir(parents=True, exist_ok=True)
-        md, cs = folder / f"{stem}.md", folder / f"{stem}.csv"
-        md.write_text(self.to_markdown(), encoding="utf-8")
-        cs.write_text(self.to_csv(), encoding="utf-8", newline="")
-        return md, cs
-
-
-def _pct(value: float, digits: int = 2) -> str:
-    return DASH if value is None or math.isnan(value) else f"{value:.{digits}f}"
-
 
 # ------------------------------------------------------------------------ accuracy
 @dataclass(frozen=True)
@@ -168,15 +63,18 @@ class AccuracyCell:
         n_episodes: episodes present in the log.
         n_correct: episodes scored correct.
         n_unscored: episodes with verdict ``unscored`` (U).
-        n_missing: scheduled episodes absent from the log (NaN cells, left out).
-        accuracy: pooled accuracy (%) over the present episodes.
+        n_missing: scheduled episodes absent from the log (counted as not correct).
+        accuracy: pooled accuracy (%) over the scheduled episodes.
         mean: mean of the per-repetition accuracies (%), the reported value.
         sd: their sample SD (``ddof=1``; NaN with one repetition).
         per_repetition: accuracy (%) of each repetition.
-        coverage: answer coverage (%): episodes whose verdict is not ``unscored``.
+        coverage: answer coverage (%): scheduled episodes whose verdict is not
+            ``unscored`` (a missing episode has no answer).
         mean_turns: mean turns per episode.
         mean_exams: mean exams requested per episode.
-        matrix: the correctness matrix ``(n_cases, n_repetitions)``.
+        matrix: the correctness matrix ``(n_cases, n_repetitions)`` over scheduled
+            cases and repetitions (0 for a missing episode, never NaN).
+        schedule_inferred: the run's schedule was inferred (an old log).
     """
 
     label: str
@@ -196,6 +94,7 @@ class AccuracyCell:
     mean_turns: float
     mean_exams: float
     matrix: np.ndarray = field(repr=False, compare=False)
+    schedule_inferred: bool = False
 
     @property
     def column(self) -> tuple[str, str | None]:
@@ -205,23 +104,27 @@ class AccuracyCell:
 
 def _cell(run: Run, records: Sequence[Mapping[str, Any]], stratum: str | None
           ) -> AccuracyCell:
-    present_ids = {r["case_id"] for r in records}
-    ids = [c for c in run.case_ids if c in present_ids]
-    matrix, _ = correctness_matrix(records, case_ids=ids, n_repetitions=run.n_repetitions)
+    if stratum is None:
+        ids = list(run.case_ids)
+    else:
+        present_ids = {r["case_id"] for r in records}
+        ids = [c for c in run.case_ids if c in present_ids]
+    matrix = run.matrix(ids)  # scheduled cells; a missing episode is 0 (not correct)
     per_rep = per_repetition_accuracy(matrix)
     mean, sd = mean_sd(per_rep)
-    present = ~np.isnan(matrix)
+    n_missing = matrix.size - len(records)
     interaction = mean_turns_exams(records)
     return AccuracyCell(
         label=run.label, dataset=run.dataset, stratum=stratum, n_cases=len(ids),
         n_repetitions=run.n_repetitions, n_episodes=len(records),
-        n_correct=int(np.nansum(matrix)),
+        n_correct=int(matrix.sum()),
         n_unscored=sum(r["verdict"] == "unscored" for r in records),
-        n_missing=int((~present).sum()),
-        accuracy=100.0 * float(np.nansum(matrix)) / int(present.sum()),
+        n_missing=n_missing, accuracy=accuracy(matrix),
         mean=mean, sd=sd, per_repetition=tuple(float(v) for v in per_rep),
-        coverage=coverage(records), mean_turns=float(interaction["mean_turns"]),
+        coverage=coverage([*records, *([None] * n_missing)]),
+        mean_turns=float(interaction["mean_turns"]),
         mean_exams=float(interaction["mean_exams"]), matrix=matrix,
+        schedule_inferred=run.schedule_inferred,
     )
 
 
@@ -252,11 +155,13 @@ def accuracy_cells(runs: Sequence[Run], *, by: str | None = None) -> list[Accura
 
 
 def accuracy_table(runs: Sequence[Run], *, by: str | None = None) -> Table:
-    """Accuracy "mean ± SD" (%) of every run: EGIP Table 1, or EGIP Table 7 with ``by``.
+    """Accuracy "mean ± SD" (%) of every run: EGIP Table 1, or a per-stratum breakdown.
 
     Without ``by``, rows are methods and columns datasets (EGIP Table 1), followed by one
     answer-coverage column per dataset. With ``by``, rows are the strata of each dataset
-    and columns the methods (EGIP Table 7), with the number of cases in each stratum.
+    and columns the methods, with the number of cases in each stratum: the per-stratum
+    accuracies only. EGIP Table 7's paired per-stratum differences (Δ, CI, Holm p, U)
+    are :func:`comparison_table` with ``by``.
     Methods and datasets appear in the order of the runs, strata sorted; a method
     without a run on a dataset (or stratum) gets "–".
 
@@ -315,7 +220,11 @@ def accuracy_table(runs: Sequence[Run], *, by: str | None = None) -> Table:
                      f"{by!r} labels counts in each. Repetitions: "
                      + "; ".join(f"{label} {r}" for label, r in reps.items())
                      + ". Coverage is in the CSV.")
-    notes += _missing_notes(cells)
+    notes += missing_notes(runs)
+    if by is not None and any(c.startswith("<case ") for run in runs for c in run.case_ids):
+        notes.append("Scheduled cases of which the log holds no line have no known stratum "
+                     "and are left out of the per-stratum cells (they are in the overall "
+                     "table).")
     if any(c.n_repetitions < 2 for c in cells):
         notes.append(f"{DASH} after ±: a single repetition has no SD.")
     if len(cells) < len(labels) * len(columns):
@@ -341,10 +250,35 @@ def _sizes(cells: Sequence[AccuracyCell], col: tuple[str, str | None]) -> str:
     return ", ".join(f"{c.label} {c.n_cases} × {c.n_repetitions}" for c in here)
 
 
-def _missing_notes(cells: Sequence[AccuracyCell]) -> list[str]:
-    return [f"{c.label} on {c.dataset}{f': {c.stratum}' if c.stratum else ''}: "
-            f"{c.n_missing} scheduled episode(s) missing from the log, left out of the "
-            "denominators." for c in cells if c.n_missing]
+def missing_notes(runs: Sequence[Run], case_ids: Sequence[Sequence[str]] | None = None
+                  ) -> list[str]:
+    """The notes on missing episodes and inferred schedules of ``runs``.
+
+    Args:
+        runs: the runs (each noted once).
+        case_ids: per run, the cases the table uses (default: all scheduled cases).
+    """
+    notes, seen, inferred = [], set(), set()
+    for i, run in enumerate(runs):
+        ids = None if case_ids is None else tuple(case_ids[i])
+        key = (run.label, run.dataset, ids)
+        if key in seen:
+            continue
+        seen.add(key)
+        n = run.n_missing(ids)
+        n_cases = run.n_cases_scheduled if ids is None else len(ids)
+        if n:
+            notes.append(f"{n} scheduled episodes missing from {run.label} (counted as not "
+                         f"correct): dataset {run.dataset}, {n_cases} cases × "
+                         f"{run.n_repetitions} repetitions scheduled"
+                         + ("" if ids is None else " in this comparison") + ".")
+        if run.schedule_inferred and (run.label, run.dataset) not in inferred:
+            inferred.add((run.label, run.dataset))
+            notes.append(f"{run.label} on {run.dataset}: the log does not record its "
+                         "schedule (written before n_cases_scheduled / n_repetitions); "
+                         f"inferred as the cases seen × (largest repetition + 1) = "
+                         f"{run.n_cases_scheduled} × {run.n_repetitions}.")
+    return notes
 
 
 #: CSV columns of :func:`accuracy_table`.
@@ -398,8 +332,10 @@ class Comparison:
         method: method label.
         n_cases: paired cases.
         n_dropped: cases dropped by ``intersect`` (0 otherwise).
-        base_accuracy: baseline accuracy (%) on the paired cases, mean over repetitions.
-        method_accuracy: method accuracy (%) on the paired cases, mean over repetitions.
+        base_accuracy: baseline accuracy (%) on the paired cases: the mean over cases of
+            each case's mean correctness (from the same matrix as ``ci``).
+        method_accuracy: method accuracy (%), likewise; ``method_accuracy -
+            base_accuracy`` is ``ci.difference`` (up to rounding).
         ci: Δ = method − baseline (pp) with its paired bootstrap interval.
         p_value: two-sided sign-flip p value (unadjusted).
         p_holm: ``p_value`` Holm-adjusted over every comparison of the call.
@@ -407,7 +343,8 @@ class Comparison:
         u_method: unscored method outputs on the paired cases, all repetitions.
         cr: correction and regression on per-case majority verdicts (CDEG Eq. 8).
         n_flips: sign-flip randomizations.
-        alignment: the paired runs and matrices.
+        alignment: the paired runs and matrices (of the stratum's cases with ``by``).
+        stratum: the stratum label with ``by`` (``None``: all paired cases).
     """
 
     dataset: str
@@ -425,18 +362,28 @@ class Comparison:
     cr: CorrectionRegression
     n_flips: int
     alignment: Alignment = field(repr=False, compare=False)
+    stratum: str | None = None
 
 
-def pair_runs(runs: Sequence[Run], base_label: str) -> list[tuple[Run, Run]]:
-    """Pair every run with the baseline run of its dataset.
+def pair_runs(runs: Sequence[Run], base_label: str | None = None, *,
+              pairs: Sequence[tuple[str, str]] | None = None) -> list[tuple[Run, Run]]:
+    """``(baseline, method)`` run pairs, by one baseline label or by explicit pairs.
 
-    Runs labelled ``base_label`` are the baselines (one per dataset); each other run is
-    compared with the baseline of its dataset, in the order given.
+    With ``base_label``, runs with that label are the baselines (one per dataset) and
+    each other run is compared with the baseline of its dataset, in the order given.
+    With ``pairs`` = ``[(method_label, base_label), ...]`` each method is compared with
+    its own baseline on every dataset where both have a run (EGIP Table 8: each Direct
+    variant against its own framework's Native), in the order of ``pairs``.
 
     Raises:
-        RunsError: no other run than the baselines, or a run whose dataset has no
-            baseline run (named).
+        RunsError: no other run than the baselines, a run whose dataset has no baseline
+            run (named); with ``pairs``, an unknown label, a method paired with itself,
+            or a pair with no dataset in common.
     """
+    if pairs is not None:
+        return _explicit_pairs(runs, pairs)
+    if base_label is None:
+        raise ValueError("give base_label or pairs")
     bases = {r.dataset: r for r in runs if r.label == base_label}
     methods = [r for r in runs if r.label != base_label]
     if not methods:
@@ -454,6 +401,48 @@ def pair_runs(runs: Sequence[Run], base_label: str) -> list[tuple[Run, Run]]:
     return pairs
 
 
+def _explicit_pairs(runs: Sequence[Run], pairs: Sequence[tuple[str, str]]
+                    ) -> list[tuple[Run, Run]]:
+    where = runs[0].paths[0] if runs else "<arguments>"
+    labels = list(dict.fromkeys(r.label for r in runs))
+    if not pairs:
+        raise RunsError("no pairs given", path=where)
+    out: list[tuple[Run, Run]] = []
+    for method, base in pairs:
+        for name in (method, base):
+            if name not in labels:
+                raise RunsError(f"--pair {method}={base}: no run is labelled {name!r} "
+                                f"(labels: {', '.join(labels)})", path=where)
+        if method == base:
+            raise RunsError(f"--pair {method}={base}: a method cannot be its own baseline",
+                            path=where)
+        found = [(b, m) for m in runs if m.label == method
+                 for b in runs if b.label == base and b.dataset == m.dataset]
+        if not found:
+            raise RunsError(f"--pair {method}={base}: no dataset has runs of both",
+                            path=where)
+        for pair in found:
+            if pair not in out:
+                out.append(pair)
+    return out
+
+
+def _sub_alignments(al: Alignment, by: str) -> list[tuple[str, Alignment]]:
+    """``(stratum, alignment restricted to its cases)`` for every stratum of ``by``;
+    a case's strata are read from the lines of both runs."""
+    strata: dict[str, set[str]] = {}
+    for run in (al.base, al.method):
+        for label, records in stratify(run.records, by).items():
+            strata.setdefault(label, set()).update(r["case_id"] for r in records)
+    out = []
+    for label in sorted(strata):
+        rows = [i for i, c in enumerate(al.case_ids) if c in strata[label]]
+        if rows:
+            out.append((label, replace(al, case_ids=tuple(al.case_ids[i] for i in rows),
+                                       a=al.a[rows], b=al.b[rows])))
+    return out
+
+
 def _seed_for(seed: int | None, *names: str) -> np.random.SeedSequence:
     """A seed for one comparison from the call's seed and the comparison's names, so a
     comparison's CI and p value do not depend on what else is in the call."""
@@ -466,8 +455,11 @@ def _seed_for(seed: int | None, *names: str) -> np.random.SeedSequence:
 
 def compare(pairs: Sequence[Alignment | tuple[Run, Run]], *, n_resamples: int = 10_000,
             n_flips: int = 20_000, seed: int | None = 0, confidence: float = 0.95,
-            intersect: bool = False) -> list[Comparison]:
+            intersect: bool = False, by: str | None = None) -> list[Comparison]:
     """Paired statistics of every pair; sign-flip p values Holm-adjusted over all pairs.
+
+    With ``by``, every pair gives one comparison per stratum of that ``case_strata``
+    key (a case with several labels counts in each), and Holm runs over all of them.
 
     Args:
         pairs: :class:`~clinenv.evaluation.runs.Alignment` objects or ``(base, method)``
@@ -478,33 +470,46 @@ def compare(pairs: Sequence[Alignment | tuple[Run, Run]], *, n_resamples: int = 
             dataset and labels (``None``: not reproducible).
         confidence: CI coverage.
         intersect: for run pairs, keep the common cases instead of refusing.
+        by: a ``case_strata`` key for per-stratum comparisons (EGIP Table 7).
 
     Raises:
-        CaseMismatchError, RunsError: from :func:`~clinenv.evaluation.runs.align`.
+        CaseMismatchError, RunsError: from :func:`~clinenv.evaluation.runs.align`;
+            ``RunsError`` also when no paired case has the stratum ``by``.
         ValueError: no pairs, or invalid resample counts / confidence.
     """
     if not pairs:
         raise ValueError("no comparisons")
     aligned = [p if isinstance(p, Alignment) else align(*p, intersect=intersect)
                for p in pairs]
-    rows = []
+    if by is not None and not by.strip():
+        raise ValueError("by must be a non-empty case_strata key")
+    units: list[tuple[str | None, Alignment]] = []
     for al in aligned:
-        boot_seed, flip_seed = _seed_for(seed, al.base.dataset, al.base.label,
-                                         al.method.label).spawn(2)
+        units += [(None, al)] if by is None else _sub_alignments(al, by)
+    if not units:
+        raise RunsError(f"no paired case has stratum {by!r}",
+                        path=aligned[0].method.paths[0])
+    rows = []
+    for stratum, al in units:
+        names = (al.base.dataset, al.base.label, al.method.label)
+        if stratum is not None:
+            names += (by or "", stratum)
+        boot_seed, flip_seed = _seed_for(seed, *names).spawn(2)
         ci = paired_bootstrap_ci(al.a, al.b, n_resamples=n_resamples, confidence=confidence,
                                  seed=boot_seed)
         p = sign_flip_test(al.a, al.b, n_resamples=n_flips, seed=flip_seed)
-        rows.append((al, ci, p))
-    adjusted = holm([p for _, _, p in rows])
+        rows.append((stratum, al, ci, p))
+    adjusted = holm([p for *_, p in rows])
     return [Comparison(
         dataset=al.base.dataset, base=al.base.label, method=al.method.label,
         n_cases=len(al.case_ids), n_dropped=al.n_dropped,
-        base_accuracy=mean_sd(per_repetition_accuracy(al.a))[0],
-        method_accuracy=mean_sd(per_repetition_accuracy(al.b))[0],
+        base_accuracy=100.0 * float(np.mean(case_means(al.a))),
+        method_accuracy=100.0 * float(np.mean(case_means(al.b))),
         ci=ci, p_value=p, p_holm=float(p_adj),
         u_base=al.base.n_unscored(al.case_ids), u_method=al.method.n_unscored(al.case_ids),
         cr=correction_regression(al.a, al.b), n_flips=n_flips, alignment=al,
-    ) for (al, ci, p), p_adj in zip(rows, adjusted, strict=True)]
+        stratum=stratum,
+    ) for (stratum, al, ci, p), p_adj in zip(rows, adjusted, strict=True)]
 
 
 #: CSV columns of :func:`comparison_table`.
@@ -521,53 +526,70 @@ def _rate(value: float, num: int, den: int) -> str:
 
 def comparison_table(pairs: Sequence[Alignment | tuple[Run, Run]], n_resamples: int = 10_000,
                      seed: int | None = 0, *, n_flips: int = 20_000,
-                     confidence: float = 0.95, intersect: bool = False) -> Table:
+                     confidence: float = 0.95, intersect: bool = False,
+                     by: str | None = None) -> Table:
     """Paired comparisons in the layout of EGIP Tables 5/8 with CDEG Table 2's rates.
 
     Columns: dataset, method, baseline, paired cases, both accuracies (%), Δ (pp), the
     paired CI, Holm p, U of each method, correction and regression (% with counts).
-    See :func:`compare` for the arguments.
+    With ``by``, one row per stratum and pair (EGIP Table 7), with a stratum column
+    after the dataset. See :func:`compare` for the arguments.
 
     Returns:
-        A :class:`Table` (CSV columns :data:`COMPARISON_CSV`) whose ``data`` are the
-        :class:`Comparison` objects.
+        A :class:`Table` (CSV columns :data:`COMPARISON_CSV`, plus ``stratum`` after
+        ``dataset`` with ``by``) whose ``data`` are the :class:`Comparison` objects.
     """
     comps = compare(pairs, n_resamples=n_resamples, n_flips=n_flips, seed=seed,
-                    confidence=confidence, intersect=intersect)
+                    confidence=confidence, intersect=intersect, by=by)
     level = f"{100 * confidence:g}%"
     header = ("Dataset", "Method", "Baseline", "Cases", "Baseline (%)", "Method (%)",
               "Δ (pp)", f"Paired {level} CI", "Holm p", "U base", "U method",
               "Correction (%)", "Regression (%)")
+    csv_header = COMPARISON_CSV
+    if by is not None:
+        header = (header[0], by, *header[1:])
+        csv_header = (csv_header[0], "stratum", *csv_header[1:])
     rows, csv_rows = [], []
     for c in comps:
         ci = (DASH if math.isnan(c.ci.low)
               else f"[{c.ci.low:.2f}, {c.ci.high:.2f}]")
-        rows.append((c.dataset, c.method, c.base, str(c.n_cases), _pct(c.base_accuracy),
+        lead = (c.dataset,) if by is None else (c.dataset, str(c.stratum))
+        rows.append((*lead, c.method, c.base, str(c.n_cases), _pct(c.base_accuracy),
                      _pct(c.method_accuracy), f"{c.ci.difference:+.2f}", ci,
                      f"{c.p_holm:.4f}", str(c.u_base), str(c.u_method),
                      _rate(c.cr.correction, c.cr.n_fix, c.cr.n_baseline_wrong),
                      _rate(c.cr.regression, c.cr.n_reg, c.cr.n_baseline_right)))
-        csv_rows.append((c.dataset, c.method, c.base, c.n_cases, c.n_dropped,
+        csv_rows.append((*lead, c.method, c.base, c.n_cases, c.n_dropped,
                          c.base_accuracy, c.method_accuracy, c.ci.difference, c.ci.low,
                          c.ci.high, c.ci.confidence, c.ci.n_resamples, c.ci.degenerate,
                          c.p_value, c.p_holm, c.n_flips, c.u_base, c.u_method, c.cr.n_fix,
                          c.cr.n_baseline_wrong, c.cr.correction, c.cr.n_reg,
                          c.cr.n_baseline_right, c.cr.regression))
     notes = [
-        f"Δ: method − baseline accuracy in percentage points, the mean over paired cases "
-        f"of each case's difference in mean correctness over its repetitions. CI: "
+        f"Baseline (%), Method (%): mean over the paired cases of each case's mean "
+        f"correctness over its repetitions; Δ = Method − Baseline in percentage points "
+        f"(the mean of the per-case differences). CI: "
         f"pointwise {level} case-cluster percentile bootstrap ({n_resamples:,} resamples; "
         f"repetitions and both methods of a case resampled together; seed {seed}).",
         f"Holm p: two-sided sign-flip randomization test of the case-averaged paired "
         f"differences ({n_flips:,} flips), Holm-adjusted over the {len(comps)} "
         f"comparison(s) of this table; exploratory.",
+        "Scheduled episodes missing from a log count as not correct (EGIP 4.1).",
         "U: unscored outputs across repetitions. Correction = N_fix / N_V−, Regression = "
         "N_reg / N_V+ on per-case majority verdicts (more than half of the repetitions "
         "correct), as % (count / denominator) (CDEG Eq. 8).",
     ]
+    whole = [c for c in comps if c.stratum is None] or comps
+    notes += missing_notes([r for c in whole for r in (c.alignment.base, c.alignment.method)],
+                           [c.alignment.case_ids for c in whole for _ in (0, 1)]
+                           if by is None else None)
+    if by is not None:
+        notes.append(f"Rows per {by!r} stratum: a case with several labels counts in each; "
+                     "Holm runs over every row.")
     for c in comps:
+        where = c.dataset if c.stratum is None else f"{c.dataset} / {c.stratum}"
         if c.ci.degenerate:
-            notes.append(f"{c.dataset}, {c.method}: degenerate CI ("
+            notes.append(f"{where}, {c.method}: degenerate CI ("
                          + ("a single case" if c.n_cases < 2
                             else "every paired difference is equal") + ").")
         al = c.alignment
@@ -581,7 +603,9 @@ def comparison_table(pairs: Sequence[Alignment | tuple[Run, Run]], n_resamples: 
                          f"dropped to intersect the case sets ({', '.join(parts)}).")
     if any(math.isnan(c.cr.correction) or math.isnan(c.cr.regression) for c in comps):
         notes.append(f"{DASH} (0/0): the rate is undefined (no such baseline case).")
-    return Table(title=f"Paired comparisons against the baseline ({level} CI, Holm-adjusted "
-                       "sign-flip p)",
-                 header=header, rows=tuple(rows), notes=tuple(notes),
-                 csv_header=COMPARISON_CSV, csv_rows=tuple(csv_rows), data=tuple(comps))
+    title = (f"Paired comparisons against the baseline ({level} CI, Holm-adjusted "
+             "sign-flip p)")
+    if by is not None:
+        title = title.replace("baseline (", f"baseline by stratum {by!r} (")
+    return Table(title=title, header=header, rows=tuple(rows), notes=tuple(dict.fromkeys(notes)),
+                 csv_header=csv_header, csv_rows=tuple(csv_rows), data=tuple(comps))

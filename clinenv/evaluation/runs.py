@@ -15,6 +15,15 @@ naming the file and the 1-based line):
   files given for the same label and dataset);
 - two files given the same label and dataset come from different runs.
 
+The *schedule* of a run (cases per repetition × repetitions) comes from the
+``n_cases_scheduled`` / ``n_repetitions`` fields of its lines (the largest recorded: a
+resumed run may have extended its plan). Logs written before these fields existed get
+an inferred schedule, the cases seen × (largest repetition + 1), and
+:attr:`Run.schedule_inferred` says so. A scheduled episode without a line (a cut or
+interrupted log) counts as *not correct*: EGIP 4.1 keeps scheduled outputs in the
+denominator, and a missing output is a non-answer. A scheduled case of which no line
+survives appears as a placeholder id ``<case N>`` (N its 0-based case index).
+
 :func:`align` pairs a method run with a baseline run over the same case ids in the same
 order, refusing different case sets with :class:`CaseMismatchError` unless asked to keep
 only the common cases.
@@ -31,15 +40,16 @@ from typing import Any
 import numpy as np
 
 from clinenv.errors import ClinenvError
-from clinenv.runlog import RunLogError, read_run_log
+from clinenv.evaluation.metrics import VERDICTS
+from clinenv.runlog import RunLogError, _short, read_run_log
 
 __all__ = [
     "Alignment", "CaseMismatchError", "Run", "RunSpec", "RunsError", "align", "load_runs",
     "parse_run_spec",
 ]
 
-#: Verdicts a run-log line may carry.
-VERDICTS = ("correct", "wrong", "unscored")
+#: Id given to a scheduled case of which the log holds no line (``{}``: its index).
+PLACEHOLDER = "<case {}>"
 
 #: Fields that must agree on every line of one run.
 IDENTITY = ("env_id", "dataset", "dataset_sha256", "doctor", "run_seed")
@@ -104,6 +114,10 @@ class Run:
         records: the run-log lines.
         sources: ``(file, 1-based line)`` of each record.
         partial_bytes: bytes of partial last lines (left by crashes) skipped in the files.
+        n_cases_scheduled: cases per repetition in the run's plan.
+        schedule_inferred: the lines do not record the schedule (a log written before
+            ``n_cases_scheduled`` / ``n_repetitions`` existed), so it was inferred as the
+            cases seen × (largest repetition + 1).
     """
 
     label: str
@@ -115,7 +129,10 @@ class Run:
     records: tuple[Mapping[str, Any], ...]
     sources: tuple[tuple[str, int], ...]
     partial_bytes: int = 0
+    n_cases_scheduled: int = 0
+    schedule_inferred: bool = False
     _case_ids: tuple[str, ...] = field(default=(), repr=False)
+    _n_repetitions: int = field(default=1, repr=False)
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -124,13 +141,19 @@ class Run:
 
     @property
     def case_ids(self) -> tuple[str, ...]:
-        """Case ids in dataset order (``case_index``; first appearance without one)."""
+        """The scheduled cases in dataset order (``case_index``; first appearance without
+        one); a scheduled case with no line is :data:`PLACEHOLDER`."""
         return self._case_ids
 
     @property
     def n_repetitions(self) -> int:
-        """Scheduled repetitions per case: the largest ``repetition`` + 1."""
-        return 1 + max(int(r["repetition"]) for r in self.records)
+        """Scheduled repetitions per case (see the module docstring)."""
+        return self._n_repetitions
+
+    @property
+    def n_scheduled(self) -> int:
+        """Scheduled episodes: :attr:`n_cases_scheduled` × :attr:`n_repetitions`."""
+        return self.n_cases_scheduled * self.n_repetitions
 
     def n_unscored(self, case_ids: Iterable[str] | None = None) -> int:
         """Episodes with verdict ``unscored`` (the papers' U), optionally over some cases."""
@@ -138,22 +161,31 @@ class Run:
         return sum(r["verdict"] == "unscored" for r in self.records
                    if keep is None or r["case_id"] in keep)
 
-    def n_missing(self) -> int:
-        """Scheduled ``(case, repetition)`` episodes absent from the log."""
-        return len(self.case_ids) * self.n_repetitions - len(self.records)
+    def n_missing(self, case_ids: Iterable[str] | None = None) -> int:
+        """Scheduled ``(case, repetition)`` episodes absent from the log, optionally over
+        some of the scheduled cases."""
+        if case_ids is None:
+            return self.n_scheduled - len(self.records)
+        keep = set(case_ids)
+        present = sum(r["case_id"] in keep for r in self.records)
+        return len(keep) * self.n_repetitions - present
 
     def matrix(self, case_ids: Sequence[str] | None = None) -> np.ndarray:
-        """Correctness ``(n_cases, n_repetitions)``: 1 correct, 0 not, NaN missing.
+        """Correctness ``(n_cases, n_repetitions)`` over scheduled cases: 1 correct, 0 not.
+
+        Every row is a scheduled case and every column a scheduled repetition, so a
+        cell without a line is a missing scheduled output and is 0 (not correct), never
+        NaN.
 
         Args:
-            case_ids: rows in this order (default: :attr:`case_ids`).
+            case_ids: scheduled cases, the rows in this order (default: :attr:`case_ids`).
         """
         from clinenv.evaluation.metrics import correctness_matrix
 
         ids = list(self.case_ids if case_ids is None else case_ids)
         matrix, _ = correctness_matrix(list(self.records), case_ids=ids,
                                        n_repetitions=self.n_repetitions)
-        return matrix
+        return np.nan_to_num(matrix, nan=0.0)
 
     def describe(self) -> str:
         """``label on dataset (file, ...)`` for messages."""
@@ -161,7 +193,7 @@ class Run:
 
 
 # ------------------------------------------------------------------------- loading
-def _check_line(line: Mapping[str, Any], path: str, number: int) -> None:
+def _check_line(line: Mapping[str, Any], path: str, number: int, *, labelled: bool) -> None:
     def bad(reason: str) -> RunsError:
         return RunsError(reason, path=path, line=number)
 
@@ -174,9 +206,15 @@ def _check_line(line: Mapping[str, Any], path: str, number: int) -> None:
         raise bad(f"verdict must be one of {', '.join(VERDICTS)}, got "
                   f"{line.get('verdict')!r}")
     doctor = line.get("doctor")
-    if not isinstance(doctor, Mapping) or not isinstance(doctor.get("name"), str):
+    if not labelled and (not isinstance(doctor, Mapping)
+                         or not isinstance(doctor.get("name"), str)):
         raise bad("missing doctor.name (the method label); name the log LABEL=path or "
                   "write it with clinenv run")
+    for key in ("n_cases_scheduled", "n_repetitions"):
+        value = line.get(key)
+        if key in line and (isinstance(value, bool) or not isinstance(value, int)
+                            or value < 1):
+            raise bad(f"{key} must be an integer >= 1, got {value!r}")
     if not isinstance(line.get("dataset"), str) or not line["dataset"]:
         raise bad("missing dataset name")
 
@@ -190,13 +228,9 @@ def _first_difference(first: Mapping[str, Any], other: Mapping[str, Any], where:
     """``"doctor is X here but Y in <where>"`` for the first identity field that differs."""
     for key in IDENTITY:
         if first.get(key) != other.get(key):
-            return f"{key} is {_short(other.get(key))} here but {_short(first.get(key))} {where}"
+            return (f"{key} is {_short(other.get(key), 100)} here but "
+                    f"{_short(first.get(key), 100)} {where}")
     return "no difference"  # pragma: no cover - only called when the identities differ
-
-
-def _short(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
-    return text if len(text) <= 100 else text[:97] + "..."
 
 
 @dataclass
@@ -231,6 +265,9 @@ def load_runs(specs: Iterable[RunSpec | str | Path]) -> list[Run]:
         if not isinstance(spec, RunSpec):
             spec = parse_run_spec(str(spec))
         path = str(spec.path)
+        if spec.path.is_dir():
+            raise RunsError("is a folder, not a run-log file; give the .jsonl files in it",
+                            path=path)
         if not spec.path.is_file():
             raise RunsError("no such run-log file", path=path)
         if spec.path.resolve() in loaded:
@@ -241,7 +278,7 @@ def load_runs(specs: Iterable[RunSpec | str | Path]) -> list[Run]:
             raise RunsError("no episodes in this run log", path=path)
         head, head_no = log.lines[0], log.line_numbers[0]
         for line, number in zip(log.lines, log.line_numbers, strict=True):
-            _check_line(line, path, number)
+            _check_line(line, path, number, labelled=spec.label is not None)
             if _identity(line) != _identity(head):
                 raise RunsError(
                     "mixed runs in one file: "
@@ -272,20 +309,47 @@ def load_runs(specs: Iterable[RunSpec | str | Path]) -> list[Run]:
     return [_to_run(g) for g in groups.values()]
 
 
-def _to_run(group: _Group) -> Run:
+def _schedule(records: Sequence[Mapping[str, Any]]) -> tuple[list[str], int, bool]:
+    """``(scheduled case ids, repetitions, inferred)`` of a run's lines."""
     order: dict[str, tuple[int, int]] = {}
-    for n, rec in enumerate(group.records):
+    index_of: dict[str, int] = {}
+    for n, rec in enumerate(records):
         index = rec.get("case_index")
-        rank = (int(index), n) if isinstance(index, int) else (1 << 62, n)
+        indexed = isinstance(index, int) and not isinstance(index, bool) and index >= 0
+        rank = (int(index), n) if indexed else (1 << 62, n)
         if rec["case_id"] not in order or rank < order[rec["case_id"]]:
             order[rec["case_id"]] = rank
+        if indexed:
+            index_of.setdefault(rec["case_id"], int(index))
+    seen = sorted(order, key=order.__getitem__)
+    n_reps = 1 + max(int(r["repetition"]) for r in records)
+    cases = [r["n_cases_scheduled"] for r in records if "n_cases_scheduled" in r]
+    reps = [r["n_repetitions"] for r in records if "n_repetitions" in r]
+    inferred = not cases and not reps
+    n_reps = max([n_reps, *reps])
+    if inferred:  # an old log: the cases seen are the schedule
+        return seen, n_reps, True
+    n_cases = max([len(seen), *cases, *(i + 1 for i in index_of.values())])
+    if index_of and len(set(index_of.values())) == len(index_of):
+        at = {i: c for c, i in index_of.items()}
+        ids = [at.get(i, PLACEHOLDER.format(i)) for i in range(n_cases)]
+        ids += [c for c in seen if c not in index_of]  # lines without case_index
+    else:
+        ids = seen + [PLACEHOLDER.format(i) for i in range(len(seen), n_cases)]
+    return ids, n_reps, inferred
+
+
+def _to_run(group: _Group) -> Run:
+    ids, n_reps, inferred = _schedule(group.records)
     first = group.first
     return Run(
         label=group.label, dataset=first["dataset"], env_id=str(first.get("env_id")),
-        doctor=first["doctor"], run_seed=first.get("run_seed"),
+        doctor=first.get("doctor") or {"name": group.label, "config": {}},
+        run_seed=first.get("run_seed"),
         dataset_sha256=first.get("dataset_sha256"), records=tuple(group.records),
         sources=tuple(group.sources), partial_bytes=group.partial_bytes,
-        _case_ids=tuple(sorted(order, key=order.__getitem__)),
+        n_cases_scheduled=len(ids), schedule_inferred=inferred, _case_ids=tuple(ids),
+        _n_repetitions=n_reps,
     )
 
 
@@ -323,6 +387,26 @@ def _ids(ids: Sequence[str], limit: int = 8) -> str:
     return shown + (f", ... ({len(ids) - limit} more)" if len(ids) > limit else "")
 
 
+def _indexed(run: Run) -> dict[int, str]:
+    """``{case_index: case_id}`` from the run's lines."""
+    return {int(r["case_index"]): r["case_id"] for r in run.records
+            if isinstance(r.get("case_index"), int) and not isinstance(r["case_index"], bool)}
+
+
+def _resolved(run: Run, other: Run) -> list[str]:
+    """``run.case_ids`` with each placeholder (a scheduled case without any line) named
+    after the case of the same index in ``other``, when both runs used the same dataset
+    file (same sha256, hence the same case order)."""
+    ids = list(run.case_ids)
+    if not run.dataset_sha256 or run.dataset_sha256 != other.dataset_sha256:
+        return ids
+    theirs, have = _indexed(other), set(ids)
+    for i, case in enumerate(ids):
+        if case == PLACEHOLDER.format(i) and theirs.get(i) not in (None, *have):
+            ids[i] = theirs[i]
+    return ids
+
+
 def align(base: Run, method: Run, *, intersect: bool = False) -> Alignment:
     """Paired correctness matrices of ``method`` against ``base`` on the same cases.
 
@@ -336,6 +420,10 @@ def align(base: Run, method: Run, *, intersect: bool = False) -> Alignment:
         RunsError: the runs are on different datasets or dataset files.
         CaseMismatchError: the case sets differ (the message lists the missing ids) and
             ``intersect`` is false, or they have no case in common.
+
+    A scheduled case that left no line in one run (a placeholder, see the module
+    docstring) is paired by case index with the other run's case when both used the
+    same dataset file; its cells count as not correct.
     """
     if base.dataset != method.dataset:
         raise RunsError(f"cannot pair runs on different datasets: {method.describe()} "
@@ -346,10 +434,11 @@ def align(base: Run, method: Run, *, intersect: bool = False) -> Alignment:
                         f"(sha256 {method.dataset_sha256[:12]}... in {method.describe()}, "
                         f"{base.dataset_sha256[:12]}... in {base.describe()})",
                         path=method.paths[0])
-    in_method, in_base = set(method.case_ids), set(base.case_ids)
-    only_base = [c for c in base.case_ids if c not in in_method]
-    only_method = [c for c in method.case_ids if c not in in_base]
-    common = [c for c in base.case_ids if c in in_method]
+    base_ids, method_ids = _resolved(base, method), _resolved(method, base)
+    in_method, in_base = set(method_ids), set(base_ids)
+    only_base = [c for c in base_ids if c not in in_method]
+    only_method = [c for c in method_ids if c not in in_base]
+    common = [c for c in base_ids if c in in_method]
     names = (f"{method.label!r} ({', '.join(method.paths)}) and baseline {base.label!r} "
              f"({', '.join(base.paths)})")
     if not common:

@@ -272,26 +272,84 @@ def paired_bootstrap_ci(a: Any, b: Any, n_resamples: int = 10_000, confidence: f
 
 
 # ------------------------------------------------------------------------ sign flip
-def sign_flip_test(a: Any, b: Any, n_resamples: int = 20_000, seed: Seed = None) -> float:
+#: ``exact="auto"`` enumerates every sign pattern when ``n_cases`` is at most this...
+_EXACT_AUTO_MAX_CASES = 14
+#: ...and ``exact=True`` refuses more cases than this (2^25 patterns, tens of seconds).
+_EXACT_MAX_CASES = 26
+
+
+def _sign_flip_exact(d: np.ndarray, observed: float) -> float:
+    """Exact two-sided p: the share of all ``2^n`` sign patterns with ``|T*| >= |T|``.
+
+    ``|T*|`` is the same for ``s`` and ``-s``, so only the ``2^(n-1)`` patterns with
+    ``s_0 = +1`` are enumerated (in chunks); the observed pattern (all ``+1``) is one of
+    them, so the result is at least ``2 / 2^n``.
+    """
+    n = d.size
+    total = float(d.sum())
+    n_half = 1 << (n - 1)
+    shifts = np.arange(n - 1, dtype=np.int64)
+    rows = max(1, _CHUNK_ELEMENTS // n)
+    hits = 0
+    for start in range(0, n_half, rows):
+        k = np.arange(start, min(n_half, start + rows), dtype=np.int64)
+        bits = np.empty((k.size, n))
+        bits[:, 0] = 1.0
+        bits[:, 1:] = (k[:, None] >> shifts) & 1
+        stats = np.abs(2.0 * (bits @ d) - total) / n
+        hits += int(np.count_nonzero(stats >= observed - _TOL))
+    return hits / n_half
+
+
+def sign_flip_test(a: Any, b: Any, n_resamples: int = 20_000, seed: Seed = None,
+                   exact: bool | str = "auto") -> float:
     """Two-sided sign-flip randomization p value for the mean paired difference.
 
     Under the null hypothesis the labels "a" and "b" are exchangeable within each case,
     so each ``d_i`` is equally likely to have either sign. With ``T = mean(d)`` and
-    ``T* = mean(s * d)`` for independent uniform signs ``s_i = ±1``,
+    ``T* = mean(s * d)`` for sign patterns ``s_i = ±1``, a pattern counts when
+    ``|T*| >= |T| - 1e-12`` (absolute tolerance on proportions).
 
-        p = (1 + #{|T*| >= |T| - 1e-12}) / (n_resamples + 1)
+    - **Exact** (small ``n_cases``): all ``2^n_cases`` patterns are enumerated and
 
-    (the Monte-Carlo p value that counts the observed statistic; never 0; EGIP appendix
-    A.3 / Table 8, where 28 / 20,001 = 0.0014 is the smallest Holm-adjusted value). The
-    signs are drawn as packed random bits in chunks and applied with a matrix-vector
-    product. Equivalent to ``scipy.stats.permutation_test((d,), mean,
-    permutation_type="samples")`` (whose one-sample "samples" permutation flips signs).
+          p = #{patterns with |T*| >= |T|} / 2^n_cases,
+
+      which includes the observed pattern (and its mirror), so ``p >= 2 / 2^n_cases``;
+      e.g. ``n_cases`` differences all of one sign and equal size give exactly
+      ``2 / 2^n_cases``. ``seed`` is not used.
+    - **Monte Carlo**: ``n_resamples`` independent uniform patterns and
+
+          p = (1 + #{|T*| >= |T| - 1e-12}) / (n_resamples + 1),
+
+      the Monte-Carlo p value that counts the observed statistic (never 0; EGIP appendix
+      A.3 / Table 8, where 28 / 20,001 = 0.0014 is the smallest Holm-adjusted value). The
+      signs are drawn as packed random bits in chunks and applied with a matrix-vector
+      product.
+
+    ``exact="auto"`` (the default) enumerates when ``n_cases <= 14`` or
+    ``2**n_cases <= n_resamples`` (enumeration is then no dearer than sampling), and
+    samples otherwise; with the default ``n_resamples`` every ``n_cases >= 15`` takes the
+    Monte-Carlo path. ``exact=True`` always enumerates (``n_cases <= 26``), ``exact=False``
+    always samples.
+
+    Relation to scipy: this is the test of ``scipy.stats.permutation_test((d,), np.mean,
+    permutation_type="samples", alternative="two-sided")`` (a one-sample "samples"
+    permutation flips signs), but the two-sided p differs in definition. scipy computes
+    ``min(1, 2 * min(p_less, p_greater))`` from the two one-sided p values; this function
+    counts ``|T*| >= |T|`` directly. Because the sign-flip null distribution is symmetric
+    the two agree exactly when both enumerate (for ``T != 0``; both give 1 for
+    ``T = 0``), up to scipy's relative tie tolerance; with Monte-Carlo sampling they
+    estimate the same p with different counts and different Monte-Carlo errors (scipy
+    doubles a one-sided estimate, so its error is larger and its p can exceed ours).
 
     Args:
         a: baseline correctness matrix ``(n_cases, R_a)`` of 0/1/NaN.
         b: method correctness matrix ``(n_cases, R_b)``; rows are the same cases.
-        n_resamples: number of random sign patterns (positive integer).
-        seed: anything :func:`numpy.random.default_rng` accepts; same seed, same p.
+        n_resamples: number of random sign patterns (positive integer) for the
+            Monte-Carlo path; with ``exact="auto"`` also the threshold above.
+        seed: anything :func:`numpy.random.default_rng` accepts; same seed, same p
+            (unused on the exact path).
+        exact: ``"auto"``, ``True`` or ``False`` (see above).
 
     Returns:
         The p value in ``(0, 1]``; exactly ``1.0`` when every ``d_i`` is zero. With a
@@ -299,14 +357,23 @@ def sign_flip_test(a: Any, b: Any, n_resamples: int = 20_000, seed: Seed = None)
 
     Raises:
         ValueError: invalid input, different numbers of cases, a case with no present
-            repetition, ``n_resamples < 1``.
+            repetition, ``n_resamples < 1``, ``exact`` not one of ``"auto"``, ``True``,
+            ``False``, or ``exact=True`` with more than 26 cases.
     """
     n_resamples = _check_resamples(n_resamples)
+    if not (exact is True or exact is False or exact == "auto"):
+        raise ValueError(f"exact must be 'auto', True or False, got {exact!r}")
     d = _differences(*_check_pair(a, b))
+    n = d.size
+    if exact is True and n > _EXACT_MAX_CASES:
+        raise ValueError(f"exact=True enumerates 2^n_cases sign patterns; n_cases = {n} is "
+                         f"more than {_EXACT_MAX_CASES} (use exact=False or 'auto')")
     if not np.any(np.abs(d) > _TOL):
         return 1.0
-    n = d.size
     observed = abs(float(d.mean()))
+    if exact is True or (exact == "auto" and (n <= _EXACT_AUTO_MAX_CASES
+                                             or 2 ** n <= n_resamples)):
+        return _sign_flip_exact(d, observed)
     total = float(d.sum())
     rng = _rng(seed)
     n_bytes = (n + 7) // 8
