@@ -548,7 +548,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     """``clinenv compare``: see the module docstring."""
     from clinenv.errors import ClinenvError
-    from clinenv.evaluation.reports import comparison_table, pair_runs
+    from clinenv.evaluation.comparison import comparison_table, pair_runs
 
     _check_by(args.by)
     pair_labels = [_parse_pair(text) for text in args.pair or ()]

@@ -35,6 +35,13 @@ from clinenv.evaluation.stats import (
 # --- runs, reports, plots (clinenv.evaluation.runs / reports / plots): exports go here ---
 # isort: split
 # (plots imports matplotlib only when a figure is drawn)
+from clinenv.evaluation.comparison import (
+    Comparison,
+    accuracy_ci,
+    compare,
+    comparison_table,
+    pair_runs,
+)
 from clinenv.evaluation.plots import (
     PlotDependencyError,
     plot_accuracy,
@@ -42,14 +49,9 @@ from clinenv.evaluation.plots import (
 )
 from clinenv.evaluation.reports import (
     AccuracyCell,
-    Comparison,
     Table,
     accuracy_cells,
-    accuracy_ci,
     accuracy_table,
-    compare,
-    comparison_table,
-    pair_runs,
 )
 from clinenv.evaluation.runs import (
     Alignment,

@@ -2,7 +2,7 @@
 
 - :func:`plot_accuracy` — accuracy per dataset (or stratum) and method, with error bars
   from a case-cluster bootstrap of each run's own accuracy
-  (:func:`clinenv.evaluation.reports.accuracy_ci`: the paired bootstrap of the run
+  (:func:`clinenv.evaluation.comparison.accuracy_ci`: the paired bootstrap of the run
   against an all-zero baseline);
 - :func:`plot_correction_regression` — correction and regression (CDEG Eq. 8) of each
   comparison, with their counts.
@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from clinenv.errors import ClinenvError
-from clinenv.evaluation.reports import AccuracyCell, Comparison, Table, accuracy_ci
+from clinenv.evaluation.comparison import Comparison, accuracy_ci
+from clinenv.evaluation.reports import AccuracyCell, Table
 from clinenv.evaluation.stats import PairedCI
 
 __all__ = ["PlotDependencyError", "plot_accuracy", "plot_correction_regression",
@@ -83,7 +84,7 @@ def plot_accuracy(source: Table | Sequence[AccuracyCell], path: str | Path, *,
     """Grouped bars: accuracy (%) per dataset (or stratum) and method, with CI bars.
 
     The bar and its error bar are one statistic: the bar is the accuracy that
-    :func:`~clinenv.evaluation.reports.accuracy_ci` bootstraps (mean over cases of each
+    :func:`~clinenv.evaluation.comparison.accuracy_ci` bootstraps (mean over cases of each
     case's mean correctness over the scheduled repetitions; equal to the table's mean
     over repetitions, since missing episodes are 0, not left out), and the error bar is
     the percentile interval of that case-cluster bootstrap, drawn only when it has
@@ -180,7 +181,7 @@ def plot_correction_regression(source: Table | Sequence[Comparison], path: str |
     case wrong, or none right) is drawn as "n/a".
 
     Args:
-        source: :func:`~clinenv.evaluation.reports.comparison_table` or its comparisons.
+        source: :func:`~clinenv.evaluation.comparison.comparison_table` or its comparisons.
         path: the PNG file to write (folders created).
 
     Returns:
