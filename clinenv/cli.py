@@ -169,6 +169,10 @@ def _add_eval_parsers(sub: Any) -> None:
     ev.add_argument("--by", default=None, metavar="STRATUM",
                     help="also report per stratum of this case_strata key "
                          "(e.g. question_type; with --plot also plotted)")
+    ev.add_argument("--similarity", choices=sorted(SIMILARITY_ENCODERS), default=None,
+                    help="add answer-reference similarity columns (CDEG 'Sim.'); "
+                         "'lexical' is a hashing bag-of-words stand-in, not a clinical "
+                         "encoder (model encoders come with the embeddings layer)")
     ev.set_defaults(func=cmd_eval)
 
     cmp = sub.add_parser("compare", parents=[common],
@@ -517,6 +521,16 @@ def _written(paths: Sequence[Path]) -> None:
     print("wrote " + ", ".join(str(p) for p in paths))
 
 
+def _lexical_encoder() -> tuple[Any, str]:
+    from clinenv.evaluation.metrics import HashingEncoder
+
+    return HashingEncoder(), "lexical similarity"
+
+
+#: ``--similarity`` choices: name -> factory of ``(encoder, column name)``.
+SIMILARITY_ENCODERS: dict[str, Callable[[], tuple[Any, str]]] = {"lexical": _lexical_encoder}
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     """``clinenv eval``: see the module docstring."""
     from clinenv.errors import ClinenvError
@@ -525,7 +539,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     _check_by(args.by)
     runs = _load_runs(args.logs, args.plot)
     try:
-        tables = [("accuracy", accuracy_table(runs))]
+        encoder, sim_name = None, "similarity"
+        if args.similarity:
+            encoder, sim_name = SIMILARITY_ENCODERS[args.similarity]()
+        tables = [("accuracy", accuracy_table(runs, encoder=encoder,
+                                              similarity_name=sim_name))]
         if args.by is not None:
             tables.append((_stem("accuracy_by_", args.by), accuracy_table(runs, by=args.by)))
     except (ClinenvError, ValueError) as err:

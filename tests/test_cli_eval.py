@@ -313,3 +313,16 @@ def test_closed_stdout_exits_quietly(tmp_path, logs):
     proc.stderr.close()
     assert proc.wait(timeout=120) == 141
     assert err == ""
+
+
+def test_eval_similarity_column_from_a_real_run(tmp_path):
+    log = tmp_path / "demo.jsonl"
+    subprocess.run([sys.executable, "-m", "clinenv", "run", "--env", "EGIP-Demo-v0",
+                    "--quiet", "--out", str(log)], check=True, capture_output=True)
+    proc = subprocess.run([sys.executable, "-m", "clinenv", "eval", str(log),
+                           "--similarity", "lexical", "--out-dir", str(tmp_path / "rep")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "demo lexical similarity" in proc.stdout
+    rows = list(csv.DictReader((tmp_path / "rep" / "accuracy.csv").open(encoding="utf-8")))
+    assert 0.0 < float(rows[0]["similarity"]) <= 100.0

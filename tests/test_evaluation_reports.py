@@ -218,11 +218,11 @@ accuracies. Coverage: percent of outputs with an identifiable answer (verdict no
 
 ACCURACY_CSV = """\
 method,dataset,stratum,n_cases,n_repetitions,n_episodes,n_correct,n_unscored,n_missing,\
-accuracy_mean,accuracy_sd,accuracy_pooled,per_repetition,coverage,mean_turns,mean_exams
-native,alpha,,4,3,12,5,1,0,41.666667,14.433757,41.666667,50.0;25.0;50.0,91.666667,19.0,2.0
-native,beta,,4,3,12,6,0,0,50.0,0.0,50.0,50.0;50.0;50.0,100.0,19.0,2.0
-egip,alpha,,4,3,12,6,1,0,50.0,25.0,50.0,75.0;50.0;25.0,91.666667,12.0,5.0
-egip,beta,,4,3,12,9,0,0,75.0,0.0,75.0,75.0;75.0;75.0,100.0,12.0,5.0
+accuracy_mean,accuracy_sd,accuracy_pooled,per_repetition,coverage,mean_turns,mean_exams,similarity
+native,alpha,,4,3,12,5,1,0,41.666667,14.433757,41.666667,50.0;25.0;50.0,91.666667,19.0,2.0,
+native,beta,,4,3,12,6,0,0,50.0,0.0,50.0,50.0;50.0;50.0,100.0,19.0,2.0,
+egip,alpha,,4,3,12,6,1,0,50.0,25.0,50.0,75.0;50.0;25.0,91.666667,12.0,5.0,
+egip,beta,,4,3,12,9,0,0,75.0,0.0,75.0,75.0;75.0;75.0,100.0,12.0,5.0,
 """
 # n_correct: native/alpha 3 + 0 + 2 + 0 = 5 (pooled 5/12 = 41.67); egip/alpha 3+2+0+1 = 6;
 # native/beta 6; egip/beta 9. sqrt(208.333...) = 14.433757. Turns/exams as written.
@@ -563,3 +563,37 @@ def test_label_makes_doctor_name_optional_and_folders_are_refused(tmp_path):
     assert run.label == "mine"
     with pytest.raises(RunsError, match="is a folder"):
         load_runs([tmp_path])
+
+
+class _OneHotEncoder:
+    """Equal texts -> the same unit vector, different texts -> orthogonal vectors."""
+
+    def __init__(self):
+        self.index: dict[str, int] = {}
+
+    def encode(self, texts):
+        for t in texts:
+            self.index.setdefault(t, len(self.index))
+        out = np.zeros((len(texts), 64))
+        for row, t in enumerate(texts):
+            out[row, self.index[t]] = 1.0
+        return out
+
+
+def test_similarity_column_with_an_encoder(tmp_path):
+    # 2 cases x 2 repetitions: a1 "CW", a2 "UC". A correct answer repeats the target
+    # (cosine 1), a wrong one differs (0), the unscored one is missing (0):
+    # similarity = 100 * 2 / 4 = 50.
+    lines = log_lines("alpha", "native", {"a1": "CW", "a2": "UC"})
+    for line in lines:
+        line["target"] = f"target {line['case_id']}"
+        if line["verdict"] == "correct":
+            line["answer"] = line["target"]
+    runs = load_runs([write_log(tmp_path / "sim.jsonl", lines)])
+    table = accuracy_table(runs, encoder=_OneHotEncoder(), similarity_name="sim")
+    assert table.header[-1] == "alpha sim"
+    assert table.rows[0][-1] == "50.00"
+    assert table.data[0].similarity == pytest.approx(50.0)
+    no_targets = load_runs([write_log(tmp_path / "old.jsonl",
+                                      log_lines("alpha", "native", {"a1": "CW"}))])
+    assert accuracy_table(no_targets, encoder=_OneHotEncoder()).rows[0][-1] == "–"

@@ -21,8 +21,10 @@ from typing import Any
 import numpy as np
 
 from clinenv.evaluation.metrics import (
+    Encoder,
     accuracy,
     coverage,
+    embedding_similarity,
     mean_sd,
     mean_turns_exams,
     per_repetition_accuracy,
@@ -59,6 +61,9 @@ class AccuracyCell:
         matrix: the correctness matrix ``(n_cases, n_repetitions)`` over scheduled
             cases and repetitions (0 for a missing episode, never NaN).
         schedule_inferred: the run's schedule was inferred (an old log).
+        similarity: mean cosine similarity of answer and reference over the scheduled
+            episodes (CDEG "Sim."; a missing episode or non-answer counts 0), when an
+            encoder was given and the log records the targets; else ``None``.
     """
 
     label: str
@@ -79,6 +84,7 @@ class AccuracyCell:
     mean_exams: float
     matrix: np.ndarray = field(repr=False, compare=False)
     schedule_inferred: bool = False
+    similarity: float | None = None
 
     @property
     def column(self) -> tuple[str, str | None]:
@@ -86,8 +92,19 @@ class AccuracyCell:
         return (self.dataset, self.stratum)
 
 
-def _cell(run: Run, records: Sequence[Mapping[str, Any]], stratum: str | None
-          ) -> AccuracyCell:
+def _similarity(records: Sequence[Mapping[str, Any]], n_missing: int,
+                encoder: Encoder | None) -> float | None:
+    """Mean answer-reference similarity over scheduled episodes (missing ones count 0)."""
+    if encoder is None or not records or any(not r.get("target") for r in records):
+        return None
+    sims = embedding_similarity([None if r.get("abstained") else r.get("answer")
+                                 for r in records],
+                                [r["target"] for r in records], encoder)
+    return float(100.0 * sims.sum() / (len(records) + n_missing))
+
+
+def _cell(run: Run, records: Sequence[Mapping[str, Any]], stratum: str | None,
+          encoder: Encoder | None = None) -> AccuracyCell:
     if stratum is None:
         ids = list(run.case_ids)
     else:
@@ -109,16 +126,20 @@ def _cell(run: Run, records: Sequence[Mapping[str, Any]], stratum: str | None
         mean_turns=float(interaction["mean_turns"]),
         mean_exams=float(interaction["mean_exams"]), matrix=matrix,
         schedule_inferred=run.schedule_inferred,
+        similarity=_similarity(records, n_missing, encoder),
     )
 
 
-def accuracy_cells(runs: Sequence[Run], *, by: str | None = None) -> list[AccuracyCell]:
+def accuracy_cells(runs: Sequence[Run], *, by: str | None = None,
+                   encoder: Encoder | None = None) -> list[AccuracyCell]:
     """One :class:`AccuracyCell` per run (per run and stratum with ``by``).
 
     Args:
         runs: runs from :func:`clinenv.evaluation.runs.load_runs`.
         by: a ``case_strata`` key (e.g. ``"question_type"``); a case in several strata
             counts in each, runs without the key contribute nothing.
+        encoder: an encoder for answer-reference similarity (see
+            :func:`clinenv.evaluation.metrics.embedding_similarity`); ``None`` skips it.
 
     Raises:
         RunsError: no runs, or ``by`` names a stratum no run has (the message lists the
@@ -127,8 +148,8 @@ def accuracy_cells(runs: Sequence[Run], *, by: str | None = None) -> list[Accura
     if not runs:
         raise RunsError("no runs to report", path="<arguments>")
     if by is None:
-        return [_cell(run, run.records, None) for run in runs]
-    cells = [_cell(run, records, stratum)
+        return [_cell(run, run.records, None, encoder) for run in runs]
+    cells = [_cell(run, records, stratum, encoder)
              for run in runs for stratum, records in stratify(run.records, by).items()]
     if not cells:
         keys = sorted({k for run in runs for r in run.records
@@ -138,7 +159,9 @@ def accuracy_cells(runs: Sequence[Run], *, by: str | None = None) -> list[Accura
     return cells
 
 
-def accuracy_table(runs: Sequence[Run], *, by: str | None = None) -> Table:
+def accuracy_table(runs: Sequence[Run], *, by: str | None = None,
+                   encoder: Encoder | None = None, similarity_name: str = "similarity"
+                   ) -> Table:
     """Accuracy "mean ± SD" (%) of every run: EGIP Table 1, or a per-stratum breakdown.
 
     Without ``by``, rows are methods and columns datasets (EGIP Table 1), followed by one
@@ -152,17 +175,20 @@ def accuracy_table(runs: Sequence[Run], *, by: str | None = None) -> Table:
     Args:
         runs: the runs to report.
         by: a ``case_strata`` key to report per stratum (e.g. ``"question_type"``).
+        encoder: adds, per dataset, a column of mean answer-reference similarity (x100)
+            computed with this encoder (CDEG "Sim."); logs must record ``target``.
+        similarity_name: the column's name (say which encoder, e.g. "lexical similarity").
 
     Returns:
         A :class:`Table` whose CSV has one row per run (and stratum): ``method, dataset,
         stratum, n_cases, n_repetitions, n_episodes, n_correct, n_unscored, n_missing,
         accuracy_mean, accuracy_sd, accuracy_pooled, per_repetition, coverage,
-        mean_turns, mean_exams``.
+        mean_turns, mean_exams, similarity`` (empty without an encoder).
 
     Raises:
         RunsError: see :func:`accuracy_cells`.
     """
-    cells = accuracy_cells(runs, by=by)
+    cells = accuracy_cells(runs, by=by, encoder=encoder)
     labels = list(dict.fromkeys(c.label for c in cells))
     datasets = list(dict.fromkeys(c.dataset for c in cells))
     columns = [(d, s) for d in datasets
@@ -178,11 +204,22 @@ def accuracy_table(runs: Sequence[Run], *, by: str | None = None) -> Table:
         cell = grid.get((label, col))
         return DASH if cell is None else _pct(cell.coverage)
 
+    def sim(label: str, col: tuple[str, str | None]) -> str:
+        cell = grid.get((label, col))
+        return DASH if cell is None or cell.similarity is None else _pct(cell.similarity)
+
     notes = [_ACCURACY_NOTE]
     if by is None:
         header = ("Method", *datasets, *(f"{d} coverage" for d in datasets))
         rows = [(label, *(acc(label, col) for col in columns),
                  *(cov(label, col) for col in columns)) for label in labels]
+        if encoder is not None:
+            header += tuple(f"{d} {similarity_name}" for d in datasets)
+            rows = [(*row, *(sim(label, col) for col in columns))
+                    for row, label in zip(rows, labels, strict=True)]
+            notes.append(f"{similarity_name}: mean cosine of answer and reference x 100 over "
+                         "scheduled outputs (a non-answer counts 0; CDEG 'Sim.'); "
+                         f"{DASH} when the log has no reference targets.")
         title = ("Accuracy (%) by method and dataset: mean ± sample SD over repetitions; "
                  "then answer coverage (%)")
         notes.append("Cases × repetitions: " + "; ".join(
@@ -269,11 +306,11 @@ def missing_notes(runs: Sequence[Run], case_ids: Sequence[Sequence[str]] | None 
 ACCURACY_CSV = ("method", "dataset", "stratum", "n_cases", "n_repetitions", "n_episodes",
                 "n_correct", "n_unscored", "n_missing", "accuracy_mean", "accuracy_sd",
                 "accuracy_pooled", "per_repetition", "coverage", "mean_turns",
-                "mean_exams")
+                "mean_exams", "similarity")
 
 
 def _accuracy_csv(c: AccuracyCell) -> tuple[Any, ...]:
     per_rep = ";".join(_num(v) for v in c.per_repetition)
     return (c.label, c.dataset, c.stratum, c.n_cases, c.n_repetitions, c.n_episodes,
             c.n_correct, c.n_unscored, c.n_missing, c.mean, c.sd, c.accuracy, per_rep,
-            c.coverage, c.mean_turns, c.mean_exams)
+            c.coverage, c.mean_turns, c.mean_exams, c.similarity)
