@@ -531,6 +531,16 @@ def _lexical_encoder() -> tuple[Any, str]:
 SIMILARITY_ENCODERS: dict[str, Callable[[], tuple[Any, str]]] = {"lexical": _lexical_encoder}
 
 
+def _show_and_write(tables: Sequence[tuple[str, Any]], out_dir: Path) -> list[Path]:
+    """Print each ``(stem, Table)`` and write its Markdown and CSV; the written paths."""
+    written: list[Path] = []
+    for stem, table in tables:
+        print(table.to_text())
+        print()
+        written += _write(table, out_dir, stem)
+    return written
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     """``clinenv eval``: see the module docstring."""
     from clinenv.errors import ClinenvError
@@ -548,11 +558,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             tables.append((_stem("accuracy_by_", args.by), accuracy_table(runs, by=args.by)))
     except (ClinenvError, ValueError) as err:
         raise CLIError(str(err)) from None
-    written: list[Path] = []
-    for stem, table in tables:
-        print(table.to_text())
-        print()
-        written += _write(table, args.out_dir, stem)
+    written = _show_and_write(tables, args.out_dir)
     if args.plot:
         from clinenv.evaluation.plots import plot_accuracy
 
@@ -586,11 +592,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                            comparison_table(pairs, by=args.by, **options)))
     except (ClinenvError, ValueError) as err:
         raise CLIError(str(err)) from None
-    written: list[Path] = []
-    for stem, table in tables:
-        print(table.to_text())
-        print()
-        written += _write(table, args.out_dir, stem)
+    written = _show_and_write(tables, args.out_dir)
     if args.plot:
         from clinenv.evaluation.plots import plot_correction_regression
 

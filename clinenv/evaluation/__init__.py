@@ -4,7 +4,12 @@
   randomization tests, Holm adjustment, correction/regression (EGIP appendix A.3, CDEG
   Eq. 8) on ``(n_cases, n_repetitions)`` correctness matrices;
 - :mod:`clinenv.evaluation.metrics` — accuracy, coverage, mean ± SD, embedding
-  similarity, turns/exams and strata from run-log records.
+  similarity, turns/exams and strata from run-log records;
+- :mod:`clinenv.evaluation.runs` — run logs grouped into runs and paired over cases;
+- :mod:`clinenv.evaluation.reports` / :mod:`~clinenv.evaluation.comparison` — the
+  tables (EGIP Table 1; EGIP Tables 5/7/8 and CDEG Table 2), rendered by
+  :mod:`~clinenv.evaluation.table`; :mod:`~clinenv.evaluation.plots` — figures
+  (matplotlib, imported only when a figure is drawn).
 """
 
 from clinenv.evaluation.metrics import (
@@ -32,9 +37,7 @@ from clinenv.evaluation.stats import (
     sign_flip_test,
 )
 
-# --- runs, reports, plots (clinenv.evaluation.runs / reports / plots): exports go here ---
 # isort: split
-# (plots imports matplotlib only when a figure is drawn)
 from clinenv.evaluation.comparison import (
     Comparison,
     accuracy_ci,
@@ -78,7 +81,6 @@ __all__ = [
     "paired_bootstrap_ci",
     "paired_differences",
     "sign_flip_test",
-    # metrics
     "Encoder",
     "HashingEncoder",
     "accuracy",
@@ -89,7 +91,6 @@ __all__ = [
     "mean_turns_exams",
     "per_repetition_accuracy",
     "stratify",
-    # runs, reports, plots: add names here
     "AccuracyCell",
     "Alignment",
     "CaseMismatchError",
