@@ -16,7 +16,7 @@ How a reply is chosen
    symptoms") gets the primary symptom and the first sentence of the history; "Tell me
    more" continues the story with facts not yet given.
 3. Any other question is routed by keywords to topic buckets (pain/when/how long ->
-   history and symptoms; medication -> medications; smoke/alcohol/work/travel/sex ->
+   history and symptoms; medication -> medications; smoke, alcohol, work, travel, sex ->
    social; family; allergies; past illness/surgery -> past; age -> demographics). Each
    fact scores the share of the question's stemmed content words it holds (a word
    matches when rapidfuzz ``ratio`` >= :data:`WORD_SIMILARITY`, so typos and word forms
