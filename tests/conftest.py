@@ -69,3 +69,16 @@ def shared_data_dir(monkeypatch, tmp_path) -> Path:
     monkeypatch.setenv("CLINENV_DATA_DIR", str(SHARED_DATA))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     return SHARED_DATA
+
+
+def leaves(tree, *, strings_only: bool = False):
+    """Every leaf of a JSON tree, depth first (written here, independently of clinenv's
+    own tree walkers, so tests do not check the package against itself)."""
+    if isinstance(tree, dict):
+        for value in tree.values():
+            yield from leaves(value, strings_only=strings_only)
+    elif isinstance(tree, list):
+        for value in tree:
+            yield from leaves(value, strings_only=strings_only)
+    elif not strings_only or isinstance(tree, str):
+        yield tree

@@ -32,6 +32,7 @@ from importlib.resources import files
 from pathlib import Path
 
 import pytest
+from conftest import leaves
 
 from clinenv.cases import Case, read_cases
 from clinenv.protocol.availability import is_unavailable
@@ -56,20 +57,11 @@ def cases() -> list[Case]:
     return read_cases(_demo_path())
 
 
-def _leaves(tree):
-    if isinstance(tree, dict):
-        for value in tree.values():
-            yield from _leaves(value)
-    elif isinstance(tree, list):
-        for value in tree:
-            yield from _leaves(value)
-    else:
-        yield tree
 
 
 def _names_target(tree, target: str) -> bool:
     needle = target.lower()
-    return any(isinstance(leaf, str) and needle in leaf.lower() for leaf in _leaves(tree))
+    return any(isinstance(leaf, str) and needle in leaf.lower() for leaf in leaves(tree))
 
 
 def _tests_at_any_depth(tree: dict):
@@ -187,10 +179,10 @@ def test_nested_test_groups(cases):
 
 def test_unavailable_results(cases):
     with_placeholder = [
-        c for c in cases if any(is_unavailable(leaf) for leaf in _leaves(c.records.tests))
+        c for c in cases if any(is_unavailable(leaf) for leaf in leaves(c.records.tests))
     ]
     assert len(with_placeholder) >= 2
-    all_leaves = {leaf for c in cases for leaf in _leaves(c.records.tests) if isinstance(leaf, str)}
+    all_leaves = {leaf for c in cases for leaf in leaves(c.records.tests) if isinstance(leaf, str)}
     assert "Pending" in all_leaves
     assert "Not provided" in all_leaves
     # a test whose every stored leaf is a placeholder (more than one leaf, all missing)
@@ -198,7 +190,7 @@ def test_unavailable_results(cases):
         (c.case_id, name)
         for c in cases
         for name, sub in _tests_at_any_depth(c.records.tests)
-        if len(list(_leaves(sub))) >= 2 and is_unavailable(sub)
+        if len(list(leaves(sub))) >= 2 and is_unavailable(sub)
     ]
     assert all_missing
     # results such as "Not detected" are findings, never placeholders

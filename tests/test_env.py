@@ -10,6 +10,7 @@ import warnings
 import gymnasium as gym
 import numpy as np
 import pytest
+from conftest import leaves
 from gymnasium.utils.env_checker import check_env
 
 import clinenv
@@ -124,15 +125,6 @@ def test_info_is_deterministic_data_only():
     assert info["phase"] == "acquire" and info["turn"] == 0
 
 
-def _leaves(tree):
-    if isinstance(tree, dict):
-        for v in tree.values():
-            yield from _leaves(v)
-    elif isinstance(tree, list):
-        for v in tree:
-            yield from _leaves(v)
-    elif isinstance(tree, str):
-        yield tree
 
 
 def _norm(text: str) -> str:
@@ -154,7 +146,7 @@ def test_doctor_never_sees_target_or_unrequested_results(dataset, shared_data_di
         # remove what the doctor may legitimately see: K, requested records, own words
         allowed = list(case.candidates or ())
         allowed += [leaf for e in catalog if e.exam_id in requested
-                    for leaf in _leaves(record_at(case.records, e.source_path))]
+                    for leaf in leaves(record_at(case.records, e.source_path), strings_only=True)]
         allowed += [e.text for e in env.runtime.history if e.source == "doctor"]
         for text in sorted((_norm(a).strip() for a in allowed), key=len, reverse=True):
             if len(text) >= 3:  # whole-word removal, so short leaves cannot mask a leak
@@ -162,11 +154,11 @@ def test_doctor_never_sees_target_or_unrequested_results(dataset, shared_data_di
         for phrase in target_phrases(case.target.text):
             if len(phrase) >= 5:
                 assert _norm(phrase) not in seen, (case.case_id, phrase)
-        public = _norm(case.objective + " " + " ".join(_leaves(case.patient)))
+        public = _norm(case.objective + " " + " ".join(leaves(case.patient, strings_only=True)))
         for entry in catalog:
             if entry.exam_id in requested:
                 continue
-            for leaf in _leaves(record_at(case.records, entry.source_path)):
+            for leaf in leaves(record_at(case.records, entry.source_path), strings_only=True):
                 leaf_n = _norm(leaf)
                 if len(leaf_n) >= 25 and leaf_n not in public:
                     assert leaf_n not in seen, (case.case_id, entry.exam_id, leaf)

@@ -7,6 +7,7 @@ import json
 import re
 
 import pytest
+from conftest import leaves
 
 from clinenv.datasets import load_cases
 from clinenv.protocol.catalog import Catalog
@@ -21,15 +22,6 @@ def _raw_osce(path):
         return [json.loads(line)["OSCE_Examination"] for line in fh if line.strip()]
 
 
-def _leaves(tree):
-    if isinstance(tree, dict):
-        for value in tree.values():
-            yield from _leaves(value)
-    elif isinstance(tree, list):
-        for value in tree:
-            yield from _leaves(value)
-    else:
-        yield tree
 
 
 def test_every_medqa_catalog_entry_returns_the_source_value(shared_data_dir):
@@ -44,7 +36,7 @@ def test_every_medqa_catalog_entry_returns_the_source_value(shared_data_dir):
                 node = node[key]
             text, availability = lookup(case.records, entry)
             assert text == render_record(node), (case.case_id, entry.exam_id)
-            for leaf in _leaves(node):
+            for leaf in leaves(node):
                 if isinstance(leaf, str) and availability == "recorded" and leaf.strip():
                     assert leaf.strip() in text, (case.case_id, entry.exam_id, leaf)
             n_entries += 1
@@ -70,7 +62,7 @@ def test_every_nejm_test_record_comes_from_the_source_text(shared_data_dir):
                 node = node[key]
             # each piece of each stored leaf is a passage of the source free text
             # (the splitter joins plain sub-bullets with "; ")
-            for leaf in _leaves(node):
+            for leaf in leaves(node):
                 for piece in leaf.split("; "):
                     assert words(piece) in text, (case.case_id, entry.name, piece)
             n_records += 1
