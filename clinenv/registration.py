@@ -1,11 +1,19 @@
 """Environment ids, registered with Gymnasium when :mod:`clinenv` is imported.
 
-One line per variant. Every id builds :class:`clinenv.env.EGIPEnv`; the dataset is
+One line per variant. ``EGIP-<Dataset>-v0`` builds :class:`clinenv.env.EGIPEnv` (text
+actions); ``EGIP-<Dataset>-Menu-v0`` builds
+:class:`clinenv.wrappers.menu_action.MenuActionEnv` (a Discrete menu-index action with
+``action_mask``, for classic RL baselines) over the same dataset. The dataset is
 resolved at ``gym.make`` time, so an id whose data is missing fails at once with the
 how-to-get-it error (:class:`clinenv.errors.DatasetNotFoundError`).
 
 Episodes end by themselves after T acquisition rounds and one decision step, so no
-``TimeLimit`` is added (``max_episode_steps`` is ``None``).
+``TimeLimit`` is added (``max_episode_steps`` is ``None``). Registering also imports
+:mod:`clinenv.vector`, which makes async vector envs refuse shared memory for text
+(field-bug-reports B13); use :func:`clinenv.vector.make_vec`.
+
+The PettingZoo game is not registered (PettingZoo has no registry): use
+:mod:`clinenv.multiagent.egip_v0`.
 """
 
 from __future__ import annotations
@@ -13,8 +21,9 @@ from __future__ import annotations
 import gymnasium as gym
 
 ENTRY_POINT = "clinenv.env:EGIPEnv"
+MENU_ENTRY_POINT = "clinenv.wrappers.menu_action:MenuActionEnv"
 
-#: Environment id -> dataset registry name.
+#: Environment id -> dataset registry name (text actions).
 EGIP_IDS: dict[str, str] = {
     "EGIP-Demo-v0": "demo",
     "EGIP-MedQA-v0": "medqa",
@@ -24,9 +33,17 @@ EGIP_IDS: dict[str, str] = {
     "EGIP-MIMIC-IV-v0": "mimiciv",
 }
 
+#: Environment id -> dataset registry name (Discrete menu-index actions).
+MENU_IDS: dict[str, str] = {
+    env_id.removesuffix("-v0") + "-Menu-v0": dataset for env_id, dataset in EGIP_IDS.items()
+}
+
 
 def register_all() -> None:
-    """Register every id in :data:`EGIP_IDS` (idempotent)."""
-    for env_id, dataset in EGIP_IDS.items():
-        if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point=ENTRY_POINT, kwargs={"dataset": dataset})
+    """Register every id in :data:`EGIP_IDS` and :data:`MENU_IDS` (idempotent)."""
+    import clinenv.vector  # noqa: F401  (installs the shared-memory guard, B13)
+
+    for ids, entry_point in ((EGIP_IDS, ENTRY_POINT), (MENU_IDS, MENU_ENTRY_POINT)):
+        for env_id, dataset in ids.items():
+            if env_id not in gym.registry:
+                gym.register(id=env_id, entry_point=entry_point, kwargs={"dataset": dataset})

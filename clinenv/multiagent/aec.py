@@ -1,0 +1,481 @@
+"""The EGIP episode as a PettingZoo AEC game: doctor, patient and examiner seats.
+
+Agents (:data:`AGENTS`): ``doctor_0``, ``patient_0``, ``examiner_0``. The doctor speaks
+first and its action decides who speaks next (EGIP section 3.2, routing by
+:class:`~clinenv.protocol.runtime.EGIPRuntime`, which never simulates anyone):
+
+=====================================  =================================================
+doctor action (acquisition phase)      next agent
+=====================================  =================================================
+question (or fixed clarification)      ``patient_0``; its action is the reply
+request of a recorded examination      ``examiner_0``; its action is the result text
+request of a test with no record       ``doctor_0``: answered "not recorded" by the
+                                       interface, never by the examiner seat (a record
+                                       oracle cannot report what is not stored, and an
+                                       LLM examiner must not invent "normal")
+invalid text (interface feedback)      ``doctor_0``
+=====================================  =================================================
+
+After T rounds the doctor's next action is its terminal answer (decision phase on e_T):
+it is scored like :class:`clinenv.env.EGIPEnv` does and ends the episode for all agents
+at once (every termination True in the same step; each agent is then stepped with
+``None`` and ``agents`` becomes ``[]``). With ``max_steps`` set, an episode that reaches
+that many AEC steps before the answer is truncated for all agents at once (no answer:
+doctor reward :data:`clinenv.rewards.UNSCORED`).
+
+Seats. ``patient="external"`` / ``examiner="external"`` (the defaults) give a seat to a
+policy. ``patient="retrieval"`` (or ``"llm"`` with ``patient_model``, or a patient object
+with a sync ``reply(PatientView)``) and ``examiner="lookup"`` (record lookup O) fill the
+seat with a built-in simulator; such a seat is **not an agent** (absent from
+``possible_agents``), so its replies happen inside the doctor's step, as in the
+Gymnasium environment. With both seats built in the game has the doctor alone.
+
+Observations. One shared space for every agent: ``Dict(text=UnicodeText(max_text_chars),
+exam_mask=Box(0, 1, (max_exams,), int8))`` (no ``observation`` / ``action_mask`` keys:
+actions are text). ``text`` is the role view R:
+
+- doctor: exactly the Gymnasium environment's observation (x_t in ``"view"`` format, or
+  what is new in ``"delta"`` format); ``exam_mask`` is the menu mask;
+- patient: P with Y withheld, the dialogue and the pending question
+  (:func:`~clinenv.multiagent.seat_views.render_patient_view`); never M or Y;
+- examiner: the validated request and the matching stored record
+  (:func:`~clinenv.multiagent.seat_views.render_examiner_view`); never P.
+
+Seat ``exam_mask`` values are all zero. An agent's observation changes only when it
+becomes the active agent, after its own action (a seat then shows that nothing is
+pending), and at the end of the episode; an idle agent's observation stays unchanged.
+
+Rewards. The doctor's are the Gymnasium environment's: :data:`clinenv.rewards.CORRECT`,
+``WRONG`` or ``UNSCORED`` for the terminal answer (judged by the deterministic scorer
+:func:`clinenv.scoring.score_answer`, the Gymnasium environment's default), minus
+``exam_cost`` per test returned and ``invalid_action_penalty`` per invalid action, each in
+the step where it happens.
+Seats earn 0, or with ``fidelity_weight > 0`` minus that weight per fidelity error of
+their reply (:mod:`clinenv.multiagent.fidelity`).
+
+Infos (deterministic: no timings, no token counts). Doctor: the Gymnasium environment's
+keys (``case_id``, ``dataset``, ``phase``, ``turn``, ``menu``, ``candidates``,
+``n_exams_requested``, ``invalid_actions``, ``action_kind``, ``text_clipped``, at the end
+``answer``, ``verdict``, ``correct``, ``abstained``, ``match_score``, ``scorer``).
+Seats: ``case_id``, ``dataset``, ``phase``, ``turn``, ``role``, ``pending`` (a question
+or request waits for this seat), ``text_clipped`` (its observation text was clipped to
+``max_text_chars``), ``reply_clipped`` (its last reply was cut to ``max_action_chars``)
+and, with a fidelity weight, ``fidelity_errors`` (:mod:`clinenv.multiagent.fidelity`).
+
+Seeding: ``reset(seed=s)`` seeds ``self.np_random``, from which the case is drawn
+exactly as in the Gymnasium environment (the same seed gives the same case);
+``options={"case_id": id_or_index}`` pins the case; other option keys are ignored.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any, Literal
+
+import numpy as np
+from gymnasium import spaces
+from gymnasium.utils import seeding
+from pettingzoo import AECEnv
+
+from clinenv import rewards
+from clinenv.case_pool import CasePool
+from clinenv.cases import Case
+from clinenv.env import DEFAULT_MAX_EXAMS, DEFAULT_MAX_TEXT_CHARS, make_patient
+from clinenv.multiagent import fidelity
+from clinenv.multiagent.seat_views import render_examiner_view, render_patient_view
+from clinenv.protocol.config import ProtocolConfig
+from clinenv.protocol.render import (
+    HistoryRenderer,
+    render_delta,
+    render_doctor_view,
+    render_history,
+)
+from clinenv.protocol.runtime import EGIPRuntime, Routing
+from clinenv.scoring import score_answer
+from clinenv.spaces import UnicodeText, clip_text
+
+DOCTOR = "doctor_0"
+PATIENT = "patient_0"
+EXAMINER = "examiner_0"
+#: Every agent name, in seat order (the doctor always plays; see the module docstring).
+AGENTS = (DOCTOR, PATIENT, EXAMINER)
+#: ``examiner=`` values.
+EXAMINER_KINDS = ("external", "lookup")
+
+
+class EGIPAECEnv(AECEnv):
+    """PettingZoo AEC environment of one EGIP episode per reset; see the module docstring.
+
+    Args:
+        dataset, cases, data_dir, disclosure, allow_download: the case source, as in
+            :class:`clinenv.env.EGIPEnv`.
+        patient: ``"external"`` (a policy's seat, default), or a built-in patient as
+            accepted by :func:`clinenv.env.make_patient` (``"retrieval"``, ``"llm"``, an
+            object with a sync ``reply(PatientView) -> str``).
+        patient_model: the chat model of ``patient="llm"``.
+        examiner: ``"external"`` (a policy's seat, default) or ``"lookup"`` (record
+            lookup O).
+        observation_format: the doctor's ``"view"`` or ``"delta"`` text.
+        max_exams: length of ``exam_mask`` (>= 1).
+        max_text_chars: observation text limit (>= 256); longer text is clipped.
+        invalid_action_penalty, exam_cost: non-negative doctor reward shaping, as in
+            :class:`clinenv.env.EGIPEnv`.
+        fidelity_weight: non-negative weight of the seats' fidelity penalty (0: seats
+            earn 0).
+        max_steps: ``None`` (default; episodes end by the doctor's answer, after at most
+            2T + 1 steps) or an AEC step limit >= 2 after which all agents truncate.
+        render_mode: ``None`` or ``"ansi"``.
+        **protocol: :class:`~clinenv.protocol.config.ProtocolConfig` fields.
+
+    Raises:
+        ValueError: an invalid argument; the message names it.
+        pydantic.ValidationError: an invalid protocol setting.
+        clinenv.errors.DatasetNotFoundError: the dataset is not available.
+    """
+
+    metadata = {"name": "egip_v0", "render_modes": ["ansi"], "render_fps": 1,
+                "is_parallelizable": False}
+
+    def __init__(
+        self,
+        dataset: str = "demo",
+        *,
+        cases: list[Case] | None = None,
+        data_dir: str | None = None,
+        disclosure: str = "presentation",
+        allow_download: bool = False,
+        patient: Any = "external",
+        patient_model: Any = None,
+        examiner: str = "external",
+        observation_format: Literal["view", "delta"] = "view",
+        max_exams: int = DEFAULT_MAX_EXAMS,
+        max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
+        invalid_action_penalty: float = rewards.INVALID_ACTION_PENALTY,
+        exam_cost: float = rewards.EXAM_COST,
+        fidelity_weight: float = 0.0,
+        max_steps: int | None = None,
+        render_mode: str | None = None,
+        **protocol: Any,
+    ) -> None:
+        super().__init__()
+        if observation_format not in ("view", "delta"):
+            raise ValueError(f"observation_format must be 'view' or 'delta', "
+                             f"got {observation_format!r}")
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        if max_exams < 1 or max_text_chars < 256:
+            raise ValueError("max_exams must be >= 1 and max_text_chars >= 256")
+        for name, value in (("invalid_action_penalty", invalid_action_penalty),
+                            ("exam_cost", exam_cost), ("fidelity_weight", fidelity_weight)):
+            if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        if max_steps is not None and (isinstance(max_steps, bool)
+                                      or not isinstance(max_steps, int) or max_steps < 2):
+            raise ValueError(f"max_steps must be None or an int >= 2, got {max_steps!r}")
+        if examiner not in EXAMINER_KINDS:
+            raise ValueError(f"examiner must be one of {EXAMINER_KINDS}, got {examiner!r}")
+        self.config = ProtocolConfig(**protocol)
+        self.pool = CasePool.get(dataset, cases=cases, data_dir=data_dir,
+                                 disclosure=disclosure, allow_download=allow_download)
+        if isinstance(patient, str) and patient == "external":
+            if patient_model is not None:
+                raise ValueError("patient_model is used only with patient='llm'")
+            self.patient = None
+        else:
+            self.patient = make_patient(patient, patient_model)
+            if not callable(getattr(self.patient, "reply", None)):
+                raise ValueError("patient: the PettingZoo environment calls a built-in "
+                                 "patient's sync reply(view); this one has only areply")
+        self.examiner = examiner
+        self.observation_format = observation_format
+        self.max_exams = max_exams
+        self.max_text_chars = max_text_chars
+        self.invalid_action_penalty = float(invalid_action_penalty)
+        self.exam_cost = float(exam_cost)
+        self.fidelity_weight = float(fidelity_weight)
+        self.max_steps = max_steps
+        self.render_mode = render_mode
+        self.possible_agents = [DOCTOR]
+        if self.patient is None:
+            self.possible_agents.append(PATIENT)
+        if examiner == "external":
+            self.possible_agents.append(EXAMINER)
+        self._observation_space = spaces.Dict({
+            "text": UnicodeText(max_text_chars),
+            "exam_mask": spaces.Box(0, 1, (max_exams,), dtype=np.int8),
+        })
+        self._action_spaces = {a: UnicodeText(max_text_chars) for a in self.possible_agents}
+        self.agents: list[str] = []
+        self.runtime: EGIPRuntime | None = None
+        self._np_random: np.random.Generator | None = None
+
+    # ------------------------------------------------------------- spaces
+    def observation_space(self, agent: str) -> spaces.Dict:
+        """The one observation space object shared by every agent.
+
+        Raises:
+            KeyError: ``agent`` is not in ``possible_agents``.
+        """
+        self._check_agent(agent)
+        return self._observation_space
+
+    def action_space(self, agent: str) -> UnicodeText:
+        """``agent``'s text action space (a cached object per agent; equal for all).
+
+        Raises:
+            KeyError: ``agent`` is not in ``possible_agents``.
+        """
+        self._check_agent(agent)
+        return self._action_spaces[agent]
+
+    @property
+    def np_random(self) -> np.random.Generator:
+        """The environment's random generator (seeded by ``reset(seed=...)``)."""
+        if self._np_random is None:
+            self._np_random, _ = seeding.np_random()
+        return self._np_random
+
+    # ---------------------------------------------------------------- API
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        """Start an episode; the doctor moves first.
+
+        Args:
+            seed: seeds ``self.np_random``; the case is drawn from it unless pinned.
+            options: ``{"case_id": id_or_index}`` pins the case; other keys are ignored.
+
+        Raises:
+            KeyError: an unknown ``case_id``.
+            IndexError: a case index out of range.
+        """
+        if seed is not None:
+            self._np_random, _ = seeding.np_random(seed)
+        options = options or {}
+        if options.get("case_id") is not None:
+            case = self.pool.case(options["case_id"])
+        else:
+            case = self.pool.cases[int(self.np_random.integers(len(self.pool.cases)))]
+        prepared = self.pool.prepared(case, accept=self.config.exam_accept,
+                                      suggest=self.config.exam_suggest)
+        self.runtime = EGIPRuntime(prepared, self.config)
+        self._history_text = HistoryRenderer()
+        reset_patient = getattr(self.patient, "reset", None)
+        if callable(reset_patient):  # as EGIPEnv: drawn after the case
+            reset_patient(seed=int(self.np_random.integers(2**31 - 1)))
+        self._leakable = (fidelity.leakable_values(case.records, case.patient)
+                          if self.fidelity_weight else ())
+        self.agents = list(self.possible_agents)
+        self.rewards = dict.fromkeys(self.agents, 0.0)
+        self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
+        self.terminations = dict.fromkeys(self.agents, False)
+        self.truncations = dict.fromkeys(self.agents, False)
+        self._pending: Routing | None = None
+        self._steps = 0
+        self._since = 0
+        self._final: dict[str, Any] = {}
+        self._doctor_kind: str | None = None
+        self._doctor_reasoning: str | None = None
+        self._texts: dict[str, str] = {}
+        self._infos: dict[str, dict[str, Any]] = {}
+        self._seat_state = {a: {"reply_clipped": False} for a in (PATIENT, EXAMINER)}
+        self._refresh_doctor()
+        for seat in self.agents[1:]:
+            self._refresh_seat(seat)
+        self.agent_selection = DOCTOR
+        self.infos = {a: copy.deepcopy(self._infos[a]) for a in self.agents}
+
+    def observe(self, agent: str) -> dict[str, Any]:
+        """``agent``'s current observation (a fresh dict and mask each call).
+
+        Raises:
+            KeyError: ``agent`` is not in ``possible_agents``.
+            RuntimeError: before the first ``reset``.
+        """
+        self._check_agent(agent)
+        if self.runtime is None:
+            raise RuntimeError("call reset() before observe()")
+        mask = (self._doctor_mask.copy() if agent == DOCTOR
+                else np.zeros(self.max_exams, dtype=np.int8))
+        return {"text": self._texts[agent], "exam_mask": mask}
+
+    def step(self, action: Any) -> None:
+        """Apply the action of ``agent_selection`` (text; never raises on any text).
+
+        A done agent must be stepped with ``None``. Any non-text action of a live agent
+        is read as ``str(action)`` (``None`` as ``""``).
+
+        Raises:
+            RuntimeError: before the first ``reset``.
+            ValueError: a done agent stepped with an action other than ``None``.
+        """
+        if self.runtime is None:
+            raise RuntimeError("call reset() before step()")
+        if not self.agents:
+            raise RuntimeError("the episode is over (agents == []); call reset()")
+        agent = self.agent_selection
+        if self.terminations[agent] or self.truncations[agent]:
+            self._was_dead_step(action)
+            return
+        text = action if isinstance(action, str) else ("" if action is None else str(action))
+        self._cumulative_rewards[agent] = 0.0
+        self.rewards = dict.fromkeys(self.agents, 0.0)
+        if agent == DOCTOR:
+            self._doctor_step(text)
+        else:
+            self._seat_step(agent, text)
+        self._steps += 1
+        over = self.runtime.phase == "done"
+        if not over and self.max_steps is not None and self._steps >= self.max_steps:
+            self._pending = None
+            self._final = {"answer": None, "verdict": "unscored", "correct": False,
+                           "truncated_at_step": self._steps}
+            self.truncations = dict.fromkeys(self.agents, True)
+            over = True
+        if over:
+            self._refresh_doctor()
+            for seat in self.agents[1:]:
+                self._refresh_seat(seat)
+        self.infos = {a: copy.deepcopy(self._infos[a]) for a in self.agents}
+        self._accumulate_rewards()
+
+    def render(self) -> str | None:
+        """``"ansi"``: the doctor-visible transcript so far; ``None`` otherwise."""
+        if self.render_mode != "ansi" or self.runtime is None:
+            return None
+        rt = self.runtime
+        head = f"Case {rt.case.case_id} ({rt.case.dataset}), phase {rt.phase}, round {rt.turn}"
+        return head + "\n" + render_history(rt.history) + "\n"
+
+    def close(self) -> None:
+        """Nothing to release (built-in simulators are in-process; models are the caller's)."""
+
+    # ------------------------------------------------------------- turns
+    def _doctor_step(self, text: str) -> None:
+        rt = self.runtime
+        assert rt is not None
+        self._since = len(rt.history)
+        if rt.phase == "decide":
+            parsed = rt.submit_answer(text)
+            score = score_answer(rt.answer, rt.case)
+            self.rewards[DOCTOR] += {"correct": rewards.CORRECT, "wrong": rewards.WRONG}.get(
+                score.verdict, rewards.UNSCORED)
+            self._final = {"answer": rt.answer, "verdict": score.verdict,
+                           "correct": score.verdict == "correct",
+                           "abstained": score.abstained,
+                           "match_score": float(score.similarity), "scorer": "deterministic"}
+            self._doctor_kind, self._doctor_reasoning = "answer", parsed.reasoning
+            self.terminations = dict.fromkeys(self.agents, True)
+            return
+        invalid_before = rt.invalid_actions
+        routing = rt.route(text)
+        self._doctor_kind = routing.action.kind
+        self._doctor_reasoning = routing.action.reasoning
+        self.rewards[DOCTOR] -= self.invalid_action_penalty * (rt.invalid_actions
+                                                               - invalid_before)
+        if routing.to == "patient":
+            if self.patient is None:
+                self._hand_over(PATIENT, routing)
+                return
+            rt.answer_patient(routing, str(self.patient.reply(
+                rt.patient_view(routing.question or ""))))
+        elif routing.to == "examiner":
+            self.rewards[DOCTOR] -= self.exam_cost * len(routing.entries)
+            if routing.entries and self.examiner == "external":
+                self._hand_over(EXAMINER, routing)
+                return
+            rt.answer_exam(routing)
+        self._refresh_doctor()
+        self.agent_selection = DOCTOR
+
+    def _hand_over(self, seat: str, routing: Routing) -> None:
+        self._pending = routing
+        self._refresh_seat(seat)
+        self.agent_selection = seat
+
+    def _seat_step(self, seat: str, text: str) -> None:
+        rt = self.runtime
+        routing = self._pending
+        assert rt is not None and routing is not None
+        limit = self.config.max_action_chars
+        reply = text[:limit]
+        state: dict[str, Any] = {"reply_clipped": len(text) > limit}
+        if seat == PATIENT:
+            errors = fidelity.patient_leaks(reply, self._leakable) if self.fidelity_weight else []
+            rt.answer_patient(routing, reply)
+        else:
+            errors = (fidelity.examiner_omissions(reply, rt.examiner_view(routing).record)
+                      if self.fidelity_weight else [])
+            rt.answer_exam(routing, result_text=reply)
+        if self.fidelity_weight:
+            state["fidelity_errors"] = errors
+            self.rewards[seat] -= self.fidelity_weight * len(errors)
+        self._seat_state[seat] = state
+        self._pending = None
+        self._refresh_seat(seat)
+        self._refresh_doctor()
+        self.agent_selection = DOCTOR
+
+    # ------------------------------------------------------- observations
+    def _refresh_doctor(self) -> None:
+        """The doctor's observation and info for the current state (the Gymnasium env's)."""
+        rt = self.runtime
+        assert rt is not None
+        if rt.phase == "done":
+            text = self._texts.get(DOCTOR, "") if self.observation_format == "view" else ""
+        elif self.observation_format == "view" or DOCTOR not in self._texts:
+            text = render_doctor_view(rt, self._history_text)
+        else:
+            text = render_delta(rt, self._since)
+        text, clipped = clip_text(text, self.max_text_chars)
+        self._texts[DOCTOR] = text
+        mask = np.zeros(self.max_exams, dtype=np.int8)
+        if rt.config.show_menu and rt.phase == "acquire":
+            done = set(rt.requested)
+            for entry in rt.catalog.entries[: self.max_exams]:
+                if entry.exam_id not in done:
+                    mask[entry.index] = 1
+        self._doctor_mask = mask
+        info: dict[str, Any] = {
+            "case_id": rt.case.case_id,
+            "dataset": rt.case.dataset,
+            "phase": rt.phase,
+            "turn": rt.turn,
+            "menu": [{"id": e.exam_id, "name": e.label} for e in rt.menu()]
+            if rt.phase == "acquire" else [],
+            "candidates": None if rt.case.candidates is None else list(rt.case.candidates),
+            "n_exams_requested": len(rt.requested),
+            "invalid_actions": rt.invalid_actions,
+            "action_kind": self._doctor_kind,
+            "text_clipped": clipped,
+        }
+        if self._doctor_reasoning:
+            info["reasoning"] = self._doctor_reasoning
+        info.update(self._final)
+        self._infos[DOCTOR] = info
+
+    def _refresh_seat(self, seat: str) -> None:
+        rt = self.runtime
+        assert rt is not None
+        pending = self._pending is not None and (seat == PATIENT) == (
+            self._pending.to == "patient")
+        if seat == PATIENT:
+            question = (self._pending.question or "") if pending else ""
+            text = render_patient_view(rt.patient_view(question), pending=pending)
+        else:
+            text = render_examiner_view(rt.examiner_view(self._pending) if pending else None)
+        self._texts[seat], clipped = clip_text(text, self.max_text_chars)
+        self._infos[seat] = {
+            "case_id": rt.case.case_id,
+            "dataset": rt.case.dataset,
+            "phase": rt.phase,
+            "turn": rt.turn,
+            "role": "patient" if seat == PATIENT else "examiner",
+            "pending": pending,
+            "text_clipped": clipped,
+            **self._seat_state[seat],
+        }
+
+    def _check_agent(self, agent: str) -> None:
+        if agent not in self.possible_agents:
+            raise KeyError(f"unknown agent {agent!r}; agents of this environment: "
+                           f"{self.possible_agents}")

@@ -1,0 +1,52 @@
+"""Three policies in three seats: the EGIP episode as a PettingZoo game.
+
+The doctor (``doctor_0``) is the scripted doctor; the patient (``patient_0``) and the
+examiner (``examiner_0``) are scripted seat policies that see only their own role
+views: the patient P and the dialogue, the examiner the requested record. The doctor's
+action picks who speaks next; the loop is PettingZoo's ``agent_iter`` / ``last`` /
+``step``. Every seat could be an LLM or a policy under training instead.
+
+Run from the repository root (offline; the demo cases ship with clinenv)::
+
+    python examples/three_seats.py [CASE_ID]      # default: demo-01
+"""
+
+from __future__ import annotations
+
+import sys
+
+from clinenv.agents.scripted_doctor import ScriptedDoctor
+from clinenv.agents.scripted_examiner import ScriptedExaminer
+from clinenv.agents.scripted_patient import ScriptedPatient
+from clinenv.multiagent import egip_v0
+
+
+def main(case_id: str = "demo-01", seed: int = 0) -> int:
+    env = egip_v0.env(dataset="demo", patient="external", examiner="external")
+    policies = {"doctor_0": ScriptedDoctor(), "patient_0": ScriptedPatient(),
+                "examiner_0": ScriptedExaminer()}
+    env.reset(seed=seed, options={"case_id": case_id})
+    for policy in policies.values():
+        policy.reset(seed=seed)
+    returns = dict.fromkeys(env.possible_agents, 0.0)
+    final: dict = {}
+    for agent in env.agent_iter():
+        observation, reward, terminated, truncated, info = env.last()
+        returns[agent] += reward
+        if terminated or truncated:
+            final = final or (info if agent == "doctor_0" else {})
+            env.step(None)
+            continue
+        action = policies[agent].act(observation, info)
+        first_line = action.splitlines()[0] if action else ""
+        more = " ..." if "\n" in action else ""
+        print(f"{agent:>10}: {first_line}{more}")
+        env.step(action)
+    env.close()
+    print(f"case {case_id}: answer {final['answer']!r}, verdict {final['verdict']}, "
+          f"returns " + ", ".join(f"{a} {r:g}" for a, r in returns.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(*sys.argv[1:2]))

@@ -1,0 +1,363 @@
+"""The PettingZoo game: turn order, role views, rewards, seeding and the parallel form.
+
+Values are pinned from the demo case file (``demo-01``: a 67-year-old man with lobar
+pneumonia; catalog PE1 Vital Signs, PE2 Respiratory, PE3 Cardiovascular, T1 Complete
+Blood Count, T2 C-Reactive Protein, T3 Urea, T4 Chest X-Ray, T5 Sputum Culture, T6
+Urinary Pneumococcal Antigen) and, for the view rules, from every real MedQA and NEJM
+case.
+"""
+
+from __future__ import annotations
+
+import re
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from conftest import leaves
+
+import clinenv  # noqa: F401
+from clinenv.multiagent import egip_v0
+from clinenv.multiagent.aec import AGENTS, DOCTOR, EXAMINER, PATIENT
+from clinenv.multiagent.seat_views import NO_REQUEST
+from clinenv.protocol.lookup import NOT_RECORDED_TEXT
+
+pytestmark = pytest.mark.filterwarnings("error")
+
+PNEUMONIA_XRAY = ("Dense right lower lobe consolidation with air bronchograms, consistent "
+                  "with lobar pneumonia; no pleural effusion.")
+
+
+def demo(**kwargs):
+    env = egip_v0.raw_env(dataset="demo", **kwargs)
+    env.reset(seed=0, options={"case_id": "demo-01"})
+    return env
+
+
+def text_of(env, agent):
+    return env.observe(agent)["text"]
+
+
+# ------------------------------------------------------------------ agents and spaces
+def test_agents_and_cached_spaces():
+    env = demo()
+    assert env.possible_agents == list(AGENTS) == ["doctor_0", "patient_0", "examiner_0"]
+    assert env.agents == env.possible_agents and env.agent_selection == DOCTOR
+    shared = env.observation_space(DOCTOR)
+    assert all(env.observation_space(a) is shared for a in AGENTS)
+    assert set(shared.spaces) == {"text", "exam_mask"}  # no observation / action_mask keys
+    for agent in AGENTS:
+        assert env.action_space(agent) is env.action_space(agent)
+        assert env.action_space(agent) == env.action_space(DOCTOR)
+    with pytest.raises(KeyError, match="nurse_0"):
+        env.observation_space("nurse_0")
+
+
+def test_builtin_seats_are_not_agents():
+    assert demo(patient="retrieval").possible_agents == [DOCTOR, EXAMINER]
+    assert demo(examiner="lookup").possible_agents == [DOCTOR, PATIENT]
+    both = demo(patient="retrieval", examiner="lookup")
+    assert both.possible_agents == [DOCTOR]
+    both.step("What brings you in today?")  # the built-in patient answers inside the step
+    assert both.agent_selection == DOCTOR
+    assert "Patient: I'm here because of cough with rust-coloured sputum." in text_of(both, DOCTOR)
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"examiner": "llm"}, "examiner"),
+    ({"patient_model": object()}, "patient_model"),
+    ({"max_steps": 1}, "max_steps"),
+    ({"fidelity_weight": -1.0}, "fidelity_weight"),
+    ({"fidelity_weight": float("nan")}, "fidelity_weight"),
+    ({"observation_format": "full"}, "observation_format"),
+])
+def test_bad_arguments_name_the_field(kwargs, field):
+    with pytest.raises(ValueError, match=field):
+        egip_v0.raw_env(dataset="demo", **kwargs)
+
+
+def test_calls_before_reset_fail_clearly():
+    env = egip_v0.raw_env(dataset="demo")
+    with pytest.raises(RuntimeError, match="reset"):
+        env.observe(DOCTOR)
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step("hello")
+
+
+# ---------------------------------------------------------------------- turn order
+def test_question_goes_to_the_patient_and_back():
+    env = demo()
+    before = text_of(env, DOCTOR)
+    env.step("Do you take any medications?")
+    assert env.agent_selection == PATIENT
+    assert text_of(env, DOCTOR) == before  # idle until the round closes
+    patient = text_of(env, PATIENT)
+    assert patient.endswith("# Doctor's question\nDo you take any medications?")
+    assert env.infos[PATIENT]["pending"] is True
+    env.step("Metformin and ramipril.")
+    assert env.agent_selection == DOCTOR
+    assert "Doctor: Do you take any medications?\nPatient: Metformin and ramipril." in \
+        text_of(env, DOCTOR)
+    assert env.infos[PATIENT]["pending"] is False
+    assert env.infos[DOCTOR]["turn"] == 1
+
+
+def test_exam_request_goes_to_the_examiner_with_only_its_record():
+    env = demo()
+    env.step("REQUEST TEST: T4")
+    assert env.agent_selection == EXAMINER
+    view = text_of(env, EXAMINER)
+    assert "Examination: T4 Chest X-Ray" in view and PNEUMONIA_XRAY in view
+    for other in ("38.9 °C (102 °F)", "186 mg/L", "Metformin", "67-year-old"):
+        assert other not in view  # no other record, no P
+    env.step("Right lower lobe consolidation.")
+    assert env.agent_selection == DOCTOR
+    assert "Examiner [T4 Chest X-Ray (Imaging)]:\n  Right lower lobe consolidation." in \
+        text_of(env, DOCTOR)
+    assert env.observe(DOCTOR)["exam_mask"][6] == 0  # T4 is catalog entry 6, now requested
+    assert text_of(env, EXAMINER).endswith(f"# Examination request\n{NO_REQUEST}")
+    assert env.infos[EXAMINER]["pending"] is False
+
+
+def test_unrecorded_test_and_invalid_text_stay_with_the_doctor():
+    env = demo()
+    env.step("REQUEST TEST: Brain MRI")
+    assert env.agent_selection == DOCTOR  # the interface answers "not recorded"
+    assert f"Examiner [Brain MRI]: {NOT_RECORDED_TEXT}" in text_of(env, DOCTOR)
+    env.step("REQUEST TEST: T99")
+    assert env.agent_selection == DOCTOR
+    assert "There is no examination with id 'T99'" in text_of(env, DOCTOR)
+    assert env.infos[DOCTOR]["invalid_actions"] == 1
+    assert env.infos[EXAMINER]["pending"] is False
+
+
+def test_long_seat_views_are_clipped_and_flagged():
+    """B11: a P longer than the text limit is clipped to the space and flagged."""
+    from clinenv.cases import Case
+
+    base = demo().pool.case("demo-01")
+    long_p = base.model_copy(update={"patient": {**base.patient, "History": "ache " * 400}})
+    env = egip_v0.raw_env(cases=[Case.model_validate(long_p.model_dump())],
+                          max_text_chars=1000)
+    env.reset(seed=0)
+    assert len(text_of(env, PATIENT)) == 1000 and env.infos[PATIENT]["text_clipped"] is True
+    assert env.observation_space(PATIENT).contains(env.observe(PATIENT))
+    assert env.infos[EXAMINER]["text_clipped"] is False
+
+
+def test_seat_reply_is_clipped_and_flagged():
+    env = demo(max_action_chars=100)
+    env.step("How do you feel?")
+    env.step("x" * 150)
+    assert env.infos[PATIENT]["reply_clipped"] is True
+    assert "Patient: " + "x" * 100 + "\n" in text_of(env, DOCTOR)
+    assert "x" * 101 not in text_of(env, DOCTOR)
+
+
+# ------------------------------------------------------------------- role views
+def _distinct(values, *, min_len):
+    return {v.strip() for v in values if isinstance(v, str) and len(v.strip()) >= min_len}
+
+
+@pytest.mark.parametrize("dataset", ["medqa", "nejm"])
+def test_patient_never_sees_records_or_target_examiner_only_its_record(dataset,
+                                                                       shared_data_dir):
+    """Real cases: the patient view holds P and the dialogue, never M or Y; the examiner
+    view holds the requested record and nothing of P or of other records."""
+    env = egip_v0.raw_env(dataset=dataset)
+    checked = 0
+    for case in env.pool.cases:
+        env.reset(options={"case_id": case.case_id})
+        p_text = " ".join(leaves(case.patient, strings_only=True))
+        records = {"pe": case.records.physical_exam, "tests": case.records.tests}
+        record_only = {v for v in _distinct(leaves(records), min_len=12) if v not in p_text}
+        record_text = " ".join(leaves(records, strings_only=True))
+        p_only = {v for v in _distinct(leaves(case.patient), min_len=25) if v not in record_text}
+        menu = env.infos[DOCTOR]["menu"]
+        for entry in menu[:3]:
+            env.step(f"REQUEST TEST: {entry['id']}")
+            assert env.agent_selection == EXAMINER
+            view = text_of(env, EXAMINER)
+            assert f"Examination: {entry['id']} " in view
+            shown = view.split("# Stored record", 1)[1]
+            assert not [v for v in p_only if v in view], case.case_id
+            env.step(shown.strip())
+            assert env.agent_selection == DOCTOR
+        env.step("What brings you in today, and what else should I know?")
+        assert env.agent_selection == PATIENT
+        view = text_of(env, PATIENT)
+        leaked = [v for v in record_only if v in view]
+        assert not leaked, (case.case_id, leaked[:3])
+        target = case.target.text.lower()
+        assert target not in view.lower(), case.case_id
+        checked += 1
+    assert checked == len(env.pool.cases) == {"medqa": 107, "nejm": 15}[dataset]
+
+
+def test_examiner_view_of_a_group_request_holds_each_test():
+    env = demo()
+    env.step("REQUEST TEST: Blood Tests")
+    view = text_of(env, EXAMINER)
+    for value in ("16.8 × 10⁹/L (neutrophils 86%)", "186 mg/L", "7.9 mmol/L"):
+        assert value in view
+    assert PNEUMONIA_XRAY not in view
+
+
+# --------------------------------------------------------------------- rewards
+DOCTOR_SCRIPT = ["What brings you in today?", "REQUEST TEST: T1", "REQUEST TEST: T99",
+                 "REQUEST TEST: PE1", "REQUEST TEST: Blood Tests", "Any chest pain?"]
+
+
+def test_doctor_matches_the_gymnasium_env_with_builtin_seats():
+    """Same actions, same case: the doctor's observations, masks and rewards equal the
+    Gymnasium env's; the return is 1 - 0.1 x 4 tests - 0.5 x 1 invalid = 0.1."""
+    kwargs = dict(dataset="demo", acquisition_rounds=6, exam_cost=0.1,
+                  invalid_action_penalty=0.5)
+    gym_env = gym.make("EGIP-Demo-v0", **kwargs).unwrapped
+    aec = egip_v0.raw_env(patient="retrieval", examiner="lookup", **kwargs)
+    obs, info = gym_env.reset(seed=3, options={"case_id": "demo-01"})
+    aec.reset(seed=3, options={"case_id": "demo-01"})
+    total = 0.0
+    for action in [*DOCTOR_SCRIPT, "DIAGNOSIS READY: Lobar pneumonia"]:
+        mine = aec.observe(DOCTOR)
+        assert mine["text"] == obs["text"]
+        np.testing.assert_array_equal(mine["exam_mask"], obs["exam_mask"])
+        assert aec.infos[DOCTOR]["menu"] == info["menu"]
+        obs, reward, terminated, _, info = gym_env.step(action)
+        aec.step(action)
+        assert aec.rewards[DOCTOR] == pytest.approx(reward)
+        total += aec.rewards[DOCTOR]
+        assert aec.terminations[DOCTOR] is terminated
+    # charged tests: T1, PE1, and the Blood Tests group (T1, T2, T3: a group request is
+    # charged per returned test, the already requested T1 included)
+    assert info["verdict"] == aec.infos[DOCTOR]["verdict"] == "correct"
+    assert total == pytest.approx(1.0 - 0.1 * (1 + 1 + 3) - 0.5 * 1)
+
+
+def test_answer_ends_the_episode_for_all_at_once():
+    env = demo(acquisition_rounds=2)
+    env.step("What brings you in today?")
+    env.step("A cough.")
+    env.step("REQUEST TEST: T4")
+    env.step(PNEUMONIA_XRAY)
+    assert env.infos[DOCTOR]["phase"] == "decide"
+    assert "# Acquired observations" in text_of(env, DOCTOR)
+    env.step("DIAGNOSIS READY: lobar pneumonia")
+    assert env.terminations == dict.fromkeys(AGENTS, True)
+    assert env.truncations == dict.fromkeys(AGENTS, False)
+    assert env.rewards == {DOCTOR: 1.0, PATIENT: 0.0, EXAMINER: 0.0}
+    obs, reward, terminated, truncated, info = env.last()
+    assert (reward, terminated, info["verdict"], info["answer"]) == \
+        (1.0, True, "correct", "lobar pneumonia")
+    for _ in AGENTS:
+        env.step(None)
+    assert env.agents == []
+    with pytest.raises(RuntimeError, match="over"):
+        env.step("again")
+
+
+def test_running_out_of_steps_truncates_all():
+    env = demo(max_steps=3)
+    env.step("What brings you in today?")
+    env.step("A cough.")
+    assert not any(env.truncations.values())
+    env.step("Any fever?")
+    assert env.truncations == dict.fromkeys(AGENTS, True)
+    assert env.terminations == dict.fromkeys(AGENTS, False)
+    assert env.infos[DOCTOR]["verdict"] == "unscored" and env.rewards[DOCTOR] == 0.0
+    assert env.infos[PATIENT]["pending"] is False  # the question is dropped
+
+
+def test_fidelity_rewards_count_record_values():
+    """demo-01: P holds none of M's ten digit-bearing values; PE1 (Vital Signs) has five."""
+    env = demo(fidelity_weight=0.5)
+    env.step("How are things?")
+    env.step("My temperature was 38.9 °C (102 °F) and my urea 7.9  MMOL/L.")
+    assert env.infos[PATIENT]["fidelity_errors"] == ["38.9 °c (102 °f)", "7.9 mmol/l"]
+    assert env.rewards[PATIENT] == -1.0 and env.rewards[DOCTOR] == 0.0
+    env.step("How long have you had diabetes?")
+    env.step("Type 2 diabetes for 10 years.")  # a value of P, not of M
+    assert env.rewards[PATIENT] == 0.0
+    env.step("REQUEST TEST: PE1")
+    env.step("Temperature 38.9 °C (102 °F); blood pressure 132/78 mmHg.")
+    assert env.infos[EXAMINER]["fidelity_errors"] == ["108 bpm", "24 breaths/min",
+                                                       "91% on room air"]
+    assert env.rewards[EXAMINER] == -1.5
+    assert demo().infos[PATIENT].get("fidelity_errors") is None  # off by default
+
+
+# --------------------------------------------------------------------- seeding
+def test_seed_draws_the_same_case_as_the_gymnasium_env():
+    aec = egip_v0.raw_env(dataset="demo")
+    gym_env = gym.make("EGIP-Demo-v0").unwrapped
+    for seed in (0, 1, 7, 12345):
+        aec.reset(seed=seed)
+        _, info = gym_env.reset(seed=seed)
+        expected = aec.pool.cases[int(np.random.default_rng(seed).integers(len(aec.pool)))]
+        assert aec.infos[DOCTOR]["case_id"] == info["case_id"] == expected.case_id
+
+
+def test_reset_continues_the_seeded_stream_and_observations_are_fresh():
+    """B12: o1 == o3 and o2 == o4; mutating an observation changes nothing later."""
+    env = egip_v0.raw_env(dataset="demo")
+    env.reset(seed=123)
+    o1 = env.observe(DOCTOR)
+    o1_text = o1["text"]
+    o1["exam_mask"][:] = 0
+    env.reset()
+    o2 = env.observe(DOCTOR)["text"]
+    env.reset(seed=123)
+    o3 = env.observe(DOCTOR)
+    env.reset()
+    o4 = env.observe(DOCTOR)["text"]
+    assert o3["text"] == o1_text and o2 == o4
+    assert o3["exam_mask"].sum() > 0
+
+
+# -------------------------------------------------------------------- parallel
+def test_parallel_active_agent_from_reset_and_clean_end():
+    par = egip_v0.parallel_env(dataset="demo", acquisition_rounds=2)
+    obs, infos = par.reset(seed=0, options={"case_id": "demo-01"})
+    assert set(obs) == set(infos) == set(AGENTS)
+    assert {i["active_agent"] for i in infos.values()} == {DOCTOR}
+    script = ["REQUEST TEST: T4", PNEUMONIA_XRAY, "What brings you in?", "A cough.",
+              "DIAGNOSIS READY: lobar pneumonia"]
+    for text in script:
+        active = infos[DOCTOR]["active_agent"]
+        obs, rewards, terms, truncs, infos = par.step(dict.fromkeys(par.agents, text))
+    assert set(terms) == set(AGENTS) and all(terms.values())
+    assert rewards == {DOCTOR: 1.0, PATIENT: 0.0, EXAMINER: 0.0}
+    assert active == DOCTOR and {i["active_agent"] for i in infos.values()} == {None}
+    assert par.agents == []
+    after = par.step({})
+    assert after == ({}, {}, {}, {}, {}) and len(after) == 5
+
+
+def test_parallel_idle_actions_are_no_ops():
+    """B14: actions of agents whose turn it is not change nothing; idle agents'
+    observations stay unchanged."""
+    runs = []
+    for idle in (None, "DIAGNOSIS READY: something absurd \u202e🙂"):
+        par = egip_v0.parallel_env(dataset="demo")
+        obs, infos = par.reset(seed=5)
+        trace = [obs]
+        for text in ("What brings you in?", "A cough.", "REQUEST TEST: PE1", "normal"):
+            active = infos[DOCTOR]["active_agent"]
+            actions = {a: (text if a == active else idle) for a in par.agents}
+            before = {a: par.aec_env.observe(a)["text"] for a in par.agents}
+            obs, rewards, terms, truncs, infos = par.step(actions)
+            trace.append((obs, rewards, infos))
+            untouched = set(par.agents) - {active, infos[DOCTOR]["active_agent"]}
+            for agent in untouched:
+                assert obs[agent]["text"] == before[agent]
+        runs.append(trace)
+    assert repr(runs[0]) == repr(runs[1])
+
+
+def test_parallel_missing_active_action_names_the_agent():
+    par = egip_v0.parallel_env(dataset="demo")
+    with pytest.raises(RuntimeError, match="reset"):
+        par.step({})
+    par.reset(seed=0)
+    with pytest.raises(KeyError, match=re.escape("doctor_0")):
+        par.step({PATIENT: "hi"})
