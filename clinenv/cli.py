@@ -2,9 +2,14 @@
 
 Usage::
 
-    clinenv run [--env ID|auto] [--doctor scripted] [--episodes N] [--repetitions R]
+    clinenv run [--env ID|auto] [--doctor scripted|llm] [--episodes N] [--repetitions R]
                 [--seed S] [--out FILE] [--resume] [--data-dir DIR] [--allow-download]
-                [--quiet]
+                [--concurrency N] [--quiet]
+                [--backend openai|vllm|transformers] [--base-url URL] [--model M]
+                [--strategy direct|vote|full] [--prompt egip|agentclinic]
+                [--temperature T] [--max-tokens N] [--api-key-env NAME] [--timeout S]
+                [--max-retries N] [--patient retrieval|llm] [--patient-model M]
+                [--judge deterministic|llm] [--judge-model M]
     clinenv data list [--data-dir DIR]
     clinenv data verify [NAME ...] [--data-dir DIR]
     clinenv data download NAME
@@ -18,6 +23,19 @@ Usage::
 environment (``env: ID (why)``), a progress bar on a terminal, and the summary;
 ``--quiet`` keeps only the summary. Nothing is created (not even the ``runs/`` folder of
 the default ``--out``) until every argument has been checked.
+
+``--doctor llm`` runs :class:`~clinenv.agents.llm_doctor.LLMDoctor` with the terminal
+``--strategy`` over a chat model of ``--backend`` (default ``openai``: an
+OpenAI-compatible server at ``--base-url``, e.g. ``vllm serve``; ``--model`` is the name
+the server knows). ``--patient llm`` and ``--judge llm`` replace the retrieval patient and
+the deterministic scorer with LLM agents of the same backend and model, unless
+``--patient-model`` / ``--judge-model`` name another (one model object per distinct
+name). The API key is read from the environment variable ``--api-key-env`` (default
+``OPENAI_API_KEY``; ``EMPTY`` when unset) and never written anywhere. ``--concurrency N``
+(> 1) runs N episodes at once (:func:`clinenv.concurrent.run_concurrent`, also with the
+scripted doctor); the log is the same as a sequential run's. The summary then also
+gives model calls, tokens and mean latency, and the number of episodes stopped by a
+backend error (kept in the log as unscored error lines).
 
 ``clinenv eval`` prints the accuracy table (methods × datasets, mean ± SD over
 repetitions, coverage; EGIP Table 1) of run logs and writes ``accuracy.md`` /
@@ -71,11 +89,29 @@ def _scripted() -> Any:
     return ScriptedDoctor()
 
 
-#: ``--doctor`` choices: name -> factory of a fresh policy.
+#: ``--doctor`` choices: name -> factory of a fresh policy (``llm`` is built from the
+#: LLM options by :func:`_llm_setup`).
 DOCTORS: dict[str, Callable[[], Any]] = {"scripted": _scripted}
+DOCTOR_CHOICES = ("llm", *DOCTORS)
+BACKENDS = ("openai", "vllm", "transformers")
 
 
 # ----------------------------------------------------------------------- arguments
+def _number(minimum: float, *, above: bool = False) -> Callable[[str], float]:
+    """argparse type: a float >= ``minimum`` (> with ``above``)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if value != value or (value <= minimum if above else value < minimum):
+            raise argparse.ArgumentTypeError(
+                f"must be {'>' if above else '>='} {minimum:g}, got {text}")
+        return value
+
+    return parse
+
+
 def _count(minimum: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
@@ -104,8 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--env", default="auto", metavar="ID|auto",
                      help=f"environment id, or 'auto' (default): {AUTO_PREFERRED} when the "
                           f"medqa file resolves, else {AUTO_FALLBACK}")
-    run.add_argument("--doctor", default="scripted", choices=sorted(DOCTORS),
-                     help="doctor policy (default: scripted)")
+    run.add_argument("--doctor", default="scripted", choices=sorted(DOCTOR_CHOICES),
+                     help="doctor policy (default: scripted); llm needs --model and, with "
+                          "the openai backend, --base-url")
     run.add_argument("--episodes", type=_count(1), default=None, metavar="N",
                      help="use the first N cases in dataset order (default: all)")
     run.add_argument("--repetitions", type=_count(1), default=1, metavar="R",
@@ -121,8 +158,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="folder holding the dataset files (before $CLINENV_DATA_DIR)")
     run.add_argument("--allow-download", action="store_true",
                      help="download a missing public dataset (pinned URL and sha256)")
+    run.add_argument("--concurrency", type=_count(1), default=1, metavar="N",
+                     help="episodes run at once under asyncio (default: 1, sequential)")
     run.add_argument("--quiet", action="store_true",
                      help="print only the summary: no environment note, progress bar or notes")
+    _add_llm_arguments(run)
     run.set_defaults(func=cmd_run)
 
     data = sub.add_parser("data", help="list, verify or download datasets")
@@ -144,6 +184,40 @@ def build_parser() -> argparse.ArgumentParser:
     ddown.set_defaults(func=cmd_data_download)
     _add_eval_parsers(sub)
     return parser
+
+
+def _add_llm_arguments(run: argparse.ArgumentParser) -> None:
+    """The LLM options of ``clinenv run`` (doctor, patient, judge, backend)."""
+    llm = run.add_argument_group("LLM agents (--doctor llm, --patient llm, --judge llm)")
+    llm.add_argument("--backend", choices=BACKENDS, default="openai",
+                     help="chat-model backend (default: openai, any OpenAI-compatible server)")
+    llm.add_argument("--base-url", default=None, metavar="URL",
+                     help="server URL for the openai backend, e.g. http://127.0.0.1:8000/v1")
+    llm.add_argument("--model", default=None, metavar="M",
+                     help="model name (as the server knows it) or local path")
+    llm.add_argument("--strategy", choices=("direct", "vote", "full"), default="direct",
+                     help="terminal decision strategy F (EGIP eq. 5; default: direct)")
+    llm.add_argument("--prompt", choices=("egip", "agentclinic"), default="egip",
+                     help="doctor prompt (default: egip)")
+    llm.add_argument("--temperature", type=_number(0.0), default=None, metavar="T",
+                     help="doctor sampling temperature (default: the backend config's, 0)")
+    llm.add_argument("--max-tokens", type=_count(1), default=200, metavar="N",
+                     help="new tokens per doctor call (default: 200, EGIP appendix A.1)")
+    llm.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="NAME",
+                     help="environment variable holding the API key (default: "
+                          "OPENAI_API_KEY); the key is never logged")
+    llm.add_argument("--timeout", type=_number(0.0, above=True), default=60.0, metavar="S",
+                     help="seconds per HTTP request before a retry (default: 60)")
+    llm.add_argument("--max-retries", type=_count(0), default=3, metavar="N",
+                     help="retries per request on timeouts, 429 and 5xx (default: 3)")
+    llm.add_argument("--patient", choices=("retrieval", "llm"), default="retrieval",
+                     help="patient simulator (default: retrieval, deterministic)")
+    llm.add_argument("--patient-model", default=None, metavar="M",
+                     help="model of the LLM patient (default: --model)")
+    llm.add_argument("--judge", choices=("deterministic", "llm"), default="deterministic",
+                     help="answer scorer (default: deterministic)")
+    llm.add_argument("--judge-model", default=None, metavar="M",
+                     help="model of the LLM judge (default: --model)")
 
 
 def _add_eval_parsers(sub: Any) -> None:
@@ -274,14 +348,15 @@ def _reject_foreign_entry_point(env_id: str) -> None:
         raise _not_egip(env_id)
 
 
-def _make_env(env_id: str, data_dir: Path | None, allow_download: bool) -> Any:
-    """``gym.make(env_id)`` with the data options; refuses a non-EGIP environment."""
+def _make_env(env_id: str, data_dir: Path | None, allow_download: bool,
+              **kwargs: Any) -> Any:
+    """``gym.make(env_id, **kwargs)`` with the data options; refuses a non-EGIP
+    environment."""
     import gymnasium as gym
 
     from clinenv.env import EGIPEnv
     from clinenv.errors import ClinenvError
 
-    kwargs: dict[str, Any] = {}
     if data_dir is not None:
         kwargs["data_dir"] = str(data_dir)
     if allow_download:
@@ -327,47 +402,175 @@ def format_summary(summary: dict[str, Any], *, title: str) -> str:
     return "\n".join(lines)
 
 
+class _LLMSetup:
+    """The chat models, doctor factory and environment kwargs of ``clinenv run``.
+
+    One model object per distinct model name (shared by doctor, patient and judge, and
+    by every concurrent worker); :meth:`close` closes them.
+    """
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.models: dict[str, Any] = {}
+        self.env_kwargs: dict[str, Any] = {}
+
+    def model(self, name: str) -> Any:
+        """The chat model named ``name`` on ``--backend`` (built once).
+
+        Raises:
+            CLIError: the backend's optional dependency is missing, or it refuses the
+                arguments.
+        """
+        if name not in self.models:
+            from clinenv.llm.base import LLMError
+            from clinenv.llm.factory import make_chat_model
+
+            args = self.args
+            kwargs: dict[str, Any] = {}
+            if args.backend == "openai":
+                kwargs = {"base_url": args.base_url, "timeout_s": args.timeout,
+                          "max_retries": args.max_retries,
+                          "api_key": os.environ.get(args.api_key_env) or "EMPTY"}
+            try:
+                self.models[name] = make_chat_model(args.backend, name, **kwargs)
+            except (LLMError, ImportError, ValueError, OSError) as err:
+                raise CLIError(f"--backend {args.backend} --model {name}: {err}") from None
+        return self.models[name]
+
+    def build(self) -> None:
+        """Build the models and environment kwargs the options ask for."""
+        args = self.args
+        if args.doctor == "llm":
+            self.model(args.model)
+        if args.patient == "llm":
+            self.env_kwargs.update(patient="llm",
+                                   patient_model=self.model(args.patient_model or args.model))
+        if args.judge == "llm":
+            self.env_kwargs.update(judge="llm",
+                                   judge_model=self.model(args.judge_model or args.model))
+
+    def make_doctor(self) -> Any:
+        """A fresh doctor (``--doctor``)."""
+        args = self.args
+        if args.doctor != "llm":
+            return DOCTORS[args.doctor]()
+        from clinenv.agents.llm_doctor import LLMDoctor
+        from clinenv.llm.base import GenerationConfig
+
+        config = GenerationConfig().merged(temperature=args.temperature,
+                                           max_tokens=args.max_tokens)
+        return LLMDoctor(self.model(args.model), strategy=args.strategy, prompt=args.prompt,
+                         config=config)
+
+    def close(self) -> None:
+        """Close every model (clients, engines)."""
+        for model in self.models.values():
+            model.close()
+
+
+def check_llm_args(args: argparse.Namespace) -> None:
+    """Refuse, before anything is built, LLM options that cannot work.
+
+    Raises:
+        CLIError: an LLM doctor, patient or judge without a model name; the openai
+            backend without ``--base-url``; LLM-only options without any LLM agent.
+    """
+    wants = [name for name, on in (("--doctor llm", args.doctor == "llm"),
+                                   ("--patient llm", args.patient == "llm"),
+                                   ("--judge llm", args.judge == "llm")) if on]
+    for flag, own in (("--doctor llm", None), ("--patient llm", args.patient_model),
+                      ("--judge llm", args.judge_model)):
+        if flag in wants and not (own or args.model):
+            extra = "" if flag == "--doctor llm" else f" (or {flag.split()[0]}-model)"
+            raise CLIError(f"{flag} needs --model M{extra}")
+    if wants and args.backend == "openai" and not args.base_url:
+        raise CLIError(f"{wants[0]} with --backend openai needs --base-url URL "
+                       "(e.g. http://127.0.0.1:8000/v1 for `vllm serve`)")
+    if not wants:
+        given = [flag for flag, value in (("--model", args.model), ("--base-url", args.base_url),
+                                          ("--patient-model", args.patient_model),
+                                          ("--judge-model", args.judge_model)) if value]
+        if given:
+            raise CLIError(f"{given[0]} is used only with --doctor llm, --patient llm or "
+                           "--judge llm")
+
+
+def _doctor_label(args: argparse.Namespace) -> str:
+    """The doctor part of the default ``--out`` name (file-name safe)."""
+    if args.doctor != "llm":
+        return args.doctor
+    model = "".join(c if c.isalnum() or c in "-_." else "-" for c in args.model)
+    return f"llm-{args.strategy}-{model}"
+
+
+def format_llm_totals(totals: dict[str, Any]) -> str:
+    """One summary line of :func:`clinenv.rollouts.llm_totals`."""
+    def tokens(key: str) -> str:
+        return "n/a" if totals[key] is None else str(totals[key])
+
+    return (f"  llm calls   {totals['n_calls']} (prompt tokens {tokens('prompt_tokens')}, "
+            f"completion tokens {tokens('completion_tokens')}, mean latency "
+            f"{_fmt_num(totals['mean_latency_s'])} s)")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """``clinenv run``: see the module docstring."""
     from tqdm import tqdm
 
-    from clinenv.rollouts import RunLogError, plan_episodes, run_logged, summarize
+    from clinenv.concurrent import run_concurrent
+    from clinenv.rollouts import RunLogError, llm_totals, plan_episodes, run_logged, summarize
 
+    check_llm_args(args)
     env_id, reason = choose_env(args.env, args.data_dir, args.allow_download)
-    out: Path = args.out or Path("runs") / f"{env_id}_{args.doctor}_seed{args.seed}.jsonl"
+    out: Path = args.out or Path("runs") / f"{env_id}_{_doctor_label(args)}_seed{args.seed}.jsonl"
     if out.is_dir():
         raise CLIError(f"--out {out} is a folder; give a file path")
     if not args.quiet:
         print(f"env: {env_id} ({reason})", flush=True)
-    env = _make_env(env_id, args.data_dir, args.allow_download)
+    setup = _LLMSetup(args)
     try:
-        plan_episodes(len(env.unwrapped.pool.cases), args.episodes, args.repetitions,
-                      args.seed)
-    except ValueError as err:
-        env.close()
-        raise CLIError(f"{env_id}: {err}") from None
-    doctor = DOCTORS[args.doctor]()
-    bar: Any = None
+        setup.build()
+        spare = [_make_env(env_id, args.data_dir, args.allow_download, **setup.env_kwargs)]
+        env = spare[0]
+        try:
+            plan_episodes(len(env.unwrapped.pool.cases), args.episodes, args.repetitions,
+                          args.seed)
+        except ValueError as err:
+            env.close()
+            raise CLIError(f"{env_id}: {err}") from None
+        bar: Any = None
 
-    def start(n_todo: int) -> None:
-        nonlocal bar
-        bar = tqdm(total=n_todo, desc=env_id, unit="ep", file=sys.stderr,
-                   disable=args.quiet or not sys.stderr.isatty())
+        def start(n_todo: int) -> None:
+            nonlocal bar
+            bar = tqdm(total=n_todo, desc=env_id, unit="ep", file=sys.stderr,
+                       disable=args.quiet or not sys.stderr.isatty())
 
-    # run_logged checks --out (a non-empty file needs --resume) before it writes, and
-    # creates the folder of --out only when it starts writing
-    try:
-        result = run_logged(env, doctor, out=out, seed=args.seed, episodes=args.episodes,
-                            repetitions=args.repetitions, resume=args.resume, env_id=env_id,
-                            progress=lambda _line: bar.update(1), on_start=start)
-    except RunLogError as err:
-        raise CLIError(str(err)) from None
-    except OSError as err:  # errno None: run_logged's FileExistsError for a non-empty --out
-        raise CLIError(str(err) if err.errno is None else f"--out {out}: {err}") from None
+        def make_env() -> Any:  # the checked environment first, then fresh ones
+            if spare:
+                return spare.pop()
+            return _make_env(env_id, args.data_dir, args.allow_download, **setup.env_kwargs)
+
+        options = dict(out=out, seed=args.seed, episodes=args.episodes,
+                       repetitions=args.repetitions, resume=args.resume, env_id=env_id,
+                       progress=lambda _line: bar.update(1), on_start=start)
+        # the runners check --out (a non-empty file needs --resume) before they write,
+        # and create the folder of --out only when they start writing
+        try:
+            if args.concurrency > 1:
+                result = run_concurrent(make_env, setup.make_doctor,
+                                        concurrency=args.concurrency, **options)
+            else:
+                result = run_logged(make_env(), setup.make_doctor(), **options)
+        except RunLogError as err:
+            raise CLIError(str(err)) from None
+        except OSError as err:  # errno None: the runners' FileExistsError (non-empty --out)
+            raise CLIError(str(err) if err.errno is None else f"--out {out}: {err}") from None
+        finally:
+            if bar is not None:
+                bar.close()
+            env.close()
     finally:
-        if bar is not None:
-            bar.close()
-        env.close()
+        setup.close()
     if result.partial_bytes and not args.quiet:
         print(f"note: {out}: cut off a partial last line ({result.partial_bytes} bytes) "
               "left by an interrupted run", file=sys.stderr)
@@ -376,10 +579,17 @@ def cmd_run(args: argparse.Namespace) -> int:
               "they are not in the summary", file=sys.stderr)
     summary = summarize(result.lines, plan=result.plan)
     n_cases = len({i for i, _, _ in result.plan})
-    title = (f"{env_id} | doctor {doctor.name} | seed {args.seed} | {n_cases} cases x "
+    doctor_name = result.lines[0]["doctor"]["name"] if result.lines else args.doctor
+    title = (f"{env_id} | doctor {doctor_name} | seed {args.seed} | {n_cases} cases x "
              f"{args.repetitions} repetition(s) | {result.n_new} run now, "
              f"{result.n_resumed} resumed")
     print(format_summary(summary, title=title))
+    if summary["n_errors"]:
+        print(f"  errors      {summary['n_errors']} episode(s) stopped by a backend error "
+              "(counted as unscored; see 'error' in the log)")
+    totals = llm_totals(result.lines)
+    if totals is not None:
+        print(format_llm_totals(totals))
     print(f"  log         {out}")
     return 0
 

@@ -23,12 +23,40 @@ Spaces (DESIGN.md, "Protocol and environments"):
 (K, doctor-visible, or ``None``),
 ``n_exams_requested``, ``invalid_actions``, ``action_kind``, ``text_clipped`` and, when
 present, ``reasoning``; at the end also ``answer``, ``verdict`` (``correct`` / ``wrong``
-/ ``unscored``), ``correct``, ``abstained`` and ``match_score`` (the scorer's 0-100
-string similarity of the answer to the target, not an embedding similarity).
+/ ``unscored``), ``correct``, ``abstained``, ``match_score`` (the deterministic
+scorer's 0-100 string similarity of the answer to the target, not an embedding
+similarity) and ``scorer`` (``"deterministic"`` or ``"llm-judge"``); with a judge also
+``judge_verdict`` (``"correct"`` / ``"wrong"`` / ``"unparsed"``, ``None`` when the judge
+was not asked).
+
+Simulators and judges (DESIGN.md: "LLM-backed simulators are opt-in"):
+
+- ``patient``: the deterministic retrieval patient (default, ``"retrieval"``), ``"llm"``
+  with ``patient_model=`` (an :class:`~clinenv.agents.llm_patient.LLMPatient` that sees
+  only the patient view: P and the permitted dialogue, never M or Y), or any object with
+  ``reply(PatientView) -> str`` (and optionally ``async areply``);
+- ``judge``: ``None`` (the deterministic scorer, :func:`clinenv.scoring.score_answer`),
+  ``"llm"`` with ``judge_model=`` (an :class:`~clinenv.agents.judge.LLMJudge`), or any
+  object with ``judge(answer, target)`` (and optionally ``async ajudge``) returning a
+  verdict object with ``.verdict`` in ``correct`` / ``wrong`` / ``unparsed``.
+
+``step`` and ``astep`` share one implementation: :meth:`EGIPEnv._route` (parse the
+action, update the runtime, say which simulator must answer), the patient's reply or the
+judge's verdict (sync ``reply``/``judge`` in ``step``, awaited ``areply``/``ajudge`` in
+``astep`` when present), then :meth:`EGIPEnv._finish` (observation, reward, info).
+``step`` never touches an event loop, so it is safe inside a running loop (a notebook, an
+async trainer) with the LLM patient, whose sync ``reply`` uses the model's sync client
+(field-bug-reports B10); a patient or judge that is async-only (``areply`` without
+``reply``) makes ``step`` raise a :class:`TypeError` saying to use ``await
+env.unwrapped.astep(action)``, before the episode changes. Model call records (timings,
+tokens) of the LLM patient and judge are collected with :meth:`EGIPEnv.drain_llm_calls`
+for the run log and never appear in ``info``. The environment does not own
+``patient_model`` / ``judge_model``: close them yourself (``with model: ...``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import gymnasium as gym
@@ -46,8 +74,9 @@ from clinenv.protocol.render import (
     render_doctor_view,
     render_history,
 )
-from clinenv.protocol.runtime import EGIPRuntime
-from clinenv.scoring import score_answer
+from clinenv.protocol.runtime import EGIPRuntime, Routing
+from clinenv.protocol.views import PatientView
+from clinenv.scoring import Score, score_answer
 from clinenv.spaces import UnicodeText, clip_text
 
 #: Case metadata keys copied into episode records for stratified evaluation (e.g. the
@@ -55,6 +84,13 @@ from clinenv.spaces import UnicodeText, clip_text
 STRATA_KEYS = ("question_type", "specialty")
 DEFAULT_MAX_EXAMS = 64
 DEFAULT_MAX_TEXT_CHARS = 65_536
+#: ``patient=`` names; anything else must be a patient object.
+PATIENT_KINDS = ("retrieval", "llm")
+#: ``judge=`` names; anything else must be a judge object.
+JUDGE_KINDS = ("deterministic", "llm")
+#: Judge verdicts and the environment verdict each maps to (``unparsed`` is unscored,
+#: never silently wrong; field-bug-reports B07).
+JUDGE_TO_VERDICT = {"correct": "correct", "wrong": "wrong", "unparsed": "unscored"}
 
 
 class EGIPEnv(gym.Env):
@@ -72,8 +108,20 @@ class EGIPEnv(gym.Env):
         max_exams: length of ``exam_mask`` (catalog entries beyond it stay requestable by
             name but have no mask slot).
         max_text_chars: observation text limit; longer text is clipped (noted in info).
-        patient: patient simulator with ``reply(PatientView) -> str``; default the
-            deterministic retrieval patient.
+        patient: ``None`` or ``"retrieval"`` (the deterministic retrieval patient),
+            ``"llm"`` (an LLM patient over ``patient_model``), or an object with
+            ``reply(PatientView) -> str`` (optionally ``async areply`` and
+            ``reset(seed=)``). A patient with ``reset`` is reset at every ``reset`` with
+            a seed drawn from ``self.np_random`` after the case (B08c); so, without
+            a pinned case, an LLM patient changes the case sequence of unseeded resets.
+        patient_model: the :class:`~clinenv.llm.base.ChatModel` of ``patient="llm"``
+            (required there, refused otherwise).
+        judge: ``None`` or ``"deterministic"`` (the deterministic scorer), ``"llm"`` (an
+            LLM judge over ``judge_model``), or an object with ``judge(answer, target)``
+            (optionally ``async ajudge``). Non-answers and abstentions are never sent to
+            the judge: they stay unscored. A judge whose method takes ``seed=`` gets one
+            drawn from ``self.np_random`` at reset (after the patient's).
+        judge_model: the :class:`~clinenv.llm.base.ChatModel` of ``judge="llm"``.
         invalid_action_penalty: non-negative amount subtracted from the reward per invalid
             action (default 0).
         exam_cost: non-negative amount subtracted per examination test returned (a
@@ -86,7 +134,8 @@ class EGIPEnv(gym.Env):
         clinenv.errors.DatasetNotFoundError: the dataset is not available (at once, at
             construction, with instructions to get it).
         pydantic.ValidationError: an invalid protocol setting.
-        ValueError: invalid environment arguments.
+        ValueError: invalid environment arguments (the message names the argument,
+            e.g. ``patient='llm' needs patient_model``).
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
@@ -103,6 +152,9 @@ class EGIPEnv(gym.Env):
         max_exams: int = DEFAULT_MAX_EXAMS,
         max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
         patient: Any = None,
+        patient_model: Any = None,
+        judge: Any = None,
+        judge_model: Any = None,
         invalid_action_penalty: float = rewards.INVALID_ACTION_PENALTY,
         exam_cost: float = rewards.EXAM_COST,
         render_mode: str | None = None,
@@ -127,11 +179,10 @@ class EGIPEnv(gym.Env):
         self.invalid_action_penalty = float(invalid_action_penalty)
         self.exam_cost = float(exam_cost)
         self.render_mode = render_mode
-        if patient is None:
-            from clinenv.agents.patient_retrieval import RetrievalPatient
-
-            patient = RetrievalPatient()
-        self.patient = patient
+        self.patient = make_patient(patient, patient_model)
+        self.judge = make_judge(judge, judge_model)
+        self._judge_takes_seed = _takes_seed(self.judge)
+        self._judge_seed: int | None = None
         self.observation_space = spaces.Dict({
             "text": UnicodeText(max_text_chars),
             "exam_mask": spaces.Box(0, 1, (max_exams,), dtype=np.int8),
@@ -141,6 +192,7 @@ class EGIPEnv(gym.Env):
         self.action_space = UnicodeText(max_text_chars)
         self.runtime: EGIPRuntime | None = None
         self._last_obs_text = ""
+        self._final: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -164,51 +216,167 @@ class EGIPEnv(gym.Env):
         prepared = self.pool.prepared(case, accept=self.config.exam_accept,
                                       suggest=self.config.exam_suggest)
         self.runtime = EGIPRuntime(prepared, self.config)
+        self._final = {}  # an episode cut by a judge error never shows the last outcome
         self._history_text = HistoryRenderer()
+        # Simulator seeds are drawn after the case, so the case of a reset never depends
+        # on the simulators; the same reset seed gives the same simulator seeds (B08c).
+        reset_patient = getattr(self.patient, "reset", None)
+        if callable(reset_patient):
+            reset_patient(seed=int(self.np_random.integers(2**31 - 1)))
+        self._judge_seed = (int(self.np_random.integers(2**31 - 1))
+                            if self._judge_takes_seed else None)
         text = render_doctor_view(self.runtime, self._history_text)
         return self._observation(text), self._info(action_kind=None)
 
     def step(self, action: str):
-        """Apply one doctor action; see the module docstring. Never raises on any text."""
+        """Apply one doctor action; see the module docstring. Never raises on any text.
+
+        The patient answers through its sync ``reply`` and the judge through ``judge``;
+        no event loop is used, so this is safe inside a running loop (B10).
+
+        Raises:
+            gymnasium.error.ResetNeeded: no episode (call ``reset`` first).
+            TypeError: the patient or judge is async-only; use :meth:`astep`.
+            clinenv.llm.base.BackendError: an LLM patient's or judge's backend failed
+                after its retries (rollouts record the episode as an error line).
+        """
+        for agent, method in ((self.patient, "reply"), (self.judge, "judge")):
+            if agent is not None and not callable(getattr(agent, method, None)):
+                raise TypeError(f"{type(agent).__name__} has no sync {method}(); in an "
+                                "event loop use `await env.unwrapped.astep(action)`")
+        pending = self._route(action)
+        if pending.patient_view is not None:
+            pending.reply = self.patient.reply(pending.patient_view)
+        if pending.judged:
+            pending.judgement = self.judge.judge(pending.answer, pending.target,
+                                                 **self._judge_kwargs())
+        return self._finish(pending)
+
+    async def astep(self, action: str):
+        """:meth:`step` for asyncio: awaits the patient's ``areply`` and the judge's
+        ``ajudge`` when they have them (else calls ``reply`` / ``judge``).
+
+        Same semantics, return value and errors as :meth:`step` (one implementation:
+        :meth:`_route`, then the simulator, then :meth:`_finish`); many episodes can run
+        at once in one loop (:mod:`clinenv.concurrent`).
+        """
+        pending = self._route(action)
+        if pending.patient_view is not None:
+            areply = getattr(self.patient, "areply", None)
+            pending.reply = (await areply(pending.patient_view) if callable(areply)
+                             else self.patient.reply(pending.patient_view))
+        if pending.judged:
+            ajudge = getattr(self.judge, "ajudge", None)
+            kwargs = self._judge_kwargs()
+            pending.judgement = (await ajudge(pending.answer, pending.target, **kwargs)
+                                 if callable(ajudge)
+                                 else self.judge.judge(pending.answer, pending.target, **kwargs))
+        return self._finish(pending)
+
+    def drain_llm_calls(self) -> list[dict[str, Any]]:
+        """Call records of the LLM patient and judge since the last drain, then forget them.
+
+        Each record is the agent's ``drain_calls()`` entry (a
+        :meth:`clinenv.llm.base.ChatResult.to_log` dict: backend, model, tokens,
+        latency...) with ``agent`` set to ``"patient"`` or ``"judge"``. Non-deterministic
+        (timings), so it goes to the run log's ``llm`` field, never into ``info``. Empty
+        for simulators without ``drain_calls`` (the retrieval patient, the scorer).
+        """
+        calls: list[dict[str, Any]] = []
+        for role, agent in (("patient", self.patient), ("judge", self.judge)):
+            drain = getattr(agent, "drain_calls", None)
+            if callable(drain):
+                calls += [{"agent": role, **{k: v for k, v in call.items() if k != "agent"}}
+                          for call in drain()]
+        return calls
+
+    @property
+    def has_llm_agents(self) -> bool:
+        """The patient or the judge records model calls (has ``drain_calls``)."""
+        return any(callable(getattr(a, "drain_calls", None)) for a in (self.patient, self.judge))
+
+    # ----------------------------------------------------------- step pieces
+    def _judge_kwargs(self) -> dict[str, Any]:
+        """``{"seed": ...}`` for a judge that takes a seed (drawn at reset), else ``{}``."""
+        return {"seed": self._judge_seed} if self._judge_takes_seed else {}
+
+    def _route(self, action: Any) -> _Pending:
+        """First half of a step: parse ``action`` and update the runtime.
+
+        Examiner answers (record lookup O) and interface feedback are applied here; what
+        needs a simulator (the patient's reply, the judge's verdict) is returned in the
+        :class:`_Pending` for the caller to fill in.
+        """
         rt = self.runtime
         if rt is None:
             raise gym.error.ResetNeeded("call reset() before step()")
         if not isinstance(action, str):
             action = "" if action is None else str(action)
-        since = len(rt.history)
-        reward = 0.0
+        pending = _Pending(since=len(rt.history), phase=rt.phase)
         if rt.phase == "done":
+            return pending
+        if rt.phase == "decide":
+            pending.parsed = rt.submit_answer(action)
+            pending.score = score_answer(rt.answer, rt.case)
+            pending.answer = rt.answer
+            pending.target = rt.case.target.text
+            # non-answers and abstentions are unscored without asking the judge
+            pending.judged = self.judge is not None and pending.score.verdict != "unscored"
+            return pending
+        invalid_before = rt.invalid_actions
+        routing = rt.route(action)
+        pending.routing = routing
+        if routing.to == "patient":
+            pending.patient_view = rt.patient_view(routing.question or "")
+        elif routing.to == "examiner":
+            rt.answer_exam(routing)
+            pending.reward -= self.exam_cost * len(routing.entries)
+        pending.reward -= self.invalid_action_penalty * (rt.invalid_actions - invalid_before)
+        return pending
+
+    def _finish(self, pending: _Pending):
+        """Second half of a step: apply the simulator's answer; the 5-tuple of ``step``."""
+        rt = self.runtime
+        assert rt is not None
+        if pending.phase == "done":
             info = self._info(action_kind="after_end")
             info.update(self._final)
             return self._observation(self._last_obs_text), 0.0, True, False, info
-        if rt.phase == "decide":
-            parsed = rt.submit_answer(action)
-            score = score_answer(rt.answer, rt.case)
+        if pending.phase == "decide":
+            score = pending.score
+            assert score is not None and pending.parsed is not None
+            verdict: str = score.verdict
+            final: dict[str, Any] = {}
+            if self.judge is not None:
+                judged = None
+                if pending.judged:
+                    judged = str(getattr(pending.judgement, "verdict", pending.judgement))
+                    if judged not in JUDGE_TO_VERDICT:
+                        judged = "unparsed"  # never read an unknown reply as a verdict
+                    verdict = JUDGE_TO_VERDICT[judged]
+                final = {"scorer": "llm-judge" if pending.judged else "deterministic",
+                         "judge_verdict": judged}
             reward = {"correct": rewards.CORRECT, "wrong": rewards.WRONG}.get(
-                score.verdict, rewards.UNSCORED)
-            self._final = {"answer": rt.answer, "verdict": score.verdict,
-                           "correct": score.verdict == "correct",
+                verdict, rewards.UNSCORED)
+            self._final = {"answer": rt.answer, "verdict": verdict,
+                           "correct": verdict == "correct",
                            "abstained": score.abstained,
-                           "match_score": float(score.similarity)}
-            info = self._info(action_kind="answer", reasoning=parsed.reasoning)
+                           "match_score": float(score.similarity),
+                           "scorer": "deterministic", **final}
+            info = self._info(action_kind="answer", reasoning=pending.parsed.reasoning)
             info.update(self._final)
             text = self._last_obs_text if self.observation_format == "view" else ""
-            return self._observation(text), reward, True, False, info
-        invalid_before = rt.invalid_actions
-        routing = rt.route(action)
+            return self._observation(text), float(reward), True, False, info
+        routing = pending.routing
+        assert routing is not None
         if routing.to == "patient":
-            reply = self.patient.reply(rt.patient_view(routing.question or ""))
-            rt.answer_patient(routing, reply)
-        elif routing.to == "examiner":
-            rt.answer_exam(routing)
-            reward -= self.exam_cost * len(routing.entries)
-        reward -= self.invalid_action_penalty * (rt.invalid_actions - invalid_before)
+            rt.answer_patient(routing, "" if pending.reply is None else str(pending.reply))
         if self.observation_format == "view":
             text = render_doctor_view(rt, self._history_text)
         else:
-            text = render_delta(rt, since)
+            text = render_delta(rt, pending.since)
         info = self._info(action_kind=routing.action.kind, reasoning=routing.action.reasoning)
-        return self._observation(text), float(reward), False, False, info
+        return self._observation(text), float(pending.reward), False, False, info
 
     def render(self) -> str | None:
         """``"ansi"``: the transcript so far (history and, at the end, the answer)."""
@@ -281,3 +449,123 @@ class EGIPEnv(gym.Env):
         if reasoning:
             info["reasoning"] = reasoning
         return info
+
+
+@dataclass
+class _Pending:
+    """A step between :meth:`EGIPEnv._route` and :meth:`EGIPEnv._finish`.
+
+    ``patient_view`` is set when the patient must reply (the caller stores ``reply``);
+    ``judged`` when the judge must rule on ``answer`` against ``target`` (the caller
+    stores ``judgement``).
+    """
+
+    since: int
+    phase: str
+    reward: float = 0.0
+    routing: Routing | None = None
+    patient_view: PatientView | None = None
+    reply: Any = None
+    parsed: Any = None
+    score: Score | None = None
+    answer: str | None = None
+    target: str | None = None
+    judged: bool = False
+    judgement: Any = None
+
+
+def _takes_seed(judge: Any) -> bool:
+    """The judge's ``judge`` method accepts a ``seed`` keyword (as the LLM judge's does)."""
+    import inspect
+
+    method = getattr(judge, "judge", None) or getattr(judge, "ajudge", None)
+    if method is None:
+        return False
+    try:
+        params = inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
+    return "seed" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def _check_model(model: Any, name: str) -> None:
+    from clinenv.llm.base import ChatModel
+
+    if not isinstance(model, ChatModel):
+        raise ValueError(f"{name} must be a clinenv.llm.ChatModel, got {type(model).__name__}")
+
+
+def make_patient(patient: Any, patient_model: Any = None) -> Any:
+    """The patient simulator of ``EGIPEnv(patient=..., patient_model=...)``.
+
+    Args:
+        patient: ``None`` / ``"retrieval"``, ``"llm"``, or an object with ``reply`` or
+            ``areply``.
+        patient_model: a :class:`~clinenv.llm.base.ChatModel`, only with ``"llm"``.
+
+    Returns:
+        A :class:`~clinenv.agents.patient_retrieval.RetrievalPatient`, an
+        :class:`~clinenv.agents.llm_patient.LLMPatient`, or ``patient`` itself.
+
+    Raises:
+        ValueError: an unknown name, ``"llm"`` without ``patient_model`` (or with a
+            non-ChatModel), ``patient_model`` with another patient, or an object with
+            neither ``reply`` nor ``areply``.
+    """
+    if isinstance(patient, str) and patient not in PATIENT_KINDS:
+        raise ValueError(f"patient must be one of {PATIENT_KINDS} or a patient object, "
+                         f"got {patient!r}")
+    if patient == "llm":
+        if patient_model is None:
+            raise ValueError("patient='llm' needs patient_model=<clinenv.llm.ChatModel>")
+        _check_model(patient_model, "patient_model")
+        from clinenv.agents.llm_patient import LLMPatient
+
+        return LLMPatient(patient_model)
+    if patient_model is not None:
+        raise ValueError("patient_model is used only with patient='llm'")
+    if patient is None or patient == "retrieval":
+        from clinenv.agents.patient_retrieval import RetrievalPatient
+
+        return RetrievalPatient()
+    if not (callable(getattr(patient, "reply", None))
+            or callable(getattr(patient, "areply", None))):
+        raise ValueError(f"patient object {type(patient).__name__} needs a reply(view) -> "
+                         "str method (or async areply)")
+    return patient
+
+
+def make_judge(judge: Any, judge_model: Any = None) -> Any:
+    """The judge of ``EGIPEnv(judge=..., judge_model=...)``; ``None`` for the scorer.
+
+    Args:
+        judge: ``None`` / ``"deterministic"``, ``"llm"``, or an object with ``judge`` or
+            ``ajudge``.
+        judge_model: a :class:`~clinenv.llm.base.ChatModel`, only with ``"llm"``.
+
+    Returns:
+        ``None`` (deterministic scorer), an :class:`~clinenv.agents.judge.LLMJudge`, or
+        ``judge`` itself.
+
+    Raises:
+        ValueError: as :func:`make_patient`, for ``judge`` and ``judge_model``.
+    """
+    if isinstance(judge, str) and judge not in JUDGE_KINDS:
+        raise ValueError(f"judge must be None, one of {JUDGE_KINDS} or a judge object, "
+                         f"got {judge!r}")
+    if judge == "llm":
+        if judge_model is None:
+            raise ValueError("judge='llm' needs judge_model=<clinenv.llm.ChatModel>")
+        _check_model(judge_model, "judge_model")
+        from clinenv.agents.judge import LLMJudge
+
+        return LLMJudge(judge_model)
+    if judge_model is not None:
+        raise ValueError("judge_model is used only with judge='llm'")
+    if judge is None or judge == "deterministic":
+        return None
+    if not (callable(getattr(judge, "judge", None))
+            or callable(getattr(judge, "ajudge", None))):
+        raise ValueError(f"judge object {type(judge).__name__} needs a judge(answer, target) "
+                         "method (or async ajudge)")
+    return judge

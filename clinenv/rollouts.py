@@ -6,8 +6,12 @@ Pieces, smallest first:
 - :func:`run_episode` — one episode of a Gymnasium environment with a doctor policy;
 - :func:`plan_episodes` — the deterministic schedule of (case, repetition, seed);
 - the run log (:mod:`clinenv.runlog`) — one JSON object per line and per episode;
+- :func:`prepare_run` — the plan of a logged run and the resume checks, shared by
+  :func:`run_logged` (one episode at a time) and :func:`clinenv.concurrent.run_concurrent`
+  (many episodes at once under asyncio);
 - :func:`run_logged` — the whole run with resume, as used by ``clinenv run``;
-- :func:`summarize` — accuracy, coverage, turns and exams (EGIP section 4.1).
+- :func:`summarize` — accuracy, coverage, turns and exams (EGIP section 4.1);
+  :func:`llm_totals` — model calls, tokens and latency of a run.
 
 Run-log line (schema :data:`SCHEMA`), UTF-8, ``ensure_ascii=False``::
 
@@ -16,10 +20,29 @@ Run-log line (schema :data:`SCHEMA`), UTF-8, ``ensure_ascii=False``::
     n_repetitions, turns, n_exams_requested,
     invalid_actions, stopped_early, phase, answer, verdict, correct, match_score, reward,
     steps, terminated, truncated, events, evidence, case_flags, case_strata, target,
-    timing
+    scorer, timing; and when present: judge_verdict, llm, error
 
-``timing`` (wall seconds) is the only non-deterministic field: two runs with the same
-seed, environment and doctor write identical lines apart from ``timing``.
+``scorer`` is ``"deterministic"`` or ``"llm-judge"``; ``judge_verdict`` (with an LLM
+judge) is ``"correct"``, ``"wrong"``, ``"unparsed"`` or ``None`` (no answer to judge).
+
+``llm`` is present when the doctor has ``drain_calls`` (an LLM doctor) or the
+environment has an LLM patient or judge: ``{"n_calls", "prompt_tokens",
+"completion_tokens", "latency_s", "calls"}``, where ``calls`` holds one
+:meth:`clinenv.llm.base.ChatResult.to_log` record per model call, each with ``agent``
+(``"doctor"``, ``"patient"`` or ``"judge"``), in the order doctor, patient, judge; token
+sums are ``None`` when no call reported them, ``latency_s`` sums the calls' wall seconds.
+
+``error`` marks an episode stopped by a model backend that still failed after its
+retries (:class:`clinenv.llm.base.BackendError`): ``{"type", "message", "backend",
+"detail"}``. Such a line is an unfinished episode (``terminated`` false, ``verdict``
+``"unscored"``, ``correct`` false, events up to the failure); the run goes on with the
+next episode, the summary counts the errors (``n_errors``), and the episode stays in the
+accuracy denominator. Resuming does not run it again (a log holds one line per
+episode); run the schedule into a new log to retry.
+
+``timing`` (wall seconds) and ``llm`` are the only non-deterministic fields: two runs
+with the same seed, environment and doctor (and deterministic model replies) write
+identical lines apart from ``timing`` and ``llm``.
 """
 
 from __future__ import annotations
@@ -27,12 +50,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from clinenv.llm.base import BackendError
 from clinenv.runlog import (
     KEY,
     RunContext,
@@ -44,8 +68,8 @@ from clinenv.runlog import (
 from clinenv.seeding import episode_seed
 
 __all__ = [
-    "RunLogError", "RunResult", "episode_seed", "plan_episodes", "run_episode",
-    "run_logged", "summarize",
+    "PreparedRun", "RunLogError", "RunResult", "episode_seed", "llm_totals",
+    "plan_episodes", "prepare_run", "run_episode", "run_logged", "summarize",
 ]
 
 
@@ -78,39 +102,157 @@ def run_episode(
         ``answer`` and, when finished, ``verdict``, ``correct``, ``match_score``) plus
         ``reward`` (sum of step rewards, float), ``steps`` (``env.step`` calls),
         ``terminated``, ``truncated`` and ``timing`` = ``{"reset_s", "doctor_s",
-        "env_s", "total_s"}`` (wall seconds; ``env_s`` covers ``env.step`` only).
+        "env_s", "total_s"}`` (wall seconds; ``env_s`` covers ``env.step`` only); plus
+        ``llm`` and ``error`` as described in the module docstring. A
+        :class:`~clinenv.llm.base.BackendError` of the doctor, patient or judge ends the
+        episode as an error record instead of propagating.
 
     Raises:
         KeyError, IndexError: unknown case id or index (from ``env.reset``).
     """
-    clock = time.perf_counter
-    start = clock()
+    tally = EpisodeTally()
     observation, info = env.reset(seed=seed, options={"case_id": case_id})
     doctor.reset(seed=seed)
-    reset_s = clock() - start
-    doctor_s = env_s = 0.0
-    reward = 0.0
-    steps = 0
-    terminated = truncated = False
-    while not (terminated or truncated):
-        if steps >= max_steps:
-            truncated = True
-            break
-        t0 = clock()
-        action = doctor.act(observation, info)
-        t1 = clock()
-        observation, r, terminated, truncated, info = env.step(action)
-        t2 = clock()
-        doctor_s += t1 - t0
-        env_s += t2 - t1
-        reward += float(r)
-        steps += 1
-    record = env.unwrapped.episode_record()
-    record.update(reward=reward, steps=steps, terminated=bool(terminated),
-                  truncated=bool(truncated))
-    record["timing"] = {"reset_s": reset_s, "doctor_s": doctor_s, "env_s": env_s,
-                        "total_s": clock() - start}
-    return record
+    tally.reset_done()
+    try:
+        while not tally.should_stop(max_steps):
+            t0 = tally.clock()
+            action = doctor.act(observation, info)
+            t1 = tally.clock()
+            observation, reward, terminated, truncated, info = env.step(action)
+            tally.add_step(reward, terminated, truncated, doctor_s=t1 - t0,
+                           env_s=tally.clock() - t1)
+    except BackendError as err:
+        tally.error = err
+    return tally.record(env, doctor)
+
+
+@dataclass
+class EpisodeTally:
+    """Bookkeeping of one running episode, shared by :func:`run_episode` and
+    :func:`clinenv.concurrent.arun_episode` (so both return the same record).
+
+    Attributes:
+        start: ``time.perf_counter()`` at the start; times below are wall seconds.
+        reset_s, doctor_s, env_s: time in ``reset``, in the doctor, in the environment.
+        reward: sum of step rewards.
+        steps: ``env.step`` calls so far.
+        terminated, truncated: the episode's end flags.
+        error: the backend error that stopped the episode, if any.
+    """
+
+    start: float = field(default_factory=time.perf_counter)
+    reset_s: float = 0.0
+    doctor_s: float = 0.0
+    env_s: float = 0.0
+    reward: float = 0.0
+    steps: int = 0
+    terminated: bool = False
+    truncated: bool = False
+    error: BackendError | None = None
+
+    @staticmethod
+    def clock() -> float:
+        """The clock of every timing (``time.perf_counter``)."""
+        return time.perf_counter()
+
+    def reset_done(self) -> None:
+        """Mark the end of ``env.reset`` and ``doctor.reset``."""
+        self.reset_s = self.clock() - self.start
+
+    def should_stop(self, max_steps: int) -> bool:
+        """The episode is over, or reached ``max_steps`` (then it is truncated)."""
+        if self.terminated or self.truncated:
+            return True
+        if self.steps >= max_steps:
+            self.truncated = True
+            return True
+        return False
+
+    def add_step(self, reward: float, terminated: bool, truncated: bool, *,
+                 doctor_s: float, env_s: float) -> None:
+        """Count one ``env.step``."""
+        self.reward += float(reward)
+        self.steps += 1
+        self.terminated, self.truncated = bool(terminated), bool(truncated)
+        self.doctor_s += doctor_s
+        self.env_s += env_s
+
+    def record(self, env: Any, doctor: Any) -> dict[str, Any]:
+        """The episode record (see :func:`run_episode`); drains the model call records."""
+        record = env.unwrapped.episode_record()
+        record.update(reward=self.reward, steps=self.steps, terminated=self.terminated,
+                      truncated=self.truncated)
+        if self.error is not None:
+            record.update(terminated=False, verdict="unscored", correct=False,
+                          error=error_dict(self.error))
+        llm = episode_llm(env, doctor)
+        if llm is not None:
+            record["llm"] = llm
+        record["timing"] = {"reset_s": self.reset_s, "doctor_s": self.doctor_s,
+                            "env_s": self.env_s, "total_s": self.clock() - self.start}
+        return record
+
+
+def error_dict(err: BaseException) -> dict[str, Any]:
+    """``{"type", "message", "backend", "detail"}`` of an exception, for a log line."""
+    return {"type": type(err).__name__, "message": str(err),
+            "backend": getattr(err, "backend", "") or "",
+            "detail": getattr(err, "detail", "") or ""}
+
+
+def episode_llm(env: Any, doctor: Any) -> dict[str, Any] | None:
+    """The ``llm`` field of an episode record, or ``None`` without any LLM agent.
+
+    Drains ``doctor.drain_calls()`` (records get ``agent="doctor"`` unless they name
+    one) and ``env.unwrapped.drain_llm_calls()`` (patient, judge).
+    """
+    drain = getattr(doctor, "drain_calls", None)
+    unwrapped = env.unwrapped
+    env_llm = bool(getattr(unwrapped, "has_llm_agents", False))
+    if not callable(drain) and not env_llm:
+        return None
+    calls = [{"agent": "doctor", **call} for call in drain()] if callable(drain) else []
+    if env_llm:
+        calls += unwrapped.drain_llm_calls()
+    return call_totals(calls) | {"calls": calls}
+
+
+def call_totals(calls: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``{"n_calls", "prompt_tokens", "completion_tokens", "latency_s"}`` of call records.
+
+    Token sums skip calls that did not report them and are ``None`` when none did.
+    """
+    def total(key: str) -> int | None:
+        known = [int(c[key]) for c in calls if c.get(key) is not None]
+        return sum(known) if known else None
+
+    return {"n_calls": len(calls), "prompt_tokens": total("prompt_tokens"),
+            "completion_tokens": total("completion_tokens"),
+            "latency_s": float(sum(float(c.get("latency_s") or 0.0) for c in calls))}
+
+
+def llm_totals(lines: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Model calls of a run from its lines' ``llm`` fields; ``None`` when no line has one.
+
+    Returns:
+        ``{"n_calls", "prompt_tokens", "completion_tokens", "mean_latency_s"}``: totals
+        over the lines (tokens ``None`` when never reported) and the mean wall seconds
+        per call (``nan`` without calls).
+    """
+    fields = [line["llm"] for line in lines if isinstance(line.get("llm"), Mapping)]
+    if not fields:
+        return None
+    n_calls = sum(int(f.get("n_calls") or 0) for f in fields)
+
+    def total(key: str) -> int | None:
+        known = [int(f[key]) for f in fields if f.get(key) is not None]
+        return sum(known) if known else None
+
+    latency = sum(float(f.get("latency_s") or 0.0) for f in fields)
+    return {"n_calls": n_calls, "prompt_tokens": total("prompt_tokens"),
+            "completion_tokens": total("completion_tokens"),
+            "mean_latency_s": latency / n_calls if n_calls else math.nan}
 
 
 # ------------------------------------------------------------------------ schedule
@@ -153,7 +295,7 @@ def plan_episodes(
 
 @dataclass
 class RunResult:
-    """Outcome of :func:`run_logged`.
+    """Outcome of :func:`run_logged` and :func:`clinenv.concurrent.run_concurrent`.
 
     Attributes:
         plan: the schedule (``[(case_index, repetition, seed), ...]``).
@@ -162,6 +304,7 @@ class RunResult:
         n_resumed: scheduled episodes already in the log.
         n_extra: log lines outside this plan (e.g. from a run with more ``episodes``).
         partial_bytes: size of a crash-cut last line that was removed (0 if none).
+        n_errors: lines of this plan stopped by a backend error (``error`` field).
     """
 
     plan: list[tuple[int, int, int]]
@@ -170,9 +313,59 @@ class RunResult:
     n_resumed: int
     n_extra: int
     partial_bytes: int
+    n_errors: int = 0
 
 
-def run_logged(
+@dataclass
+class PreparedRun:
+    """A checked, planned logged run: what is done, what is left.
+
+    Built by :func:`prepare_run`; the runner runs :attr:`todo`, passes each line to
+    :meth:`add`, and ends with :meth:`result`.
+
+    Attributes:
+        out: the log file.
+        context: the run's :class:`~clinenv.runlog.RunContext` (with its schedule).
+        plan: the whole schedule.
+        todo: the scheduled ``(case_index, repetition, seed)`` missing from the log, in
+            plan order.
+        done: log lines by ``(case_id, repetition)`` (old ones, then new ones).
+        partial_bytes: size of a crash-cut last line that was removed.
+    """
+
+    out: Path
+    context: RunContext
+    plan: list[tuple[int, int, int]]
+    todo: list[tuple[int, int, int]]
+    done: dict[KEY, dict[str, Any]]
+    partial_bytes: int
+
+    def line(self, record: Mapping[str, Any], item: tuple[int, int, int]) -> dict[str, Any]:
+        """The log line of the episode ``item`` = ``(case_index, repetition, seed)``."""
+        index, rep, ep_seed = item
+        return self.context.line(record, case_index=index, repetition=rep, seed=ep_seed)
+
+    def add(self, line: dict[str, Any]) -> None:
+        """Record a new line (already written to the log)."""
+        self.done[(line["case_id"], line["repetition"])] = line
+
+    def result(self) -> RunResult:
+        """The :class:`RunResult`, lines in plan order.
+
+        Raises:
+            KeyError: a scheduled episode has no line (the run did not finish).
+        """
+        ids = self.context.case_ids
+        wanted = {(ids[i], r) for i, r, _ in self.plan}
+        lines = [self.done[(ids[i], r)] for i, r, _ in self.plan]
+        return RunResult(plan=self.plan, lines=lines, n_new=len(self.todo),
+                         n_resumed=len(self.plan) - len(self.todo),
+                         n_extra=len(set(self.done) - wanted),
+                         partial_bytes=self.partial_bytes,
+                         n_errors=sum("error" in line for line in lines))
+
+
+def prepare_run(
     env: Any,
     doctor: Any,
     *,
@@ -182,29 +375,17 @@ def run_logged(
     repetitions: int = 1,
     resume: bool = False,
     env_id: str | None = None,
-    progress: Callable[[dict[str, Any]], None] | None = None,
-    on_start: Callable[[int], None] | None = None,
-) -> RunResult:
-    """Run a whole schedule, appending one line per episode to ``out``.
+) -> PreparedRun:
+    """Plan a logged run and check an existing log against it (nothing is run).
 
     With ``resume=True`` an existing log is read (a partial last line is cut off), every
     line is checked against this run (:meth:`RunContext.check`), and exactly the
-    scheduled ``(case_id, repetition)`` keys missing from it are run.
+    scheduled ``(case_id, repetition)`` keys missing from it are left to do.
 
-    Args:
-        env: the environment.
-        doctor: the doctor policy.
-        out: the log file.
-        seed: the run seed (>= 0).
-        episodes: the first N cases in dataset order (``None``: all).
-        repetitions: repetitions per case (>= 1).
-        resume: continue an existing log instead of refusing it.
-        env_id: overrides ``env.spec.id`` in the log.
-        progress: called with each new line after it is written.
-        on_start: called once with the number of episodes about to run.
+    Args: as :func:`run_logged` (``env`` and ``doctor`` give the run's context).
 
     Returns:
-        A :class:`RunResult`.
+        A :class:`PreparedRun`.
 
     Raises:
         FileExistsError: ``out`` exists, is not empty, and ``resume`` is false.
@@ -228,22 +409,62 @@ def run_logged(
             raise RunLogError(f"episode {key} appears twice (also on an earlier line)",
                               path=out, line=number)
         done[key] = line
-    wanted = {(context.case_ids[i], r) for i, r, _ in plan}
     todo = [(i, r, s) for i, r, s in plan if (context.case_ids[i], r) not in done]
+    return PreparedRun(out=out, context=context, plan=plan, todo=todo, done=done,
+                       partial_bytes=log.partial_bytes)
+
+
+def run_logged(
+    env: Any,
+    doctor: Any,
+    *,
+    out: str | Path,
+    seed: int = 0,
+    episodes: int | None = None,
+    repetitions: int = 1,
+    resume: bool = False,
+    env_id: str | None = None,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
+) -> RunResult:
+    """Run a whole schedule, one episode at a time, appending one line per episode to
+    ``out`` (see :func:`prepare_run` for the plan and the resume checks).
+
+    Args:
+        env: the environment.
+        doctor: the doctor policy.
+        out: the log file.
+        seed: the run seed (>= 0).
+        episodes: the first N cases in dataset order (``None``: all).
+        repetitions: repetitions per case (>= 1).
+        resume: continue an existing log instead of refusing it.
+        env_id: overrides ``env.spec.id`` in the log.
+        progress: called with each new line after it is written.
+        on_start: called once with the number of episodes about to run.
+
+    Returns:
+        A :class:`RunResult`. Episodes stopped by a backend error are error lines
+        (module docstring) and counted in ``n_errors``; the run goes on.
+
+    Raises:
+        FileExistsError: ``out`` exists, is not empty, and ``resume`` is false.
+        RunLogError: the existing log is corrupt or from a different run; or it holds a
+            key twice.
+        ValueError: ``episodes``, ``repetitions`` or ``seed`` out of range.
+    """
+    run = prepare_run(env, doctor, out=out, seed=seed, episodes=episodes,
+                      repetitions=repetitions, resume=resume, env_id=env_id)
     if on_start is not None:
-        on_start(len(todo))
-    with RunLogWriter(out) as writer:
-        for index, rep, ep_seed in todo:
-            record = run_episode(env, doctor, case_id=index, seed=ep_seed)
-            line = context.line(record, case_index=index, repetition=rep, seed=ep_seed)
+        on_start(len(run.todo))
+    with RunLogWriter(run.out) as writer:
+        for item in run.todo:
+            index, _, ep_seed = item
+            line = run.line(run_episode(env, doctor, case_id=index, seed=ep_seed), item)
             writer.write(line)
-            done[(line["case_id"], rep)] = line
+            run.add(line)
             if progress is not None:
                 progress(line)
-    lines = [done[(context.case_ids[i], r)] for i, r, _ in plan]
-    return RunResult(plan=plan, lines=lines, n_new=len(todo),
-                     n_resumed=len(plan) - len(todo),
-                     n_extra=len(set(done) - wanted), partial_bytes=log.partial_bytes)
+    return run.result()
 
 
 # ------------------------------------------------------------------------- summary
@@ -269,8 +490,9 @@ def summarize(
 
     Returns:
         ``{"n_scheduled", "n_records", "n_correct", "n_wrong", "n_unscored",
-        "accuracy", "coverage", "mean_turns", "mean_exams", "repetitions",
-        "accuracy_mean", "accuracy_sd"}``, computed with the definitions of
+        "n_errors", "accuracy", "coverage", "mean_turns", "mean_exams", "repetitions",
+        "accuracy_mean", "accuracy_sd"}`` (``n_errors``: records stopped by a backend
+        error, also counted as unscored), computed with the definitions of
         :mod:`clinenv.evaluation.metrics` (``accuracy``, ``per_repetition_accuracy``,
         ``mean_sd``, ``coverage``), so they agree with ``clinenv eval`` on the same log.
         Percentages are in 0..100 (``nan`` when nothing is scheduled); means are over the
@@ -333,6 +555,7 @@ def summarize(
         "n_correct": n_correct,
         "n_wrong": n_wrong,
         "n_unscored": n_scheduled - n_correct - n_wrong,
+        "n_errors": sum("error" in r for r in records),
         "accuracy": accuracy(matrix) if matrix.size else math.nan,
         "coverage": coverage(items),
         "mean_turns": float(interaction["mean_turns"]),

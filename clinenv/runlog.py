@@ -47,14 +47,17 @@ class RunLogError(ClinenvError, ValueError):
 def doctor_config(doctor: Any) -> dict[str, Any]:
     """``{"name", "config"}`` describing a doctor policy for the run log.
 
-    ``config`` is ``doctor.config()`` when the policy defines it (a JSON-ready dict),
-    else its public scalar attributes (``int``, ``float``, ``str``, ``bool``, ``None``)
-    other than ``name``, sorted by key.
+    ``config`` is the policy's own description when it has one: ``doctor.config()`` (a
+    method) or ``doctor.config`` (a mapping, e.g. the LLM doctor's property), copied as
+    a JSON-ready dict; else its public scalar attributes (``int``, ``float``, ``str``,
+    ``bool``, ``None``) other than ``name``, sorted by key.
     """
     name = str(getattr(doctor, "name", type(doctor).__name__))
     custom = getattr(doctor, "config", None)
     if callable(custom):
         config = dict(custom())
+    elif isinstance(custom, Mapping):
+        config = json.loads(json.dumps(custom))
     else:
         config = {k: v for k, v in sorted(vars(doctor).items())
                   if not k.startswith("_") and k != "name"
@@ -66,7 +69,10 @@ def env_spec_dict(env: Any) -> dict[str, Any] | None:
     """The environment's spec as a dict (``env.spec.to_json()`` parsed back).
 
     When the spec has kwargs that JSON cannot hold, a reduced dict ``{"id", "kwargs"}``
-    with ``repr`` of the unserializable values is returned; ``None`` without a spec.
+    is returned where each such value is replaced by its ``describe()`` (a chat model:
+    backend, model and generation config; never a key or a client) when it has one, else
+    by ``"<module.Class>"`` (no ``repr``: it may hold a memory address, and the lines of
+    two equal runs must be identical). ``None`` without a spec.
     """
     spec = getattr(env, "spec", None)
     if spec is None:
@@ -80,8 +86,20 @@ def env_spec_dict(env: Any) -> dict[str, Any] | None:
                 json.dumps(value)
                 kwargs[key] = value
             except (TypeError, ValueError):
-                kwargs[key] = repr(value)
+                kwargs[key] = _describe(value)
         return {"id": spec.id, "kwargs": kwargs}
+
+
+def _describe(value: Any) -> Any:
+    """A deterministic JSON stand-in for a value JSON cannot hold (see env_spec_dict)."""
+    describe = getattr(value, "describe", None)
+    if callable(describe):
+        try:
+            return json.loads(json.dumps(describe()))
+        except (TypeError, ValueError):
+            pass
+    kind = type(value)
+    return f"<{kind.__module__}.{kind.__qualname__}>"
 
 
 @dataclass(frozen=True)

@@ -30,3 +30,35 @@ def episode_seed(seed: int, repetition: int, case_index: int) -> int:
     state = np.random.SeedSequence([int(seed), int(repetition), int(case_index)])
     return int(state.generate_state(1, dtype=np.uint32)[0]) & 0x7FFF_FFFF
 
+
+
+def call_seed(seed: int | None, *keys: int | str) -> int | None:
+    """The sampling seed of one model call inside an episode (field-bug-reports B08).
+
+    Derived from the episode seed and the call's position (e.g. turn and purpose) with
+    :class:`numpy.random.SeedSequence`, so every request of a seeded episode carries a
+    distinct, reproducible seed. String keys are hashed stably (UTF-8 bytes, not
+    Python's salted ``hash``).
+
+    Args:
+        seed: the episode seed (>= 0), or ``None`` (then ``None``: no seed is sent).
+        *keys: ints >= 0 or strings identifying the call (``turn``, ``"vote"``...).
+
+    Returns:
+        An int in ``0 .. 2**31 - 1``, or ``None``.
+
+    Raises:
+        ValueError: a negative seed or key.
+    """
+    if seed is None:
+        return None
+    entropy = [int(seed)]
+    for key in keys:
+        if isinstance(key, str):
+            entropy.append(int.from_bytes(key.encode("utf-8")[:16].ljust(16, b"\0"), "little"))
+        else:
+            entropy.append(int(key))
+    if min(entropy) < 0:
+        raise ValueError("seed and keys must be >= 0")
+    state = np.random.SeedSequence(entropy)
+    return int(state.generate_state(1, dtype=np.uint32)[0]) & 0x7FFF_FFFF

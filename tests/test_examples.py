@@ -16,7 +16,7 @@ EXAMPLES = ROOT / "examples"
 
 
 def run_example(name: str, tmp_path: Path, data_dir: Path | None = None,
-                *args: str) -> subprocess.CompletedProcess:
+                *args: str, returncode: int = 0) -> subprocess.CompletedProcess:
     """``python examples/NAME ARGS`` from the repository root, offline and hermetic."""
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), PYTHONIOENCODING="utf-8")
     env.pop("CLINENV_DATA_DIR", None)
@@ -25,12 +25,14 @@ def run_example(name: str, tmp_path: Path, data_dir: Path | None = None,
     proc = subprocess.run([sys.executable, str(Path("examples", name)), *args], cwd=ROOT,
                           env=env, capture_output=True, text=True, encoding="utf-8",
                           timeout=120)
-    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert proc.returncode == returncode, (proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stderr
     return proc
 
 
-@pytest.mark.parametrize("name", ["one_episode.py", "plug_in_policy.py", "load_cases.py"])
+@pytest.mark.parametrize("name", ["one_episode.py", "plug_in_policy.py", "load_cases.py",
+                                  "plug_in_ten_lines.py", "llm_doctor_server.py",
+                                  "llm_doctor_engine.py"])
 def test_example_has_a_docstring_saying_how_to_run_it(name):
     doc = ast.get_docstring(ast.parse((EXAMPLES / name).read_text(encoding="utf-8")))
     assert doc and f"python examples/{name}" in doc
@@ -68,3 +70,58 @@ def test_load_cases_with_medqa(tmp_path):
     out = run_example("load_cases.py", tmp_path, SHARED_DATA).stdout
     assert "== demo: 17 cases" in out and "== medqa: 107 cases" in out
     assert sum(line.startswith("medqa-") for line in out.splitlines()) == 107
+
+
+def test_plug_in_ten_lines(tmp_path):
+    tree = ast.parse((EXAMPLES / "plug_in_ten_lines.py").read_text(encoding="utf-8"))
+    (policy,) = [node for node in tree.body if isinstance(node, ast.ClassDef)]
+    lines = ast.get_source_segment((EXAMPLES / "plug_in_ten_lines.py").read_text(
+        encoding="utf-8"), policy).splitlines()
+    assert len([ln for ln in lines if ln.strip() and not ln.strip().startswith("#")]) == 10
+    out = run_example("plug_in_ten_lines.py", tmp_path).stdout
+    # demo-01's and demo-05's imaging reports name the target; demo-13's adds "acute",
+    # which the deterministic scorer does not forgive; demo-03 has no imaging
+    assert out.splitlines() == [
+        "demo-01: 1 exams, answer 'lobar pneumonia' -> correct (target: Lobar pneumonia)",
+        "demo-05: 1 exams, answer 'acute appendicitis' -> correct (target: Acute "
+        "appendicitis)",
+        "demo-13: 2 exams, answer 'acute pulmonary embolism' -> wrong (target: Pulmonary "
+        "embolism)",
+        "demo-03: 0 exams, answer 'Undetermined' -> unscored (target: Guillain\u2013Barr\u00e9 "
+        "syndrome)",
+    ]
+
+
+def test_llm_doctor_server_against_a_local_server(tmp_path):
+    from llm_rollout_helpers import clinic_responder
+
+    from clinenv.llm.fake_server import FakeChatServer
+
+    with FakeChatServer(clinic_responder()) as server:
+        out = run_example("llm_doctor_server.py", tmp_path, None, "--base-url",
+                          server.base_url, "--model", "fake-model", "--episodes", "3",
+                          "--out", str(tmp_path / "run.jsonl")).stdout
+        n_requests = server.stats()["n_requests"]
+    assert out.startswith("note: MedQA data is not configured")
+    assert "demo-01: 'lobar pneumonia' -> correct" in out
+    assert sum(line.startswith("demo-0") for line in out.splitlines()) == 3
+    assert (f"EGIP-Demo-v0: accuracy 33.3 % over 3 episodes, coverage 33.3 %, 0 backend "
+            f"errors; {n_requests} model calls") in out
+    assert len((tmp_path / "run.jsonl").read_text(encoding="utf-8").splitlines()) == 3
+
+
+def test_llm_doctor_engine_needs_vllm(tmp_path):
+    pytest.importorskip("clinenv.llm.vllm_backend")
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("vLLM is installed here; the engine example would load a model")
+    proc = run_example("llm_doctor_engine.py", tmp_path, None, "--model", "some/model",
+                       returncode=2)
+    assert proc.stderr.strip() == ("error: the in-process vLLM backend needs vLLM (CUDA "
+                                   "GPU): pip install 'clinenv[vllm]'")
+    assert proc.stdout == ""
+    usage = run_example("llm_doctor_engine.py", tmp_path, None, "--help").stdout
+    assert "--model" in usage and "--episodes" in usage

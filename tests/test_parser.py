@@ -99,3 +99,14 @@ def test_both_markers_keep_the_test_beside_the_diagnosis():
 @pytest.mark.parametrize("raw", [None, 17, "\x00\x01", "é" * 10_000, "<think>" * 50])
 def test_never_raises(raw):
     parse_action(raw)
+
+
+@pytest.mark.parametrize("raw, kind", [
+    ("REQUEST TEST:", "test_request"), ("DIAGNOSIS READY:", "diagnosis"),
+    ("DIAGNOSIS READY: **", "diagnosis"), ("DIAGNOSIS READY: (", "diagnosis"),
+    ("DIAGNOSIS READY: [", "diagnosis"), ("REQUEST TEST: {", "test_request"),
+])
+def test_markers_with_empty_or_bracket_only_payloads_parse_to_empty(raw, kind):
+    """A marker whose payload cleans down to nothing used to raise IndexError."""
+    action = parse_action(raw)
+    assert (action.kind, action.payload) == (kind, "")

@@ -112,7 +112,7 @@ def _strip_unbalanced(line: str) -> str:
         line = line.strip(_EDGE)
         if line[-1:] in _PAIRS and line.count(_PAIRS[line[-1]]) < line.count(line[-1]):
             line = line[:-1]
-        if line[:1] in "([{":
+        if line and line[0] in "([{":
             close = {v: k for k, v in _PAIRS.items()}[line[0]]
             if line.count(close) < line.count(line[0]):
                 line = line[1:]

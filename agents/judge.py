@@ -1,0 +1,199 @@
+"""The LLM judge: does a free-text answer name the reference diagnosis?
+
+The opt-in alternative to the deterministic scorer (:mod:`clinenv.scoring`), in the role
+of AgentClinic's moderator. The prompt holds the answer and the reference diagnosis
+only (:data:`~clinenv.agents.prompts.JUDGE_SYSTEM`, :data:`~clinenv.agents.prompts.
+JUDGE_USER`), never the transcript.
+
+Reading the reply (:func:`parse_verdict`, field-bug-reports B07), lenient default:
+
+1. ``<think>`` blocks, markdown (``*``, ``_``, ``#``, backticks) and surrounding
+   whitespace are removed; nothing left -> ``"unparsed"``;
+2. an explicit ``Final answer: / Answer: / Verdict: Yes|No`` decides (the last one);
+3. a reply that opens with ``Yes`` or ``No`` followed by its end or punctuation
+   (``"Yes."``, ``"No, ..."``) decides;
+4. otherwise the standalone words ``yes`` / ``no`` and negative phrases (``not the
+   same``, ``different``...) are collected: only negative evidence -> ``"wrong"``, only
+   ``yes`` -> ``"correct"``, both or neither -> ``"unparsed"``. Word boundaries keep
+   ``"Yesterday"`` from reading as yes.
+
+Strict mode is AgentClinic's exact rule: ``"correct"`` iff the whole reply, lower-cased,
+is exactly ``"yes"`` (``"Yes."`` and ``" yes"`` are wrong); everything else is
+``"wrong"``, so strict mode never returns ``"unparsed"`` and never retries.
+
+An ``"unparsed"`` reply is retried ``retries`` times (the conversation so far plus
+:data:`~clinenv.agents.prompts.JUDGE_RETRY_USER`, each retry with its own seed
+``call_seed(seed, "judge", attempt)``); if it stays unparsed the verdict is
+``"unparsed"``, never folded into ``"wrong"``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from clinenv.agents.prompts import JUDGE_RETRY_USER, JUDGE_SYSTEM, JUDGE_USER
+from clinenv.agents.terminal_base import (
+    CallRequest,
+    Plan,
+    arun_plan,
+    base_seed,
+    call_config,
+    run_plan,
+)
+from clinenv.llm.base import ChatModel, GenerationConfig
+from clinenv.protocol.parser import split_reasoning
+from clinenv.seeding import call_seed
+
+JudgeLabel = Literal["correct", "wrong", "unparsed"]
+
+_MARKDOWN = re.compile(r"[*_#`]+")
+_FINAL = re.compile(r"\b(?:final\s+answer|final\s+verdict|answer|verdict)(?:\s*[:\-]|\s+is\b)"
+                    r"\s*(yes|no)\b", re.IGNORECASE)
+_OPENING = re.compile(r"^\W*(yes|no)\s*(?:$|[.,;:!?)\-\u2013\u2014])", re.IGNORECASE)
+_YES = re.compile(r"\byes\b", re.IGNORECASE)
+_NO = re.compile(r"\bno\b", re.IGNORECASE)
+_NEGATIVE = re.compile(
+    r"\b(?:not\s+(?:the\s+)?same|not\s+equivalent|not\s+a\s+match|do\s+not\s+match"
+    r"|don't\s+match|does\s+not\s+match|doesn't\s+match|different|differ|distinct"
+    r"|incorrect)\b", re.IGNORECASE)
+
+
+def parse_verdict(text: str, *, strict: bool = False) -> JudgeLabel:
+    """The verdict a judge reply gives: ``"correct"``, ``"wrong"`` or ``"unparsed"``.
+
+    Args:
+        text: the judge model's reply (``None`` reads as ``""``).
+        strict: AgentClinic's exact ``"yes"`` rule (see the module docstring).
+
+    Returns:
+        The verdict; rules in the module docstring (field-bug-reports B07).
+    """
+    text = text if isinstance(text, str) else ""
+    if strict:
+        return "correct" if text.lower() == "yes" else "wrong"
+    visible, _ = split_reasoning(text)
+    visible = _MARKDOWN.sub("", visible).strip()
+    if not visible:
+        return "unparsed"
+    finals = _FINAL.findall(visible)
+    if finals:
+        return "correct" if finals[-1].lower() == "yes" else "wrong"
+    opening = _OPENING.match(visible)
+    if opening:
+        return "correct" if opening.group(1).lower() == "yes" else "wrong"
+    positive = bool(_YES.search(visible))
+    negative = bool(_NO.search(visible) or _NEGATIVE.search(visible))
+    if positive == negative:
+        return "unparsed"
+    return "correct" if positive else "wrong"
+
+
+@dataclass(frozen=True)
+class JudgeVerdict:
+    """The judge's decision on one answer.
+
+    Attributes:
+        verdict: ``"correct"``, ``"wrong"`` or ``"unparsed"``.
+        reply: the judge model's last reply, unchanged.
+        n_attempts: model calls made (1 + retries used).
+    """
+
+    verdict: JudgeLabel
+    reply: str
+    n_attempts: int
+
+
+class LLMJudge:
+    """A chat model that judges answers against the reference diagnosis.
+
+    Args:
+        model: the chat model.
+        strict: AgentClinic's exact ``"yes"`` rule instead of the lenient parser.
+        retries: re-asks after an unparsed reply (>= 0; lenient mode only).
+        config: generation settings (default ``model.config``).
+
+    Raises:
+        TypeError: ``model`` is not a :class:`~clinenv.llm.base.ChatModel`.
+        ValueError: a negative or non-integer ``retries``.
+    """
+
+    name = "llm_judge"
+
+    def __init__(self, model: ChatModel, *, strict: bool = False, retries: int = 1,
+                 config: GenerationConfig | None = None) -> None:
+        if not isinstance(model, ChatModel):
+            raise TypeError(f"model must be a clinenv.llm.ChatModel, got {type(model).__name__}")
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ValueError(f"retries must be an integer >= 0, got {retries!r}")
+        self.model = model
+        self.strict = bool(strict)
+        self.retries = retries
+        self.generation = config or model.config
+        self._calls: list[dict[str, Any]] = []
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """JSON-ready description for run logs (never an API key)."""
+        return {"agent": self.name, "backend": self.model.backend, "model": self.model.model,
+                "generation": self.generation.model_dump(mode="json"),
+                "strict": self.strict, "retries": self.retries}
+
+    @staticmethod
+    def messages_for(answer: str, target: str) -> list[dict[str, str]]:
+        """The first attempt's messages: the judge prompt, the answer and the target.
+
+        Raises:
+            ValueError: ``answer`` or ``target`` is not a non-empty string.
+        """
+        for field, value in (("answer", answer), ("target", target)):
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"{field} must be a non-empty string, got {value!r:.80}")
+        return [{"role": "system", "content": JUDGE_SYSTEM},
+                {"role": "user", "content": JUDGE_USER.format(target=target.strip(),
+                                                               answer=answer.strip())}]
+
+    def judge(self, answer: str, target: str, *, seed: int | None = None) -> JudgeVerdict:
+        """Judge ``answer`` against the reference diagnosis ``target``.
+
+        Args:
+            answer: the doctor's answer text.
+            target: the reference diagnosis Y.
+            seed: seed of the first call (default the config's); retries derive theirs.
+
+        Raises:
+            ValueError: an empty ``answer`` or ``target``.
+            clinenv.llm.base.BackendError: a model call failed.
+        """
+        return run_plan(self._plan(answer, target, seed), self.model)
+
+    async def ajudge(self, answer: str, target: str, *,
+                     seed: int | None = None) -> JudgeVerdict:
+        """:meth:`judge` with the asynchronous model API."""
+        return await arun_plan(self._plan(answer, target, seed), self.model)
+
+    def drain_calls(self) -> list[dict[str, Any]]:
+        """Call records since the last drain (then cleared): :meth:`~clinenv.llm.base.
+        ChatResult.to_log` with ``purpose="judge"``, ``agent="judge"``, ``attempt``
+        (0-based) and ``verdict``."""
+        calls, self._calls = self._calls, []
+        return calls
+
+    def _plan(self, answer: str, target: str, seed: int | None) -> Plan[JudgeVerdict]:
+        messages = self.messages_for(answer, target)
+        base = base_seed(seed, self.generation)
+        attempts = 1 if self.strict else 1 + self.retries
+        for attempt in range(attempts):
+            call = base if attempt == 0 else call_seed(base, "judge", attempt)
+            result = yield CallRequest("judge", messages,
+                                       call_config(self.generation, seed=call, n=1))
+            reply = result.text
+            verdict = parse_verdict(reply, strict=self.strict)
+            self._calls.append(result.to_log(purpose="judge", agent="judge",
+                                             attempt=attempt, verdict=verdict))
+            if verdict != "unparsed":
+                break
+            messages = [*messages, {"role": "assistant", "content": reply},
+                        {"role": "user", "content": JUDGE_RETRY_USER}]
+        return JudgeVerdict(verdict, reply, attempt + 1)

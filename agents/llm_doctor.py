@@ -1,0 +1,230 @@
+"""The LLM doctor: a chat model as the doctor policy of :class:`clinenv.env.EGIPEnv`.
+
+Acquisition phase (``info["phase"] == "acquire"``, EGIP section 3.2):
+
+- ``observation_format="view"``: stateless. Each call sends the system prompt and one
+  user message holding ``observation["text"]``, the complete doctor view x_t.
+- ``observation_format="delta"``: the doctor keeps its own chat history (user: each new
+  observation text; assistant: its visible replies, ``<think>`` blocks removed), as RL
+  trainers do; the environment must use the same format.
+
+The reply is returned as the action; the environment's parser reads markers, markdown
+and ``<think>`` blocks (field-bug-reports B01, B05). A reply cut by ``max_tokens`` with
+no visible content is returned as ``""`` (B04a): the environment answers with interface
+feedback and the round counts toward T; its call record has ``truncated=True``.
+
+Decision phase (``"decide"``): ``observation["text"]`` is the evidence interface e_T
+(in ``"delta"`` format, the part from ``# Objective (S0)`` on); the doctor delegates to
+its terminal strategy (Direct, Vote, Full; EGIP eq. 5) and returns its action line.
+
+Prompts (:mod:`clinenv.agents.prompts`): ``"egip"`` (one action per reply, no early
+diagnosis) or ``"agentclinic"`` (AgentClinic's rules in this project's words: a question
+budget, ``REQUEST TEST:``, ending with ``DIAGNOSIS READY:``).
+
+Seeds (B08c): every call carries ``call_seed(episode_seed, turn, purpose)`` with
+``turn = info["turn"]``; the episode seed comes from :meth:`LLMDoctor.reset` (else the
+generation config's seed; with neither, no seed is sent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from numbers import Integral
+from typing import Any
+
+from clinenv.agents.prompts import (
+    AGENTCLINIC_BUDGET_KNOWN,
+    AGENTCLINIC_BUDGET_UNKNOWN,
+    AGENTCLINIC_DOCTOR_SYSTEM,
+    EGIP_DOCTOR_SYSTEM,
+)
+from clinenv.agents.terminal_base import (
+    CallRequest,
+    Plan,
+    TerminalDecision,
+    TerminalStrategy,
+    arun_plan,
+    base_seed,
+    call_config,
+    check_evidence,
+    make_strategy,
+    run_plan,
+)
+from clinenv.llm.base import ChatModel, GenerationConfig
+from clinenv.protocol.parser import split_reasoning
+from clinenv.seeding import call_seed
+
+PROMPTS = ("egip", "agentclinic")
+OBSERVATION_FORMATS = ("view", "delta")
+#: First line of the evidence interface (:func:`clinenv.protocol.evidence.render_evidence`).
+EVIDENCE_START = "# Objective (S0)"
+
+
+def evidence_part(text: str) -> str:
+    """e_T inside a decision-phase observation: the text from ``# Objective (S0)`` on.
+
+    A ``"view"`` observation is e_T already; a ``"delta"`` one starts with the responses
+    to the last acquisition action, which are not part of e_T.
+    """
+    start = text.find(EVIDENCE_START)
+    return text[start:] if start > 0 else text
+
+
+class LLMDoctor:
+    """A doctor policy backed by a chat model (see the module docstring).
+
+    Implements :class:`clinenv.agents.base.DoctorPolicy`, plus :meth:`aact`,
+    :meth:`drain_calls` and :attr:`config`.
+
+    Args:
+        model: the chat model.
+        strategy: a :class:`~clinenv.agents.terminal_base.TerminalStrategy` or its name
+            (``"direct"``, ``"vote"``, ``"full"``).
+        prompt: ``"egip"`` or ``"agentclinic"``.
+        observation_format: ``"view"`` or ``"delta"``; must match the environment's.
+        config: generation settings of every call (default ``model.config``).
+        name: the policy name for run logs (default ``"llm-<strategy>"``).
+        max_questions: the question budget stated by the ``"agentclinic"`` prompt
+            (>= 1); ``None`` says "a limited number of". Not used by ``"egip"``.
+
+    Attributes:
+        last_decision: the :class:`~clinenv.agents.terminal_base.TerminalDecision` of the
+            latest decision step (votes, proposals, ledger...), or ``None``.
+
+    Raises:
+        ValueError: an unknown prompt, observation format or strategy name, or a bad
+            ``max_questions``.
+        TypeError: ``model`` is not a :class:`~clinenv.llm.base.ChatModel` or
+            ``strategy`` is neither a name nor a strategy.
+    """
+
+    def __init__(self, model: ChatModel, *, strategy: TerminalStrategy | str = "direct",
+                 prompt: str = "egip", observation_format: str = "view",
+                 config: GenerationConfig | None = None, name: str | None = None,
+                 max_questions: int | None = None) -> None:
+        if not isinstance(model, ChatModel):
+            raise TypeError(f"model must be a clinenv.llm.ChatModel, got {type(model).__name__}")
+        if prompt not in PROMPTS:
+            raise ValueError(f"prompt must be one of {PROMPTS}, got {prompt!r}")
+        if observation_format not in OBSERVATION_FORMATS:
+            raise ValueError(f"observation_format must be one of {OBSERVATION_FORMATS}, "
+                             f"got {observation_format!r}")
+        if max_questions is not None and (isinstance(max_questions, bool) or not isinstance(
+                max_questions, int) or max_questions < 1):
+            raise ValueError(f"max_questions must be an integer >= 1 or None, "
+                             f"got {max_questions!r}")
+        if isinstance(strategy, str):
+            strategy = make_strategy(strategy)
+        elif not isinstance(strategy, TerminalStrategy):
+            raise TypeError(f"strategy must be a TerminalStrategy or a name, "
+                            f"got {type(strategy).__name__}")
+        self.model = model
+        self.strategy = strategy
+        self.prompt = prompt
+        self.observation_format = observation_format
+        self.max_questions = max_questions
+        self.generation = config or model.config
+        self.name = name or f"llm-{strategy.name}"
+        self.last_decision: TerminalDecision | None = None
+        self._calls: list[dict[str, Any]] = []
+        self.reset()
+
+    # --------------------------------------------------------------- policy API
+    @property
+    def system_prompt(self) -> str:
+        """The acquisition-phase system prompt of this doctor."""
+        if self.prompt == "agentclinic":
+            budget = (AGENTCLINIC_BUDGET_UNKNOWN if self.max_questions is None
+                      else AGENTCLINIC_BUDGET_KNOWN.format(n=self.max_questions))
+            return AGENTCLINIC_DOCTOR_SYSTEM.format(budget=budget)
+        return EGIP_DOCTOR_SYSTEM
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """JSON-ready description for run logs (never an API key): ``agent``,
+        ``backend``, ``model``, ``generation``, ``strategy``, ``prompt``,
+        ``observation_format``, ``max_questions``."""
+        return {"agent": "llm_doctor", "backend": self.model.backend,
+                "model": self.model.model,
+                "generation": self.generation.model_dump(mode="json"),
+                "strategy": self.strategy.describe(), "prompt": self.prompt,
+                "observation_format": self.observation_format,
+                "max_questions": self.max_questions}
+
+    def reset(self, *, seed: int | None = None) -> None:
+        """Start an episode: ``seed`` is the episode seed of every per-call seed; the
+        chat history (``"delta"``) is cleared. Undrained call records are kept."""
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, Integral)
+                                 or seed < 0):
+            raise ValueError(f"seed must be an integer >= 0 or None, got {seed!r}")
+        self._seed = None if seed is None else int(seed)
+        self._history: list[dict[str, str]] = []
+        self.last_decision = None
+
+    def act(self, observation: Mapping[str, Any], info: Mapping[str, Any]) -> str:
+        """The next action (see the module docstring).
+
+        Raises:
+            ValueError: ``info["phase"]`` is neither ``"acquire"`` nor ``"decide"``, or
+                the observation has no ``text``.
+            clinenv.llm.base.BackendError: a model call failed.
+        """
+        return run_plan(self._plan(observation, info), self.model)
+
+    async def aact(self, observation: Mapping[str, Any], info: Mapping[str, Any]) -> str:
+        """:meth:`act` with the asynchronous model API (same results and errors)."""
+        return await arun_plan(self._plan(observation, info), self.model)
+
+    def drain_calls(self) -> list[dict[str, Any]]:
+        """The call records since the last drain (then cleared), oldest first.
+
+        Each is :meth:`~clinenv.llm.base.ChatResult.to_log` with ``turn``, ``purpose``
+        (``"acquire"``, ``"decide"``, ``"vote"``, ``"council"``, ``"ledger"``,
+        ``"consensus"``, ``"repair"``), ``agent="doctor"`` and ``flags`` (parse notes:
+        ``"empty_reply"``, ``"unparsed"``, ``"invalid"``...).
+        """
+        calls, self._calls = self._calls, []
+        return calls
+
+    # ----------------------------------------------------------------- internals
+    def _plan(self, observation: Mapping[str, Any], info: Mapping[str, Any]) -> Plan[str]:
+        text = observation.get("text") if isinstance(observation, Mapping) else None
+        if not isinstance(text, str):
+            raise ValueError("observation['text'] must be a string")
+        phase = info.get("phase", "acquire")
+        turn = int(info.get("turn", 0))
+        episode = base_seed(self._seed, self.generation)
+        if phase == "decide":
+            evidence = evidence_part(text)
+            candidates = check_evidence(evidence, info.get("candidates"))
+            decision = yield from self.strategy.plan(
+                evidence, candidates=candidates, seed=call_seed(episode, turn, "decide"),
+                config=self.generation)
+            self.last_decision = decision
+            for record in decision.calls:
+                self._calls.append({"turn": turn, "purpose": record.get("purpose"),
+                                    "agent": "doctor", **record})
+            return decision.action
+        if phase != "acquire":
+            raise ValueError(f"info['phase'] must be 'acquire' or 'decide', got {phase!r}")
+        if self.observation_format == "delta":
+            self._history.append({"role": "user", "content": text})
+            messages = [{"role": "system", "content": self.system_prompt}, *self._history]
+        else:
+            messages = [{"role": "system", "content": self.system_prompt},
+                        {"role": "user", "content": text}]
+        result = yield CallRequest("acquire", messages, call_config(
+            self.generation, seed=call_seed(episode, turn, "acquire"), n=1))
+        choice = result.choices[0]
+        reply = choice.text
+        visible, _ = split_reasoning(reply)
+        flags = []
+        if not visible:
+            flags.append("empty_reply")
+            if choice.truncated:
+                reply = ""  # B04(a): no action; the env gives feedback, the round counts
+        if self.observation_format == "delta":
+            self._history.append({"role": "assistant", "content": visible})
+        self._calls.append(result.to_log(turn=turn, purpose="acquire", agent="doctor",
+                                         flags=flags))
+        return reply

@@ -1,0 +1,209 @@
+"""The LLM patient simulator: a chat model answers the doctor from the patient view only.
+
+Opt-in alternative to the retrieval patient (:mod:`clinenv.agents.patient_retrieval`).
+It receives only a :class:`~clinenv.protocol.views.PatientView`: the patient facts P
+(target-naming sentences already withheld) and the permitted dialogue, never the
+records M or the target Y (EGIP section 3.2).
+
+Messages (:meth:`LLMPatient.messages_for`, field-bug-reports B16):
+
+1. system: :data:`~clinenv.agents.prompts.PATIENT_SYSTEM` with the rendered facts and
+   the voice (the patient, or a caregiver when ``view.caregiver_voice``);
+2. a user turn before anything the patient says: it opens with
+   :data:`~clinenv.agents.prompts.PATIENT_OPENING` and holds the doctor's first question
+   (one turn, so that roles alternate: some chat templates reject two user turns in a
+   row);
+3. every earlier ``(question, reply)`` pair as user / assistant, oldest first, nothing
+   dropped;
+4. the current question as the last user turn.
+
+Reply cleanup (:func:`clean_reply`): ``<think>`` blocks are removed, a leading
+``Patient:`` label is stripped; a reply that speaks as the doctor (a ``Doctor:`` line)
+keeps only the patient's own words and is flagged ``"speaks_as_doctor"``; an empty reply
+becomes :data:`~clinenv.agents.patient_retrieval.NOT_SURE` and is flagged
+``"empty_reply"``; a reply that repeats an earlier own reply word for word is flagged
+``"repeats_own_reply"``. Flags go to the call records (:meth:`LLMPatient.drain_calls`).
+
+Seeds: ``call_seed(seed, n_questions_before, "patient")`` with the seed of
+:meth:`LLMPatient.reset` (else the generation config's; with neither, none is sent).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from numbers import Integral
+from typing import Any
+
+from pydantic import JsonValue
+
+from clinenv.agents.patient_retrieval import NOT_SURE
+from clinenv.agents.prompts import (
+    PATIENT_OPENING,
+    PATIENT_SYSTEM,
+    PATIENT_VOICE_CAREGIVER,
+    PATIENT_VOICE_SELF,
+)
+from clinenv.agents.terminal_base import CallRequest, Plan, arun_plan, call_config, run_plan
+from clinenv.llm.base import ChatModel, GenerationConfig
+from clinenv.protocol.parser import split_reasoning
+from clinenv.protocol.views import PatientView
+from clinenv.seeding import call_seed
+
+#: A speaker label at a line start: "Patient:", "**Doctor:**", "Parent (mother):".
+_ROLE_LABEL = re.compile(r"^[ \t>*_#]*(doctor|patient|parent|caregiver)[*_]*[ \t]*"
+                         r"(?:\([^)\n]{0,40}\))?[*_ \t]*:[*_ \t]*", re.IGNORECASE | re.MULTILINE)
+_SPACE = re.compile(r"\s+")
+
+
+def render_facts(facts: Mapping[str, JsonValue], indent: int = 0) -> str:
+    """The facts tree P as indented ``Key: value`` lines (``_`` in keys read as spaces;
+    list items as ``- item``; empty branches left out)."""
+    pad = "  " * indent
+    lines = []
+    for key, value in facts.items():
+        label = str(key).replace("_", " ").strip()
+        if isinstance(value, Mapping):
+            inner = render_facts(value, indent + 1)
+            if inner:
+                lines += [f"{pad}{label}:", inner]
+        elif isinstance(value, list):
+            items = [_leaf(v) for v in value if _leaf(v)]
+            if items:
+                lines += [f"{pad}{label}:", *(f"{pad}  - {item}" for item in items)]
+        elif _leaf(value):
+            lines.append(f"{pad}{label}: {_leaf(value)}")
+    return "\n".join(lines)
+
+
+def _leaf(value: JsonValue) -> str:
+    if isinstance(value, Mapping):
+        return "; ".join(f"{k}: {_leaf(v)}" for k, v in value.items() if _leaf(v))
+    if isinstance(value, list):
+        return "; ".join(_leaf(v) for v in value if _leaf(v))
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return "" if value is None else str(value).strip()
+
+
+def _same(a: str, b: str) -> bool:
+    return _SPACE.sub(" ", a).strip().casefold() == _SPACE.sub(" ", b).strip().casefold()
+
+
+def clean_reply(text: str, earlier: list[str]) -> tuple[str, list[str]]:
+    """``(reply, flags)`` from a raw model reply (see the module docstring).
+
+    Args:
+        text: the model's reply.
+        earlier: the patient's earlier replies in this episode.
+    """
+    visible, _ = split_reasoning(text or "")
+    flags = []
+    parts = _ROLE_LABEL.split(visible)  # [before, role, text, role, text, ...]
+    reply = parts[0].strip()
+    roles = [role.lower() for role in parts[1::2]]
+    if "doctor" in roles:
+        flags.append("speaks_as_doctor")
+    if not reply:
+        reply = next((said.strip() for role, said in zip(roles, parts[2::2], strict=True)
+                      if role != "doctor" and said.strip()), "")
+    if not reply:
+        flags.append("empty_reply")
+        return NOT_SURE, flags
+    if any(_same(reply, said) for said in earlier):
+        flags.append("repeats_own_reply")
+    return reply, flags
+
+
+class LLMPatient:
+    """A patient simulator backed by a chat model (see the module docstring).
+
+    Plugs into :class:`clinenv.env.EGIPEnv` as ``patient=``: the environment calls
+    :meth:`reply` with the patient view of each question (and :meth:`reset` with the
+    episode seed).
+
+    Args:
+        model: the chat model.
+        config: generation settings (default ``model.config``).
+
+    Raises:
+        TypeError: ``model`` is not a :class:`~clinenv.llm.base.ChatModel`.
+    """
+
+    name = "llm_patient"
+
+    def __init__(self, model: ChatModel, *, config: GenerationConfig | None = None) -> None:
+        if not isinstance(model, ChatModel):
+            raise TypeError(f"model must be a clinenv.llm.ChatModel, got {type(model).__name__}")
+        self.model = model
+        self.generation = config or model.config
+        self._calls: list[dict[str, Any]] = []
+        self._seed: int | None = None
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """JSON-ready description for run logs (never an API key)."""
+        return {"agent": self.name, "backend": self.model.backend, "model": self.model.model,
+                "generation": self.generation.model_dump(mode="json")}
+
+    def reset(self, *, seed: int | None = None) -> None:
+        """Start an episode; ``seed`` (>= 0) is the base of every per-call seed.
+
+        Raises:
+            ValueError: a negative or non-integer seed.
+        """
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, Integral)
+                                 or seed < 0):
+            raise ValueError(f"seed must be an integer >= 0 or None, got {seed!r}")
+        self._seed = None if seed is None else int(seed)
+
+    def messages_for(self, view: PatientView) -> list[dict[str, str]]:
+        """The exact messages sent for ``view`` (layout in the module docstring).
+
+        Raises:
+            TypeError: ``view`` is not a :class:`~clinenv.protocol.views.PatientView`.
+        """
+        if not isinstance(view, PatientView):
+            raise TypeError(f"view must be a PatientView, got {type(view).__name__}")
+        voice = PATIENT_VOICE_CAREGIVER if view.caregiver_voice else PATIENT_VOICE_SELF
+        messages = [{"role": "system", "content": PATIENT_SYSTEM.format(
+            voice=voice, facts=render_facts(view.facts) or "(none)")}]
+        questions = [q for q, _ in view.dialogue] + [view.question]
+        replies = [r for _, r in view.dialogue]
+        for i, question in enumerate(questions):
+            content = f"{PATIENT_OPENING}\n{question}" if i == 0 else question
+            messages.append({"role": "user", "content": content})
+            if i < len(replies):
+                messages.append({"role": "assistant", "content": replies[i]})
+        return messages
+
+    def reply(self, view: PatientView) -> str:
+        """The patient's reply to ``view.question``.
+
+        Raises:
+            TypeError: ``view`` is not a PatientView.
+            clinenv.llm.base.BackendError: the model call failed.
+        """
+        return run_plan(self._plan(view), self.model)
+
+    async def areply(self, view: PatientView) -> str:
+        """:meth:`reply` with the asynchronous model API."""
+        return await arun_plan(self._plan(view), self.model)
+
+    def drain_calls(self) -> list[dict[str, Any]]:
+        """Call records since the last drain (then cleared): :meth:`~clinenv.llm.base.
+        ChatResult.to_log` with ``purpose="patient"``, ``agent="patient"``,
+        ``question_index`` (0-based) and ``flags``."""
+        calls, self._calls = self._calls, []
+        return calls
+
+    def _plan(self, view: PatientView) -> Plan[str]:
+        messages = self.messages_for(view)
+        index = len(view.dialogue)
+        seed = self._seed if self._seed is not None else self.generation.seed
+        result = yield CallRequest("patient", messages, call_config(
+            self.generation, seed=call_seed(seed, index, "patient"), n=1))
+        reply, flags = clean_reply(result.text, [r for _, r in view.dialogue])
+        self._calls.append(result.to_log(purpose="patient", agent="patient",
+                                         question_index=index, flags=flags))
+        return reply

@@ -1,0 +1,240 @@
+"""The terminal decision strategy F (EGIP eq. 5) and the call plans every LLM agent runs.
+
+A terminal strategy maps the evidence interface e_T to the doctor's terminal action:
+Direct (:mod:`clinenv.agents.terminal_direct`), Vote
+(:mod:`clinenv.agents.terminal_vote`) and Full (:mod:`clinenv.agents.terminal_full`) are
+alternatives over the same e_T (EGIP section 3.3, appendix A.2); :func:`make_strategy`
+builds one by name.
+
+Call plans
+----------
+A strategy's logic is written once, as a generator (a *call plan*) that yields one
+:class:`CallRequest` per model call, receives the :class:`~clinenv.llm.base.ChatResult`
+and finally returns its result. :func:`run_plan` drives a plan with the synchronous model
+API and :func:`arun_plan` with the asynchronous one, so ``decide`` and ``adecide`` (and
+the doctor's ``act``/``aact``, the patient's ``reply``/``areply``, the judge's
+``judge``/``ajudge``) share every line of logic and never call ``asyncio.run``.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+from clinenv.llm.base import ChatModel, ChatResult, GenerationConfig
+from clinenv.protocol.parser import clean_payload, parse_action
+
+T = TypeVar("T")
+
+#: The abstention answer of Vote and Full (:func:`clinenv.scoring.is_abstention` is True
+#: for it, so the environment scores it "unscored" with ``abstained=True``).
+ABSTENTION = "Undetermined"
+#: The terminal action line that abstains.
+ABSTENTION_ACTION = f"DIAGNOSIS READY: {ABSTENTION}"
+#: A bare reply line up to this length counts as the answer (as in the runtime's lenient
+#: decision-phase rule, :meth:`clinenv.protocol.runtime.EGIPRuntime.submit_answer`).
+MAX_BARE_ANSWER_CHARS = 120
+
+
+@dataclass(frozen=True)
+class CallRequest:
+    """One model call a plan asks for.
+
+    Attributes:
+        purpose: what the call is for, copied into its log record (``"acquire"``,
+            ``"decide"``, ``"vote"``, ``"council"``, ``"ledger"``, ``"consensus"``,
+            ``"repair"``, ``"patient"``, ``"judge"``).
+        messages: the chat messages, sent exactly as given.
+        config: the complete generation config of the call (seed included).
+    """
+
+    purpose: str
+    messages: list[dict[str, str]]
+    config: GenerationConfig
+
+
+#: A call plan: yields requests, receives results, returns ``T``.
+Plan = Generator[CallRequest, ChatResult, T]
+
+
+def run_plan(plan: Plan[T], model: ChatModel) -> T:
+    """Drive ``plan`` with ``model.generate``; return what the plan returns.
+
+    Raises:
+        clinenv.llm.base.BackendError: a call failed after the backend's own retries.
+    """
+    try:
+        request = next(plan)
+        while True:
+            request = plan.send(model.generate(request.messages, request.config))
+    except StopIteration as stop:
+        return stop.value
+
+
+async def arun_plan(plan: Plan[T], model: ChatModel) -> T:
+    """Drive ``plan`` with ``await model.agenerate``; same result and errors as
+    :func:`run_plan`."""
+    try:
+        request = next(plan)
+        while True:
+            result = await model.agenerate(request.messages, request.config)
+            request = plan.send(result)
+    except StopIteration as stop:
+        return stop.value
+
+
+def call_config(config: GenerationConfig, *, seed: int | None, **fields: Any) -> GenerationConfig:
+    """``config`` with ``seed`` set exactly (``None`` included) and ``fields`` replaced.
+
+    Unlike :meth:`GenerationConfig.merged`, a ``None`` seed clears the config's seed, so
+    one seed is never reused for several calls.
+
+    Raises:
+        pydantic.ValidationError: a field out of range (e.g. ``n=0``).
+    """
+    data = config.model_dump()
+    data.update(fields)
+    data["seed"] = seed
+    return GenerationConfig(**data)
+
+
+def base_seed(seed: int | None, config: GenerationConfig) -> int | None:
+    """The seed per-call seeds derive from: ``seed``, else the config's seed, else None."""
+    return seed if seed is not None else config.seed
+
+
+def extract_answer(text: str) -> str | None:
+    """The diagnosis a terminal reply gives, by the protocol parser; ``None`` if none.
+
+    Lenient decision-phase rules (:func:`clinenv.protocol.parser.parse_action` with
+    ``accept_bare_diagnosis=True``): ``DIAGNOSIS READY: X`` in any case and through
+    markdown, ``Diagnosis: X`` / ``Final diagnosis: X`` lines, or a reply that is one
+    short line (at most :data:`MAX_BARE_ANSWER_CHARS` characters). ``<think>`` blocks are
+    ignored (field-bug-reports B01); an empty reply has no answer (B04).
+    """
+    action = parse_action(text if isinstance(text, str) else "", accept_bare_diagnosis=True)
+    if action.kind == "diagnosis":
+        return action.payload or None
+    if action.kind == "question":
+        lines = [line for line in action.text.splitlines() if line.strip()]
+        if len(lines) == 1 and len(lines[0]) <= MAX_BARE_ANSWER_CHARS:
+            return clean_payload(lines[0]) or None
+    return None
+
+
+def check_evidence(evidence_text: Any, candidates: Any) -> list[str] | None:
+    """Validate a strategy's inputs; return the candidates as a list (or ``None``).
+
+    Raises:
+        ValueError: ``evidence_text`` is not a non-empty string, or ``candidates`` is
+            not a sequence of strings.
+    """
+    if not isinstance(evidence_text, str) or not evidence_text.strip():
+        raise ValueError("evidence_text must be the non-empty text of the evidence "
+                         f"interface e_T, got {evidence_text!r:.80}")
+    if candidates is None:
+        return None
+    if isinstance(candidates, str) or not isinstance(candidates, Sequence) or not all(
+            isinstance(c, str) for c in candidates):
+        raise ValueError(f"candidates must be a list of strings or None, got {candidates!r:.80}")
+    return list(candidates)
+
+
+@dataclass
+class TerminalDecision:
+    """The outcome of a terminal strategy on e_T.
+
+    Attributes:
+        action: the doctor's terminal action: ``"DIAGNOSIS READY: <diagnosis>"``, or
+            :data:`ABSTENTION_ACTION`; Direct returns the model's reply unchanged (the
+            environment's parser reads it).
+        answer: the diagnosis the strategy extracted, or ``None`` (no answer, or
+            abstention).
+        abstained: the strategy, or the model, declared that no diagnosis can be given.
+        calls: one :meth:`~clinenv.llm.base.ChatResult.to_log` record per model call, in
+            call order, each with ``purpose`` and the strategy's parse notes.
+        detail: strategy-specific record (Vote: ``votes``; Full: ``proposals``,
+            ``ledger``, ``errors``...); JSON-ready.
+    """
+
+    action: str
+    answer: str | None
+    abstained: bool
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+class TerminalStrategy(abc.ABC):
+    """A terminal decision procedure F over the evidence interface e_T (EGIP eq. 5).
+
+    Subclasses implement :meth:`plan`; :meth:`decide` and :meth:`adecide` drive it.
+    Generated opinions (samples, proposals, ledgers) never become observations.
+    """
+
+    name: ClassVar[str]
+
+    @abc.abstractmethod
+    def plan(self, evidence_text: str, *, candidates: list[str] | None, seed: int | None,
+             config: GenerationConfig) -> Plan[TerminalDecision]:
+        """The strategy's call plan (see the module docstring)."""
+
+    def decide(self, model: ChatModel, evidence_text: str, *,
+               candidates: list[str] | None = None, seed: int | None = None,
+               config: GenerationConfig | None = None) -> TerminalDecision:
+        """Decide on ``evidence_text`` with the synchronous model API.
+
+        Args:
+            model: the chat model.
+            evidence_text: the rendered evidence interface e_T
+                (:func:`clinenv.protocol.evidence.render_evidence`).
+            candidates: the candidate labels K (``info["candidates"]``), or ``None``.
+            seed: the base seed of this decision; the first call sends it, later calls
+                send seeds derived from it (:func:`clinenv.seeding.call_seed`). ``None``
+                falls back to ``config.seed``.
+            config: generation settings (default ``model.config``); strategies override
+                ``n``, ``seed`` and, where documented, ``temperature``.
+
+        Raises:
+            ValueError: invalid ``evidence_text`` or ``candidates``.
+            clinenv.llm.base.BackendError: a model call failed.
+        """
+        candidates = check_evidence(evidence_text, candidates)
+        return run_plan(self.plan(evidence_text, candidates=candidates, seed=seed,
+                                  config=config or model.config), model)
+
+    async def adecide(self, model: ChatModel, evidence_text: str, *,
+                      candidates: list[str] | None = None, seed: int | None = None,
+                      config: GenerationConfig | None = None) -> TerminalDecision:
+        """:meth:`decide` with the asynchronous model API (same arguments and errors)."""
+        candidates = check_evidence(evidence_text, candidates)
+        return await arun_plan(self.plan(evidence_text, candidates=candidates, seed=seed,
+                                         config=config or model.config), model)
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready description for run logs: ``name`` and the strategy's parameters."""
+        return {"name": self.name}
+
+
+def make_strategy(name: str, **kwargs: Any) -> TerminalStrategy:
+    """A terminal strategy by name: ``"direct"``, ``"vote"`` or ``"full"``.
+
+    Args:
+        name: the strategy name (case-insensitive).
+        **kwargs: the strategy's parameters (e.g. ``make_strategy("vote", n_samples=5)``).
+
+    Raises:
+        ValueError: an unknown name.
+        TypeError: a parameter the strategy does not take.
+    """
+    from clinenv.agents.terminal_direct import Direct
+    from clinenv.agents.terminal_full import Full
+    from clinenv.agents.terminal_vote import Vote
+
+    strategies: dict[str, type[TerminalStrategy]] = {"direct": Direct, "vote": Vote,
+                                                     "full": Full}
+    key = name.strip().lower() if isinstance(name, str) else name
+    if key not in strategies:
+        raise ValueError(f"strategy must be one of {sorted(strategies)}, got {name!r}")
+    return strategies[key](**kwargs)

@@ -1,0 +1,71 @@
+"""Direct: one terminal call on the evidence interface e_T (EGIP eq. 5, appendix A.2).
+
+The call sends :data:`~clinenv.agents.prompts.DIRECT_SYSTEM` (acquired evidence is the
+factual basis, unknown findings are not normal, candidate labels are hypotheses; answer
+``DIAGNOSIS READY: <single diagnosis>``) and e_T as the user message, with ``n=1`` and
+the decision's base seed. The reply is returned unchanged as the terminal action, so the
+environment's parser reads it exactly as it reads any doctor reply (lenient or strict
+markers, markdown, ``<think>`` blocks); the strategy's own reading of it goes to
+:attr:`TerminalDecision.answer` for the log. Direct adds no ledger and no id checks.
+"""
+
+from __future__ import annotations
+
+from clinenv.agents.prompts import DIRECT_SYSTEM
+from clinenv.agents.terminal_base import (
+    CallRequest,
+    Plan,
+    TerminalDecision,
+    TerminalStrategy,
+    base_seed,
+    call_config,
+    extract_answer,
+)
+from clinenv.llm.base import ChatResult, GenerationConfig
+from clinenv.scoring import is_abstention
+
+
+def direct_messages(evidence_text: str) -> list[dict[str, str]]:
+    """The messages of a Direct call: the Direct system prompt, then e_T."""
+    return [{"role": "system", "content": DIRECT_SYSTEM},
+            {"role": "user", "content": evidence_text}]
+
+
+def direct_request(evidence_text: str, *, seed: int | None,
+                   config: GenerationConfig) -> CallRequest:
+    """The Direct call (``purpose="decide"``): one choice, seeded with the base seed.
+
+    Vote sends this very request as its first sample (EGIP appendix A.2).
+    """
+    return CallRequest("decide", direct_messages(evidence_text),
+                       call_config(config, seed=base_seed(seed, config), n=1))
+
+
+def read_reply(text: str) -> tuple[str | None, bool, list[str]]:
+    """``(answer, abstained, flags)`` of one terminal reply.
+
+    ``answer`` is :func:`~clinenv.agents.terminal_base.extract_answer` of the reply;
+    ``abstained`` says the answer is an abstention (:func:`clinenv.scoring.is_abstention`);
+    ``flags`` holds ``"unparsed"`` when no answer could be read.
+    """
+    answer = extract_answer(text)
+    if answer is None:
+        return None, False, ["unparsed"]
+    return answer, is_abstention(answer), []
+
+
+class Direct(TerminalStrategy):
+    """One terminal call; the model's reply is the action (see the module docstring)."""
+
+    name = "direct"
+
+    def plan(self, evidence_text: str, *, candidates: list[str] | None, seed: int | None,
+             config: GenerationConfig) -> Plan[TerminalDecision]:
+        """Yield the Direct request; return the decision on its reply."""
+        result: ChatResult = yield direct_request(evidence_text, seed=seed, config=config)
+        text = result.text
+        answer, abstained, flags = read_reply(text)
+        record = result.to_log(purpose="decide", answers=[answer], flags=flags)
+        return TerminalDecision(action=text, answer=None if abstained else answer,
+                                abstained=abstained, calls=[record],
+                                detail={"reply": text})

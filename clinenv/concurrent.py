@@ -1,0 +1,241 @@
+"""Concurrent rollouts: many episodes at once under asyncio, so a server batches them.
+
+An EGIP episode spends almost all of its time waiting for model replies. Run one at a
+time (as AgentClinic does) and a 200 ms server gives a few episodes a minute; run
+``concurrency`` of them in one event loop and the server receives that many requests at
+once, which ``vllm serve`` batches. The environment itself stays synchronous and cheap:
+only the model calls are awaited (:meth:`clinenv.env.EGIPEnv.astep`, the doctor's
+``aact``).
+
+- :func:`arun_episode` — one episode, awaiting the doctor and the environment; the same
+  record as :func:`clinenv.rollouts.run_episode`;
+- :func:`arun_concurrent` / :func:`run_concurrent` — a whole logged run with
+  ``concurrency`` workers, each with its own environment and doctor (built by the
+  factories as the worker starts; workers start :data:`RAMP_UP_S` apart). Plan, resume
+  checks and line format are those of :func:`clinenv.rollouts.run_logged` (shared
+  through :func:`clinenv.rollouts.prepare_run`): lines are written, durably, in the order
+  episodes finish, and returned in plan order. With deterministic model replies a
+  concurrent run writes the same lines as a sequential one, apart from ``timing`` and
+  ``llm`` (each episode's seeds come from the schedule, never from the order of
+  completion).
+
+An episode whose model backend fails after its retries
+(:class:`~clinenv.llm.base.BackendError`) becomes an error line and the other episodes go
+on (see the run-log schema in :mod:`clinenv.rollouts`). Any other exception stops the
+run: the workers are cancelled and the log keeps every finished episode (continue with
+``resume=True``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from clinenv.llm.base import BackendError
+from clinenv.rollouts import EpisodeTally, RunResult, prepare_run
+from clinenv.runlog import RunLogWriter, doctor_config
+
+__all__ = ["arun_concurrent", "arun_episode", "run_concurrent"]
+
+#: Seconds between the starts of two workers (64 workers ramp up over 0.64 s). Started
+#: at once, every worker prepares its first request (reset, prompt, the client's request
+#: encoding) before any request leaves, and the server idles meanwhile; staggered, the
+#: first requests are in flight while later workers prepare theirs, and the workers' CPU
+#: work stays spread over time (measured with benchmarks/bench_rollout.py).
+RAMP_UP_S = 0.01
+
+
+async def arun_episode(
+    env: Any,
+    doctor: Any,
+    *,
+    case_id: str | int,
+    seed: int | None,
+    max_steps: int = 100_000,
+) -> dict[str, Any]:
+    """Run one episode in the running event loop.
+
+    Like :func:`clinenv.rollouts.run_episode`, but the doctor's move is ``await
+    doctor.aact(observation, info)`` when the doctor has ``aact`` (else ``doctor.act``)
+    and the environment's is ``await env.unwrapped.astep(action)`` (else ``env.step``).
+    ``astep`` is called on the unwrapped environment, so Gymnasium wrappers' ``step`` is
+    bypassed (reset still goes through them).
+
+    Args:
+        env: a Gymnasium environment whose ``unwrapped`` is :class:`clinenv.env.EGIPEnv`.
+        doctor: a doctor policy (``reset``, ``act`` and optionally ``aact``).
+        case_id: a ``case_id`` string or a 0-based case index.
+        seed: the episode seed.
+        max_steps: safety cap on steps (then ``truncated``).
+
+    Returns:
+        The record of :func:`clinenv.rollouts.run_episode` (with ``timing`` and, when
+        an LLM takes part, ``llm``; ``error`` after a backend failure).
+
+    Raises:
+        KeyError, IndexError: unknown case id or index (from ``env.reset``).
+    """
+    tally = EpisodeTally()
+    observation, info = env.reset(seed=seed, options={"case_id": case_id})
+    doctor.reset(seed=seed)
+    tally.reset_done()
+    aact = getattr(doctor, "aact", None)
+    astep = getattr(env.unwrapped, "astep", None)
+    try:
+        while not tally.should_stop(max_steps):
+            t0 = tally.clock()
+            if callable(aact):
+                action = await aact(observation, info)
+            else:
+                action = doctor.act(observation, info)
+            t1 = tally.clock()
+            if callable(astep):
+                step = await astep(action)
+            else:
+                step = env.step(action)
+            observation, reward, terminated, truncated, info = step
+            tally.add_step(reward, terminated, truncated, doctor_s=t1 - t0,
+                           env_s=tally.clock() - t1)
+    except BackendError as err:
+        tally.error = err
+    return tally.record(env, doctor)
+
+
+async def arun_concurrent(
+    make_env: Callable[[], Any],
+    make_doctor: Callable[[], Any],
+    *,
+    out: str | Path,
+    seed: int = 0,
+    episodes: int | None = None,
+    repetitions: int = 1,
+    resume: bool = False,
+    concurrency: int = 8,
+    env_id: str | None = None,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
+) -> RunResult:
+    """:func:`run_concurrent` inside a running event loop (``await`` it).
+
+    Same arguments, result and errors as :func:`run_concurrent`.
+    """
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+    env0, doctor0 = make_env(), make_doctor()
+    envs = [env0]  # every environment made here, closed at the end
+    try:
+        run = prepare_run(env0, doctor0, out=out, seed=seed, episodes=episodes,
+                          repetitions=repetitions, resume=resume, env_id=env_id)
+        if on_start is not None:
+            on_start(len(run.todo))
+        items: Iterator[tuple[int, int, int]] = iter(run.todo)
+        loop = asyncio.get_running_loop()
+
+        def pair(index: int) -> tuple[Any, Any]:
+            """Worker ``index``'s environment and doctor (the first pair is made above)."""
+            if index == 0:
+                return env0, doctor0
+            env = make_env()
+            envs.append(env)
+            doctor = make_doctor()
+            if doctor_config(doctor) != run.context.doctor:
+                raise ValueError("make_doctor() must build identically configured doctors "
+                                 f"(got {doctor_config(doctor)} after {run.context.doctor})")
+            return env, doctor
+
+        # One writer thread: whole lines, one at a time, fsync'd off the event loop. The
+        # pool shuts down (waiting for a line being written) before the file closes.
+        with RunLogWriter(run.out) as writer, ThreadPoolExecutor(1) as write_thread:
+
+            async def worker(index: int) -> None:
+                # Ramp-up: workers start RAMP_UP_S apart and build their pair then, so the
+                # first workers' requests are in flight while later ones still prepare.
+                await asyncio.sleep(index * RAMP_UP_S)
+                env, doctor = pair(index)
+                # one shared iterator: each worker takes the next scheduled episode
+                for item in items:
+                    record = await arun_episode(env, doctor, case_id=item[0], seed=item[2])
+                    line = run.line(record, item)
+                    await loop.run_in_executor(write_thread, writer.write, line)
+                    run.add(line)
+                    if progress is not None:
+                        progress(line)
+
+            tasks = [asyncio.ensure_future(worker(i))
+                     for i in range(min(concurrency, len(run.todo)))]
+            try:
+                await asyncio.gather(*tasks)
+            except BaseException:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                raise
+        return run.result()
+    finally:
+        for env in envs:
+            env.close()
+
+
+def run_concurrent(
+    make_env: Callable[[], Any],
+    make_doctor: Callable[[], Any],
+    *,
+    out: str | Path,
+    seed: int = 0,
+    episodes: int | None = None,
+    repetitions: int = 1,
+    resume: bool = False,
+    concurrency: int = 8,
+    env_id: str | None = None,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
+) -> RunResult:
+    """Run a whole schedule with ``concurrency`` episodes at once, logging each line.
+
+    The schedule, the resume checks and the lines are those of
+    :func:`clinenv.rollouts.run_logged`; only the execution differs. Up to
+    ``concurrency`` workers run in one asyncio event loop, each owning one environment
+    from ``make_env()`` and one doctor from ``make_doctor()`` (stateful policies and
+    environments are never shared; model clients may be). The first pair also gives the
+    run's context (environment id, dataset, doctor config). Every environment made here
+    is closed at the end; models are the caller's to close.
+
+    Args:
+        make_env: factory of a fresh environment (e.g. ``lambda: gym.make(ID, ...)``).
+        make_doctor: factory of a fresh doctor; every doctor must have the same config.
+        out: the log file.
+        seed: the run seed (>= 0).
+        episodes: the first N cases in dataset order (``None``: all).
+        repetitions: repetitions per case (>= 1).
+        resume: continue an existing log instead of refusing it.
+        concurrency: episodes in flight at once (>= 1).
+        env_id: overrides ``env.spec.id`` in the log.
+        progress: called with each new line after it is written (completion order).
+        on_start: called once with the number of episodes about to run.
+
+    Returns:
+        A :class:`~clinenv.rollouts.RunResult`, lines in plan order; ``n_errors``
+        counts episodes stopped by a backend error.
+
+    Raises:
+        RuntimeError: called inside a running event loop (use ``await
+            arun_concurrent(...)`` there; B10: no nested loop, no deadlock).
+        FileExistsError: ``out`` exists, is not empty, and ``resume`` is false.
+        RunLogError: the existing log is corrupt or from a different run.
+        ValueError: ``episodes``, ``repetitions``, ``seed`` or ``concurrency`` out of
+            range, or doctors with different configs.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RuntimeError("run_concurrent() cannot run inside a running event loop; "
+                           "use `await arun_concurrent(...)` there")
+    return asyncio.run(arun_concurrent(
+        make_env, make_doctor, out=out, seed=seed, episodes=episodes,
+        repetitions=repetitions, resume=resume, concurrency=concurrency, env_id=env_id,
+        progress=progress, on_start=on_start))

@@ -1,0 +1,425 @@
+"""Chat models behind an OpenAI-compatible chat-completions server.
+
+``vllm serve MODEL``, llama.cpp's server, hosted providers, or the project's own
+:class:`~clinenv.llm.fake_server.FakeChatServer`. Uses the ``openai`` client (extra
+``openai``), imported when a model is constructed.
+
+Policies (each one answers a field-bug-reports entry):
+
+- **Retries**: the client's own bounded retries with exponential backoff (timeouts,
+  connection errors, 408, 409, 429 and 5xx; ``retry-after-ms`` / ``retry-after``
+  honoured), ``max_retries`` times after the first attempt. A final failure raises
+  :class:`~clinenv.llm.base.BackendError` with ``detail`` ``"timeout"``,
+  ``"connection"``, ``"http_<status>"`` or ``"malformed"``. ``ChatResult.n_requests``
+  counts every HTTP request sent, retries included (an httpx request hook).
+- **Fewer choices than n** (B08a): further requests ask for the missing count, the k-th
+  with a distinct seed derived from the call's seed (:func:`clinenv.seeding.call_seed`
+  with keys ``"top-up", k``) when the call has one. Every non-empty reply adds at least
+  one choice, so at most ``n - 1`` top-ups follow (``n + 1`` requests in all with the
+  one repeat of an empty reply, retries aside); a reply is never used as more samples
+  than it holds. Noted in ``ChatResult.warnings``.
+- **Identical choices** at temperature > 0 with n > 1 (B08b): a warning.
+- **No choices** (B09): one more request; a second empty reply raises
+  ``BackendError(detail="no_choices")``, never an ``IndexError``.
+- **content null / reasoning** (B04): ``None`` content becomes ``""`` with the finish
+  reason kept. The server's ``reasoning`` / ``reasoning_content`` text is kept apart in
+  :attr:`Choice.reasoning`. When the content is empty, the reasoning holds text and the
+  finish reason is ``"stop"``, the default ``reasoning_fallback="reasoning"`` takes the
+  reasoning as the answer (``Choice.from_reasoning=True``, with a warning);
+  ``reasoning_fallback="content"`` keeps ``""`` (with a warning). A reply cut by
+  ``max_tokens`` (``"length"``) never falls back: its text stays ``""`` and it is
+  truncated.
+- **Think tags** (B01): ``<think>`` blocks inside the content are kept as sent; the
+  protocol parser removes them.
+- **Event loops** (B10): one ``AsyncOpenAI`` client per running event loop (held weakly
+  by loop), closed when that loop shuts down its async generators (``asyncio.run`` does
+  so before closing the loop) or by :meth:`OpenAIChatModel.close` /
+  :meth:`OpenAIChatModel.aclose`; so successive ``asyncio.run`` calls on one model work.
+  :meth:`~clinenv.llm.base.ChatModel.generate` uses a separate synchronous client and
+  works from any thread, including one that runs an event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import os
+import threading
+import time
+import weakref
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+from clinenv.llm.base import (
+    BackendError,
+    BackendUnavailableError,
+    ChatModel,
+    ChatResult,
+    Choice,
+    GenerationConfig,
+)
+from clinenv.llm.checks import finish_reason, identical_choices_warning
+from clinenv.seeding import call_seed
+
+#: Requests sent by the current call: the request hooks increment the counter of the
+#: call whose context they run in (sync: the calling thread; async: the calling task).
+_REQUEST_COUNTER: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "clinenv_openai_request_counter", default=None)
+
+ReasoningFallback = Literal["reasoning", "content"]
+
+
+#: The chat-completions route, relative to ``base_url``. Requests go through the client's
+#: generic ``post`` (its documented way to call any route) with the body as plain JSON and
+#: the reply parsed as plain JSON: the typed ``chat.completions.create`` path costs about
+#: 40% more client CPU per request (request transforms and response models), which is the
+#: bottleneck at 64 concurrent episodes (benchmarks/bench_rollout.py). Retries, timeouts
+#: and error types are the client's own either way.
+_PATH = "/chat/completions"
+
+
+def _field(obj: Any, name: str, kind: type) -> Any:
+    """``obj[name]`` when ``obj`` is a dict and the value has type ``kind``, else ``None``."""
+    value = obj.get(name) if isinstance(obj, dict) else None
+    return value if isinstance(value, kind) else None
+
+
+def _import_openai() -> Any:
+    try:
+        import openai
+    except ImportError as exc:
+        raise BackendUnavailableError(
+            "the OpenAI-compatible backend needs the openai client: "
+            "pip install 'clinenv[openai]'") from exc
+    return openai
+
+
+def _count_request(request: Any) -> None:
+    counter = _REQUEST_COUNTER.get()
+    if counter is not None:
+        counter[0] += 1
+
+
+async def _acount_request(request: Any) -> None:
+    _count_request(request)
+
+
+async def _close_on_loop_shutdown(client: Any) -> AsyncIterator[None]:
+    """An async generator parked at its ``yield`` until the loop shuts down its async
+    generators; then it closes ``client`` on that loop (B10)."""
+    try:
+        yield
+    finally:
+        await client.close()
+
+
+def _backend_error(exc: Exception, base_url: str, n_requests: int) -> BackendError:
+    """A client exception as a :class:`BackendError` with a machine-readable detail."""
+    openai = _import_openai()
+    if isinstance(exc, openai.APITimeoutError):
+        detail = "timeout"
+    elif isinstance(exc, openai.APIConnectionError):
+        detail = "connection"
+    elif isinstance(exc, openai.APIStatusError):
+        detail = f"http_{exc.status_code}"
+    elif isinstance(exc, openai.APIResponseValidationError):
+        detail = "malformed"
+    else:
+        detail = "error"
+    return BackendError(f"{base_url}: {detail} after {n_requests} request(s): {exc}",
+                        backend=OpenAIChatModel.backend, detail=detail)
+
+
+class _Collector:
+    """Collects the choices of one logical call over its requests (sans I/O).
+
+    ``next_request()`` gives the keyword arguments of the next request (``None`` when
+    ``n`` choices are in); ``add(completion)`` ingests a reply. Both raise
+    :class:`BackendError` when the policy gives up.
+    """
+
+    def __init__(self, model: str, messages: list[dict[str, str]], config: GenerationConfig,
+                 fallback: ReasoningFallback) -> None:
+        self.model = model
+        self.messages = messages
+        self.config = config
+        self.fallback = fallback
+        self.choices: list[Choice] = []
+        self.warnings: list[str] = []
+        self.top_ups = 0
+        self.empty_replies = 0
+        self.prompt_tokens: int | None = None
+        self.completion_tokens: int | None = None
+        self.fingerprint: str | None = None
+        self.reported_model: str | None = None
+
+    def next_request(self) -> dict[str, Any] | None:
+        cfg = self.config
+        missing = cfg.n - len(self.choices)
+        if missing <= 0:
+            return None
+        seed = cfg.seed
+        if self.choices:  # a top-up request (B08a); each reply adds >= 1 choice
+            self.top_ups += 1
+            seed = call_seed(cfg.seed, "top-up", self.top_ups)
+        kwargs: dict[str, Any] = {
+            "model": self.model, "messages": self.messages, "n": missing,
+            "temperature": cfg.temperature, "top_p": cfg.top_p, "max_tokens": cfg.max_tokens,
+        }
+        if seed is not None:
+            kwargs["seed"] = seed
+        if cfg.stop:
+            kwargs["stop"] = list(cfg.stop)
+        if cfg.extra:
+            kwargs.update(cfg.extra)
+        return kwargs
+
+    def add(self, completion: Any) -> None:
+        choices = completion.get("choices") if isinstance(completion, dict) else None
+        if not isinstance(choices, list):
+            raise BackendError(f"reply has no 'choices' list: {str(completion)[:200]!r}",
+                               backend="openai", detail="malformed")
+        self._usage(completion)
+        if not choices:  # B09
+            self.empty_replies += 1
+            if self.empty_replies > 1:
+                raise BackendError("server returned no choices twice (field-bug-reports B09)",
+                                   backend="openai", detail="no_choices")
+            self.warnings.append("server returned no choices; request repeated once (B09)")
+            return
+        missing = self.config.n - len(self.choices)
+        if len(choices) < missing:
+            self.warnings.append(f"server returned {len(choices)} of {missing} requested "
+                                 "choices; topping up (B08)")
+        for raw in list(choices)[:missing]:
+            self.choices.append(self._choice(raw, len(self.choices)))
+
+    def _usage(self, completion: Any) -> None:
+        self.fingerprint = self.fingerprint or _field(completion, "system_fingerprint", str)
+        self.reported_model = self.reported_model or _field(completion, "model", str)
+        usage = _field(completion, "usage", dict) or {}
+        for name in ("prompt_tokens", "completion_tokens"):
+            value = usage.get(name)
+            if isinstance(value, int):
+                setattr(self, name, (getattr(self, name) or 0) + value)
+
+    def _choice(self, raw: Any, position: int) -> Choice:
+        message = _field(raw, "message", dict) or {}
+        content = message.get("content")
+        text = content if isinstance(content, str) else ""
+        reasoning = None
+        for name in ("reasoning", "reasoning_content"):
+            value = message.get(name)
+            if isinstance(value, str) and value.strip():
+                reasoning = value
+                break
+        reason = finish_reason(_field(raw, "finish_reason", str))
+        if text.strip() or reasoning is None:
+            return Choice(text=text, finish_reason=reason, reasoning=reasoning)
+        # Empty content with reasoning text (B04).
+        if reason == "length":
+            self.warnings.append(f"choice {position}: cut by max_tokens inside reasoning; "
+                                 "no answer (B04)")
+            return Choice(text="", finish_reason=reason, reasoning=reasoning)
+        if reason == "stop" and self.fallback == "reasoning":
+            self.warnings.append(f"choice {position}: no content; the reasoning text is "
+                                 "used as the answer (B04)")
+            return Choice(text=reasoning, finish_reason=reason, reasoning=reasoning,
+                          from_reasoning=True)
+        self.warnings.append(f"choice {position}: no content, only reasoning; answer left "
+                             "empty (B04)")
+        return Choice(text="", finish_reason=reason, reasoning=reasoning)
+
+    def result(self, configured_model: str, latency_s: float, n_requests: int) -> ChatResult:
+        choices = tuple(self.choices)
+        warnings = list(self.warnings)
+        note = identical_choices_warning(choices, self.config)
+        if note:
+            warnings.append(note)
+        return ChatResult(
+            choices=choices, model=self.reported_model or configured_model, backend="openai",
+            prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
+            latency_s=latency_s, n_requests=n_requests, seed=self.config.seed,
+            system_fingerprint=self.fingerprint, warnings=tuple(warnings))
+
+
+class OpenAIChatModel(ChatModel):
+    """A model served over the OpenAI chat-completions protocol.
+
+    Args:
+        model: the model name the server knows (``"Qwen/Qwen3-8B"``, ``"gpt-4o"``...).
+        base_url: the server's ``/v1`` URL (``"http://127.0.0.1:8000/v1"``); ``None``
+            uses the client's default (``OPENAI_BASE_URL`` or OpenAI's API).
+        api_key: the key; ``None`` reads ``OPENAI_API_KEY``, else sends ``"EMPTY"``
+            (local servers need none).
+        timeout_s: seconds per HTTP request (> 0) before it counts as timed out.
+        max_retries: retries after the first attempt (>= 0), with backoff.
+        config: default :class:`GenerationConfig`.
+        reasoning_fallback: ``"reasoning"`` (default) or ``"content"``: what a reply with
+            empty content but a complete reasoning text becomes (see the module
+            docstring, B04).
+
+    Sends ``temperature``, ``top_p``, ``max_tokens``, ``n``, and when set ``seed`` and
+    ``stop`` as top-level request fields, and ``config.extra`` merged into the body
+    (e.g. vLLM's ``top_k``).
+
+    Raises:
+        BackendUnavailableError: the ``openai`` package is missing.
+        ValueError: ``timeout_s`` <= 0, ``max_retries`` < 0 or an unknown
+            ``reasoning_fallback``.
+    """
+
+    backend = "openai"
+
+    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
+                 timeout_s: float = 60.0, max_retries: int = 3,
+                 config: GenerationConfig | None = None,
+                 reasoning_fallback: ReasoningFallback = "reasoning") -> None:
+        _import_openai()
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        if reasoning_fallback not in ("reasoning", "content"):
+            raise ValueError("reasoning_fallback must be 'reasoning' or 'content', got "
+                             f"{reasoning_fallback!r}")
+        super().__init__(model, config=config)
+        self.base_url = base_url
+        self.timeout_s = float(timeout_s)
+        self.max_retries = int(max_retries)
+        self.reasoning_fallback: ReasoningFallback = reasoning_fallback
+        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+        self._init_clients()
+
+    def _init_clients(self) -> None:
+        self._lock = threading.Lock()
+        self._sync: Any = None
+        # loop -> (AsyncOpenAI, shutdown guard); weak keys: a finished loop is not kept.
+        self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, Any]] = (
+            weakref.WeakKeyDictionary())
+        self._closing: set[asyncio.Task] = set()  # close() tasks scheduled on a running loop
+
+    # ------------------------------------------------------------------ pickling
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable without its clients (they are rebuilt on first use)."""
+        state = self.__dict__.copy()
+        for name in ("_lock", "_sync", "_async", "_closing"):
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_clients()
+
+    def describe(self) -> dict[str, Any]:
+        """Backend, model, config, base URL, timeout, retries and fallback (no key)."""
+        info = super().describe()
+        info.update(base_url=self.base_url, timeout_s=self.timeout_s,
+                    max_retries=self.max_retries, reasoning_fallback=self.reasoning_fallback)
+        return info
+
+    # ------------------------------------------------------------------ clients
+    def _client_kwargs(self) -> dict[str, Any]:
+        return {"base_url": self.base_url, "api_key": self._api_key,
+                "timeout": self.timeout_s, "max_retries": self.max_retries}
+
+    def _sync_client(self) -> Any:
+        with self._lock:
+            if self._sync is None:
+                openai = _import_openai()
+                http = openai.DefaultHttpxClient(event_hooks={"request": [_count_request]})
+                self._sync = openai.OpenAI(http_client=http, **self._client_kwargs())
+            return self._sync
+
+    async def _async_client(self) -> Any:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            for stale in [lp for lp in self._async if lp.is_closed()]:
+                del self._async[stale]
+            entry = self._async.get(loop)
+            fresh = entry is None
+            if fresh:
+                openai = _import_openai()
+                http = openai.DefaultAsyncHttpxClient(
+                    event_hooks={"request": [_acount_request]})
+                client = openai.AsyncOpenAI(http_client=http, **self._client_kwargs())
+                entry = (client, _close_on_loop_shutdown(client))
+                self._async[loop] = entry
+        if fresh:
+            await entry[1].__anext__()  # registers the guard with this loop
+        return entry[0]
+
+    def close(self) -> None:
+        """Close the synchronous client and every event loop's asynchronous client.
+
+        An asynchronous client whose loop runs in this thread cannot be awaited here; its
+        closing is scheduled on that loop (prefer ``await model.aclose()`` there). The
+        model stays usable: clients are rebuilt on the next call.
+        """
+        with self._lock:
+            sync, self._sync = self._sync, None
+            entries = list(self._async.items())
+            self._async.clear()
+        if sync is not None:
+            sync.close()
+        try:
+            current = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        for loop, (client, _guard) in entries:
+            if loop.is_closed():
+                continue
+            if loop is current:
+                task = loop.create_task(client.close())
+                self._closing.add(task)
+                task.add_done_callback(self._closing.discard)
+            elif loop.is_running():
+                asyncio.run_coroutine_threadsafe(client.close(), loop).result(timeout=10)
+            else:
+                loop.run_until_complete(client.close())
+
+    async def aclose(self) -> None:
+        """Close this loop's asynchronous client (awaited), then the others as
+        :meth:`close` does."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            entry = self._async.pop(loop, None)
+        if entry is not None:
+            await entry[0].close()
+        self.close()
+
+    # ------------------------------------------------------------------ calls
+    def _generate(self, messages: list[dict[str, str]], config: GenerationConfig) -> ChatResult:
+        client = self._sync_client()
+        collector = _Collector(self.model, messages, config, self.reasoning_fallback)
+        counter = [0]
+        token = _REQUEST_COUNTER.set(counter)
+        start = time.perf_counter()
+        try:
+            while (kwargs := collector.next_request()) is not None:
+                try:
+                    completion = client.post(_PATH, cast_to=object, body=kwargs)
+                except _import_openai().OpenAIError as exc:
+                    raise _backend_error(exc, str(client.base_url), counter[0]) from exc
+                collector.add(completion)
+        finally:
+            _REQUEST_COUNTER.reset(token)
+        return collector.result(self.model, time.perf_counter() - start, counter[0])
+
+    async def _agenerate(self, messages: list[dict[str, str]],
+                         config: GenerationConfig) -> ChatResult:
+        client = await self._async_client()
+        collector = _Collector(self.model, messages, config, self.reasoning_fallback)
+        counter = [0]
+        token = _REQUEST_COUNTER.set(counter)
+        start = time.perf_counter()
+        try:
+            while (kwargs := collector.next_request()) is not None:
+                try:
+                    completion = await client.post(_PATH, cast_to=object, body=kwargs)
+                except _import_openai().OpenAIError as exc:
+                    raise _backend_error(exc, str(client.base_url), counter[0]) from exc
+                collector.add(completion)
+        finally:
+            _REQUEST_COUNTER.reset(token)
+        return collector.result(self.model, time.perf_counter() - start, counter[0])

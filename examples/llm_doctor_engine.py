@@ -1,0 +1,76 @@
+"""An LLM doctor on EGIP-MedQA-v0 with an in-process vLLM engine (GPU only), Direct.
+
+The same run as ``examples/llm_doctor_server.py`` without a server: the model is loaded
+into this process with :class:`~clinenv.llm.vllm_backend.VLLMChatModel` (``pip install
+'clinenv[vllm]'``; vLLM runs on a CUDA GPU only). Episodes run one after another here;
+for many episodes at once prefer ``vllm serve`` and the server example, which lets the
+server batch the requests of concurrent episodes. Without vLLM installed the script
+stops at once with the message of :class:`~clinenv.llm.base.BackendUnavailableError`
+naming the extra to install. Without MedQA data (``CLINENV_DATA_DIR``) the bundled demo
+cases are used, with a note.
+
+Run from the repository root, on a GPU machine::
+
+    CLINENV_DATA_DIR=/path/to/agentclinic python examples/llm_doctor_engine.py \\
+        --model Qwen/Qwen3-8B --episodes 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+
+import clinenv  # noqa: F401  (registers the EGIP environment ids)
+from clinenv.agents.llm_doctor import LLMDoctor
+from clinenv.datasets import resolve_dataset
+from clinenv.errors import DatasetNotFoundError
+from clinenv.llm.base import BackendUnavailableError
+from clinenv.llm.vllm_backend import VLLMChatModel
+from clinenv.rollouts import llm_totals, run_logged, summarize
+
+
+def pick_env() -> str:
+    """EGIP-MedQA-v0 when its file resolves, else EGIP-Demo-v0 (with a note)."""
+    try:
+        resolve_dataset("medqa")
+        return "EGIP-MedQA-v0"
+    except DatasetNotFoundError:
+        print("note: MedQA data is not configured (set CLINENV_DATA_DIR to a folder with "
+              "agentclinic_medqa.jsonl); running the bundled demo cases instead")
+        return "EGIP-Demo-v0"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="LLM doctor (Direct) on an in-process "
+                                                 "vLLM engine (GPU only).")
+    parser.add_argument("--model", required=True, help="hub id or local path of the model")
+    parser.add_argument("--episodes", type=int, default=None,
+                        help="first N cases (default: all)")
+    parser.add_argument("--out", type=Path, default=Path("runs/llm_doctor_engine.jsonl"),
+                        help="run log; an existing one is continued")
+    args = parser.parse_args(argv)
+
+    try:
+        model = VLLMChatModel(args.model)
+    except BackendUnavailableError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    env_id = pick_env()
+    with model:
+        result = run_logged(gym.make(env_id), LLMDoctor(model, strategy="direct"),
+                            out=args.out, episodes=args.episodes, resume=True, env_id=env_id,
+                            progress=lambda line: print(f"{line['case_id']}: "
+                                                        f"{line['answer']!r} -> "
+                                                        f"{line['verdict']}", flush=True))
+    summary = summarize(result.lines, plan=result.plan)
+    calls = llm_totals(result.lines) or {"n_calls": 0}
+    print(f"{env_id}: accuracy {summary['accuracy']:.1f} % over {summary['n_scheduled']} "
+          f"episodes, {calls['n_calls']} model calls; log {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
