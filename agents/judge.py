@@ -11,11 +11,21 @@ Reading the reply (:func:`parse_verdict`, field-bug-reports B07), lenient defaul
    whitespace are removed; nothing left -> ``"unparsed"``;
 2. an explicit ``Final answer: / Answer: / Verdict: Yes|No`` decides (the last one);
 3. a reply that opens with ``Yes`` or ``No`` followed by its end or punctuation
-   (``"Yes."``, ``"No, ..."``) decides;
-4. otherwise the standalone words ``yes`` / ``no`` and negative phrases (``not the
-   same``, ``different``...) are collected: only negative evidence -> ``"wrong"``, only
-   ``yes`` -> ``"correct"``, both or neither -> ``"unparsed"``. Word boundaries keep
+   (``"Yes."``, ``"No"``, ``"No, they differ."``) decides: there the word is the answer
+   itself, and the rest of the reply is not read again;
+4. otherwise the answer words and negative phrases (``not the same``, ``different``,
+   ``no match``...) are collected: only negative evidence -> ``"wrong"``, only ``yes``
+   -> ``"correct"``, both or neither -> ``"unparsed"``. Word boundaries keep
    ``"Yesterday"`` from reading as yes.
+
+The answer word ``no`` (in steps 2 and 4) is a ``no`` that is not followed, on the same
+line, by a word: before a word it is a determiner (``"No doubt, they are the same
+condition."``, ``"No difference; same disease."``, ``"there is no question"``), which
+says nothing about the verdict, so such replies are ``"unparsed"`` and the judge is
+asked again, never read as ``"wrong"`` (field-bug-reports B07). ``"No doubt."`` alone
+is ``"unparsed"`` too: it answers no yes/no question, and reading idioms as agreement
+is the kind of guess this parser avoids. ``yes`` has no such use and counts wherever it
+stands as a word.
 
 Strict mode is AgentClinic's exact rule: ``"correct"`` iff the whole reply, lower-cased,
 is exactly ``"yes"`` (``"Yes."`` and ``" yes"`` are wrong); everything else is
@@ -49,13 +59,17 @@ from clinenv.seeding import call_seed
 JudgeLabel = Literal["correct", "wrong", "unparsed"]
 
 _MARKDOWN = re.compile(r"[*_#`]+")
+#: ``no`` as an answer word: not followed on its line by a word (then it is a determiner,
+#: as in "no doubt"; a hyphen in between counts as the same word, "no-brainer").
+_NO_WORD = r"\bno\b(?![ \t]*-?[^\W\d_])"
 _FINAL = re.compile(r"\b(?:final\s+answer|final\s+verdict|answer|verdict)(?:\s*[:\-]|\s+is\b)"
-                    r"\s*(yes|no)\b", re.IGNORECASE)
-_OPENING = re.compile(r"^\W*(yes|no)\s*(?:$|[.,;:!?)\-\u2013\u2014])", re.IGNORECASE)
+                    rf"\s*(yes\b|{_NO_WORD})", re.IGNORECASE)
+_OPENING = re.compile(r"^\W*(yes|no)\s*(?:$|[.,;:!?)\u2013\u2014]|-(?![^\W\d_]))",
+                      re.IGNORECASE)
 _YES = re.compile(r"\byes\b", re.IGNORECASE)
-_NO = re.compile(r"\bno\b", re.IGNORECASE)
+_NO = re.compile(_NO_WORD, re.IGNORECASE)
 _NEGATIVE = re.compile(
-    r"\b(?:not\s+(?:the\s+)?same|not\s+equivalent|not\s+a\s+match|do\s+not\s+match"
+    r"\b(?:not\s+(?:the\s+)?same|not\s+equivalent|not\s+a\s+match|no\s+match|do\s+not\s+match"
     r"|don't\s+match|does\s+not\s+match|doesn't\s+match|different|differ|distinct"
     r"|incorrect)\b", re.IGNORECASE)
 

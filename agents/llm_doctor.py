@@ -11,7 +11,9 @@ Acquisition phase (``info["phase"] == "acquire"``, EGIP section 3.2):
 The reply is returned as the action; the environment's parser reads markers, markdown
 and ``<think>`` blocks (field-bug-reports B01, B05). A reply cut by ``max_tokens`` with
 no visible content is returned as ``""`` (B04a): the environment answers with interface
-feedback and the round counts toward T; its call record has ``truncated=True``.
+feedback and the round counts toward T; its call record has ``truncated=True`` and
+``flags`` ``["empty_reply"]``. The environment never sees the doctor's model, so this
+flag is in the run log's call records (``llm.calls[*].truncated``), not in ``info``.
 
 Decision phase (``"decide"``): ``observation["text"]`` is the evidence interface e_T
 (in ``"delta"`` format, the part from ``# Objective (S0)`` on); the doctor delegates to

@@ -22,7 +22,10 @@ Reply cleanup (:func:`clean_reply`): ``<think>`` blocks are removed, a leading
 keeps only the patient's own words and is flagged ``"speaks_as_doctor"``; an empty reply
 becomes :data:`~clinenv.agents.patient_retrieval.NOT_SURE` and is flagged
 ``"empty_reply"``; a reply that repeats an earlier own reply word for word is flagged
-``"repeats_own_reply"``. Flags go to the call records (:meth:`LLMPatient.drain_calls`).
+``"repeats_own_reply"`` (the opening — its first reply — included). The flags depend on
+the reply's text only. They go to the call records (:meth:`LLMPatient.drain_calls`) and,
+through :attr:`LLMPatient.last_flags`, to the environment's ``info["patient_flags"]`` and
+episode record (field-bug-reports B16).
 
 Seeds: ``call_seed(seed, n_questions_before, "patient")`` with the seed of
 :meth:`LLMPatient.reset` (else the generation config's; with neither, none is sent).
@@ -126,6 +129,10 @@ class LLMPatient:
         model: the chat model.
         config: generation settings (default ``model.config``).
 
+    Attributes:
+        last_flags: the flags of the latest reply (list of str, see :func:`clean_reply`;
+            ``[]`` before the first reply of an episode and while a call is pending).
+
     Raises:
         TypeError: ``model`` is not a :class:`~clinenv.llm.base.ChatModel`.
     """
@@ -139,6 +146,7 @@ class LLMPatient:
         self.generation = config or model.config
         self._calls: list[dict[str, Any]] = []
         self._seed: int | None = None
+        self.last_flags: list[str] = []
 
     @property
     def config(self) -> dict[str, Any]:
@@ -156,6 +164,7 @@ class LLMPatient:
                                  or seed < 0):
             raise ValueError(f"seed must be an integer >= 0 or None, got {seed!r}")
         self._seed = None if seed is None else int(seed)
+        self.last_flags = []
 
     def messages_for(self, view: PatientView) -> list[dict[str, str]]:
         """The exact messages sent for ``view`` (layout in the module docstring).
@@ -201,9 +210,11 @@ class LLMPatient:
         messages = self.messages_for(view)
         index = len(view.dialogue)
         seed = self._seed if self._seed is not None else self.generation.seed
+        self.last_flags = []  # a failed call leaves no stale flags
         result = yield CallRequest("patient", messages, call_config(
             self.generation, seed=call_seed(seed, index, "patient"), n=1))
         reply, flags = clean_reply(result.text, [r for _, r in view.dialogue])
+        self.last_flags = list(flags)
         self._calls.append(result.to_log(purpose="patient", agent="patient",
                                          question_index=index, flags=flags))
         return reply

@@ -71,8 +71,10 @@ LEDGER_SYSTEM = (
     "You keep the evidence ledger of a diagnostic council. For each proposed diagnosis, "
     "list the observations that support it and those that argue against it, citing only "
     "the ids printed in the evidence (S0 and O1, O2 ...), and name the findings that "
-    "are still missing. The proposals are opinions, not observations: never cite them as "
-    "evidence. Be brief: one short paragraph per proposal."
+    "are still missing. An observation marked unknown (not recorded or not available) "
+    "is a missing finding, neither support nor conflict. The proposals are opinions, not "
+    "observations: never cite them as evidence. Be brief: one short paragraph per "
+    "proposal."
 )
 #: Heading of the proposals block shown to the Ledger and the Consensus.
 PROPOSALS_HEADING = "# Council proposals (opinions, not observations)"
@@ -90,7 +92,8 @@ CONSENSUS_SYSTEM = (
     '"insufficient": false}\n'
     '"support" and "conflict" hold ids of observations printed in the acquired evidence '
     "(S0, O1, O2 ...) that support or contradict the diagnosis; cite at least one "
-    'supporting id. Set "insufficient" to true, with an empty diagnosis, only if the '
+    "supporting id. Observations marked unknown (not recorded or not available) cannot "
+    'be cited. Set "insufficient" to true, with an empty diagnosis, only if the '
     "acquired evidence does not allow any diagnosis."
 )
 #: The repair request after a consensus reply failed validation. Field: ``{errors}``

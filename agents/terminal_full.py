@@ -14,12 +14,22 @@ Calls, each seeded with ``call_seed(seed, purpose)``:
 Checks on the consensus reply (:func:`validate_consensus`):
 
 - schema: one JSON object with the fields' types (pydantic);
-- references: the admissible ids are exactly ``S0`` and the ``[O#]`` ids printed in the
-  acquired-observations section of e_T (:func:`admissible_ids`); an id that is not
+- references: the admissible ids are ``S0`` and the ids of the *known* observations
+  printed in e_T: patient statements and recorded measurement results
+  (:func:`admissible_ids`). Observations rendered as ``not recorded (unknown)`` or
+  ``result not available (unknown)`` are not admissible: "Unknown observations cannot
+  serve as support or conflict references" (EGIP appendix A.2). An id that is not
   admissible cannot serve as support or conflict. Proposals and ledger never add ids:
   they are opinions, not observations;
-- consistency: a non-empty diagnosis that is not an abstention, with at least one
-  admissible support id.
+- consistency with the proposed diagnosis: in this implementation, the reply's own
+  fields must agree with the diagnosis it proposes: unless it declares insufficiency, a
+  non-empty diagnosis that is not an abstention phrase, backed by at least one
+  admissible support id. Whether that diagnosis is one of the council's proposals
+  (compared by :func:`~clinenv.agents.terminal_vote.vote_key`: formatting, case and
+  candidate letters aside) is recorded, not enforced: ``detail["in_proposals"]`` (for
+  the last reply that names a diagnosis) and the flag ``"not_a_proposal"`` on that
+  reply's call record. The Consensus may merge or refine proposals, and a rejection
+  there would turn wording differences into abstentions.
 
 A failed reply gets at most one repair call (``"repair"``: the consensus messages, the
 reply, and the list of problems). Declared insufficiency, or a reply that still fails,
@@ -55,15 +65,23 @@ from clinenv.agents.terminal_base import (
     call_config,
     extract_answer,
 )
+from clinenv.agents.terminal_vote import vote_key
 from clinenv.llm.base import GenerationConfig
 from clinenv.protocol.parser import clean_payload, split_reasoning
 from clinenv.scoring import is_abstention, normalize_answer
 from clinenv.seeding import call_seed
 
-# Section headers of clinenv.protocol.evidence.render_evidence.
-_OBSERVATIONS = "# Acquired observations"
-_INSTRUCTIONS = "# Instructions"
-_OBSERVATION_ID = re.compile(r"^\[(O\d+)\]", re.MULTILINE)
+# The layout of clinenv.protocol.evidence.render_evidence: section headings, entry heads
+# and the endings of the entries of unknown measurements.
+_OBSERVATIONS = re.compile(r"^# Acquired observations[ \t]*$", re.MULTILINE)
+_INSTRUCTIONS = re.compile(r"^# Instructions[ \t]*$", re.MULTILINE)
+_ENTRY = re.compile(r"^\[(O\d+)\] (.*)$")
+_PATIENT_HEAD = 'Patient, asked "'
+_MEASUREMENT_HEAD = "Measurement "
+_UNKNOWN_ENDINGS = (": not recorded (unknown)", ": result not available (unknown)")
+_RESULT_INDENT = "    "
+#: Observation statuses that may be cited (:func:`observation_status`).
+KNOWN_STATUSES = ("stated", "recorded")
 _ID = re.compile(r"^\[?\s*([SO])\s*(\d+)\s*\]?$", re.IGNORECASE)
 _FENCE = re.compile(r"```(?:json)?", re.IGNORECASE)
 
@@ -86,19 +104,73 @@ class ConsensusOutput(BaseModel):
     insufficient: bool = False
 
 
-def admissible_ids(evidence_text: str) -> list[str]:
-    """``["S0", "O1", ...]``: the objective and the observation ids printed in e_T.
+def _observation_lines(evidence_text: str) -> list[str]:
+    """The lines of e_T's ``# Acquired observations`` section (up to ``# Instructions``);
+    all lines when the text has no such section."""
+    start = _OBSERVATIONS.search(evidence_text)
+    if start is None:
+        return evidence_text.splitlines()
+    end = _INSTRUCTIONS.search(evidence_text, start.end())
+    return evidence_text[start.end():end.start() if end else None].splitlines()
 
-    Only ``[O#]`` at the start of a line of the ``# Acquired observations`` section
-    count (the format of :func:`clinenv.protocol.evidence.render_evidence`); without that
-    section the whole text is scanned.
+
+def _entry_status(head: str, next_line: str | None) -> str:
+    """The status an entry's first line (after ``[O#] ``) shows; see
+    :func:`observation_status`."""
+    if head.startswith(_PATIENT_HEAD):
+        return "stated"
+    if head.startswith(_MEASUREMENT_HEAD):
+        if head.endswith(_UNKNOWN_ENDINGS):
+            return "unknown"
+        if head.endswith(":") and next_line is not None and next_line.startswith(
+                _RESULT_INDENT):
+            return "recorded"
+    return "unreadable"
+
+
+def observation_status(evidence_text: str) -> dict[str, str]:
+    """``{"O1": status, ...}``: each observation printed in e_T and what it holds.
+
+    Reads the layout of :func:`clinenv.protocol.evidence.render_evidence` (a strategy
+    sees only the text): in the ``# Acquired observations`` section (the whole text
+    when there is none), every line that starts with ``[O<n>] `` opens an entry:
+
+    - ``"stated"``: ``[O<n>] Patient, asked "<question>": <reply>`` (a patient
+      statement, whatever it says);
+    - ``"recorded"``: ``[O<n>] Measurement <id> <name>:`` followed by a result line
+      indented by four spaces;
+    - ``"unknown"``: ``[O<n>] Measurement ...: not recorded (unknown)`` or
+      ``...: result not available (unknown)`` (no record, or a placeholder value);
+    - ``"unreadable"``: any other entry line, or an id whose entry lines disagree.
+
+    Ids are in order of first appearance. A patient reply that spans several lines
+    cannot open an entry unless one of its lines starts with ``[O<n>] ``; when such a
+    line repeats a real id, that id's lines disagree and it becomes ``"unreadable"``
+    (never admissible), but text alone cannot tell an imitated entry with a new id
+    from a real one.
     """
-    start = evidence_text.find(_OBSERVATIONS)
-    section = evidence_text
-    if start >= 0:
-        end = evidence_text.find(_INSTRUCTIONS, start)
-        section = evidence_text[start:end if end >= 0 else None]
-    return ["S0", *dict.fromkeys(_OBSERVATION_ID.findall(section))]
+    lines = _observation_lines(evidence_text)
+    statuses: dict[str, set[str]] = {}
+    for i, line in enumerate(lines):
+        match = _ENTRY.match(line)
+        if match:
+            following = lines[i + 1] if i + 1 < len(lines) else None
+            statuses.setdefault(match.group(1), set()).add(
+                _entry_status(match.group(2), following))
+    return {obs_id: next(iter(found)) if len(found) == 1 else "unreadable"
+            for obs_id, found in statuses.items()}
+
+
+def admissible_ids(evidence_text: str) -> list[str]:
+    """``["S0", "O1", ...]``: the ids that may serve as support or conflict.
+
+    ``S0`` (the objective) and the observations of e_T whose
+    :func:`observation_status` is ``"stated"`` or ``"recorded"``, in order; unknown
+    observations (not recorded, or a placeholder result) are excluded (EGIP appendix
+    A.2).
+    """
+    return ["S0", *(obs_id for obs_id, status in observation_status(evidence_text).items()
+                    if status in KNOWN_STATUSES)]
 
 
 def normalize_id(raw: str) -> str | None:
@@ -122,14 +194,37 @@ def parse_json_object(text: str) -> dict[str, Any] | None:
     return None
 
 
-def validate_consensus(text: str, admissible: list[str]) -> tuple[ConsensusOutput | None,
-                                                                 list[str]]:
+def _why_not(raw: Any, obs_id: str | None, statuses: dict[str, str]) -> str:
+    """``raw`` with the reason it is not admissible, for the problem list."""
+    status = statuses.get(obs_id) if obs_id else None
+    if obs_id is None:
+        reason = "not an observation id"
+    elif status == "unknown":
+        reason = "an unknown observation"
+    elif status is not None:
+        reason = "an unreadable entry"
+    else:
+        reason = "not in the evidence"
+    return f"{raw} ({reason})"
+
+
+def validate_consensus(text: str, admissible: list[str],
+                       statuses: dict[str, str] | None = None) -> tuple[
+                           ConsensusOutput | None, list[str]]:
     """Check one consensus reply: ``(output, problems)``.
 
-    ``output`` is ``None`` when the schema check fails; otherwise its ids are normalized
-    (:func:`normalize_id`) and its diagnosis cleaned. ``problems`` lists every failed
-    check in words (empty: accepted). A reply that declares insufficiency has no
-    problems beyond the schema check (it abstains).
+    Args:
+        text: the consensus model's reply.
+        admissible: the ids that may be cited (:func:`admissible_ids`).
+        statuses: :func:`observation_status` of e_T, used only to say why a cited id is
+            not admissible (``"O3 (an unknown observation)"``); optional.
+
+    Returns:
+        ``output`` is ``None`` when the schema check fails; otherwise its ids are
+        normalized (:func:`normalize_id`), inadmissible ones dropped, and its diagnosis
+        cleaned. ``problems`` lists every failed check in words (empty: accepted). A
+        reply that declares insufficiency has no problems beyond the schema check (it
+        abstains).
     """
     data = parse_json_object(text)
     if data is None:
@@ -147,10 +242,11 @@ def validate_consensus(text: str, admissible: list[str]) -> tuple[ConsensusOutpu
     for field in ("support", "conflict"):
         raw = getattr(output, field)
         normalized = [normalize_id(r) for r in raw]
-        unknown = [r for r, n in zip(raw, normalized, strict=True) if n not in allowed]
-        if unknown:
-            problems.append(f"'{field}' cites ids that are not acquired observations: "
-                            + ", ".join(map(str, unknown)))
+        rejected = [_why_not(r, n, statuses or {})
+                    for r, n in zip(raw, normalized, strict=True) if n not in allowed]
+        if rejected:
+            problems.append(f"'{field}' cites ids that cannot serve as evidence (only S0 and "
+                            "stated or recorded observations can): " + ", ".join(rejected))
         ids[field] = list(dict.fromkeys(n for n in normalized if n in allowed))
     diagnosis = clean_payload(output.diagnosis) if output.diagnosis.strip() else ""
     if not diagnosis:
@@ -237,17 +333,25 @@ class Full(TerminalStrategy):
             {"role": "system", "content": CONSENSUS_SYSTEM},
             {"role": "user", "content": f"{evidence_block}\n\n{proposal_block}\n\n"
                                         f"{LEDGER_HEADING}\n{ledger_text or '(empty)'}"}]
+        statuses = observation_status(evidence_text)
         admissible = admissible_ids(evidence_text)
+        proposal_keys = {vote_key(p, candidates)[0] for p in proposals}
         detail: dict[str, Any] = {"proposals": proposals, "council": council.texts,
                                   "ledger": ledger_text, "admissible": admissible,
                                   "consensus": [], "errors": []}
         purpose = "consensus"
         while True:
             reply = yield request(purpose, messages)
-            output, problems = validate_consensus(reply.text, admissible)
+            output, problems = validate_consensus(reply.text, admissible, statuses)
             detail["consensus"].append(reply.text)
             detail["errors"].append(problems)
-            calls.append(reply.to_log(purpose=purpose, flags=["invalid"] if problems else []))
+            flags = ["invalid"] if problems else []
+            if output is not None and output.diagnosis and not output.insufficient:
+                detail["in_proposals"] = (
+                    vote_key(output.diagnosis, candidates)[0] in proposal_keys)
+                if not detail["in_proposals"]:
+                    flags.append("not_a_proposal")
+            calls.append(reply.to_log(purpose=purpose, flags=flags))
             if not problems or purpose == "repair" or not self.repair:
                 break
             messages = [*messages, {"role": "assistant", "content": reply.text},

@@ -11,19 +11,40 @@ one run, an :class:`~clinenv.agents.llm_doctor.LLMDoctor` with the Direct strate
 2. **concurrent**: ``--concurrency`` episodes at once in one asyncio loop
    (:func:`clinenv.concurrent.run_concurrent`).
 
-For each phase it prints episodes per minute and the share of wall time spent outside
-the server: ``1 - |union of the server's request intervals| / wall time``, where the
-intervals (arrival to reply, ``time.monotonic``) come from the server's ``GET /stats``
-and are clipped to the phase. The targets (issue 3): the concurrent rate at least 30
-times the sequential one, and under 5 % of the concurrent phase's wall time outside the
-server. MedQA needs ``CLINENV_DATA_DIR`` (a folder with ``agentclinic_medqa.jsonl``);
-without it the bundled demo cases are used, with a printed note. More episodes than
-cases are scheduled as repetitions (the first N cases, R times each).
+For each phase it prints episodes per minute, the requests sent, and three views of
+where the time goes (``delay`` is the server's fixed time per request):
+
+- **server idle** ``1 - |union of the server's request intervals| / wall``: the share
+  of wall time in which the server had *no* request in flight (intervals from the
+  server's ``GET /stats``, arrival to reply, ``time.monotonic``, clipped to the phase).
+  With 64 overlapping requests this figure says nothing about how *many* are in
+  flight: one request at a time keeps it near 0 %, so it hides client-side queueing;
+- **ideal vs actual wall**: ``ideal = ramp-up + requests x delay / workers``, where
+  ``workers = min(concurrency, episodes)`` and ``ramp-up`` is the time to the first
+  request plus ``(workers - 1) x RAMP_UP_S`` (:data:`clinenv.concurrent.RAMP_UP_S`,
+  the workers' staggered start); ``efficiency = ideal / actual``. What is missing from
+  the ideal is time the server could have been serving more requests;
+- **per-episode share outside its own server calls**:
+  ``sum(episode wall - its requests' server time) / sum(episode wall)``, episode wall
+  being the run log's ``timing.total_s`` and the server time ``n_requests x`` the mean
+  server interval of the phase (every request sleeps the same fixed delay; the spread
+  of the intervals is printed). Also shown: the share outside its calls as the client
+  measures them (``llm.calls[*].latency_s``: environment and agent work between
+  calls), the mean client time per request inside a call but outside the server
+  (HTTP client CPU and waiting for the event loop), and the client process's CPU
+  seconds per request (``time.process_time``: everything the client does).
+
+The targets (issue 3): the concurrent rate at least 30 times the sequential one, and
+under 5 % of the concurrent phase's time outside the server. MedQA needs
+``CLINENV_DATA_DIR`` (a folder with ``agentclinic_medqa.jsonl``); without it the
+bundled demo cases are used, with a printed note. More episodes than cases are
+scheduled as repetitions (the first N cases, R times each).
 
 Run from the repository root::
 
     python benchmarks/bench_rollout.py [--episodes-seq 3] [--episodes-concurrent 128]
                                        [--concurrency 64] [--delay-ms 200]
+                                       [--http-transport auto|aiohttp|httpx] [--json]
 """
 
 from __future__ import annotations
@@ -31,6 +52,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,7 +65,7 @@ import gymnasium as gym
 
 import clinenv  # noqa: F401  (registers the EGIP environment ids)
 from clinenv.agents.llm_doctor import LLMDoctor
-from clinenv.concurrent import run_concurrent
+from clinenv.concurrent import RAMP_UP_S, run_concurrent
 from clinenv.datasets import resolve_dataset
 from clinenv.errors import DatasetNotFoundError
 from clinenv.llm.openai_backend import OpenAIChatModel
@@ -94,24 +116,71 @@ def schedule(n_episodes: int, n_cases: int) -> tuple[int, int]:
     return math.ceil(n_episodes / reps), reps
 
 
-def phase(name: str, run, n: int, base_url: str) -> dict:
-    """Run one phase; its episodes per minute and share of wall time outside the server."""
+def episode_shares(lines: Sequence[dict], server_s: float) -> dict:
+    """Per-episode time accounting of run-log lines (see the module docstring).
+
+    Args:
+        lines: run-log lines with ``timing.total_s`` and ``llm.calls`` (others skipped).
+        server_s: server seconds per request (the phase's mean interval).
+
+    Returns:
+        ``{"episode_s": sum of episode walls, "call_s": sum of client-measured call
+        seconds, "requests": int, "outside_server": share, "outside_calls": share,
+        "client_in_call_ms": mean ms per request inside a call but outside the server}``.
+    """
+    episode_s = call_s = 0.0
+    requests = 0
+    for line in lines:
+        calls = (line.get("llm") or {}).get("calls")
+        total = (line.get("timing") or {}).get("total_s")
+        if not calls or total is None:
+            continue
+        episode_s += total
+        call_s += sum(c["latency_s"] for c in calls)
+        requests += sum(c["n_requests"] for c in calls)
+    server = requests * server_s
+    return {"episode_s": episode_s, "call_s": call_s, "requests": requests,
+            "outside_server": 1 - server / episode_s, "outside_calls": 1 - call_s / episode_s,
+            "client_in_call_ms": 1000 * (call_s - server) / requests}
+
+
+def phase(name: str, run, n: int, base_url: str, *, workers: int, delay_s: float) -> dict:
+    """Run one phase with ``workers`` episodes at once; print and return its figures."""
+    cpu0 = time.process_time()
     start = time.monotonic()
     result = run()
     end = time.monotonic()
+    cpu = time.process_time() - cpu0
     wall = end - start
     intervals = [iv for iv in server_intervals(base_url) if iv[1] > start and iv[0] < end]
     busy = union_seconds(intervals, start, end)
     head = min(a for a, _ in intervals) - start
     tail = end - max(b for _, b in intervals)
+    durations = sorted(b - a for a, b in intervals)
+    server_s = statistics.fmean(durations)
+    shares = episode_shares(result.lines, server_s)
+    requests = len(intervals)
+    ramp = head + (workers - 1) * RAMP_UP_S
+    ideal = ramp + requests * delay_s / workers
     row = {"phase": name, "episodes": n, "wall_s": wall, "eps_per_min": 60 * n / wall,
-           "outside_share": 1 - busy / wall, "head_s": head, "tail_s": tail,
-           "errors": result.n_errors,
-           "calls": sum(line["llm"]["n_calls"] for line in result.lines)}
-    print(f"{name:<11} {n:4d} episodes  {wall:8.2f} s  {row['eps_per_min']:9.1f} episodes/min"
-          f"  {row['calls']:6d} calls  outside the server {100 * row['outside_share']:5.2f} %"
-          f" (before the first request {head:.2f} s, after the last {tail:.2f} s)"
-          f"  errors {row['errors']}", flush=True)
+           "requests": requests, "server_idle_share": 1 - busy / wall, "head_s": head,
+           "tail_s": tail, "ideal_s": ideal, "efficiency": ideal / wall,
+           "server_s": server_s, "cpu_ms_per_request": 1000 * cpu / requests,
+           "errors": result.n_errors, **shares}
+    print(f"{name}: {n} episodes, {workers} at once, {requests} requests, {wall:.2f} s, "
+          f"{row['eps_per_min']:.1f} episodes/min, errors {row['errors']}\n"
+          f"  server idle (no request in flight) {100 * row['server_idle_share']:6.2f} % of "
+          f"wall (before the first request {head:.2f} s, after the last {tail:.2f} s)\n"
+          f"  ideal wall {ideal:.2f} s (ramp-up {ramp:.2f} s + {requests} x "
+          f"{delay_s * 1000:g} ms / {workers}) vs actual {wall:.2f} s: efficiency "
+          f"{100 * row['efficiency']:.1f} %\n"
+          f"  per episode, outside its own server calls {100 * shares['outside_server']:6.2f} %"
+          f" (server time per request {1000 * server_s:.1f} ms, range "
+          f"{1000 * durations[0]:.1f}-{1000 * durations[-1]:.1f} ms); outside its calls as "
+          f"the client times them {100 * shares['outside_calls']:.2f} %\n"
+          f"  client time in a call outside the server {shares['client_in_call_ms']:.2f} ms "
+          f"per request; client process CPU {row['cpu_ms_per_request']:.2f} ms per request "
+          f"({cpu:.2f} s CPU in {wall:.2f} s wall)", flush=True)
     return row
 
 
@@ -121,7 +190,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--episodes-concurrent", type=int, default=128)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--delay-ms", type=float, default=200.0)
+    parser.add_argument("--http-transport", choices=("auto", "aiohttp", "httpx"),
+                        default="auto", help="OpenAIChatModel's async HTTP transport")
+    parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
     args = parser.parse_args(argv)
+    delay_s = args.delay_ms / 1000.0
     try:
         resolve_dataset("medqa")
         env_id = PREFERRED
@@ -131,27 +204,36 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"agentclinic_medqa.jsonl); using {FALLBACK}", flush=True)
     n_cases = len(gym.make(env_id).unwrapped.pool.cases)
     proc, base_url = start_server(args.delay_ms)
-    model = OpenAIChatModel("fake-model", base_url=base_url, timeout_s=60.0)
+    model = OpenAIChatModel("fake-model", base_url=base_url, timeout_s=60.0,
+                            http_transport=args.http_transport)
     print(f"{env_id}: LLMDoctor (Direct) over {base_url}, {args.delay_ms:g} ms per request, "
-          f"concurrency {args.concurrency}", flush=True)
+          f"concurrency {args.concurrency}, async HTTP transport {model.async_transport}",
+          flush=True)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             seq_cases, seq_reps = schedule(args.episodes_seq, n_cases)
             seq = phase("sequential", lambda: run_logged(
                 gym.make(env_id), LLMDoctor(model), out=Path(tmp, "seq.jsonl"),
-                episodes=seq_cases, repetitions=seq_reps), seq_cases * seq_reps, base_url)
+                episodes=seq_cases, repetitions=seq_reps), seq_cases * seq_reps, base_url,
+                workers=1, delay_s=delay_s)
             con_cases, con_reps = schedule(args.episodes_concurrent, n_cases)
+            n_con = con_cases * con_reps
             con = phase("concurrent", lambda: run_concurrent(
                 lambda: gym.make(env_id), lambda: LLMDoctor(model),
                 out=Path(tmp, "con.jsonl"), episodes=con_cases, repetitions=con_reps,
-                concurrency=args.concurrency), con_cases * con_reps, base_url)
+                concurrency=args.concurrency), n_con, base_url,
+                workers=min(args.concurrency, n_con), delay_s=delay_s)
     finally:
         model.close()
         proc.terminate()
         proc.wait(timeout=10)
     ratio = con["eps_per_min"] / seq["eps_per_min"]
-    print(f"speed-up {ratio:.1f}x (target >= 30x); concurrent phase outside the server "
-          f"{100 * con['outside_share']:.2f} % (target < 5 %)")
+    print(f"speed-up {ratio:.1f}x (target >= 30x); concurrent phase: server idle "
+          f"{100 * con['server_idle_share']:.2f} % of wall, efficiency "
+          f"{100 * con['efficiency']:.1f} % of the ideal wall, per episode "
+          f"{100 * con['outside_server']:.2f} % outside its server calls (target < 5 %)")
+    if args.json:
+        print(json.dumps({"sequential": seq, "concurrent": con, "speed_up": ratio}))
     return 0
 
 

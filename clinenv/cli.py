@@ -3,10 +3,12 @@
 Usage::
 
     clinenv run [--env ID|auto] [--doctor scripted|llm] [--episodes N] [--repetitions R]
-                [--seed S] [--out FILE] [--resume] [--data-dir DIR] [--allow-download]
-                [--concurrency N] [--quiet]
+                [--seed S] [--out FILE] [--resume [--no-retry-errors]] [--data-dir DIR]
+                [--allow-download]
+                [--concurrency N] [--max-consecutive-errors N] [--quiet]
                 [--backend openai|vllm|transformers] [--base-url URL] [--model M]
                 [--strategy direct|vote|full] [--prompt egip|agentclinic]
+                [--max-questions N]
                 [--temperature T] [--max-tokens N] [--api-key-env NAME] [--timeout S]
                 [--max-retries N] [--patient retrieval|llm] [--patient-model M]
                 [--judge deterministic|llm] [--judge-model M]
@@ -35,7 +37,20 @@ name). The API key is read from the environment variable ``--api-key-env`` (defa
 (> 1) runs N episodes at once (:func:`clinenv.concurrent.run_concurrent`, also with the
 scripted doctor); the log is the same as a sequential run's. The summary then also
 gives model calls, tokens and mean latency, and the number of episodes stopped by a
-backend error (kept in the log as unscored error lines).
+backend error (kept in the log as unscored error lines). ``--resume`` runs the missing
+episodes and, unless ``--no-retry-errors``, runs those error lines' episodes again
+(after a server outage, say): the new line is appended and supersedes the error line,
+so ``clinenv eval`` counts the episode once, with its new verdict. The LLM doctor works
+in the environment's observation format, and ``--prompt agentclinic`` states its
+question budget: ``--max-questions N``, by default the environment's acquisition rounds
+T.
+
+A run stops early (fail fast, :mod:`clinenv.fail_fast`) when the server refuses a
+request (HTTP 400, 401, 403, 404 or 422: a wrong ``--base-url``, ``--model`` or API key;
+the line names them and the server's message) or when ``--max-consecutive-errors N``
+(default 5; 0: never) episodes in a row stop with a backend error (the server is down):
+the log keeps every line written before, whole; fix the cause and continue with
+``--resume``.
 
 ``clinenv eval`` prints the accuracy table (methods × datasets, mean ± SD over
 repetitions, coverage; EGIP Table 1) of run logs and writes ``accuracy.md`` /
@@ -52,11 +67,13 @@ Scheduled episodes missing from a log count as not correct, and the tables say h
 
 Exit codes: 0 success; 1 ``data verify`` found a present file with a wrong checksum or
 record count; 2 bad arguments (including an ``--env`` id that is not an EGIP
-environment), a missing or corrupt dataset, a run log that cannot be continued, or an
-``--out`` file that would be overwritten; 130 interrupted (Ctrl-C; the
-log keeps every finished episode, continue with ``--resume``); 141 stdout closed early
-(e.g. piped into ``head``), quietly. Errors are one message on stderr, never a
-traceback.
+environment), a missing or corrupt dataset, a run log that cannot be continued, an
+``--out`` file that would be overwritten, or a run stopped early by a refused model
+request or too many backend errors in a row (fail fast, above); 3 (:data:`EXIT_RUN_ERRORS`)
+``run`` finished, but some episodes stopped with a backend error (the summary counts
+them; ``--resume`` runs them again); 130 interrupted (Ctrl-C; the log keeps every
+finished episode, continue with ``--resume``); 141 stdout closed early (e.g. piped into
+``head``), quietly. Errors are one message on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -69,9 +86,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from clinenv.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS
+
 #: Environment chosen by ``--env auto`` when the MedQA file resolves, and the fallback.
 AUTO_PREFERRED = "EGIP-MedQA-v0"
 AUTO_FALLBACK = "EGIP-Demo-v0"
+#: Exit code of a ``clinenv run`` that finished with error episodes (backend errors).
+EXIT_RUN_ERRORS = 3
+#: Characters of a server's error message kept in the one-line fail-fast error.
+MESSAGE_CHARS = 400
 
 
 class CLIError(Exception):
@@ -153,13 +176,23 @@ def build_parser() -> argparse.ArgumentParser:
                      help="run log (JSON Lines); must be new or empty unless --resume "
                           "(default: runs/<env id>_<doctor>_seed<S>.jsonl)")
     run.add_argument("--resume", action="store_true",
-                     help="continue an existing run log: run only the missing episodes")
+                     help="continue an existing run log: run the missing episodes and "
+                          "run again those stopped by a backend error (their new line "
+                          "supersedes the error line)")
+    run.add_argument("--no-retry-errors", dest="retry_errors", action="store_false",
+                     help="with --resume: keep the episodes stopped by a backend error as "
+                          "they are instead of running them again")
     run.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
                      help="folder holding the dataset files (before $CLINENV_DATA_DIR)")
     run.add_argument("--allow-download", action="store_true",
                      help="download a missing public dataset (pinned URL and sha256)")
     run.add_argument("--concurrency", type=_count(1), default=1, metavar="N",
                      help="episodes run at once under asyncio (default: 1, sequential)")
+    run.add_argument("--max-consecutive-errors", type=_count(0),
+                     default=DEFAULT_MAX_CONSECUTIVE_ERRORS, metavar="N",
+                     help="stop the run after N episodes in a row stopped by a backend "
+                          f"error, e.g. the server is down (default: "
+                          f"{DEFAULT_MAX_CONSECUTIVE_ERRORS}; 0: never stop)")
     run.add_argument("--quiet", action="store_true",
                      help="print only the summary: no environment note, progress bar or notes")
     _add_llm_arguments(run)
@@ -199,6 +232,9 @@ def _add_llm_arguments(run: argparse.ArgumentParser) -> None:
                      help="terminal decision strategy F (EGIP eq. 5; default: direct)")
     llm.add_argument("--prompt", choices=("egip", "agentclinic"), default="egip",
                      help="doctor prompt (default: egip)")
+    llm.add_argument("--max-questions", type=_count(1), default=None, metavar="N",
+                     help="question budget stated by --prompt agentclinic (default: the "
+                          "environment's acquisition rounds T)")
     llm.add_argument("--temperature", type=_number(0.0), default=None, metavar="T",
                      help="doctor sampling temperature (default: the backend config's, 0)")
     llm.add_argument("--max-tokens", type=_count(1), default=200, metavar="N",
@@ -413,6 +449,15 @@ class _LLMSetup:
         self.args = args
         self.models: dict[str, Any] = {}
         self.env_kwargs: dict[str, Any] = {}
+        self.observation_format = "view"
+        self.acquisition_rounds: int | None = None
+
+    def match_env(self, env: Any) -> None:
+        """Take the doctor's observation format and default question budget from the
+        environment (an :class:`~clinenv.env.EGIPEnv`): its ``observation_format`` and
+        its acquisition rounds T."""
+        self.observation_format = env.observation_format
+        self.acquisition_rounds = env.config.acquisition_rounds
 
     def model(self, name: str) -> Any:
         """The chat model named ``name`` on ``--backend`` (built once).
@@ -450,7 +495,9 @@ class _LLMSetup:
                                    judge_model=self.model(args.judge_model or args.model))
 
     def make_doctor(self) -> Any:
-        """A fresh doctor (``--doctor``)."""
+        """A fresh doctor (``--doctor``). The LLM doctor uses the environment's
+        observation format and, with ``--prompt agentclinic``, states the question budget
+        ``--max-questions`` (default: the environment's T; see :meth:`match_env`)."""
         args = self.args
         if args.doctor != "llm":
             return DOCTORS[args.doctor]()
@@ -459,8 +506,12 @@ class _LLMSetup:
 
         config = GenerationConfig().merged(temperature=args.temperature,
                                            max_tokens=args.max_tokens)
+        budget = None
+        if args.prompt == "agentclinic":
+            budget = args.max_questions or self.acquisition_rounds
         return LLMDoctor(self.model(args.model), strategy=args.strategy, prompt=args.prompt,
-                         config=config)
+                         config=config, observation_format=self.observation_format,
+                         max_questions=budget)
 
     def close(self) -> None:
         """Close every model (clients, engines)."""
@@ -473,7 +524,8 @@ def check_llm_args(args: argparse.Namespace) -> None:
 
     Raises:
         CLIError: an LLM doctor, patient or judge without a model name; the openai
-            backend without ``--base-url``; LLM-only options without any LLM agent.
+            backend without ``--base-url``; LLM-only options without any LLM agent;
+            ``--max-questions`` without ``--doctor llm --prompt agentclinic``.
     """
     wants = [name for name, on in (("--doctor llm", args.doctor == "llm"),
                                    ("--patient llm", args.patient == "llm"),
@@ -486,6 +538,9 @@ def check_llm_args(args: argparse.Namespace) -> None:
     if wants and args.backend == "openai" and not args.base_url:
         raise CLIError(f"{wants[0]} with --backend openai needs --base-url URL "
                        "(e.g. http://127.0.0.1:8000/v1 for `vllm serve`)")
+    if args.max_questions is not None and (args.doctor != "llm" or args.prompt != "agentclinic"):
+        raise CLIError("--max-questions is used only with --doctor llm --prompt agentclinic "
+                       "(the egip prompt has no question budget)")
     if not wants:
         given = [flag for flag, value in (("--model", args.model), ("--base-url", args.base_url),
                                           ("--patient-model", args.patient_model),
@@ -518,7 +573,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from clinenv.concurrent import run_concurrent
-    from clinenv.rollouts import RunLogError, llm_totals, plan_episodes, run_logged, summarize
+    from clinenv.rollouts import RunAborted, RunLogError, plan_episodes, run_logged
+    from clinenv.summary import llm_totals, summarize
 
     check_llm_args(args)
     env_id, reason = choose_env(args.env, args.data_dir, args.allow_download)
@@ -538,6 +594,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         except ValueError as err:
             env.close()
             raise CLIError(f"{env_id}: {err}") from None
+        setup.match_env(env.unwrapped)
         bar: Any = None
 
         def start(n_todo: int) -> None:
@@ -551,7 +608,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             return _make_env(env_id, args.data_dir, args.allow_download, **setup.env_kwargs)
 
         options = dict(out=out, seed=args.seed, episodes=args.episodes,
-                       repetitions=args.repetitions, resume=args.resume, env_id=env_id,
+                       repetitions=args.repetitions, resume=args.resume,
+                       retry_errors=args.retry_errors, env_id=env_id,
+                       max_consecutive_errors=args.max_consecutive_errors or None,
                        progress=lambda _line: bar.update(1), on_start=start)
         # the runners check --out (a non-empty file needs --resume) before they write,
         # and create the folder of --out only when they start writing
@@ -561,6 +620,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                                         concurrency=args.concurrency, **options)
             else:
                 result = run_logged(make_env(), setup.make_doctor(), **options)
+        except RunAborted as err:
+            raise CLIError(aborted_message(err, args)) from None
         except RunLogError as err:
             raise CLIError(str(err)) from None
         except OSError as err:  # errno None: the runners' FileExistsError (non-empty --out)
@@ -580,18 +641,46 @@ def cmd_run(args: argparse.Namespace) -> int:
     summary = summarize(result.lines, plan=result.plan)
     n_cases = len({i for i, _, _ in result.plan})
     doctor_name = result.lines[0]["doctor"]["name"] if result.lines else args.doctor
+    retried = (f" ({result.n_retried} after a backend error)" if result.n_retried
+               else "")
     title = (f"{env_id} | doctor {doctor_name} | seed {args.seed} | {n_cases} cases x "
-             f"{args.repetitions} repetition(s) | {result.n_new} run now, "
+             f"{args.repetitions} repetition(s) | {result.n_new} run now{retried}, "
              f"{result.n_resumed} resumed")
     print(format_summary(summary, title=title))
     if summary["n_errors"]:
         print(f"  errors      {summary['n_errors']} episode(s) stopped by a backend error "
-              "(counted as unscored; see 'error' in the log)")
+              "(counted as unscored; see 'error' in the log); --resume runs them again")
     totals = llm_totals(result.lines)
     if totals is not None:
         print(format_llm_totals(totals))
     print(f"  log         {out}")
-    return 0
+    return EXIT_RUN_ERRORS if summary["n_errors"] else 0
+
+
+def aborted_message(err: Any, args: argparse.Namespace) -> str:
+    """The one-line error of a run stopped by :class:`clinenv.fail_fast.RunAborted`:
+    what happened, the server and model(s), the server's message (whitespace collapsed,
+    at most :data:`MESSAGE_CHARS` characters), and how to continue."""
+    message = " ".join(str(err.error.get("message", "")).split())
+    if len(message) > MESSAGE_CHARS:
+        message = message[:MESSAGE_CHARS - 3] + "..."
+    models = [name for name in dict.fromkeys(
+        [args.model if args.doctor == "llm" else None,
+         (args.patient_model or args.model) if args.patient == "llm" else None,
+         (args.judge_model or args.model) if args.judge == "llm" else None]) if name]
+    where = (f"--base-url {args.base_url}" if args.backend == "openai"
+             else f"--backend {args.backend}")
+    where += ", model " + ", ".join(models) if models else ""
+    detail = err.error.get("detail") or err.error.get("type")
+    kept = f"{err.n_written} episode(s) of this run are in {err.out}"
+    if err.reason == "configuration":
+        return (f"the model server refused a request ({detail}: a configuration problem, "
+                f"not an outage; check {where} and the API key): {message}; run stopped, "
+                f"{kept}; fix it and continue with --resume")
+    return (f"{err.n_errors_in_a_row} episode(s) in a row stopped by a backend error "
+            f"({detail}; {where}): {message}; the server seems down or overloaded, so the "
+            f"run stopped; {kept}; continue later with --resume (it runs the error "
+            "episodes again)")
 
 
 # ---------------------------------------------------------------------------- data

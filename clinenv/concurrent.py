@@ -8,7 +8,8 @@ only the model calls are awaited (:meth:`clinenv.env.EGIPEnv.astep`, the doctor'
 ``aact``).
 
 - :func:`arun_episode` — one episode, awaiting the doctor and the environment; the same
-  record as :func:`clinenv.rollouts.run_episode`;
+  record as :func:`clinenv.episode.run_episode` (one loop,
+  :func:`clinenv.episode.play_episode`);
 - :func:`arun_concurrent` / :func:`run_concurrent` — a whole logged run with
   ``concurrency`` workers, each with its own environment and doctor (built by the
   factories as the worker starts; workers start :data:`RAMP_UP_S` apart). Plan, resume
@@ -21,9 +22,11 @@ only the model calls are awaited (:meth:`clinenv.env.EGIPEnv.astep`, the doctor'
 
 An episode whose model backend fails after its retries
 (:class:`~clinenv.llm.base.BackendError`) becomes an error line and the other episodes go
-on (see the run-log schema in :mod:`clinenv.rollouts`). Any other exception stops the
-run: the workers are cancelled and the log keeps every finished episode (continue with
-``resume=True``).
+on (see the run-log schema in :mod:`clinenv.rollouts`); ``resume=True`` later runs such
+episodes again. A refused request or too many error episodes in a row stop the run
+(:class:`~clinenv.fail_fast.RunAborted`, :mod:`clinenv.fail_fast`), and so does any other
+exception: no new episode starts, the episodes in flight are cancelled without a line,
+and the log keeps every line written before, whole (continue with ``resume=True``).
 """
 
 from __future__ import annotations
@@ -34,8 +37,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from clinenv.llm.base import BackendError
-from clinenv.rollouts import EpisodeTally, RunResult, prepare_run
+from clinenv.episode import awaitable, play_episode
+from clinenv.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS, FailFast
+from clinenv.rollouts import RunResult, prepare_run
 from clinenv.runlog import RunLogWriter, doctor_config
 
 __all__ = ["arun_concurrent", "arun_episode", "run_concurrent"]
@@ -58,7 +62,8 @@ async def arun_episode(
 ) -> dict[str, Any]:
     """Run one episode in the running event loop.
 
-    Like :func:`clinenv.rollouts.run_episode`, but the doctor's move is ``await
+    Like :func:`clinenv.episode.run_episode` (the same loop,
+    :func:`clinenv.episode.play_episode`), but the doctor's move is ``await
     doctor.aact(observation, info)`` when the doctor has ``aact`` (else ``doctor.act``)
     and the environment's is ``await env.unwrapped.astep(action)`` (else ``env.step``).
     ``astep`` is called on the unwrapped environment, so Gymnasium wrappers' ``step`` is
@@ -72,36 +77,18 @@ async def arun_episode(
         max_steps: safety cap on steps (then ``truncated``).
 
     Returns:
-        The record of :func:`clinenv.rollouts.run_episode` (with ``timing`` and, when
+        The record of :func:`clinenv.episode.run_episode` (with ``timing`` and, when
         an LLM takes part, ``llm``; ``error`` after a backend failure).
 
     Raises:
         KeyError, IndexError: unknown case id or index (from ``env.reset``).
     """
-    tally = EpisodeTally()
-    observation, info = env.reset(seed=seed, options={"case_id": case_id})
-    doctor.reset(seed=seed)
-    tally.reset_done()
     aact = getattr(doctor, "aact", None)
     astep = getattr(env.unwrapped, "astep", None)
-    try:
-        while not tally.should_stop(max_steps):
-            t0 = tally.clock()
-            if callable(aact):
-                action = await aact(observation, info)
-            else:
-                action = doctor.act(observation, info)
-            t1 = tally.clock()
-            if callable(astep):
-                step = await astep(action)
-            else:
-                step = env.step(action)
-            observation, reward, terminated, truncated, info = step
-            tally.add_step(reward, terminated, truncated, doctor_s=t1 - t0,
-                           env_s=tally.clock() - t1)
-    except BackendError as err:
-        tally.error = err
-    return tally.record(env, doctor)
+    return await play_episode(
+        env, doctor, aact if callable(aact) else awaitable(doctor.act),
+        astep if callable(astep) else awaitable(env.step),
+        case_id=case_id, seed=seed, max_steps=max_steps)
 
 
 async def arun_concurrent(
@@ -113,22 +100,27 @@ async def arun_concurrent(
     episodes: int | None = None,
     repetitions: int = 1,
     resume: bool = False,
-    concurrency: int = 8,
+    retry_errors: bool = True,
     env_id: str | None = None,
+    concurrency: int = 8,
+    max_consecutive_errors: int | None = DEFAULT_MAX_CONSECUTIVE_ERRORS,
     progress: Callable[[dict[str, Any]], None] | None = None,
     on_start: Callable[[int], None] | None = None,
 ) -> RunResult:
     """:func:`run_concurrent` inside a running event loop (``await`` it).
 
-    Same arguments, result and errors as :func:`run_concurrent`.
+    Same arguments, result and errors as :func:`run_concurrent`, except that it never
+    refuses a running loop.
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+    guard = FailFast(Path(out), max_consecutive_errors)
     env0, doctor0 = make_env(), make_doctor()
     envs = [env0]  # every environment made here, closed at the end
     try:
         run = prepare_run(env0, doctor0, out=out, seed=seed, episodes=episodes,
-                          repetitions=repetitions, resume=resume, env_id=env_id)
+                          repetitions=repetitions, resume=resume,
+                          retry_errors=retry_errors, env_id=env_id)
         if on_start is not None:
             on_start(len(run.todo))
         items: Iterator[tuple[int, int, int]] = iter(run.todo)
@@ -155,20 +147,28 @@ async def arun_concurrent(
                 # first workers' requests are in flight while later ones still prepare.
                 await asyncio.sleep(index * RAMP_UP_S)
                 env, doctor = pair(index)
-                # one shared iterator: each worker takes the next scheduled episode
+                # one shared iterator: each worker takes the next scheduled episode, until
+                # the run is stopped (fail fast)
                 for item in items:
                     record = await arun_episode(env, doctor, case_id=item[0], seed=item[2])
+                    if guard.stopped:
+                        return  # another worker stopped the run: no line for this one
+                    guard.before_write(record)
                     line = run.line(record, item)
                     await loop.run_in_executor(write_thread, writer.write, line)
                     run.add(line)
                     if progress is not None:
                         progress(line)
+                    guard.after_write(line)
 
             tasks = [asyncio.ensure_future(worker(i))
                      for i in range(min(concurrency, len(run.todo)))]
             try:
                 await asyncio.gather(*tasks)
             except BaseException:
+                # a failure or a fail-fast stop: cancel the episodes in flight (they have
+                # no line), wait for them, then re-raise
+                guard.stopped = True
                 for task in tasks:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
@@ -188,45 +188,56 @@ def run_concurrent(
     episodes: int | None = None,
     repetitions: int = 1,
     resume: bool = False,
-    concurrency: int = 8,
+    retry_errors: bool = True,
     env_id: str | None = None,
+    concurrency: int = 8,
+    max_consecutive_errors: int | None = DEFAULT_MAX_CONSECUTIVE_ERRORS,
     progress: Callable[[dict[str, Any]], None] | None = None,
     on_start: Callable[[int], None] | None = None,
 ) -> RunResult:
     """Run a whole schedule with ``concurrency`` episodes at once, logging each line.
 
-    The schedule, the resume checks and the lines are those of
-    :func:`clinenv.rollouts.run_logged`; only the execution differs. Up to
-    ``concurrency`` workers run in one asyncio event loop, each owning one environment
-    from ``make_env()`` and one doctor from ``make_doctor()`` (stateful policies and
-    environments are never shared; model clients may be). The first pair also gives the
-    run's context (environment id, dataset, doctor config). Every environment made here
-    is closed at the end; models are the caller's to close.
+    The schedule, the resume checks (with the retry of error lines), the fail-fast stops
+    and the lines are those of :func:`clinenv.rollouts.run_logged`; only the execution
+    differs. Up to ``concurrency`` workers run in one asyncio event loop, each owning one
+    environment from ``make_env()`` and one doctor from ``make_doctor()`` (stateful
+    policies and environments are never shared; model clients may be). The first pair
+    also gives the run's context (environment id, dataset, doctor config). Every
+    environment made here is closed at the end; models are the caller's to close.
 
     Args:
         make_env: factory of a fresh environment (e.g. ``lambda: gym.make(ID, ...)``).
         make_doctor: factory of a fresh doctor; every doctor must have the same config.
-        out: the log file.
-        seed: the run seed (>= 0).
-        episodes: the first N cases in dataset order (``None``: all).
+        out: the log file (JSON Lines); must be new or empty unless ``resume``.
+        seed: the run seed (>= 0); episode seeds derive from it.
+        episodes: run the first N cases in dataset order (``None``: all).
         repetitions: repetitions per case (>= 1).
-        resume: continue an existing log instead of refusing it.
-        concurrency: episodes in flight at once (>= 1).
-        env_id: overrides ``env.spec.id`` in the log.
+        resume: continue an existing log instead of refusing it
+            (:func:`clinenv.rollouts.prepare_run`).
+        retry_errors: when resuming, run the episodes whose latest line is an error line
+            again (default); false keeps them.
+        env_id: the environment id written to the log (default ``env.spec.id``).
+        concurrency: episodes in flight at once (integer >= 1).
+        max_consecutive_errors: stop the run after this many error episodes in a row, in
+            the order they finish (>= 1; ``None``: never); see :mod:`clinenv.fail_fast`.
         progress: called with each new line after it is written (completion order).
         on_start: called once with the number of episodes about to run.
 
     Returns:
         A :class:`~clinenv.rollouts.RunResult`, lines in plan order; ``n_errors``
-        counts episodes stopped by a backend error.
+        counts episodes stopped by a backend error, ``n_retried`` the error lines run
+        again on resume.
 
     Raises:
         RuntimeError: called inside a running event loop (use ``await
             arun_concurrent(...)`` there; B10: no nested loop, no deadlock).
+        RunAborted: a non-retryable backend error or ``max_consecutive_errors`` error
+            episodes in a row; no new episode starts, the episodes in flight are
+            cancelled without a line, the log keeps whole lines only.
         FileExistsError: ``out`` exists, is not empty, and ``resume`` is false.
         RunLogError: the existing log is corrupt or from a different run.
-        ValueError: ``episodes``, ``repetitions``, ``seed`` or ``concurrency`` out of
-            range, or doctors with different configs.
+        ValueError: ``episodes``, ``repetitions``, ``seed``, ``concurrency`` or
+            ``max_consecutive_errors`` out of range, or doctors with different configs.
     """
     try:
         asyncio.get_running_loop()
@@ -237,5 +248,6 @@ def run_concurrent(
                            "use `await arun_concurrent(...)` there")
     return asyncio.run(arun_concurrent(
         make_env, make_doctor, out=out, seed=seed, episodes=episodes,
-        repetitions=repetitions, resume=resume, concurrency=concurrency, env_id=env_id,
+        repetitions=repetitions, resume=resume, retry_errors=retry_errors, env_id=env_id,
+        concurrency=concurrency, max_consecutive_errors=max_consecutive_errors,
         progress=progress, on_start=on_start))

@@ -15,21 +15,39 @@ Spaces (DESIGN.md, "Protocol and environments"):
   int8))``. ``text`` is the complete doctor view x_t (``observation_format="view"``) or
   only what is new (``"delta"``). ``exam_mask[i] == 1`` iff catalog entry ``i`` exists
   and has not been requested (all zeros without a menu);
-- action: ``UnicodeText(max_action_chars)``; any string is accepted, invalid text gets
-  interface feedback, never an exception.
+- action: ``UnicodeText(max_text_chars)``; any string is accepted (the visible part is
+  cut to the protocol's ``max_action_chars`` once reasoning is removed), invalid text
+  gets interface feedback, never an exception.
 
-``info`` holds only deterministic values (no timings or token counts): ``case_id``,
-``dataset``, ``phase``, ``turn``, ``menu`` (list of ``{"id", "name"}``), ``candidates``
-(K, doctor-visible, or ``None``),
-``n_exams_requested``, ``invalid_actions``, ``action_kind``, ``text_clipped`` and, when
-present, ``reasoning``; at the end also ``answer``, ``verdict`` (``correct`` / ``wrong``
-/ ``unscored``), ``correct``, ``abstained``, ``match_score`` (the deterministic
-scorer's 0-100 string similarity of the answer to the target, not an embedding
-similarity) and ``scorer`` (``"deterministic"`` or ``"llm-judge"``); with a judge also
-``judge_verdict`` (``"correct"`` / ``"wrong"`` / ``"unparsed"``, ``None`` when the judge
-was not asked).
+``exam_mask`` and ``info`` are built by :mod:`clinenv.doctor_view` (shared with the
+PettingZoo doctor seat). ``info`` holds only deterministic values (no timings or token
+counts): ``case_id``, ``dataset``, ``phase``, ``turn``, ``menu`` (list of ``{"id",
+"name"}``), ``candidates`` (K, doctor-visible, or ``None``), ``n_exams_requested``,
+``invalid_actions``, ``action_kind``, ``text_clipped`` and, when present,
+``reasoning``; at the end also ``answer``, ``verdict`` (``correct`` / ``wrong`` /
+``unscored``), ``correct``, ``abstained``, ``match_score`` (the deterministic scorer's
+0-100 string similarity of the answer to the target, not an embedding similarity) and
+``scorer`` (``"deterministic"`` or ``"llm-judge"``); with a judge also ``judge_verdict``
+(``"correct"`` / ``"wrong"`` / ``"unparsed"``, ``None`` when the judge was not asked).
 
-Simulators and judges (DESIGN.md: "LLM-backed simulators are opt-in"):
+``info["patient_flags"]`` (field-bug-reports B16) is present on every step that a
+flag-reporting patient answered — the LLM patient, or any patient object with a
+``last_flags`` attribute (the flags of its latest reply): a list of strings, ``[]`` for a
+clean reply, else among ``"speaks_as_doctor"`` (the reply spoke as the doctor; only the
+patient's own words were kept), ``"repeats_own_reply"`` (it repeated an earlier reply of
+its own word for word, the opening included) and ``"empty_reply"``. The flags depend on
+the reply's text only, so identical replies give identical infos. The episode record
+keeps the flagged replies as ``patient_flags``: ``[{"turn", "flags"}, ...]``.
+
+What the environment cannot see is not in ``info``: a doctor reply cut by ``max_tokens``
+(field-bug-reports B04a) comes from the doctor's own model, so it is flagged in the
+doctor's call records — the run log's ``llm.calls[*].truncated`` (and ``flags``
+``"empty_reply"`` when nothing visible was left; :mod:`clinenv.agents.llm_doctor`) —
+while the environment only receives the (empty) action and answers it with interface
+feedback.
+
+Simulators and judges (DESIGN.md: "LLM-backed simulators are opt-in"; built by
+:mod:`clinenv.simulators`):
 
 - ``patient``: the deterministic retrieval patient (default, ``"retrieval"``), ``"llm"``
   with ``patient_model=`` (an :class:`~clinenv.agents.llm_patient.LLMPatient` that sees
@@ -66,6 +84,7 @@ from gymnasium import spaces
 from clinenv import rewards
 from clinenv.case_pool import CasePool
 from clinenv.cases import Case
+from clinenv.doctor_view import answer_outcome, doctor_info, exam_mask
 from clinenv.protocol.config import ProtocolConfig
 from clinenv.protocol.history import event_to_dict
 from clinenv.protocol.render import (
@@ -77,6 +96,7 @@ from clinenv.protocol.render import (
 from clinenv.protocol.runtime import EGIPRuntime, Routing
 from clinenv.protocol.views import PatientView
 from clinenv.scoring import Score, score_answer
+from clinenv.simulators import accepts_seed, make_judge, make_patient
 from clinenv.spaces import UnicodeText, clip_text
 
 #: Case metadata keys copied into episode records for stratified evaluation (e.g. the
@@ -84,10 +104,6 @@ from clinenv.spaces import UnicodeText, clip_text
 STRATA_KEYS = ("question_type", "specialty")
 DEFAULT_MAX_EXAMS = 64
 DEFAULT_MAX_TEXT_CHARS = 65_536
-#: ``patient=`` names; anything else must be a patient object.
-PATIENT_KINDS = ("retrieval", "llm")
-#: ``judge=`` names; anything else must be a judge object.
-JUDGE_KINDS = ("deterministic", "llm")
 #: Judge verdicts and the environment verdict each maps to (``unparsed`` is unscored,
 #: never silently wrong; field-bug-reports B07).
 JUDGE_TO_VERDICT = {"correct": "correct", "wrong": "wrong", "unparsed": "unscored"}
@@ -110,8 +126,9 @@ class EGIPEnv(gym.Env):
         max_text_chars: observation text limit; longer text is clipped (noted in info).
         patient: ``None`` or ``"retrieval"`` (the deterministic retrieval patient),
             ``"llm"`` (an LLM patient over ``patient_model``), or an object with
-            ``reply(PatientView) -> str`` (optionally ``async areply`` and
-            ``reset(seed=)``). A patient with ``reset`` is reset at every ``reset`` with
+            ``reply(PatientView) -> str`` (optionally ``async areply``, ``reset(seed=)``
+            and ``last_flags``, the flags of its latest reply for
+            ``info["patient_flags"]``). A patient with ``reset`` is reset at every ``reset`` with
             a seed drawn from ``self.np_random`` after the case (B08c); so, without
             a pinned case, an LLM patient changes the case sequence of unseeded resets.
         patient_model: the :class:`~clinenv.llm.base.ChatModel` of ``patient="llm"``
@@ -181,7 +198,7 @@ class EGIPEnv(gym.Env):
         self.render_mode = render_mode
         self.patient = make_patient(patient, patient_model)
         self.judge = make_judge(judge, judge_model)
-        self._judge_takes_seed = _takes_seed(self.judge)
+        self._judge_takes_seed = accepts_seed(self.judge)
         self._judge_seed: int | None = None
         self.observation_space = spaces.Dict({
             "text": UnicodeText(max_text_chars),
@@ -193,6 +210,7 @@ class EGIPEnv(gym.Env):
         self.runtime: EGIPRuntime | None = None
         self._last_obs_text = ""
         self._final: dict[str, Any] = {}
+        self._flagged_replies: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------------ API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -217,6 +235,7 @@ class EGIPEnv(gym.Env):
                                       suggest=self.config.exam_suggest)
         self.runtime = EGIPRuntime(prepared, self.config)
         self._final = {}  # an episode cut by a judge error never shows the last outcome
+        self._flagged_replies = []
         self._history_text = HistoryRenderer()
         # Simulator seeds are drawn after the case, so the case of a reset never depends
         # on the simulators; the same reset seed gives the same simulator seeds (B08c).
@@ -318,7 +337,10 @@ class EGIPEnv(gym.Env):
         if rt.phase == "decide":
             pending.parsed = rt.submit_answer(action)
             pending.score = score_answer(rt.answer, rt.case)
-            pending.answer = rt.answer
+            # A candidate chosen by letter ("B", "C. ...") reaches the judge as its label:
+            # a bare letter means nothing without the candidate list.
+            chose_option = pending.score.method == "option" and pending.score.matched
+            pending.answer = pending.score.matched if chose_option else rt.answer
             pending.target = rt.case.target.text
             # non-answers and abstentions are unscored without asking the judge
             pending.judged = self.judge is not None and pending.score.verdict != "unscored"
@@ -356,27 +378,40 @@ class EGIPEnv(gym.Env):
                     verdict = JUDGE_TO_VERDICT[judged]
                 final = {"scorer": "llm-judge" if pending.judged else "deterministic",
                          "judge_verdict": judged}
-            reward = {"correct": rewards.CORRECT, "wrong": rewards.WRONG}.get(
-                verdict, rewards.UNSCORED)
-            self._final = {"answer": rt.answer, "verdict": verdict,
-                           "correct": verdict == "correct",
-                           "abstained": score.abstained,
-                           "match_score": float(score.similarity),
-                           "scorer": "deterministic", **final}
+            reward, outcome = answer_outcome(rt, score, verdict)
+            self._final = {**outcome, **final}
             info = self._info(action_kind="answer", reasoning=pending.parsed.reasoning)
             info.update(self._final)
             text = self._last_obs_text if self.observation_format == "view" else ""
             return self._observation(text), float(reward), True, False, info
         routing = pending.routing
         assert routing is not None
+        flags = None
         if routing.to == "patient":
             rt.answer_patient(routing, "" if pending.reply is None else str(pending.reply))
+            flags = self._reply_flags(rt.turn)
         if self.observation_format == "view":
             text = render_doctor_view(rt, self._history_text)
         else:
             text = render_delta(rt, pending.since)
         info = self._info(action_kind=routing.action.kind, reasoning=routing.action.reasoning)
+        if flags is not None:
+            info["patient_flags"] = flags
         return self._observation(text), float(pending.reward), False, False, info
+
+    def _reply_flags(self, turn: int) -> list[str] | None:
+        """The flags of the patient's latest reply (``last_flags``; B16), or ``None`` for
+        a patient that reports none; a flagged reply is kept for the episode record."""
+        if not self._reports_flags:
+            return None
+        flags = [str(flag) for flag in (self.patient.last_flags or ())]
+        if flags:
+            self._flagged_replies.append({"turn": turn, "flags": list(flags)})
+        return flags
+
+    @property
+    def _reports_flags(self) -> bool:
+        return hasattr(self.patient, "last_flags")
 
     def render(self) -> str | None:
         """``"ansi"``: the transcript so far (history and, at the end, the answer)."""
@@ -390,8 +425,14 @@ class EGIPEnv(gym.Env):
     def episode_record(self) -> dict[str, Any]:
         """JSON-ready record of the current episode: events, evidence and outcome.
 
-        Once the episode is over the record also holds the reference target Y
-        (``target``) for post-hoc evaluation; never pass a record to an agent.
+        Keys: ``case_id``, ``dataset``, ``phase``, ``turns``, ``n_exams_requested``,
+        ``invalid_actions``, ``stopped_early``, ``events``, ``evidence``, ``answer``,
+        ``case_flags``, ``case_strata``; with a flag-reporting patient (the LLM patient)
+        ``patient_flags``, the flagged replies so far as ``[{"turn": int, "flags":
+        [str, ...]}, ...]`` (``[]`` when none; B16, see the module docstring). Once the
+        episode is over the record also holds the outcome keys of ``info`` and the
+        reference target Y (``target``) for post-hoc evaluation; never pass a record to
+        an agent.
         """
         rt = self.runtime
         if rt is None:
@@ -411,6 +452,9 @@ class EGIPEnv(gym.Env):
             "case_strata": {key: rt.case.metadata[key] for key in STRATA_KEYS
                             if key in rt.case.metadata},
         }
+        if self._reports_flags:
+            record["patient_flags"] = [{"turn": e["turn"], "flags": list(e["flags"])}
+                                       for e in self._flagged_replies]
         if rt.phase == "done":
             record.update(self._final)
             # Y, for post-hoc evaluation (judges, embedding similarity); records are
@@ -421,34 +465,12 @@ class EGIPEnv(gym.Env):
     def _observation(self, text: str) -> dict[str, Any]:
         text, self._clipped = clip_text(text, self.max_text_chars)
         self._last_obs_text = text
-        mask = np.zeros(self.max_exams, dtype=np.int8)
-        rt = self.runtime
-        if rt is not None and rt.config.show_menu and rt.phase == "acquire":
-            done = set(rt.requested)
-            for entry in rt.catalog.entries[: self.max_exams]:
-                if entry.exam_id not in done:
-                    mask[entry.index] = 1
-        return {"text": text, "exam_mask": mask}
+        return {"text": text, "exam_mask": exam_mask(self.runtime, self.max_exams)}
 
     def _info(self, *, action_kind: str | None, reasoning: str | None = None) -> dict[str, Any]:
-        rt = self.runtime
-        assert rt is not None
-        info: dict[str, Any] = {
-            "case_id": rt.case.case_id,
-            "dataset": rt.case.dataset,
-            "phase": rt.phase,
-            "turn": rt.turn,
-            "menu": [{"id": e.exam_id, "name": e.label} for e in rt.menu()]
-            if rt.phase == "acquire" else [],
-            "candidates": None if rt.case.candidates is None else list(rt.case.candidates),
-            "n_exams_requested": len(rt.requested),
-            "invalid_actions": rt.invalid_actions,
-            "action_kind": action_kind,
-            "text_clipped": self._clipped,
-        }
-        if reasoning:
-            info["reasoning"] = reasoning
-        return info
+        assert self.runtime is not None
+        return doctor_info(self.runtime, action_kind=action_kind, text_clipped=self._clipped,
+                           reasoning=reasoning)
 
 
 @dataclass
@@ -472,100 +494,3 @@ class _Pending:
     target: str | None = None
     judged: bool = False
     judgement: Any = None
-
-
-def _takes_seed(judge: Any) -> bool:
-    """The judge's ``judge`` method accepts a ``seed`` keyword (as the LLM judge's does)."""
-    import inspect
-
-    method = getattr(judge, "judge", None) or getattr(judge, "ajudge", None)
-    if method is None:
-        return False
-    try:
-        params = inspect.signature(method).parameters
-    except (TypeError, ValueError):
-        return False
-    return "seed" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
-
-
-def _check_model(model: Any, name: str) -> None:
-    from clinenv.llm.base import ChatModel
-
-    if not isinstance(model, ChatModel):
-        raise ValueError(f"{name} must be a clinenv.llm.ChatModel, got {type(model).__name__}")
-
-
-def make_patient(patient: Any, patient_model: Any = None) -> Any:
-    """The patient simulator of ``EGIPEnv(patient=..., patient_model=...)``.
-
-    Args:
-        patient: ``None`` / ``"retrieval"``, ``"llm"``, or an object with ``reply`` or
-            ``areply``.
-        patient_model: a :class:`~clinenv.llm.base.ChatModel`, only with ``"llm"``.
-
-    Returns:
-        A :class:`~clinenv.agents.patient_retrieval.RetrievalPatient`, an
-        :class:`~clinenv.agents.llm_patient.LLMPatient`, or ``patient`` itself.
-
-    Raises:
-        ValueError: an unknown name, ``"llm"`` without ``patient_model`` (or with a
-            non-ChatModel), ``patient_model`` with another patient, or an object with
-            neither ``reply`` nor ``areply``.
-    """
-    if isinstance(patient, str) and patient not in PATIENT_KINDS:
-        raise ValueError(f"patient must be one of {PATIENT_KINDS} or a patient object, "
-                         f"got {patient!r}")
-    if patient == "llm":
-        if patient_model is None:
-            raise ValueError("patient='llm' needs patient_model=<clinenv.llm.ChatModel>")
-        _check_model(patient_model, "patient_model")
-        from clinenv.agents.llm_patient import LLMPatient
-
-        return LLMPatient(patient_model)
-    if patient_model is not None:
-        raise ValueError("patient_model is used only with patient='llm'")
-    if patient is None or patient == "retrieval":
-        from clinenv.agents.patient_retrieval import RetrievalPatient
-
-        return RetrievalPatient()
-    if not (callable(getattr(patient, "reply", None))
-            or callable(getattr(patient, "areply", None))):
-        raise ValueError(f"patient object {type(patient).__name__} needs a reply(view) -> "
-                         "str method (or async areply)")
-    return patient
-
-
-def make_judge(judge: Any, judge_model: Any = None) -> Any:
-    """The judge of ``EGIPEnv(judge=..., judge_model=...)``; ``None`` for the scorer.
-
-    Args:
-        judge: ``None`` / ``"deterministic"``, ``"llm"``, or an object with ``judge`` or
-            ``ajudge``.
-        judge_model: a :class:`~clinenv.llm.base.ChatModel`, only with ``"llm"``.
-
-    Returns:
-        ``None`` (deterministic scorer), an :class:`~clinenv.agents.judge.LLMJudge`, or
-        ``judge`` itself.
-
-    Raises:
-        ValueError: as :func:`make_patient`, for ``judge`` and ``judge_model``.
-    """
-    if isinstance(judge, str) and judge not in JUDGE_KINDS:
-        raise ValueError(f"judge must be None, one of {JUDGE_KINDS} or a judge object, "
-                         f"got {judge!r}")
-    if judge == "llm":
-        if judge_model is None:
-            raise ValueError("judge='llm' needs judge_model=<clinenv.llm.ChatModel>")
-        _check_model(judge_model, "judge_model")
-        from clinenv.agents.judge import LLMJudge
-
-        return LLMJudge(judge_model)
-    if judge_model is not None:
-        raise ValueError("judge_model is used only with judge='llm'")
-    if judge is None or judge == "deterministic":
-        return None
-    if not (callable(getattr(judge, "judge", None))
-            or callable(getattr(judge, "ajudge", None))):
-        raise ValueError(f"judge object {type(judge).__name__} needs a judge(answer, target) "
-                         "method (or async ajudge)")
-    return judge

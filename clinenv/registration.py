@@ -3,7 +3,11 @@
 One line per variant. ``EGIP-<Dataset>-v0`` builds :class:`clinenv.env.EGIPEnv` (text
 actions); ``EGIP-<Dataset>-Menu-v0`` builds
 :class:`clinenv.wrappers.menu_action.MenuActionEnv` (a Discrete menu-index action with
-``action_mask``, for classic RL baselines) over the same dataset. The dataset is
+``action_mask``, for classic RL baselines) over the same dataset. On cases without
+candidate labels (MedQA, MIMIC-IV) its answer action can only submit a diagnosis named
+in the acquired evidence (``info["answer_source"] == "evidence"``), which is copied
+from a record on cases flagged ``target_in_records``: report those cases separately or
+exclude them when comparing Menu-id agents. The dataset is
 resolved at ``gym.make`` time, so an id whose data is missing fails at once with the
 how-to-get-it error (:class:`clinenv.errors.DatasetNotFoundError`).
 

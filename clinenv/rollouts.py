@@ -1,44 +1,49 @@
-"""Rollouts: run a doctor policy through episodes and keep a crash-safe run log.
+"""Logged runs: a doctor policy over a schedule of episodes, with a crash-safe run log.
 
 Pieces, smallest first:
 
 - :func:`episode_seed` (from :mod:`clinenv.seeding`) — the seed of one scheduled episode;
-- :func:`run_episode` — one episode of a Gymnasium environment with a doctor policy;
 - :func:`plan_episodes` — the deterministic schedule of (case, repetition, seed);
 - the run log (:mod:`clinenv.runlog`) — one JSON object per line and per episode;
 - :func:`prepare_run` — the plan of a logged run and the resume checks, shared by
   :func:`run_logged` (one episode at a time) and :func:`clinenv.concurrent.run_concurrent`
   (many episodes at once under asyncio);
-- :func:`run_logged` — the whole run with resume, as used by ``clinenv run``;
-- :func:`summarize` — accuracy, coverage, turns and exams (EGIP section 4.1);
-  :func:`llm_totals` — model calls, tokens and latency of a run.
+- :func:`run_logged` — the whole run with resume and fail-fast stops
+  (:mod:`clinenv.fail_fast`), as used by ``clinenv run``.
 
-Run-log line (schema :data:`SCHEMA`), UTF-8, ``ensure_ascii=False``::
+One episode is :mod:`clinenv.episode` (:func:`run_episode`); the run summaries are
+:mod:`clinenv.summary` (:func:`summarize`, :func:`llm_totals`). Both are re-exported
+here, so ``from clinenv.rollouts import run_episode, summarize`` keeps working.
+
+Run-log line (schema :data:`clinenv.runlog.SCHEMA`), UTF-8, ``ensure_ascii=False``::
 
     schema, case_id, case_index, repetition, seed, run_seed, env_id, env_spec, dataset,
     dataset_sha256, clinenv_version, doctor {name, config}, n_cases_scheduled,
     n_repetitions, turns, n_exams_requested,
     invalid_actions, stopped_early, phase, answer, verdict, correct, match_score, reward,
     steps, terminated, truncated, events, evidence, case_flags, case_strata, target,
-    scorer, timing; and when present: judge_verdict, llm, error
+    scorer, timing; and when present: judge_verdict, patient_flags, llm, error
 
+that is, the run's context (:class:`clinenv.runlog.RunContext`) and the episode record
+(:mod:`clinenv.episode`, which describes ``timing``, ``llm`` and ``error``).
 ``scorer`` is ``"deterministic"`` or ``"llm-judge"``; ``judge_verdict`` (with an LLM
-judge) is ``"correct"``, ``"wrong"``, ``"unparsed"`` or ``None`` (no answer to judge).
+judge) is ``"correct"``, ``"wrong"``, ``"unparsed"`` or ``None`` (no answer to judge);
+``patient_flags`` (with an LLM patient) lists its flagged replies
+(:meth:`clinenv.env.EGIPEnv.episode_record`).
 
-``llm`` is present when the doctor has ``drain_calls`` (an LLM doctor) or the
-environment has an LLM patient or judge: ``{"n_calls", "prompt_tokens",
-"completion_tokens", "latency_s", "calls"}``, where ``calls`` holds one
-:meth:`clinenv.llm.base.ChatResult.to_log` record per model call, each with ``agent``
-(``"doctor"``, ``"patient"`` or ``"judge"``), in the order doctor, patient, judge; token
-sums are ``None`` when no call reported them, ``latency_s`` sums the calls' wall seconds.
-
-``error`` marks an episode stopped by a model backend that still failed after its
-retries (:class:`clinenv.llm.base.BackendError`): ``{"type", "message", "backend",
-"detail"}``. Such a line is an unfinished episode (``terminated`` false, ``verdict``
-``"unscored"``, ``correct`` false, events up to the failure); the run goes on with the
-next episode, the summary counts the errors (``n_errors``), and the episode stays in the
-accuracy denominator. Resuming does not run it again (a log holds one line per
-episode); run the schedule into a new log to retry.
+An *error line* (one with ``error``) is an episode stopped by a model backend that still
+failed after its retries: unfinished (``terminated`` false, ``verdict`` ``"unscored"``,
+``correct`` false, events up to the failure). The run goes on with the next episode, the
+summary counts the errors (``n_errors``), and the episode stays in the accuracy
+denominator — unless the error says the run cannot work (a refused request) or too many
+episodes fail in a row (an outage): then the run stops (:mod:`clinenv.fail_fast`).
+Resuming the run (``resume=True``, ``clinenv run --resume``) runs exactly the scheduled
+episodes that have no line or whose latest line is an error line and appends their new
+lines (``retry_errors=False``, ``--no-retry-errors``, keeps error lines as they are). A
+log holds one line per episode except for this retry: a later line of an episode
+supersedes an earlier *error* line, and only such a line (the supersession rule of
+:mod:`clinenv.runlog`); readers take the latest line, so a retried episode counts once,
+with its new verdict.
 
 ``timing`` (wall seconds) and ``llm`` are the only non-deterministic fields: two runs
 with the same seed, environment and doctor (and deterministic model replies) write
@@ -47,215 +52,44 @@ identical lines apart from ``timing`` and ``llm``.
 
 from __future__ import annotations
 
-import math
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from clinenv.llm.base import BackendError
+from clinenv.episode import (
+    EpisodeTally,
+    awaitable,
+    call_totals,
+    episode_llm,
+    error_dict,
+    play_episode,
+    run_episode,
+    run_without_loop,
+)
+from clinenv.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS, FailFast, RunAborted
 from clinenv.runlog import (
     KEY,
     RunContext,
     RunLog,
     RunLogError,
     RunLogWriter,
+    is_error_line,
     read_run_log,
 )
 from clinenv.seeding import episode_seed
+from clinenv.summary import llm_totals, standing_records, summarize
 
 __all__ = [
-    "PreparedRun", "RunLogError", "RunResult", "episode_seed", "llm_totals",
-    "plan_episodes", "prepare_run", "run_episode", "run_logged", "summarize",
+    # this module
+    "PreparedRun", "RunResult", "plan_episodes", "prepare_run", "run_logged",
+    # re-exported
+    "EpisodeTally", "RunAborted", "RunLogError", "awaitable", "call_totals",
+    "episode_llm", "episode_seed", "error_dict", "llm_totals", "play_episode",
+    "run_episode", "run_without_loop", "standing_records", "summarize",
 ]
 
 
-def run_episode(
-    env: Any,
-    doctor: Any,
-    *,
-    case_id: str | int,
-    seed: int | None,
-    max_steps: int = 100_000,
-) -> dict[str, Any]:
-    """Run one episode: ``doctor.act`` → ``env.step`` until the episode ends.
-
-    The environment is reset with ``seed`` and ``options={"case_id": case_id}``; the
-    doctor is reset with the same seed. Timings are measured here and go only into the
-    returned record, never into the environment's ``info``.
-
-    Args:
-        env: a Gymnasium environment whose ``unwrapped`` is
-            :class:`clinenv.env.EGIPEnv` (wrappers allowed).
-        doctor: a :class:`clinenv.agents.base.DoctorPolicy`.
-        case_id: a ``case_id`` string or a 0-based case index.
-        seed: the episode seed (see :func:`episode_seed`).
-        max_steps: safety cap on ``env.step`` calls; an episode that reaches it stops
-            with ``"truncated": True`` (EGIP episodes end by themselves far earlier).
-
-    Returns:
-        ``env.unwrapped.episode_record()`` (``case_id``, ``dataset``, ``phase``,
-        ``turns``, ``n_exams_requested``, ``invalid_actions``, ``events``, ``evidence``,
-        ``answer`` and, when finished, ``verdict``, ``correct``, ``match_score``) plus
-        ``reward`` (sum of step rewards, float), ``steps`` (``env.step`` calls),
-        ``terminated``, ``truncated`` and ``timing`` = ``{"reset_s", "doctor_s",
-        "env_s", "total_s"}`` (wall seconds; ``env_s`` covers ``env.step`` only); plus
-        ``llm`` and ``error`` as described in the module docstring. A
-        :class:`~clinenv.llm.base.BackendError` of the doctor, patient or judge ends the
-        episode as an error record instead of propagating.
-
-    Raises:
-        KeyError, IndexError: unknown case id or index (from ``env.reset``).
-    """
-    tally = EpisodeTally()
-    observation, info = env.reset(seed=seed, options={"case_id": case_id})
-    doctor.reset(seed=seed)
-    tally.reset_done()
-    try:
-        while not tally.should_stop(max_steps):
-            t0 = tally.clock()
-            action = doctor.act(observation, info)
-            t1 = tally.clock()
-            observation, reward, terminated, truncated, info = env.step(action)
-            tally.add_step(reward, terminated, truncated, doctor_s=t1 - t0,
-                           env_s=tally.clock() - t1)
-    except BackendError as err:
-        tally.error = err
-    return tally.record(env, doctor)
-
-
-@dataclass
-class EpisodeTally:
-    """Bookkeeping of one running episode, shared by :func:`run_episode` and
-    :func:`clinenv.concurrent.arun_episode` (so both return the same record).
-
-    Attributes:
-        start: ``time.perf_counter()`` at the start; times below are wall seconds.
-        reset_s, doctor_s, env_s: time in ``reset``, in the doctor, in the environment.
-        reward: sum of step rewards.
-        steps: ``env.step`` calls so far.
-        terminated, truncated: the episode's end flags.
-        error: the backend error that stopped the episode, if any.
-    """
-
-    start: float = field(default_factory=time.perf_counter)
-    reset_s: float = 0.0
-    doctor_s: float = 0.0
-    env_s: float = 0.0
-    reward: float = 0.0
-    steps: int = 0
-    terminated: bool = False
-    truncated: bool = False
-    error: BackendError | None = None
-
-    @staticmethod
-    def clock() -> float:
-        """The clock of every timing (``time.perf_counter``)."""
-        return time.perf_counter()
-
-    def reset_done(self) -> None:
-        """Mark the end of ``env.reset`` and ``doctor.reset``."""
-        self.reset_s = self.clock() - self.start
-
-    def should_stop(self, max_steps: int) -> bool:
-        """The episode is over, or reached ``max_steps`` (then it is truncated)."""
-        if self.terminated or self.truncated:
-            return True
-        if self.steps >= max_steps:
-            self.truncated = True
-            return True
-        return False
-
-    def add_step(self, reward: float, terminated: bool, truncated: bool, *,
-                 doctor_s: float, env_s: float) -> None:
-        """Count one ``env.step``."""
-        self.reward += float(reward)
-        self.steps += 1
-        self.terminated, self.truncated = bool(terminated), bool(truncated)
-        self.doctor_s += doctor_s
-        self.env_s += env_s
-
-    def record(self, env: Any, doctor: Any) -> dict[str, Any]:
-        """The episode record (see :func:`run_episode`); drains the model call records."""
-        record = env.unwrapped.episode_record()
-        record.update(reward=self.reward, steps=self.steps, terminated=self.terminated,
-                      truncated=self.truncated)
-        if self.error is not None:
-            record.update(terminated=False, verdict="unscored", correct=False,
-                          error=error_dict(self.error))
-        llm = episode_llm(env, doctor)
-        if llm is not None:
-            record["llm"] = llm
-        record["timing"] = {"reset_s": self.reset_s, "doctor_s": self.doctor_s,
-                            "env_s": self.env_s, "total_s": self.clock() - self.start}
-        return record
-
-
-def error_dict(err: BaseException) -> dict[str, Any]:
-    """``{"type", "message", "backend", "detail"}`` of an exception, for a log line."""
-    return {"type": type(err).__name__, "message": str(err),
-            "backend": getattr(err, "backend", "") or "",
-            "detail": getattr(err, "detail", "") or ""}
-
-
-def episode_llm(env: Any, doctor: Any) -> dict[str, Any] | None:
-    """The ``llm`` field of an episode record, or ``None`` without any LLM agent.
-
-    Drains ``doctor.drain_calls()`` (records get ``agent="doctor"`` unless they name
-    one) and ``env.unwrapped.drain_llm_calls()`` (patient, judge).
-    """
-    drain = getattr(doctor, "drain_calls", None)
-    unwrapped = env.unwrapped
-    env_llm = bool(getattr(unwrapped, "has_llm_agents", False))
-    if not callable(drain) and not env_llm:
-        return None
-    calls = [{"agent": "doctor", **call} for call in drain()] if callable(drain) else []
-    if env_llm:
-        calls += unwrapped.drain_llm_calls()
-    return call_totals(calls) | {"calls": calls}
-
-
-def call_totals(calls: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """``{"n_calls", "prompt_tokens", "completion_tokens", "latency_s"}`` of call records.
-
-    Token sums skip calls that did not report them and are ``None`` when none did.
-    """
-    def total(key: str) -> int | None:
-        known = [int(c[key]) for c in calls if c.get(key) is not None]
-        return sum(known) if known else None
-
-    return {"n_calls": len(calls), "prompt_tokens": total("prompt_tokens"),
-            "completion_tokens": total("completion_tokens"),
-            "latency_s": float(sum(float(c.get("latency_s") or 0.0) for c in calls))}
-
-
-def llm_totals(lines: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """Model calls of a run from its lines' ``llm`` fields; ``None`` when no line has one.
-
-    Returns:
-        ``{"n_calls", "prompt_tokens", "completion_tokens", "mean_latency_s"}``: totals
-        over the lines (tokens ``None`` when never reported) and the mean wall seconds
-        per call (``nan`` without calls).
-    """
-    fields = [line["llm"] for line in lines if isinstance(line.get("llm"), Mapping)]
-    if not fields:
-        return None
-    n_calls = sum(int(f.get("n_calls") or 0) for f in fields)
-
-    def total(key: str) -> int | None:
-        known = [int(f[key]) for f in fields if f.get(key) is not None]
-        return sum(known) if known else None
-
-    latency = sum(float(f.get("latency_s") or 0.0) for f in fields)
-    return {"n_calls": n_calls, "prompt_tokens": total("prompt_tokens"),
-            "completion_tokens": total("completion_tokens"),
-            "mean_latency_s": latency / n_calls if n_calls else math.nan}
-
-
-# ------------------------------------------------------------------------ schedule
 def plan_episodes(
     n_cases: int, episodes: int | None, repetitions: int, seed: int
 ) -> list[tuple[int, int, int]]:
@@ -299,12 +133,17 @@ class RunResult:
 
     Attributes:
         plan: the schedule (``[(case_index, repetition, seed), ...]``).
-        lines: one log line per scheduled episode, in plan order.
-        n_new: episodes run now.
-        n_resumed: scheduled episodes already in the log.
-        n_extra: log lines outside this plan (e.g. from a run with more ``episodes``).
+        lines: the line that stands for each scheduled episode (the latest, see the
+            supersession rule in the module docstring), in plan order.
+        n_new: episodes run now (retried ones included).
+        n_resumed: scheduled episodes kept from the log as they were.
+        n_extra: episodes in the log outside this plan (e.g. from a run with more
+            ``episodes``).
         partial_bytes: size of a crash-cut last line that was removed (0 if none).
-        n_errors: lines of this plan stopped by a backend error (``error`` field).
+        n_errors: episodes of this plan whose line is an error line (stopped by a
+            backend error), after any retry.
+        n_retried: episodes of this plan run again because their latest line in the log
+            was an error line (counted in ``n_new``).
     """
 
     plan: list[tuple[int, int, int]]
@@ -314,6 +153,7 @@ class RunResult:
     n_extra: int
     partial_bytes: int
     n_errors: int = 0
+    n_retried: int = 0
 
 
 @dataclass
@@ -327,10 +167,13 @@ class PreparedRun:
         out: the log file.
         context: the run's :class:`~clinenv.runlog.RunContext` (with its schedule).
         plan: the whole schedule.
-        todo: the scheduled ``(case_index, repetition, seed)`` missing from the log, in
-            plan order.
-        done: log lines by ``(case_id, repetition)`` (old ones, then new ones).
+        todo: the scheduled ``(case_index, repetition, seed)`` to run now, in plan
+            order: those missing from the log and (when retrying) those whose latest
+            line is an error line.
+        done: the line that stands for each episode, by ``(case_id, repetition)``
+            (old ones, replaced or joined by new ones).
         partial_bytes: size of a crash-cut last line that was removed.
+        n_retried: episodes of :attr:`todo` that have an error line in the log.
     """
 
     out: Path
@@ -339,6 +182,7 @@ class PreparedRun:
     todo: list[tuple[int, int, int]]
     done: dict[KEY, dict[str, Any]]
     partial_bytes: int
+    n_retried: int = 0
 
     def line(self, record: Mapping[str, Any], item: tuple[int, int, int]) -> dict[str, Any]:
         """The log line of the episode ``item`` = ``(case_index, repetition, seed)``."""
@@ -346,7 +190,8 @@ class PreparedRun:
         return self.context.line(record, case_index=index, repetition=rep, seed=ep_seed)
 
     def add(self, line: dict[str, Any]) -> None:
-        """Record a new line (already written to the log)."""
+        """Record a new line (already written to the log); it supersedes an error line
+        of the same episode."""
         self.done[(line["case_id"], line["repetition"])] = line
 
     def result(self) -> RunResult:
@@ -362,7 +207,7 @@ class PreparedRun:
                          n_resumed=len(self.plan) - len(self.todo),
                          n_extra=len(set(self.done) - wanted),
                          partial_bytes=self.partial_bytes,
-                         n_errors=sum("error" in line for line in lines))
+                         n_errors=sum(map(is_error_line, lines)), n_retried=self.n_retried)
 
 
 def prepare_run(
@@ -374,15 +219,34 @@ def prepare_run(
     episodes: int | None = None,
     repetitions: int = 1,
     resume: bool = False,
+    retry_errors: bool = True,
     env_id: str | None = None,
 ) -> PreparedRun:
     """Plan a logged run and check an existing log against it (nothing is run).
 
-    With ``resume=True`` an existing log is read (a partial last line is cut off), every
-    line is checked against this run (:meth:`RunContext.check`), and exactly the
-    scheduled ``(case_id, repetition)`` keys missing from it are left to do.
+    :func:`run_logged`, :func:`clinenv.concurrent.run_concurrent` and
+    :func:`clinenv.concurrent.arun_concurrent` take these keyword arguments too and pass
+    them here.
 
-    Args: as :func:`run_logged` (``env`` and ``doctor`` give the run's context).
+    With ``resume=True`` an existing log is read (a partial last line is cut off), every
+    line is checked against this run (:meth:`RunContext.check`), and left to do are
+    exactly the scheduled ``(case_id, repetition)`` keys missing from it and, with
+    ``retry_errors``, those whose latest line is an error line (an episode stopped by a
+    backend error; its new line is appended and supersedes it, see the module
+    docstring).
+
+    Args:
+        env: the environment; with ``doctor`` it gives the run's context
+            (environment id and spec, dataset, doctor config).
+        doctor: the doctor policy.
+        out: the log file.
+        seed: the run seed (>= 0).
+        episodes: the first N cases in dataset order (``None``: all).
+        repetitions: repetitions per case (>= 1).
+        resume: continue an existing log instead of refusing it.
+        retry_errors: when resuming, run the episodes whose latest line is an error
+            line again (default); false keeps them as they are.
+        env_id: overrides ``env.spec.id`` in the log.
 
     Returns:
         A :class:`PreparedRun`.
@@ -390,7 +254,8 @@ def prepare_run(
     Raises:
         FileExistsError: ``out`` exists, is not empty, and ``resume`` is false.
         RunLogError: the existing log is corrupt or from a different run; or it holds a
-            key twice.
+            key twice other than after an error line
+            (:meth:`clinenv.runlog.RunLog.episodes`).
         ValueError: ``episodes``, ``repetitions`` or ``seed`` out of range.
     """
     out = Path(out)
@@ -401,17 +266,18 @@ def prepare_run(
         raise FileExistsError(f"{out} exists and is not empty; pass --resume to continue "
                               "it, or choose another --out file")
     log = read_run_log(out, repair=True) if resume else RunLog(out)
-    done: dict[KEY, dict[str, Any]] = {}
     for line, number in zip(log.lines, log.line_numbers, strict=True):
         context.check(line, path=out, line_no=number)
-        key = (line["case_id"], line["repetition"])
-        if key in done:
-            raise RunLogError(f"episode {key} appears twice (also on an earlier line)",
-                              path=out, line=number)
-        done[key] = line
-    todo = [(i, r, s) for i, r, s in plan if (context.case_ids[i], r) not in done]
+    done = log.episodes()
+    todo, n_retried = [], 0
+    for index, rep, ep_seed in plan:
+        line = done.get((context.case_ids[index], rep))
+        retry = line is not None and retry_errors and is_error_line(line)
+        if line is None or retry:
+            todo.append((index, rep, ep_seed))
+            n_retried += retry
     return PreparedRun(out=out, context=context, plan=plan, todo=todo, done=done,
-                       partial_bytes=log.partial_bytes)
+                       partial_bytes=log.partial_bytes, n_retried=n_retried)
 
 
 def run_logged(
@@ -423,22 +289,29 @@ def run_logged(
     episodes: int | None = None,
     repetitions: int = 1,
     resume: bool = False,
+    retry_errors: bool = True,
     env_id: str | None = None,
+    max_consecutive_errors: int | None = DEFAULT_MAX_CONSECUTIVE_ERRORS,
     progress: Callable[[dict[str, Any]], None] | None = None,
     on_start: Callable[[int], None] | None = None,
 ) -> RunResult:
     """Run a whole schedule, one episode at a time, appending one line per episode to
-    ``out`` (see :func:`prepare_run` for the plan and the resume checks).
+    the log (``out``; it and its folder are created when the run starts).
 
     Args:
-        env: the environment.
+        env: the environment (a Gymnasium environment over :class:`clinenv.env.EGIPEnv`).
         doctor: the doctor policy.
-        out: the log file.
-        seed: the run seed (>= 0).
-        episodes: the first N cases in dataset order (``None``: all).
+        out: the log file (JSON Lines); must be new or empty unless ``resume``.
+        seed: the run seed (>= 0); episode seeds derive from it
+            (:func:`clinenv.seeding.episode_seed`).
+        episodes: run the first N cases in dataset order (``None``: all).
         repetitions: repetitions per case (>= 1).
-        resume: continue an existing log instead of refusing it.
-        env_id: overrides ``env.spec.id`` in the log.
+        resume: continue an existing log (:func:`prepare_run`) instead of refusing it.
+        retry_errors: when resuming, run the episodes whose latest line is an error line
+            again (default); false keeps them.
+        env_id: the environment id written to the log (default ``env.spec.id``).
+        max_consecutive_errors: stop the run after this many error episodes in a row
+            (>= 1; ``None``: never); see :mod:`clinenv.fail_fast`.
         progress: called with each new line after it is written.
         on_start: called once with the number of episodes about to run.
 
@@ -447,120 +320,28 @@ def run_logged(
         (module docstring) and counted in ``n_errors``; the run goes on.
 
     Raises:
-        FileExistsError: ``out`` exists, is not empty, and ``resume`` is false.
-        RunLogError: the existing log is corrupt or from a different run; or it holds a
-            key twice.
-        ValueError: ``episodes``, ``repetitions`` or ``seed`` out of range.
+        RunAborted: a non-retryable backend error (the run stops before writing that
+            episode) or ``max_consecutive_errors`` error episodes in a row (written); the
+            log keeps whole lines only (:mod:`clinenv.fail_fast`).
+        FileExistsError, RunLogError: as :func:`prepare_run`.
+        ValueError: ``episodes``, ``repetitions``, ``seed`` or ``max_consecutive_errors``
+            out of range.
     """
+    guard = FailFast(Path(out), max_consecutive_errors)
     run = prepare_run(env, doctor, out=out, seed=seed, episodes=episodes,
-                      repetitions=repetitions, resume=resume, env_id=env_id)
+                      repetitions=repetitions, resume=resume, retry_errors=retry_errors,
+                      env_id=env_id)
     if on_start is not None:
         on_start(len(run.todo))
     with RunLogWriter(run.out) as writer:
         for item in run.todo:
             index, _, ep_seed = item
-            line = run.line(run_episode(env, doctor, case_id=index, seed=ep_seed), item)
+            record = run_episode(env, doctor, case_id=index, seed=ep_seed)
+            guard.before_write(record)
+            line = run.line(record, item)
             writer.write(line)
             run.add(line)
             if progress is not None:
                 progress(line)
+            guard.after_write(line)
     return run.result()
-
-
-# ------------------------------------------------------------------------- summary
-def summarize(
-    records: Iterable[Mapping[str, Any]],
-    *,
-    plan: Sequence[tuple[int, int, int]] | None = None,
-) -> dict[str, Any]:
-    """Run metrics (EGIP section 4.1).
-
-    Accuracy is the share of *scheduled* outputs scored correct: unscored answers,
-    non-answers and scheduled episodes without a record all stay in the denominator.
-    Coverage is the share of scheduled outputs with an identifiable answer
-    (``verdict != "unscored"``).
-
-    Args:
-        records: run-log lines or :func:`run_episode` records (``verdict``, ``turns``,
-            ``n_exams_requested`` and, for run-log lines, ``repetition``; a record
-            without ``repetition`` counts as repetition 0, one without ``verdict`` as
-            unscored).
-        plan: the schedule; when given, ``n_scheduled`` and the per-repetition
-            denominators come from it, else from the records.
-
-    Returns:
-        ``{"n_scheduled", "n_records", "n_correct", "n_wrong", "n_unscored",
-        "n_errors", "accuracy", "coverage", "mean_turns", "mean_exams", "repetitions",
-        "accuracy_mean", "accuracy_sd"}`` (``n_errors``: records stopped by a backend
-        error, also counted as unscored), computed with the definitions of
-        :mod:`clinenv.evaluation.metrics` (``accuracy``, ``per_repetition_accuracy``,
-        ``mean_sd``, ``coverage``), so they agree with ``clinenv eval`` on the same log.
-        Percentages are in 0..100 (``nan`` when nothing is scheduled); means are over the
-        records (``nan`` without records).
-        ``repetitions`` maps each repetition index to ``{"n_scheduled", "n_correct",
-        "accuracy", "coverage"}``; ``accuracy_mean`` is the mean of the per-repetition
-        accuracies and ``accuracy_sd`` their sample standard deviation (``None``, never
-        NaN, with fewer than 2 repetitions).
-    """
-    from clinenv.evaluation.metrics import (
-        accuracy,
-        coverage,
-        mean_sd,
-        mean_turns_exams,
-        per_repetition_accuracy,
-    )
-
-    records = list(records)
-    verdicts = [r.get("verdict", "unscored") for r in records]
-    reps = [int(r.get("repetition", 0)) for r in records]
-    scheduled: dict[int, int] = {}
-    for rep in (r for _, r, _ in plan) if plan is not None else reps:
-        scheduled[rep] = scheduled.get(rep, 0) + 1
-    n_scheduled = sum(scheduled.values())
-    columns = sorted(scheduled)
-    # One column per repetition, one cell per scheduled output: 1 correct, 0 wrong,
-    # unscored or missing (a scheduled episode without a record), NaN for no slot (a
-    # repetition with fewer scheduled outputs than the longest) -- the correctness
-    # matrix of clinenv.evaluation.metrics, so this summary and ``clinenv eval`` share
-    # their definitions.
-    per_rep_correct = {r: [v == "correct" for v, rr in zip(verdicts, reps, strict=True)
-                           if rr == r] for r in columns}
-    n_rows = max([scheduled[r] for r in columns], default=0)
-    matrix = np.full((n_rows, len(columns)), np.nan)
-    for j, r in enumerate(columns):
-        matrix[:scheduled[r], j] = 0.0
-        hits = per_rep_correct[r][:scheduled[r]]
-        matrix[:len(hits), j] = np.asarray(hits, dtype=float)
-    # coverage items: every record, plus an answerless slot per missing scheduled output
-    items = [{"verdict": v} for v in verdicts]
-    items += [None] * max(0, n_scheduled - len(records))
-    repetitions: dict[int, dict[str, Any]] = {}
-    per_rep = per_repetition_accuracy(matrix) if matrix.size else np.array([])
-    for j, r in enumerate(columns):
-        mine = [{"verdict": v} for v, rr in zip(verdicts, reps, strict=True) if rr == r]
-        mine += [None] * max(0, scheduled[r] - len(mine))
-        repetitions[r] = {
-            "n_scheduled": scheduled[r],
-            "n_correct": int(np.nansum(matrix[:, j])),
-            "accuracy": float(per_rep[j]),
-            "coverage": coverage(mine),
-        }
-    n_correct = verdicts.count("correct")
-    n_wrong = verdicts.count("wrong")
-    mean, sd = mean_sd(per_rep) if per_rep.size else (math.nan, math.nan)
-    interaction = mean_turns_exams(records)
-    return {
-        "n_scheduled": n_scheduled,
-        "n_records": len(records),
-        "n_correct": n_correct,
-        "n_wrong": n_wrong,
-        "n_unscored": n_scheduled - n_correct - n_wrong,
-        "n_errors": sum("error" in r for r in records),
-        "accuracy": accuracy(matrix) if matrix.size else math.nan,
-        "coverage": coverage(items),
-        "mean_turns": float(interaction["mean_turns"]),
-        "mean_exams": float(interaction["mean_exams"]),
-        "repetitions": repetitions,
-        "accuracy_mean": mean,
-        "accuracy_sd": None if math.isnan(sd) else sd,
-    }

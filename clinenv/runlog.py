@@ -3,9 +3,18 @@
 - :class:`RunContext` builds the lines of one run and checks that old lines belong to it;
 - :class:`RunLogWriter` appends lines (flushed and fsync'd one by one);
 - :func:`read_run_log` reads them back and, when asked, repairs a last line cut by a
-  crash (never touching complete lines).
+  crash (never touching complete lines); :meth:`RunLog.episodes` gives the line that
+  stands for each episode.
 
 Line schema :data:`SCHEMA`; see :mod:`clinenv.rollouts` for the fields.
+
+One line per episode ``(case_id, repetition)``, with one exception, the *supersession
+rule*: an error line (:func:`is_error_line`, an episode stopped by a model backend) may
+be followed by a later line for the same episode (a retry written by a resumed run),
+and the later line then stands for the episode; the error line stays in the file as a
+record of the failure. Any other repeated key (a second line after a line that is not
+an error line) is an error for every reader (:meth:`RunLog.episodes`,
+:func:`clinenv.rollouts.prepare_run`, :func:`clinenv.evaluation.runs.load_runs`).
 """
 
 from __future__ import annotations
@@ -264,7 +273,82 @@ class RunLog:
 
     def keys(self) -> set[KEY]:
         """``{(case_id, repetition), ...}`` present in the log."""
-        return {(ln["case_id"], ln["repetition"]) for ln in self.lines}
+        return {episode_key(ln) for ln in self.lines}
+
+    def episodes(self) -> dict[KEY, dict[str, Any]]:
+        """The line that stands for each episode, under the supersession rule (module
+        docstring): the latest line of a key, when every earlier line of that key is an
+        error line.
+
+        Returns:
+            ``{(case_id, repetition): line}`` in order of each key's first line.
+
+        Raises:
+            RunLogError: a key's line follows a line of the same key that is not an
+                error line (the message names both lines).
+        """
+        index = EpisodeLines()
+        for line, number in zip(self.lines, self.line_numbers, strict=True):
+            earlier = index.add(line, number)
+            if earlier is not None:
+                raise RunLogError(
+                    f"episode {episode_key(line)} appears twice (also on line {earlier}); "
+                    "only an error line may be followed by another line of its episode",
+                    path=self.path, line=number)
+        return index.lines
+
+
+def episode_key(line: Mapping[str, Any]) -> KEY:
+    """A line's ``(case_id, repetition)``."""
+    return line["case_id"], line["repetition"]
+
+
+@dataclass
+class EpisodeLines:
+    """The line that stands for each episode, fed line by line: the one implementation of
+    the supersession rule (module docstring), used by :meth:`RunLog.episodes`,
+    :func:`clinenv.rollouts.summarize` and :func:`clinenv.evaluation.runs.load_runs`.
+
+    Attributes:
+        lines: ``{(case_id, repetition): standing line}``, keys in order of first line.
+        where: ``{(case_id, repetition): where}`` of each standing line, ``where`` as
+            given to :meth:`add` (a line number, a ``(file, line)`` pair...; never
+            ``None``).
+        n_superseded: error lines replaced by a later line so far.
+    """
+
+    lines: dict[KEY, Any] = field(default_factory=dict)
+    where: dict[KEY, Any] = field(default_factory=dict)
+    n_superseded: int = 0
+
+    def add(self, line: Mapping[str, Any], where: Any) -> Any:
+        """Take the next line (it needs ``case_id`` and ``repetition``).
+
+        Returns:
+            ``None`` when the line now stands for its episode (new, or after an error
+            line); else the ``where`` of the earlier, non-error line of the same episode
+            that forbids it — then nothing changes and the caller reports a duplicate.
+        """
+        key = episode_key(line)
+        earlier = self.lines.get(key)
+        if earlier is not None:
+            if not is_error_line(earlier):
+                return self.where[key]
+            self.n_superseded += 1
+        self.lines[key] = line
+        self.where[key] = where
+        return None
+
+
+def is_error_line(line: Mapping[str, Any]) -> bool:
+    """The line is an *error line*: an episode stopped by a model backend that still
+    failed after its retries (it has the field ``error``; see :mod:`clinenv.rollouts`).
+
+    Under the supersession rule (module docstring) a later line of the same episode may
+    replace it, and a resumed run runs it again
+    (:func:`clinenv.rollouts.prepare_run`, ``retry_errors``).
+    """
+    return "error" in line
 
 
 def read_run_log(path: str | Path, *, repair: bool = False) -> RunLog:

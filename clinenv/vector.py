@@ -38,7 +38,8 @@ def make_vec(env_id: str, num_envs: int, *, mode: VectorMode = "sync",
         mode: ``"sync"`` (one process) or ``"async"`` (one worker process per
             sub-environment, always without shared memory).
         autoreset_mode: Gymnasium's autoreset mode (default ``NEXT_STEP``; LLM loops
-            often prefer ``SAME_STEP`` or ``DISABLED``).
+            often prefer ``SAME_STEP`` or ``DISABLED``), as accepted by
+            :func:`autoreset`.
         **kwargs: environment arguments, as for ``gym.make``.
 
     Returns:
@@ -46,7 +47,7 @@ def make_vec(env_id: str, num_envs: int, *, mode: VectorMode = "sync",
         strings; actions of a text id are a tuple of strings.
 
     Raises:
-        ValueError: an unknown ``mode`` or ``num_envs < 1``.
+        ValueError: an unknown ``mode`` or ``autoreset_mode``, or ``num_envs < 1``.
         gymnasium.error.Error: an unknown id.
     """
     if mode not in ("sync", "async"):
@@ -57,9 +58,32 @@ def make_vec(env_id: str, num_envs: int, *, mode: VectorMode = "sync",
     if mode == "async":
         vector_kwargs["shared_memory"] = False
     if autoreset_mode is not None:
-        vector_kwargs["autoreset_mode"] = gym.vector.AutoresetMode(autoreset_mode)
+        vector_kwargs["autoreset_mode"] = autoreset(autoreset_mode)
     return gym.make_vec(env_id, num_envs, vectorization_mode=mode,
                         vector_kwargs=vector_kwargs, **kwargs)
+
+
+def autoreset(mode: gym.vector.AutoresetMode | str) -> gym.vector.AutoresetMode:
+    """Gymnasium's ``AutoresetMode`` from the enum, its value or its name.
+
+    Args:
+        mode: an ``AutoresetMode``, a value (``"NextStep"``, ``"SameStep"``,
+            ``"Disabled"``) or a name (``"NEXT_STEP"``, ``"SAME_STEP"``, ``"DISABLED"``);
+            strings are matched case-insensitively, ignoring ``_``, ``-`` and spaces.
+
+    Raises:
+        ValueError: anything else; the message lists the accepted names.
+    """
+    if isinstance(mode, gym.vector.AutoresetMode):
+        return mode
+    if isinstance(mode, str):
+        key = "".join(ch for ch in mode.casefold() if ch not in "_- ")
+        for member in gym.vector.AutoresetMode:
+            if key in (member.name.casefold().replace("_", ""), member.value.casefold()):
+                return member
+    names = ", ".join(m.name for m in gym.vector.AutoresetMode)
+    raise ValueError(f"autoreset_mode must be one of {names} (or their values "
+                     f"{[m.value for m in gym.vector.AutoresetMode]}), got {mode!r}")
 
 
 @create_shared_memory.register(UnicodeText)

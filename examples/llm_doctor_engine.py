@@ -7,7 +7,8 @@ for many episodes at once prefer ``vllm serve`` and the server example, which le
 server batch the requests of concurrent episodes. Without vLLM installed the script
 stops at once with the message of :class:`~clinenv.llm.base.BackendUnavailableError`
 naming the extra to install. Without MedQA data (``CLINENV_DATA_DIR``) the bundled demo
-cases are used, with a note.
+cases are used, with a note. The choice of environment, the progress lines and the
+report come from the server example (``examples/llm_doctor_server.py``, imported).
 
 Run from the repository root, on a GPU machine::
 
@@ -22,25 +23,13 @@ import sys
 from pathlib import Path
 
 import gymnasium as gym
+from llm_doctor_server import pick_env, print_verdict, report  # the server example
 
 import clinenv  # noqa: F401  (registers the EGIP environment ids)
 from clinenv.agents.llm_doctor import LLMDoctor
-from clinenv.datasets import resolve_dataset
-from clinenv.errors import DatasetNotFoundError
 from clinenv.llm.base import BackendUnavailableError
 from clinenv.llm.vllm_backend import VLLMChatModel
-from clinenv.rollouts import llm_totals, run_logged, summarize
-
-
-def pick_env() -> str:
-    """EGIP-MedQA-v0 when its file resolves, else EGIP-Demo-v0 (with a note)."""
-    try:
-        resolve_dataset("medqa")
-        return "EGIP-MedQA-v0"
-    except DatasetNotFoundError:
-        print("note: MedQA data is not configured (set CLINENV_DATA_DIR to a folder with "
-              "agentclinic_medqa.jsonl); running the bundled demo cases instead")
-        return "EGIP-Demo-v0"
+from clinenv.rollouts import run_logged
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,13 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     with model:
         result = run_logged(gym.make(env_id), LLMDoctor(model, strategy="direct"),
                             out=args.out, episodes=args.episodes, resume=True, env_id=env_id,
-                            progress=lambda line: print(f"{line['case_id']}: "
-                                                        f"{line['answer']!r} -> "
-                                                        f"{line['verdict']}", flush=True))
-    summary = summarize(result.lines, plan=result.plan)
-    calls = llm_totals(result.lines) or {"n_calls": 0}
-    print(f"{env_id}: accuracy {summary['accuracy']:.1f} % over {summary['n_scheduled']} "
-          f"episodes, {calls['n_calls']} model calls; log {args.out}")
+                            progress=print_verdict)
+    report(env_id, result, args.out)
     return 0
 
 

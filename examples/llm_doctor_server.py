@@ -16,7 +16,9 @@ episode is one line of the run log ``--out`` (with the model calls, tokens and l
 under ``llm``); the script prints each verdict as it arrives, then accuracy and the
 model-call totals. Without MedQA data (``CLINENV_DATA_DIR`` pointing at a folder with
 ``agentclinic_medqa.jsonl``) it uses the bundled demo cases, with a note. The API key,
-if the server needs one, is read from ``OPENAI_API_KEY``.
+if the server needs one, is read from ``OPENAI_API_KEY``. The log is continued when it
+exists: missing episodes run, and so do episodes that a server outage stopped (error
+lines; their new lines supersede them).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from clinenv.concurrent import run_concurrent
 from clinenv.datasets import resolve_dataset
 from clinenv.errors import DatasetNotFoundError
 from clinenv.llm.openai_backend import OpenAIChatModel
-from clinenv.rollouts import llm_totals, summarize
+from clinenv.rollouts import RunResult, llm_totals, summarize
 
 
 def pick_env() -> str:
@@ -45,6 +47,22 @@ def pick_env() -> str:
         print("note: MedQA data is not configured (set CLINENV_DATA_DIR to a folder with "
               "agentclinic_medqa.jsonl); running the bundled demo cases instead")
         return "EGIP-Demo-v0"
+
+
+def print_verdict(line: dict) -> None:
+    """Progress: one episode's answer and verdict, as its log line is written."""
+    print(f"{line['case_id']}: {line['answer']!r} -> {line['verdict']}", flush=True)
+
+
+def report(env_id: str, result: RunResult, out: Path) -> None:
+    """The run's accuracy, coverage, backend errors and model-call totals."""
+    summary = summarize(result.lines, plan=result.plan)
+    calls = llm_totals(result.lines) or {"n_calls": 0, "prompt_tokens": None,
+                                          "completion_tokens": None}
+    print(f"{env_id}: accuracy {summary['accuracy']:.1f} % over {summary['n_scheduled']} "
+          f"episodes, coverage {summary['coverage']:.1f} %, {summary['n_errors']} backend "
+          f"errors; {calls['n_calls']} model calls, {calls['prompt_tokens']} prompt and "
+          f"{calls['completion_tokens']} completion tokens; log {out}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,16 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         result = run_concurrent(
             lambda: gym.make(env_id), lambda: LLMDoctor(model, strategy="direct"),
             out=args.out, episodes=args.episodes, concurrency=args.concurrency,
-            resume=True, env_id=env_id,
-            progress=lambda line: print(f"{line['case_id']}: {line['answer']!r} -> "
-                                        f"{line['verdict']}", flush=True))
-    summary = summarize(result.lines, plan=result.plan)
-    calls = llm_totals(result.lines) or {"n_calls": 0, "prompt_tokens": None,
-                                          "completion_tokens": None}
-    print(f"{env_id}: accuracy {summary['accuracy']:.1f} % over {summary['n_scheduled']} "
-          f"episodes, coverage {summary['coverage']:.1f} %, {summary['n_errors']} backend "
-          f"errors; {calls['n_calls']} model calls, {calls['prompt_tokens']} prompt and "
-          f"{calls['completion_tokens']} completion tokens; log {args.out}")
+            resume=True, env_id=env_id, progress=print_verdict)
+    report(env_id, result, args.out)
     return 0
 
 

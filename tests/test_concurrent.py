@@ -9,6 +9,8 @@ concurrent run must write exactly the lines of a sequential one (minus ``timing`
 from __future__ import annotations
 
 import asyncio
+import inspect
+import socket
 
 import gymnasium as gym
 import pytest
@@ -18,6 +20,7 @@ import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.llm_doctor import LLMDoctor
 from clinenv.agents.scripted_doctor import ScriptedDoctor
 from clinenv.concurrent import arun_concurrent, arun_episode, run_concurrent
+from clinenv.fail_fast import NON_RETRYABLE_DETAILS, RunAborted
 from clinenv.llm.fake_server import FakeChatServer
 from clinenv.llm.openai_backend import OpenAIChatModel
 from clinenv.rollouts import run_episode, run_logged, summarize
@@ -162,11 +165,13 @@ def test_backend_error_becomes_an_error_line_and_the_run_goes_on(tmp_path, model
     summary = summarize(result.lines)
     assert (summary["n_errors"], summary["n_unscored"]) == (
         1, 1 + sum(x["verdict"] == "unscored" for x in rest))
-    # on disk, and a resume does not run it again
+    # on disk, and a resume with retry_errors=False does not run it again
     assert "error" in read_run_log(tmp_path / "err.jsonl").lines[0]
+    before = (tmp_path / "err.jsonl").read_bytes()
     again = run_logged(demo_env(), LLMDoctor(model), out=tmp_path / "err.jsonl",
-                       episodes=4, resume=True)
-    assert again.n_new == 0 and again.n_errors == 1
+                       episodes=4, resume=True, retry_errors=False)
+    assert again.n_new == 0 and again.n_errors == 1 and again.n_retried == 0
+    assert (tmp_path / "err.jsonl").read_bytes() == before
 
 
 def test_backend_error_mid_run_in_a_concurrent_run(tmp_path, model, server):
@@ -178,6 +183,81 @@ def test_backend_error_mid_run_in_a_concurrent_run(tmp_path, model, server):
     assert errors[0]["error"]["detail"] == "http_503" and errors[0]["verdict"] == "unscored"
     finished = [line for line in result.lines if "error" not in line]
     assert len(finished) == N_DEMO - 1 and all(x["terminated"] for x in finished)
+
+
+def error_keys(lines):
+    return [(x["case_id"], x["repetition"]) for x in lines if "error" in x]
+
+
+def test_resume_reruns_exactly_the_error_lines(tmp_path, model, server):
+    """After a server outage, ``resume=True`` runs the error lines' episodes again and
+    appends their lines, which supersede the error lines (clinenv.runlog)."""
+    clean = run_logged(demo_env(), LLMDoctor(model), out=tmp_path / "clean.jsonl", seed=5,
+                       episodes=3, repetitions=2)
+    out = tmp_path / "outage.jsonl"
+
+    def outage(line):  # the first request after (1, rep 0) and after (0, rep 1) fails
+        if (line["case_index"], line["repetition"]) in ((1, 0), (0, 1)):
+            server.inject(status=500)
+
+    server.inject(status=500)  # the very first request: (0, rep 0)
+    first = run_logged(demo_env(), LLMDoctor(model), out=out, seed=5, episodes=3,
+                       repetitions=2, progress=outage)
+    failed = [("demo-01", 0), ("demo-03", 0), ("demo-02", 1)]
+    assert first.n_errors == 3 and error_keys(first.lines) == failed
+    old = out.read_bytes()
+    assert len(old.splitlines()) == 6
+
+    seen = []
+    resumed = run_logged(demo_env(), LLMDoctor(model), out=out, seed=5, episodes=3,
+                         repetitions=2, resume=True, progress=seen.append)
+    assert (resumed.n_new, resumed.n_retried, resumed.n_resumed, resumed.n_errors) == (
+        3, 3, 3, 0)
+    assert [(x["case_id"], x["repetition"]) for x in seen] == failed  # plan order
+    data = out.read_bytes()
+    assert data.startswith(old) and len(data.splitlines()) == 9  # appended, none rewritten
+    log = read_run_log(out)
+    assert without_volatile(log.lines[6:]) == without_volatile(seen)
+    assert without_volatile(resumed.lines) == without_volatile(clean.lines)
+    standing = [log.episodes()[(x["case_id"], x["repetition"])] for x in clean.lines]
+    assert without_volatile(standing) == without_volatile(clean.lines)
+    # the raw lines summarize like the clean run: each episode once, latest verdict
+    assert summarize(log.lines, plan=resumed.plan) == summarize(clean.lines,
+                                                                plan=clean.plan)
+    # nothing is left to retry
+    assert run_logged(demo_env(), LLMDoctor(model), out=out, seed=5, episodes=3,
+                      repetitions=2, resume=True).n_new == 0
+
+
+def test_a_retry_that_fails_again_is_retried_on_the_next_resume(tmp_path, model, server):
+    out = tmp_path / "r.jsonl"
+    server.inject(status=500)
+    run_logged(demo_env(), LLMDoctor(model), out=out, episodes=2)
+    server.inject(status=502)  # the outage goes on: the retry fails too
+    again = run_logged(demo_env(), LLMDoctor(model), out=out, episodes=2, resume=True)
+    assert (again.n_retried, again.n_errors) == (1, 1)
+    assert again.lines[0]["error"]["detail"] == "http_502"
+    third = run_logged(demo_env(), LLMDoctor(model), out=out, episodes=2, resume=True)
+    assert (third.n_retried, third.n_errors) == (1, 0)
+    details = [x.get("error", {}).get("detail") for x in read_run_log(out).lines]
+    assert details == ["http_500", None, "http_502", None]
+
+
+def test_concurrent_resume_reruns_exactly_the_error_lines(tmp_path, model, server):
+    clean = run_logged(demo_env(), LLMDoctor(model), out=tmp_path / "clean.jsonl", seed=8)
+    out = tmp_path / "c.jsonl"
+    server.inject(status=503, count=3)  # each failed request ends one episode
+    first = run_concurrent(demo_env, lambda: LLMDoctor(model), out=out, seed=8,
+                           concurrency=8)
+    failed = error_keys(first.lines)
+    assert first.n_errors == len(failed) == 3
+    resumed = run_concurrent(demo_env, lambda: LLMDoctor(model), out=out, seed=8,
+                             concurrency=8, resume=True)
+    assert (resumed.n_new, resumed.n_retried, resumed.n_errors) == (3, 3, 0)
+    lines = read_run_log(out).lines
+    assert len(lines) == N_DEMO + 3
+    assert sorted((x["case_id"], x["repetition"]) for x in lines[N_DEMO:]) == sorted(failed)
+    assert without_volatile(resumed.lines) == without_volatile(clean.lines)
 
 
 # ------------------------------------------------------------------ arguments, loops
@@ -227,3 +307,178 @@ def test_other_exceptions_stop_the_run_and_keep_whole_lines(tmp_path):
     assert resumed.n_new == N_DEMO - len(log.lines)
     clean = run_logged(demo_env(), ScriptedDoctor(), out=tmp_path / "clean.jsonl", seed=6)
     assert without_volatile(resumed.lines) == without_volatile(clean.lines)
+
+
+# ------------------------------------------------------------------ fail fast
+def closed_port_url():
+    """The URL of a port on 127.0.0.1 where nothing listens (connection refused)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+@pytest.fixture
+def down_model():
+    """The model of the fixtures, but its server is down (every request refused)."""
+    chat = OpenAIChatModel("fake-model", base_url=closed_port_url(), max_retries=0)
+    yield chat
+    chat.close()
+
+
+@pytest.fixture
+def wrong_url_model(server):
+    """The model of the fixtures behind a wrong URL: the server answers 404."""
+    chat = OpenAIChatModel("fake-model", base_url=server.base_url[:-len("/v1")] + "/v2",
+                           max_retries=0)
+    yield chat
+    chat.close()
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+def test_a_refused_request_stops_the_run_at_once(tmp_path, model, server, status):
+    """A non-retryable HTTP status is a configuration problem: the run stops on the
+    episode that met it, which gets no line; the lines before stay; a resume (after the
+    fix) completes the run as if nothing happened."""
+    assert f"http_{status}" in NON_RETRYABLE_DETAILS
+    clean = run_logged(demo_env(), LLMDoctor(model), out=tmp_path / "clean.jsonl",
+                       episodes=4)
+    out = tmp_path / "run.jsonl"
+    n_before = []
+
+    def refuse_next(line):  # after the first episode, the server starts refusing
+        n_before.append(len(server.requests))
+        server.inject(status=status)
+
+    with pytest.raises(RunAborted) as stop:
+        run_logged(demo_env(), LLMDoctor(model), out=out, episodes=4, progress=refuse_next)
+    err = stop.value
+    assert (err.reason, err.error["detail"], err.case_id, err.n_written) == (
+        "configuration", f"http_{status}", "demo-02", 1)
+    assert "injected fault" in err.error["message"] and str(out) in str(err)
+    assert len(server.requests) == n_before[0] + 1  # one refused request, then the stop
+    log = read_run_log(out)
+    assert without_volatile(log.lines) == without_volatile(clean.lines[:1])
+    resumed = run_logged(demo_env(), LLMDoctor(model), out=out, episodes=4, resume=True)
+    assert (resumed.n_new, resumed.n_retried, resumed.n_errors) == (3, 0, 0)
+    assert without_volatile(resumed.lines) == without_volatile(clean.lines)
+
+
+def test_a_wrong_url_stops_a_concurrent_run_without_a_line(tmp_path, model,
+                                                           wrong_url_model):
+    """Wrong URL (the server answers 404) with 4 episodes in flight: no new episode
+    starts, the ones in flight are cancelled, the log holds no line, not even a partial
+    one; the resume with the right URL writes the clean run's lines."""
+    out = tmp_path / "c.jsonl"
+    with pytest.raises(RunAborted) as stop:
+        run_concurrent(demo_env, lambda: LLMDoctor(wrong_url_model), out=out,
+                       concurrency=4)
+    assert (stop.value.reason, stop.value.error["detail"], stop.value.n_written) == (
+        "configuration", "http_404", 0)
+    assert "/v2" in stop.value.error["message"]
+    log = read_run_log(out)
+    assert (log.lines, log.partial_bytes) == ([], 0)
+    resumed = run_concurrent(demo_env, lambda: LLMDoctor(model), out=out, concurrency=4,
+                             resume=True)
+    clean = run_logged(demo_env(), LLMDoctor(model), out=tmp_path / "clean.jsonl")
+    assert resumed.n_new == N_DEMO
+    assert without_volatile(resumed.lines) == without_volatile(clean.lines)
+
+
+def test_an_outage_stops_after_max_consecutive_errors(tmp_path, model, down_model):
+    """Server down (connection refused): the first ``max_consecutive_errors`` episodes
+    become error lines, then the run stops; a resume once the server is back runs them
+    again and the rest."""
+    out = tmp_path / "down.jsonl"
+    with pytest.raises(RunAborted) as stop:
+        run_logged(demo_env(), LLMDoctor(down_model), out=out, episodes=8,
+                   max_consecutive_errors=3)
+    err = stop.value
+    assert (err.reason, err.error["detail"], err.n_errors_in_a_row, err.n_written) == (
+        "outage", "connection", 3, 3)
+    lines = read_run_log(out).lines
+    assert [(x["case_id"], x["error"]["detail"]) for x in lines] == [
+        ("demo-01", "connection"), ("demo-02", "connection"), ("demo-03", "connection")]
+    resumed = run_logged(demo_env(), LLMDoctor(model), out=out, episodes=8, resume=True)
+    assert (resumed.n_new, resumed.n_retried, resumed.n_errors) == (8, 3, 0)
+    clean = run_logged(demo_env(), LLMDoctor(model), out=tmp_path / "clean.jsonl",
+                       episodes=8)
+    assert without_volatile(resumed.lines) == without_volatile(clean.lines)
+
+
+def test_a_finished_episode_resets_the_count(tmp_path, model, server):
+    """Errors on episodes 1 and 3 of 4 are not in a row: with a limit of 2 the run
+    finishes (2 error lines); with a limit of 1 it stops after the first."""
+    def outage_after_demo_02(line):
+        if line["case_id"] == "demo-02":
+            server.inject(status=500)
+
+    server.inject(status=500)
+    done = run_logged(demo_env(), LLMDoctor(model), out=tmp_path / "a.jsonl", episodes=4,
+                      max_consecutive_errors=2, progress=outage_after_demo_02)
+    assert error_keys(done.lines) == [("demo-01", 0), ("demo-03", 0)]
+    server.inject(status=500)
+    with pytest.raises(RunAborted, match=r"1 episode\(s\) in a row"):
+        run_logged(demo_env(), LLMDoctor(model), out=tmp_path / "b.jsonl", episodes=4,
+                   max_consecutive_errors=1)
+    assert len(read_run_log(tmp_path / "b.jsonl").lines) == 1
+    # None: never stop
+    server.inject(status=500, count=4)
+    never = run_logged(demo_env(), LLMDoctor(model), out=tmp_path / "c.jsonl", episodes=4,
+                       max_consecutive_errors=None)
+    assert never.n_errors == 4
+
+
+def test_an_outage_stops_a_concurrent_run_with_whole_error_lines(tmp_path, model,
+                                                                 down_model):
+    out = tmp_path / "down.jsonl"
+    with pytest.raises(RunAborted) as stop:
+        run_concurrent(demo_env, lambda: LLMDoctor(down_model), out=out, concurrency=4,
+                       max_consecutive_errors=5)
+    assert (stop.value.reason, stop.value.n_errors_in_a_row) == ("outage", 5)
+    log = read_run_log(out)
+    # the fifth error line stops it; at most the 3 other workers' lines being written
+    # at that moment follow; every line is whole and an error line
+    assert log.partial_bytes == 0 and 5 <= len(log.lines) <= 5 + 3
+    assert all(x["error"]["detail"] == "connection" for x in log.lines)
+    resumed = run_concurrent(demo_env, lambda: LLMDoctor(model), out=out, concurrency=4,
+                             resume=True)
+    assert (resumed.n_new, resumed.n_retried, resumed.n_errors) == (
+        N_DEMO, len(log.lines), 0)
+    clean = run_logged(demo_env(), LLMDoctor(model), out=tmp_path / "clean.jsonl")
+    assert without_volatile(resumed.lines) == without_volatile(clean.lines)
+
+
+@pytest.mark.parametrize("bad", [0, -2, 1.5, True, "5"])
+def test_bad_max_consecutive_errors_is_refused_before_anything_is_written(tmp_path, bad):
+    for runner in (lambda out: run_logged(demo_env(), ScriptedDoctor(), out=out,
+                                          max_consecutive_errors=bad),
+                   lambda out: run_concurrent(demo_env, ScriptedDoctor, out=out,
+                                              max_consecutive_errors=bad)):
+        with pytest.raises(ValueError, match="max_consecutive_errors"):
+            runner(tmp_path / "x.jsonl")
+        assert not (tmp_path / "x.jsonl").exists()
+
+
+# ------------------------------------------------------------------ signatures
+PLAN_OPTIONS = ["out", "seed", "episodes", "repetitions", "resume", "retry_errors",
+                "env_id", "max_consecutive_errors", "progress", "on_start"]
+
+
+@pytest.mark.parametrize("runner", [run_logged, run_concurrent, arun_concurrent])
+def test_runners_have_explicit_keyword_only_options(runner, tmp_path):
+    """Discoverable signatures (IDE completion, ``help()``): every option is a named
+    keyword-only parameter, documented, none hidden in ``**options``."""
+    params = inspect.signature(runner).parameters
+    assert not any(p.kind is p.VAR_KEYWORD for p in params.values())
+    wanted = PLAN_OPTIONS + ([] if runner is run_logged else ["concurrency"])
+    options = {name: p for name, p in params.items() if p.kind is p.KEYWORD_ONLY}
+    assert set(options) == set(wanted)
+    assert options["out"].default is inspect.Parameter.empty
+    assert (options["seed"].default, options["repetitions"].default,
+            options["retry_errors"].default, options["max_consecutive_errors"].default) == (
+        0, 1, True, 5)
+    doc = inspect.getdoc(run_concurrent if runner is arun_concurrent else runner)
+    assert all(f"{name}:" in doc for name in wanted)
+    with pytest.raises(TypeError, match="bogus"):
+        run_logged(demo_env(), ScriptedDoctor(), out=tmp_path / "x.jsonl", bogus=1)

@@ -9,16 +9,21 @@ For each ``EGIP-*`` id (text actions and ``-Menu`` Discrete actions):
   marks, lone surrogates, markers with garbage, non-string objects; random indices for
   Menu ids) with every observation inside its space and no exception (B11).
 
-For each available dataset, PettingZoo's ``api_test``, ``seed_test``,
-``parallel_api_test`` and ``parallel_seed_test`` on ``clinenv.multiagent.egip_v0``
-(external seats; built-in seats on the demo set) and a multi-agent fuzz.
+For each dataset, PettingZoo's ``api_test``, ``seed_test``, ``parallel_api_test`` and
+``parallel_seed_test`` on ``clinenv.multiagent.egip_v0``, with external seats and with
+built-in seats (actions up to 4,096 characters there: sampling 65,536-character actions
+was most of their time), and a multi-agent fuzz.
 
-Ids whose dataset is not in the shared test data (MedQA_Ext, NEJM_Ext, MIMIC-IV) are
-skipped with a reason that names the missing file. Every warning is an error except the
-three that PettingZoo's ``api_test`` always raises for text spaces ("Observation is not a
-NumPy array", "... should be gymnasium.spaces.box or gymnasium.spaces.discrete" for the
-observation and the action space), ignored by exact message around the ``api_test``
-call only (:data:`TEXT_SPACE_WARNINGS`).
+No id is skipped. A dataset whose AgentClinic file is in the shared test data
+(``CLINENV_TEST_DATA``, e.g. MedQA and NEJM) is read from it; the others (e.g.
+MedQA_Ext, NEJM_Ext, MIMIC-IV) run on four hand-written records in their source schema
+(OSCE or NEJM) under the registry file name (conftest
+``dataset_kwargs``), so every registered id's entry point, loader and spaces are
+exercised. Every warning is an error except the three that PettingZoo's ``api_test``
+always raises for text spaces ("Observation is not a NumPy array", "... should be
+gymnasium.spaces.box or gymnasium.spaces.discrete" for the observation and the action
+space), ignored by exact message around the ``api_test`` call only
+(:data:`TEXT_SPACE_WARNINGS`).
 """
 
 from __future__ import annotations
@@ -30,12 +35,10 @@ import warnings
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import MEDQA_FILE, NEJM_FILE, missing_shared_data
 from gymnasium.utils.env_checker import check_env
 from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, seed_test
 
 import clinenv  # noqa: F401  (registers the ids)
-from clinenv.datasets.registry import DATASETS
 from clinenv.multiagent import egip_v0
 from clinenv.vector import make_vec
 
@@ -58,19 +61,11 @@ def _dataset(env_id: str) -> str:
 
 
 @pytest.fixture
-def available(request):
-    """Make the id's dataset available (the shared AgentClinic files for MedQA and NEJM),
-    or skip naming the missing file."""
-    dataset = request.node.callspec.params.get("env_id")
-    dataset = _dataset(dataset) if dataset else request.node.callspec.params["dataset"]
-    spec = DATASETS[dataset]
-    if spec.bundled:
-        return dataset
-    if spec.file_name not in (MEDQA_FILE, NEJM_FILE):
-        pytest.skip(missing_shared_data(spec.file_name) or
-                    f"{spec.file_name} is not part of the shared test data")
-    request.getfixturevalue("shared_data_dir")
-    return dataset
+def available(request, dataset_kwargs) -> dict:
+    """Environment kwargs that make the test's dataset available: ``{}`` (bundled or
+    shared file) or ``{"dataset": <synthetic file>}`` (see the module docstring)."""
+    env_id = request.node.callspec.params.get("env_id")
+    return dataset_kwargs(_dataset(env_id) if env_id else request.node.callspec.params["dataset"])
 
 
 def test_every_dataset_has_a_text_and_a_menu_id():
@@ -83,7 +78,7 @@ def test_every_dataset_has_a_text_and_a_menu_id():
 # ------------------------------------------------------------------------ Gymnasium
 @pytest.mark.parametrize("env_id", ALL_IDS)
 def test_check_env(env_id, available):
-    check_env(gym.make(env_id).unwrapped, skip_render_check=False)
+    check_env(gym.make(env_id, **available).unwrapped, skip_render_check=False)
 
 
 def _equal(a, b) -> bool:
@@ -114,7 +109,7 @@ def test_vector_sync_and_async_agree(env_id, available):
     non-ASCII text, and each sub-env matches a single env with the same seed."""
     runs = []
     for mode in ("sync", "async"):
-        vec = make_vec(env_id, 3, mode=mode, acquisition_rounds=3)
+        vec = make_vec(env_id, 3, mode=mode, acquisition_rounds=3, **available)
         obs, info = vec.reset(seed=40)
         trace = [(obs, info)]
         for step in range(4):
@@ -123,7 +118,7 @@ def test_vector_sync_and_async_agree(env_id, available):
         vec.close()
         runs.append(trace)
     assert _equal(runs[0], runs[1])
-    single = gym.make(env_id, acquisition_rounds=3).unwrapped
+    single = gym.make(env_id, acquisition_rounds=3, **available).unwrapped
     for i in range(3):
         obs, info = single.reset(seed=40 + i)
         assert obs["text"] == runs[1][0][0]["text"][i]
@@ -171,7 +166,7 @@ def _assert_inside(space, obs, where):
 def test_fuzz_1000_actions(env_id, available):
     """B11: every observation of 1,000 hostile actions lies inside the observation space;
     nothing raises; rewards are finite; text ids never put action_mask in info."""
-    env = gym.make(env_id).unwrapped
+    env = gym.make(env_id, **available).unwrapped
     rng = np.random.default_rng(7)
     obs, info = env.reset(seed=7)
     menu = env_id.endswith("-Menu-v0")
@@ -197,7 +192,7 @@ def test_fuzz_1000_actions(env_id, available):
 def test_markers_with_nothing_after_them(env_id, action, available):
     """A marker whose payload is empty or only a bracket is interface feedback, in both
     phases (found by the fuzz below: the payload cleaner indexed an empty string)."""
-    env = gym.make(env_id, acquisition_rounds=2).unwrapped
+    env = gym.make(env_id, acquisition_rounds=2, **available).unwrapped
     obs, info = env.reset(seed=1)
     for _ in range(3):
         obs, reward, terminated, truncated, info = env.step(action)
@@ -212,9 +207,9 @@ DATASET_IDS = ["demo", "medqa", "medqa_ext", "nejm", "nejm_ext", "mimiciv"]
 @pytest.mark.parametrize("dataset", DATASET_IDS)
 @pytest.mark.parametrize("seats", ["external", "built-in"])
 def test_pettingzoo_api_and_seed_tests(dataset, seats, available):
-    if seats == "built-in" and dataset != "demo":
-        pytest.skip("built-in seats are exercised on the demo set only (speed)")
-    kwargs = {"dataset": dataset}
+    # Text.sample draws actions up to max_length characters; at the default 65,536 that
+    # sampling is ~90% of these tests' time. Long actions are the fuzz's job.
+    kwargs = {"dataset": dataset, "max_text_chars": 4096, **available}
     if seats == "built-in":
         kwargs.update(patient="retrieval", examiner="lookup")
     with warnings.catch_warnings():  # only these three, by message; all others are errors
@@ -229,7 +224,7 @@ def test_pettingzoo_api_and_seed_tests(dataset, seats, available):
 @pytest.mark.parametrize("dataset", DATASET_IDS)
 def test_pettingzoo_fuzz(dataset, available):
     """Hostile text in every seat for 1,000 AEC steps: all observations in the space."""
-    env = egip_v0.env(dataset=dataset)
+    env = egip_v0.env(**{"dataset": dataset, **available})
     env.reset(seed=11)
     space = env.observation_space("doctor_0")
     actions = fuzz_actions(np.random.default_rng(11), FUZZ_ACTIONS)

@@ -412,3 +412,82 @@ def test_async_vector_env_with_an_llm_patient_b13(model, server):
         vec.close()
     assert PATIENT_REPLY in obs["text"][0] and PATIENT_REPLY not in obs["text"][1]
     assert sum(role_of(b) == "patient" for b in server.requests) == 1
+
+
+def test_a_candidate_letter_reaches_the_judge_as_its_label():
+    """A bare option letter means nothing to a judge without K: it gets the label."""
+    class Recorder:
+        def __init__(self):
+            self.asked = []
+
+        def judge(self, answer, target):
+            self.asked.append((answer, target))
+            return SimpleNamespace(verdict="correct")
+
+    judge = Recorder()
+    env = gym.make("EGIP-Demo-v0", premature_diagnosis="decide", judge=judge)
+    # demo-15: candidates A..E, E = "Systemic lupus erythematosus" (the target)
+    for action in ("DIAGNOSIS READY: E", "DIAGNOSIS READY: B. Dermatomyositis",
+                   "DIAGNOSIS READY: Systemic lupus erythematosus (SLE)"):
+        _answer_episode(env, "E", case_id="demo-15", action=action)
+    target = env.unwrapped.runtime.case.target.text
+    assert [a for a, _ in judge.asked] == [
+        "Systemic lupus erythematosus", "Dermatomyositis",
+        "Systemic lupus erythematosus"]
+    assert {t for _, t in judge.asked} == {target}
+
+
+# ------------------------------------------------------------------ B16 flags in info
+#: Patient replies, in call order, and the flags each must get.
+B16_REPLIES = [
+    ("It started two days ago.", []),
+    ("Doctor: Does it spread anywhere?\nPatient: Yes, to my back.", ["speaks_as_doctor"]),
+    ("  it started two days ago. ", ["repeats_own_reply"]),  # its opening, again
+    ("", ["empty_reply"]),
+]
+B16_ACTIONS = ["When did it start?", "Does it spread?", "REQUEST TEST: PE1",
+               "When did it start, again?", "Anything else?"]
+
+
+def b16_env():
+    model = ScriptedChatModel([raw for raw, _ in B16_REPLIES])
+    return gym.make("EGIP-Demo-v0", patient="llm", patient_model=model,
+                    acquisition_rounds=6)
+
+
+def test_b16_patient_flags_are_in_info_and_in_the_record():
+    """field-bug-reports B16: a patient reply that speaks as the doctor, or repeats its
+    opening, is flagged in ``info["patient_flags"]`` (the flags of that step's reply,
+    ``[]`` when clean; no key on steps the patient did not answer) and in the episode
+    record (turn of each flagged reply)."""
+    env = b16_env()
+    steps = play(env, B16_ACTIONS)
+    infos = [step[-1] for step in steps]
+    assert "patient_flags" not in infos[0]  # reset
+    assert [info.get("patient_flags", "absent") for info in infos[1:]] == [
+        [], ["speaks_as_doctor"], "absent", ["repeats_own_reply"], ["empty_reply"]]
+    record = env.unwrapped.episode_record()
+    assert record["patient_flags"] == [
+        {"turn": 2, "flags": ["speaks_as_doctor"]},
+        {"turn": 4, "flags": ["repeats_own_reply"]},
+        {"turn": 5, "flags": ["empty_reply"]}]
+    said = {e["turn"]: e["reply"] for e in record["events"] if e["source"] == "patient"}
+    assert said[2] == "Yes, to my back."  # only the patient's own words were kept
+    # the same replies give the same infos, on the async path too
+    again = asyncio.run(aplay(b16_env(), B16_ACTIONS))
+    assert comparable(again) == comparable(steps)
+    # a fresh episode starts with no flagged replies; the retrieval patient reports none
+    env.reset(seed=1, options={"case_id": "demo-02"})
+    assert env.unwrapped.episode_record()["patient_flags"] == []
+    plain = gym.make("EGIP-Demo-v0")
+    assert not any("patient_flags" in step[-1] for step in play(plain, B16_ACTIONS))
+    assert "patient_flags" not in plain.unwrapped.episode_record()
+
+
+def test_check_env_with_a_flagging_llm_patient():
+    """Gymnasium's checker (determinism of info included) with an LLM patient whose
+    every reply is flagged: the flags depend on the reply text only."""
+    from gymnasium.utils.env_checker import check_env
+
+    model = ScriptedChatModel(lambda messages, config, index: "Doctor: More?\nPatient: No.")
+    check_env(EGIPEnv("demo", patient="llm", patient_model=model), skip_render_check=True)

@@ -134,6 +134,50 @@ def test_same_key_across_files_of_one_run_is_refused(tmp_path):
     assert len(run.records) == 12 and run.paths == (str(first), str(second))
 
 
+def _error_line(line):
+    """``line`` as an episode stopped by a backend error (verdict unscored)."""
+    return {**line, "verdict": "unscored", "correct": False, "answer": None,
+            "error": {"type": "BackendError", "message": "HTTP 503", "backend": "openai",
+                      "detail": "http_503"}}
+
+
+def test_a_retry_supersedes_an_error_line_in_one_file_and_across_files(tmp_path):
+    """clinenv.runlog's supersession rule: a later line replaces an earlier error line.
+
+    NATIVE_ALPHA a2 is W W U, a3 C W C, a4 W W W. In part 1 an error line precedes
+    a2 rep 0 (W); a3 rep 1 (W) failed twice and a4 rep 2 (W) once, and their retries
+    are in part 2. The run is then exactly NATIVE_ALPHA: accuracy cells as in
+    test_runs_are_grouped_by_label_and_dataset, one unscored episode (a2 rep 2), 12
+    records, 4 superseded error lines.
+    """
+    lines = log_lines("alpha", "native", NATIVE_ALPHA)  # index = 4 * rep + case
+    a2r0, a3r1, a4r2 = lines[1], lines[6], lines[11]
+    part1 = write_log(tmp_path / "part1.jsonl",
+                      [_error_line(a2r0), *lines[:6], _error_line(a3r1), *lines[7:11],
+                       _error_line(a3r1), _error_line(a4r2)])
+    part2 = write_log(tmp_path / "part2.jsonl", [a3r1, a4r2])
+    (run,) = load_runs([part1, part2])
+    assert len(run.records) == 12 and run.n_superseded == 4
+    assert run.n_unscored() == 1 and run.n_missing() == 0
+    assert not any("error" in r for r in run.records)
+    np.testing.assert_array_equal(run.matrix(), [[1, 1, 1], [0, 0, 0], [1, 0, 1],
+                                                 [0, 0, 0]])
+    # the standing lines and where they are: a2 rep 0 from part 1 line 3 (its retry);
+    # a3 rep 1 and a4 rep 2 from part 2
+    where = {(r["case_id"], r["repetition"]): src
+             for r, src in zip(run.records, run.sources, strict=True)}
+    assert where[("a2", 0)] == (str(part1), 3)
+    assert (where[("a3", 1)], where[("a4", 2)]) == ((str(part2), 1), (str(part2), 2))
+
+
+def test_an_error_line_after_a_finished_episode_is_a_duplicate(tmp_path):
+    lines = log_lines("alpha", "native", NATIVE_ALPHA)
+    path = write_log(tmp_path / "late.jsonl", [*lines, _error_line(lines[5])])
+    with pytest.raises(RunsError, match=r"duplicate episode \(case_id 'a2', repetition 1\)"
+                       r".*first at .*late.jsonl, line 6 \(only an error line"):
+        load_runs([path])
+
+
 def test_two_runs_with_one_label_are_refused(tmp_path, logs):
     other = write_log(tmp_path / "other.jsonl",
                       log_lines("alpha", "native", NATIVE_ALPHA, exploration=0.3))

@@ -26,12 +26,33 @@ B07_TABLE = [
     ("They overlap but differ. Final answer: No", "wrong"),
     ("Yes and no, partly overlapping", "unparsed"),
     ("", "unparsed"),
+    # "no" before a word is a determiner, not the verdict: re-ask, never "wrong".
+    ("No doubt, they are the same condition.", "unparsed"),
+    ("No difference; same disease.", "unparsed"),
+    ("No doubt.", "unparsed"),
 ]
 
 
 @pytest.mark.parametrize(("reply", "verdict"), B07_TABLE)
 def test_b07_table(reply, verdict):
-    """B07: markdown, think blocks, 'Yesterday', negations and final-answer lines."""
+    """B07: markdown, think blocks, 'Yesterday', negations, final-answer lines, and a
+    leading determiner "no" ("No doubt", "No difference") that is not an answer."""
+    assert parse_verdict(reply) == verdict
+
+
+@pytest.mark.parametrize(("reply", "verdict"), [
+    ("No", "wrong"),
+    ("No, they differ.", "wrong"),  # an opening "No" + punctuation is the answer itself
+    ("No - they differ", "wrong"),
+    ("There is no question they are the same condition.", "unparsed"),
+    ("There is no match.", "wrong"),  # a negative phrase, not the answer word
+    ("Answer: no doubt they match", "unparsed"),  # the final-answer rule reads "no" alike
+    ("Final answer: no.", "wrong"),
+    ("No-brainer: same condition.", "unparsed"),
+    ("Having compared both, no.", "wrong"),
+])
+def test_b07_no_decides_only_as_an_answer_word(reply, verdict):
+    """B07: "no" is the verdict only when no word follows it on its line."""
     assert parse_verdict(reply) == verdict
 
 

@@ -4,6 +4,7 @@ built-in clinician responder against real EGIP episodes."""
 from __future__ import annotations
 
 import http.client
+import importlib.util
 import json
 import socket
 import subprocess
@@ -15,7 +16,29 @@ import gymnasium as gym
 import pytest
 from llm_helpers import fake_server  # noqa: F401 - fixture
 
-from clinenv.llm.fake_responders import DECISION_MARKER, FALLBACK_QUESTION, clinician_responder
+from clinenv.agents.prompts import (
+    AGENTCLINIC_DOCTOR_SYSTEM,
+    CONSENSUS_SYSTEM,
+    COUNCIL_SYSTEM,
+    DIRECT_SYSTEM,
+    EGIP_DOCTOR_SYSTEM,
+    EVIDENCE_HEADING,
+    JUDGE_RETRY_USER,
+    JUDGE_SYSTEM,
+    JUDGE_USER,
+    LEDGER_HEADING,
+    LEDGER_SYSTEM,
+    PATIENT_OPENING,
+    PATIENT_SYSTEM,
+    PATIENT_VOICE_SELF,
+    PROPOSALS_HEADING,
+)
+from clinenv.llm.fake_responders import (
+    DECISION_MARKER,
+    FALLBACK_QUESTION,
+    clinician_responder,
+    role_of,
+)
 from clinenv.llm.fake_server import FakeChatServer
 from clinenv.protocol.evidence import TERMINAL_INSTRUCTIONS
 
@@ -107,6 +130,25 @@ def test_raw_body_fault_is_returned_verbatim(fake_server):  # noqa: F811
                      "usage": {"prompt_tokens": 50, "completion_tokens": 0, "total_tokens": 50}}
 
 
+def test_raw_bytes_fault_is_sent_byte_for_byte_with_its_content_type(fake_server):  # noqa: F811
+    fake_server.inject(raw=b'{"choices": [ {"index":0,')
+    fake_server.inject(raw=bytearray(b"<p>busy</p>"), content_type="text/html")
+    replies = []
+    for _ in range(2):
+        conn = http.client.HTTPConnection("127.0.0.1", fake_server.port, timeout=10)
+        try:
+            conn.request("POST", "/v1/chat/completions", json.dumps(BODY).encode(),
+                         {"Content-Type": "application/json"})
+            response = conn.getresponse()
+            replies.append((response.status, response.getheader("Content-Type"),
+                            response.read()))
+        finally:
+            conn.close()
+    assert replies == [(200, "application/json", b'{"choices": [ {"index":0,'),
+                       (200, "text/html", b"<p>busy</p>")]
+    assert post(fake_server, BODY)[0] == 200  # faults used up: a normal reply again
+
+
 def test_hang_fault_makes_a_client_time_out_then_service_resumes(fake_server):  # noqa: F811
     fake_server.inject(hang_s=1.0)
     with pytest.raises((TimeoutError, socket.timeout)):
@@ -123,6 +165,9 @@ def test_hang_fault_makes_a_client_time_out_then_service_resumes(fake_server):  
     ({"hang_s": -1.0}, "hang_s"),
     ({"hang_s": 1.0, "retry_after_ms": 5}, "retry_after_ms"),
     ({"body": ["not", "a", "dict"]}, "body"),
+    ({"raw": "text, not bytes"}, "raw"),
+    ({"raw": b"x", "body": {}}, "exactly one"),
+    ({"raw": b"x", "content_type": " "}, "content_type"),
 ])
 def test_inject_rejects_bad_arguments(fake_server, kwargs, field):  # noqa: F811
     with pytest.raises(ValueError, match=field):
@@ -262,6 +307,143 @@ def test_clinician_decision_rules():
     no_results = ("# Acquired observations\n[O1] Measurement Biopsy: not recorded (unknown)\n"
                   "\n# Instructions\n" + TERMINAL_INSTRUCTIONS)
     assert clinician_responder(_body(("user", no_results)), 0) == "DIAGNOSIS READY: Unknown"
+
+
+# ------------------------------------------------------------ clinician: every seat
+def _ask(server: FakeChatServer, messages: list[dict]) -> str:
+    """The server's reply content to ``messages`` over raw HTTP."""
+    status, _, reply = post(server, {"model": "m", "messages": messages})
+    assert status == 200
+    return reply["choices"][0]["message"]["content"]
+
+
+def test_role_of_reads_each_exact_system_prompt():
+    prompts = {"patient": PATIENT_SYSTEM.format(voice=PATIENT_VOICE_SELF, facts="x"),
+               "judge": JUDGE_SYSTEM, "direct": DIRECT_SYSTEM, "council": COUNCIL_SYSTEM,
+               "ledger": LEDGER_SYSTEM, "consensus": CONSENSUS_SYSTEM,
+               "doctor": EGIP_DOCTOR_SYSTEM}
+    for role, prompt in prompts.items():
+        assert role_of(_body(("system", prompt), ("user", "hi"))) == role
+    agentclinic = AGENTCLINIC_DOCTOR_SYSTEM.format(budget="at most 20")
+    assert role_of(_body(("system", agentclinic), ("user", "hi"))) == "doctor"
+    assert role_of(_body(("user", "hi"))) == "doctor"  # no system prompt
+    assert role_of(_body(("system", "You are a pirate."), ("user", "hi"))) == "doctor"
+
+
+def test_clinician_patient_answers_from_the_persona_facts_never_the_question():
+    facts = ("Demographics: 34-year-old man\nSymptoms:\n  Primary Symptom: Fever and night "
+             "sweats\n  Secondary Symptoms:\n    - Fatigue\n    - Shortness of breath\n"
+             "Current Medications: Methadone 60 mg daily.")
+    system = PATIENT_SYSTEM.format(voice=PATIENT_VOICE_SELF, facts=facts)
+    with FakeChatServer("clinician") as server:
+        first = _ask(server, [{"role": "system", "content": system},
+                              {"role": "user", "content": f"{PATIENT_OPENING}\nAny other "
+                                                          "symptoms?"}])
+        medication = _ask(server, [{"role": "system", "content": system},
+                                   {"role": "user", "content": "Do you take medications?"}])
+        breath = _ask(server, [{"role": "system", "content": system},
+                               {"role": "user", "content": "Any breath problems?"}])
+        unmatched = _ask(server, [{"role": "system", "content": system},
+                                  {"role": "user", "content": "What brings you in?"}])
+        nothing = _ask(server, [{"role": "system", "content": PATIENT_SYSTEM.format(
+            voice=PATIENT_VOICE_SELF, facts="(none)")}, {"role": "user", "content": "Pain?"}])
+    # "symptoms" -> "symptom": the first fact labelled with it wins the tie
+    assert first == "Fever and night sweats."
+    assert medication == "Methadone 60 mg daily."
+    assert breath == "Shortness of breath."  # a list item, under its parent's label
+    assert unmatched == "Fever and night sweats."  # no shared word: the first symptom
+    assert nothing == "I'm not sure."
+
+
+@pytest.mark.parametrize(("target", "answer", "verdict"), [
+    ("Lobar pneumonia", "lobar  PNEUMONIA.", "Yes"),
+    ("Graves’ disease", "**graves’ disease**", "Yes"),
+    ("Lobar pneumonia", "Pneumonia", "No"),
+])
+def test_clinician_judge_compares_answer_and_reference(target, answer, verdict):
+    question = JUDGE_USER.format(target=target, answer=answer)
+    with FakeChatServer("clinician") as server:
+        first = _ask(server, [{"role": "system", "content": JUDGE_SYSTEM},
+                              {"role": "user", "content": question}])
+        retried = _ask(server, [{"role": "system", "content": JUDGE_SYSTEM},
+                                {"role": "user", "content": question},
+                                {"role": "assistant", "content": "Maybe."},
+                                {"role": "user", "content": JUDGE_RETRY_USER}])
+    assert first == retried == verdict
+
+
+def test_clinician_terminal_seats_on_a_real_evidence_interface():
+    """demo-02 e_T (O1 patient, O2 potassium, O3 not recorded, O4 "Pending", O5 ECG):
+    the label is the ECG's first result line; admissible ids O1, O2, O5."""
+    env = gym.make("EGIP-Demo-v0", acquisition_rounds=5)
+    env.reset(seed=0, options={"case_id": "demo-02"})
+    for action in ["Where does it hurt?", "REQUEST TEST: T3",
+                   "REQUEST TEST: Bone marrow biopsy", "REQUEST TEST: T5", "REQUEST TEST: T1"]:
+        obs, *_ = env.step(action)
+    evidence = obs["text"]
+    label = ("Findings: Sinus bradycardia at 54 bpm; ST-segment elevation of 3 mm in leads "
+             "II, III and aVF with reciprocal ST depression in I and aVL.")
+    with FakeChatServer("clinician") as server:
+        direct = _ask(server, [{"role": "system", "content": DIRECT_SYSTEM},
+                               {"role": "user", "content": evidence}])
+        council = _ask(server, [{"role": "system", "content": COUNCIL_SYSTEM},
+                                {"role": "user", "content": evidence}])
+        block = f"{EVIDENCE_HEADING}\n{evidence}\n\n{PROPOSALS_HEADING}\n1. STEMI\n2. Pericarditis"
+        ledger = _ask(server, [{"role": "system", "content": LEDGER_SYSTEM},
+                               {"role": "user", "content": block}])
+        consensus = _ask(server, [{"role": "system", "content": CONSENSUS_SYSTEM},
+                                  {"role": "user", "content": f"{block}\n\n{LEDGER_HEADING}\n"
+                                                              "[O3] cites O9"}])
+    assert direct == f"DIAGNOSIS READY: {label}"
+    assert council == f"DIAGNOSIS: {label}\nBASIS: O1, O2, O5"
+    assert ledger == "STEMI: supported by O1, O2, O5.\nPericarditis: supported by O1, O2, O5."
+    assert json.loads(consensus) == {"diagnosis": "STEMI", "support": ["O1", "O2", "O5"],
+                                     "conflict": [], "insufficient": False}
+
+
+def test_clinician_consensus_declares_insufficiency_without_any_label():
+    evidence = ("# Objective (S0)\nX\n\n# Acquired observations\n"
+                "[O1] Measurement Biopsy: not recorded (unknown)\n\n# Instructions\n"
+                + TERMINAL_INSTRUCTIONS)
+    block = f"{EVIDENCE_HEADING}\n{evidence}\n\n{PROPOSALS_HEADING}\n(no usable proposal)"
+    reply = clinician_responder(_body(("system", CONSENSUS_SYSTEM), ("user", block)), 0)
+    assert json.loads(reply) == {"diagnosis": "", "support": [], "conflict": [],
+                                 "insufficient": True}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("openai") is None,
+                    reason="the openai client is not installed (extra 'openai')")
+def test_clinician_plays_doctor_full_patient_and_judge_in_one_episode():
+    """demo-14 over one server: 12 menu exams in menu order (PE1-PE5, T3, T6, T1, T4, T5,
+    T2, T7), then two questions the LLM patient answers from P; Full accepts the first
+    candidate, citing every known observation: O10 (T5, rheumatoid factor, stored as
+    "Pending") is unknown and left out. The LLM judge compares it with the target."""
+    from clinenv.agents.llm_doctor import LLMDoctor
+    from clinenv.llm.openai_backend import OpenAIChatModel
+
+    with FakeChatServer("clinician") as server:
+        model = OpenAIChatModel("fake-model", base_url=server.base_url, timeout_s=10)
+        env = gym.make("EGIP-Demo-v0", acquisition_rounds=14, patient="llm",
+                       patient_model=model, judge="llm", judge_model=model)
+        doctor = LLMDoctor(model, strategy="full")
+        obs, info = env.reset(seed=3, options={"case_id": "demo-14"})
+        doctor.reset(seed=3)
+        while True:
+            obs, _, terminated, truncated, info = env.step(doctor.act(obs, info))
+            if terminated or truncated:
+                break
+        model.close()
+    events = env.unwrapped.episode_record()["events"]
+    assert [e["exam_id"] for e in events if e["source"] == "measurement"] == [
+        "PE1", "PE2", "PE3", "PE4", "PE5", "T3", "T6", "T1", "T4", "T5", "T2", "T7"]
+    assert [e["reply"] for e in events if e["source"] == "patient"] == [
+        "Fever and night sweats."] * 2
+    detail = doctor.last_decision.detail
+    known = [f"O{i}" for i in range(1, 15) if i != 10]
+    assert detail["admissible"] == ["S0", *known]
+    assert (detail["outcome"], detail["support"]) == ("accepted", known)
+    assert (info["answer"], info["judge_verdict"], info["scorer"]) == (
+        "Infective endocarditis", "correct", "llm-judge")
 
 
 def _play(env_id: str, case_id: str, server: FakeChatServer):

@@ -17,7 +17,9 @@ from clinenv.llm.fake_server import FakeChatServer
 from clinenv.seeding import call_seed
 
 pytest.importorskip("openai")
-from clinenv.llm.openai_backend import OpenAIChatModel  # noqa: E402
+import openai  # noqa: E402
+
+from clinenv.llm.openai_backend import OpenAIChatModel, aiohttp_available  # noqa: E402
 
 MSGS = [{"role": "system", "content": "You are a doctor."},
         {"role": "user", "content": "Fever and cough."}]
@@ -26,6 +28,18 @@ MSGS = [{"role": "system", "content": "You are a doctor."},
 def model_for(server: FakeChatServer, **kwargs) -> OpenAIChatModel:
     kwargs.setdefault("timeout_s", 5.0)
     return OpenAIChatModel("fake-model", base_url=server.base_url, **kwargs)
+
+
+#: openai's aiohttp transport is usable here (its ``aiohttp`` extra is installed).
+HAS_AIOHTTP = aiohttp_available()
+
+
+@pytest.fixture(params=[
+    "httpx", pytest.param("aiohttp", marks=pytest.mark.skipif(
+        not HAS_AIOHTTP, reason="openai's aiohttp extra is not installed"))])
+def transport(request):
+    """The asynchronous client's HTTP transport; async tests run on both."""
+    return request.param
 
 
 def by_seed(body, index):
@@ -57,8 +71,9 @@ def test_unset_seed_and_stop_are_not_sent(fake_server):  # noqa: F811
     assert "seed" not in fake_server.requests[0] and "stop" not in fake_server.requests[0]
 
 
-def test_async_call(fake_server):  # noqa: F811
-    model = model_for(fake_server)
+def test_async_call(fake_server, transport):  # noqa: F811
+    model = model_for(fake_server, http_transport=transport)
+    assert model.async_transport == transport
 
     async def main():
         result = await model.agenerate(user("hi"), n=2, seed=5)
@@ -95,11 +110,11 @@ def test_timeout_is_retried(fake_server):  # noqa: F811
     assert result.text == "OK" and result.n_requests == 2
 
 
-def test_async_retries_are_counted_per_call(fake_server):  # noqa: F811
+def test_async_retries_are_counted_per_call(fake_server, transport):  # noqa: F811
     """Eight concurrent calls share four injected 429s: each call counts its own
     requests, and the counts add up to what the server received."""
     fake_server.inject(status=429, count=4, retry_after_ms=1)
-    model = model_for(fake_server, max_retries=3)
+    model = model_for(fake_server, max_retries=3, http_transport=transport)
 
     async def main():
         results = await asyncio.gather(*(model.agenerate(user(f"q{i}")) for i in range(8)))
@@ -121,9 +136,9 @@ def test_exhausted_retries_raise_backend_error_with_detail(fake_server, status):
     assert fake_server.stats()["n_requests"] == 3
 
 
-def test_exhausted_timeouts_raise_timeout_detail(fake_server):  # noqa: F811
+def test_exhausted_timeouts_raise_timeout_detail(fake_server, transport):  # noqa: F811
     fake_server.inject(hang_s=2.0, count=2)
-    model = model_for(fake_server, timeout_s=0.2, max_retries=1)
+    model = model_for(fake_server, timeout_s=0.2, max_retries=1, http_transport=transport)
 
     async def main():
         try:
@@ -134,6 +149,7 @@ def test_exhausted_timeouts_raise_timeout_detail(fake_server):  # noqa: F811
     with pytest.raises(BackendError) as caught:
         asyncio.run(main())
     assert caught.value.detail == "timeout"
+    assert fake_server.stats()["n_requests"] == 2
 
 
 def test_client_errors_are_not_retried(fake_server):  # noqa: F811
@@ -150,6 +166,48 @@ def test_unreachable_server_is_a_connection_error():
         model = OpenAIChatModel("m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
         with pytest.raises(BackendError) as caught:
             model.generate(user("hi"))
+    assert caught.value.detail == "connection"
+
+
+def test_async_unreachable_server_is_a_connection_error_on_both_transports(transport):
+    """aiohttp's transport reports a refused connection as a connect timeout; the
+    detail is still "connection", as with httpx (and it is retried like one)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        model = OpenAIChatModel("m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=1,
+                                http_transport=transport)
+
+        async def main():
+            try:
+                return await model.agenerate(user("hi"))
+            finally:
+                await model.aclose()
+
+        with pytest.raises(BackendError) as caught:
+            asyncio.run(main())
+    assert caught.value.detail == "connection"
+    assert "after 2 request(s)" in str(caught.value)
+
+
+def test_dropped_connection_is_a_connection_error_on_both_transports(transport):
+    """The server goes away while a request waits for its reply (max_retries=0)."""
+    server = FakeChatServer().start()
+    server.inject(hang_s=30.0)
+    model = model_for(server, max_retries=0, timeout_s=60, http_transport=transport)
+
+    async def main():
+        task = asyncio.ensure_future(model.agenerate(user("hi")))
+        while server.stats()["n_requests"] == 0:  # wait until the request is in
+            await asyncio.sleep(0.01)
+        await asyncio.to_thread(server.stop)
+        try:
+            return await task
+        finally:
+            await model.aclose()
+
+    with pytest.raises(BackendError) as caught:
+        asyncio.run(main())
     assert caught.value.detail == "connection"
 
 
@@ -273,9 +331,9 @@ def test_b09_empty_choices_are_retried_once(fake_server):  # noqa: F811
     assert any("no choices" in w for w in result.warnings)
 
 
-def test_b09_empty_choices_twice_is_a_typed_error(fake_server):  # noqa: F811
+def test_b09_empty_choices_twice_is_a_typed_error(fake_server, transport):  # noqa: F811
     fake_server.inject(body=EMPTY, count=2)
-    model = model_for(fake_server)
+    model = model_for(fake_server, http_transport=transport)
 
     async def main():
         try:
@@ -289,26 +347,69 @@ def test_b09_empty_choices_twice_is_a_typed_error(fake_server):  # noqa: F811
     assert fake_server.stats()["n_requests"] == 2
 
 
-def test_reply_without_choices_field_is_malformed(fake_server):  # noqa: F811
-    fake_server.inject(body={"error_free": True})
+# ------------------------------------------------------------------ unreadable replies
+#: A 200 reply cut inside the JSON, declared as application/json.
+BROKEN = b'{"choices": [ {"index":0,'
+
+
+@pytest.mark.parametrize(("fault", "why"), [
+    ({"raw": BROKEN}, "not valid JSON"),
+    ({"raw": b"\xff\xfe{}"}, "not valid JSON"),  # not even UTF-8
+    ({"raw": b'[{"index": 0}]'}, "no 'choices' list"),  # JSON, but not an object
+    ({"raw": b"<html>Bad gateway</html>", "content_type": "text/html"}, "no 'choices' list"),
+    ({"body": {"error_free": True}}, "no 'choices' list"),
+])
+def test_unreadable_reply_is_repeated_once(fake_server, fault, why):  # noqa: F811
+    """Base contract (BackendError docstring): one unreadable 200 reply costs one repeat."""
+    fake_server.inject(**fault)
+    result = model_for(fake_server).generate(user("hi"))
+    assert result.text == "OK" and result.n_requests == 2
+    assert fake_server.stats()["n_requests"] == 2
+    assert [w for w in result.warnings if "unreadable reply" in w and why in w]
+
+
+@pytest.mark.parametrize("fault", [{"raw": BROKEN}, {"raw": b"[1, 2]"},
+                                   {"body": {"error_free": True}}])
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_unreadable_reply_twice_is_malformed_never_a_json_error(fake_server, fault,  # noqa: F811
+                                                                mode, transport):
+    """A broken body used to escape as json.JSONDecodeError and crash a whole run."""
+    fake_server.inject(count=2, **fault)
+    model = model_for(fake_server, http_transport=transport)
+
+    async def main():
+        try:
+            return await model.agenerate(user("hi"))
+        finally:
+            await model.aclose()
+
     with pytest.raises(BackendError) as caught:
-        model_for(fake_server).generate(user("hi"))
-    assert caught.value.detail == "malformed"
+        model.generate(user("hi")) if mode == "sync" else asyncio.run(main())
+    assert (caught.value.detail, caught.value.backend) == ("malformed", "openai")
+    assert fake_server.stats()["n_requests"] == 2
+    model.close()
+
+
+def test_unreadable_and_empty_replies_have_one_repeat_each(fake_server):  # noqa: F811
+    fake_server.inject(raw=BROKEN)
+    fake_server.inject(body=EMPTY)
+    result = model_for(fake_server).generate(user("hi"))
+    assert result.text == "OK" and result.n_requests == 3
 
 
 # --------------------------------------------------------------------------- B10
-def test_b10_successive_asyncio_run_calls_on_one_model():
+def test_b10_successive_asyncio_run_calls_on_one_model(transport):
     """field-bug-reports B10: three asyncio.run calls in a row reuse one model."""
     with FakeChatServer("echo") as server:
-        model = model_for(server)
+        model = model_for(server, http_transport=transport)
         texts = [asyncio.run(model.agenerate(user(f"step {i}"))).text for i in range(3)]
         model.close()
     assert texts == ["step 0", "step 1", "step 2"]
 
 
-def test_b10_64_concurrent_calls_in_one_loop_then_close():
+def test_b10_64_concurrent_calls_in_one_loop_then_close(transport):
     with FakeChatServer("echo", delay_s=0.2) as server:
-        model = model_for(server, timeout_s=30)
+        model = model_for(server, timeout_s=30, http_transport=transport)
 
         async def main():
             results = await asyncio.gather(
@@ -323,7 +424,7 @@ def test_b10_64_concurrent_calls_in_one_loop_then_close():
     assert len(model._async) == 0 and model._sync is None
 
 
-def test_b10_clean_shutdown_leaves_no_warnings_or_loop_errors():
+def test_b10_clean_shutdown_leaves_no_warnings_or_loop_errors(transport):
     """In a fresh interpreter with every warning an error (ResourceWarning included, so an
     unclosed socket or transport would print "Exception ignored"): three asyncio.run
     calls, a sync call from inside a loop, then close: nothing on stderr (no "Event loop
@@ -334,7 +435,7 @@ def test_b10_clean_shutdown_leaves_no_warnings_or_loop_errors():
         from clinenv.llm.openai_backend import OpenAIChatModel
         msgs = [{"role": "user", "content": "hi"}]
         with FakeChatServer() as server:
-            model = OpenAIChatModel("m", base_url=server.base_url)
+            model = OpenAIChatModel("m", base_url=server.base_url, http_transport=TRANSPORT)
             for _ in range(3):
                 assert asyncio.run(model.agenerate(msgs)).text == "OK"
             async def inside():
@@ -345,6 +446,7 @@ def test_b10_clean_shutdown_leaves_no_warnings_or_loop_errors():
             gc.collect()
         print("done")
     """)
+    script = script.replace("TRANSPORT", repr(transport))
     done = subprocess.run([sys.executable, "-W", "error", "-c", script],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -374,7 +476,8 @@ def test_api_key_resolution(monkeypatch):
 
 @pytest.mark.parametrize("kwargs, field", [
     ({"timeout_s": 0}, "timeout_s"), ({"max_retries": -1}, "max_retries"),
-    ({"reasoning_fallback": "think"}, "reasoning_fallback")])
+    ({"reasoning_fallback": "think"}, "reasoning_fallback"),
+    ({"http_transport": "curl"}, "http_transport")])
 def test_bad_arguments_name_the_field(kwargs, field):
     with pytest.raises(ValueError, match=field):
         OpenAIChatModel("m", **kwargs)
@@ -384,3 +487,25 @@ def test_missing_openai_package_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "openai", None)
     with pytest.raises(BackendUnavailableError, match=r"clinenv\[openai\]"):
         OpenAIChatModel("m")
+
+
+def test_aiohttp_transport_without_the_extra_names_it(monkeypatch):
+    class Missing:
+        def __init__(self, **kwargs):
+            raise RuntimeError("install the aiohttp extra")
+
+    monkeypatch.setattr(openai, "DefaultAioHttpClient", Missing)
+    assert not aiohttp_available()
+    with pytest.raises(BackendUnavailableError, match=r"openai\[aiohttp\]"):
+        OpenAIChatModel("m", http_transport="aiohttp")
+    assert OpenAIChatModel("m").async_transport == "httpx"  # "auto" falls back
+    monkeypatch.delattr(openai, "DefaultAioHttpClient")  # an openai without it
+    assert OpenAIChatModel("m", http_transport="auto").async_transport == "httpx"
+
+
+@pytest.mark.skipif(not HAS_AIOHTTP, reason="openai's aiohttp extra is not installed")
+def test_auto_transport_prefers_aiohttp_and_describe_leaves_it_out():
+    auto = OpenAIChatModel("m", base_url="http://127.0.0.1:1/v1")
+    plain = OpenAIChatModel("m", base_url="http://127.0.0.1:1/v1", http_transport="httpx")
+    assert (auto.async_transport, plain.async_transport) == ("aiohttp", "httpx")
+    assert auto.describe() == plain.describe()  # a resumed run log matches either way

@@ -150,6 +150,30 @@ def test_async_reply_and_arguments():
     assert json.loads(json.dumps(patient.config))["backend"] == "scripted"
 
 
+
+def test_last_flags_are_the_flags_of_the_latest_reply():
+    """B16: the flags the environment copies into ``info["patient_flags"]``; a failed
+    call or a reset leaves none from an earlier reply."""
+    from clinenv.llm.base import BackendError
+
+    def responder(messages, config, index):
+        if index == 2:
+            raise BackendError("server gone", backend="scripted", detail="connection")
+        return "Doctor: Anything else?\nPatient: No." if index else OPENING
+
+    patient = LLMPatient(ScriptedChatModel(responder))
+    assert patient.last_flags == []
+    assert patient.reply(view()) == OPENING and patient.last_flags == []
+    assert patient.reply(view([("Q", OPENING)])) == "No."
+    assert patient.last_flags == ["speaks_as_doctor"]
+    with pytest.raises(BackendError):
+        patient.reply(view([("Q", OPENING)]))
+    assert patient.last_flags == []
+    patient.last_flags = ["stale"]
+    patient.reset(seed=1)
+    assert patient.last_flags == []
+
+
 # -------------------------------------------------------------- through the env
 def test_episode_with_llm_patient_and_llm_doctor():
     """The env sends the patient exactly its view; replies land in e_T."""

@@ -17,7 +17,7 @@ import pytest
 from conftest import leaves
 
 import clinenv  # noqa: F401
-from clinenv.multiagent import egip_v0
+from clinenv.multiagent import egip_v0, fidelity
 from clinenv.multiagent.aec import AGENTS, DOCTOR, EXAMINER, PATIENT
 from clinenv.multiagent.seat_views import NO_REQUEST
 from clinenv.protocol.lookup import NOT_RECORDED_TEXT
@@ -205,12 +205,16 @@ def test_examiner_view_of_a_group_request_holds_each_test():
 
 # --------------------------------------------------------------------- rewards
 DOCTOR_SCRIPT = ["What brings you in today?", "REQUEST TEST: T1", "REQUEST TEST: T99",
-                 "REQUEST TEST: PE1", "REQUEST TEST: Blood Tests", "Any chest pain?"]
+                 "<think>vitals next</think>REQUEST TEST: PE1", "REQUEST TEST: Blood Tests",
+                 "Any chest pain?"]
 
 
 def test_doctor_matches_the_gymnasium_env_with_builtin_seats():
-    """Same actions, same case: the doctor's observations, masks and rewards equal the
-    Gymnasium env's; the return is 1 - 0.1 x 4 tests - 0.5 x 1 invalid = 0.1."""
+    """Same actions, same case: the doctor's observations, masks, rewards and whole info
+    dicts equal the Gymnasium env's at reset and after every step (no key differs with
+    built-in seats; the only documented differences, the refresh timing with external
+    seats and the max_steps truncation keys, do not arise here). The return is
+    1 - 0.1 x 5 tests - 0.5 x 1 invalid = 0."""
     kwargs = dict(dataset="demo", acquisition_rounds=6, exam_cost=0.1,
                   invalid_action_penalty=0.5)
     gym_env = gym.make("EGIP-Demo-v0", **kwargs).unwrapped
@@ -222,16 +226,55 @@ def test_doctor_matches_the_gymnasium_env_with_builtin_seats():
         mine = aec.observe(DOCTOR)
         assert mine["text"] == obs["text"]
         np.testing.assert_array_equal(mine["exam_mask"], obs["exam_mask"])
-        assert aec.infos[DOCTOR]["menu"] == info["menu"]
+        assert aec.infos[DOCTOR] == info
         obs, reward, terminated, _, info = gym_env.step(action)
         aec.step(action)
         assert aec.rewards[DOCTOR] == pytest.approx(reward)
         total += aec.rewards[DOCTOR]
         assert aec.terminations[DOCTOR] is terminated
+    assert aec.infos[DOCTOR] == info
+    assert info["verdict"] == "correct" and info["answer"] == "Lobar pneumonia"
+    assert "reasoning" not in info  # the last action had none; step 4's had
     # charged tests: T1, PE1, and the Blood Tests group (T1, T2, T3: a group request is
     # charged per returned test, the already requested T1 included)
-    assert info["verdict"] == aec.infos[DOCTOR]["verdict"] == "correct"
     assert total == pytest.approx(1.0 - 0.1 * (1 + 1 + 3) - 0.5 * 1)
+
+
+def test_doctor_info_carries_the_reasoning_like_the_gymnasium_env():
+    gym_env = gym.make("EGIP-Demo-v0").unwrapped
+    aec = egip_v0.raw_env(patient="retrieval", examiner="lookup", dataset="demo")
+    gym_env.reset(seed=0, options={"case_id": "demo-01"})
+    aec.reset(seed=0, options={"case_id": "demo-01"})
+    *_, info = gym_env.step(DOCTOR_SCRIPT[3])
+    aec.step(DOCTOR_SCRIPT[3])
+    assert aec.infos[DOCTOR] == info and info["reasoning"] == "vitals next"
+    assert info["action_kind"] == "test_request"
+
+
+def test_external_examiner_is_charged_when_the_result_comes_back():
+    """exam_cost is charged per returned test, in the examiner seat's step: the Blood
+    Tests group returns T1, T2, T3 (3 x 0.25), and the doctor sees the charge at its
+    next turn."""
+    env = demo(exam_cost=0.25)
+    env.step("REQUEST TEST: Blood Tests")
+    assert env.agent_selection == EXAMINER and env.rewards[DOCTOR] == 0.0
+    env.step("WBC 16.8, CRP 186, urea 7.9")
+    assert env.rewards[DOCTOR] == pytest.approx(-0.75)
+    assert env.agent_selection == DOCTOR and env.last()[1] == pytest.approx(-0.75)
+
+
+def test_truncation_with_an_exam_pending_charges_nothing():
+    """max_steps = 3 ends the episode right after the request of T4, before the examiner
+    seat answers: nothing was returned, so the doctor pays nothing (return 0)."""
+    env = demo(max_steps=3, exam_cost=0.25)
+    env.step("What brings you in today?")
+    env.step("A cough.")
+    env.step("REQUEST TEST: T4")
+    assert env.truncations == dict.fromkeys(AGENTS, True)
+    assert env.rewards[DOCTOR] == 0.0 and env._cumulative_rewards[DOCTOR] == 0.0
+    assert env.infos[EXAMINER]["pending"] is False
+    assert env.infos[DOCTOR]["n_exams_requested"] == 0  # T4 was never answered
+    assert env.infos[DOCTOR]["truncated_at_step"] == 3
 
 
 def test_answer_ends_the_episode_for_all_at_once():
@@ -269,21 +312,78 @@ def test_running_out_of_steps_truncates_all():
 
 
 def test_fidelity_rewards_count_record_values():
-    """demo-01: P holds none of M's ten digit-bearing values; PE1 (Vital Signs) has five."""
+    """demo-01: P holds none of M's ten digit-bearing values; PE1 (Vital Signs) has five;
+    T5 (Sputum Culture) stores Culture: "Pending"."""
     env = demo(fidelity_weight=0.5)
     env.step("How are things?")
     env.step("My temperature was 38.9 °C (102 °F) and my urea 7.9  MMOL/L.")
-    assert env.infos[PATIENT]["fidelity_errors"] == ["38.9 °c (102 °f)", "7.9 mmol/l"]
+    assert env.infos[PATIENT]["fidelity_errors"] == ["leaked: 38.9 °c (102 °f)",
+                                                      "leaked: 7.9 mmol/l"]
     assert env.rewards[PATIENT] == -1.0 and env.rewards[DOCTOR] == 0.0
     env.step("How long have you had diabetes?")
     env.step("Type 2 diabetes for 10 years.")  # a value of P, not of M
     assert env.rewards[PATIENT] == 0.0
     env.step("REQUEST TEST: PE1")
-    env.step("Temperature 38.9 °C (102 °F); blood pressure 132/78 mmHg.")
-    assert env.infos[EXAMINER]["fidelity_errors"] == ["108 bpm", "24 breaths/min",
-                                                       "91% on room air"]
-    assert env.rewards[EXAMINER] == -1.5
+    env.step("Temperature 38.9 °C (102 °F); blood pressure 132/78 mmHg; heart rate 110.")
+    assert env.infos[EXAMINER]["fidelity_errors"] == [
+        "omitted: 108 bpm", "omitted: 24 breaths/min", "omitted: 91% on room air",
+        "invented: 110"]
+    assert env.rewards[EXAMINER] == -2.0
+    env.step("REQUEST TEST: T5")
+    env.step("Gram stain: lancet-shaped gram-positive diplococci. Culture: normal flora, "
+             "no pathogens.")
+    assert env.infos[EXAMINER]["fidelity_errors"] == [
+        "invented: result for unavailable culture"]
+    assert env.rewards[EXAMINER] == -0.5
     assert demo().infos[PATIENT].get("fidelity_errors") is None  # off by default
+
+
+@pytest.mark.parametrize("text, value, found", [
+    ("improved by 25% since monday", "5%", False),
+    ("fever for 3-5 days", "-5", False),
+    ("protein 11+ on dipstick", "1+", False),
+    ("hba1c 16.7 today", "6.7", False),
+    ("hba1c 6.75 today", "6.7", False),
+    ("ejection fraction 2.5%", "5%", False),
+    ("hba1c was 6.7.", "6.7", True),
+    ("protein 1+ on dipstick", "1+", True),
+    ("z-score -5 at birth", "-5", True),
+    ("ef (5%)", "5%", True),
+])
+def test_record_values_match_on_token_boundaries(text, value, found):
+    assert fidelity.contains(text, value) is found
+
+
+def test_patient_leak_needs_the_whole_value():
+    leakable = ("5%", "6.7 mmol/l")
+    assert fidelity.patient_leaks("About 25% better, sugar 16.7 mmol/L", leakable) == []
+    assert fidelity.patient_leaks("They said 5% and 6.7 mmol/L.", leakable) == [
+        "leaked: 5%", "leaked: 6.7 mmol/l"]
+
+
+def test_examiner_errors_by_hand():
+    """Record {EF 55%, troponin 0.04 ng/mL}; the reply drops the troponin value, gives
+    0.4 (not 0.04) and an LVEDD of 52 mm that the record lacks; T2 is the exam id."""
+    record = {"Ejection_Fraction": "55%", "Troponin": "0.04 ng/mL"}
+    request = ("Echo", "T2", "Echocardiogram")
+    reply = "T2: ejection fraction 55%, troponin 0.4 ng/mL, LVEDD 52 mm."
+    assert fidelity.examiner_errors(reply, record, request) == [
+        "omitted: 0.04 ng/ml", "invented: 0.4", "invented: 52"]
+    faithful = "Ejection fraction 55%; troponin 0.04 ng/mL."
+    assert fidelity.examiner_errors(faithful, record, request) == []
+
+
+@pytest.mark.parametrize("reply, errors", [
+    ("Normal flora, no pathogens.", ["invented: result for unavailable record"]),
+    ("Culture: no growth after 48 h.", ["invented: 48",
+                                        "invented: result for unavailable record"]),
+    ("The culture is still pending.", []),
+    ("Result not available yet.", []),
+])
+def test_examiner_reporting_a_pending_record(reply, errors):
+    """A stored "Pending" is not a result (DESIGN.md): reporting a finding for it is an
+    invention; acknowledging it is faithful."""
+    assert fidelity.examiner_errors(reply, "Pending", ("Sputum culture",)) == errors
 
 
 # --------------------------------------------------------------------- seeding

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import statistics
@@ -12,10 +13,12 @@ import pytest
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.scripted_doctor import ScriptedDoctor
 from clinenv.rollouts import (
+    awaitable,
     episode_seed,
     plan_episodes,
     run_episode,
     run_logged,
+    run_without_loop,
     summarize,
 )
 from clinenv.runlog import SCHEMA, RunContext, RunLogError, RunLogWriter, read_run_log
@@ -38,6 +41,20 @@ def demo_env():
     env = gym.make("EGIP-Demo-v0")
     yield env
     env.close()
+
+
+
+def test_rollouts_re_exports_the_episode_and_summary_modules():
+    """One concept per module (clinenv.episode, clinenv.summary, clinenv.fail_fast);
+    ``from clinenv.rollouts import ...`` keeps giving the same objects."""
+    import clinenv.rollouts as rollouts
+    from clinenv import episode, fail_fast, summary
+
+    for module in (episode, summary):
+        for name in module.__all__:
+            assert getattr(rollouts, name) is getattr(module, name), name
+            assert name in rollouts.__all__
+    assert rollouts.RunAborted is fail_fast.RunAborted
 
 
 # ------------------------------------------------------------------------ seeds, plan
@@ -83,6 +100,16 @@ def test_run_episode_same_seed_same_record(demo_env):
     b = run_episode(demo_env, doctor, case_id="demo-05", seed=9)
     assert without_timing([a]) == without_timing([b])
     json.dumps(a, ensure_ascii=False, allow_nan=False)
+
+
+def test_the_sync_runner_refuses_a_move_that_awaits_io():
+    """run_episode drives the shared episode loop without an event loop (B10: no nested
+    loop); a coroutine that really suspends is closed and refused, never left pending."""
+    assert run_without_loop(awaitable(lambda x: x + 1)(41)) == 42
+    suspended = asyncio.sleep(0)
+    with pytest.raises(RuntimeError, match="arun_episode"):
+        run_without_loop(suspended)
+    assert suspended.cr_frame is None  # closed
 
 
 # --------------------------------------------------------------------------- run log
@@ -208,6 +235,70 @@ def test_resume_refuses_a_log_from_another_environment(tmp_path, shared_data_dir
         run_logged(medqa, ScriptedDoctor(), out=out, episodes=2, resume=True)
     assert "line 1" in str(err.value) and "EGIP-Demo-v0" in str(err.value)
     assert "EGIP-MedQA-v0" in str(err.value)
+
+
+def _as_error_line(line):
+    """``line`` as an episode stopped by a backend error before its first step."""
+    return {**line, "error": {"type": "BackendError", "message": "HTTP 500",
+                              "backend": "openai", "detail": "http_500"},
+            "verdict": "unscored", "correct": False, "terminated": False, "answer": None}
+
+
+def _write(path, lines):
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    return path
+
+
+def test_a_later_line_supersedes_only_an_error_line(demo_env, tmp_path):
+    """The supersession rule (clinenv.runlog): error line, then its retry, is one episode;
+    any other repeated key is refused by the reader and by resume."""
+    good = run_logged(demo_env, ScriptedDoctor(), out=tmp_path / "good.jsonl", seed=4,
+                      episodes=3).lines
+    err = _as_error_line(good[1])
+    retried = _write(tmp_path / "retried.jsonl", [good[0], err, err, good[2], good[1]])
+    episodes = read_run_log(retried).episodes()
+    assert list(episodes) == [("demo-01", 0), ("demo-02", 0), ("demo-03", 0)]
+    assert list(episodes.values()) == good  # the retry stands, in first-line order
+    again = run_logged(demo_env, ScriptedDoctor(), out=retried, seed=4, episodes=3,
+                       resume=True)
+    assert (again.n_new, again.n_retried, again.n_errors) == (0, 0, 0)
+    assert without_timing(again.lines) == without_timing(good)
+    s = summarize(_lines(retried))
+    assert (s["n_records"], s["n_errors"]) == (3, 0)
+    assert s == summarize(good)
+
+    for name, lines, line_no, earlier in (
+            ("twice.jsonl", [*good, good[0]], 4, 1),        # a repeated finished episode
+            ("late_error.jsonl", [*good, err], 4, 2)):      # an error after a finished one
+        path = _write(tmp_path / name, lines)
+        pattern = rf"{name}, line {line_no}: episode \('demo-0\d', 0\) appears twice " \
+                  rf"\(also on line {earlier}\)"
+        with pytest.raises(RunLogError, match=pattern):
+            read_run_log(path).episodes()
+        before = path.read_bytes()
+        with pytest.raises(RunLogError, match=pattern):
+            run_logged(demo_env, ScriptedDoctor(), out=path, seed=4, episodes=3,
+                       resume=True)
+        assert path.read_bytes() == before
+        with pytest.raises(ValueError, match=r"records \d and 3 are both episode"):
+            summarize(lines)
+
+
+def test_resume_retries_error_lines_unless_told_not_to(demo_env, tmp_path):
+    good = run_logged(demo_env, ScriptedDoctor(), out=tmp_path / "good.jsonl", seed=4,
+                      episodes=3, repetitions=2).lines
+    out = _write(tmp_path / "log.jsonl",
+                 [good[0], _as_error_line(good[1]), good[2], good[3], _as_error_line(good[5])])
+    no_retry = run_logged(demo_env, ScriptedDoctor(), out=out, seed=4, episodes=3,
+                          repetitions=2, resume=True, retry_errors=False)
+    assert (no_retry.n_new, no_retry.n_retried, no_retry.n_errors) == (1, 0, 2)
+    assert [x["repetition"] for x in _lines(out)[5:]] == [1]  # only the missing (demo-02, 1)
+    retry = run_logged(demo_env, ScriptedDoctor(), out=out, seed=4, episodes=3,
+                       repetitions=2, resume=True)
+    assert (retry.n_new, retry.n_retried, retry.n_resumed, retry.n_errors) == (2, 2, 4, 0)
+    assert [(x["case_id"], x["repetition"]) for x in _lines(out)[6:]] == [
+        ("demo-02", 0), ("demo-03", 1)]
+    assert without_timing(retry.lines) == without_timing(good)
 
 
 def test_writer_refuses_nan(tmp_path):

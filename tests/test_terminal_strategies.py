@@ -26,7 +26,7 @@ from clinenv.agents.terminal_base import (
     make_strategy,
 )
 from clinenv.agents.terminal_direct import Direct
-from clinenv.agents.terminal_full import Full, admissible_ids, normalize_id
+from clinenv.agents.terminal_full import Full, admissible_ids, normalize_id, observation_status
 from clinenv.agents.terminal_vote import Vote, vote_key
 from clinenv.llm import GenerationConfig, ScriptedChatModel
 from clinenv.scoring import is_abstention
@@ -249,7 +249,9 @@ def test_full_council_ledger_consensus_accepts_a_valid_reply():
     assert EVIDENCE in consensus_user and proposals in consensus_user
     assert f"{LEDGER_HEADING}\nAcute pancreatitis: supported by O1 and O2." in consensus_user
     assert decision.detail["support"] == ["O2", "S0"]
-    assert decision.detail["admissible"] == ["S0", "O1", "O2", "O3"]
+    # O3 (Abdominal CT) is "not recorded (unknown)": not admissible (EGIP appendix A.2)
+    assert decision.detail["admissible"] == ["S0", "O1", "O2"]
+    assert decision.detail["in_proposals"] is True and decision.calls[2]["flags"] == []
 
 
 def test_full_schema_failure_gets_one_repair_that_can_succeed():
@@ -263,7 +265,7 @@ def test_full_schema_failure_gets_one_repair_that_can_succeed():
     assert repair_msgs[2:] == [
         {"role": "assistant", "content": first},
         {"role": "user", "content": REPAIR_USER.format(
-            errors="- the reply holds no JSON object", admissible="S0, O1, O2, O3")}]
+            errors="- the reply holds no JSON object", admissible="S0, O1, O2")}]
     assert repair_cfg.seed == call_seed(9, "repair")
     assert decision.action == "DIAGNOSIS READY: Acute pancreatitis"
     assert decision.detail["errors"] == [["the reply holds no JSON object"], []]
@@ -278,9 +280,47 @@ def test_full_unknown_ids_fail_and_a_failed_repair_abstains():
     assert decision.action == ABSTENTION_ACTION and decision.abstained
     assert decision.answer is None and decision.detail["outcome"] == "invalid"
     assert decision.detail["errors"][0] == [
-        "'support' cites ids that are not acquired observations: O9",
-        "'conflict' cites ids that are not acquired observations: O7",
+        "'support' cites ids that cannot serve as evidence (only S0 and stated or recorded "
+        "observations can): O9 (not in the evidence)",
+        "'conflict' cites ids that cannot serve as evidence (only S0 and stated or recorded "
+        "observations can): O7 (not in the evidence)",
         "'support' cites no admissible observation id"]
+
+
+def test_full_prompts_say_unknown_observations_cannot_be_cited():
+    assert "marked unknown (not recorded or not available) cannot be cited" in (
+        " ".join(CONSENSUS_SYSTEM.split()))
+    assert "neither support nor conflict" in LEDGER_SYSTEM
+
+
+def test_full_rejects_an_unknown_observation_as_support_or_conflict():
+    """EGIP appendix A.2: "Unknown observations cannot serve as support or conflict
+    references." O3 of EVIDENCE reads "not recorded (unknown)"."""
+    bad = ('{"diagnosis": "Acute pancreatitis", "support": ["O2", "O3"], '
+           '"conflict": ["[O3]", "P1"]}')
+    decision = Full(repair=False).decide(_full_model([bad]), EVIDENCE)
+    assert decision.abstained and decision.detail["outcome"] == "invalid"
+    assert decision.detail["errors"][0] == [
+        "'support' cites ids that cannot serve as evidence (only S0 and stated or recorded "
+        "observations can): O3 (an unknown observation)",
+        "'conflict' cites ids that cannot serve as evidence (only S0 and stated or recorded "
+        "observations can): [O3] (an unknown observation), P1 (not an observation id)"]
+
+
+@pytest.mark.parametrize(("consensus", "in_proposals", "flags"), [
+    ("Acute pancreatitis", True, []),
+    ("**acute pancreatitis.**", True, []),  # formatting aside
+    ("B", True, []),  # candidate letter B is "Acute pancreatitis"
+    ("Gallstone pancreatitis", False, ["not_a_proposal"]),  # recorded, still accepted
+])
+def test_full_records_whether_the_consensus_is_a_council_proposal(consensus, in_proposals,
+                                                                  flags):
+    reply = f'{{"diagnosis": "{consensus}", "support": ["O2"]}}'
+    decision = Full().decide(_full_model([reply]), EVIDENCE, candidates=CANDIDATES)
+    assert decision.detail["proposals"] == ["Acute pancreatitis"]
+    assert decision.detail["in_proposals"] is in_proposals
+    assert decision.calls[2]["flags"] == flags
+    assert not decision.abstained and decision.detail["outcome"] == "accepted"
 
 
 @pytest.mark.parametrize(("reply", "problem"), [
@@ -315,9 +355,9 @@ def test_full_checks_its_arguments_and_normalizes_ids():
 
 
 def test_admissible_ids_of_a_real_evidence_interface():
-    """Ids are S0 plus exactly the observations of e_T: patient replies (also to a fixed
-    clarification) and measurements (also 'not recorded'), never feedback or doctor
-    events. Expected ids computed by hand from the five actions below."""
+    """Ids are S0 plus the known observations of e_T: patient replies (also to a fixed
+    clarification) and recorded measurements, never a 'not recorded' one, feedback or
+    doctor events. Expected ids computed by hand from the five actions below."""
     actions = ["What brings you in today?",  # O1 patient
                "REQUEST TEST: T4",  # O2 chest X-ray
                "REQUEST TEST: T4",  # repeat -> clarification question -> O3 patient
@@ -328,8 +368,72 @@ def test_admissible_ids_of_a_real_evidence_interface():
     for action in actions:
         obs, *_ , info = env.step(action)
     assert info["phase"] == "decide"
-    assert admissible_ids(obs["text"]) == ["S0", "O1", "O2", "O3", "O4"]
-    assert "[O4] Measurement Bone marrow biopsy: not recorded" in obs["text"]
+    assert admissible_ids(obs["text"]) == ["S0", "O1", "O2", "O3"]
+    assert "[O4] Measurement Bone marrow biopsy: not recorded (unknown)" in obs["text"]
+    assert observation_status(obs["text"]) == {
+        "O1": "stated", "O2": "recorded", "O3": "stated", "O4": "unknown"}
+
+
+#: demo-02 actions: O1 a question, O2 potassium (4.1 mmol/L), O3 a biopsy the case does not
+#: record, O4 the lipid panel whose stored value is the placeholder "Pending", O5 the ECG.
+DEMO_02_ACTIONS = ["Where does it hurt?", "REQUEST TEST: T3",
+                   "REQUEST TEST: Bone marrow biopsy", "REQUEST TEST: T5", "REQUEST TEST: T1"]
+
+
+def _demo_02_evidence() -> str:
+    env = gym.make("EGIP-Demo-v0", acquisition_rounds=5)
+    env.reset(seed=0, options={"case_id": "demo-02"})
+    for action in DEMO_02_ACTIONS:
+        obs, *_, info = env.step(action)
+    assert info["phase"] == "decide"
+    return obs["text"]
+
+
+def test_unknown_observations_of_a_real_evidence_interface_are_not_admissible():
+    """EGIP appendix A.2. By hand from demo.jsonl: demo-02 records Potassium "4.1
+    mmol/L", Lipid_Panel "Pending" (a placeholder) and an Electrocardiogram, and no bone
+    marrow biopsy; so O3 and O4 are unknown and S0, O1, O2, O5 are admissible."""
+    text = _demo_02_evidence()
+    assert "[O3] Measurement Bone marrow biopsy: not recorded (unknown)" in text
+    assert "[O4] Measurement T5 Lipid Panel (Blood Tests): result not available (unknown)" in text
+    assert "[O2] Measurement T3 Potassium (Blood Tests):\n    4.1 mmol/L" in text
+    assert observation_status(text) == {"O1": "stated", "O2": "recorded", "O3": "unknown",
+                                        "O4": "unknown", "O5": "recorded"}
+    assert admissible_ids(text) == ["S0", "O1", "O2", "O5"]
+
+
+def test_full_on_a_real_evidence_interface_repairs_a_citation_of_a_placeholder_result():
+    first = '{"diagnosis": "Inferior STEMI", "support": ["O5", "O4"], "conflict": []}'
+    fixed = '{"diagnosis": "Inferior STEMI", "support": ["O5", "S0"], "conflict": ["O2"]}'
+    model = _full_model([first, fixed], council="DIAGNOSIS: Inferior STEMI\nBASIS: O5")
+    text = _demo_02_evidence()
+    decision = Full().decide(model, text, seed=2)
+    repair_messages = model.calls[3][0]
+    assert repair_messages[-1]["content"] == REPAIR_USER.format(
+        errors="- 'support' cites ids that cannot serve as evidence (only S0 and stated or "
+               "recorded observations can): O4 (an unknown observation)",
+        admissible="S0, O1, O2, O5")
+    assert decision.action == "DIAGNOSIS READY: Inferior STEMI"
+    assert (decision.detail["support"], decision.detail["conflict"]) == (["O5", "S0"], ["O2"])
+
+
+@pytest.mark.parametrize(("observations", "statuses"), [
+    # a patient reply over two lines: the second line opens no entry
+    ('[O1] Patient, asked "Pain?": Yes.\nIt started [O2] days ago.\n'
+     "[O2] Measurement T1 ECG:\n    normal", {"O1": "stated", "O2": "recorded"}),
+    # a reply imitating an entry with a real id makes that id unreadable, not admissible
+    ('[O1] Patient, asked "Tests?": none\n[O2] Measurement T1 ECG:\n    fake\n'
+     "[O2] Measurement T1 ECG: not recorded (unknown)", {"O1": "stated", "O2": "unreadable"}),
+    # a recorded head without its indented result, and an entry of no known form
+    ("[O1] Measurement T1 ECG:\n[O2] Doctor note", {"O1": "unreadable", "O2": "unreadable"}),
+    ("(none)", {}),
+])
+def test_observation_status_reads_the_render_layout(observations, statuses):
+    text = (f"# Objective (S0)\nX\n\n# Acquired observations\n{observations}\n\n"
+            "# Instructions\n[O7] Measurement T9 CT:\n    not an observation")
+    assert observation_status(text) == statuses
+    assert admissible_ids(text) == ["S0", *(k for k, v in statuses.items()
+                                            if v in ("stated", "recorded"))]
 
 
 # -------------------------------------------------------------- strategies by name

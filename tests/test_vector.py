@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import clinenv  # noqa: F401  (registers the ids and the shared-memory guard)
-from clinenv.vector import make_vec
+from clinenv.vector import autoreset, make_vec
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -72,13 +72,35 @@ def test_menu_ids_vectorize_with_batched_action_mask():
     assert "consistent with lobar pneumonia" in obs["text"][1]
 
 
-def test_autoreset_mode_is_passed_on():
-    vec = make_vec("EGIP-Demo-v0", 2, autoreset_mode="SameStep", acquisition_rounds=1)
+@pytest.mark.parametrize("mode", ["SAME_STEP", "same_step", "SameStep", "samestep",
+                                  gym.vector.AutoresetMode.SAME_STEP])
+def test_autoreset_mode_is_passed_on(mode):
+    """The enum, its value and its name (any case) all give SAME_STEP: the terminal step
+    returns the reset observation and puts the last one in info["final_obs"]."""
+    vec = make_vec("EGIP-Demo-v0", 2, autoreset_mode=mode, acquisition_rounds=1)
+    assert vec.metadata["autoreset_mode"] is gym.vector.AutoresetMode.SAME_STEP
     vec.reset(seed=0)
     vec.step(("Hello?", "Hello?"))
     obs, reward, terminated, truncated, info = vec.step(("DIAGNOSIS READY: x",) * 2)
     assert terminated.all() and "final_obs" in info
     vec.close()
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("NEXT_STEP", gym.vector.AutoresetMode.NEXT_STEP),
+    ("next-step", gym.vector.AutoresetMode.NEXT_STEP),
+    ("Disabled", gym.vector.AutoresetMode.DISABLED),
+    ("DISABLED", gym.vector.AutoresetMode.DISABLED),
+])
+def test_autoreset_names_and_values(value, expected):
+    assert autoreset(value) is expected
+
+
+@pytest.mark.parametrize("value", ["same", "", 1, None])
+def test_unknown_autoreset_mode_names_the_field(value):
+    with pytest.raises(ValueError, match="autoreset_mode must be one of NEXT_STEP, "
+                                         "SAME_STEP, DISABLED"):
+        autoreset(value)
 
 
 @pytest.mark.parametrize("kwargs, field", [({"mode": "shared"}, "mode"),

@@ -76,3 +76,24 @@ def test_long_actions_are_clipped_to_the_space():
     env.reset(seed=0)
     messages, *_ = env.step("x" * 5000)
     assert len(messages[2]["content"]) == 1000 and env.observation_space.contains(messages)
+
+
+def test_steps_after_the_end_add_no_message():
+    """The conversation is final once the answer is given: a further step returns the
+    environment's after-end result (reward 0, terminated) and the same messages."""
+    env = chat_env(acquisition_rounds=1)
+    env.reset(seed=0, options={"case_id": "demo-01"})
+    env.step("REQUEST TEST: T4")
+    final, reward, terminated, *_ = env.step("DIAGNOSIS READY: lobar pneumonia")
+    assert terminated and reward == 1.0 and final[-1]["role"] == "assistant"
+    after, reward, terminated, truncated, info = env.step("DIAGNOSIS READY: asthma")
+    assert after == final and (reward, terminated) == (0.0, True)
+    assert info["action_kind"] == "after_end" and info["answer"] == "lobar pneumonia"
+    again, _ = env.reset(seed=0)
+    assert [m["role"] for m in again] == ["system", "user"]
+    assert len(env.step("Hello?")[0]) == 4  # a new episode grows again
+
+
+def test_menu_ids_are_refused_with_the_reason():
+    with pytest.raises(ValueError, match=r"text-action environments.*Discrete\(74\)"):
+        ChatHistory(gym.make("EGIP-Demo-Menu-v0", observation_format="delta"))

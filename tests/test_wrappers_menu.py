@@ -96,16 +96,20 @@ def test_answer_slot_k_answers_candidate_k():
     np.testing.assert_array_equal(obs["action_mask"], expected)
     obs, reward, terminated, truncated, info = env.step(FIRST_ANSWER + right)
     assert info["utterance"] == f"DIAGNOSIS READY: {record['candidates'][right]}"
+    assert info["answer_source"] == "candidate"
     assert (reward, terminated, info["verdict"]) == (1.0, True, "correct")
     assert obs["action_mask"].sum() == 0  # done: nothing is valid
 
 
 def test_without_candidates_slot_0_answers_from_the_evidence():
     env, obs, info = menu_env(acquisition_rounds=1)
-    obs, *_ = env.step(6)  # the chest X-ray names the diagnosis
+    obs, reward, terminated, truncated, info = env.step(6)  # the X-ray names it
+    assert info["answer_source"] is None  # not an answer step
     assert list(np.flatnonzero(obs["action_mask"])) == [FIRST_ANSWER]
     obs, reward, terminated, truncated, info = env.step(FIRST_ANSWER)
     assert info["utterance"] == "DIAGNOSIS READY: lobar pneumonia"
+    # the record-leak caveat: the answer is copied from a record that names Y
+    assert info["answer_source"] == "evidence" and env.egip.runtime.case.flags.target_in_records
     assert info["verdict"] == "correct" and reward == 1.0
 
 
@@ -114,6 +118,7 @@ def test_without_named_evidence_slot_0_abstains():
     env.step(0)  # vital signs name no diagnosis
     obs, reward, terminated, truncated, info = env.step(FIRST_ANSWER)
     assert info["utterance"] == "DIAGNOSIS READY: Undetermined"
+    assert info["answer_source"] == "abstain"
     assert info["verdict"] == "unscored" and reward == 0.0
 
 
@@ -142,3 +147,40 @@ def test_wraps_an_existing_env_and_refuses_ambiguous_arguments():
         MenuActionEnv(inner, n_answer_slots=0)
     with pytest.raises(ValueError, match="questions"):
         MenuActionEnv(inner, questions=("",))
+    with pytest.raises(ValueError, match=r"questions.*Q >= 1"):
+        MenuActionEnv(inner, questions=())
+
+
+def test_a_masked_answer_in_the_decision_phase_has_no_source():
+    env, obs, info = menu_env(acquisition_rounds=1)
+    env.step(EXAMS)
+    obs, reward, terminated, truncated, info = env.step(0)  # an exam slot: masked now
+    assert (info["utterance"], info["answer_source"], info["verdict"]) == ("", None,
+                                                                          "unscored")
+
+
+def test_accepts_the_env_of_gym_make_and_steps_through_its_wrappers():
+    """gym.make returns OrderEnforcing(PassiveEnvChecker(EGIPEnv)); the episode state
+    comes from .unwrapped, steps go through the wrappers (a reward wrapper applies)."""
+    wrapped = gym.wrappers.TransformReward(gym.make("EGIP-Demo-v0", acquisition_rounds=1),
+                                           lambda r: 10 * r)
+    env = MenuActionEnv(wrapped)
+    assert env.egip is wrapped.unwrapped and env.action_space.n == 74
+    obs, info = env.reset(seed=0, options={"case_id": "demo-01"})
+    env.step(6)
+    obs, reward, terminated, truncated, info = env.step(FIRST_ANSWER)
+    assert (reward, terminated, info["verdict"]) == (10.0, True, "correct")
+    assert obs["action_mask"].sum() == 0
+
+
+def test_refuses_what_it_cannot_drive():
+    from clinenv.wrappers.chat_history import ChatHistory
+
+    with pytest.raises(ValueError, match="env must be an EGIPEnv.*CartPoleEnv"):
+        MenuActionEnv(gym.make("CartPole-v1"))
+    menu = gym.make("EGIP-Demo-Menu-v0")
+    with pytest.raises(ValueError, match="env must be an EGIPEnv.*MenuActionEnv"):
+        MenuActionEnv(menu)
+    chat = ChatHistory(gym.make("EGIP-Demo-v0", observation_format="delta"))
+    with pytest.raises(ValueError, match="wrappers change the EGIP observation"):
+        MenuActionEnv(chat)

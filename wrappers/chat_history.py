@@ -12,7 +12,12 @@ an OpenAI-style client:
 The inner environment must use ``observation_format="delta"``: each new ``user`` message
 is then only what is new, and no earlier message is ever rewritten (RL trainers append
 each turn's tokens to the conversation; DESIGN.md). The terminal step adds the answer as
-the last ``assistant`` message and no ``user`` message (its delta is empty).
+the last ``assistant`` message and no ``user`` message (its delta is empty). Steps after
+the end (terminated or truncated, before ``reset``) are passed to the environment, whose
+reward and info they return, but add no message: the conversation is final.
+
+It is for the text-action ids (``EGIP-<Dataset>-v0``); a ``-Menu`` id's actions are
+indices, not utterances, so it is refused.
 
 Observation space: ``Sequence(Dict(role=UnicodeText(16), content=UnicodeText(n)),
 stack=False)``, whose ``contains`` needs a tuple, which is what is returned (fresh dicts
@@ -40,13 +45,19 @@ class ChatHistory(gym.Wrapper, gym.utils.RecordConstructorArgs):
         system_prompt: optional first message with role ``system``.
 
     Raises:
-        ValueError: the environment does not use ``observation_format="delta"``, or has
-            no ``text`` observation.
+        ValueError: the environment's actions are not text (a ``-Menu`` id's Discrete
+            index), it does not use ``observation_format="delta"``, or it has no
+            ``text`` observation.
     """
 
     def __init__(self, env: gym.Env, system_prompt: str | None = None) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, system_prompt=system_prompt)
         gym.Wrapper.__init__(self, env)
+        if not isinstance(env.action_space, UnicodeText):
+            raise ValueError(
+                f"ChatHistory is for text-action environments (EGIP-<Dataset>-v0); this "
+                f"one's action space is {env.action_space} (an EGIP-<Dataset>-Menu-v0 "
+                "index), and an index is not an assistant message")
         fmt = getattr(env.unwrapped, "observation_format", None)
         if fmt != "delta":
             raise ValueError("ChatHistory needs the environment's observation_format='delta' "
@@ -62,6 +73,7 @@ class ChatHistory(gym.Wrapper, gym.utils.RecordConstructorArgs):
             stack=False,
         )
         self._messages: list[tuple[str, str]] = []
+        self._ended = False
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Reset; the observation is ``[system], user(first view)``."""
@@ -69,11 +81,16 @@ class ChatHistory(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._messages = [("system", self._clip(self.system_prompt))] if self.system_prompt \
             else []
         self._messages.append(("user", obs["text"]))
+        self._ended = False
         return self._observation(), info
 
     def step(self, action: Any):
-        """Step; appends ``assistant(action)`` and, when there is new text, ``user(text)``."""
+        """Step; appends ``assistant(action)`` and, when there is new text, ``user(text)``;
+        after the end of the episode appends nothing (module docstring)."""
         obs, reward, terminated, truncated, info = self.env.step(action)
+        if self._ended:
+            return self._observation(), reward, terminated, truncated, info
+        self._ended = bool(terminated or truncated)
         content = action if isinstance(action, str) else ("" if action is None else str(action))
         self._messages.append(("assistant", self._clip(content)))
         if obs["text"]:

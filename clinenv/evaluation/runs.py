@@ -12,7 +12,11 @@ naming the file and the 1-based line):
 - one file mixes runs (its lines disagree on env id, dataset, dataset file, doctor or
   run seed);
 - one ``(case_id, repetition)`` key appears twice in a run (in one file or across the
-  files given for the same label and dataset);
+  files given for the same label and dataset), except after an error line: under the
+  supersession rule of :mod:`clinenv.runlog` a later line of an episode (in file order,
+  files in the order given) replaces an earlier *error* line (an episode stopped by a
+  model backend, run again by ``clinenv run --resume``), so the episode counts once,
+  with the later verdict (:attr:`Run.n_superseded` counts the replaced lines);
 - two files given the same label and dataset come from different runs.
 
 The *schedule* of a run (cases per repetition × repetitions) comes from the
@@ -41,7 +45,7 @@ import numpy as np
 
 from clinenv.errors import ClinenvError
 from clinenv.evaluation.metrics import VERDICTS
-from clinenv.runlog import RunLogError, _short, read_run_log
+from clinenv.runlog import EpisodeLines, RunLogError, _short, read_run_log
 
 __all__ = [
     "Alignment", "CaseMismatchError", "Run", "RunSpec", "RunsError", "align", "load_runs",
@@ -111,13 +115,16 @@ class Run:
         doctor: ``{"name", "config"}`` of the doctor policy.
         run_seed: the run seed (``None`` when the lines have none).
         dataset_sha256: sha256 of the dataset file (``None`` for in-memory cases).
-        records: the run-log lines.
+        records: the run-log lines, one per episode (the standing line: an error line
+            followed by a later line of its episode is replaced by it).
         sources: ``(file, 1-based line)`` of each record.
         partial_bytes: bytes of partial last lines (left by crashes) skipped in the files.
         n_cases_scheduled: cases per repetition in the run's plan.
         schedule_inferred: the lines do not record the schedule (a log written before
             ``n_cases_scheduled`` / ``n_repetitions`` existed), so it was inferred as the
             cases seen × (largest repetition + 1).
+        n_superseded: error lines left out because a later line of the same episode
+            replaced them (a retry on resume; see the module docstring).
     """
 
     label: str
@@ -131,6 +138,7 @@ class Run:
     partial_bytes: int = 0
     n_cases_scheduled: int = 0
     schedule_inferred: bool = False
+    n_superseded: int = 0
     _case_ids: tuple[str, ...] = field(default=(), repr=False)
     _n_repetitions: int = field(default=1, repr=False)
 
@@ -238,9 +246,7 @@ class _Group:
     label: str
     first: Mapping[str, Any]
     first_at: tuple[str, int]
-    records: list[Mapping[str, Any]] = field(default_factory=list)
-    sources: list[tuple[str, int]] = field(default_factory=list)
-    seen: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
+    episodes: EpisodeLines = field(default_factory=EpisodeLines)  # where: (file, line)
     partial_bytes: int = 0
 
 
@@ -296,16 +302,13 @@ def load_runs(specs: Iterable[RunSpec | str | Path]) -> list[Run]:
                 + "; give each log its own label with LABEL=path", path=path, line=head_no)
         group.partial_bytes += log.partial_bytes
         for line, number in zip(log.lines, log.line_numbers, strict=True):
-            ep = (line["case_id"], line["repetition"])
-            if ep in group.seen:
-                where = "{}, line {}".format(*group.seen[ep])
+            earlier = group.episodes.add(line, (path, number))
+            if earlier is not None:
                 raise RunsError(
-                    f"duplicate episode (case_id {ep[0]!r}, repetition {ep[1]}) of run "
-                    f"{label!r} on {head['dataset']!r}, first at {where}",
-                    path=path, line=number)
-            group.seen[ep] = (path, number)
-            group.records.append(line)
-            group.sources.append((path, number))
+                    f"duplicate episode (case_id {line['case_id']!r}, repetition "
+                    f"{line['repetition']}) of run {label!r} on {head['dataset']!r}, "
+                    "first at {}, line {} (only an error line may be followed by another "
+                    "line of its episode)".format(*earlier), path=path, line=number)
     return [_to_run(g) for g in groups.values()]
 
 
@@ -340,15 +343,17 @@ def _schedule(records: Sequence[Mapping[str, Any]]) -> tuple[list[str], int, boo
 
 
 def _to_run(group: _Group) -> Run:
-    ids, n_reps, inferred = _schedule(group.records)
+    records = list(group.episodes.lines.values())
+    ids, n_reps, inferred = _schedule(records)
     first = group.first
     return Run(
         label=group.label, dataset=first["dataset"], env_id=str(first.get("env_id")),
         doctor=first.get("doctor") or {"name": group.label, "config": {}},
         run_seed=first.get("run_seed"),
-        dataset_sha256=first.get("dataset_sha256"), records=tuple(group.records),
-        sources=tuple(group.sources), partial_bytes=group.partial_bytes,
-        n_cases_scheduled=len(ids), schedule_inferred=inferred, _case_ids=tuple(ids),
+        dataset_sha256=first.get("dataset_sha256"), records=tuple(records),
+        sources=tuple(group.episodes.where.values()), partial_bytes=group.partial_bytes,
+        n_cases_scheduled=len(ids), schedule_inferred=inferred,
+        n_superseded=group.episodes.n_superseded, _case_ids=tuple(ids),
         _n_repetitions=n_reps,
     )
 

@@ -8,16 +8,74 @@ is the message content; a ``dict`` is the whole ``message`` object (for example
 
 Built-ins, selectable by name (:data:`RESPONDERS`): ``"ok"`` (replies ``OK``),
 ``"echo"`` (the last user message), ``"yes"`` (a judge that always answers ``Yes``) and
-``"clinician"`` (:func:`clinician_responder`, a deterministic EGIP doctor that reads only
-the request's messages).
+``"clinician"`` (:func:`clinician_responder`).
+
+The clinician plays every LLM seat of clinenv, so that an offline run (``python -m
+clinenv.llm.fake_server --responder clinician``, or the ``"scripted"`` backend) goes
+through every agent with well-formed replies. It tells the seats apart by the request's
+system prompt (:func:`role_of`, the exact texts of :mod:`clinenv.agents.prompts`) and
+reads nothing but the request's messages; the same request always gets the same reply
+(``index`` is ignored):
+
+=============  ==========================================================================
+role           reply
+=============  ==========================================================================
+``doctor``     acquisition (EGIP or AgentClinic doctor prompt, or no known system
+               prompt): ``REQUEST TEST: <id>`` for the first id of the last user
+               message's ``# Available examinations`` menu not yet requested in the
+               conversation, then :data:`FALLBACK_QUESTION`; when the last user message
+               is an evidence interface e_T (it holds :data:`DECISION_MARKER`), the
+               decision line as for ``direct``
+``direct``     Direct and Vote samples: ``DIAGNOSIS READY: <label>``, the *evidence
+               label* of e_T (below)
+``council``    ``DIAGNOSIS: <label>`` and ``BASIS: <ids>`` (the admissible observation
+               ids of e_T)
+``ledger``     one line per council proposal: ``<proposal>: supported by <ids>.``
+``consensus``  one JSON object: the first council proposal (else the evidence label),
+               ``support`` = the admissible ids of e_T other than ``S0`` (``["S0"]``
+               when there is none), no conflict; when there is no label at all,
+               ``{"diagnosis": "", "support": [], "conflict": [], "insufficient": true}``.
+               The repair call gets the same reply.
+``patient``    the fact of the persona facts (the ``Facts:`` block of the system prompt)
+               that shares the most words with the doctor's question (words of 4+
+               letters; ties: the first), else the first fact whose label names a
+               symptom, else the first fact; as ``"<fact>."``. Never the question
+               itself; ``"I'm not sure."`` without facts
+``judge``      ``Yes`` when the given diagnosis equals the reference diagnosis after
+               case folding, whitespace collapsing and trimming of surrounding
+               punctuation, else ``No`` (read from the judge's question, also when the
+               last message is the retry request)
+=============  ==========================================================================
+
+The *evidence label* of e_T is the first candidate label (its ``A.`` prefix removed)
+when e_T lists candidates, else the first line of the last recorded measurement result,
+else none (``direct`` and ``doctor`` then answer ``Unknown``). Admissible ids are those of
+:func:`clinenv.agents.terminal_full.admissible_ids` (S0, patient statements and
+recorded results; never unknown observations).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from clinenv.agents.prompts import (
+    AGENTCLINIC_DOCTOR_SYSTEM,
+    CONSENSUS_SYSTEM,
+    COUNCIL_SYSTEM,
+    DIRECT_SYSTEM,
+    EGIP_DOCTOR_SYSTEM,
+    EVIDENCE_HEADING,
+    JUDGE_SYSTEM,
+    JUDGE_USER,
+    LEDGER_SYSTEM,
+    PATIENT_OPENING,
+    PATIENT_SYSTEM,
+    PROPOSALS_HEADING,
+)
+from clinenv.agents.terminal_full import admissible_ids
 from clinenv.protocol.evidence import CANDIDATES_HEADING
 
 #: ``responder(body, index) -> str | dict`` (see the module docstring).
@@ -34,6 +92,31 @@ FALLBACK_QUESTION = "Any other symptoms?"
 _REQUESTED = re.compile(r"REQUEST TEST:\s*(\S+)", re.IGNORECASE)
 _OPTION_PREFIX = re.compile(r"^[A-Z]{1,2}\.\s+")
 _MEASUREMENT_HEAD = re.compile(r"^\[O\d+\] Measurement .*:$")
+_NUMBERED = re.compile(r"^\d+\.\s+")
+_WORD = re.compile(r"[^\W\d_]{4,}")
+_TRIM = " \t.,;:!?\"'()[]*_`"
+_FACTS_MARKER = "\nFacts:\n"
+#: The patient's reply when the system prompt lists no facts.
+NOT_SURE = "I'm not sure."
+
+
+def _prefix(template: str) -> str:
+    """A prompt template's text before its first ``{field}``."""
+    return template.split("{", 1)[0]
+
+
+#: (role, system prompt prefix) in matching order; no prefix starts another.
+_ROLE_PREFIXES = (
+    ("patient", _prefix(PATIENT_SYSTEM)), ("judge", JUDGE_SYSTEM),
+    ("direct", DIRECT_SYSTEM), ("council", COUNCIL_SYSTEM), ("ledger", LEDGER_SYSTEM),
+    ("consensus", CONSENSUS_SYSTEM), ("doctor", EGIP_DOCTOR_SYSTEM),
+    ("doctor", _prefix(AGENTCLINIC_DOCTOR_SYSTEM)),
+)
+#: The judge's question (:data:`~clinenv.agents.prompts.JUDGE_USER`) with its fields.
+_JUDGE_QUESTION = re.compile(
+    re.escape(JUDGE_USER.split("{target}")[0]) + r"(?P<target>.*?)"
+    + re.escape(JUDGE_USER.split("{target}")[1].split("{answer}")[0]) + r"(?P<answer>.*?)"
+    + re.escape(JUDGE_USER.split("{answer}")[1]), re.DOTALL)
 
 
 def content_text(content: Any) -> str:
@@ -82,7 +165,8 @@ def _section(lines: Sequence[str], heading: str) -> list[str]:
     return []
 
 
-def _decision(text: str) -> str:
+def _evidence_label(text: str) -> str | None:
+    """The evidence label of e_T (see the module docstring), or ``None``."""
     lines = text.splitlines()
     candidates = _section(lines, CANDIDATES_HEADING)
     if candidates:
@@ -91,28 +175,130 @@ def _decision(text: str) -> str:
     for i, line in enumerate(lines[:-1]):
         if _MEASUREMENT_HEAD.match(line) and lines[i + 1].startswith(" "):
             finding = lines[i + 1].strip()
-    return finding or "Unknown"
+    return finding
 
 
-def clinician_responder(body: dict, index: int) -> str:
-    """A deterministic EGIP doctor that reads only the request's messages.
+def _decision(text: str) -> str:
+    return _evidence_label(text) or "Unknown"
 
-    - Decision phase (the last user message contains :data:`DECISION_MARKER`, i.e. it is
-      the evidence interface e_T): ``"DIAGNOSIS READY: <label>"`` where ``<label>`` is
-      the first candidate label (its ``A.`` prefix removed) when the message has a
-      candidate block, else the first line of the last recorded measurement result among
-      the acquired observations, else ``"Unknown"``.
-    - Acquisition: ``"REQUEST TEST: <id>"`` for the first id of the last user message's
-      ``# Available examinations`` menu that no message of the conversation has
-      requested yet (``REQUEST TEST: <id>`` anywhere in the messages, any case, ``*``
-      ignored; so both the full view and a chat history in delta format work);
-      :data:`FALLBACK_QUESTION` when none is left or there is no menu.
 
-    The same request always gets the same reply; ``index`` is ignored.
-    """
-    text = last_user_text(body)
-    if DECISION_MARKER in text:
-        return f"DIAGNOSIS READY: {_decision(text)}"
+def role_of(body: dict) -> str:
+    """The clinenv seat a request comes from, by its system prompt (the first message):
+    ``"patient"``, ``"judge"``, ``"direct"``, ``"council"``, ``"ledger"``, ``"consensus"``
+    or ``"doctor"`` (the EGIP or AgentClinic doctor prompt, any other system prompt, or
+    none). A prompt template matches on its text before the first ``{field}``."""
+    messages = body.get("messages") or []
+    first = messages[0] if messages and isinstance(messages[0], dict) else {}
+    system = content_text(first.get("content")) if first.get("role") == "system" else ""
+    for role, prefix in _ROLE_PREFIXES:
+        if system.startswith(prefix):
+            return role
+    return "doctor"
+
+
+def _between(text: str, start: str, end: str | None) -> str:
+    """The part of ``text`` after the line ``start`` and before the line ``end`` (all of
+    ``text`` when ``start`` is missing; up to the end when ``end`` is)."""
+    head = text.find(start + "\n")
+    if head < 0:
+        return text
+    body = text[head + len(start) + 1:]
+    if end is not None:
+        stop = body.find("\n" + end)
+        body = body[:stop] if stop >= 0 else body
+    return body
+
+
+def _proposals(text: str) -> list[str]:
+    """The numbered council proposals of a Ledger or Consensus request."""
+    return [_NUMBERED.sub("", line) for line in _section(text.splitlines(), PROPOSALS_HEADING)
+            if _NUMBERED.match(line)]
+
+
+def _observation_ids(evidence: str) -> list[str]:
+    """Admissible ids of e_T without ``S0``; ``["S0"]`` when there is no other."""
+    return [i for i in admissible_ids(evidence) if i != "S0"] or ["S0"]
+
+
+def _council(text: str) -> str:
+    return f"DIAGNOSIS: {_decision(text)}\nBASIS: {', '.join(_observation_ids(text))}"
+
+
+def _ledger(text: str) -> str:
+    evidence = _between(text, EVIDENCE_HEADING, PROPOSALS_HEADING)
+    ids = ", ".join(_observation_ids(evidence))
+    return "\n".join(f"{p}: supported by {ids}." for p in _proposals(text)) or (
+        f"No proposal; the evidence holds {ids}.")
+
+
+def _consensus(body: dict) -> str:
+    text = next((content_text(m.get("content")) for m in body.get("messages") or []
+                 if isinstance(m, dict) and m.get("role") == "user"), "")
+    evidence = _between(text, EVIDENCE_HEADING, PROPOSALS_HEADING)
+    diagnosis = next(iter(_proposals(text)), None) or _evidence_label(evidence)
+    if not diagnosis:
+        return json.dumps({"diagnosis": "", "support": [], "conflict": [],
+                           "insufficient": True})
+    return json.dumps({"diagnosis": diagnosis, "support": _observation_ids(evidence),
+                       "conflict": [], "insufficient": False})
+
+
+def _facts(system: str) -> list[tuple[str, str]]:
+    """``(label, fact)`` pairs of the ``Facts:`` block of a patient system prompt (the
+    layout of :func:`clinenv.agents.llm_patient.render_facts`); a list item's label is
+    its parent's."""
+    block = system.split(_FACTS_MARKER, 1)[1] if _FACTS_MARKER in system else ""
+    facts, parents = [], []  # parents: (indent, label)
+    for line in block.splitlines():
+        indent = len(line) - len(line.lstrip())
+        item = line.strip()
+        if not item or item == "(none)":
+            continue
+        while parents and parents[-1][0] >= indent:
+            parents.pop()
+        if item.startswith("- "):
+            facts.append((parents[-1][1] if parents else "", item[2:].strip()))
+        elif item.endswith(":"):
+            parents.append((indent, item[:-1]))
+        else:
+            label, _, value = item.partition(": ")
+            facts.append((label, value) if value else ("", item))
+    return facts
+
+
+def _words_of(text: str) -> set[str]:
+    return {w.lower().removesuffix("s") for w in _WORD.findall(text)}
+
+
+def _patient(body: dict) -> str:
+    messages = body.get("messages") or []
+    facts = _facts(content_text(messages[0].get("content")))
+    if not facts:
+        return NOT_SURE
+    question = last_user_text(body).replace(PATIENT_OPENING, "")
+    asked = _words_of(question)
+    best = max(facts, key=lambda f: len(asked & _words_of(f"{f[0]} {f[1]}")))
+    if not asked & _words_of(f"{best[0]} {best[1]}"):
+        best = next((f for f in facts if "symptom" in f[0].lower()), facts[0])
+    return best[1].rstrip(" .") + "."
+
+
+def _same_text(a: str, b: str) -> bool:
+    def norm(text: str) -> str:
+        return " ".join(text.split()).casefold().strip(_TRIM)
+    return norm(a) == norm(b)
+
+
+def _judge(body: dict) -> str:
+    for message in body.get("messages") or []:
+        if isinstance(message, dict) and message.get("role") == "user":
+            found = _JUDGE_QUESTION.search(content_text(message.get("content")))
+            if found:
+                return "Yes" if _same_text(found["target"], found["answer"]) else "No"
+    return "No"
+
+
+def _acquire(body: dict, text: str) -> str:
     requested = set()
     for message in body.get("messages") or []:
         if isinstance(message, dict):
@@ -125,6 +311,30 @@ def clinician_responder(body: dict, index: int) -> str:
         if exam_id.upper() not in requested:
             return f"REQUEST TEST: {exam_id}"
     return FALLBACK_QUESTION
+
+
+def clinician_responder(body: dict, index: int) -> str:
+    """A deterministic player of every LLM seat of clinenv (doctor, terminal strategies,
+    patient, judge), chosen by :func:`role_of`; the replies are in the module docstring.
+
+    It reads only the request's messages, so concurrent and sequential runs get the
+    same replies; ``index`` is ignored.
+    """
+    role = role_of(body)
+    text = last_user_text(body)
+    if role == "patient":
+        return _patient(body)
+    if role == "judge":
+        return _judge(body)
+    if role == "council":
+        return _council(text)
+    if role == "ledger":
+        return _ledger(text)
+    if role == "consensus":
+        return _consensus(body)
+    if role == "direct" or DECISION_MARKER in text:
+        return f"DIAGNOSIS READY: {_decision(text)}"
+    return _acquire(body, text)
 
 
 #: Built-in responders by name (the command line's ``--responder`` choices).

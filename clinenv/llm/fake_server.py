@@ -2,14 +2,17 @@
 
 :class:`FakeChatServer` answers ``POST /v1/chat/completions`` on 127.0.0.1 with replies
 from a *responder* function, after an adjustable delay, and can be told to fail the next
-requests (HTTP errors, hangs, raw bodies) so that clients' retries and their handling of
-odd replies can be exercised against a real socket (field-bug-reports B04, B08, B09).
+requests (HTTP errors, hangs, odd JSON or raw bytes) so that clients' retries and their
+handling of odd replies can be exercised against a real socket (field-bug-reports B04,
+B08, B09).
 
 A responder is ``responder(body, index) -> str | dict``, called once per returned choice
 (a ``str`` is the content; a ``dict`` is the whole ``message`` plus an optional
 ``"finish_reason"``). The built-in ones live in :mod:`clinenv.llm.fake_responders` and
 are re-exported here: ``"ok"`` (replies ``OK``), ``"echo"``, ``"yes"`` (a judge) and
-``"clinician"`` (:func:`clinician_responder`, a deterministic EGIP doctor).
+``"clinician"`` (:func:`clinician_responder`: deterministic replies for every LLM seat of
+clinenv, the doctor, Direct, Vote, Full's council, ledger and consensus, the patient and
+the judge, told apart by the request's system prompt).
 
 Other routes: ``GET /v1/models`` (the one model), ``GET /health`` and ``GET /stats``
 (:meth:`FakeChatServer.stats` as JSON, for benchmarks that run the server in another
@@ -65,6 +68,16 @@ class _Fault:
     retry_after_ms: int | None = None
     hang_s: float | None = None
     body: dict | None = None
+    raw: bytes | None = None
+    content_type: str = "application/json"
+
+
+@dataclass(frozen=True)
+class _Raw:
+    """A reply body sent byte for byte (an injected ``raw`` fault)."""
+
+    data: bytes
+    content_type: str
 
 
 def _words(text: Any) -> int:
@@ -99,10 +112,14 @@ class _Handler(BaseHTTPRequestHandler):
         return
 
     def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None):
-        data = json.dumps(payload).encode("utf-8")
+        """Send ``payload`` as JSON, or a :class:`_Raw` body as its bytes, unchanged."""
+        if isinstance(payload, _Raw):
+            data, content_type = payload.data, payload.content_type
+        else:
+            data, content_type = json.dumps(payload).encode("utf-8"), "application/json"
         try:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             for key, value in (headers or {}).items():
                 self.send_header(key, value)
@@ -276,7 +293,8 @@ class FakeChatServer:
     # ------------------------------------------------------------------ faults
     def inject(self, *, status: int | None = None, count: int = 1,
                retry_after_ms: int | None = None, hang_s: float | None = None,
-               body: dict | None = None) -> None:
+               body: dict | None = None, raw: bytes | None = None,
+               content_type: str = "application/json") -> None:
         """Queue ``count`` identical faults; each of the next requests consumes one (FIFO).
 
         Exactly one kind per call:
@@ -287,17 +305,22 @@ class FakeChatServer:
           normally, to trigger client timeouts;
         - ``body``: return this JSON object with status 200 instead of a completion
           (e.g. ``{"choices": []}``, field-bug-reports B09; or a message with
-          ``content: null`` and ``reasoning``, B04).
+          ``content: null`` and ``reasoning``, B04);
+        - ``raw``: return these bytes with status 200 and the header ``Content-Type:
+          <content_type>`` (default ``application/json``), e.g. a cut JSON body
+          ``b'{"choices": [ {"index":0,'``, a JSON list, or HTML from a proxy.
 
         Raises:
             ValueError: not exactly one kind, ``count`` < 1, a status outside 400..599,
-                a negative ``hang_s`` or ``retry_after_ms``, or ``retry_after_ms``
-                without ``status``.
+                a negative ``hang_s`` or ``retry_after_ms``, ``retry_after_ms``
+                without ``status``, ``raw`` that is not ``bytes``, or an empty
+                ``content_type``.
         """
-        kinds = [k for k, v in (("status", status), ("hang_s", hang_s), ("body", body))
-                 if v is not None]
+        kinds = [k for k, v in (("status", status), ("hang_s", hang_s), ("body", body),
+                                ("raw", raw)) if v is not None]
         if len(kinds) != 1:
-            raise ValueError(f"inject needs exactly one of status, hang_s, body; got {kinds}")
+            raise ValueError("inject needs exactly one of status, hang_s, body, raw; "
+                             f"got {kinds}")
         if count < 1:
             raise ValueError(f"count must be >= 1, got {count}")
         if status is not None and not 400 <= status <= 599:
@@ -308,8 +331,13 @@ class FakeChatServer:
             raise ValueError("retry_after_ms must be >= 0 and goes with status")
         if body is not None and not isinstance(body, dict):
             raise ValueError(f"body must be a dict, got {type(body).__name__}")
+        if raw is not None and not isinstance(raw, bytes | bytearray):
+            raise ValueError(f"raw must be bytes, got {type(raw).__name__}")
+        if not isinstance(content_type, str) or not content_type.strip():
+            raise ValueError(f"content_type must be a non-empty string, got {content_type!r}")
         fault = _Fault(status=status, retry_after_ms=retry_after_ms, hang_s=hang_s,
-                       body=None if body is None else json.loads(json.dumps(body)))
+                       body=None if body is None else json.loads(json.dumps(body)),
+                       raw=None if raw is None else bytes(raw), content_type=content_type)
         with self._lock:
             self._faults.extend([fault] * count)
 
@@ -333,8 +361,9 @@ class FakeChatServer:
                     "pending_faults": len(self._faults), "delay_s": self.delay_s}
 
     # ------------------------------------------------------------------ handling
-    def _handle(self, raw: bytes) -> tuple[int, dict, dict[str, str]]:
-        """One chat-completions request: (status, JSON payload, extra headers)."""
+    def _handle(self, raw: bytes) -> tuple[int, Any, dict[str, str]]:
+        """One chat-completions request: (status, JSON payload or :class:`_Raw`, extra
+        headers)."""
         start = time.monotonic()
         try:
             body = json.loads(raw.decode("utf-8")) if raw else None
@@ -357,7 +386,7 @@ class FakeChatServer:
                 self._intervals.append((start, time.monotonic()))
         return status, payload, headers
 
-    def _reply(self, body: Any, fault: _Fault | None) -> tuple[int, dict, dict[str, str]]:
+    def _reply(self, body: Any, fault: _Fault | None) -> tuple[int, Any, dict[str, str]]:
         if self.delay_s > 0:
             time.sleep(self.delay_s)
         if not isinstance(body, dict):
@@ -370,6 +399,8 @@ class FakeChatServer:
                 return fault.status, _error_body(fault.status, "injected fault"), headers
             if fault.body is not None:
                 return 200, fault.body, {}
+            if fault.raw is not None:
+                return 200, _Raw(fault.raw, fault.content_type), {}
             time.sleep(fault.hang_s or 0.0)
         try:
             return 200, self._completion(body), {}

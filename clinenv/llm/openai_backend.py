@@ -21,6 +21,13 @@ Policies (each one answers a field-bug-reports entry):
 - **Identical choices** at temperature > 0 with n > 1 (B08b): a warning.
 - **No choices** (B09): one more request; a second empty reply raises
   ``BackendError(detail="no_choices")``, never an ``IndexError``.
+- **Unreadable replies**: a 200 reply whose body is not JSON (broken or cut JSON under
+  ``content-type: application/json``, or another content type), is JSON but not an
+  object, or is an object without a ``choices`` list gets the same policy: one more
+  request, and a second unreadable reply raises ``BackendError(detail="malformed")``
+  (the contract of :class:`~clinenv.llm.base.BackendError`), never a
+  ``json.JSONDecodeError`` escaping into a rollout. The one repeat for an empty reply
+  and the one for an unreadable reply are counted apart.
 - **content null / reasoning** (B04): ``None`` content becomes ``""`` with the finish
   reason kept. The server's ``reasoning`` / ``reasoning_content`` text is kept apart in
   :attr:`Choice.reasoning`. When the content is empty, the reasoning holds text and the
@@ -37,12 +44,23 @@ Policies (each one answers a field-bug-reports entry):
   :meth:`OpenAIChatModel.aclose`; so successive ``asyncio.run`` calls on one model work.
   :meth:`~clinenv.llm.base.ChatModel.generate` uses a separate synchronous client and
   works from any thread, including one that runs an event loop.
+- **HTTP transport** of the asynchronous client: the openai client's own choices,
+  httpx (its default) or aiohttp (its ``DefaultAioHttpClient``, installed by the
+  ``openai[aiohttp]`` extra). At 64 concurrent requests the HTTP stack is most of the
+  client's CPU time, and with aiohttp a request costs roughly a third less client CPU
+  (benchmarks/bench_rollout.py), so fewer requests queue on the client.
+  ``http_transport="auto"`` (default) takes aiohttp when it is installed. The retries,
+  timeouts and error types stay the openai client's; the one difference, aiohttp's
+  refused or dropped connections surfacing as a timeout, is undone here: a failure
+  whose cause is a connection error and no timeout gets ``detail "connection"`` on both
+  transports.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
 import os
 import threading
 import time
@@ -67,6 +85,7 @@ _REQUEST_COUNTER: contextvars.ContextVar[list[int] | None] = contextvars.Context
     "clinenv_openai_request_counter", default=None)
 
 ReasoningFallback = Literal["reasoning", "content"]
+HttpTransport = Literal["auto", "aiohttp", "httpx"]
 
 
 #: The chat-completions route, relative to ``base_url``. Requests go through the client's
@@ -76,6 +95,11 @@ ReasoningFallback = Literal["reasoning", "content"]
 #: bottleneck at 64 concurrent episodes (benchmarks/bench_rollout.py). Retries, timeouts
 #: and error types are the client's own either way.
 _PATH = "/chat/completions"
+
+
+#: What the client raises when a 200 reply declared as JSON does not decode (the client
+#: calls ``json.loads`` on it); a body of another content type comes back as a ``str``.
+_UNDECODABLE = (json.JSONDecodeError, UnicodeDecodeError)
 
 
 def _field(obj: Any, name: str, kind: type) -> Any:
@@ -113,10 +137,58 @@ async def _close_on_loop_shutdown(client: Any) -> AsyncIterator[None]:
         await client.close()
 
 
+def _aiohttp_client_class(openai: Any) -> Any:
+    """openai's aiohttp-backed async HTTP client class, or ``None`` when this openai
+    version lacks it or its ``aiohttp`` extra is not installed (then constructing it
+    raises; a constructed client opens no session before its first request)."""
+    cls = getattr(openai, "DefaultAioHttpClient", None)
+    if cls is None:
+        return None
+    try:
+        cls()
+    except (RuntimeError, ImportError):
+        return None
+    return cls
+
+
+def aiohttp_available() -> bool:
+    """Whether ``http_transport="aiohttp"`` can be used here (the installed openai client
+    has an aiohttp transport and its ``aiohttp`` extra is installed).
+
+    Raises:
+        BackendUnavailableError: the ``openai`` package is missing.
+    """
+    return _aiohttp_client_class(_import_openai()) is not None
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and its chain of causes (``__cause__``, else ``__context__``)."""
+    chain: list[BaseException] = []
+    while exc is not None and exc not in chain:
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return chain
+
+
+def _refused_or_dropped(exc: BaseException) -> bool:
+    """Whether an ``APITimeoutError`` is really a connection failure: its causes hold an
+    aiohttp connection error and no timeout (aiohttp's transport reports refused and
+    dropped connections as connect timeouts)."""
+    try:
+        import aiohttp
+    except ImportError:
+        return False
+    causes = _causes(exc)[1:]
+    return (any(isinstance(c, aiohttp.ClientConnectionError) for c in causes)
+            and not any(isinstance(c, TimeoutError) for c in causes))
+
+
 def _backend_error(exc: Exception, base_url: str, n_requests: int) -> BackendError:
     """A client exception as a :class:`BackendError` with a machine-readable detail."""
     openai = _import_openai()
-    if isinstance(exc, openai.APITimeoutError):
+    if isinstance(exc, openai.APITimeoutError) and _refused_or_dropped(exc):
+        detail = "connection"
+    elif isinstance(exc, openai.APITimeoutError):
         detail = "timeout"
     elif isinstance(exc, openai.APIConnectionError):
         detail = "connection"
@@ -148,6 +220,7 @@ class _Collector:
         self.warnings: list[str] = []
         self.top_ups = 0
         self.empty_replies = 0
+        self.malformed_replies = 0
         self.prompt_tokens: int | None = None
         self.completion_tokens: int | None = None
         self.fingerprint: str | None = None
@@ -174,11 +247,20 @@ class _Collector:
             kwargs.update(cfg.extra)
         return kwargs
 
+    def unreadable(self, what: str) -> None:
+        """Note an unreadable reply (``what`` says why): the first one is repeated, the
+        second raises ``BackendError(detail="malformed")``."""
+        self.malformed_replies += 1
+        if self.malformed_replies > 1:
+            raise BackendError(f"unreadable reply twice; the last: {what}", backend="openai",
+                               detail="malformed")
+        self.warnings.append(f"unreadable reply ({what[:120]}); request repeated once")
+
     def add(self, completion: Any) -> None:
         choices = completion.get("choices") if isinstance(completion, dict) else None
         if not isinstance(choices, list):
-            raise BackendError(f"reply has no 'choices' list: {str(completion)[:200]!r}",
-                               backend="openai", detail="malformed")
+            self.unreadable(f"no 'choices' list in {str(completion)[:200]!r}")
+            return
         self._usage(completion)
         if not choices:  # B09
             self.empty_replies += 1
@@ -258,15 +340,26 @@ class OpenAIChatModel(ChatModel):
         reasoning_fallback: ``"reasoning"`` (default) or ``"content"``: what a reply with
             empty content but a complete reasoning text becomes (see the module
             docstring, B04).
+        http_transport: the asynchronous client's HTTP transport: ``"auto"`` (default:
+            aiohttp when the ``openai[aiohttp]`` extra is installed, else httpx),
+            ``"aiohttp"`` or ``"httpx"``. The synchronous client always uses httpx. The
+            transport in use is :attr:`async_transport`; it is left out of
+            :meth:`describe` (it changes speed, never replies, so a run log resumed on
+            a machine without aiohttp still matches).
 
     Sends ``temperature``, ``top_p``, ``max_tokens``, ``n``, and when set ``seed`` and
     ``stop`` as top-level request fields, and ``config.extra`` merged into the body
     (e.g. vLLM's ``top_k``).
 
+    Attributes:
+        async_transport: ``"aiohttp"`` or ``"httpx"``, the transport the asynchronous
+            client uses.
+
     Raises:
-        BackendUnavailableError: the ``openai`` package is missing.
-        ValueError: ``timeout_s`` <= 0, ``max_retries`` < 0 or an unknown
-            ``reasoning_fallback``.
+        BackendUnavailableError: the ``openai`` package is missing, or
+            ``http_transport="aiohttp"`` without the ``openai[aiohttp]`` extra.
+        ValueError: ``timeout_s`` <= 0, ``max_retries`` < 0, an unknown
+            ``reasoning_fallback`` or ``http_transport``.
     """
 
     backend = "openai"
@@ -274,8 +367,9 @@ class OpenAIChatModel(ChatModel):
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
                  timeout_s: float = 60.0, max_retries: int = 3,
                  config: GenerationConfig | None = None,
-                 reasoning_fallback: ReasoningFallback = "reasoning") -> None:
-        _import_openai()
+                 reasoning_fallback: ReasoningFallback = "reasoning",
+                 http_transport: HttpTransport = "auto") -> None:
+        openai = _import_openai()
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         if max_retries < 0:
@@ -283,6 +377,16 @@ class OpenAIChatModel(ChatModel):
         if reasoning_fallback not in ("reasoning", "content"):
             raise ValueError("reasoning_fallback must be 'reasoning' or 'content', got "
                              f"{reasoning_fallback!r}")
+        if http_transport not in ("auto", "aiohttp", "httpx"):
+            raise ValueError("http_transport must be 'auto', 'aiohttp' or 'httpx', got "
+                             f"{http_transport!r}")
+        has_aiohttp = _aiohttp_client_class(openai) is not None
+        if http_transport == "aiohttp" and not has_aiohttp:
+            raise BackendUnavailableError(
+                "http_transport='aiohttp' needs openai's aiohttp extra: "
+                "pip install 'openai[aiohttp]'")
+        self.async_transport: Literal["aiohttp", "httpx"] = (
+            "aiohttp" if http_transport != "httpx" and has_aiohttp else "httpx")
         super().__init__(model, config=config)
         self.base_url = base_url
         self.timeout_s = float(timeout_s)
@@ -334,14 +438,18 @@ class OpenAIChatModel(ChatModel):
     async def _async_client(self) -> Any:
         loop = asyncio.get_running_loop()
         with self._lock:
+            entry = self._async.get(loop)
+            if entry is not None:  # the common case: no scan for stale loops
+                return entry[0]
             for stale in [lp for lp in self._async if lp.is_closed()]:
                 del self._async[stale]
             entry = self._async.get(loop)
             fresh = entry is None
             if fresh:
                 openai = _import_openai()
-                http = openai.DefaultAsyncHttpxClient(
-                    event_hooks={"request": [_acount_request]})
+                http_class = (_aiohttp_client_class(openai) if self.async_transport == "aiohttp"
+                              else openai.DefaultAsyncHttpxClient)
+                http = http_class(event_hooks={"request": [_acount_request]})
                 client = openai.AsyncOpenAI(http_client=http, **self._client_kwargs())
                 entry = (client, _close_on_loop_shutdown(client))
                 self._async[loop] = entry
@@ -399,6 +507,9 @@ class OpenAIChatModel(ChatModel):
             while (kwargs := collector.next_request()) is not None:
                 try:
                     completion = client.post(_PATH, cast_to=object, body=kwargs)
+                except _UNDECODABLE as exc:
+                    collector.unreadable(f"body is not valid JSON: {exc}")
+                    continue
                 except _import_openai().OpenAIError as exc:
                     raise _backend_error(exc, str(client.base_url), counter[0]) from exc
                 collector.add(completion)
@@ -417,6 +528,9 @@ class OpenAIChatModel(ChatModel):
             while (kwargs := collector.next_request()) is not None:
                 try:
                     completion = await client.post(_PATH, cast_to=object, body=kwargs)
+                except _UNDECODABLE as exc:
+                    collector.unreadable(f"body is not valid JSON: {exc}")
+                    continue
                 except _import_openai().OpenAIError as exc:
                     raise _backend_error(exc, str(client.base_url), counter[0]) from exc
                 collector.add(completion)

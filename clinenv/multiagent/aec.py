@@ -49,18 +49,27 @@ Rewards. The doctor's are the Gymnasium environment's: :data:`clinenv.rewards.CO
 ``WRONG`` or ``UNSCORED`` for the terminal answer (judged by the deterministic scorer
 :func:`clinenv.scoring.score_answer`, the Gymnasium environment's default), minus
 ``exam_cost`` per test returned and ``invalid_action_penalty`` per invalid action, each in
-the step where it happens.
+the step where it happens. A test is returned in the doctor's step with the built-in
+examiner (as in the Gymnasium environment) and in the examiner seat's step with an
+external one; a request still waiting for the examiner seat when ``max_steps`` truncates
+the episode returned nothing and costs nothing.
 Seats earn 0, or with ``fidelity_weight > 0`` minus that weight per fidelity error of
 their reply (:mod:`clinenv.multiagent.fidelity`).
 
 Infos (deterministic: no timings, no token counts). Doctor: the Gymnasium environment's
-keys (``case_id``, ``dataset``, ``phase``, ``turn``, ``menu``, ``candidates``,
-``n_exams_requested``, ``invalid_actions``, ``action_kind``, ``text_clipped``, at the end
-``answer``, ``verdict``, ``correct``, ``abstained``, ``match_score``, ``scorer``).
+info, built by the same code (:mod:`clinenv.doctor_view`): ``case_id``, ``dataset``,
+``phase``, ``turn``, ``menu``, ``candidates``, ``n_exams_requested``,
+``invalid_actions``, ``action_kind``, ``text_clipped``, ``reasoning`` when present, at
+the end ``answer``, ``verdict``, ``correct``, ``abstained``, ``match_score``,
+``scorer``. Two differences only: with an external seat the doctor's info is refreshed
+when the round closes (after the seat's reply), and a ``max_steps`` truncation ends with
+``answer=None``, ``verdict="unscored"``, ``correct=False`` and ``truncated_at_step``
+instead of the answer keys.
 Seats: ``case_id``, ``dataset``, ``phase``, ``turn``, ``role``, ``pending`` (a question
 or request waits for this seat), ``text_clipped`` (its observation text was clipped to
 ``max_text_chars``), ``reply_clipped`` (its last reply was cut to ``max_action_chars``)
-and, with a fidelity weight, ``fidelity_errors`` (:mod:`clinenv.multiagent.fidelity`).
+and, with a fidelity weight, ``fidelity_errors`` (the ``"<kind>: <what>"`` strings of
+:mod:`clinenv.multiagent.fidelity`).
 
 Seeding: ``reset(seed=s)`` seeds ``self.np_random``, from which the case is drawn
 exactly as in the Gymnasium environment (the same seed gives the same case);
@@ -81,7 +90,8 @@ from pettingzoo import AECEnv
 from clinenv import rewards
 from clinenv.case_pool import CasePool
 from clinenv.cases import Case
-from clinenv.env import DEFAULT_MAX_EXAMS, DEFAULT_MAX_TEXT_CHARS, make_patient
+from clinenv.doctor_view import answer_outcome, doctor_info, exam_mask
+from clinenv.env import DEFAULT_MAX_EXAMS, DEFAULT_MAX_TEXT_CHARS
 from clinenv.multiagent import fidelity
 from clinenv.multiagent.seat_views import render_examiner_view, render_patient_view
 from clinenv.protocol.config import ProtocolConfig
@@ -93,6 +103,7 @@ from clinenv.protocol.render import (
 )
 from clinenv.protocol.runtime import EGIPRuntime, Routing
 from clinenv.scoring import score_answer
+from clinenv.simulators import make_patient
 from clinenv.spaces import UnicodeText, clip_text
 
 DOCTOR = "doctor_0"
@@ -111,7 +122,7 @@ class EGIPAECEnv(AECEnv):
         dataset, cases, data_dir, disclosure, allow_download: the case source, as in
             :class:`clinenv.env.EGIPEnv`.
         patient: ``"external"`` (a policy's seat, default), or a built-in patient as
-            accepted by :func:`clinenv.env.make_patient` (``"retrieval"``, ``"llm"``, an
+            accepted by :func:`clinenv.simulators.make_patient` (``"retrieval"``, ``"llm"``, an
             object with a sync ``reply(PatientView) -> str``).
         patient_model: the chat model of ``patient="llm"``.
         examiner: ``"external"`` (a policy's seat, default) or ``"lookup"`` (record
@@ -356,13 +367,8 @@ class EGIPAECEnv(AECEnv):
         self._since = len(rt.history)
         if rt.phase == "decide":
             parsed = rt.submit_answer(text)
-            score = score_answer(rt.answer, rt.case)
-            self.rewards[DOCTOR] += {"correct": rewards.CORRECT, "wrong": rewards.WRONG}.get(
-                score.verdict, rewards.UNSCORED)
-            self._final = {"answer": rt.answer, "verdict": score.verdict,
-                           "correct": score.verdict == "correct",
-                           "abstained": score.abstained,
-                           "match_score": float(score.similarity), "scorer": "deterministic"}
+            reward, self._final = answer_outcome(rt, score_answer(rt.answer, rt.case))
+            self.rewards[DOCTOR] += reward
             self._doctor_kind, self._doctor_reasoning = "answer", parsed.reasoning
             self.terminations = dict.fromkeys(self.agents, True)
             return
@@ -379,11 +385,11 @@ class EGIPAECEnv(AECEnv):
             rt.answer_patient(routing, str(self.patient.reply(
                 rt.patient_view(routing.question or ""))))
         elif routing.to == "examiner":
-            self.rewards[DOCTOR] -= self.exam_cost * len(routing.entries)
             if routing.entries and self.examiner == "external":
-                self._hand_over(EXAMINER, routing)
+                self._hand_over(EXAMINER, routing)  # charged when the result comes back
                 return
             rt.answer_exam(routing)
+            self.rewards[DOCTOR] -= self.exam_cost * len(routing.entries)
         self._refresh_doctor()
         self.agent_selection = DOCTOR
 
@@ -403,9 +409,13 @@ class EGIPAECEnv(AECEnv):
             errors = fidelity.patient_leaks(reply, self._leakable) if self.fidelity_weight else []
             rt.answer_patient(routing, reply)
         else:
-            errors = (fidelity.examiner_omissions(reply, rt.examiner_view(routing).record)
+            view = rt.examiner_view(routing)
+            errors = (fidelity.examiner_errors(reply, view.record, (view.request,
+                                                                    view.exam_id or "",
+                                                                    view.name))
                       if self.fidelity_weight else [])
             rt.answer_exam(routing, result_text=reply)
+            self.rewards[DOCTOR] -= self.exam_cost * len(routing.entries)
         if self.fidelity_weight:
             state["fidelity_errors"] = errors
             self.rewards[seat] -= self.fidelity_weight * len(errors)
@@ -428,28 +438,9 @@ class EGIPAECEnv(AECEnv):
             text = render_delta(rt, self._since)
         text, clipped = clip_text(text, self.max_text_chars)
         self._texts[DOCTOR] = text
-        mask = np.zeros(self.max_exams, dtype=np.int8)
-        if rt.config.show_menu and rt.phase == "acquire":
-            done = set(rt.requested)
-            for entry in rt.catalog.entries[: self.max_exams]:
-                if entry.exam_id not in done:
-                    mask[entry.index] = 1
-        self._doctor_mask = mask
-        info: dict[str, Any] = {
-            "case_id": rt.case.case_id,
-            "dataset": rt.case.dataset,
-            "phase": rt.phase,
-            "turn": rt.turn,
-            "menu": [{"id": e.exam_id, "name": e.label} for e in rt.menu()]
-            if rt.phase == "acquire" else [],
-            "candidates": None if rt.case.candidates is None else list(rt.case.candidates),
-            "n_exams_requested": len(rt.requested),
-            "invalid_actions": rt.invalid_actions,
-            "action_kind": self._doctor_kind,
-            "text_clipped": clipped,
-        }
-        if self._doctor_reasoning:
-            info["reasoning"] = self._doctor_reasoning
+        self._doctor_mask = exam_mask(rt, self.max_exams)
+        info = doctor_info(rt, action_kind=self._doctor_kind, text_clipped=clipped,
+                           reasoning=self._doctor_reasoning)
         info.update(self._final)
         self._infos[DOCTOR] = info
 

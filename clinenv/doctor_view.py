@@ -1,0 +1,86 @@
+"""The doctor's exam mask, info and outcome: one implementation for every environment.
+
+:class:`clinenv.env.EGIPEnv` (Gymnasium) and :class:`clinenv.multiagent.aec.EGIPAECEnv`
+(the PettingZoo doctor seat) give the doctor the same ``exam_mask``, the same ``info``
+keys and the same terminal outcome; both build them here from the
+:class:`~clinenv.protocol.runtime.EGIPRuntime`. The observation text (the role view R,
+:mod:`clinenv.protocol.render`) is chosen by each environment.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from clinenv import rewards
+from clinenv.protocol.runtime import EGIPRuntime
+from clinenv.scoring import Score
+
+
+def exam_mask(rt: EGIPRuntime | None, max_exams: int) -> np.ndarray:
+    """The doctor's ``exam_mask``: ``int8`` of shape ``(max_exams,)`` (a fresh array).
+
+    ``mask[i] == 1`` iff catalog entry ``i`` exists, has not been requested, the menu is
+    shown (``show_menu``) and the episode is in the acquisition phase; all zeros
+    otherwise (no episode, decision phase, after the end, or without a menu). Catalog
+    entries beyond ``max_exams`` have no slot.
+    """
+    mask = np.zeros(max_exams, dtype=np.int8)
+    if rt is not None and rt.config.show_menu and rt.phase == "acquire":
+        done = set(rt.requested)
+        for entry in rt.catalog.entries[:max_exams]:
+            if entry.exam_id not in done:
+                mask[entry.index] = 1
+    return mask
+
+
+def doctor_info(rt: EGIPRuntime, *, action_kind: str | None, text_clipped: bool,
+                reasoning: str | None = None) -> dict[str, Any]:
+    """The doctor's ``info`` during an episode (a fresh dict; deterministic values only).
+
+    Keys: ``case_id``, ``dataset``, ``phase`` (``acquire`` / ``decide`` / ``done``),
+    ``turn``, ``menu`` (list of ``{"id", "name"}``; empty outside the acquisition
+    phase), ``candidates`` (K or ``None``), ``n_exams_requested``, ``invalid_actions``,
+    ``action_kind`` (the last doctor action's kind, ``None`` at reset), ``text_clipped``
+    and, when the last action carried any, ``reasoning``. The outcome keys
+    (:func:`answer_outcome`) are added by the environment at the end.
+    """
+    info: dict[str, Any] = {
+        "case_id": rt.case.case_id,
+        "dataset": rt.case.dataset,
+        "phase": rt.phase,
+        "turn": rt.turn,
+        "menu": [{"id": e.exam_id, "name": e.label} for e in rt.menu()]
+        if rt.phase == "acquire" else [],
+        "candidates": None if rt.case.candidates is None else list(rt.case.candidates),
+        "n_exams_requested": len(rt.requested),
+        "invalid_actions": rt.invalid_actions,
+        "action_kind": action_kind,
+        "text_clipped": text_clipped,
+    }
+    if reasoning:
+        info["reasoning"] = reasoning
+    return info
+
+
+def answer_outcome(rt: EGIPRuntime, score: Score, verdict: str | None = None,
+                   ) -> tuple[float, dict[str, Any]]:
+    """The terminal reward and outcome keys of the doctor's answer.
+
+    Args:
+        rt: the runtime after :meth:`~clinenv.protocol.runtime.EGIPRuntime.submit_answer`.
+        score: the deterministic scorer's :class:`~clinenv.scoring.Score` of the answer.
+        verdict: the final verdict (``correct`` / ``wrong`` / ``unscored``) when a judge
+            replaced the scorer's; default ``score.verdict``.
+
+    Returns:
+        ``(reward, outcome)``: :data:`clinenv.rewards.CORRECT`, ``WRONG`` or ``UNSCORED``
+        by verdict, and ``{"answer", "verdict", "correct", "abstained", "match_score"
+        (0-100 string similarity), "scorer": "deterministic"}``.
+    """
+    verdict = score.verdict if verdict is None else verdict
+    reward = {"correct": rewards.CORRECT, "wrong": rewards.WRONG}.get(verdict, rewards.UNSCORED)
+    return float(reward), {"answer": rt.answer, "verdict": verdict,
+                           "correct": verdict == "correct", "abstained": score.abstained,
+                           "match_score": float(score.similarity), "scorer": "deterministic"}

@@ -1,0 +1,120 @@
+"""The patient simulator and the judge of an environment, from its settings.
+
+:class:`clinenv.env.EGIPEnv` (``patient=``, ``judge=``) and
+:class:`clinenv.multiagent.aec.EGIPAECEnv` (a built-in ``patient=`` seat) accept a name,
+an ``"llm"`` setting with a chat model, or an object. Both settings have one shape
+(:func:`_build`): a known name, or ``"llm"`` with a
+:class:`~clinenv.llm.base.ChatModel` (required there, refused otherwise), or an object
+that has the role's method. DESIGN.md: "Default simulators are offline and
+deterministic; LLM-backed simulators are opt-in".
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+#: ``patient=`` names; anything else must be a patient object.
+PATIENT_KINDS = ("retrieval", "llm")
+#: ``judge=`` names; anything else must be a judge object.
+JUDGE_KINDS = ("deterministic", "llm")
+
+
+def make_patient(patient: Any, patient_model: Any = None) -> Any:
+    """The patient simulator of ``EGIPEnv(patient=..., patient_model=...)``.
+
+    Args:
+        patient: ``None`` / ``"retrieval"``, ``"llm"``, or an object with ``reply`` or
+            ``areply``.
+        patient_model: a :class:`~clinenv.llm.base.ChatModel`, only with ``"llm"``.
+
+    Returns:
+        A :class:`~clinenv.agents.patient_retrieval.RetrievalPatient`, an
+        :class:`~clinenv.agents.llm_patient.LLMPatient`, or ``patient`` itself.
+
+    Raises:
+        ValueError: an unknown name, ``"llm"`` without ``patient_model`` (or with a
+            non-ChatModel), ``patient_model`` with another patient, or an object with
+            neither ``reply`` nor ``areply``.
+    """
+
+    def retrieval() -> Any:
+        from clinenv.agents.patient_retrieval import RetrievalPatient
+
+        return RetrievalPatient()
+
+    def llm(model: Any) -> Any:
+        from clinenv.agents.llm_patient import LLMPatient
+
+        return LLMPatient(model)
+
+    return _build("patient", patient, patient_model, kinds=PATIENT_KINDS,
+                  kinds_text=f"one of {PATIENT_KINDS} or a patient object",
+                  default=retrieval, llm=llm, methods=("reply", "areply"),
+                  method_text="a reply(view) -> str method (or async areply)")
+
+
+def make_judge(judge: Any, judge_model: Any = None) -> Any:
+    """The judge of ``EGIPEnv(judge=..., judge_model=...)``; ``None`` for the scorer.
+
+    Args:
+        judge: ``None`` / ``"deterministic"``, ``"llm"``, or an object with ``judge`` or
+            ``ajudge``.
+        judge_model: a :class:`~clinenv.llm.base.ChatModel`, only with ``"llm"``.
+
+    Returns:
+        ``None`` (the deterministic scorer :func:`clinenv.scoring.score_answer`), an
+        :class:`~clinenv.agents.judge.LLMJudge`, or ``judge`` itself.
+
+    Raises:
+        ValueError: as :func:`make_patient`, for ``judge`` and ``judge_model``.
+    """
+
+    def llm(model: Any) -> Any:
+        from clinenv.agents.judge import LLMJudge
+
+        return LLMJudge(model)
+
+    return _build("judge", judge, judge_model, kinds=JUDGE_KINDS,
+                  kinds_text=f"None, one of {JUDGE_KINDS} or a judge object",
+                  default=lambda: None, llm=llm, methods=("judge", "ajudge"),
+                  method_text="a judge(answer, target) method (or async ajudge)")
+
+
+def accepts_seed(judge: Any) -> bool:
+    """Whether ``judge.judge`` (else ``judge.ajudge``) takes a ``seed`` keyword, as the
+    LLM judge's does (``False`` for ``None`` and for signatures that cannot be read)."""
+    method = getattr(judge, "judge", None) or getattr(judge, "ajudge", None)
+    if method is None:
+        return False
+    try:
+        params = inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
+    return "seed" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def _build(role: str, value: Any, model: Any, *, kinds: tuple[str, ...], kinds_text: str,
+           default: Callable[[], Any], llm: Callable[[Any], Any],
+           methods: tuple[str, str], method_text: str) -> Any:
+    """One setting: ``None`` or ``kinds[0]`` -> ``default()``; ``"llm"`` -> ``llm(model)``;
+    an object with one of ``methods`` -> itself. Errors name ``role`` / ``role_model``."""
+    if isinstance(value, str) and value not in kinds:
+        raise ValueError(f"{role} must be {kinds_text}, got {value!r}")
+    if value == "llm":
+        if model is None:
+            raise ValueError(f"{role}='llm' needs {role}_model=<clinenv.llm.ChatModel>")
+        from clinenv.llm.base import ChatModel
+
+        if not isinstance(model, ChatModel):
+            raise ValueError(f"{role}_model must be a clinenv.llm.ChatModel, "
+                             f"got {type(model).__name__}")
+        return llm(model)
+    if model is not None:
+        raise ValueError(f"{role}_model is used only with {role}='llm'")
+    if value is None or value == kinds[0]:
+        return default()
+    if not any(callable(getattr(value, name, None)) for name in methods):
+        raise ValueError(f"{role} object {type(value).__name__} needs {method_text}")
+    return value

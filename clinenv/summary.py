@@ -1,0 +1,172 @@
+"""Summaries of a run: accuracy, coverage, turns and exams; model calls and tokens.
+
+- :func:`summarize` — the run metrics of EGIP section 4.1 over run-log lines or episode
+  records, with the definitions of :mod:`clinenv.evaluation.metrics` (so the summary of
+  ``clinenv run`` agrees with ``clinenv eval`` on the same log);
+- :func:`standing_records` — each episode once: an error line superseded by a later line
+  of its episode (a retry on resume, :mod:`clinenv.runlog`) is left out;
+- :func:`llm_totals` — model calls, tokens and mean latency of a run from its lines'
+  ``llm`` fields (:mod:`clinenv.episode`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from clinenv.runlog import EpisodeLines, episode_key, is_error_line
+
+__all__ = ["llm_totals", "standing_records", "summarize"]
+
+
+def summarize(
+    records: Iterable[Mapping[str, Any]],
+    *,
+    plan: Sequence[tuple[int, int, int]] | None = None,
+) -> dict[str, Any]:
+    """Run metrics (EGIP section 4.1).
+
+    Accuracy is the share of *scheduled* outputs scored correct: unscored answers,
+    non-answers and scheduled episodes without a record all stay in the denominator.
+    Coverage is the share of scheduled outputs with an identifiable answer
+    (``verdict != "unscored"``).
+
+    Args:
+        records: run-log lines or :func:`clinenv.episode.run_episode` records
+            (``verdict``, ``turns``, ``n_exams_requested`` and, for run-log lines,
+            ``repetition``; a record without ``repetition`` counts as repetition 0, one
+            without ``verdict`` as unscored). Records with ``case_id`` and
+            ``repetition`` (run-log lines) follow the supersession rule of
+            :mod:`clinenv.runlog`: an error line followed by a later line of its
+            episode (a retry) is left out, so every episode counts once, with its
+            latest verdict, as in ``clinenv eval``.
+        plan: the schedule; when given, ``n_scheduled`` and the per-repetition
+            denominators come from it, else from the records.
+
+    Returns:
+        ``{"n_scheduled", "n_records", "n_correct", "n_wrong", "n_unscored",
+        "n_errors", "accuracy", "coverage", "mean_turns", "mean_exams", "repetitions",
+        "accuracy_mean", "accuracy_sd"}`` (``n_errors``: records stopped by a backend
+        error, also counted as unscored), computed with the definitions of
+        :mod:`clinenv.evaluation.metrics` (``accuracy``, ``per_repetition_accuracy``,
+        ``mean_sd``, ``coverage``), so they agree with ``clinenv eval`` on the same log.
+        Percentages are in 0..100 (``nan`` when nothing is scheduled); means are over the
+        records (``nan`` without records).
+        ``repetitions`` maps each repetition index to ``{"n_scheduled", "n_correct",
+        "accuracy", "coverage"}``; ``accuracy_mean`` is the mean of the per-repetition
+        accuracies and ``accuracy_sd`` their sample standard deviation (``None``, never
+        NaN, with fewer than 2 repetitions).
+
+    Raises:
+        ValueError: two run-log lines of one episode where the earlier is not an error
+            line (the message names the episode and both positions).
+    """
+    from clinenv.evaluation.metrics import (
+        accuracy,
+        coverage,
+        mean_sd,
+        mean_turns_exams,
+        per_repetition_accuracy,
+    )
+
+    records = standing_records(records)
+    verdicts = [r.get("verdict", "unscored") for r in records]
+    reps = [int(r.get("repetition", 0)) for r in records]
+    scheduled: dict[int, int] = {}
+    for rep in (r for _, r, _ in plan) if plan is not None else reps:
+        scheduled[rep] = scheduled.get(rep, 0) + 1
+    n_scheduled = sum(scheduled.values())
+    columns = sorted(scheduled)
+    # One column per repetition, one cell per scheduled output: 1 correct, 0 wrong,
+    # unscored or missing (a scheduled episode without a record), NaN for no slot (a
+    # repetition with fewer scheduled outputs than the longest) -- the correctness
+    # matrix of clinenv.evaluation.metrics, so this summary and ``clinenv eval`` share
+    # their definitions.
+    per_rep_correct = {r: [v == "correct" for v, rr in zip(verdicts, reps, strict=True)
+                           if rr == r] for r in columns}
+    n_rows = max([scheduled[r] for r in columns], default=0)
+    matrix = np.full((n_rows, len(columns)), np.nan)
+    for j, r in enumerate(columns):
+        matrix[:scheduled[r], j] = 0.0
+        hits = per_rep_correct[r][:scheduled[r]]
+        matrix[:len(hits), j] = np.asarray(hits, dtype=float)
+    # coverage items: every record, plus an answerless slot per missing scheduled output
+    items = [{"verdict": v} for v in verdicts]
+    items += [None] * max(0, n_scheduled - len(records))
+    repetitions: dict[int, dict[str, Any]] = {}
+    per_rep = per_repetition_accuracy(matrix) if matrix.size else np.array([])
+    for j, r in enumerate(columns):
+        mine = [{"verdict": v} for v, rr in zip(verdicts, reps, strict=True) if rr == r]
+        mine += [None] * max(0, scheduled[r] - len(mine))
+        repetitions[r] = {
+            "n_scheduled": scheduled[r],
+            "n_correct": int(np.nansum(matrix[:, j])),
+            "accuracy": float(per_rep[j]),
+            "coverage": coverage(mine),
+        }
+    n_correct = verdicts.count("correct")
+    n_wrong = verdicts.count("wrong")
+    mean, sd = mean_sd(per_rep) if per_rep.size else (math.nan, math.nan)
+    interaction = mean_turns_exams(records)
+    return {
+        "n_scheduled": n_scheduled,
+        "n_records": len(records),
+        "n_correct": n_correct,
+        "n_wrong": n_wrong,
+        "n_unscored": n_scheduled - n_correct - n_wrong,
+        "n_errors": sum(map(is_error_line, records)),
+        "accuracy": accuracy(matrix) if matrix.size else math.nan,
+        "coverage": coverage(items),
+        "mean_turns": float(interaction["mean_turns"]),
+        "mean_exams": float(interaction["mean_exams"]),
+        "repetitions": repetitions,
+        "accuracy_mean": mean,
+        "accuracy_sd": None if math.isnan(sd) else sd,
+    }
+
+
+def standing_records(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """``records`` without the error lines that a later line of the same episode
+    supersedes (:class:`~clinenv.runlog.EpisodeLines`); order kept, each standing line
+    at its own position. Records without ``case_id`` or ``repetition`` are all kept.
+
+    Raises:
+        ValueError: a repeated episode whose earlier line is not an error line.
+    """
+    records = list(records)
+    index = EpisodeLines()
+    keyed = ["case_id" in r and "repetition" in r for r in records]
+    for position, (record, has_key) in enumerate(zip(records, keyed, strict=True)):
+        earlier = index.add(record, position) if has_key else None
+        if earlier is not None:
+            raise ValueError(f"records {earlier} and {position} are both episode "
+                             f"{episode_key(record)} and the first is not an error line "
+                             "(one record per episode, or a retry after an error line)")
+    return [r for r, has_key in zip(records, keyed, strict=True)
+            if not has_key or index.lines[episode_key(r)] is r]
+
+
+def llm_totals(lines: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Model calls of a run from its lines' ``llm`` fields; ``None`` when no line has one.
+
+    Returns:
+        ``{"n_calls", "prompt_tokens", "completion_tokens", "mean_latency_s"}``: totals
+        over the lines (tokens ``None`` when never reported) and the mean wall seconds
+        per call (``nan`` without calls).
+    """
+    fields = [line["llm"] for line in lines if isinstance(line.get("llm"), Mapping)]
+    if not fields:
+        return None
+    n_calls = sum(int(f.get("n_calls") or 0) for f in fields)
+
+    def total(key: str) -> int | None:
+        known = [int(f[key]) for f in fields if f.get(key) is not None]
+        return sum(known) if known else None
+
+    latency = sum(float(f.get("latency_s") or 0.0) for f in fields)
+    return {"n_calls": n_calls, "prompt_tokens": total("prompt_tokens"),
+            "completion_tokens": total("completion_tokens"),
+            "mean_latency_s": latency / n_calls if n_calls else math.nan}
