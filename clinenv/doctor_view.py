@@ -3,8 +3,10 @@
 :class:`clinenv.env.EGIPEnv` (Gymnasium) and :class:`clinenv.multiagent.aec.EGIPAECEnv`
 (the PettingZoo doctor seat) give the doctor the same ``exam_mask``, the same ``info``
 keys and the same terminal outcome; both build them here from the
-:class:`~clinenv.protocol.runtime.EGIPRuntime`. The observation text (the role view R,
-:mod:`clinenv.protocol.render`) is chosen by each environment.
+:class:`~clinenv.protocol.runtime.EGIPRuntime`, and both read a built-in patient's reply
+flags (``info["patient_flags"]``, field-bug-reports B16) with :func:`patient_flags`. The
+observation text (the role view R, :mod:`clinenv.protocol.render`) is chosen by each
+environment.
 """
 
 from __future__ import annotations
@@ -84,3 +86,27 @@ def answer_outcome(rt: EGIPRuntime, score: Score, verdict: str | None = None,
     return float(reward), {"answer": rt.answer, "verdict": verdict,
                            "correct": verdict == "correct", "abstained": score.abstained,
                            "match_score": float(score.similarity), "scorer": "deterministic"}
+
+
+def reports_flags(patient: Any) -> bool:
+    """Whether ``patient`` reports the flags of its replies: it has a ``last_flags``
+    attribute (the LLM patient, :class:`~clinenv.agents.llm_patient.LLMPatient`, or any
+    patient object with one; the retrieval patient and ``None`` have none). Source:
+    field-bug-reports B16."""
+    return hasattr(patient, "last_flags")
+
+
+def patient_flags(patient: Any) -> list[str] | None:
+    """The doctor's ``info["patient_flags"]`` after ``patient`` replied (B16).
+
+    Read right after the reply: ``patient.last_flags`` holds the flags of the latest
+    reply only.
+
+    Returns:
+        ``None`` for a patient that reports no flags (:func:`reports_flags`), else a fresh
+        list of strings: ``[]`` for a clean reply (``last_flags`` empty or ``None``), else
+        among ``"speaks_as_doctor"``, ``"repeats_own_reply"`` and ``"empty_reply"``.
+    """
+    if not reports_flags(patient):
+        return None
+    return [str(flag) for flag in (patient.last_flags or ())]

@@ -84,7 +84,13 @@ from gymnasium import spaces
 from clinenv import rewards
 from clinenv.case_pool import CasePool
 from clinenv.cases import Case
-from clinenv.doctor_view import answer_outcome, doctor_info, exam_mask
+from clinenv.doctor_view import (
+    answer_outcome,
+    doctor_info,
+    exam_mask,
+    patient_flags,
+    reports_flags,
+)
 from clinenv.protocol.config import ProtocolConfig
 from clinenv.protocol.history import event_to_dict
 from clinenv.protocol.render import (
@@ -402,16 +408,14 @@ class EGIPEnv(gym.Env):
     def _reply_flags(self, turn: int) -> list[str] | None:
         """The flags of the patient's latest reply (``last_flags``; B16), or ``None`` for
         a patient that reports none; a flagged reply is kept for the episode record."""
-        if not self._reports_flags:
-            return None
-        flags = [str(flag) for flag in (self.patient.last_flags or ())]
+        flags = patient_flags(self.patient)
         if flags:
             self._flagged_replies.append({"turn": turn, "flags": list(flags)})
         return flags
 
     @property
     def _reports_flags(self) -> bool:
-        return hasattr(self.patient, "last_flags")
+        return reports_flags(self.patient)
 
     def render(self) -> str | None:
         """``"ansi"``: the transcript so far (history and, at the end, the answer)."""

@@ -6,9 +6,13 @@ into this process with :class:`~clinenv.llm.vllm_backend.VLLMChatModel` (``pip i
 for many episodes at once prefer ``vllm serve`` and the server example, which lets the
 server batch the requests of concurrent episodes. Without vLLM installed the script
 stops at once with the message of :class:`~clinenv.llm.base.BackendUnavailableError`
-naming the extra to install. Without MedQA data (``CLINENV_DATA_DIR``) the bundled demo
-cases are used, with a note. The choice of environment, the progress lines and the
-report come from the server example (``examples/llm_doctor_server.py``, imported).
+naming the extra to install. A run that stops early (fail fast,
+:mod:`clinenv.fail_fast`: five episodes in a row met a backend error, such as a failing
+engine call) prints the reason on stderr and exits with code 2; the log keeps every line
+written before. Without MedQA data
+(``CLINENV_DATA_DIR``) the bundled demo cases are used, with a note. The choice of
+environment, the progress lines and the report come from the server example
+(``examples/llm_doctor_server.py``, imported).
 
 Run from the repository root, on a GPU machine::
 
@@ -29,7 +33,7 @@ import clinenv  # noqa: F401  (registers the EGIP environment ids)
 from clinenv.agents.llm_doctor import LLMDoctor
 from clinenv.llm.base import BackendUnavailableError
 from clinenv.llm.vllm_backend import VLLMChatModel
-from clinenv.rollouts import run_logged
+from clinenv.rollouts import RunAborted, run_logged
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,10 +52,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     env_id = pick_env()
-    with model:
-        result = run_logged(gym.make(env_id), LLMDoctor(model, strategy="direct"),
-                            out=args.out, episodes=args.episodes, resume=True, env_id=env_id,
-                            progress=print_verdict)
+    try:
+        with model:
+            result = run_logged(gym.make(env_id), LLMDoctor(model, strategy="direct"),
+                                out=args.out, episodes=args.episodes, resume=True,
+                                env_id=env_id, progress=print_verdict)
+    except RunAborted as err:  # fail fast: a refused request or an outage
+        print(str(err), file=sys.stderr)
+        return 2
     report(env_id, result, args.out)
     return 0
 

@@ -18,7 +18,11 @@ model-call totals. Without MedQA data (``CLINENV_DATA_DIR`` pointing at a folder
 ``agentclinic_medqa.jsonl``) it uses the bundled demo cases, with a note. The API key,
 if the server needs one, is read from ``OPENAI_API_KEY``. The log is continued when it
 exists: missing episodes run, and so do episodes that a server outage stopped (error
-lines; their new lines supersede them).
+lines; their new lines supersede them). A run that stops early (fail fast,
+:mod:`clinenv.fail_fast`: the server refused a request, e.g. a wrong ``--base-url`` or
+``--model``, or five episodes in a row met a backend error) prints the reason on stderr
+and exits with code 2; the log keeps every line written before, so fix the cause and run
+the same command again.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from clinenv.concurrent import run_concurrent
 from clinenv.datasets import resolve_dataset
 from clinenv.errors import DatasetNotFoundError
 from clinenv.llm.openai_backend import OpenAIChatModel
-from clinenv.rollouts import RunResult, llm_totals, summarize
+from clinenv.rollouts import RunAborted, RunResult, llm_totals, summarize
 
 
 def pick_env() -> str:
@@ -77,11 +81,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     env_id = pick_env()
-    with OpenAIChatModel(args.model, base_url=args.base_url) as model:
-        result = run_concurrent(
-            lambda: gym.make(env_id), lambda: LLMDoctor(model, strategy="direct"),
-            out=args.out, episodes=args.episodes, concurrency=args.concurrency,
-            resume=True, env_id=env_id, progress=print_verdict)
+    try:
+        with OpenAIChatModel(args.model, base_url=args.base_url) as model:
+            result = run_concurrent(
+                lambda: gym.make(env_id), lambda: LLMDoctor(model, strategy="direct"),
+                out=args.out, episodes=args.episodes, concurrency=args.concurrency,
+                resume=True, env_id=env_id, progress=print_verdict)
+    except RunAborted as err:  # fail fast: a refused request or an outage
+        print(str(err), file=sys.stderr)
+        return 2
     report(env_id, result, args.out)
     return 0
 

@@ -16,7 +16,12 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
-from llm_rollout_helpers import clinic_responder, role_of, without_volatile
+from llm_rollout_helpers import (
+    clinic_responder,
+    clinic_server,  # noqa: F401 - fixture "server"
+    role_of,
+    without_volatile,
+)
 
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.llm_doctor import LLMDoctor
@@ -29,12 +34,6 @@ from clinenv.runlog import read_run_log
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "sk-clinenv-test-never-logged-4711"
-
-
-@pytest.fixture
-def server():
-    with FakeChatServer(clinic_responder()) as srv:
-        yield srv
 
 
 @pytest.fixture

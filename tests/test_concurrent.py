@@ -14,7 +14,13 @@ import socket
 
 import gymnasium as gym
 import pytest
-from llm_rollout_helpers import clinic_responder, role_of, without_volatile
+from llm_rollout_helpers import (
+    clinic_model,  # noqa: F401 - fixture "model"
+    clinic_responder,
+    clinic_server,  # noqa: F401 - fixture "server"
+    role_of,
+    without_volatile,
+)
 
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.llm_doctor import LLMDoctor
@@ -28,19 +34,6 @@ from clinenv.runlog import read_run_log
 from clinenv.seeding import episode_seed
 
 N_DEMO = 17
-
-
-@pytest.fixture
-def server():
-    with FakeChatServer(clinic_responder()) as srv:
-        yield srv
-
-
-@pytest.fixture
-def model(server):
-    chat = OpenAIChatModel("fake-model", base_url=server.base_url, max_retries=0)
-    yield chat
-    chat.close()
 
 
 def demo_env():

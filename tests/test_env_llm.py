@@ -17,7 +17,13 @@ from types import SimpleNamespace
 import gymnasium as gym
 import pytest
 from conftest import leaves
-from llm_rollout_helpers import PATIENT_REPLY, clinic_responder, role_of
+from llm_rollout_helpers import (
+    PATIENT_REPLY,
+    clinic_model,  # noqa: F401 - fixture "model"
+    clinic_responder,
+    clinic_server,  # noqa: F401 - fixture "server"
+    role_of,
+)
 
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.judge import LLMJudge
@@ -31,19 +37,6 @@ from clinenv.llm.scripted import ScriptedChatModel
 from clinenv.rollouts import run_episode
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def server():
-    with FakeChatServer(clinic_responder()) as srv:
-        yield srv
-
-
-@pytest.fixture
-def model(server):
-    chat = OpenAIChatModel("fake-model", base_url=server.base_url, max_retries=0)
-    yield chat
-    chat.close()
 
 
 def play(env, actions, *, seed=0, case_id="demo-01"):

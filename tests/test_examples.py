@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import os
 import subprocess
 import sys
@@ -108,6 +109,64 @@ def test_llm_doctor_server_against_a_local_server(tmp_path):
     assert (f"EGIP-Demo-v0: accuracy 33.3 % over 3 episodes, coverage 33.3 %, 0 backend "
             f"errors; {n_requests} model calls") in out
     assert len((tmp_path / "run.jsonl").read_text(encoding="utf-8").splitlines()) == 3
+
+
+def test_llm_doctor_server_stops_on_a_refused_request(tmp_path):
+    """A server that answers 404 (a wrong --base-url or --model): the run stops at the
+    first refused request (fail fast) and the example prints the reason on stderr, one
+    line, exit 2, no traceback; the log holds no line."""
+    from llm_rollout_helpers import clinic_responder
+
+    from clinenv.llm.fake_server import FakeChatServer
+
+    log = tmp_path / "run.jsonl"
+    with FakeChatServer(clinic_responder()) as server:
+        server.inject(status=404, count=3)  # enough to refuse all 3 episodes
+        proc = run_example("llm_doctor_server.py", tmp_path, None, "--base-url",
+                           server.base_url, "--model", "fake-model", "--episodes", "3",
+                           "--concurrency", "1", "--out", str(log), returncode=2)
+        stats = server.stats()
+    assert (stats["n_requests"], stats["n_errors"]) == (1, 1)  # stopped at once
+    assert proc.stdout.splitlines() == [
+        "note: MedQA data is not configured (set CLINENV_DATA_DIR to a folder with "
+        "agentclinic_medqa.jsonl); running the bundled demo cases instead"]
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("the model backend refused a request (http_404; a configuration "
+                           "problem, not an outage): ")
+    assert "injected fault" in line
+    assert line.endswith(f"the run stopped, {log} keeps the 0 episode(s) it wrote; continue "
+                         "with resume=True")
+    assert log.read_text(encoding="utf-8") == ""
+
+
+def test_llm_doctor_engine_stops_after_backend_errors_in_a_row(tmp_path, monkeypatch, capsys):
+    """The engine example with a stand-in for the vLLM model whose every call fails like
+    a failing engine (``BackendError(detail="engine_error")``): after 5 error episodes
+    in a row (the fail-fast default) the run stops; the example prints the reason on
+    stderr and returns 2 instead of a traceback. The 5 error lines stay in the log."""
+    from clinenv.llm.base import BackendError
+    from clinenv.llm.scripted import ScriptedChatModel
+
+    def fail(messages, config, index):
+        raise BackendError("vLLM engine call failed: RuntimeError: CUDA error",
+                           backend="vllm", detail="engine_error")
+
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    monkeypatch.delenv("CLINENV_DATA_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    engine = importlib.import_module("llm_doctor_engine")  # it imports without vLLM
+    monkeypatch.setattr(engine, "VLLMChatModel", lambda name: ScriptedChatModel(fail))
+    log = tmp_path / "run.jsonl"
+    code = engine.main(["--model", "some/model", "--episodes", "8", "--out", str(log)])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert err == ("5 episode(s) in a row stopped by a backend error (last: engine_error); "
+                   "the model server seems to be down: vLLM engine call failed: "
+                   f"RuntimeError: CUDA error; the run stopped, {log} keeps the 5 "
+                   "episode(s) it wrote; continue with resume=True\n")
+    assert out.splitlines()[1:] == [f"demo-0{i}: None -> unscored" for i in range(1, 6)]
+    lines = log.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 5 and all('"engine_error"' in line for line in lines)
 
 
 def test_llm_doctor_engine_needs_vllm(tmp_path):

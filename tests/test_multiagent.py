@@ -251,6 +251,77 @@ def test_doctor_info_carries_the_reasoning_like_the_gymnasium_env():
     assert info["action_kind"] == "test_request"
 
 
+class FlaggingPatient:
+    """A patient object (not the LLM patient) with ``last_flags``: each reply's flags come
+    from ``script``, a list of ``(reply, flags)``; ``None`` flags mean a clean reply."""
+
+    def __init__(self, script):
+        self.script = list(script)
+        self.last_flags = []
+        self.asked = []
+
+    def reply(self, view):
+        self.asked.append(view.question)
+        text, self.last_flags = self.script[len(self.asked) - 1]
+        return text
+
+
+FLAG_SCRIPT = [("A cough and fever.", ["speaks_as_doctor"]), ("No chest pain.", None),
+               ("Nothing else.", ("repeats_own_reply", "empty_reply"))]
+FLAG_ACTIONS = ["What brings you in today?", "REQUEST TEST: T1", "Any chest pain?",
+                "Anything else?", "DIAGNOSIS READY: Lobar pneumonia"]
+
+
+def test_b16_doctor_info_carries_patient_flags_like_the_gymnasium_env():
+    """field-bug-reports B16: a built-in patient with ``last_flags`` (here a plain object)
+    gets its reply's flags into the doctor's info on the steps it answered, as strings
+    (``None`` -> ``[]``, a tuple -> a list), and nowhere else (reset, the test request,
+    the answer after T = 4 rounds); the whole info equals the Gymnasium env's at every
+    step."""
+    gym_env = gym.make("EGIP-Demo-v0", patient=FlaggingPatient(FLAG_SCRIPT),
+                       acquisition_rounds=4).unwrapped
+    patient = FlaggingPatient(FLAG_SCRIPT)
+    aec = egip_v0.raw_env(patient=patient, examiner="lookup", dataset="demo",
+                          acquisition_rounds=4)
+    _, info = gym_env.reset(seed=0, options={"case_id": "demo-01"})
+    aec.reset(seed=0, options={"case_id": "demo-01"})
+    seen = [aec.infos[DOCTOR].get("patient_flags", "absent")]
+    assert aec.infos[DOCTOR] == info
+    for action in FLAG_ACTIONS:
+        *_, info = gym_env.step(action)
+        aec.step(action)
+        assert aec.infos[DOCTOR] == info
+        seen.append(aec.infos[DOCTOR].get("patient_flags", "absent"))
+    assert seen == ["absent", ["speaks_as_doctor"], "absent", [],
+                    ["repeats_own_reply", "empty_reply"], "absent"]
+    assert patient.asked == ["What brings you in today?", "Any chest pain?", "Anything else?"]
+    assert aec.infos[DOCTOR]["verdict"] == "correct"
+
+
+def test_b16_llm_patient_flags_in_the_aec_doctor_info():
+    """B16 with the real LLM patient (scripted model) in the PettingZoo game, external
+    examiner: the reply that speaks as the doctor is flagged (its own words kept), a
+    clean one gives ``[]``; when the doctor's request goes to the examiner seat, the
+    doctor's info is refreshed after the seat's reply, without ``patient_flags``."""
+    from clinenv.llm.scripted import ScriptedChatModel
+
+    model = ScriptedChatModel(["It started two days ago.",
+                               "Doctor: Does it spread?\nPatient: Yes, to my back."])
+    env = egip_v0.raw_env(patient="llm", patient_model=model, dataset="demo")
+    env.reset(seed=0, options={"case_id": "demo-01"})
+    assert env.possible_agents == [DOCTOR, EXAMINER]
+    env.step("When did it start?")
+    assert env.infos[DOCTOR]["patient_flags"] == []
+    env.step("Does it spread?")
+    assert env.infos[DOCTOR]["patient_flags"] == ["speaks_as_doctor"]
+    assert env.runtime.history[-1].reply == "Yes, to my back."
+    env.step("REQUEST TEST: T4")
+    assert env.agent_selection == EXAMINER
+    env.step(PNEUMONIA_XRAY)
+    assert env.infos[DOCTOR]["action_kind"] == "test_request"
+    assert "patient_flags" not in env.infos[DOCTOR]
+
+
 def test_external_examiner_is_charged_when_the_result_comes_back():
     """exam_cost is charged per returned test, in the examiner seat's step: the Blood
     Tests group returns T1, T2, T3 (3 x 0.25), and the doctor sees the charge at its

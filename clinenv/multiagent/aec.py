@@ -61,8 +61,12 @@ info, built by the same code (:mod:`clinenv.doctor_view`): ``case_id``, ``datase
 ``phase``, ``turn``, ``menu``, ``candidates``, ``n_exams_requested``,
 ``invalid_actions``, ``action_kind``, ``text_clipped``, ``reasoning`` when present, at
 the end ``answer``, ``verdict``, ``correct``, ``abstained``, ``match_score``,
-``scorer``. Two differences only: with an external seat the doctor's info is refreshed
-when the round closes (after the seat's reply), and a ``max_steps`` truncation ends with
+``scorer``; with a built-in patient that reports flags (the LLM patient, or any patient
+object with ``last_flags``) also ``patient_flags`` on every doctor step that patient
+answered (field-bug-reports B16: the flags of that reply, ``[]`` when clean; read with
+:func:`clinenv.doctor_view.patient_flags`, as the Gymnasium environment does). Two
+differences only: with an external seat the doctor's info is refreshed when the round
+closes (after the seat's reply), and a ``max_steps`` truncation ends with
 ``answer=None``, ``verdict="unscored"``, ``correct=False`` and ``truncated_at_step``
 instead of the answer keys.
 Seats: ``case_id``, ``dataset``, ``phase``, ``turn``, ``role``, ``pending`` (a question
@@ -90,7 +94,7 @@ from pettingzoo import AECEnv
 from clinenv import rewards
 from clinenv.case_pool import CasePool
 from clinenv.cases import Case
-from clinenv.doctor_view import answer_outcome, doctor_info, exam_mask
+from clinenv.doctor_view import answer_outcome, doctor_info, exam_mask, patient_flags
 from clinenv.env import DEFAULT_MAX_EXAMS, DEFAULT_MAX_TEXT_CHARS
 from clinenv.multiagent import fidelity
 from clinenv.multiagent.seat_views import render_examiner_view, render_patient_view
@@ -286,6 +290,7 @@ class EGIPAECEnv(AECEnv):
         self._final: dict[str, Any] = {}
         self._doctor_kind: str | None = None
         self._doctor_reasoning: str | None = None
+        self._patient_flags: list[str] | None = None
         self._texts: dict[str, str] = {}
         self._infos: dict[str, dict[str, Any]] = {}
         self._seat_state = {a: {"reply_clipped": False} for a in (PATIENT, EXAMINER)}
@@ -365,6 +370,7 @@ class EGIPAECEnv(AECEnv):
         rt = self.runtime
         assert rt is not None
         self._since = len(rt.history)
+        self._patient_flags = None
         if rt.phase == "decide":
             parsed = rt.submit_answer(text)
             reward, self._final = answer_outcome(rt, score_answer(rt.answer, rt.case))
@@ -384,6 +390,7 @@ class EGIPAECEnv(AECEnv):
                 return
             rt.answer_patient(routing, str(self.patient.reply(
                 rt.patient_view(routing.question or ""))))
+            self._patient_flags = patient_flags(self.patient)
         elif routing.to == "examiner":
             if routing.entries and self.examiner == "external":
                 self._hand_over(EXAMINER, routing)  # charged when the result comes back
@@ -441,6 +448,8 @@ class EGIPAECEnv(AECEnv):
         self._doctor_mask = exam_mask(rt, self.max_exams)
         info = doctor_info(rt, action_kind=self._doctor_kind, text_clipped=clipped,
                            reasoning=self._doctor_reasoning)
+        if self._patient_flags is not None:
+            info["patient_flags"] = list(self._patient_flags)
         info.update(self._final)
         self._infos[DOCTOR] = info
 

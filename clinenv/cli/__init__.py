@@ -1,0 +1,162 @@
+"""The ``clinenv`` command line.
+
+Usage::
+
+    clinenv run [--env ID|auto] [--doctor scripted|llm] [--episodes N] [--repetitions R]
+                [--seed S] [--out FILE] [--resume [--no-retry-errors]] [--data-dir DIR]
+                [--allow-download]
+                [--concurrency N] [--max-consecutive-errors N] [--quiet]
+                [--backend openai|vllm|transformers] [--base-url URL] [--model M]
+                [--strategy direct|vote|full] [--prompt egip|agentclinic]
+                [--max-questions N]
+                [--temperature T] [--max-tokens N] [--api-key-env NAME] [--timeout S]
+                [--max-retries N] [--patient retrieval|llm] [--patient-model M]
+                [--judge deterministic|llm] [--judge-model M]
+    clinenv data list [--data-dir DIR]
+    clinenv data verify [NAME ...] [--data-dir DIR]
+    clinenv data download NAME
+    clinenv eval RUN.jsonl [LABEL=RUN.jsonl ...] [--out-dir DIR] [--plot] [--by STRATUM]
+                [--resamples N] [--seed S]
+    clinenv compare BASE.jsonl METHOD.jsonl [METHOD2.jsonl ...] [--pair METHOD=BASE ...]
+                [--by STRATUM] [--resamples N] [--flips N] [--seed S] [--intersect]
+                [--out-dir DIR] [--plot]
+
+``python -m clinenv`` is the same program. ``clinenv run`` prints a note on the chosen
+environment (``env: ID (why)``), a progress bar on a terminal, and the summary;
+``--quiet`` keeps only the summary. Nothing is created (not even the ``runs/`` folder of
+the default ``--out``) until every argument has been checked.
+
+``--doctor llm`` runs :class:`~clinenv.agents.llm_doctor.LLMDoctor` with the terminal
+``--strategy`` over a chat model of ``--backend`` (default ``openai``: an
+OpenAI-compatible server at ``--base-url``, e.g. ``vllm serve``; ``--model`` is the name
+the server knows). ``--patient llm`` and ``--judge llm`` replace the retrieval patient and
+the deterministic scorer with LLM agents of the same backend and model, unless
+``--patient-model`` / ``--judge-model`` name another (one model object per distinct
+name). The API key is read from the environment variable ``--api-key-env`` (default
+``OPENAI_API_KEY``; ``EMPTY`` when unset) and never written anywhere. ``--concurrency N``
+(> 1) runs N episodes at once (:func:`clinenv.concurrent.run_concurrent`, also with the
+scripted doctor); the log is the same as a sequential run's. The summary then also
+gives model calls, tokens and mean latency, and the number of episodes stopped by a
+backend error (kept in the log as unscored error lines). ``--resume`` runs the missing
+episodes and, unless ``--no-retry-errors``, runs those error lines' episodes again
+(after a server outage, say): the new line is appended and supersedes the error line,
+so ``clinenv eval`` counts the episode once, with its new verdict. The LLM doctor works
+in the environment's observation format, and ``--prompt agentclinic`` states its
+question budget: ``--max-questions N``, by default the environment's acquisition rounds
+T.
+
+A run stops early (fail fast, :mod:`clinenv.fail_fast`) when the server refuses a
+request (HTTP 400, 401, 403, 404 or 422: a wrong ``--base-url``, ``--model`` or API key;
+the line names them and the server's message) or when ``--max-consecutive-errors N``
+(default 5; 0: never) episodes in a row stop with a backend error (the server is down):
+the log keeps every line written before, whole; fix the cause and continue with
+``--resume``.
+
+``clinenv eval`` prints the accuracy table (methods × datasets, mean ± SD over
+repetitions, coverage; EGIP Table 1) of run logs and writes ``accuracy.md`` /
+``accuracy.csv`` (``--by``: also ``accuracy_by_<STRATUM>.md/.csv``; ``--plot``:
+``accuracy.png``, and ``accuracy_by_<STRATUM>.png`` with ``--by``) in ``--out-dir``
+(default ``reports/``). ``clinenv compare`` pairs every method log with the baseline log
+of the same dataset (the baseline is the first log's method label) or, with repeatable
+``--pair METHOD=BASE`` (labels), each method with its own baseline; p values are
+Holm-adjusted over every comparison of the call. It prints and writes ``comparison.md`` /
+``comparison.csv`` (``--by``: also ``comparison_by_<STRATUM>.md/.csv``, one row per
+stratum and pair; ``--plot``: ``correction_regression.png``). A log is named
+``LABEL=path`` to override (or supply) its ``doctor.name``; see :mod:`clinenv.evaluation`.
+Scheduled episodes missing from a log count as not correct, and the tables say how many.
+
+Exit codes: 0 success; 1 ``data verify`` found a present file with a wrong checksum or
+record count; 2 bad arguments (including an ``--env`` id that is not an EGIP
+environment), a missing or corrupt dataset, a run log that cannot be continued, an
+``--out`` file that would be overwritten, or a run stopped early by a refused model
+request or too many backend errors in a row (fail fast, above); 3 (:data:`EXIT_RUN_ERRORS`)
+``run`` finished, but some episodes stopped with a backend error (the summary counts
+them; ``--resume`` runs them again); 130 interrupted (Ctrl-C; the log keeps every
+finished episode, continue with ``--resume``); 141 stdout closed early (e.g. piped into
+``head``), quietly. Errors are one message on stderr, never a traceback.
+
+Modules: :mod:`clinenv.cli.run` (``run``), :mod:`clinenv.cli.env_choice` (``--env``),
+:mod:`clinenv.cli.llm_setup` (the LLM options and models), :mod:`clinenv.cli.doctors`
+(``--doctor``), :mod:`clinenv.cli.run_summary` (the summary text), :mod:`clinenv.cli.data`
+(``data``), :mod:`clinenv.cli.evaluate` (``eval``, ``compare``), :mod:`clinenv.cli.argtypes`
+and :mod:`clinenv.cli.errors` (:class:`CLIError`, exit codes); this module holds the
+top-level parser and :func:`main`, and re-exports their public names.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from clinenv.cli.data import add_data_parser, cmd_data_download, cmd_data_list, cmd_data_verify
+from clinenv.cli.doctors import DOCTOR_CHOICES, DOCTORS
+from clinenv.cli.env_choice import AUTO_FALLBACK, AUTO_PREFERRED, choose_env
+from clinenv.cli.errors import (
+    EXIT_BROKEN_PIPE,
+    EXIT_INTERRUPTED,
+    EXIT_RUN_ERRORS,
+    EXIT_USAGE,
+    EXIT_VERIFY_FAILED,
+    CLIError,
+)
+from clinenv.cli.evaluate import SIMILARITY_ENCODERS, add_eval_parsers, cmd_compare, cmd_eval
+from clinenv.cli.llm_setup import BACKENDS, LLMSetup, check_llm_args
+from clinenv.cli.run import MESSAGE_CHARS, aborted_message, add_run_parser, cmd_run
+from clinenv.cli.run_summary import format_llm_totals, format_summary
+
+__all__ = [
+    "AUTO_FALLBACK", "AUTO_PREFERRED", "BACKENDS", "DOCTORS", "DOCTOR_CHOICES",
+    "EXIT_BROKEN_PIPE", "EXIT_INTERRUPTED", "EXIT_RUN_ERRORS", "EXIT_USAGE",
+    "EXIT_VERIFY_FAILED", "MESSAGE_CHARS", "SIMILARITY_ENCODERS", "CLIError", "LLMSetup",
+    "aborted_message", "build_parser", "check_llm_args", "choose_env", "cmd_compare",
+    "cmd_data_download", "cmd_data_list", "cmd_data_verify", "cmd_eval", "cmd_run",
+    "format_llm_totals", "format_summary", "main",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``clinenv`` (sub-commands ``run``, ``data``, ``eval`` and
+    ``compare``); each parsed namespace carries the command's handler as ``func``."""
+    parser = argparse.ArgumentParser(
+        prog="clinenv",
+        description="Clinical diagnosis cases as EGIP environments: run doctor policies, "
+                    "manage datasets and report on run logs.")
+    sub = parser.add_subparsers(dest="command", metavar="{run,data,eval,compare}")
+    sub.required = True
+    add_run_parser(sub)
+    add_data_parser(sub)
+    add_eval_parsers(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``clinenv`` command line.
+
+    Args:
+        argv: arguments without the program name (default: ``sys.argv[1:]``).
+
+    Returns:
+        The exit code (see the module docstring). argparse errors exit 2 via
+        ``SystemExit``.
+    """
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except CLIError as err:
+        print(f"clinenv: error: {err}", file=sys.stderr)
+        return err.code
+    except BrokenPipeError:
+        # the reader (e.g. ``head``) closed stdout: stop quietly, and keep Python's exit
+        # flush from raising again
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        print("clinenv: interrupted; finished episodes are in the log, continue with "
+              "--resume", file=sys.stderr)
+        return EXIT_INTERRUPTED

@@ -1,0 +1,120 @@
+"""Which environment ``clinenv run`` plays (``--env ID|auto``) and how it is made.
+
+Only EGIP environments are run: an id registered by another package is refused before
+it is made when its entry point is a class, and after ``gym.make`` when it is a factory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from clinenv.cli.errors import CLIError
+
+#: Environment chosen by ``--env auto`` when the MedQA file resolves, and the fallback.
+AUTO_PREFERRED = "EGIP-MedQA-v0"
+AUTO_FALLBACK = "EGIP-Demo-v0"
+
+
+def choose_env(requested: str, data_dir: Path | None, allow_download: bool) -> tuple[str, str]:
+    """The environment id to run and why it was chosen.
+
+    Args:
+        requested: an environment id or ``"auto"``.
+        data_dir: ``--data-dir``.
+        allow_download: ``--allow-download`` (``auto`` may then download MedQA).
+
+    Returns:
+        ``(env_id, reason)``.
+
+    Raises:
+        CLIError: an unknown id, an id registered by another package whose entry point is
+            not an EGIP environment class, or (``auto``) a MedQA file with a wrong checksum.
+    """
+    import gymnasium as gym
+
+    from clinenv.datasets import resolve_dataset
+    from clinenv.errors import ChecksumError, DatasetNotFoundError
+    from clinenv.registration import EGIP_IDS
+
+    if requested != "auto":
+        if requested not in gym.registry:
+            raise CLIError(f"unknown environment id {requested!r}; {_ids_hint()}")
+        reject_foreign_entry_point(requested)
+        return requested, "requested with --env"
+    dataset = EGIP_IDS[AUTO_PREFERRED]
+    try:
+        path = resolve_dataset(dataset, data_dir, allow_download=allow_download)
+    except DatasetNotFoundError:
+        return AUTO_FALLBACK, (f"--env auto: dataset {dataset!r} not found (set "
+                               "CLINENV_DATA_DIR or run `clinenv data download medqa`), "
+                               "so the bundled demo set is used")
+    except ChecksumError as err:
+        raise CLIError(f"--env auto: {err}") from None
+    return AUTO_PREFERRED, f"--env auto: dataset {dataset!r} found at {path}"
+
+
+def _ids_hint() -> str:
+    from clinenv.registration import EGIP_IDS
+
+    return "clinenv ids: " + ", ".join(EGIP_IDS) + " (or 'auto')"
+
+
+def _not_egip(env_id: str) -> CLIError:
+    return CLIError(f"{env_id!r} is not an EGIP environment; {_ids_hint()}")
+
+
+def reject_foreign_entry_point(env_id: str) -> None:
+    """Refuse, without making it, an id whose entry point is a class other than EGIPEnv.
+
+    Making a foreign environment would pass it clinenv's keyword arguments and could fail
+    in arbitrary ways; entry points that are factory functions are checked after
+    ``gym.make`` instead (:func:`make_env`).
+
+    Raises:
+        CLIError: the entry point does not import, or is a class that is not an
+            :class:`~clinenv.env.EGIPEnv`.
+    """
+    import gymnasium as gym
+    from gymnasium.envs.registration import load_env_creator
+
+    from clinenv.env import EGIPEnv
+
+    entry_point = gym.spec(env_id).entry_point
+    try:
+        creator = (load_env_creator(entry_point) if isinstance(entry_point, str)
+                   else entry_point)
+    except Exception:  # a foreign module that does not import (missing extra...)
+        creator = None
+    if creator is None or (isinstance(creator, type) and not issubclass(creator, EGIPEnv)):
+        raise _not_egip(env_id)
+
+
+def make_env(env_id: str, data_dir: Path | None, allow_download: bool,
+             **kwargs: Any) -> Any:
+    """``gym.make(env_id, **kwargs)`` with the data options; refuses a non-EGIP
+    environment.
+
+    Raises:
+        CLIError: the dataset is missing or corrupt, gymnasium refuses the arguments, or
+            the made environment is not an :class:`~clinenv.env.EGIPEnv` (it is closed).
+    """
+    import gymnasium as gym
+
+    from clinenv.env import EGIPEnv
+    from clinenv.errors import ClinenvError
+
+    if data_dir is not None:
+        kwargs["data_dir"] = str(data_dir)
+    if allow_download:
+        kwargs["allow_download"] = True
+    try:
+        env = gym.make(env_id, **kwargs)
+    except ClinenvError as err:
+        raise CLIError(str(err)) from None
+    except gym.error.Error as err:
+        raise CLIError(f"cannot make {env_id!r}: {err}") from None
+    if not isinstance(env.unwrapped, EGIPEnv):
+        env.close()
+        raise _not_egip(env_id)
+    return env

@@ -1,0 +1,223 @@
+"""``clinenv eval`` (accuracy tables) and ``clinenv compare`` (paired comparisons).
+
+Both read run logs (``LABEL=path`` names a log's method), print their tables and write
+them as Markdown and CSV (and PNG with ``--plot``) in ``--out-dir``; the tables come from
+:mod:`clinenv.evaluation`. See the :mod:`clinenv.cli` docstring for the files written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from clinenv.cli.argtypes import count
+from clinenv.cli.errors import CLIError
+
+
+def _lexical_encoder() -> tuple[Any, str]:
+    from clinenv.evaluation.metrics import HashingEncoder
+
+    return HashingEncoder(), "lexical similarity"
+
+
+#: ``--similarity`` choices: name -> factory of ``(encoder, column name)``.
+SIMILARITY_ENCODERS: dict[str, Callable[[], tuple[Any, str]]] = {"lexical": _lexical_encoder}
+
+
+def add_eval_parsers(sub: Any) -> None:
+    """Add the ``eval`` and ``compare`` sub-commands to ``sub``."""
+    logs_help = "run log (JSON Lines from clinenv run); LABEL=path names its method"
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--out-dir", type=Path, default=Path("reports"), metavar="DIR",
+                        help="folder for the Markdown, CSV and PNG files (default: reports)")
+    common.add_argument("--plot", action="store_true",
+                        help="also write PNG figures (needs matplotlib: "
+                             "pip install 'clinenv[plot]')")
+    common.add_argument("--resamples", type=count(1), default=10_000, metavar="N",
+                        help="case-cluster bootstrap resamples of the CIs (eval: of the "
+                             "--plot error bars; default: 10000)")
+    common.add_argument("--seed", type=count(0), default=0, metavar="S",
+                        help="seed of the bootstrap and randomization streams (default: 0)")
+
+    ev = sub.add_parser("eval", parents=[common],
+                        help="accuracy table (methods x datasets) of run logs",
+                        description="Accuracy mean +/- SD over repetitions and answer "
+                                    "coverage, methods x datasets (EGIP Table 1).")
+    ev.add_argument("logs", nargs="+", metavar="RUN.jsonl", help=logs_help)
+    ev.add_argument("--by", default=None, metavar="STRATUM",
+                    help="also report per stratum of this case_strata key "
+                         "(e.g. question_type; with --plot also plotted)")
+    ev.add_argument("--similarity", choices=sorted(SIMILARITY_ENCODERS), default=None,
+                    help="add answer-reference similarity columns (CDEG 'Sim.'); "
+                         "'lexical' is a hashing bag-of-words stand-in, not a clinical "
+                         "encoder (model encoders come with the embeddings layer)")
+    ev.set_defaults(func=cmd_eval)
+
+    cmp = sub.add_parser("compare", parents=[common],
+                         help="paired comparisons of methods against a baseline",
+                         description="Paired differences with case-cluster bootstrap CIs, "
+                                     "Holm-adjusted sign-flip p values, unscored counts, "
+                                     "correction and regression (EGIP Tables 5/8, CDEG "
+                                     "Table 2). The first log's method is the baseline; "
+                                     "each other log is compared with the baseline log of "
+                                     "its dataset.")
+    cmp.add_argument("base", metavar="BASE.jsonl",
+                     help="the baseline's run log; LABEL=path names its method, and every "
+                          "log with that label is the baseline of its dataset")
+    cmp.add_argument("methods", nargs="*", metavar="METHOD.jsonl",
+                     help=logs_help + "; compared with the baseline of its dataset")
+    cmp.add_argument("--pair", action="append", default=None, metavar="METHOD=BASE",
+                     help="compare the runs labelled METHOD with those labelled BASE "
+                          "(repeatable, e.g. one pair per framework); without it every "
+                          "log is compared with the first log's label")
+    cmp.add_argument("--by", default=None, metavar="STRATUM",
+                     help="also compare per stratum of this case_strata key "
+                          "(e.g. question_type; EGIP Table 7)")
+    cmp.add_argument("--flips", type=count(1), default=20_000, metavar="N",
+                     help="sign-flip randomizations per comparison (default: 20000)")
+    cmp.add_argument("--intersect", action="store_true",
+                     help="compare the cases both logs hold instead of refusing different "
+                          "case sets")
+    cmp.set_defaults(func=cmd_compare)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """``clinenv eval``: see the :mod:`clinenv.cli` docstring.
+
+    Raises:
+        CLIError: an empty ``--by``, ``--plot`` without matplotlib, an unreadable log, a
+            table the logs cannot give, or an ``--out-dir`` that cannot be written.
+    """
+    from clinenv.errors import ClinenvError
+    from clinenv.evaluation.reports import accuracy_table
+
+    _check_by(args.by)
+    runs = _load_runs(args.logs, args.plot)
+    try:
+        encoder, sim_name = None, "similarity"
+        if args.similarity:
+            encoder, sim_name = SIMILARITY_ENCODERS[args.similarity]()
+        tables = [("accuracy", accuracy_table(runs, encoder=encoder,
+                                              similarity_name=sim_name))]
+        if args.by is not None:
+            tables.append((_stem("accuracy_by_", args.by), accuracy_table(runs, by=args.by)))
+    except (ClinenvError, ValueError) as err:
+        raise CLIError(str(err)) from None
+    written = _show_and_write(tables, args.out_dir)
+    if args.plot:
+        from clinenv.evaluation.plots import plot_accuracy
+
+        for stem, table in tables:
+            written.append(_plot(plot_accuracy, table, args.out_dir / f"{stem}.png",
+                                 n_resamples=args.resamples, seed=args.seed))
+    _written(written)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """``clinenv compare``: see the :mod:`clinenv.cli` docstring.
+
+    Raises:
+        CLIError: as :func:`cmd_eval`, a malformed ``--pair``, or no method log to
+            compare.
+    """
+    from clinenv.errors import ClinenvError
+    from clinenv.evaluation.comparison import comparison_table, pair_runs
+
+    _check_by(args.by)
+    pair_labels = [_parse_pair(text) for text in args.pair or ()]
+    if not args.methods and not pair_labels:
+        raise CLIError("compare needs a baseline log and at least one method log")
+    runs = _load_runs([args.base, *args.methods], args.plot)
+    try:
+        if pair_labels:
+            pairs = pair_runs(runs, pairs=pair_labels)
+        else:
+            pairs = pair_runs(runs, base_label=runs[0].label)
+        options = dict(n_resamples=args.resamples, seed=args.seed, n_flips=args.flips,
+                       intersect=args.intersect)
+        tables = [("comparison", comparison_table(pairs, **options))]
+        if args.by is not None:
+            tables.append((_stem("comparison_by_", args.by),
+                           comparison_table(pairs, by=args.by, **options)))
+    except (ClinenvError, ValueError) as err:
+        raise CLIError(str(err)) from None
+    written = _show_and_write(tables, args.out_dir)
+    if args.plot:
+        from clinenv.evaluation.plots import plot_correction_regression
+
+        written.append(_plot(plot_correction_regression, tables[0][1],
+                             args.out_dir / "correction_regression.png"))
+    _written(written)
+    return 0
+
+
+def _load_runs(logs: Sequence[str], plot: bool) -> list[Any]:
+    """Runs of the logs (notes on stderr for partial last lines); checks --plot first."""
+    from clinenv.errors import ClinenvError
+    from clinenv.evaluation.runs import load_runs
+
+    if plot:
+        from clinenv.evaluation.plots import require_matplotlib
+
+        try:
+            require_matplotlib()
+        except ClinenvError as err:
+            raise CLIError(f"--plot: {err}") from None
+    try:
+        runs = load_runs(logs)
+    except ClinenvError as err:
+        raise CLIError(str(err)) from None
+    for run in runs:
+        if run.partial_bytes:
+            print(f"note: {', '.join(run.paths)}: skipped a partial last line "
+                  f"({run.partial_bytes} bytes) left by an interrupted run", file=sys.stderr)
+    return runs
+
+
+def _check_by(by: str | None) -> None:
+    if by is not None and not by.strip():
+        raise CLIError("--by needs a case_strata key, e.g. --by question_type")
+
+
+def _stem(prefix: str, by: str) -> str:
+    return prefix + "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in by)
+
+
+def _parse_pair(text: str) -> tuple[str, str]:
+    method, sep, base = text.partition("=")
+    if not sep or not method.strip() or not base.strip():
+        raise CLIError(f"--pair {text!r}: expected METHOD=BASE (two method labels)")
+    return method.strip(), base.strip()
+
+
+def _show_and_write(tables: Sequence[tuple[str, Any]], out_dir: Path) -> list[Path]:
+    """Print each ``(stem, Table)`` and write its Markdown and CSV; the written paths."""
+    written: list[Path] = []
+    for stem, table in tables:
+        print(table.to_text())
+        print()
+        written += _write(table, out_dir, stem)
+    return written
+
+
+def _write(table: Any, out_dir: Path, stem: str) -> list[Path]:
+    try:
+        return list(table.write(out_dir, stem))
+    except OSError as err:
+        raise CLIError(f"--out-dir {out_dir}: {err}") from None
+
+
+def _plot(func: Callable[..., Any], table: Any, path: Path, **kwargs: Any) -> Path:
+    try:
+        func(table, path, **kwargs)
+    except OSError as err:
+        raise CLIError(f"--out-dir {path.parent}: {err}") from None
+    return path
+
+
+def _written(paths: Sequence[Path]) -> None:
+    print("wrote " + ", ".join(str(p) for p in paths))

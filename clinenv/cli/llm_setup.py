@@ -1,0 +1,177 @@
+"""The LLM agents of ``clinenv run``: options, their checks, and the models they build.
+
+``--doctor llm``, ``--patient llm`` and ``--judge llm`` share ``--backend`` and, unless
+``--patient-model`` / ``--judge-model`` name another, ``--model``; one chat model object
+is built per distinct name (:class:`LLMSetup`). The API key is read from the environment
+variable ``--api-key-env`` and never written anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from clinenv.cli.argtypes import count, number
+from clinenv.cli.doctors import DOCTORS
+from clinenv.cli.errors import CLIError
+
+#: ``--backend`` choices (:func:`clinenv.llm.factory.make_chat_model`).
+BACKENDS = ("openai", "vllm", "transformers")
+
+
+def add_llm_arguments(run: argparse.ArgumentParser) -> None:
+    """The LLM options of ``clinenv run`` (doctor, patient, judge, backend)."""
+    llm = run.add_argument_group("LLM agents (--doctor llm, --patient llm, --judge llm)")
+    llm.add_argument("--backend", choices=BACKENDS, default="openai",
+                     help="chat-model backend (default: openai, any OpenAI-compatible server)")
+    llm.add_argument("--base-url", default=None, metavar="URL",
+                     help="server URL for the openai backend, e.g. http://127.0.0.1:8000/v1")
+    llm.add_argument("--model", default=None, metavar="M",
+                     help="model name (as the server knows it) or local path")
+    llm.add_argument("--strategy", choices=("direct", "vote", "full"), default="direct",
+                     help="terminal decision strategy F (EGIP eq. 5; default: direct)")
+    llm.add_argument("--prompt", choices=("egip", "agentclinic"), default="egip",
+                     help="doctor prompt (default: egip)")
+    llm.add_argument("--max-questions", type=count(1), default=None, metavar="N",
+                     help="question budget stated by --prompt agentclinic (default: the "
+                          "environment's acquisition rounds T)")
+    llm.add_argument("--temperature", type=number(0.0), default=None, metavar="T",
+                     help="doctor sampling temperature (default: the backend config's, 0)")
+    llm.add_argument("--max-tokens", type=count(1), default=200, metavar="N",
+                     help="new tokens per doctor call (default: 200, EGIP appendix A.1)")
+    llm.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="NAME",
+                     help="environment variable holding the API key (default: "
+                          "OPENAI_API_KEY); the key is never logged")
+    llm.add_argument("--timeout", type=number(0.0, above=True), default=60.0, metavar="S",
+                     help="seconds per HTTP request before a retry (default: 60)")
+    llm.add_argument("--max-retries", type=count(0), default=3, metavar="N",
+                     help="retries per request on timeouts, 429 and 5xx (default: 3)")
+    llm.add_argument("--patient", choices=("retrieval", "llm"), default="retrieval",
+                     help="patient simulator (default: retrieval, deterministic)")
+    llm.add_argument("--patient-model", default=None, metavar="M",
+                     help="model of the LLM patient (default: --model)")
+    llm.add_argument("--judge", choices=("deterministic", "llm"), default="deterministic",
+                     help="answer scorer (default: deterministic)")
+    llm.add_argument("--judge-model", default=None, metavar="M",
+                     help="model of the LLM judge (default: --model)")
+
+
+def check_llm_args(args: argparse.Namespace) -> None:
+    """Refuse, before anything is built, LLM options that cannot work.
+
+    Raises:
+        CLIError: an LLM doctor, patient or judge without a model name; the openai
+            backend without ``--base-url``; LLM-only options without any LLM agent;
+            ``--max-questions`` without ``--doctor llm --prompt agentclinic``.
+    """
+    wants = [name for name, on in (("--doctor llm", args.doctor == "llm"),
+                                   ("--patient llm", args.patient == "llm"),
+                                   ("--judge llm", args.judge == "llm")) if on]
+    for flag, own in (("--doctor llm", None), ("--patient llm", args.patient_model),
+                      ("--judge llm", args.judge_model)):
+        if flag in wants and not (own or args.model):
+            extra = "" if flag == "--doctor llm" else f" (or {flag.split()[0]}-model)"
+            raise CLIError(f"{flag} needs --model M{extra}")
+    if wants and args.backend == "openai" and not args.base_url:
+        raise CLIError(f"{wants[0]} with --backend openai needs --base-url URL "
+                       "(e.g. http://127.0.0.1:8000/v1 for `vllm serve`)")
+    if args.max_questions is not None and (args.doctor != "llm" or args.prompt != "agentclinic"):
+        raise CLIError("--max-questions is used only with --doctor llm --prompt agentclinic "
+                       "(the egip prompt has no question budget)")
+    if not wants:
+        given = [flag for flag, value in (("--model", args.model), ("--base-url", args.base_url),
+                                          ("--patient-model", args.patient_model),
+                                          ("--judge-model", args.judge_model)) if value]
+        if given:
+            raise CLIError(f"{given[0]} is used only with --doctor llm, --patient llm or "
+                           "--judge llm")
+
+
+class LLMSetup:
+    """The chat models, doctor factory and environment kwargs of ``clinenv run``.
+
+    One model object per distinct model name (shared by doctor, patient and judge, and
+    by every concurrent worker); :meth:`close` closes them.
+
+    Args:
+        args: the parsed ``clinenv run`` options, already checked by
+            :func:`check_llm_args`.
+    """
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.models: dict[str, Any] = {}
+        self.env_kwargs: dict[str, Any] = {}
+        self.observation_format = "view"
+        self.acquisition_rounds: int | None = None
+
+    def match_env(self, env: Any) -> None:
+        """Take the doctor's observation format and default question budget from the
+        environment (an :class:`~clinenv.env.EGIPEnv`): its ``observation_format`` and
+        its acquisition rounds T."""
+        self.observation_format = env.observation_format
+        self.acquisition_rounds = env.config.acquisition_rounds
+
+    def model(self, name: str) -> Any:
+        """The chat model named ``name`` on ``--backend`` (built once).
+
+        Raises:
+            CLIError: the backend's optional dependency is missing, or it refuses the
+                arguments.
+        """
+        if name not in self.models:
+            from clinenv.llm.base import LLMError
+            from clinenv.llm.factory import make_chat_model
+
+            args = self.args
+            kwargs: dict[str, Any] = {}
+            if args.backend == "openai":
+                kwargs = {"base_url": args.base_url, "timeout_s": args.timeout,
+                          "max_retries": args.max_retries,
+                          "api_key": os.environ.get(args.api_key_env) or "EMPTY"}
+            try:
+                self.models[name] = make_chat_model(args.backend, name, **kwargs)
+            except (LLMError, ImportError, ValueError, OSError) as err:
+                raise CLIError(f"--backend {args.backend} --model {name}: {err}") from None
+        return self.models[name]
+
+    def build(self) -> None:
+        """Build the models and environment kwargs the options ask for.
+
+        Raises:
+            CLIError: as :meth:`model`.
+        """
+        args = self.args
+        if args.doctor == "llm":
+            self.model(args.model)
+        if args.patient == "llm":
+            self.env_kwargs.update(patient="llm",
+                                   patient_model=self.model(args.patient_model or args.model))
+        if args.judge == "llm":
+            self.env_kwargs.update(judge="llm",
+                                   judge_model=self.model(args.judge_model or args.model))
+
+    def make_doctor(self) -> Any:
+        """A fresh doctor (``--doctor``). The LLM doctor uses the environment's
+        observation format and, with ``--prompt agentclinic``, states the question budget
+        ``--max-questions`` (default: the environment's T; see :meth:`match_env`)."""
+        args = self.args
+        if args.doctor != "llm":
+            return DOCTORS[args.doctor]()
+        from clinenv.agents.llm_doctor import LLMDoctor
+        from clinenv.llm.base import GenerationConfig
+
+        config = GenerationConfig().merged(temperature=args.temperature,
+                                           max_tokens=args.max_tokens)
+        budget = None
+        if args.prompt == "agentclinic":
+            budget = args.max_questions or self.acquisition_rounds
+        return LLMDoctor(self.model(args.model), strategy=args.strategy, prompt=args.prompt,
+                         config=config, observation_format=self.observation_format,
+                         max_questions=budget)
+
+    def close(self) -> None:
+        """Close every model (clients, engines)."""
+        for model in self.models.values():
+            model.close()

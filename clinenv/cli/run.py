@@ -1,0 +1,204 @@
+"""``clinenv run``: a doctor policy over the first N cases of an EGIP environment.
+
+The command checks every argument before it creates anything (not even the ``runs/``
+folder of the default ``--out``), prints the chosen environment, a progress bar on a
+terminal and the summary, and stops early (fail fast, :mod:`clinenv.fail_fast`) on a
+refused model request or too many backend errors in a row; see the :mod:`clinenv.cli`
+docstring for the options and exit codes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from clinenv.cli.argtypes import count
+from clinenv.cli.doctors import DOCTOR_CHOICES
+from clinenv.cli.env_choice import AUTO_FALLBACK, AUTO_PREFERRED, choose_env, make_env
+from clinenv.cli.errors import EXIT_RUN_ERRORS, CLIError
+from clinenv.cli.llm_setup import LLMSetup, add_llm_arguments, check_llm_args
+from clinenv.cli.run_summary import format_llm_totals, format_summary
+from clinenv.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS
+
+#: Characters of a server's error message kept in the one-line fail-fast error.
+MESSAGE_CHARS = 400
+
+
+def add_run_parser(sub: Any) -> None:
+    """Add the ``run`` sub-command to ``sub`` (the top-level parser's sub-parsers)."""
+    run = sub.add_parser("run", help="run a doctor policy over a dataset, writing a run log",
+                         description="Run a doctor policy over the first N cases of an EGIP "
+                                     "environment, R times each; one JSON line per episode.")
+    run.add_argument("--env", default="auto", metavar="ID|auto",
+                     help=f"environment id, or 'auto' (default): {AUTO_PREFERRED} when the "
+                          f"medqa file resolves, else {AUTO_FALLBACK}")
+    run.add_argument("--doctor", default="scripted", choices=sorted(DOCTOR_CHOICES),
+                     help="doctor policy (default: scripted); llm needs --model and, with "
+                          "the openai backend, --base-url")
+    run.add_argument("--episodes", type=count(1), default=None, metavar="N",
+                     help="use the first N cases in dataset order (default: all)")
+    run.add_argument("--repetitions", type=count(1), default=1, metavar="R",
+                     help="repetitions per case (default: 1)")
+    run.add_argument("--seed", type=count(0), default=0, metavar="S",
+                     help="run seed; episode seeds derive from it (default: 0)")
+    run.add_argument("--out", type=Path, default=None, metavar="FILE",
+                     help="run log (JSON Lines); must be new or empty unless --resume "
+                          "(default: runs/<env id>_<doctor>_seed<S>.jsonl)")
+    run.add_argument("--resume", action="store_true",
+                     help="continue an existing run log: run the missing episodes and "
+                          "run again those stopped by a backend error (their new line "
+                          "supersedes the error line)")
+    run.add_argument("--no-retry-errors", dest="retry_errors", action="store_false",
+                     help="with --resume: keep the episodes stopped by a backend error as "
+                          "they are instead of running them again")
+    run.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
+                     help="folder holding the dataset files (before $CLINENV_DATA_DIR)")
+    run.add_argument("--allow-download", action="store_true",
+                     help="download a missing public dataset (pinned URL and sha256)")
+    run.add_argument("--concurrency", type=count(1), default=1, metavar="N",
+                     help="episodes run at once under asyncio (default: 1, sequential)")
+    run.add_argument("--max-consecutive-errors", type=count(0),
+                     default=DEFAULT_MAX_CONSECUTIVE_ERRORS, metavar="N",
+                     help="stop the run after N episodes in a row stopped by a backend "
+                          f"error, e.g. the server is down (default: "
+                          f"{DEFAULT_MAX_CONSECUTIVE_ERRORS}; 0: never stop)")
+    run.add_argument("--quiet", action="store_true",
+                     help="print only the summary: no environment note, progress bar or notes")
+    add_llm_arguments(run)
+    run.set_defaults(func=cmd_run)
+
+
+def doctor_label(args: argparse.Namespace) -> str:
+    """The doctor part of the default ``--out`` name (file-name safe): the ``--doctor``
+    name, or ``llm-<strategy>-<model>`` with every character of the model name other than
+    letters, digits, ``-``, ``_`` and ``.`` replaced by ``-``."""
+    if args.doctor != "llm":
+        return args.doctor
+    model = "".join(c if c.isalnum() or c in "-_." else "-" for c in args.model)
+    return f"llm-{args.strategy}-{model}"
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``clinenv run``: see the :mod:`clinenv.cli` docstring.
+
+    Returns:
+        0, or :data:`~clinenv.cli.errors.EXIT_RUN_ERRORS` when some episodes stopped with
+        a backend error.
+
+    Raises:
+        CLIError: bad arguments, a missing dataset, a log that cannot be continued, an
+            ``--out`` that would be overwritten, or a run stopped early (fail fast).
+    """
+    from tqdm import tqdm
+
+    from clinenv.concurrent import run_concurrent
+    from clinenv.rollouts import RunAborted, RunLogError, plan_episodes, run_logged
+    from clinenv.summary import llm_totals, summarize
+
+    check_llm_args(args)
+    env_id, reason = choose_env(args.env, args.data_dir, args.allow_download)
+    out: Path = args.out or Path("runs") / f"{env_id}_{doctor_label(args)}_seed{args.seed}.jsonl"
+    if out.is_dir():
+        raise CLIError(f"--out {out} is a folder; give a file path")
+    if not args.quiet:
+        print(f"env: {env_id} ({reason})", flush=True)
+    setup = LLMSetup(args)
+    try:
+        setup.build()
+        spare = [make_env(env_id, args.data_dir, args.allow_download, **setup.env_kwargs)]
+        env = spare[0]
+        try:
+            plan_episodes(len(env.unwrapped.pool.cases), args.episodes, args.repetitions,
+                          args.seed)
+        except ValueError as err:
+            env.close()
+            raise CLIError(f"{env_id}: {err}") from None
+        setup.match_env(env.unwrapped)
+        bar: Any = None
+
+        def start(n_todo: int) -> None:
+            nonlocal bar
+            bar = tqdm(total=n_todo, desc=env_id, unit="ep", file=sys.stderr,
+                       disable=args.quiet or not sys.stderr.isatty())
+
+        def fresh_env() -> Any:  # the checked environment first, then fresh ones
+            if spare:
+                return spare.pop()
+            return make_env(env_id, args.data_dir, args.allow_download, **setup.env_kwargs)
+
+        options = dict(out=out, seed=args.seed, episodes=args.episodes,
+                       repetitions=args.repetitions, resume=args.resume,
+                       retry_errors=args.retry_errors, env_id=env_id,
+                       max_consecutive_errors=args.max_consecutive_errors or None,
+                       progress=lambda _line: bar.update(1), on_start=start)
+        # the runners check --out (a non-empty file needs --resume) before they write,
+        # and create the folder of --out only when they start writing
+        try:
+            if args.concurrency > 1:
+                result = run_concurrent(fresh_env, setup.make_doctor,
+                                        concurrency=args.concurrency, **options)
+            else:
+                result = run_logged(fresh_env(), setup.make_doctor(), **options)
+        except RunAborted as err:
+            raise CLIError(aborted_message(err, args)) from None
+        except RunLogError as err:
+            raise CLIError(str(err)) from None
+        except OSError as err:  # errno None: the runners' FileExistsError (non-empty --out)
+            raise CLIError(str(err) if err.errno is None else f"--out {out}: {err}") from None
+        finally:
+            if bar is not None:
+                bar.close()
+            env.close()
+    finally:
+        setup.close()
+    if result.partial_bytes and not args.quiet:
+        print(f"note: {out}: cut off a partial last line ({result.partial_bytes} bytes) "
+              "left by an interrupted run", file=sys.stderr)
+    if result.n_extra and not args.quiet:
+        print(f"note: {out} also holds {result.n_extra} episode(s) outside this schedule; "
+              "they are not in the summary", file=sys.stderr)
+    summary = summarize(result.lines, plan=result.plan)
+    n_cases = len({i for i, _, _ in result.plan})
+    doctor_name = result.lines[0]["doctor"]["name"] if result.lines else args.doctor
+    retried = (f" ({result.n_retried} after a backend error)" if result.n_retried
+               else "")
+    title = (f"{env_id} | doctor {doctor_name} | seed {args.seed} | {n_cases} cases x "
+             f"{args.repetitions} repetition(s) | {result.n_new} run now{retried}, "
+             f"{result.n_resumed} resumed")
+    print(format_summary(summary, title=title))
+    if summary["n_errors"]:
+        print(f"  errors      {summary['n_errors']} episode(s) stopped by a backend error "
+              "(counted as unscored; see 'error' in the log); --resume runs them again")
+    totals = llm_totals(result.lines)
+    if totals is not None:
+        print(format_llm_totals(totals))
+    print(f"  log         {out}")
+    return EXIT_RUN_ERRORS if summary["n_errors"] else 0
+
+
+def aborted_message(err: Any, args: argparse.Namespace) -> str:
+    """The one-line error of a run stopped by :class:`clinenv.fail_fast.RunAborted`:
+    what happened, the server and model(s), the server's message (whitespace collapsed,
+    at most :data:`MESSAGE_CHARS` characters), and how to continue."""
+    message = " ".join(str(err.error.get("message", "")).split())
+    if len(message) > MESSAGE_CHARS:
+        message = message[:MESSAGE_CHARS - 3] + "..."
+    models = [name for name in dict.fromkeys(
+        [args.model if args.doctor == "llm" else None,
+         (args.patient_model or args.model) if args.patient == "llm" else None,
+         (args.judge_model or args.model) if args.judge == "llm" else None]) if name]
+    where = (f"--base-url {args.base_url}" if args.backend == "openai"
+             else f"--backend {args.backend}")
+    where += ", model " + ", ".join(models) if models else ""
+    detail = err.error.get("detail") or err.error.get("type")
+    kept = f"{err.n_written} episode(s) of this run are in {err.out}"
+    if err.reason == "configuration":
+        return (f"the model server refused a request ({detail}: a configuration problem, "
+                f"not an outage; check {where} and the API key): {message}; run stopped, "
+                f"{kept}; fix it and continue with --resume")
+    return (f"{err.n_errors_in_a_row} episode(s) in a row stopped by a backend error "
+            f"({detail}; {where}): {message}; the server seems down or overloaded, so the "
+            f"run stopped; {kept}; continue later with --resume (it runs the error "
+            "episodes again)")
