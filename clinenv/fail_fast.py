@@ -72,8 +72,8 @@ class RunAborted(ClinenvError):
             head = (f"{n_errors_in_a_row} episode(s) in a row stopped by a backend error "
                     f"(last: {detail}); the model server seems to be down")
         super().__init__(f"{head}: {self.error.get('message', '')}; the run stopped, "
-                         f"{out} keeps the {n_written} episode(s) it wrote; continue "
-                         "with resume=True")
+                         f"{out} keeps the {n_written} episode(s) it wrote; resume it to "
+                         "continue (resume=True, or clinenv run --resume)")
 
 
 def check_max_consecutive_errors(value: int | None) -> int | None:

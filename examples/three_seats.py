@@ -4,7 +4,10 @@ The doctor (``doctor_0``) is the scripted doctor; the patient (``patient_0``) an
 examiner (``examiner_0``) are scripted seat policies that see only their own role
 views: the patient P and the dialogue, the examiner the requested record. The doctor's
 action picks who speaks next; the loop is PettingZoo's ``agent_iter`` / ``last`` /
-``step``. Every seat could be an LLM or a policy under training instead.
+``step``. When the patient was asked something other than the doctor's utterance, the
+script prints it first: under the EGIP default a diagnosis given before the last round is
+replaced by a fixed clarification question (``premature_diagnosis="clarify"``). Every
+seat could be an LLM or a policy under training instead.
 
 Run from the repository root (offline; the demo cases ship with clinenv)::
 
@@ -30,6 +33,7 @@ def main(case_id: str = "demo-01", seed: int = 0) -> int:
         policy.reset(seed=seed)
     returns = dict.fromkeys(env.possible_agents, 0.0)
     final: dict = {}
+    last_doctor_action = ""
     for agent in env.agent_iter():
         observation, reward, terminated, truncated, info = env.last()
         returns[agent] += reward
@@ -37,7 +41,14 @@ def main(case_id: str = "demo-01", seed: int = 0) -> int:
             final = final or (info if agent == "doctor_0" else {})
             env.step(None)
             continue
+        if agent == "patient_0":  # the protocol may have replaced the doctor's utterance
+            # (a premature diagnosis becomes a clarification question): show what was asked
+            asked = observation["text"].rpartition("# Doctor's question\n")[2].strip()
+            if asked != last_doctor_action.strip():
+                print(f"{'(asked)':>10}: {asked}")
         action = policies[agent].act(observation, info)
+        if agent == "doctor_0":
+            last_doctor_action = action
         first_line = action.splitlines()[0] if action else ""
         more = " ..." if "\n" in action else ""
         print(f"{agent:>10}: {first_line}{more}")
