@@ -23,6 +23,17 @@ Prompts (:mod:`clinenv.agents.prompts`): ``"egip"`` (one action per reply, no ea
 diagnosis) or ``"agentclinic"`` (AgentClinic's rules in this project's words: a question
 budget, ``REQUEST TEST:``, ending with ``DIAGNOSIS READY:``).
 
+Native protocols (``info["protocol"]`` is ``"agentclinic"`` or ``"medagentsim"``;
+:mod:`clinenv.protocol.native`): ``prompt="agentclinic"`` is the natural doctor. Its
+system prompt carries the rules and ``observation["text"]`` the starting information,
+the transcript and the latest response (with the final-turn notice on the last turn),
+as AgentClinic's doctor receives them. The ``"egip"`` prompt forbids the diagnosis
+marker during acquisition, so under ``"agentclinic"`` (where the diagnosis must come
+within the turns) :meth:`LLMDoctor.act` refuses with a :class:`ValueError` before any
+model call. MedAgentSim's last turn is a decision phase: the observation is the
+transcript plus a discussion instruction, passed whole to the terminal strategy
+(``"discussion"`` there, or any other).
+
 Seeds (B08c): every call carries ``call_seed(episode_seed, turn, purpose)`` with
 ``turn = info["turn"]``; the episode seed comes from :meth:`LLMDoctor.reset` (else the
 generation config's seed; with neither, no seed is sent).
@@ -167,8 +178,9 @@ class LLMDoctor:
         """The next action (see the module docstring).
 
         Raises:
-            ValueError: ``info["phase"]`` is neither ``"acquire"`` nor ``"decide"``, or
-                the observation has no ``text``.
+            ValueError: ``info["phase"]`` is neither ``"acquire"`` nor ``"decide"``, the
+                observation has no ``text``, or the ``"egip"`` prompt meets the native
+                AgentClinic protocol (module docstring).
             clinenv.llm.base.BackendError: a model call failed.
         """
         return run_plan(self._plan(observation, info), self.model)
@@ -209,6 +221,11 @@ class LLMDoctor:
             return decision.action
         if phase != "acquire":
             raise ValueError(f"info['phase'] must be 'acquire' or 'decide', got {phase!r}")
+        if self.prompt == "egip" and info.get("protocol") == "agentclinic":
+            raise ValueError("the 'egip' doctor prompt never states a diagnosis during "
+                             "acquisition, but the native AgentClinic protocol ends only on "
+                             "DIAGNOSIS READY: use prompt='agentclinic' (CLI: --prompt "
+                             "agentclinic)")
         if self.observation_format == "delta":
             self._history.append({"role": "user", "content": text})
             messages = [{"role": "system", "content": self.system_prompt}, *self._history]

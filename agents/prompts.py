@@ -2,7 +2,8 @@
 
 The LLM doctor (:mod:`clinenv.agents.llm_doctor`), the terminal strategies Direct, Vote
 and Full (EGIP eq. 5, appendix A.2), the LLM patient simulator
-(:mod:`clinenv.agents.llm_patient`) and the LLM judge (:mod:`clinenv.agents.judge`) read
+(:mod:`clinenv.agents.llm_patient`), the LLM measurement agent
+(:mod:`clinenv.agents.measurement_agent`) and the LLM judge (:mod:`clinenv.agents.judge`) read
 their texts from here, so a run log that names a prompt (``"egip"``, ``"agentclinic"``)
 names exactly these words. The texts are written for this project; the AgentClinic-style
 doctor prompt follows that framework's rules (a question budget, ``REQUEST TEST:``,
@@ -126,6 +127,33 @@ PATIENT_VOICE_CAREGIVER = (
 )
 #: Opens the first user turn, before the patient has said anything (B16 layout).
 PATIENT_OPENING = "(The doctor comes into the consulting room.)"
+
+# ---------------------------------------------------------------------- measurement
+#: System prompt of the LLM measurement agent (native AgentClinic / MedAgentSim, and the
+#: EGIP "native measurement access" ablation, EGIP Table 3A). Fields: ``{missing_rule}``
+#: (:data:`MEASUREMENT_RULE_NORMAL` or :data:`MEASUREMENT_RULE_NOT_RECORDED`) and
+#: ``{records}`` (every physical-examination and test record of the case).
+MEASUREMENT_SYSTEM = (
+    "You report examination and test results in a simulated medical consultation. When "
+    "the doctor asks for an examination or a test, answer only with the matching findings "
+    "from the data below, written as RESULTS: <findings>. Do not add interpretation. "
+    "{missing_rule}\n\n"
+    "Examination and test data:\n{records}"
+)
+#: AgentClinic's rule for requests the data do not hold (weakness W1), in our words.
+MEASUREMENT_RULE_NORMAL = (
+    "If the data hold no result for something requested, report NORMAL READINGS for it."
+)
+#: The rule without normal readings (``normal_readings=False``).
+MEASUREMENT_RULE_NOT_RECORDED = (
+    "If the data hold no result for something requested, say that it is not recorded; "
+    "never invent a result or call it normal."
+)
+#: The request message. Fields: ``{history}`` (:data:`MEASUREMENT_HISTORY` or ``""``)
+#: and ``{request}`` (the doctor's request).
+MEASUREMENT_USER = "{history}The doctor's request: {request}"
+#: The consultation so far, as the measurement agent heard it. Field: ``{lines}``.
+MEASUREMENT_HISTORY = "What you have heard so far:\n{lines}\n\n"
 
 # ----------------------------------------------------------------------------- judge
 #: System prompt of the LLM judge.

@@ -25,6 +25,14 @@ recorded result names after "consistent with", "suggestive of", "diagnostic of".
 otherwise it abstains with :data:`NO_ANSWER_GUESS`, which the scorer counts as no
 answer ("unscored": it lowers answer coverage, not only accuracy).
 
+Guidance (policy wrappers such as CDEG, :mod:`clinenv.wrappers.cdeg.policy`): when
+``info["guidance"]`` is a dict whose ``action`` (``{"id", "name"}``) is an entry of the
+current menu, the doctor requests it (``REQUEST TEST: <id>``); when it carries a
+``question`` instead, the doctor asks it; both only in the acquisition phase and outside
+the exam budget. Other guidance (reappraisal) does not change the answer, which stays a
+function of the acquired evidence. A guided call is a re-ask of the same step, so in
+``"delta"`` format its text is not recorded as new events.
+
 With ``exploration > 0`` it becomes a seeded *sampling* policy (random menu entries and
 a score-weighted candidate draw), which yields successful and failed trajectories of the
 same case for CDEG construction; ``reset(seed=...)`` pins every draw.
@@ -180,7 +188,10 @@ class ScriptedDoctor:
         text = observation["text"]
         if info.get("phase") == "decide":
             return f"DIAGNOSIS READY: {self.choose_answer(text, info)}"
-        if not text.startswith(_TASK):  # "delta" format: keep what is new
+        guided = self._guided(info)
+        if guided is not None:
+            return guided
+        if not text.startswith(_TASK) and "guidance" not in info:  # "delta": keep new events
             self._deltas.append(text[:_footer_start(text)])
         if self._asked < self.n_questions:
             return self._ask()
@@ -197,6 +208,22 @@ class ScriptedDoctor:
             history = "\n".join(self._deltas) if self._deltas else history_section(text)
             self._proposal = self._answer(history, info.get("candidates"))
         return f"DIAGNOSIS READY: {self._proposal}"
+
+    @staticmethod
+    def _guided(info: Mapping[str, Any]) -> str | None:
+        """The acquisition that ``info["guidance"]`` asks for, if it is possible now."""
+        guidance = info.get("guidance")
+        if not isinstance(guidance, Mapping) or info.get("phase") != "acquire":
+            return None
+        action = guidance.get("action")
+        if isinstance(action, Mapping):
+            ids = {str(entry.get("id")) for entry in info.get("menu") or ()}
+            if str(action.get("id")) in ids:
+                return f"REQUEST TEST: {action['id']}"
+        question = guidance.get("question")
+        if isinstance(question, str) and question.strip():
+            return question.strip()
+        return None
 
     def _ask(self) -> str:
         self._asked += 1

@@ -3,8 +3,9 @@
 A terminal strategy maps the evidence interface e_T to the doctor's terminal action:
 Direct (:mod:`clinenv.agents.terminal_direct`), Vote
 (:mod:`clinenv.agents.terminal_vote`) and Full (:mod:`clinenv.agents.terminal_full`) are
-alternatives over the same e_T (EGIP section 3.3, appendix A.2); :func:`make_strategy`
-builds one by name.
+alternatives over the same e_T (EGIP section 3.3, appendix A.2); Discussion
+(:mod:`clinenv.agents.terminal_discussion`) is MedAgentSim's final-turn multi-doctor
+discussion over the same input; :func:`make_strategy` builds one by name.
 
 Call plans
 ----------
@@ -45,7 +46,7 @@ class CallRequest:
     Attributes:
         purpose: what the call is for, copied into its log record (``"acquire"``,
             ``"decide"``, ``"vote"``, ``"council"``, ``"ledger"``, ``"consensus"``,
-            ``"repair"``, ``"patient"``, ``"judge"``).
+            ``"discussion"``, ``"summary"``, ``"repair"``, ``"patient"``, ``"judge"``).
         messages: the chat messages, sent exactly as given.
         config: the complete generation config of the call (seed included).
     """
@@ -217,8 +218,14 @@ class TerminalStrategy(abc.ABC):
         return {"name": self.name}
 
 
+#: Names :func:`make_strategy` accepts.
+STRATEGY_NAMES = ("direct", "vote", "full", "discussion")
+
+
 def make_strategy(name: str, **kwargs: Any) -> TerminalStrategy:
-    """A terminal strategy by name: ``"direct"``, ``"vote"`` or ``"full"``.
+    """A terminal strategy by name: ``"direct"``, ``"vote"``, ``"full"`` (EGIP appendix
+    A.2) or ``"discussion"`` (MedAgentSim's final-turn multi-doctor discussion,
+    :mod:`clinenv.agents.terminal_discussion`).
 
     Args:
         name: the strategy name (case-insensitive).
@@ -229,11 +236,12 @@ def make_strategy(name: str, **kwargs: Any) -> TerminalStrategy:
         TypeError: a parameter the strategy does not take.
     """
     from clinenv.agents.terminal_direct import Direct
+    from clinenv.agents.terminal_discussion import Discussion
     from clinenv.agents.terminal_full import Full
     from clinenv.agents.terminal_vote import Vote
 
     strategies: dict[str, type[TerminalStrategy]] = {"direct": Direct, "vote": Vote,
-                                                     "full": Full}
+                                                     "full": Full, "discussion": Discussion}
     key = name.strip().lower() if isinstance(name, str) else name
     if key not in strategies:
         raise ValueError(f"strategy must be one of {sorted(strategies)}, got {name!r}")

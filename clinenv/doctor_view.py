@@ -44,8 +44,12 @@ def doctor_info(rt: EGIPRuntime, *, action_kind: str | None, text_clipped: bool,
     Keys: ``case_id``, ``dataset``, ``phase`` (``acquire`` / ``decide`` / ``done``),
     ``turn``, ``menu`` (list of ``{"id", "name"}``; empty outside the acquisition
     phase), ``candidates`` (K or ``None``), ``n_exams_requested``, ``invalid_actions``,
-    ``action_kind`` (the last doctor action's kind, ``None`` at reset), ``text_clipped``
-    and, when the last action carried any, ``reasoning``. The outcome keys
+    ``action_kind`` (the last doctor action's kind, ``None`` at reset), ``text_clipped``,
+    ``new_observations`` (the observations of e_T acquired by the last action, as
+    :meth:`~clinenv.protocol.evidence.Observation.to_dict` dicts — a Patient reply or the
+    Measurement results of one request, ``[]`` at reset, after interface feedback and
+    outside the acquisition phase; policy wrappers such as CDEG track the evidence state
+    from it) and, when the last action carried any, ``reasoning``. The outcome keys
     (:func:`answer_outcome`) are added by the environment at the end.
     """
     info: dict[str, Any] = {
@@ -60,10 +64,31 @@ def doctor_info(rt: EGIPRuntime, *, action_kind: str | None, text_clipped: bool,
         "invalid_actions": rt.invalid_actions,
         "action_kind": action_kind,
         "text_clipped": text_clipped,
+        "new_observations": new_observations(rt) if action_kind is not None else [],
     }
     if reasoning:
         info["reasoning"] = reasoning
     return info
+
+
+def new_observations(rt: EGIPRuntime) -> list[dict[str, Any]]:
+    """The observations acquired in the current round ``rt.turn`` (fresh dicts, in order).
+
+    Only Patient and Measurement events of the last round count (interface feedback is
+    never an observation, EGIP 3.3); ids are those of e_T (``O1``, ``O2``...).
+    """
+    if rt.phase == "done":
+        return []
+    # the round's events are at the end of the history (the round that ends acquisition
+    # may close with an interface event after its observations)
+    acquired = False
+    for event in reversed(rt.history):
+        if getattr(event, "turn", None) != rt.turn:
+            break
+        acquired = acquired or event.source in ("patient", "measurement")
+    if not acquired:
+        return []
+    return [o.to_dict() for o in rt.evidence().observations if o.turn == rt.turn]
 
 
 def answer_outcome(rt: EGIPRuntime, score: Score, verdict: str | None = None,

@@ -58,10 +58,33 @@ Simulators and judges (DESIGN.md: "LLM-backed simulators are opt-in"; built by
   object with ``judge(answer, target)`` (and optionally ``async ajudge``) returning a
   verdict object with ``.verdict`` in ``correct`` / ``wrong`` / ``unparsed``.
 
+- ``examiner``: record lookup O (default under EGIP, answered inside the runtime), the
+  deterministic record reader ``"reader"``, the LLM measurement agent ``"llm"`` with
+  ``examiner_model=``, or any object with ``measure(MeasurementView) -> str`` (and
+  optionally ``async ameasure``); see :mod:`clinenv.agents.measurement_agent`. Under
+  EGIP a measurement agent is the "native measurement access" ablation (EGIP Table 3A):
+  validated requests go to it, its answer is recorded with availability ``"generated"``.
+
+Protocols (``protocol=`` or ``preset=``, :mod:`clinenv.protocol.presets`): ``"egip"``
+(everything above), or the native loops ``"agentclinic"`` and ``"medagentsim"``
+(:mod:`clinenv.protocol.native`, settings :class:`~clinenv.protocol.native_config.
+NativeConfig`): the doctor speaks first and sees only its starting information, the
+transcript and the latest response (:mod:`clinenv.protocol.native_render`); no menu
+(``exam_mask`` all zeros, ``info["menu"] == []``) and no candidate labels
+(``info["candidates"] is None``); ``DIAGNOSIS READY`` ends the episode and the whole
+utterance is judged (``info["answer"]`` is that utterance); ``REQUEST TEST`` sends the
+whole utterance to the examiner (a measurement agent; record lookup is refused); anything
+else goes to the patient. ``info["protocol"]`` names the loop; the last ``info`` also has
+``end_reason`` (``"diagnosis"`` or ``"no_diagnosis"``: an unfinished episode, verdict
+``"wrong"`` by default). MedAgentSim's last turn is a decision phase (``info["phase"] ==
+"decide"``) whose observation is the transcript plus a discussion instruction.
+``docs/protocols.md`` lists every difference from EGIP with the setting that controls it.
+
 ``step`` and ``astep`` share one implementation: :meth:`EGIPEnv._route` (parse the
-action, update the runtime, say which simulator must answer), the patient's reply or the
-judge's verdict (sync ``reply``/``judge`` in ``step``, awaited ``areply``/``ajudge`` in
-``astep`` when present), then :meth:`EGIPEnv._finish` (observation, reward, info).
+action, update the runtime, say which simulator must answer), the patient's reply, the
+examiner's answer or the judge's verdict (sync ``reply``/``measure``/``judge`` in
+``step``, awaited ``areply``/``ameasure``/``ajudge`` in ``astep`` when present), then
+:meth:`EGIPEnv._finish` (observation, reward, info).
 ``step`` never touches an event loop, so it is safe inside a running loop (a notebook, an
 async trainer) with the LLM patient, whose sync ``reply`` uses the model's sync client
 (field-bug-reports B10); a patient or judge that is async-only (``areply`` without
@@ -93,6 +116,11 @@ from clinenv.doctor_view import (
 )
 from clinenv.protocol.config import ProtocolConfig
 from clinenv.protocol.history import event_to_dict
+from clinenv.protocol.measurement_view import MeasurementView, exam_information
+from clinenv.protocol.native import NativeRouting, NativeRuntime
+from clinenv.protocol.native_config import NativeConfig
+from clinenv.protocol.native_render import render_native_delta, render_native_view
+from clinenv.protocol.presets import resolve_preset
 from clinenv.protocol.render import (
     HistoryRenderer,
     render_delta,
@@ -102,7 +130,7 @@ from clinenv.protocol.render import (
 from clinenv.protocol.runtime import EGIPRuntime, Routing
 from clinenv.protocol.views import PatientView
 from clinenv.scoring import Score, score_answer
-from clinenv.simulators import accepts_seed, make_judge, make_patient
+from clinenv.simulators import accepts_seed, make_examiner, make_judge, make_patient
 from clinenv.spaces import UnicodeText, clip_text
 
 #: Case metadata keys copied into episode records for stratified evaluation (e.g. the
@@ -113,6 +141,8 @@ DEFAULT_MAX_TEXT_CHARS = 65_536
 #: Judge verdicts and the environment verdict each maps to (``unparsed`` is unscored,
 #: never silently wrong; field-bug-reports B07).
 JUDGE_TO_VERDICT = {"correct": "correct", "wrong": "wrong", "unparsed": "unscored"}
+#: ``protocol=`` values: EGIP (default) and the native loops (:mod:`clinenv.protocol.native`).
+PROTOCOLS = ("egip", "agentclinic", "medagentsim")
 
 
 class EGIPEnv(gym.Env):
@@ -150,15 +180,30 @@ class EGIPEnv(gym.Env):
         exam_cost: non-negative amount subtracted per examination test returned (a
             group request costs one per test; default 0, i.e. no cost).
         render_mode: ``None`` or ``"ansi"``.
-        **protocol: :class:`~clinenv.protocol.config.ProtocolConfig` fields
-            (``acquisition_rounds``, ``menu_limit``, ``show_menu``...).
+        protocol: ``"egip"`` (default), ``"agentclinic"`` or ``"medagentsim"`` (the
+            native loops; see the module docstring and ``docs/protocols.md``).
+        preset: a named set of these kwargs (:data:`clinenv.protocol.presets.PRESETS`:
+            ``"egip"``, ``"egip-no-menu"``, ``"egip-native-measurement"``,
+            ``"agentclinic"``, ``"medagentsim"``); explicit kwargs win.
+        examiner: ``None`` (record lookup O under EGIP; the record reader under a native
+            protocol), ``"lookup"``, ``"reader"`` (the deterministic offline stand-in of
+            the native measurement agent), ``"llm"`` (the LLM measurement agent over
+            ``examiner_model``), or an object with ``measure(MeasurementView) -> str``
+            (optionally ``async ameasure`` and ``reset(seed=)``). Under EGIP any
+            examiner but lookup is the "native measurement access" ablation: validated
+            requests go to it and its answer is recorded as ``"generated"``.
+        examiner_model: the :class:`~clinenv.llm.base.ChatModel` of ``examiner="llm"``.
+        **settings: :class:`~clinenv.protocol.config.ProtocolConfig` fields under EGIP
+            (``acquisition_rounds``, ``menu_limit``, ``show_menu``...), or
+            :class:`~clinenv.protocol.native_config.NativeConfig` fields under a native
+            protocol (``max_turns``, ``normal_readings``, ``strict_yes``...).
 
     Raises:
         clinenv.errors.DatasetNotFoundError: the dataset is not available (at once, at
             construction, with instructions to get it).
         pydantic.ValidationError: an invalid protocol setting.
         ValueError: invalid environment arguments (the message names the argument,
-            e.g. ``patient='llm' needs patient_model``).
+            e.g. ``patient='llm' needs patient_model``), an unknown protocol or preset.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
@@ -181,7 +226,11 @@ class EGIPEnv(gym.Env):
         invalid_action_penalty: float = rewards.INVALID_ACTION_PENALTY,
         exam_cost: float = rewards.EXAM_COST,
         render_mode: str | None = None,
-        **protocol: Any,
+        protocol: str | None = None,
+        preset: str | None = None,
+        examiner: Any = None,
+        examiner_model: Any = None,
+        **settings: Any,
     ) -> None:
         if observation_format not in ("view", "delta"):
             raise ValueError(f"observation_format must be 'view' or 'delta', "
@@ -193,7 +242,24 @@ class EGIPEnv(gym.Env):
         if invalid_action_penalty < 0 or exam_cost < 0:
             raise ValueError("invalid_action_penalty and exam_cost are non-negative amounts "
                              "subtracted from the reward")
-        self.config = ProtocolConfig(**protocol)
+        explicit = {k: v for k, v in (("protocol", protocol), ("examiner", examiner))
+                    if v is not None}
+        settings = resolve_preset(preset, {**settings, **explicit})
+        self.protocol = settings.pop("protocol", "egip")
+        examiner = settings.pop("examiner", None)
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
+        self._native = self.protocol != "egip"
+        self.config: ProtocolConfig | NativeConfig
+        if self._native:
+            if "acquisition_rounds" in settings:
+                raise ValueError(f"protocol {self.protocol!r} counts doctor turns: use "
+                                 "max_turns= (default 20) instead of acquisition_rounds=")
+            settings.setdefault("final_turn", "discussion" if self.protocol == "medagentsim"
+                                else "notice")
+            self.config = NativeConfig(**settings)
+        else:
+            self.config = ProtocolConfig(**settings)
         self.pool = CasePool.get(dataset, cases=cases, data_dir=data_dir,
                                  disclosure=disclosure, allow_download=allow_download)
         self.observation_format = observation_format
@@ -203,7 +269,9 @@ class EGIPEnv(gym.Env):
         self.exam_cost = float(exam_cost)
         self.render_mode = render_mode
         self.patient = make_patient(patient, patient_model)
-        self.judge = make_judge(judge, judge_model)
+        self.judge = make_judge(judge, judge_model,
+                                strict=self._native and self.config.strict_yes)
+        self.examiner = make_examiner(examiner, examiner_model, native=self._native)
         self._judge_takes_seed = accepts_seed(self.judge)
         self._judge_seed: int | None = None
         self.observation_space = spaces.Dict({
@@ -213,7 +281,8 @@ class EGIPEnv(gym.Env):
         # Actions may carry long reasoning blocks; the visible part is cut to
         # config.max_action_chars after the reasoning is removed.
         self.action_space = UnicodeText(max_text_chars)
-        self.runtime: EGIPRuntime | None = None
+        self.runtime: EGIPRuntime | NativeRuntime | None = None
+        self._measurement_history: list[tuple[str, str]] = []
         self._last_obs_text = ""
         self._final: dict[str, Any] = {}
         self._flagged_replies: list[dict[str, Any]] = []
@@ -237,9 +306,16 @@ class EGIPEnv(gym.Env):
             case = self.pool.case(options["case_id"])
         else:
             case = self.pool.cases[int(self.np_random.integers(len(self.pool.cases)))]
-        prepared = self.pool.prepared(case, accept=self.config.exam_accept,
-                                      suggest=self.config.exam_suggest)
-        self.runtime = EGIPRuntime(prepared, self.config)
+        if self._native:
+            defaults = ProtocolConfig()
+            prepared = self.pool.prepared(case, accept=defaults.exam_accept,
+                                          suggest=defaults.exam_suggest)
+            self.runtime = NativeRuntime(prepared, self.config)
+        else:
+            prepared = self.pool.prepared(case, accept=self.config.exam_accept,
+                                          suggest=self.config.exam_suggest)
+            self.runtime = EGIPRuntime(prepared, self.config)
+        self._measurement_history = []
         self._final = {}  # an episode cut by a judge error never shows the last outcome
         self._flagged_replies = []
         self._history_text = HistoryRenderer()
@@ -250,8 +326,10 @@ class EGIPEnv(gym.Env):
             reset_patient(seed=int(self.np_random.integers(2**31 - 1)))
         self._judge_seed = (int(self.np_random.integers(2**31 - 1))
                             if self._judge_takes_seed else None)
-        text = render_doctor_view(self.runtime, self._history_text)
-        return self._observation(text), self._info(action_kind=None)
+        reset_examiner = getattr(self.examiner, "reset", None)
+        if callable(reset_examiner):  # drawn last: EGIP's lookup draws nothing here
+            reset_examiner(seed=int(self.np_random.integers(2**31 - 1)))
+        return self._observation(self._view_text()), self._info(action_kind=None)
 
     def step(self, action: str):
         """Apply one doctor action; see the module docstring. Never raises on any text.
@@ -265,13 +343,16 @@ class EGIPEnv(gym.Env):
             clinenv.llm.base.BackendError: an LLM patient's or judge's backend failed
                 after its retries (rollouts record the episode as an error line).
         """
-        for agent, method in ((self.patient, "reply"), (self.judge, "judge")):
+        for agent, method in ((self.patient, "reply"), (self.judge, "judge"),
+                              (self.examiner, "measure")):
             if agent is not None and not callable(getattr(agent, method, None)):
                 raise TypeError(f"{type(agent).__name__} has no sync {method}(); in an "
                                 "event loop use `await env.unwrapped.astep(action)`")
         pending = self._route(action)
         if pending.patient_view is not None:
             pending.reply = self.patient.reply(pending.patient_view)
+        if pending.measurement_view is not None:
+            pending.measurement = self.examiner.measure(pending.measurement_view)
         if pending.judged:
             pending.judgement = self.judge.judge(pending.answer, pending.target,
                                                  **self._judge_kwargs())
@@ -290,6 +371,11 @@ class EGIPEnv(gym.Env):
             areply = getattr(self.patient, "areply", None)
             pending.reply = (await areply(pending.patient_view) if callable(areply)
                              else self.patient.reply(pending.patient_view))
+        if pending.measurement_view is not None:
+            ameasure = getattr(self.examiner, "ameasure", None)
+            view = pending.measurement_view
+            pending.measurement = (await ameasure(view) if callable(ameasure)
+                                   else self.examiner.measure(view))
         if pending.judged:
             ajudge = getattr(self.judge, "ajudge", None)
             kwargs = self._judge_kwargs()
@@ -299,16 +385,18 @@ class EGIPEnv(gym.Env):
         return self._finish(pending)
 
     def drain_llm_calls(self) -> list[dict[str, Any]]:
-        """Call records of the LLM patient and judge since the last drain, then forget them.
+        """Call records of the LLM patient, judge and measurement agent since the last
+        drain, then forget them.
 
         Each record is the agent's ``drain_calls()`` entry (a
         :meth:`clinenv.llm.base.ChatResult.to_log` dict: backend, model, tokens,
-        latency...) with ``agent`` set to ``"patient"`` or ``"judge"``. Non-deterministic
-        (timings), so it goes to the run log's ``llm`` field, never into ``info``. Empty
-        for simulators without ``drain_calls`` (the retrieval patient, the scorer).
+        latency...) with ``agent`` set to ``"patient"``, ``"judge"`` or ``"examiner"``.
+        Non-deterministic (timings), so it goes to the run log's ``llm`` field, never into
+        ``info``. Empty for simulators without ``drain_calls`` (the retrieval patient,
+        the scorer, the record reader).
         """
         calls: list[dict[str, Any]] = []
-        for role, agent in (("patient", self.patient), ("judge", self.judge)):
+        for role, agent in self._seats():
             drain = getattr(agent, "drain_calls", None)
             if callable(drain):
                 calls += [{"agent": role, **{k: v for k, v in call.items() if k != "agent"}}
@@ -317,8 +405,12 @@ class EGIPEnv(gym.Env):
 
     @property
     def has_llm_agents(self) -> bool:
-        """The patient or the judge records model calls (has ``drain_calls``)."""
-        return any(callable(getattr(a, "drain_calls", None)) for a in (self.patient, self.judge))
+        """The patient, judge or examiner records model calls (has ``drain_calls``)."""
+        return any(callable(getattr(a, "drain_calls", None)) for _, a in self._seats())
+
+    def _seats(self) -> tuple[tuple[str, Any], ...]:
+        seats = (("patient", self.patient), ("judge", self.judge))
+        return seats if self.examiner is None else (*seats, ("examiner", self.examiner))
 
     # ----------------------------------------------------------- step pieces
     def _judge_kwargs(self) -> dict[str, Any]:
@@ -340,6 +432,8 @@ class EGIPEnv(gym.Env):
         pending = _Pending(since=len(rt.history), phase=rt.phase)
         if rt.phase == "done":
             return pending
+        if isinstance(rt, NativeRuntime):
+            return self._route_native(rt, action, pending)
         if rt.phase == "decide":
             pending.parsed = rt.submit_answer(action)
             pending.score = score_answer(rt.answer, rt.case)
@@ -357,7 +451,14 @@ class EGIPEnv(gym.Env):
         if routing.to == "patient":
             pending.patient_view = rt.patient_view(routing.question or "")
         elif routing.to == "examiner":
-            rt.answer_exam(routing)
+            if self.examiner is None:
+                rt.answer_exam(routing)  # record lookup O
+            else:  # native measurement access (EGIP Table 3A)
+                request = (routing.group or ", ".join(e.name for e in routing.entries)
+                           or routing.request or "")
+                pending.measurement_view = MeasurementView(
+                    exam_information(rt.case), rt.case.records, request,
+                    tuple(self._measurement_history))
             pending.reward -= self.exam_cost * len(routing.entries)
         pending.reward -= self.invalid_action_penalty * (rt.invalid_actions - invalid_before)
         return pending
@@ -370,6 +471,8 @@ class EGIPEnv(gym.Env):
             info = self._info(action_kind="after_end")
             info.update(self._final)
             return self._observation(self._last_obs_text), 0.0, True, False, info
+        if isinstance(rt, NativeRuntime):
+            return self._finish_native(rt, pending)
         if pending.phase == "decide":
             score = pending.score
             assert score is not None and pending.parsed is not None
@@ -396,6 +499,11 @@ class EGIPEnv(gym.Env):
         if routing.to == "patient":
             rt.answer_patient(routing, "" if pending.reply is None else str(pending.reply))
             flags = self._reply_flags(rt.turn)
+        elif pending.measurement_view is not None:
+            result = "" if pending.measurement is None else str(pending.measurement)
+            rt.answer_exam(routing, result, availability="generated")
+            self._measurement_history += [("doctor", pending.measurement_view.request),
+                                          ("measurement", result)]
         if self.observation_format == "view":
             text = render_doctor_view(rt, self._history_text)
         else:
@@ -404,6 +512,85 @@ class EGIPEnv(gym.Env):
         if flags is not None:
             info["patient_flags"] = flags
         return self._observation(text), float(pending.reward), False, False, info
+
+    def _route_native(self, rt: NativeRuntime, action: str, pending: _Pending) -> _Pending:
+        """:meth:`_route` under a native protocol: the runtime routes the whole utterance
+        (:mod:`clinenv.protocol.native`); a diagnosis is scored on the whole utterance."""
+        invalid_before = rt.invalid_actions
+        routing = rt.submit_answer(action) if rt.phase == "decide" else rt.route(action)
+        pending.routing = routing
+        if routing.to == "patient":
+            pending.patient_view = rt.patient_view(routing.text)
+        elif routing.to == "examiner":
+            pending.measurement_view = rt.measurement_view(routing.text)
+            pending.reward -= self.exam_cost
+        elif routing.to == "judge":  # the moderator sees the WHOLE final utterance
+            pending.score = score_answer(rt.answer, rt.case)
+            pending.answer, pending.target = rt.answer, rt.case.target.text
+            pending.judged = self.judge is not None
+        pending.reward -= self.invalid_action_penalty * (rt.invalid_actions - invalid_before)
+        return pending
+
+    def _finish_native(self, rt: NativeRuntime, pending: _Pending):
+        """:meth:`_finish` under a native protocol."""
+        routing = pending.routing
+        assert isinstance(routing, NativeRouting)
+        flags = None
+        if routing.to == "patient":
+            rt.answer_patient(routing, "" if pending.reply is None else str(pending.reply))
+            flags = self._reply_flags(rt.turn)
+        elif routing.to == "examiner":
+            rt.answer_measurement(routing, "" if pending.measurement is None
+                                  else str(pending.measurement))
+        if rt.phase == "done":
+            return self._native_outcome(rt, pending)
+        text = (render_native_view(rt) if self.observation_format == "view"
+                else render_native_delta(rt))
+        info = self._info(action_kind=routing.kind, reasoning=routing.reasoning)
+        if flags is not None:
+            info["patient_flags"] = flags
+        return self._observation(text), float(pending.reward), False, False, info
+
+    def _native_outcome(self, rt: NativeRuntime, pending: _Pending):
+        """The last step of a native episode: verdict, reward, info (``end_reason``).
+
+        With ``strict_yes`` only "correct" counts and everything else is wrong (AgentClinic
+        scores all started cases, W10); an episode without a diagnosis gets the
+        ``unfinished`` verdict (default ``"wrong"``).
+        """
+        cfg = self.config
+        assert isinstance(cfg, NativeConfig)
+        score = pending.score if pending.score is not None else score_answer(None, rt.case)
+        final: dict[str, Any] = {}
+        if rt.answer is None:
+            verdict = cfg.unfinished
+        elif pending.judged:
+            label = str(getattr(pending.judgement, "verdict", pending.judgement))
+            label = label if label in JUDGE_TO_VERDICT else "unparsed"
+            verdict = "correct" if label == "correct" else (
+                "wrong" if cfg.strict_yes else JUDGE_TO_VERDICT[label])
+            final = {"scorer": "llm-judge", "judge_verdict": label}
+        else:
+            verdict = score.verdict
+            if cfg.strict_yes and verdict != "correct":
+                verdict = "wrong"
+        if self.judge is not None and not final:
+            final = {"scorer": "deterministic", "judge_verdict": None}
+        reward, outcome = answer_outcome(rt, score, verdict)
+        self._final = {**outcome, **final, "end_reason": rt.end_reason}
+        routing = pending.routing
+        assert routing is not None
+        info = self._info(action_kind=getattr(routing, "kind", None),
+                          reasoning=getattr(routing, "reasoning", None))
+        info.update(self._final)
+        return (self._observation(self._last_obs_text), float(reward) + pending.reward, True,
+                False, info)
+
+    def _view_text(self) -> str:
+        """The complete doctor view x_t of the current phase (reset observation)."""
+        if isinstance(self.runtime, NativeRuntime):
+            return render_native_view(self.runtime)
+        return render_doctor_view(self.runtime, self._history_text)
 
     def _reply_flags(self, turn: int) -> list[str] | None:
         """The flags of the patient's latest reply (``last_flags``; B16), or ``None`` for
@@ -456,6 +643,8 @@ class EGIPEnv(gym.Env):
             "case_strata": {key: rt.case.metadata[key] for key in STRATA_KEYS
                             if key in rt.case.metadata},
         }
+        if self._native:
+            record["protocol"] = self.protocol
         if self._reports_flags:
             record["patient_flags"] = [{"turn": e["turn"], "flags": list(e["flags"])}
                                        for e in self._flagged_replies]
@@ -473,8 +662,12 @@ class EGIPEnv(gym.Env):
 
     def _info(self, *, action_kind: str | None, reasoning: str | None = None) -> dict[str, Any]:
         assert self.runtime is not None
-        return doctor_info(self.runtime, action_kind=action_kind, text_clipped=self._clipped,
+        info = doctor_info(self.runtime, action_kind=action_kind, text_clipped=self._clipped,
                            reasoning=reasoning)
+        if self._native:  # the native doctor never sees the candidate labels
+            info["candidates"] = None
+            info["protocol"] = self.protocol
+        return info
 
 
 @dataclass
@@ -482,6 +675,8 @@ class _Pending:
     """A step between :meth:`EGIPEnv._route` and :meth:`EGIPEnv._finish`.
 
     ``patient_view`` is set when the patient must reply (the caller stores ``reply``);
+    ``measurement_view`` when the examiner (a measurement agent) must answer (the caller
+    stores ``measurement``);
     ``judged`` when the judge must rule on ``answer`` against ``target`` (the caller
     stores ``judgement``).
     """
@@ -489,9 +684,11 @@ class _Pending:
     since: int
     phase: str
     reward: float = 0.0
-    routing: Routing | None = None
+    routing: Routing | NativeRouting | None = None
     patient_view: PatientView | None = None
     reply: Any = None
+    measurement_view: MeasurementView | None = None
+    measurement: Any = None
     parsed: Any = None
     score: Score | None = None
     answer: str | None = None

@@ -11,7 +11,7 @@
 The record is ``env.unwrapped.episode_record()`` (see
 :meth:`clinenv.env.EGIPEnv.episode_record`; with an LLM patient it holds
 ``patient_flags``) plus ``reward``, ``steps``, ``terminated``, ``truncated``, ``timing``
-and, when present, ``llm`` and ``error``:
+and, when present, ``llm``, ``doctor_log`` and ``error``:
 
 - ``timing`` = ``{"reset_s", "doctor_s", "env_s", "total_s"}``, wall seconds;
 - ``llm`` (when the doctor has ``drain_calls`` — an LLM doctor — or the environment has
@@ -23,6 +23,9 @@ and, when present, ``llm`` and ``error``:
   seconds. A doctor reply cut by ``max_tokens`` is visible only here
   (``calls[*].truncated``; field-bug-reports B04a): the environment never sees the
   doctor's model;
+- ``doctor_log`` (when the doctor has an ``episode_log()`` method, e.g. a policy
+  wrapper such as CDEG that logs its interventions): the JSON-ready value it returns,
+  read once at the end of the episode;
 - ``error`` = ``{"type", "message", "backend", "detail"}`` when a model backend failed
   after its retries (:class:`clinenv.llm.base.BackendError`): the episode stops there
   (``terminated`` false, ``verdict`` ``"unscored"``, ``correct`` false, events up to the
@@ -214,6 +217,9 @@ class EpisodeTally:
         llm = episode_llm(env, doctor)
         if llm is not None:
             record["llm"] = llm
+        doctor_log = getattr(doctor, "episode_log", None)
+        if callable(doctor_log):
+            record["doctor_log"] = doctor_log()
         record["timing"] = {"reset_s": self.reset_s, "doctor_s": self.doctor_s,
                             "env_s": self.env_s, "total_s": self.clock() - self.start}
         return record

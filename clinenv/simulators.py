@@ -1,6 +1,6 @@
-"""The patient simulator and the judge of an environment, from its settings.
+"""The patient simulator, the examiner and the judge of an environment, from its settings.
 
-:class:`clinenv.env.EGIPEnv` (``patient=``, ``judge=``) and
+:class:`clinenv.env.EGIPEnv` (``patient=``, ``examiner=``, ``judge=``) and
 :class:`clinenv.multiagent.aec.EGIPAECEnv` (a built-in ``patient=`` seat) accept a name,
 an ``"llm"`` setting with a chat model, or an object. Both settings have one shape
 (:func:`_build`): a known name, or ``"llm"`` with a
@@ -19,6 +19,9 @@ from typing import Any
 PATIENT_KINDS = ("retrieval", "llm")
 #: ``judge=`` names; anything else must be a judge object.
 JUDGE_KINDS = ("deterministic", "llm")
+#: ``examiner=`` names; anything else must be an examiner object. ``"lookup"`` is record
+#: lookup O (EGIP section 3.2), answered inside the runtime (no simulator object).
+EXAMINER_KINDS = ("lookup", "reader", "llm")
 
 
 def make_patient(patient: Any, patient_model: Any = None) -> Any:
@@ -55,13 +58,15 @@ def make_patient(patient: Any, patient_model: Any = None) -> Any:
                   method_text="a reply(view) -> str method (or async areply)")
 
 
-def make_judge(judge: Any, judge_model: Any = None) -> Any:
+def make_judge(judge: Any, judge_model: Any = None, *, strict: bool = False) -> Any:
     """The judge of ``EGIPEnv(judge=..., judge_model=...)``; ``None`` for the scorer.
 
     Args:
         judge: ``None`` / ``"deterministic"``, ``"llm"``, or an object with ``judge`` or
             ``ajudge``.
         judge_model: a :class:`~clinenv.llm.base.ChatModel`, only with ``"llm"``.
+        strict: the LLM judge uses AgentClinic's exact ``"yes"`` rule
+            (``LLMJudge(strict=True)``; the native protocols' ``strict_yes``).
 
     Returns:
         ``None`` (the deterministic scorer :func:`clinenv.scoring.score_answer`), an
@@ -74,12 +79,59 @@ def make_judge(judge: Any, judge_model: Any = None) -> Any:
     def llm(model: Any) -> Any:
         from clinenv.agents.judge import LLMJudge
 
-        return LLMJudge(model)
+        return LLMJudge(model, strict=strict)
 
     return _build("judge", judge, judge_model, kinds=JUDGE_KINDS,
                   kinds_text=f"None, one of {JUDGE_KINDS} or a judge object",
                   default=lambda: None, llm=llm, methods=("judge", "ajudge"),
                   method_text="a judge(answer, target) method (or async ajudge)")
+
+
+def make_examiner(examiner: Any, examiner_model: Any = None, *, native: bool = False) -> Any:
+    """The examiner of ``EGIPEnv(examiner=..., examiner_model=...)``.
+
+    Args:
+        examiner: ``None`` (``"lookup"`` under EGIP, ``"reader"`` under a native
+            protocol), ``"lookup"`` (record lookup O, EGIP only), ``"reader"`` (the
+            deterministic :class:`~clinenv.agents.measurement_agent.NativeRecordReader`
+            stand-in), ``"llm"`` (an :class:`~clinenv.agents.measurement_agent.
+            LLMMeasurementAgent` over ``examiner_model``), or an object with
+            ``measure(MeasurementView) -> str`` (optionally ``async ameasure``).
+        examiner_model: a :class:`~clinenv.llm.base.ChatModel`, only with ``"llm"``.
+        native: the environment runs a native protocol (AgentClinic, MedAgentSim), whose
+            measurement agent answers whole utterances: record lookup cannot.
+
+    Returns:
+        ``None`` for record lookup (the runtime answers), else the examiner object.
+
+    Raises:
+        ValueError: as :func:`make_patient`, for ``examiner`` and ``examiner_model``;
+            ``"lookup"`` with a native protocol.
+    """
+
+    def reader() -> Any:
+        from clinenv.agents.measurement_agent import NativeRecordReader
+
+        return NativeRecordReader()
+
+    def llm(model: Any) -> Any:
+        from clinenv.agents.measurement_agent import LLMMeasurementAgent
+
+        return LLMMeasurementAgent(model)
+
+    if examiner is None:
+        examiner = "reader" if native else "lookup"
+    if examiner == "lookup" and native:
+        raise ValueError("examiner='lookup' (record lookup O) cannot answer the native "
+                         "protocols' whole utterances; use 'reader', 'llm' or an object")
+    if examiner == "reader":
+        if examiner_model is not None:
+            raise ValueError("examiner_model is used only with examiner='llm'")
+        return reader()
+    return _build("examiner", examiner, examiner_model, kinds=EXAMINER_KINDS,
+                  kinds_text=f"None, one of {EXAMINER_KINDS} or an examiner object",
+                  default=lambda: None, llm=llm, methods=("measure", "ameasure"),
+                  method_text="a measure(view) -> str method (or async ameasure)")
 
 
 def accepts_seed(judge: Any) -> bool:

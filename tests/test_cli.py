@@ -301,6 +301,8 @@ def test_data_list_on_the_shared_folder(tmp_path):
     assert rows["medqa_ext"][3:] == ["absent", "-"]
     assert rows["mimiciv"][2:] == ["-", "absent", "-"]
     assert rows["demo"][-2:] == ["not", "pinned"]
+    # no pinned count: a present file's records are counted (the demo set has 17)
+    assert rows["demo"][2] == "17"
     if (SHARED / "agentclinic_nejm.jsonl").exists():
         assert rows["nejm"][2:] == ["15", str(SHARED / "agentclinic_nejm.jsonl"), "ok"]
 

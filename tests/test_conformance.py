@@ -1,6 +1,7 @@
 """API conformance of every registered environment id (issue 4).
 
-For each ``EGIP-*`` id (text actions and ``-Menu`` Discrete actions):
+For each ``EGIP-*`` id (text actions and ``-Menu`` Discrete actions) and each native
+protocol id (``AgentClinic-*``, ``MedAgentSim-*``; issue 6):
 
 - Gymnasium's ``check_env`` on ``gym.make(id).unwrapped`` (render modes included);
 - vector round trips: sync and async-without-shared-memory give identical results
@@ -44,7 +45,10 @@ from clinenv.vector import make_vec
 
 pytestmark = pytest.mark.filterwarnings("error")
 
-ALL_IDS = sorted(i for i in gym.registry if i.startswith("EGIP-"))
+EGIP_ONLY_IDS = sorted(i for i in gym.registry if i.startswith("EGIP-"))
+#: The native-protocol ids (AgentClinic / MedAgentSim loops over the same datasets).
+NATIVE_IDS = sorted(i for i in gym.registry if i.startswith(("AgentClinic-", "MedAgentSim-")))
+ALL_IDS = EGIP_ONLY_IDS + NATIVE_IDS
 #: Messages of the warnings PettingZoo's api_test always raises for Dict/Text spaces.
 TEXT_SPACE_WARNINGS = (
     "Observation is not a NumPy array",
@@ -69,10 +73,19 @@ def available(request, dataset_kwargs) -> dict:
 
 
 def test_every_dataset_has_a_text_and_a_menu_id():
-    assert len(ALL_IDS) == 12
-    assert {_dataset(i) for i in ALL_IDS if i.endswith("-Menu-v0")} == \
-        {_dataset(i) for i in ALL_IDS if not i.endswith("-Menu-v0")} == \
+    assert len(EGIP_ONLY_IDS) == 12
+    assert {_dataset(i) for i in EGIP_ONLY_IDS if i.endswith("-Menu-v0")} == \
+        {_dataset(i) for i in EGIP_ONLY_IDS if not i.endswith("-Menu-v0")} == \
         {"demo", "medqa", "medqa_ext", "nejm", "nejm_ext", "mimiciv"}
+
+
+def test_every_dataset_has_both_native_ids():
+    """AgentClinic-<Dataset>-v0 and MedAgentSim-<Dataset>-v0 for all six datasets."""
+    assert len(NATIVE_IDS) == 12
+    for prefix, preset in (("AgentClinic-", "agentclinic"), ("MedAgentSim-", "medagentsim")):
+        ids = [i for i in NATIVE_IDS if i.startswith(prefix)]
+        assert {_dataset(i) for i in ids} == set(DATASET_IDS)
+        assert {gym.spec(i).kwargs["preset"] for i in ids} == {preset}
 
 
 # ------------------------------------------------------------------------ Gymnasium
@@ -107,9 +120,10 @@ def test_vector_sync_and_async_agree(env_id, available):
     """B13: three sub-envs, three cases, three different actions per step; the async
     env (without shared memory) returns exactly what the sync env returns, including
     non-ASCII text, and each sub-env matches a single env with the same seed."""
+    rounds = {"max_turns": 4} if env_id in NATIVE_IDS else {"acquisition_rounds": 3}
     runs = []
     for mode in ("sync", "async"):
-        vec = make_vec(env_id, 3, mode=mode, acquisition_rounds=3, **available)
+        vec = make_vec(env_id, 3, mode=mode, **rounds, **available)
         obs, info = vec.reset(seed=40)
         trace = [(obs, info)]
         for step in range(4):
@@ -118,7 +132,7 @@ def test_vector_sync_and_async_agree(env_id, available):
         vec.close()
         runs.append(trace)
     assert _equal(runs[0], runs[1])
-    single = gym.make(env_id, acquisition_rounds=3, **available).unwrapped
+    single = gym.make(env_id, **rounds, **available).unwrapped
     for i in range(3):
         obs, info = single.reset(seed=40 + i)
         assert obs["text"] == runs[1][0][0]["text"][i]
@@ -182,11 +196,15 @@ def test_fuzz_1000_actions(env_id, available):
             episodes += 1
             obs, info = env.reset()
             _assert_inside(env.observation_space, obs, (env_id, i, "reset"))
-    # every action closes one of the T = 19 rounds, then one answer: 20 steps an episode
-    assert episodes == FUZZ_ACTIONS // 20
+    # every action closes one of the T = 19 rounds, then one answer: 20 steps an episode;
+    # a native episode also ends at the first utterance holding DIAGNOSIS READY
+    if env_id in NATIVE_IDS:
+        assert episodes >= FUZZ_ACTIONS // 20
+    else:
+        assert episodes == FUZZ_ACTIONS // 20
 
 
-@pytest.mark.parametrize("env_id", [i for i in ALL_IDS if not i.endswith("-Menu-v0")])
+@pytest.mark.parametrize("env_id", [i for i in EGIP_ONLY_IDS if not i.endswith("-Menu-v0")])
 @pytest.mark.parametrize("action", ["DIAGNOSIS READY: ", "DIAGNOSIS READY: )",
                                     "REQUEST TEST: ]", "REQUEST TEST: (", "**DIAGNOSIS READY:**"])
 def test_markers_with_nothing_after_them(env_id, action, available):

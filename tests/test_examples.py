@@ -185,3 +185,15 @@ def test_llm_doctor_engine_needs_vllm(tmp_path):
     assert proc.stdout == ""
     usage = run_example("llm_doctor_engine.py", tmp_path, None, "--help").stdout
     assert "--model" in usage and "--episodes" in usage
+
+
+def test_cdeg_end_to_end(tmp_path):
+    doc = ast.get_docstring(ast.parse((EXAMPLES / "cdeg_end_to_end.py").read_text(
+        encoding="utf-8")))
+    assert "python examples/cdeg_end_to_end.py" in doc
+    out = run_example("cdeg_end_to_end.py", tmp_path).stdout
+    assert "construction runs: 102 episodes" in out
+    assert "R1: allergic contact dermatitis -> herpes zoster" in out
+    assert ("intervention: demo-12 seed 100 turn 7 (acquire): acquire on R1" in out
+            and "'name': 'Vesicle Swab PCR'" in out)
+    assert "episode answer: 'Herpes zoster' (correct)" in out

@@ -452,7 +452,7 @@ def test_examiner_errors_by_hand():
     ("Result not available yet.", []),
 ])
 def test_examiner_reporting_a_pending_record(reply, errors):
-    """A stored "Pending" is not a result (DESIGN.md): reporting a finding for it is an
+    """A stored "Pending" is not a result (EGIP 3.2): reporting a finding for it is an
     invention; acknowledging it is faithful."""
     assert fidelity.examiner_errors(reply, "Pending", ("Sputum culture",)) == errors
 

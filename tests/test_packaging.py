@@ -52,6 +52,21 @@ def test_wheel_maps_agents_and_wrappers_into_clinenv(wheel_names):
     assert not any(n.startswith(("agents/", "wrappers/", "tests/")) for n in wheel_names)
 
 
+def test_wheel_ships_every_package_of_the_source_tree(wheel_names):
+    """Every source folder with an ``__init__.py`` (clinenv/, agents/, wrappers/ and their
+    subpackages) is in the wheel: a subpackage missing from setup.cfg ``packages`` would
+    import in an editable checkout and fail for users of ``pip install .``."""
+    roots = {"clinenv": "clinenv", "agents": "clinenv/agents", "wrappers": "clinenv/wrappers"}
+    expected = set()
+    for folder, installed in roots.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            rel = init.relative_to(ROOT / folder).as_posix()
+            if "__pycache__" not in rel:
+                expected.add(f"{installed}/{rel}")
+    assert "clinenv/wrappers/cdeg/__init__.py" in expected
+    assert sorted(expected - wheel_names) == []
+
+
 def test_wheel_ships_the_demo_cases(wheel_names):
     assert "clinenv/datasets/data/demo.jsonl" in wheel_names
     assert not any(n.endswith(("agentclinic_medqa.jsonl", "agentclinic_nejm.jsonl"))
@@ -86,7 +101,7 @@ def test_installed_wheel_runs_the_command(wheel, tmp_path):
     assert Path(where.stdout.strip()) == site / "clinenv" / "cli" / "run.py"
     usage = run("-m", "clinenv", "--help")
     assert usage.returncode == 0, usage.stderr
-    assert usage.stdout.startswith("usage: clinenv [-h] {run,data,eval,compare}")
+    assert usage.stdout.startswith("usage: clinenv [-h] {run,replay,data,eval,compare,cdeg}")
     listing = run("-m", "clinenv", "data", "list")
     assert listing.returncode == 0, listing.stderr
     demo = next(line for line in listing.stdout.splitlines() if line.startswith("demo "))

@@ -11,7 +11,7 @@ an OpenAI-style client:
 
 The inner environment must use ``observation_format="delta"``: each new ``user`` message
 is then only what is new, and no earlier message is ever rewritten (RL trainers append
-each turn's tokens to the conversation; DESIGN.md). The terminal step adds the answer as
+each turn's tokens to the conversation). The terminal step adds the answer as
 the last ``assistant`` message and no ``user`` message (its delta is empty). Steps after
 the end (terminated or truncated, before ``reset``) are passed to the environment, whose
 reward and info they return, but add no message: the conversation is final.

@@ -7,11 +7,15 @@ Usage::
                 [--allow-download]
                 [--concurrency N] [--max-consecutive-errors N] [--quiet]
                 [--backend openai|vllm|transformers] [--base-url URL] [--model M]
-                [--strategy direct|vote|full] [--prompt egip|agentclinic]
+                [--strategy direct|vote|full|discussion] [--prompt egip|agentclinic]
                 [--max-questions N]
                 [--temperature T] [--max-tokens N] [--api-key-env NAME] [--timeout S]
                 [--max-retries N] [--patient retrieval|llm] [--patient-model M]
                 [--judge deterministic|llm] [--judge-model M]
+    clinenv replay RUN.jsonl --ablation full|no-observations|no-candidates [--out FILE]
+                [--doctor llm|scripted] [--resume [--no-retry-errors]] [--concurrency N]
+                [the LLM options of run: --model M --base-url URL --strategy S ...]
+                [--judge deterministic|llm] [--data-dir DIR] [--quiet]
     clinenv data list [--data-dir DIR]
     clinenv data verify [NAME ...] [--data-dir DIR]
     clinenv data download NAME
@@ -20,6 +24,13 @@ Usage::
     clinenv compare BASE.jsonl METHOD.jsonl [METHOD2.jsonl ...] [--pair METHOD=BASE ...]
                 [--by STRATUM] [--resamples N] [--flips N] [--seed S] [--intersect]
                 [--out-dir DIR] [--plot]
+    clinenv cdeg build RUN.jsonl [RUN2.jsonl ...] --out graph.json [--force]
+                [--similarity lexical|sapbert|minilm|MODEL] [--verifier lexical|llm]
+                [--extractor deterministic|llm] [--pair-threshold X]
+                [--diagnosis-threshold X] [--no-validation] [--no-missing] [--no-ignored]
+                [--no-blocking] [--max-candidates N] [--seed S] [--quiet]
+                [--backend B] [--base-url URL] [--model M] [--temperature T] ...
+    clinenv cdeg inspect graph.json [--top N]
 
 ``python -m clinenv`` is the same program. ``clinenv run`` prints a note on the chosen
 environment (``env: ID (why)``), a progress bar on a terminal, and the summary;
@@ -75,10 +86,16 @@ them; ``--resume`` runs them again); 130 interrupted (Ctrl-C; the log keeps ever
 finished episode, continue with ``--resume``); 141 stdout closed early (e.g. piped into
 ``head``), quietly. Errors are one message on stderr, never a traceback.
 
-Modules: :mod:`clinenv.cli.run` (``run``), :mod:`clinenv.cli.env_choice` (``--env``),
+``clinenv replay`` recomputes only the terminal decisions of a run log's episodes on
+their fixed histories, with the full evidence interface (the rerun control) or without
+observations or candidate labels (EGIP Table 3 Panel B); see :mod:`clinenv.cli.replay`.
+
+Modules: :mod:`clinenv.cli.run` (``run``), :mod:`clinenv.cli.replay` (``replay``),
+:mod:`clinenv.cli.env_choice` (``--env``),
 :mod:`clinenv.cli.llm_setup` (the LLM options and models), :mod:`clinenv.cli.doctors`
 (``--doctor``), :mod:`clinenv.cli.run_summary` (the summary text), :mod:`clinenv.cli.data`
-(``data``), :mod:`clinenv.cli.evaluate` (``eval``, ``compare``), :mod:`clinenv.cli.argtypes`
+(``data``), :mod:`clinenv.cli.evaluate` (``eval``, ``compare``), :mod:`clinenv.cli.cdeg`
+(``cdeg build``, ``cdeg inspect``), :mod:`clinenv.cli.argtypes`
 and :mod:`clinenv.cli.errors` (:class:`CLIError`, exit codes); this module holds the
 top-level parser and :func:`main`, and re-exports their public names.
 """
@@ -90,6 +107,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from clinenv.cli.cdeg import add_cdeg_parser
 from clinenv.cli.data import add_data_parser, cmd_data_download, cmd_data_list, cmd_data_verify
 from clinenv.cli.doctors import DOCTOR_CHOICES, DOCTORS
 from clinenv.cli.env_choice import AUTO_FALLBACK, AUTO_PREFERRED, choose_env
@@ -103,6 +121,7 @@ from clinenv.cli.errors import (
 )
 from clinenv.cli.evaluate import SIMILARITY_ENCODERS, add_eval_parsers, cmd_compare, cmd_eval
 from clinenv.cli.llm_setup import BACKENDS, LLMSetup, check_llm_args
+from clinenv.cli.replay import add_replay_parser
 from clinenv.cli.run import MESSAGE_CHARS, aborted_message, add_run_parser, cmd_run
 from clinenv.cli.run_summary import format_llm_totals, format_summary
 
@@ -117,17 +136,20 @@ __all__ = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``clinenv`` (sub-commands ``run``, ``data``, ``eval`` and
-    ``compare``); each parsed namespace carries the command's handler as ``func``."""
+    """The argument parser of ``clinenv`` (sub-commands ``run``, ``replay``, ``data``,
+    ``eval`` and ``compare``); each parsed namespace carries the command's handler as
+    ``func``."""
     parser = argparse.ArgumentParser(
         prog="clinenv",
         description="Clinical diagnosis cases as EGIP environments: run doctor policies, "
                     "manage datasets and report on run logs.")
-    sub = parser.add_subparsers(dest="command", metavar="{run,data,eval,compare}")
+    sub = parser.add_subparsers(dest="command", metavar="{run,replay,data,eval,compare,cdeg}")
     sub.required = True
     add_run_parser(sub)
+    add_replay_parser(sub)
     add_data_parser(sub)
     add_eval_parsers(sub)
+    add_cdeg_parser(sub)
     return parser
 
 

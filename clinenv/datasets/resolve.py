@@ -1,7 +1,7 @@
 """Find a dataset's file: explicit path, data folder, cache, or a verified download.
 
 An explicit path to an existing file is used as it is (no checksum). Resolution order
-for a registry name (DESIGN.md, "Data"):
+for a registry name:
 
 1. the ``data_dir`` argument;
 2. the folder named by the environment variable ``CLINENV_DATA_DIR``;
@@ -242,7 +242,7 @@ def resolve_dataset(
     raise DatasetNotFoundError(not_found_message(spec, looked))
 
 
-def _count_records(path: Path) -> int:
+def count_records(path: Path) -> int:
     """Number of non-blank lines, each parsed as JSON.
 
     Raises:
@@ -281,7 +281,7 @@ def verify_dataset(name: str, data_dir: str | Path | None = None) -> dict[str, A
         "expected_records": spec.n_records,
     }
     try:
-        n_records: int | None = _count_records(path)
+        n_records: int | None = count_records(path)
     except CaseFormatError as err:
         n_records = None
         result["error"] = f"does not parse as JSON Lines: {err}"

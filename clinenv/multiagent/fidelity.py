@@ -21,8 +21,8 @@ Each error is a string ``"<kind>: <what>"``:
   for each unavailable leaf of the record (``"Pending"``, ``"Not provided"``...,
   :func:`clinenv.protocol.availability.is_unavailable`) when the reply acknowledges no
   unavailability (none of :data:`UNAVAILABLE_WORDS`): reporting "Normal flora, no
-  pathogens." for a pending culture invents a result (DESIGN.md: unavailable leaves are
-  not results).
+  pathogens." for a pending culture invents a result (unavailable leaves are not results;
+  EGIP section 3.2, record lookup O).
 
 This is a deliberately simple, deterministic signal: values in prose records (NEJM's
 free-text blocks are long leaves) rarely reappear verbatim, so it mostly rewards exact

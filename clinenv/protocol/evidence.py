@@ -42,8 +42,9 @@ class Observation:
         turn: the round it was acquired in.
         context: the question asked, or the examination requested.
         content: the patient's reply, or the stored result text (``None`` if none).
-        availability: ``"stated"`` for patient replies; ``"recorded"``, ``"unavailable"``
-            or ``"not_recorded"`` for measurements.
+        availability: ``"stated"`` for patient replies; ``"recorded"``, ``"unavailable"``,
+            ``"not_recorded"`` or ``"generated"`` (a measurement agent's text) for
+            measurements.
         exam_id: public exam id for measurements, else ``None``.
     """
 
@@ -54,6 +55,13 @@ class Observation:
     content: str | None
     availability: str
     exam_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form: ``{"obs_id", "source", "turn", "context", "content",
+        "availability", "exam_id"}`` (run logs, ``info["new_observations"]``)."""
+        return {"obs_id": self.obs_id, "source": self.source, "turn": self.turn,
+                "context": self.context, "content": self.content,
+                "availability": self.availability, "exam_id": self.exam_id}
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,14 +83,7 @@ class EvidenceBundle:
         return {
             "objective": self.objective,
             "candidates": None if self.candidates is None else list(self.candidates),
-            "observations": [
-                {
-                    "obs_id": o.obs_id, "source": o.source, "turn": o.turn,
-                    "context": o.context, "content": o.content,
-                    "availability": o.availability, "exam_id": o.exam_id,
-                }
-                for o in self.observations
-            ],
+            "observations": [o.to_dict() for o in self.observations],
         }
 
     def without_observations(self) -> EvidenceBundle:
@@ -141,6 +142,10 @@ def render_evidence(bundle: EvidenceBundle, *, instructions: bool = True) -> str
         elif o.availability == "unavailable":
             lines.append(f"[{o.obs_id}] Measurement {o.exam_id} {o.context}: "
                          "result not available (unknown)")
+        elif o.availability == "generated":  # a measurement agent's answer, not a lookup
+            body = (o.content or "").replace("\n", "\n    ")
+            lines.append(f"[{o.obs_id}] Measurement {o.exam_id or '-'} {o.context} "
+                         f"(reported by the measurement agent):\n    {body}")
         else:
             body = (o.content or "").replace("\n", "\n    ")
             lines.append(f"[{o.obs_id}] Measurement {o.exam_id} {o.context}:\n    {body}")

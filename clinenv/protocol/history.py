@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-Availability = Literal["recorded", "unavailable", "not_recorded"]
+Availability = Literal["recorded", "unavailable", "not_recorded", "generated"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +57,11 @@ class MeasurementEvent:
         name: readable name of the entry (the request for a miss).
         source_paths: keys from the root of M to each returned record.
         recorded_value: the stored record rendered as text; ``None`` when not recorded.
-        result_availability: ``recorded``, ``unavailable`` (placeholder only) or
-            ``not_recorded`` (no such record — never to be read as normal).
+        result_availability: ``recorded``, ``unavailable`` (placeholder only),
+            ``not_recorded`` (no such record — never to be read as normal) or
+            ``generated`` (the text of a measurement agent that holds every record, not a
+            record lookup: the native protocols and the "native measurement access"
+            ablation, EGIP Table 3A).
     """
 
     turn: int

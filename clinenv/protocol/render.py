@@ -59,6 +59,9 @@ def render_event(event: Event, asked: str | None = None) -> str:
     if isinstance(event, MeasurementEvent):
         if event.result_availability == "not_recorded":
             return f"Examiner [{event.request}]: {NOT_RECORDED_TEXT}"
+        if event.result_availability == "generated":  # a measurement agent answered
+            head = f"Measurement agent [{event.exam_id or '-'} {event.name}]"
+            return f"{head}:\n  " + (event.recorded_value or "").replace("\n", "\n  ")
         head = f"Examiner [{event.exam_id} {event.name}]"
         if event.result_availability == "unavailable":
             head += " (result not available)"

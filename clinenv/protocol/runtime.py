@@ -249,36 +249,40 @@ class EGIPRuntime:
         self._finish()
         return event
 
-    def answer_exam(self, routing: Routing, result_text: str | None = None) -> MeasurementEvent:
+    def answer_exam(self, routing: Routing, result_text: str | None = None, *,
+                    availability: Availability | None = None) -> MeasurementEvent:
         """Record the examiner's answer and close the round.
 
         Args:
             routing: an ``examiner`` routing from :meth:`route`.
             result_text: ``None`` (default) uses record lookup O; a string replaces the
                 result text (an external examiner policy) with the same availability.
+            availability: replaces the lookup's availability (``"generated"`` for a
+                measurement agent's answer, the native measurement access ablation).
         """
         entries = routing.entries
         request = routing.request or ""
-        availability: Availability
+        found: Availability
         if not entries:
-            value, availability = lookup(self.case.records, None)
+            value, found = lookup(self.case.records, None)
             exam_id, name, paths = None, request, ()
         elif len(entries) == 1:
-            value, availability = lookup(self.case.records, entries[0])
+            value, found = lookup(self.case.records, entries[0])
             exam_id, name, paths = entries[0].exam_id, entries[0].label, (entries[0].source_path,)
         else:
             parts = [(e, *lookup(self.case.records, e)) for e in entries]
             value = "\n".join(f"{e.name}:\n  " + text.replace("\n", "\n  ")
                               for e, text, _ in parts)
-            availability = ("recorded" if any(a == "recorded" for _, _, a in parts)
-                            else "unavailable")
+            found = ("recorded" if any(a == "recorded" for _, _, a in parts)
+                     else "unavailable")
             exam_id = ",".join(e.exam_id for e in entries)
             name, paths = routing.group or request, tuple(e.source_path for e in entries)
         if result_text is not None:
             value = result_text
+        if availability is not None:
+            found = availability
         self.requested.extend(e.exam_id for e in entries if e.exam_id not in self.requested)
-        event = MeasurementEvent(self.turn + 1, request, exam_id, name, paths, value,
-                                 availability)
+        event = MeasurementEvent(self.turn + 1, request, exam_id, name, paths, value, found)
         self.history.append(event)
         self._finish()
         return event

@@ -1,0 +1,197 @@
+"""Measurement agents: the native examiner that holds every record of the case.
+
+Two examiners answer a :class:`~clinenv.protocol.measurement_view.MeasurementView` with
+``measure(view) -> str`` (the environment's ``examiner=`` seat):
+
+- :class:`LLMMeasurementAgent` -- AgentClinic's measurement agent in this project's words
+  (:data:`~clinenv.agents.prompts.MEASUREMENT_SYSTEM`): a chat model that holds all
+  physical-examination and test data (the view's ``records_text``), answers as
+  ``RESULTS: ...`` and, under the ``normal_readings`` rule, reports ``NORMAL READINGS``
+  for anything its data do not hold (weakness W1). It receives the doctor's request and
+  its history (earlier requests and answers, and in the native protocols every patient
+  reply) in one user message;
+- :class:`NativeRecordReader` -- a deterministic, offline STAND-IN for that agent, so
+  that the native ids run without a model. It is not a model of what an LLM answers:
+  it returns every record whose examination name fuzzily occurs in the request
+  (rapidfuzz ``partial_ratio`` of the normalized name against the normalized request;
+  names of 4 characters or fewer must occur as whole words), and ``RESULTS: NORMAL
+  READINGS`` (or ``RESULTS: NOT RECORDED`` without the rule) when none does.
+
+Neither ever sees the patient facts P or the target Y, and neither mutates the case.
+"""
+
+from __future__ import annotations
+
+import re
+from numbers import Integral
+from typing import Any
+
+from rapidfuzz import fuzz
+
+from clinenv.agents.prompts import (
+    MEASUREMENT_HISTORY,
+    MEASUREMENT_RULE_NORMAL,
+    MEASUREMENT_RULE_NOT_RECORDED,
+    MEASUREMENT_SYSTEM,
+    MEASUREMENT_USER,
+)
+from clinenv.agents.terminal_base import CallRequest, Plan, arun_plan, call_config, run_plan
+from clinenv.llm.base import ChatModel, GenerationConfig
+from clinenv.protocol.catalog import Catalog, normalize_name
+from clinenv.protocol.lookup import record_at, render_record
+from clinenv.protocol.measurement_view import MeasurementView
+from clinenv.protocol.parser import split_reasoning
+from clinenv.seeding import call_seed
+
+#: The reader's answer when no record matches, under the normal-readings rule.
+NORMAL_READINGS = "RESULTS: NORMAL READINGS"
+#: The reader's answer when no record matches, without the rule.
+NOT_RECORDED = "RESULTS: NOT RECORDED"
+#: The LLM agent's answer when its reply had no visible text (B04).
+NO_REPLY = "RESULTS: (no result was reported)"
+_SPEAKERS = {"doctor": "Doctor", "measurement": "You", "patient": "Patient"}
+
+
+def _check_view(view: Any) -> MeasurementView:
+    if not isinstance(view, MeasurementView):
+        raise TypeError(f"view must be a MeasurementView, got {type(view).__name__}")
+    return view
+
+
+class LLMMeasurementAgent:
+    """The native measurement agent backed by a chat model (module docstring).
+
+    Args:
+        model: the chat model.
+        config: generation settings (default ``model.config``).
+
+    Raises:
+        TypeError: ``model`` is not a :class:`~clinenv.llm.base.ChatModel`.
+    """
+
+    name = "llm_measurement"
+
+    def __init__(self, model: ChatModel, *, config: GenerationConfig | None = None) -> None:
+        if not isinstance(model, ChatModel):
+            raise TypeError(f"model must be a clinenv.llm.ChatModel, got {type(model).__name__}")
+        self.model = model
+        self.generation = config or model.config
+        self._calls: list[dict[str, Any]] = []
+        self._seed: int | None = None
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """JSON-ready description for run logs (never an API key)."""
+        return {"agent": self.name, "backend": self.model.backend, "model": self.model.model,
+                "generation": self.generation.model_dump(mode="json")}
+
+    def reset(self, *, seed: int | None = None) -> None:
+        """Start an episode; ``seed`` (>= 0) is the base of every per-call seed.
+
+        Raises:
+            ValueError: a negative or non-integer seed.
+        """
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, Integral)
+                                 or seed < 0):
+            raise ValueError(f"seed must be an integer >= 0 or None, got {seed!r}")
+        self._seed = None if seed is None else int(seed)
+
+    @staticmethod
+    def messages_for(view: MeasurementView) -> list[dict[str, str]]:
+        """The exact messages sent for ``view``: the system prompt with every record and
+        the rule for missing data, then one user message with the history and request.
+
+        Raises:
+            TypeError: ``view`` is not a MeasurementView.
+        """
+        view = _check_view(view)
+        rule = MEASUREMENT_RULE_NORMAL if view.normal_readings else MEASUREMENT_RULE_NOT_RECORDED
+        system = MEASUREMENT_SYSTEM.format(missing_rule=rule,
+                                           records=view.records_text or "(no data)")
+        lines = "\n".join(f"{_SPEAKERS[who]}: {text}" for who, text in view.history)
+        history = MEASUREMENT_HISTORY.format(lines=lines) if lines else ""
+        return [{"role": "system", "content": system},
+                {"role": "user", "content": MEASUREMENT_USER.format(history=history,
+                                                                    request=view.request)}]
+
+    def measure(self, view: MeasurementView) -> str:
+        """The answer to ``view.request`` (``<think>`` blocks removed; :data:`NO_REPLY`
+        when nothing visible is left).
+
+        Raises:
+            TypeError: ``view`` is not a MeasurementView.
+            clinenv.llm.base.BackendError: the model call failed.
+        """
+        return run_plan(self._plan(view), self.model)
+
+    async def ameasure(self, view: MeasurementView) -> str:
+        """:meth:`measure` with the asynchronous model API."""
+        return await arun_plan(self._plan(view), self.model)
+
+    def drain_calls(self) -> list[dict[str, Any]]:
+        """Call records since the last drain (then cleared): ``to_log`` dicts with
+        ``purpose="measurement"``, ``agent="measurement"`` and ``request_index``."""
+        calls, self._calls = self._calls, []
+        return calls
+
+    def _plan(self, view: MeasurementView) -> Plan[str]:
+        messages = self.messages_for(view)
+        index = sum(who == "measurement" for who, _ in view.history)
+        seed = self._seed if self._seed is not None else self.generation.seed
+        result = yield CallRequest("measurement", messages, call_config(
+            self.generation, seed=call_seed(seed, index, "measurement"), n=1))
+        visible, _ = split_reasoning(result.text or "")
+        self._calls.append(result.to_log(purpose="measurement", agent="measurement",
+                                         request_index=index))
+        return visible or NO_REPLY
+
+
+class NativeRecordReader:
+    """Deterministic offline stand-in for the native measurement agent (module docstring).
+
+    Args:
+        threshold: ``partial_ratio`` (0-100) at which a name counts as requested.
+
+    Raises:
+        ValueError: a threshold outside 0-100.
+    """
+
+    name = "record_reader"
+
+    def __init__(self, threshold: float = 90.0) -> None:
+        if not 0 <= threshold <= 100:
+            raise ValueError(f"threshold must be in 0..100, got {threshold!r}")
+        self.threshold = float(threshold)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """JSON-ready description for run logs."""
+        return {"agent": self.name, "threshold": self.threshold}
+
+    def measure(self, view: MeasurementView) -> str:
+        """``RESULTS: <name>: <result>; ...`` for every matching record, in catalog
+        order, else :data:`NORMAL_READINGS` / :data:`NOT_RECORDED`.
+
+        Raises:
+            TypeError: ``view`` is not a MeasurementView.
+        """
+        view = _check_view(view)
+        request = normalize_name(view.request)
+        words = set(request.split())
+        found = []
+        for entry in Catalog(view.records):
+            if any(self._names(name, request, words) for name in (entry.name, entry.group)
+                   if name):
+                value = render_record(record_at(view.records, entry.source_path))
+                found.append(f"{entry.name}: " + re.sub(r"\s*\n\s*", "; ", value.strip()))
+        if found:
+            return "RESULTS: " + "; ".join(found)
+        return NORMAL_READINGS if view.normal_readings else NOT_RECORDED
+
+    def _names(self, name: str, request: str, words: set[str]) -> bool:
+        key = normalize_name(name)
+        if not key:
+            return False
+        if len(key) <= 4:
+            return all(word in words for word in key.split())
+        return fuzz.partial_ratio(key, request) >= self.threshold

@@ -1,0 +1,210 @@
+"""``clinenv cdeg build`` and ``clinenv cdeg inspect``: the CDEG graph file from run logs,
+and a look inside it (CDEG paper, "Counterfactual Diagnostic Evidence Graph
+Construction").
+
+``build RUN.jsonl [RUN2.jsonl ...] --out graph.json`` reads ``clinenv run`` logs with K
+repetitions per case, pairs failed with successful trajectories (``--similarity``,
+``--pair-threshold``), extracts evidence atoms (``--extractor``), validates candidates
+with ``--verifier`` (``--no-validation`` and ``--no-missing / --no-ignored /
+--no-blocking`` are the Table 3 ablations) and writes the graph atomically. It refuses
+to overwrite ``--out`` unless ``--force``. The LLM options (``--backend``,
+``--base-url``, ``--model``...) are those of ``clinenv run`` and serve ``--verifier
+llm`` and ``--extractor llm``.
+
+With ``--similarity lexical`` (the default, no model) the diagnosis threshold defaults
+to :data:`clinenv.embeddings.lexical.LEXICAL_THRESHOLDS` ``["diagnosis"]`` instead of
+the paper's 0.65 for encoder cosines.
+
+``inspect graph.json [--top N]`` prints node and edge counts and the top revisions by
+support, each with its evidence texts and acquisition actions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from clinenv.cli.argtypes import count, number
+from clinenv.cli.errors import CLIError
+from clinenv.cli.llm_setup import BACKENDS, LLMSetup
+
+
+def add_cdeg_parser(sub: Any) -> None:
+    """Add the ``cdeg`` sub-command (``build``, ``inspect``) to ``sub``."""
+    cdeg = sub.add_parser("cdeg", help="build or inspect a CDEG graph file",
+                          description="Build a CDEG graph from run logs, or inspect one.")
+    inner = cdeg.add_subparsers(dest="cdeg_command", metavar="{build,inspect}")
+    inner.required = True
+    build = inner.add_parser("build", help="build a graph from run logs")
+    build.add_argument("logs", nargs="+", type=Path, metavar="RUN.jsonl",
+                       help="run logs of clinenv run (K repetitions per case)")
+    build.add_argument("--out", type=Path, required=True, metavar="FILE",
+                       help="graph file to write (JSON)")
+    build.add_argument("--force", action="store_true", help="overwrite an existing --out")
+    build.add_argument("--similarity", default="lexical", metavar="SPEC",
+                       help="lexical (default, no model), sapbert, minilm, a hub id or a "
+                            "local model folder (optionally :cls / :mean)")
+    build.add_argument("--verifier", choices=("lexical", "llm"), default="lexical",
+                       help="counterfactual verifier (default: lexical, deterministic)")
+    build.add_argument("--extractor", choices=("deterministic", "llm"),
+                       default="deterministic", help="evidence-atom extractor")
+    build.add_argument("--pair-threshold", type=number(-1.0), default=0.7, metavar="X",
+                       help="Eq. 4 pairing threshold (default: 0.7)")
+    build.add_argument("--diagnosis-threshold", type=number(-1.0), default=None, metavar="X",
+                       help="diagnosis merge threshold (default: 0.65; 0.9 with lexical)")
+    build.add_argument("--no-validation", action="store_true",
+                       help="keep every candidate (Table 3: w/o counterfactual validation)")
+    for role in ("missing", "ignored", "blocking"):
+        build.add_argument(f"--no-{role}", action="store_true",
+                           help=f"leave out {role}-evidence candidates (Table 3)")
+    build.add_argument("--max-candidates", type=count(1), default=None, metavar="N",
+                       help="test at most N candidates of each set per pair")
+    build.add_argument("--seed", type=count(0), default=0, metavar="S",
+                       help="seed of the LLM verifier and extractor calls (default: 0)")
+    build.add_argument("--quiet", action="store_true", help="no progress bar")
+    llm = build.add_argument_group("LLM (--verifier llm, --extractor llm)")
+    llm.add_argument("--backend", choices=BACKENDS, default="openai")
+    llm.add_argument("--base-url", default=None, metavar="URL")
+    llm.add_argument("--model", default=None, metavar="M")
+    llm.add_argument("--temperature", type=number(0.0), default=0.0, metavar="T")
+    llm.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="NAME")
+    llm.add_argument("--timeout", type=number(0.0, above=True), default=60.0, metavar="S")
+    llm.add_argument("--max-retries", type=count(0), default=3, metavar="N")
+    build.set_defaults(func=cmd_cdeg_build)
+    inspect = inner.add_parser("inspect", help="counts and top revisions of a graph file")
+    inspect.add_argument("graph", type=Path, metavar="graph.json")
+    inspect.add_argument("--top", type=count(1), default=5, metavar="N",
+                         help="revisions to show (default: 5)")
+    inspect.set_defaults(func=cmd_cdeg_inspect)
+
+
+def _check_build_args(args: argparse.Namespace) -> None:
+    if args.out.exists() and not args.force:
+        raise CLIError(f"--out {args.out} exists; use --force to overwrite it")
+    for path in args.logs:
+        if not path.is_file():
+            raise CLIError(f"{path}: no such run log")
+    uses_llm = "llm" in (args.verifier, args.extractor)
+    if uses_llm and not args.model:
+        raise CLIError("--verifier llm / --extractor llm need --model M")
+    if uses_llm and args.backend == "openai" and not args.base_url:
+        raise CLIError("--verifier llm / --extractor llm with --backend openai need "
+                       "--base-url URL (e.g. http://127.0.0.1:8000/v1)")
+    if not uses_llm and (args.model or args.base_url):
+        raise CLIError("--model / --base-url are used only with --verifier llm or "
+                       "--extractor llm")
+
+
+def cmd_cdeg_build(args: argparse.Namespace) -> int:
+    """``clinenv cdeg build``: exit 0, or :class:`CLIError` (exit 2)."""
+    from clinenv.embeddings.factory import make_similarity
+    from clinenv.embeddings.lexical import LEXICAL_THRESHOLDS
+    from clinenv.runlog import RunLogError
+    from clinenv.wrappers.cdeg.build import BuildConfig, build_graph
+    from clinenv.wrappers.cdeg.extractors import DeterministicExtractor, LLMExtractor
+    from clinenv.wrappers.cdeg.verifier import LexicalVerifier, LLMVerifier
+
+    _check_build_args(args)
+    try:
+        similarity = make_similarity(args.similarity)
+    except (ValueError, ImportError, OSError) as err:
+        raise CLIError(f"--similarity {args.similarity}: {err}") from None
+    lexical = args.similarity.startswith("lexical")
+    threshold = args.diagnosis_threshold
+    if threshold is None:
+        threshold = LEXICAL_THRESHOLDS["diagnosis"] if lexical else 0.65
+    setup = LLMSetup(args)
+    model = setup.model(args.model) if args.model else None
+    if args.verifier == "llm":
+        verifier: Any = LLMVerifier(model, seed=args.seed, temperature=args.temperature)
+    else:
+        verifier = LexicalVerifier()
+    extractor: Any = (LLMExtractor(model, seed=args.seed) if args.extractor == "llm"
+                      else DeterministicExtractor())
+    start = time.perf_counter()
+    try:
+        config = BuildConfig(
+            pair_threshold=args.pair_threshold, diagnosis_threshold=threshold,
+            validate=not args.no_validation, use_missing=not args.no_missing,
+            use_ignored=not args.no_ignored, use_blocking=not args.no_blocking,
+            max_candidates_per_pair=args.max_candidates)
+        result = build_graph(args.logs, extractor=extractor, verifier=verifier,
+                             similarity=similarity, config=config,
+                             progress=not args.quiet and sys.stderr.isatty())
+    except (RunLogError, FileNotFoundError, ValueError) as err:
+        raise CLIError(str(err)) from None
+    finally:
+        setup.close()
+    result.graph.save(args.out)
+    seconds = time.perf_counter() - start
+    print(format_build_summary(result.report, args.out, seconds))
+    if getattr(extractor, "n_fallbacks", 0):
+        print(f"  extractor fallbacks {extractor.n_fallbacks} (LLM replies unusable)")
+    return 0
+
+
+def format_build_summary(report: dict[str, Any], out: Path, seconds: float) -> str:
+    """The summary lines of ``cdeg build``."""
+    t, p, g = report["trajectories"], report["pairing"], report["graph"]
+    calls = sum(sum(v.values()) for v in report["verifier_calls"].values())
+    lines = [
+        f"  trajectories  {t['success']} success, {t['failure']} failure, "
+        f"{t['abstained']} abstained, {t['unscored']} unscored "
+        f"({report['errors_skipped']} error lines skipped)",
+        f"  pairs         {p['pairs']} kept of {p['failed']} failed "
+        f"({p['no_success']} without a success, {p['below_threshold']} below threshold, "
+        f"{p['same_diagnosis']} same diagnosis)",
+        "  candidates    " + ", ".join(f"{k} {v}" for k, v in report["candidates"].items()),
+        "  validated     " + ", ".join(f"{k} {v}" for k, v in report["validated"].items())
+        + f" ({report['one_order_only']} in one order only; {calls} verifier calls)",
+        f"  graph         {g['diagnoses']} diagnoses, {g['evidence']} evidence, "
+        f"{g['actions']} actions, {g['revisions']} revisions",
+        f"  wrote         {out} in {seconds:.2f} s",
+    ]
+    return "\n".join(lines)
+
+
+def cmd_cdeg_inspect(args: argparse.Namespace) -> int:
+    """``clinenv cdeg inspect``: exit 0, or :class:`CLIError` (exit 2)."""
+    from clinenv.wrappers.cdeg.graph import CDEGraph, GraphFileError
+
+    try:
+        graph = CDEGraph.load(args.graph)
+    except FileNotFoundError:
+        raise CLIError(f"{args.graph}: no such graph file") from None
+    except (GraphFileError, UnicodeDecodeError) as err:
+        raise CLIError(str(err)) from None
+    print(format_inspect(graph, args.top))
+    return 0
+
+
+#: Evidence atoms listed per role and revision by ``cdeg inspect``.
+EVIDENCE_SHOWN = 8
+
+
+def format_inspect(graph: Any, top: int) -> str:
+    """Counts and the ``top`` revisions by support (ties: edge order) of ``graph``, each
+    with up to :data:`EVIDENCE_SHOWN` evidence texts per role and their actions."""
+    counts = graph.counts()
+    lines = [f"{name}: {n}" for name, n in counts.items()]
+    edges = sorted(graph.revisions, key=lambda e: -e.support)[:top]
+    if edges:
+        lines.append(f"top {len(edges)} revisions by support:")
+    labels = {d.node_id: d.label for d in graph.diagnoses}
+    for edge in edges:
+        lines.append(f"{edge.edge_id}  {labels[edge.source]} -> {labels[edge.target]}  "
+                     f"support {edge.support}, cases {', '.join(edge.cases)}")
+        for role in ("missing", "ignored", "blocking"):
+            ids = getattr(edge, role)
+            if len(ids) > EVIDENCE_SHOWN:
+                lines.append(f"    {role:<8} ({len(ids)} atoms; the first {EVIDENCE_SHOWN})")
+            for e_id in ids[:EVIDENCE_SHOWN]:
+                actions = [graph.action_by_id[a] for a in graph.actions_for_evidence.get(
+                    e_id, ())]
+                via = "; ".join(f"{a.kind} {a.name}" for a in actions[:2])
+                text = graph.evidence_by_id[e_id].atom.text()
+                lines.append(f"    {role:<8} {text}" + (f"  [via {via}]" if via else ""))
+    return "\n".join(lines)

@@ -1,0 +1,163 @@
+"""``clinenv replay``: terminal-input ablations on the fixed histories of a run log.
+
+``clinenv replay RUN.jsonl --ablation full|no-observations|no-candidates`` recomputes only
+the terminal decision of every finished episode of ``RUN.jsonl`` on its evidence
+interface e_T, unchanged (``full``, the rerun control), without the acquired observations,
+or without the candidate labels K (EGIP Table 3 Panel B, appendix C), and writes a new
+run log (:mod:`clinenv.replay`, :mod:`clinenv.replay_run`) whose method label is the
+doctor's name with ``/replay``, ``/no-observations`` or ``/no-candidates``; ``clinenv
+compare CONTROL.jsonl ABLATION.jsonl`` then gives the drop with its paired interval.
+
+The doctor is built from the LLM options of ``clinenv run`` (``--doctor llm --model M
+--base-url URL --strategy ...``; use the source run's settings to hold prompt and
+generation fixed); ``--judge llm`` scores with the LLM judge. ``--patient`` is refused:
+no patient is asked. ``--resume`` continues the same replay (missing episodes, and error
+lines unless ``--no-retry-errors``); ``--concurrency N`` runs N decisions at once. Every
+argument and the whole source log (fields, dataset, case ids and targets) are checked
+before anything is written. Exit codes as ``clinenv run``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from clinenv.cli.argtypes import count
+from clinenv.cli.doctors import DOCTOR_CHOICES
+from clinenv.cli.errors import EXIT_RUN_ERRORS, CLIError
+from clinenv.cli.llm_setup import LLMSetup, add_llm_arguments, check_llm_args
+from clinenv.cli.run_summary import format_llm_totals, format_summary
+from clinenv.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS
+
+#: ``--ablation`` values (dashes) and their :data:`clinenv.replay.ABLATIONS` names.
+ABLATION_CHOICES = {"full": "full", "no-observations": "no_observations",
+                    "no-candidates": "no_candidates"}
+
+
+def add_replay_parser(sub: Any) -> None:
+    """Add the ``replay`` sub-command to ``sub`` (the top-level parser's sub-parsers)."""
+    replay = sub.add_parser(
+        "replay", help="recompute the terminal decisions of a run log under a terminal-input "
+                       "ablation (EGIP Table 3B)",
+        description="Replay the fixed histories of a run log and recompute only the "
+                    "terminal decision, on the full evidence interface or without "
+                    "observations or candidate labels; one JSON line per episode.")
+    replay.add_argument("source", type=Path, metavar="RUN.jsonl",
+                        help="the run log whose histories are replayed (not modified)")
+    replay.add_argument("--ablation", required=True, choices=list(ABLATION_CHOICES),
+                        help="full (the rerun control), no-observations or no-candidates")
+    replay.add_argument("--out", type=Path, default=None, metavar="FILE",
+                        help="output run log; must be new or empty unless --resume "
+                             "(default: RUN_<ablation>.jsonl beside RUN.jsonl)")
+    replay.add_argument("--doctor", default="llm", choices=sorted(DOCTOR_CHOICES),
+                        help="doctor whose terminal strategy decides (default: llm)")
+    replay.add_argument("--resume", action="store_true",
+                        help="continue an output log of the same replay")
+    replay.add_argument("--no-retry-errors", dest="retry_errors", action="store_false",
+                        help="with --resume: keep error lines instead of replaying them")
+    replay.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
+                        help="folder holding the dataset files (before $CLINENV_DATA_DIR)")
+    replay.add_argument("--allow-download", action="store_true",
+                        help="download a missing public dataset (pinned URL and sha256)")
+    replay.add_argument("--concurrency", type=count(1), default=1, metavar="N",
+                        help="terminal decisions run at once under asyncio (default: 1)")
+    replay.add_argument("--max-consecutive-errors", type=count(0),
+                        default=DEFAULT_MAX_CONSECUTIVE_ERRORS, metavar="N",
+                        help="stop after N error lines in a row (default: "
+                             f"{DEFAULT_MAX_CONSECUTIVE_ERRORS}; 0: never stop)")
+    replay.add_argument("--quiet", action="store_true",
+                        help="print only the summary: no progress bar or notes")
+    add_llm_arguments(replay)
+    replay.set_defaults(func=cmd_replay)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """``clinenv replay``: see the module docstring.
+
+    Returns:
+        0, or :data:`~clinenv.cli.errors.EXIT_RUN_ERRORS` when some decisions stopped
+        with a backend error.
+
+    Raises:
+        CLIError: bad arguments, a source log that cannot be replayed (file, line and
+            field named), an ``--out`` that would be overwritten or belongs to another
+            replay, or a replay stopped early (fail fast).
+    """
+    from tqdm import tqdm
+
+    from clinenv.cli.run import aborted_message
+    from clinenv.fail_fast import RunAborted
+    from clinenv.replay import load_source
+    from clinenv.replay_run import replay_run
+    from clinenv.runlog import RunLogError
+    from clinenv.summary import llm_totals, summarize
+
+    check_llm_args(args)
+    if args.patient != "retrieval" or args.patient_model:
+        raise CLIError("--patient and --patient-model are not used by replay: the histories "
+                       "are fixed and no patient is asked")
+    ablation = ABLATION_CHOICES[args.ablation]
+    out: Path = args.out or args.source.with_name(f"{args.source.stem}_{args.ablation}.jsonl")
+    if out.is_dir():
+        raise CLIError(f"--out {out} is a folder; give a file path")
+    if out.resolve() == args.source.resolve():
+        raise CLIError(f"--out {out} is the source log; choose another file")
+    try:
+        source = load_source(args.source, ablation=ablation, data_dir=args.data_dir,
+                             allow_download=args.allow_download)
+    except RunLogError as err:
+        raise CLIError(str(err)) from None
+    first = source.episodes[0]
+    spec = first.line.get("env_spec") or {}
+    setup = LLMSetup(args)
+    setup.observation_format = str((spec.get("kwargs") or {}).get("observation_format", "view"))
+    setup.acquisition_rounds = first.protocol.acquisition_rounds
+    bar: Any = None
+
+    def start(n_todo: int) -> None:
+        nonlocal bar
+        bar = tqdm(total=n_todo, desc=f"replay {args.ablation}", unit="ep", file=sys.stderr,
+                   disable=args.quiet or not sys.stderr.isatty())
+
+    try:
+        setup.build()
+        result = replay_run(
+            source, setup.make_doctor, out=out, ablation=ablation,
+            judge=setup.env_kwargs.get("judge"), judge_model=setup.env_kwargs.get("judge_model"),
+            resume=args.resume, retry_errors=args.retry_errors, concurrency=args.concurrency,
+            max_consecutive_errors=args.max_consecutive_errors or None,
+            progress=lambda _line: bar.update(1), on_start=start)
+    except RunAborted as err:
+        raise CLIError(aborted_message(err, args)) from None
+    except RunLogError as err:
+        raise CLIError(str(err)) from None
+    except OSError as err:  # errno None: the runner's FileExistsError (non-empty --out)
+        raise CLIError(str(err) if err.errno is None else f"--out {out}: {err}") from None
+    finally:
+        if bar is not None:
+            bar.close()
+        setup.close()
+    if not args.quiet:
+        for n, what in ((source.partial_bytes, f"{args.source}: ignored a partial last line "
+                         f"({source.partial_bytes} bytes)"),
+                        (source.n_error_lines, f"{args.source}: skipped {source.n_error_lines} "
+                         "error line(s) (no terminal decision to replay)"),
+                        (result.partial_bytes, f"{out}: cut off a partial last line "
+                         f"({result.partial_bytes} bytes)")):
+            if n:
+                print(f"note: {what}", file=sys.stderr)
+    summary = summarize(result.lines)
+    name = result.lines[0]["doctor"]["name"] if result.lines else args.doctor
+    print(format_summary(summary, title=(
+        f"replay {args.ablation} of {args.source} | doctor {name} | {len(result.lines)} "
+        f"episode(s) | {result.n_new} replayed now, {result.n_resumed} resumed")))
+    if summary["n_errors"]:
+        print(f"  errors      {summary['n_errors']} decision(s) stopped by a backend error "
+              "(counted as unscored; see 'error' in the log); --resume replays them")
+    totals = llm_totals(result.lines)
+    if totals is not None:
+        print(format_llm_totals(totals))
+    print(f"  log         {out}")
+    return EXIT_RUN_ERRORS if summary["n_errors"] else 0

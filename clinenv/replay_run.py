@@ -1,0 +1,365 @@
+"""The replay runner: one terminal decision per source episode, written to a new run log.
+
+See :mod:`clinenv.replay` for the ablations, the source checks and the line format. Here:
+
+- :func:`decide_and_score` — the terminal decision of one episode on the (ablated) e_T,
+  scored as :class:`clinenv.env.EGIPEnv` scores it: the runtime's decision-phase parser
+  (``strict_markers`` and the rest of the line's protocol settings), the deterministic
+  scorer :func:`clinenv.scoring.score_answer` on the case, then the optional judge on the
+  answer (a chosen candidate as its label) and the target, with the environment's
+  mapping of judge verdicts (``unparsed`` is unscored). The judge's seed is
+  ``call_seed(episode seed, "replay", "judge")``;
+- :func:`replay_run` / :func:`areplay_run` — the whole replay with resume (``resume``
+  continues an output log of the same replay: same doctor, source file, ablation and
+  judge; missing episodes and, with ``retry_errors``, error lines are run again and the
+  new line supersedes the error line) and concurrency (``concurrency`` doctors at once
+  under asyncio, through ``doctor.aact``). A doctor whose backend fails after its retries
+  gives an error line; the fail-fast rule of :mod:`clinenv.fail_fast` stops the run on a
+  refused request or too many errors in a row.
+
+The reward of a replayed line is the source's acquisition reward (its ``reward`` minus
+the terminal reward of its verdict, :mod:`clinenv.rewards`) plus the replay's terminal
+reward; ``timing`` and ``llm`` are the only non-deterministic fields.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clinenv import rewards
+from clinenv.doctor_view import answer_outcome
+from clinenv.env import JUDGE_TO_VERDICT
+from clinenv.episode import call_totals, error_dict, run_without_loop
+from clinenv.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS, FailFast
+from clinenv.llm.base import BackendError
+from clinenv.protocol.evidence import render_evidence
+from clinenv.protocol.history import event_to_dict
+from clinenv.protocol.runtime import EGIPRuntime
+from clinenv.replay import (
+    NAME_SUFFIXES,
+    ReplayError,
+    ReplaySource,
+    SourceEpisode,
+    ablate,
+    load_source,
+)
+from clinenv.runlog import RunLogWriter, doctor_config, is_error_line, read_run_log
+from clinenv.scoring import score_answer
+from clinenv.seeding import call_seed
+from clinenv.simulators import accepts_seed, make_judge
+from clinenv.spaces import clip_text
+
+__all__ = ["ReplayResult", "areplay_run", "decide_and_score", "replay_doctor", "replay_run"]
+
+#: Fields of a source line that belong to its own terminal decision and are dropped.
+_DROPPED = ("llm", "doctor_log", "judge_verdict", "timing", "error")
+_TERMINAL = {"correct": rewards.CORRECT, "wrong": rewards.WRONG}
+
+
+def replay_doctor(doctor: Any, ablation: str, source: ReplaySource) -> dict[str, Any]:
+    """The ``doctor`` field of the replay's lines: the doctor's
+    :func:`~clinenv.runlog.doctor_config`, its name suffixed by
+    :data:`~clinenv.replay.NAME_SUFFIXES` and its config extended with ``replay``:
+    ``{"ablation", "source": file name, "source_sha256"}``."""
+    base = doctor_config(doctor)
+    return {"name": base["name"] + NAME_SUFFIXES[ablation],
+            "config": {**base["config"], "replay": {
+                "ablation": ablation, "source": source.path.name,
+                "source_sha256": source.sha256}}}
+
+
+async def decide_and_score(episode: SourceEpisode, doctor: Any, *, ablation: str,
+                           judge: Any = None, use_async: bool = False) -> dict[str, Any]:
+    """Recompute the terminal decision of ``episode`` and score it (module docstring).
+
+    Args:
+        episode: the source episode.
+        doctor: a doctor policy (``reset(seed=)``, ``act``; ``aact`` with ``use_async``;
+            ``drain_calls`` when it records model calls).
+        ablation: one of :data:`~clinenv.replay.ABLATIONS`.
+        judge: ``None`` (the deterministic scorer) or a judge object (``judge`` /
+            ``ajudge``).
+        use_async: await ``aact`` / ``ajudge`` when present; otherwise nothing awaits,
+            so :func:`~clinenv.episode.run_without_loop` can drive it.
+
+    Returns:
+        ``{"outcome": outcome keys, "reward": terminal reward, "calls", "terminal_events",
+        "applied": bool, "error": error dict or None, "doctor_s", "score_s"}``.
+    """
+    bundle = ablate(episode.bundle, ablation)
+    text, clipped = clip_text(render_evidence(bundle), episode.max_text_chars)
+    line = episode.line
+    info = {"case_id": episode.case.case_id, "dataset": episode.case.dataset,
+            "phase": "decide", "turn": line["turns"], "menu": [],
+            "candidates": None if bundle.candidates is None else list(bundle.candidates),
+            "n_exams_requested": line.get("n_exams_requested", 0),
+            "invalid_actions": line.get("invalid_actions", 0), "action_kind": None,
+            "text_clipped": clipped, "new_observations": []}
+    result: dict[str, Any] = {"applied": bundle != episode.bundle, "error": None, "calls": []}
+    t0 = time.perf_counter()
+    doctor.reset(seed=line["seed"])
+    aact = getattr(doctor, "aact", None) if use_async else None
+    try:
+        action = await aact({"text": text}, info) if callable(aact) else doctor.act(
+            {"text": text}, info)
+    except BackendError as err:
+        result["error"], action = error_dict(err), None
+    drain = getattr(doctor, "drain_calls", None)
+    if callable(drain):
+        result["calls"] = [{"agent": "doctor", **c} for c in drain()]
+    t1 = time.perf_counter()
+    result["doctor_s"] = t1 - t0
+    if action is None:
+        result.update(outcome=None, reward=0.0, terminal_events=[], score_s=0.0)
+        return result
+    rt = EGIPRuntime(episode.prepared, episode.protocol)
+    rt.turn, rt.phase = int(line["turns"]), "decide"  # the decision step of the source
+    rt.submit_answer(action if isinstance(action, str) else str(action))
+    score = score_answer(rt.answer, rt.case)
+    verdict, final = score.verdict, {}
+    if judge is not None:
+        judged = None
+        if score.verdict != "unscored":  # non-answers and abstentions are never judged
+            answer = score.matched if score.method == "option" and score.matched else rt.answer
+            kwargs = ({"seed": call_seed(line["seed"], "replay", "judge")}
+                      if accepts_seed(judge) else {})
+            ajudge = getattr(judge, "ajudge", None) if use_async else None
+            try:
+                judgement = (await ajudge(answer, rt.case.target.text, **kwargs)
+                             if callable(ajudge) else judge.judge(answer, rt.case.target.text,
+                                                                  **kwargs))
+            except BackendError as err:
+                judgement, result["error"] = None, error_dict(err)
+            judged = str(getattr(judgement, "verdict", judgement))
+            judged = judged if judged in JUDGE_TO_VERDICT else "unparsed"
+            verdict = JUDGE_TO_VERDICT[judged]
+        final = {"scorer": "llm-judge" if judged is not None else "deterministic",
+                 "judge_verdict": judged}
+        drain = getattr(judge, "drain_calls", None)
+        if callable(drain):
+            result["calls"] += [{**c, "agent": "judge"} for c in drain()]
+    reward, outcome = answer_outcome(rt, score, verdict)
+    result.update(outcome={**outcome, **final}, reward=reward,
+                  terminal_events=[event_to_dict(e) for e in rt.history],
+                  score_s=time.perf_counter() - t1)
+    if result["error"] is not None:  # the judge failed: unfinished, as in an episode
+        result.update(outcome=None, reward=0.0)
+    return result
+
+
+def _line(episode: SourceEpisode, decided: dict[str, Any], *, doctor: dict[str, Any],
+          settings: dict[str, Any], source: ReplaySource) -> dict[str, Any]:
+    """The output line of one replayed episode (see :mod:`clinenv.replay`)."""
+    src = episode.line
+    line = {k: v for k, v in src.items() if k not in _DROPPED}
+    acquisition = float(src["reward"]) - _TERMINAL.get(src.get("verdict"), rewards.UNSCORED)
+    line["doctor"] = doctor
+    if decided["outcome"] is None:  # an error line: unfinished, unscored
+        line.update(answer=None, verdict="unscored", correct=False, abstained=False,
+                    match_score=0.0, scorer="deterministic", terminated=False)
+        if settings["judge"] is not None:
+            line["judge_verdict"] = None
+    else:
+        line.update(decided["outcome"])
+    line["reward"] = acquisition + decided["reward"]
+    if decided["calls"]:
+        line["llm"] = call_totals(decided["calls"]) | {"calls": decided["calls"]}
+    line["timing"] = {"reset_s": 0.0, "doctor_s": decided["doctor_s"],
+                      "env_s": decided["score_s"],
+                      "total_s": decided["doctor_s"] + decided["score_s"]}
+    if decided["error"] is not None:
+        line["error"] = decided["error"]
+    line["replay"] = {"source": str(source.path), "source_sha256": source.sha256,
+                      "source_line": episode.line_no, **settings,
+                      "ablation_applied": decided["applied"],
+                      "source_doctor": src.get("doctor"), "source_answer": src.get("answer"),
+                      "source_verdict": src.get("verdict"),
+                      "terminal_events": decided["terminal_events"]}
+    return line
+
+
+@dataclass
+class ReplayResult:
+    """Outcome of :func:`replay_run`.
+
+    Attributes:
+        out: the output log.
+        lines: the line that stands for each source episode, in source order.
+        n_new: episodes replayed now (retried error lines included).
+        n_resumed: episodes kept from an existing output log.
+        n_errors: standing error lines among ``lines``.
+        n_skipped: source error lines skipped (nothing to replay).
+        partial_bytes: bytes of a crash-cut last line removed from the output log.
+    """
+
+    out: Path
+    lines: list[dict[str, Any]]
+    n_new: int
+    n_resumed: int
+    n_errors: int
+    n_skipped: int
+    partial_bytes: int
+
+
+def _existing(out: Path, *, resume: bool, doctor: dict[str, Any], settings: dict[str, Any],
+              source: ReplaySource, retry_errors: bool) -> tuple[dict, list, int]:
+    """``(done, todo, partial_bytes)``: the standing output lines by key and the source
+    episodes left to replay (checks an output log before resuming it)."""
+    if not resume and out.exists() and out.stat().st_size > 0:
+        raise FileExistsError(f"{out} exists and is not empty; pass --resume to continue "
+                              "it, or choose another --out file")
+    log = read_run_log(out, repair=True) if resume else None
+    done: dict[tuple[str, int], dict[str, Any]] = {}
+    keys = {e.key for e in source.episodes}
+    for line, number in zip(log.lines if log else [], log.line_numbers if log else [],
+                            strict=True):
+        replay = line.get("replay") if isinstance(line.get("replay"), dict) else {}
+        for what, theirs, ours in (
+                ("doctor", line.get("doctor"), doctor),
+                ("replay.source_sha256", replay.get("source_sha256"), source.sha256),
+                *((f"replay.{k}", replay.get(k), v) for k, v in settings.items())):
+            if theirs != ours:
+                raise ReplayError(f"{what} differs from this replay's; refusing to resume a "
+                                  "different replay into the same log (use another --out)",
+                                  path=out, line=number)
+        key = (line["case_id"], line["repetition"])
+        if key not in keys:
+            raise ReplayError(f"episode {key} is not in the source log", path=out, line=number)
+        if key in done and not is_error_line(done[key]):
+            raise ReplayError(f"episode {key} appears twice", path=out, line=number)
+        done[key] = line
+    todo = [e for e in source.episodes if e.key not in done
+            or retry_errors and is_error_line(done[e.key])]
+    return done, todo, log.partial_bytes if log else 0
+
+
+def replay_run(source: str | Path | ReplaySource, make_doctor: Callable[[], Any], *,
+               out: str | Path, ablation: str = "full", judge: Any = None,
+               judge_model: Any = None, data_dir: str | Path | None = None,
+               allow_download: bool = False, resume: bool = False, retry_errors: bool = True,
+               concurrency: int = 1,
+               max_consecutive_errors: int | None = DEFAULT_MAX_CONSECUTIVE_ERRORS,
+               progress: Callable[[dict[str, Any]], None] | None = None,
+               on_start: Callable[[int], None] | None = None) -> ReplayResult:
+    """Replay the terminal decisions of a run log under an ablation (module docstring).
+
+    Args:
+        source: the source run log, or a :class:`~clinenv.replay.ReplaySource`.
+        make_doctor: factory of a fresh doctor; one per concurrent worker, all with the
+            same config (for an LLM doctor: the same model, strategy and generation).
+        out: the output log (JSON Lines); new or empty unless ``resume``.
+        ablation: one of :data:`~clinenv.replay.ABLATIONS`.
+        judge: ``None`` / ``"deterministic"``, ``"llm"`` (with ``judge_model``; one judge
+            per worker) or a judge object (shared).
+        judge_model: the chat model of ``judge="llm"``.
+        data_dir, allow_download: where the source's dataset is found
+            (:func:`~clinenv.replay.load_source`).
+        resume: continue an output log of the same replay.
+        retry_errors: when resuming, replay the episodes whose line is an error line.
+        concurrency: decisions in flight at once (>= 1; 1 runs without an event loop).
+        max_consecutive_errors: stop after this many error lines in a row (``None``:
+            never).
+        progress: called with each new line after it is written.
+        on_start: called once with the number of episodes about to be replayed.
+
+    Returns:
+        A :class:`ReplayResult`.
+
+    Raises:
+        ReplayError: the source cannot be replayed, or ``out`` is another replay's log.
+        FileExistsError: ``out`` is not empty and ``resume`` is false.
+        RunAborted: fail fast (:mod:`clinenv.fail_fast`); the log keeps whole lines.
+        RuntimeError: ``concurrency`` > 1 inside a running event loop (use
+            :func:`areplay_run`).
+        ValueError: an unknown ablation, a bad ``concurrency``, doctors with different
+            configs, or an invalid judge setting.
+    """
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+    kwargs = dict(out=out, ablation=ablation, judge=judge, judge_model=judge_model,
+                  data_dir=data_dir, allow_download=allow_download, resume=resume,
+                  retry_errors=retry_errors, concurrency=concurrency,
+                  max_consecutive_errors=max_consecutive_errors, progress=progress,
+                  on_start=on_start)
+    if concurrency == 1:
+        return run_without_loop(_replay(source, make_doctor, use_async=False, **kwargs))
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_replay(source, make_doctor, use_async=True, **kwargs))
+    raise RuntimeError("replay_run(concurrency > 1) cannot run inside a running event loop; "
+                       "use `await areplay_run(...)` there")
+
+
+async def areplay_run(source: str | Path | ReplaySource, make_doctor: Callable[[], Any],
+                      **kwargs: Any) -> ReplayResult:
+    """:func:`replay_run` inside a running event loop (same arguments, result, errors)."""
+    return await _replay(source, make_doctor, use_async=True, **kwargs)
+
+
+async def _replay(source: Any, make_doctor: Callable[[], Any], *, use_async: bool,
+                  out: str | Path, ablation: str = "full", judge: Any = None,
+                  judge_model: Any = None, data_dir: Any = None, allow_download: bool = False,
+                  resume: bool = False, retry_errors: bool = True, concurrency: int = 1,
+                  max_consecutive_errors: int | None = DEFAULT_MAX_CONSECUTIVE_ERRORS,
+                  progress: Any = None, on_start: Any = None) -> ReplayResult:
+    if not isinstance(source, ReplaySource):
+        source = load_source(source, ablation=ablation, data_dir=data_dir,
+                             allow_download=allow_download)
+    out = Path(out)
+    guard = FailFast(out, max_consecutive_errors)
+    shared_judge = None if isinstance(judge, str) else make_judge(judge, judge_model)
+    doctor0 = make_doctor()
+    doctor = replay_doctor(doctor0, ablation, source)
+    judge0 = make_judge(judge, judge_model) if isinstance(judge, str) else shared_judge
+    settings = {"ablation": ablation,
+                "judge": None if judge0 is None else doctor_config(judge0)}
+    done, todo, partial = _existing(out, resume=resume, doctor=doctor, settings=settings,
+                                    source=source, retry_errors=retry_errors)
+    if on_start is not None:
+        on_start(len(todo))
+    items: Iterator[SourceEpisode] = iter(todo)
+    with RunLogWriter(out) as writer:
+
+        async def worker(index: int) -> None:
+            own = doctor0 if index == 0 else make_doctor()
+            if replay_doctor(own, ablation, source) != doctor:
+                raise ValueError("make_doctor() must build identically configured doctors")
+            own_judge = judge0 if index == 0 or not isinstance(judge, str) else make_judge(
+                judge, judge_model)
+            for episode in items:
+                decided = await decide_and_score(episode, own, ablation=ablation,
+                                                 judge=own_judge, use_async=use_async)
+                if guard.stopped:
+                    return
+                line = _line(episode, decided, doctor=doctor, settings=settings,
+                             source=source)
+                guard.before_write(line)
+                writer.write(line)
+                done[episode.key] = line
+                if progress is not None:
+                    progress(line)
+                guard.after_write(line)
+
+        if not use_async:
+            await worker(0)
+        else:
+            tasks = [asyncio.ensure_future(worker(i))
+                     for i in range(min(concurrency, len(todo)))]
+            try:
+                await asyncio.gather(*tasks)
+            except BaseException:
+                guard.stopped = True
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                raise
+    lines = [done[e.key] for e in source.episodes]
+    return ReplayResult(out, lines, n_new=len(todo), n_resumed=len(lines) - len(todo),
+                        n_errors=sum(map(is_error_line, lines)),
+                        n_skipped=source.n_error_lines, partial_bytes=partial)

@@ -1,0 +1,46 @@
+"""Self-Reflection baseline (CDEG paper, "Baselines": "prompts the doctor agent to
+reconsider its diagnostic reasoning from the current interaction history before
+providing a final diagnosis").
+
+:class:`SelfReflectionDoctor` re-asks the inner doctor once per episode, before its
+final answer, with :data:`REFLECTION_PROMPT` appended to the observation text (see
+:class:`~clinenv.wrappers.reask.BeforeAnswerWrapper`); no memory is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from clinenv.wrappers.reask import BeforeAnswerWrapper
+
+#: The reflection prompt; ``{next}`` is the action expected afterwards.
+REFLECTION_PROMPT = (
+    "Before you finalize, reconsider your diagnostic reasoning from the interaction "
+    "history above: check whether every finding fits your diagnosis, whether any finding "
+    "points to another diagnosis, and whether something important is still unknown. "
+    "Then {next}.")
+_NEXT = {"acquire": "give your next action (a question, a test request, or your "
+                    "diagnosis)", "decide": "give your final diagnosis"}
+
+
+class SelfReflectionDoctor(BeforeAnswerWrapper):
+    """Self-Reflection around any doctor policy (module docstring).
+
+    Args:
+        doctor: the inner doctor policy.
+        max_reasks: reflections per episode (default 1).
+    """
+
+    suffix = "+self-reflection"
+    kind = "self-reflection"
+
+    def before_answer(self, observation: Mapping[str, Any], info: Mapping[str, Any],
+                      proposed: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        """The reflection prompt (always)."""
+        phase = str(info.get("phase", "acquire"))
+        return REFLECTION_PROMPT.format(next=_NEXT.get(phase, _NEXT["decide"])), {}, {}
+
+    def wrapper_config(self) -> dict[str, Any]:
+        """``{"max_reasks"}``."""
+        return {"max_reasks": self.max_reasks}

@@ -1,0 +1,92 @@
+"""Evidence atoms: one normalized clinical finding with its attributes (CDEG "Methods").
+
+An observation (a patient reply, a stored result) is mapped to evidence atoms, each a
+normalized concept with polarity, temporal status, numeric direction and anatomy, and an
+optional UMLS CUI (CDEG: "evidence atoms grounded in UMLS concepts"). Two observations
+that map to the same atom are the same evidence; :meth:`EvidenceAtom.key` is the exact
+part of CDEG's hybrid matching, :meth:`EvidenceAtom.text` the phrase given to encoders
+and prompts.
+
+Extractors (observation -> atoms) live in :mod:`clinenv.wrappers.cdeg.extractors`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+#: Allowed values of :attr:`EvidenceAtom.polarity`.
+Polarity = Literal["present", "absent"]
+#: Allowed values of :attr:`EvidenceAtom.temporal`: a current finding, a past history
+#: item, or unknown.
+Temporal = Literal["current", "past", "unknown"]
+#: Allowed values of :attr:`EvidenceAtom.direction` (numeric or qualitative result
+#: direction); ``None`` for findings without one (a symptom, an imaging sign).
+Direction = Literal["high", "low", "normal", "abnormal"]
+
+_SPACES = re.compile(r"\s+")
+
+
+def normalize_concept(text: str) -> str:
+    """Lower-case, trim, collapse whitespace and drop trailing punctuation."""
+    return _SPACES.sub(" ", str(text)).strip().strip(".;:,").strip().lower()
+
+
+class EvidenceAtom(BaseModel):
+    """One evidence atom (hashable, immutable).
+
+    Attributes:
+        concept: the normalized clinical concept, e.g. ``"troponin i"``, ``"fever"``,
+            ``"lobar consolidation"`` (lower case, single spaces; never empty).
+        polarity: ``"present"`` or ``"absent"`` (a negated finding: "no fever").
+        temporal: ``"current"``, ``"past"`` (history of...) or ``"unknown"``.
+        direction: ``"high"``, ``"low"``, ``"normal"``, ``"abnormal"`` or ``None``.
+        anatomy: normalized anatomical context (``"right lower lobe"``) or ``None``.
+        cui: a UMLS concept id (``"C0015967"``) when the extractor knows one, else
+            ``None``; not part of :meth:`key` (extractors differ in what they know).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    concept: str = Field(min_length=1)
+    polarity: Polarity = "present"
+    temporal: Temporal = "current"
+    direction: Direction | None = None
+    anatomy: str | None = None
+    cui: str | None = None
+
+    @field_validator("concept")
+    @classmethod
+    def _concept(cls, value: str) -> str:
+        value = normalize_concept(value)
+        if not value:
+            raise ValueError("concept is empty after normalization")
+        return value
+
+    @field_validator("anatomy")
+    @classmethod
+    def _anatomy(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        return normalize_concept(value) or None
+
+    def key(self) -> str:
+        """The exact-match key: ``concept|polarity|temporal|direction|anatomy``."""
+        return "|".join([self.concept, self.polarity, self.temporal,
+                         self.direction or "", self.anatomy or ""])
+
+    def text(self) -> str:
+        """A readable phrase: ``"no fever"``, ``"high troponin i"``,
+        ``"history of asthma"``, ``"lobar consolidation (right lower lobe)"``."""
+        words = self.concept
+        if self.direction is not None:
+            words = f"{self.direction} {words}"
+        if self.polarity == "absent":
+            words = f"no {words}"
+        if self.temporal == "past":
+            words = f"history of {words}"
+        if self.anatomy:
+            words = f"{words} ({self.anatomy})"
+        return words

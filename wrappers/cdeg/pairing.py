@@ -1,0 +1,104 @@
+"""Pairing failed with successful trajectories of the same case (CDEG Eq. 4).
+
+For each failed trajectory τ- of case x, τ+* = argmax over τ+ ∈ T+_x of
+cos(φ(τ-_pre), φ(τ+_pre)); the pair is kept only when that maximum exceeds a threshold
+(0.7 in the paper, "Implementation Details"). φ and the cosine are a
+:class:`~clinenv.embeddings.base.Similarity` over the τ_pre texts
+(:attr:`~clinenv.wrappers.cdeg.trajectories.Trajectory.history`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from clinenv.embeddings.base import Similarity
+from clinenv.wrappers.cdeg.trajectories import Trajectory
+
+#: CDEG's pairing threshold (paper, "Implementation Details").
+PAIR_THRESHOLD = 0.7
+
+
+@dataclass(frozen=True)
+class TrajectoryPair:
+    """A retained pair (τ-, τ+*): D_s = ``failed.answer``, D_t = ``success.answer``.
+
+    Attributes:
+        failed: τ-, the failed trajectory (source of E_s).
+        success: τ+*, its most similar successful trajectory (source of E_t).
+        similarity: the score of Eq. 4 (> the threshold).
+    """
+
+    failed: Trajectory
+    success: Trajectory
+    similarity: float
+
+
+@dataclass(frozen=True)
+class PairingResult:
+    """Outcome of :func:`pair_trajectories`.
+
+    Attributes:
+        pairs: the retained pairs, in order of the failed trajectories.
+        n_failed: failed trajectories seen.
+        n_no_success: failed trajectories whose case has no successful trajectory.
+        n_below_threshold: failed trajectories whose best score is <= the threshold.
+    """
+
+    pairs: tuple[TrajectoryPair, ...]
+    n_failed: int
+    n_no_success: int
+    n_below_threshold: int
+
+
+def pair_trajectories(trajectories: Iterable[Trajectory], similarity: Similarity, *,
+                      threshold: float = PAIR_THRESHOLD) -> PairingResult:
+    """CDEG Eq. 4 over every case.
+
+    Args:
+        trajectories: any mix of cases and outcomes; only ``"success"`` and
+            ``"failure"`` take part (abstained and unscored ones are neither).
+        similarity: scores τ_pre texts; one ``similarity(failed, successes)`` call per
+            case.
+        threshold: keep a pair only when its score is strictly greater; compared in the
+            scores' own precision (a float32 score of 3/5 is not above a threshold of
+            0.6, although float32(0.6) > 0.6 in float64).
+
+    Returns:
+        A :class:`PairingResult`. Ties between equally similar successes go to the
+        earliest one in input order (deterministic).
+    """
+    by_case: dict[tuple[str, str], dict[str, list[Trajectory]]] = defaultdict(
+        lambda: {"success": [], "failure": []})
+    for t in trajectories:
+        if t.outcome in ("success", "failure"):
+            by_case[t.case_key][t.outcome].append(t)
+    pairs: list[TrajectoryPair] = []
+    n_failed = n_no_success = n_below = 0
+    for group in by_case.values():
+        failed, successes = group["failure"], group["success"]
+        n_failed += len(failed)
+        if not failed:
+            continue
+        if not successes:
+            n_no_success += len(failed)
+            continue
+        scores = np.asarray(similarity.similarity([t.history for t in failed],
+                                                  [t.history for t in successes]))
+        if scores.shape != (len(failed), len(successes)):
+            raise ValueError(f"{getattr(similarity, 'name', similarity)!r} returned scores "
+                             f"of shape {scores.shape}, expected "
+                             f"{(len(failed), len(successes))}")
+        if not np.issubdtype(scores.dtype, np.floating):
+            scores = scores.astype(np.float64)
+        limit = scores.dtype.type(threshold)  # compare in the scores' own precision
+        for i, tau in enumerate(failed):
+            best = int(np.argmax(scores[i]))
+            if scores[i, best] > limit:
+                pairs.append(TrajectoryPair(tau, successes[best], float(scores[i, best])))
+            else:
+                n_below += 1
+    return PairingResult(tuple(pairs), n_failed, n_no_success, n_below)

@@ -1,0 +1,217 @@
+"""The CDEG policy wrapper: evidence-state intervention around any doctor policy.
+
+CDEG paper, "Evidence-State Intervention". Per step, :class:`CDEGDoctor`
+
+1. updates S_t from ``info["new_observations"]`` by hybrid matching
+   (:class:`~clinenv.wrappers.cdeg.state.EvidenceState`, threshold 0.72);
+2. runs global retrieval over all of E_D (:meth:`EdgeIndex.global_best`, coverage Eq. 7
+   >= 0.6) and logs its result whenever it or S_t changes (``kind="global"``); the
+   paper does not say that this edge changes the doctor's input before a final attempt,
+   so it is logged and kept in :attr:`CDEGDoctor.last_global` only;
+3. asks the inner doctor; when its action is a final answer (see
+   :mod:`clinenv.wrappers.reask`), matches the proposed diagnosis to D_cur
+   (threshold 0.65), retrieves the best outgoing edge (localized retrieval) and selects
+   the intervention (:func:`~clinenv.wrappers.cdeg.intervention.select_intervention`).
+   A triggered intervention (acquire / reappraise) DEFERS the answer: the inner doctor
+   is re-asked in the same step with the guidance appended to its observation text and
+   given in ``info["guidance"]`` (``{"kind", "edge", "evidence", "action": {"id",
+   "name"} | None, "question"}``).
+
+   - Acquisition phase: a re-asked doctor that now acquires (question, test) has its
+     action returned and the episode continues; one that answers again is assessed
+     again. Each re-ask counts one deferral; once ``max_deferrals`` deferrals were spent
+     in the episode, the answer stands (logged as ``"deferral_limit"``).
+   - Decision phase: only reappraisal is possible (no acquisition is left); the doctor
+     is re-asked once with the guidance appended to e_T, and its new answer is returned
+     (the first answer when the new one is empty). This also spends a deferral.
+
+Every assessment is one entry of :meth:`CDEGDoctor.episode_log`: ``{"turn", "phase",
+"kind", "edge", "coverage", "proposed", "matched", "evidence", "action", "deferrals"}``
+with ``kind`` among ``acquire``, ``reappraise``, ``blocked``, ``no_action``, ``none``
+(no diagnosis node matched, or no outgoing edge reaches the coverage threshold;
+``reason`` says which) and ``deferral_limit``; global entries have ``kind="global"``,
+``edge``, ``coverage`` and ``new_evidence`` (the matches that grew S_t).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from clinenv.embeddings.base import Similarity
+from clinenv.wrappers.reask import ReaskWrapper, Review, final_answer
+from clinenv.wrappers.cdeg.graph import CDEGraph
+from clinenv.wrappers.cdeg.intervention import Mode, select_intervention
+from clinenv.wrappers.cdeg.retrieval import (
+    COVERAGE_THRESHOLD,
+    DIAGNOSIS_THRESHOLD,
+    CoverageBasis,
+    DiagnosisMatcher,
+    EdgeIndex,
+    Retrieved,
+)
+from clinenv.wrappers.cdeg.state import EVIDENCE_THRESHOLD, EvidenceState, NodeMatcher
+
+
+class CDEGConfig(BaseModel):
+    """Settings of :class:`CDEGDoctor` (defaults: CDEG "Implementation Details").
+
+    Attributes:
+        evidence_threshold: similarity for a semantic evidence match (0.72).
+        diagnosis_threshold: similarity for a semantic diagnosis match (0.65).
+        coverage_threshold: minimum coverage of a retrieved edge (0.6; inclusive; > 0,
+            so an edge without observed evidence is never retrieved).
+        max_deferrals: re-asks per episode (>= 0); after them the answer stands.
+        mode: ``"both"``, or the Table 3 ablations ``"acquisition_only"`` /
+            ``"reappraisal_only"``.
+        coverage_basis: ``"edge"`` — Eq. 7 literally, E_{s->t} = the edge's missing,
+            ignored and blocking evidence; ``"edge+context"`` — also the edge's
+            ``context`` (evidence both trajectories of its pairs had). Under the literal
+            Eq. 7 an edge whose validated evidence is all *missing* has coverage 0 until
+            the doctor happens to acquire that evidence, i.e. it is never retrieved when
+            acquisition guidance would help; the context atoms describe the situation in
+            which the revision applied and let such edges be retrieved.
+        match_polarity: semantic evidence matches only between atoms of the same
+            polarity (see :mod:`clinenv.wrappers.cdeg.state`).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    evidence_threshold: float = Field(default=EVIDENCE_THRESHOLD, ge=-1.0, le=1.0)
+    diagnosis_threshold: float = Field(default=DIAGNOSIS_THRESHOLD, ge=-1.0, le=1.0)
+    coverage_threshold: float = Field(default=COVERAGE_THRESHOLD, gt=0.0, le=1.0)
+    max_deferrals: int = Field(default=2, ge=0, le=100)
+    mode: Mode = "both"
+    coverage_basis: CoverageBasis = "edge"
+    match_polarity: bool = True
+
+
+class CDEGDoctor(ReaskWrapper):
+    """Wrap a doctor policy with CDEG's evidence-state intervention (module docstring).
+
+    The graph's node texts are encoded once here; per step the wrapper does one
+    extractor call per new observation, one matrix product for the atoms without an
+    exact match, and a vectorized coverage update (see
+    :mod:`clinenv.wrappers.cdeg.retrieval`).
+
+    Args:
+        doctor: any doctor policy.
+        graph: the CDEG graph.
+        similarity: the :class:`~clinenv.embeddings.base.Similarity` of hybrid matching
+            (SapBERT in the paper; :func:`clinenv.embeddings.factory.make_similarity`).
+        extractor: observation -> atoms (default
+            :class:`~clinenv.wrappers.cdeg.extractors.DeterministicExtractor`); use the
+            extractor the graph was built with.
+        config: :class:`CDEGConfig`.
+
+    Attributes:
+        state: the :class:`~clinenv.wrappers.cdeg.state.EvidenceState` (S_t).
+        last_global: the latest global retrieval (:class:`Retrieved` or ``None``).
+    """
+
+    suffix = "+cdeg"
+    kind = "cdeg"
+
+    def __init__(self, doctor: Any, graph: CDEGraph, *, similarity: Similarity,
+                 extractor: Any = None, config: CDEGConfig | None = None) -> None:
+        super().__init__(doctor)
+        if extractor is None:
+            from clinenv.wrappers.cdeg.extractors import DeterministicExtractor
+
+            extractor = DeterministicExtractor()
+        self.graph = graph
+        self.similarity = similarity
+        self.extractor = extractor
+        self.cdeg = config or CDEGConfig()
+        self.index = EdgeIndex(graph, self.cdeg.coverage_basis)
+        self.diagnoses = DiagnosisMatcher(graph, similarity,
+                                          threshold=self.cdeg.diagnosis_threshold)
+        self.state = EvidenceState(
+            NodeMatcher(graph, similarity, threshold=self.cdeg.evidence_threshold,
+                        match_polarity=self.cdeg.match_polarity), extractor)
+        self._graph_sha256: str | None = None
+        self.on_reset()
+
+    def on_reset(self) -> None:
+        """Empty S_t, the coverage counts and the deferral count."""
+        self.state.reset()
+        self.counter = self.index.counter()
+        self.last_global: Retrieved | None = None
+        self._deferrals = 0
+
+    def wrapper_config(self) -> dict[str, Any]:
+        """``{"cdeg": CDEGConfig, "similarity", "extractor", "graph": {"counts",
+        "sha256"}}`` (the sha256 of the graph's canonical JSON)."""
+        if self._graph_sha256 is None:
+            self._graph_sha256 = hashlib.sha256(
+                self.graph.model_dump_json().encode("utf-8")).hexdigest()
+        return {"cdeg": self.cdeg.model_dump(mode="json"),
+                "similarity": str(getattr(self.similarity, "name", "?")),
+                "extractor": str(getattr(self.extractor, "name",
+                                         type(self.extractor).__name__)),
+                "graph": {"counts": self.graph.counts(), "sha256": self._graph_sha256}}
+
+    # ------------------------------------------------------------------- steps
+    def observe(self, observation: Mapping[str, Any], info: Mapping[str, Any]) -> None:
+        """Update S_t and run global retrieval (logged when S_t or its result changes)."""
+        added = self.state.update(info)
+        for match in added:
+            self.counter.add(match.evidence_id)
+        best = self.index.global_best(self.counter, self.cdeg.coverage_threshold)
+        before = self.last_global
+        changed = (best is None) != (before is None) or (
+            best is not None and before is not None
+            and (best.edge.edge_id, best.coverage) != (before.edge.edge_id, before.coverage))
+        self.last_global = best
+        if added or changed:
+            self.log({"turn": self.state.turn, "phase": self.state.phase, "kind": "global",
+                      "edge": best.edge.edge_id if best else None,
+                      "coverage": round(best.coverage, 4) if best else None,
+                      "new_evidence": [m.to_log() for m in added]})
+
+    def review(self, observation: Mapping[str, Any], info: Mapping[str, Any],
+               action: str) -> Review:
+        """Assess a final answer and defer it when an intervention triggers."""
+        phase = str(info.get("phase", "acquire"))
+        while True:
+            proposed = final_answer(action, phase)
+            if proposed is None:
+                return action
+            entry, intervention = self._assess(proposed, info, phase)
+            if intervention is None or not intervention.triggers:
+                self.log(entry)
+                return action
+            if self._deferrals >= self.cdeg.max_deferrals:
+                self.log(entry | {"kind": "deferral_limit", "intended": entry["kind"]})
+                return action
+            self._deferrals += 1
+            self.log(entry | {"deferrals": self._deferrals})
+            new_action = yield self.reask(observation, info, intervention.prompt(phase),
+                                          intervention.guidance())
+            if phase != "acquire":
+                return new_action if final_answer(new_action, phase) else action
+            action = new_action
+
+    def _assess(self, proposed: str, info: Mapping[str, Any],
+                phase: str) -> tuple[dict[str, Any], Any]:
+        entry: dict[str, Any] = {
+            "turn": self.state.turn, "phase": phase, "kind": "none", "edge": None,
+            "coverage": None, "proposed": proposed, "matched": None, "evidence": [],
+            "action": None, "deferrals": self._deferrals}
+        node = self.diagnoses.match(proposed, info.get("candidates"))
+        if node is None:
+            return entry | {"reason": "no_diagnosis_node"}, None
+        entry["matched"] = {"id": node.node_id, "label": node.label, "method": node.method,
+                            "score": round(node.score, 4)}
+        found = self.index.local_best(self.counter, node.node_id,
+                                      self.cdeg.coverage_threshold)
+        if found is None:
+            return entry | {"reason": "no_edge"}, None
+        intervention = select_intervention(found.edge, self.state, self.graph,
+                                           mode=self.cdeg.mode)
+        entry.update(kind=intervention.kind, edge=found.edge.edge_id,
+                     coverage=round(found.coverage, 4),
+                     evidence=list(intervention.evidence_ids), action=intervention.action)
+        return entry, intervention

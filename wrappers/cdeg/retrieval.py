@@ -1,0 +1,228 @@
+"""Graph retrieval of CDEG's evidence-state intervention: global and localized.
+
+CDEG paper, "Graph Retrieval": the coverage of a revision edge (D_s, D_t) at turn t is
+cov_t = |S_t ∩ E_{s->t}| / |E_{s->t}| (Eq. 7). "Before the doctor agent attempts to
+provide a final diagnosis, CDEG evaluates all edges in E_D and retrieves the one with
+the highest coverage if its score exceeds a predefined threshold" (global retrieval,
+:meth:`EdgeIndex.global_best`); "once the doctor agent attempts to provide a final
+diagnosis, the proposed diagnosis is matched to a graph diagnosis node D_cur" (threshold
+0.65, :class:`DiagnosisMatcher`) and the best of its outgoing edges is retrieved under
+the same threshold (localized retrieval, :meth:`EdgeIndex.local_best`). Thresholds are
+inclusive (coverage >= 0.6 is retrieved); ties go to the edge with more supporting pairs
+(``support``), then to the earlier edge of the graph file.
+
+Speed: S_t only grows during an episode, so a :class:`CoverageCounter` keeps
+``|S_t ∩ E_{s->t}|`` of every edge and updates it for the edges that touch each newly
+matched evidence node (an index by evidence id, built once per graph); retrieval is then
+one vectorized division and arg-max over the edges (or over D_cur's outgoing edges).
+
+``basis`` chooses E_{s->t}: ``"edge"`` is Eq. 7 literally
+(:meth:`~clinenv.wrappers.cdeg.graph.RevisionEdge.evidence_ids`: missing + ignored +
+blocking, as :func:`clinenv.wrappers.cdeg.graph.coverage`); ``"edge+context"`` also
+counts the edge's ``context`` (evidence both trajectories of its pairs had), see
+:class:`clinenv.wrappers.cdeg.policy.CDEGConfig`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from clinenv.embeddings.base import Similarity
+from clinenv.wrappers.cdeg.atoms import normalize_concept
+from clinenv.wrappers.cdeg.graph import CDEGraph, RevisionEdge
+
+#: CDEG "Implementation Details": coverage threshold of retrieval.
+COVERAGE_THRESHOLD = 0.6
+#: CDEG "Implementation Details": diagnosis matching threshold.
+DIAGNOSIS_THRESHOLD = 0.65
+CoverageBasis = Literal["edge", "edge+context"]
+BASES = ("edge", "edge+context")
+
+
+def edge_ids(edge: RevisionEdge, basis: CoverageBasis = "edge") -> tuple[str, ...]:
+    """E_{s->t} of ``edge`` under ``basis`` (no repeats, graph order)."""
+    ids = edge.evidence_ids()
+    if basis == "edge+context":
+        ids = tuple(dict.fromkeys(ids + edge.context))
+    return ids
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """A retrieved revision edge and its coverage (a float in ``[0, 1]``)."""
+
+    edge: RevisionEdge
+    coverage: float
+
+
+class CoverageCounter:
+    """``|S_t ∩ E_{s->t}|`` of every edge of an :class:`EdgeIndex`, for one episode.
+
+    Attributes:
+        hits: ``int32`` array ``(n_edges,)``, in the index's edge order.
+    """
+
+    def __init__(self, index: EdgeIndex) -> None:
+        self.index = index
+        self.hits = np.zeros(len(index.edges), dtype=np.int32)
+        self._ids: set[str] = set()
+
+    def add(self, evidence_id: str) -> None:
+        """Add one evidence node to S_t (a repeat changes nothing)."""
+        if evidence_id in self._ids:
+            return
+        self._ids.add(evidence_id)
+        touched = self.index.by_evidence.get(evidence_id)
+        if touched is not None:
+            self.hits[touched] += 1
+
+    def coverage(self) -> np.ndarray:
+        """cov_t of every edge (Eq. 7): ``float64`` ``(n_edges,)``; 0 for an empty edge."""
+        return self.hits / self.index.sizes
+
+
+class EdgeIndex:
+    """The revision edges E_D of one graph, indexed for retrieval (built once).
+
+    Args:
+        graph: the CDEG graph.
+        basis: ``"edge"`` or ``"edge+context"`` (module docstring).
+
+    Raises:
+        ValueError: an unknown ``basis``.
+    """
+
+    def __init__(self, graph: CDEGraph, basis: CoverageBasis = "edge") -> None:
+        if basis not in BASES:
+            raise ValueError(f"coverage basis must be one of {BASES}, got {basis!r}")
+        self.basis = basis
+        self.edges = tuple(graph.revisions)
+        ids = [edge_ids(e, basis) for e in self.edges]
+        # an edge without evidence has coverage 0 (graph.coverage): size 1, no hits
+        self.sizes = np.array([max(1, len(i)) for i in ids], dtype=np.float64)
+        self.support = np.array([e.support for e in self.edges], dtype=np.int64)
+        by_evidence: dict[str, list[int]] = {}
+        for k, refs in enumerate(ids):
+            for ref in refs:
+                by_evidence.setdefault(ref, []).append(k)
+        self.by_evidence = {k: np.array(v, dtype=np.intp) for k, v in by_evidence.items()}
+        # candidate order for ties: more support first, then graph order
+        self.order = np.lexsort((np.arange(len(self.edges)), -self.support)).astype(np.intp)
+        by_source: dict[str, list[int]] = {}
+        for k in self.order:
+            by_source.setdefault(self.edges[k].source, []).append(int(k))
+        self.by_source = {k: np.array(v, dtype=np.intp) for k, v in by_source.items()}
+
+    def counter(self) -> CoverageCounter:
+        """A fresh :class:`CoverageCounter` (empty S_t)."""
+        return CoverageCounter(self)
+
+    def global_best(self, counter: CoverageCounter,
+                    threshold: float = COVERAGE_THRESHOLD) -> Retrieved | None:
+        """Global retrieval: the edge of E_D with the highest coverage, if ``>= threshold``."""
+        return self._best(counter, self.order, threshold)
+
+    def local_best(self, counter: CoverageCounter, source: str,
+                   threshold: float = COVERAGE_THRESHOLD) -> Retrieved | None:
+        """Localized retrieval: the best outgoing edge of diagnosis node ``source``."""
+        candidates = self.by_source.get(source)
+        if candidates is None:
+            return None
+        return self._best(counter, candidates, threshold)
+
+    def _best(self, counter: CoverageCounter, candidates: np.ndarray,
+              threshold: float) -> Retrieved | None:
+        if len(candidates) == 0:
+            return None
+        cov = counter.hits[candidates] / self.sizes[candidates]
+        pick = int(np.argmax(cov))  # first maximum: the tie order of self.order
+        if cov[pick] < threshold:
+            return None
+        return Retrieved(self.edges[int(candidates[pick])], float(cov[pick]))
+
+
+#: An option letter of K: ``"B"``, ``"(B)"``, ``"B."``, ``"B) text"``, ``"B. text"``.
+_OPTION = re.compile(r"^\(?([A-Z])(?:\)?[.:]?$|[.)]\s+\S)")
+
+
+@dataclass(frozen=True)
+class DiagnosisMatch:
+    """A proposed diagnosis matched to a diagnosis node D_cur.
+
+    Attributes:
+        node_id: the diagnosis node id.
+        label: its label.
+        method: ``"exact"`` (normalized label or alias) or ``"semantic"``.
+        score: 1.0 for exact, else the similarity (>= the threshold).
+    """
+
+    node_id: str
+    label: str
+    method: str
+    score: float
+
+
+class DiagnosisMatcher:
+    """Match a proposed diagnosis to a node of V_D: the exact normalized label or alias,
+    else the most similar label when its similarity is ``>= threshold`` (CDEG: 0.65).
+
+    Labels are encoded once (as :class:`~clinenv.wrappers.cdeg.state.NodeMatcher` does
+    for evidence nodes).
+
+    Args:
+        graph: the CDEG graph.
+        similarity: scores the proposed text against node labels.
+        threshold: minimum similarity of a semantic match.
+    """
+
+    def __init__(self, graph: CDEGraph, similarity: Similarity, *,
+                 threshold: float = DIAGNOSIS_THRESHOLD) -> None:
+        self.similarity = similarity
+        self.threshold = float(threshold)
+        self.nodes = tuple(graph.diagnoses)
+        self.labels = [n.label for n in self.nodes]
+        self.exact: dict[str, int] = {}
+        for k, node in enumerate(self.nodes):
+            for name in (node.label, *node.aliases):
+                self.exact.setdefault(normalize_concept(name), k)
+        self._to_matrix = getattr(similarity, "similarity_to_matrix", None)
+        encode = getattr(similarity, "encode", None)
+        self._vectors = None
+        if callable(self._to_matrix) and callable(encode) and self.labels:
+            self._vectors = np.asarray(encode(self.labels), dtype=np.float32)
+
+    def match(self, proposed: str,
+              candidates: Sequence[str] | None = None) -> DiagnosisMatch | None:
+        """D_cur for the proposed diagnosis text, or ``None``.
+
+        Args:
+            proposed: the diagnosis as the doctor wrote it (marker already removed).
+            candidates: K, when the case has candidate labels: a bare option letter
+                (``"B"``, ``"(B)"``, ``"B. text"``) is read as that candidate.
+        """
+        text = proposed.strip()
+        option = _OPTION.match(text)
+        if candidates and option:
+            k = ord(option.group(1).upper()) - ord("A")
+            if 0 <= k < len(candidates):
+                text = str(candidates[k])
+        key = normalize_concept(text)
+        if not key or not self.nodes:
+            return None
+        if key in self.exact:
+            node = self.nodes[self.exact[key]]
+            return DiagnosisMatch(node.node_id, node.label, "exact", 1.0)
+        if self._vectors is not None:
+            scores = np.asarray(self._to_matrix([key], self._vectors))[0]
+        else:
+            scores = np.asarray(self.similarity.similarity([key], self.labels))[0]
+        best = int(np.argmax(scores))
+        if scores[best] < self.threshold:
+            return None
+        node = self.nodes[best]
+        return DiagnosisMatch(node.node_id, node.label, "semantic", float(scores[best]))

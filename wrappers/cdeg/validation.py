@@ -1,0 +1,160 @@
+"""Counterfactual validation of candidate evidence (CDEG "Counterfactual Validation").
+
+For a pair with diagnoses D_s (failed) and D_t (successful), evidence sets E_s, E_t and
+candidates C_M, C_I, C_B (Eq. 5), one intervention per candidate, all other evidence
+unchanged:
+
+- completion, e ∈ C_M: evidence E_s + e; kept as *missing* evidence when the
+  preference moves D_s -> D_t;
+- reappraisal, e ∈ C_I: evidence E_s with e exposed ("pay particular attention to");
+  kept as *ignored* evidence when the preference moves D_s -> D_t;
+- blocking, e ∈ C_B: evidence E_t + e; kept as *blocking* evidence when the preference
+  moves D_t -> D_s.
+
+Every comparison is made in both orders, D_s listed first (order ``"st"``) and D_t
+listed first (order ``"ts"``), and a candidate is kept only when the same shift occurs
+in both. The "before" preference is measured once per pair and order on the
+unintervened evidence (E_s for completion and reappraisal, E_t for blocking). When the
+before preference is not the shift's starting diagnosis in both orders, no candidate of
+those tests can pass and their verifier calls are skipped (counted); likewise the
+``"ts"`` order is asked only when the ``"st"`` order shows the shift (a candidate that
+shifts in ``"st"`` only is counted in ``n_one_order``).
+
+Every verifier call is recorded (:class:`VerifierCall`) for the build report.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from clinenv.wrappers.cdeg.atoms import EvidenceAtom
+from clinenv.wrappers.cdeg.candidates import CandidateSets, MergedAtom
+from clinenv.wrappers.cdeg.verifier import Verifier
+
+#: Test names and the role a passing candidate gets.
+Test = Literal["completion", "reappraisal", "blocking"]
+ROLE_OF_TEST = {"completion": "missing", "reappraisal": "ignored", "blocking": "blocking"}
+#: Orders: D_s listed first, or D_t listed first.
+ORDERS = ("st", "ts")
+
+
+@dataclass(frozen=True)
+class VerifierCall:
+    """One verifier call.
+
+    Attributes:
+        test: ``"completion"``, ``"reappraisal"``, ``"blocking"``, or ``"before:E_s"`` /
+            ``"before:E_t"`` for a before measurement.
+        order: ``"st"`` (D_s first) or ``"ts"`` (D_t first).
+        candidate: the intervened atom key; ``None`` for a before measurement.
+        preferred: ``"D_s"``, ``"D_t"`` or ``None`` (no preference / unreadable).
+    """
+
+    test: str
+    order: str
+    candidate: str | None
+    preferred: str | None
+
+
+@dataclass
+class PairValidation:
+    """Validation outcome of one pair.
+
+    Attributes:
+        missing, ignored, blocking: validated atom keys per role, candidate order.
+        calls: every verifier call for this pair, in call order.
+        n_one_order: candidates whose shift appeared in the ``"st"`` order only.
+        n_skipped: candidates not tested because the before preference rules them out.
+    """
+
+    missing: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+    blocking: list[str] = field(default_factory=list)
+    calls: list[VerifierCall] = field(default_factory=list)
+    n_one_order: int = 0
+    n_skipped: int = 0
+
+    @property
+    def promoting(self) -> bool:
+        """Whether validated evidence shifts the preference D_s -> D_t (missing or
+        ignored): the condition for a revision edge (CDEG "Graph Consolidation")."""
+        return bool(self.missing or self.ignored)
+
+
+def validate_pair(d_s: str, d_t: str, e_s: Mapping[str, MergedAtom],
+                  e_t: Mapping[str, MergedAtom], candidates: CandidateSets,
+                  verifier: Verifier) -> PairValidation:
+    """Run the three tests on one pair (module docstring).
+
+    Args:
+        d_s, d_t: the failed and the successful trajectory's diagnoses.
+        e_s, e_t: their evidence sets (atom key -> merged atom).
+        candidates: the candidate sets to test (already restricted by any ablation).
+        verifier: the verifier.
+
+    Returns:
+        A :class:`PairValidation`.
+    """
+    out = PairValidation()
+
+    def ask(test: str, order: str, key: str | None, evidence: Sequence[EvidenceAtom],
+            exposed: Sequence[EvidenceAtom] = ()) -> str | None:
+        first, second = (d_s, d_t) if order == "st" else (d_t, d_s)
+        raw = verifier.prefer(evidence, first, second, exposed=exposed)
+        if raw not in ("first", "second", None):
+            raise ValueError(f"verifier {getattr(verifier, 'name', verifier)!r} returned "
+                             f"{raw!r}; expected 'first', 'second' or None")
+        preferred = None if raw is None else (
+            "D_s" if (raw == "first") == (order == "st") else "D_t")
+        out.calls.append(VerifierCall(test, order, key, preferred))
+        return preferred
+
+    atoms_s = [m.atom for m in e_s.values()]
+    atoms_t = [m.atom for m in e_t.values()]
+    every = {**e_t, **e_s}
+    tests: list[tuple[Test, tuple[str, ...], list[EvidenceAtom], str, str]] = [
+        ("completion", candidates.missing, atoms_s, "D_s", "D_t"),
+        ("reappraisal", candidates.ignored, atoms_s, "D_s", "D_t"),
+        ("blocking", candidates.blocking, atoms_t, "D_t", "D_s"),
+    ]
+    before: dict[tuple[str, str], str | None] = {}
+    for test, keys, base, start, goal in tests:
+        if not keys:
+            continue
+        base_id = "E_t" if test == "blocking" else "E_s"
+        for order in ORDERS:
+            if (base_id, order) not in before:
+                before[(base_id, order)] = ask(f"before:{base_id}", order, None, base)
+        if any(before[(base_id, order)] != start for order in ORDERS):
+            out.n_skipped += len(keys)
+            continue
+        kept = getattr(out, ROLE_OF_TEST[test])
+        for key in keys:
+            atom = every[key].atom
+            shifted = []
+            for order in ORDERS:
+                if test == "reappraisal":
+                    after = ask(test, order, key, base, exposed=[atom])
+                else:
+                    after = ask(test, order, key, [*base, atom])
+                shifted.append(after == goal)
+                if not shifted[-1]:
+                    break
+            if all(shifted) and len(shifted) == len(ORDERS):
+                kept.append(key)
+            elif shifted[0]:
+                out.n_one_order += 1
+    return out
+
+
+def call_counts(calls: Sequence[VerifierCall]) -> dict[str, dict[str, int]]:
+    """Verifier calls by test and outcome: ``{test: {"D_s": n, "D_t": n, "none": n}}``
+    (before measurements under ``"before:E_s"`` / ``"before:E_t"``)."""
+    counts: dict[str, Counter[str]] = {}
+    for call in calls:
+        counts.setdefault(call.test, Counter())[call.preferred or "none"] += 1
+    return {name: {k: c.get(k, 0) for k in ("D_s", "D_t", "none")}
+            for name, c in sorted(counts.items())}
