@@ -42,7 +42,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from clinenv.embeddings.base import Similarity
-from clinenv.wrappers.reask import ReaskWrapper, Review, final_answer
 from clinenv.wrappers.cdeg.graph import CDEGraph
 from clinenv.wrappers.cdeg.intervention import Mode, select_intervention
 from clinenv.wrappers.cdeg.retrieval import (
@@ -54,6 +53,7 @@ from clinenv.wrappers.cdeg.retrieval import (
     Retrieved,
 )
 from clinenv.wrappers.cdeg.state import EVIDENCE_THRESHOLD, EvidenceState, NodeMatcher
+from clinenv.wrappers.reask import ReaskWrapper, Review, final_answer
 
 
 class CDEGConfig(BaseModel):
