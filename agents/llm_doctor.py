@@ -17,7 +17,12 @@ flag is in the run log's call records (``llm.calls[*].truncated``), not in ``inf
 
 Decision phase (``"decide"``): ``observation["text"]`` is the evidence interface e_T
 (in ``"delta"`` format, the part from ``# Objective (S0)`` on); the doctor delegates to
-its terminal strategy (Direct, Vote, Full; EGIP eq. 5) and returns its action line.
+its terminal strategy and returns its action line. Strategies
+(:func:`clinenv.agents.terminal_base.make_strategy`): ``"direct"``, ``"vote"`` and
+``"full"`` (EGIP eq. 5, appendix A.2), and ``"discussion"`` (MedAgentSim's final-turn
+multi-doctor discussion, :mod:`clinenv.agents.terminal_discussion`: several doctor
+personas give opinions and a summarizing call follows the majority; meant for
+MedAgentSim's decision phase, and usable on e_T as well).
 
 Prompts (:mod:`clinenv.agents.prompts`): ``"egip"`` (one action per reply, no early
 diagnosis) or ``"agentclinic"`` (AgentClinic's rules in this project's words: a question
@@ -92,7 +97,7 @@ class LLMDoctor:
     Args:
         model: the chat model.
         strategy: a :class:`~clinenv.agents.terminal_base.TerminalStrategy` or its name
-            (``"direct"``, ``"vote"``, ``"full"``).
+            (``"direct"``, ``"vote"``, ``"full"`` or ``"discussion"``).
         prompt: ``"egip"`` or ``"agentclinic"``.
         observation_format: ``"view"`` or ``"delta"``; must match the environment's.
         config: generation settings of every call (default ``model.config``).
@@ -194,7 +199,8 @@ class LLMDoctor:
 
         Each is :meth:`~clinenv.llm.base.ChatResult.to_log` with ``turn``, ``purpose``
         (``"acquire"``, ``"decide"``, ``"vote"``, ``"council"``, ``"ledger"``,
-        ``"consensus"``, ``"repair"``), ``agent="doctor"`` and ``flags`` (parse notes:
+        ``"consensus"``, ``"discussion"``, ``"summary"``, ``"repair"``),
+        ``agent="doctor"`` and ``flags`` (parse notes:
         ``"empty_reply"``, ``"unparsed"``, ``"invalid"``...).
         """
         calls, self._calls = self._calls, []

@@ -177,7 +177,7 @@ class LLMPatient:
         voice = PATIENT_VOICE_CAREGIVER if view.caregiver_voice else PATIENT_VOICE_SELF
         messages = [{"role": "system", "content": PATIENT_SYSTEM.format(
             voice=voice, facts=render_facts(view.facts) or "(none)")}]
-        questions = [q for q, _ in view.dialogue] + [view.question]
+        questions = view.heard_questions()
         replies = [r for _, r in view.dialogue]
         for i, question in enumerate(questions):
             content = f"{PATIENT_OPENING}\n{question}" if i == 0 else question

@@ -14,8 +14,11 @@ Two examiners answer a :class:`~clinenv.protocol.measurement_view.MeasurementVie
   that the native ids run without a model. It is not a model of what an LLM answers:
   it returns every record whose examination name fuzzily occurs in the request
   (rapidfuzz ``partial_ratio`` of the normalized name against the normalized request;
-  names of 4 characters or fewer must occur as whole words), and ``RESULTS: NORMAL
-  READINGS`` (or ``RESULTS: NOT RECORDED`` without the rule) when none does.
+  names of 4 characters or fewer must occur as whole words), every record of a group
+  whose WHOLE group name occurs in the request as words (``"X Rays"`` is not named by
+  "chest x-ray": a group discloses several records, so it is never matched fuzzily), and
+  ``RESULTS: NORMAL READINGS`` (or ``RESULTS: NOT RECORDED`` without the rule) when none
+  does.
 
 Neither ever sees the patient facts P or the target Y, and neither mutates the case.
 """
@@ -180,8 +183,8 @@ class NativeRecordReader:
         words = set(request.split())
         found = []
         for entry in Catalog(view.records):
-            if any(self._names(name, request, words) for name in (entry.name, entry.group)
-                   if name):
+            if self._names(entry.name, request, words) or (
+                    entry.group and _names_whole(entry.group, request)):
                 value = render_record(record_at(view.records, entry.source_path))
                 found.append(f"{entry.name}: " + re.sub(r"\s*\n\s*", "; ", value.strip()))
         if found:
@@ -189,9 +192,17 @@ class NativeRecordReader:
         return NORMAL_READINGS if view.normal_readings else NOT_RECORDED
 
     def _names(self, name: str, request: str, words: set[str]) -> bool:
+        """Whether the request names one examination (fuzzily; short names as words)."""
         key = normalize_name(name)
         if not key:
             return False
         if len(key) <= 4:
             return all(word in words for word in key.split())
         return fuzz.partial_ratio(key, request) >= self.threshold
+
+
+def _names_whole(group: str, request: str) -> bool:
+    """Whether the normalized ``request`` holds the whole normalized ``group`` name as a
+    run of whole words."""
+    key = normalize_name(group)
+    return bool(key) and f" {key} " in f" {request} "

@@ -3,21 +3,38 @@
 Plan per episode, one utterance per acquisition round:
 
 1. the first ``n_questions`` history questions of :data:`HISTORY_QUESTIONS`;
-2. menu examinations in menu order (``REQUEST TEST: <id>``) up to ``exam_budget``, or
-   until the menu is empty;
+2. examinations, up to ``exam_budget``:
+
+   - with a menu B (EGIP): menu entries in menu order (``REQUEST TEST: <id>``), or until
+     the menu is empty;
+   - *by name*, when there is no menu: under a native protocol (``info["protocol"]`` in
+     :data:`NATIVE_PROTOCOLS`), or when the first acquisition step of the episode shows
+     an empty menu (``info["menu"] == []``: EGIP's "w/o menu" ablation, preset
+     ``"egip-no-menu"``, EGIP Table 3A). The doctor then requests the common names of
+     :data:`EXAM_NAMES` in order (``REQUEST TEST: <name>``), one per round; EGIP
+     validates each against the whole catalog A, the native measurement agent reads it;
 3. the remaining history questions, in :data:`HISTORY_QUESTIONS` order;
 4. a diagnosis proposal (``DIAGNOSIS READY: ...``), repeated every round left. Under the
    EGIP default each proposal is replaced by a fixed clarification question; with
-   ``premature_diagnosis="decide"`` the first one ends acquisition.
+   ``premature_diagnosis="decide"`` the first one ends acquisition. Under a native
+   protocol the first proposal ends the episode; it comes at the latest on the last
+   turn (the footer's ``Turn k of N`` with k = N), so the doctor never runs out of
+   turns (an unfinished native episode counts wrong). MedAgentSim's final discussion
+   (``info["phase"] == "decide"``) is answered like EGIP's decision phase.
 
 Answers are computed only from evidence the doctor acquired, never from the candidate
-list or the menu (the candidate labels are hypotheses, not findings):
+list or the menu (the candidate labels are hypotheses, not findings; the readers are in
+:mod:`clinenv.agents.evidence_reading`):
 
 - in the acquisition phase, from the doctor-visible history of the view (the
   ``# Interaction so far`` section; in ``observation_format="delta"`` from the new events
   of every step, collected by the doctor);
 - in the decision phase, from the ``# Acquired observations`` section of the evidence
-  interface e_T.
+  interface e_T;
+- under a native protocol (:mod:`clinenv.protocol.native_render`), from the ``Patient:``
+  and ``Measurement:`` lines of the transcript (``# Interaction so far`` plus ``# Latest
+  response`` in the acquisition view; ``# Consultation transcript`` in MedAgentSim's
+  decision observation); the doctor's own lines and interface feedback are left out.
 
 With candidate labels K the answer is the candidate with the largest share of its content
 words present in that evidence (ties: the earlier candidate). Without K it is the phrase a
@@ -40,11 +57,27 @@ same case for CDEG construction; ``reset(seed=...)`` pins every draw.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from clinenv.agents.evidence_reading import (
+    TASK_HEADER,
+    candidate_scores,
+    evidence_text,
+    footer_start,
+    history_section,
+    last_native_turn,
+    named_diagnosis,
+    native_evidence,
+)
+
+__all__ = [
+    "EXAM_NAMES", "HISTORY_QUESTIONS", "NATIVE_PROTOCOLS", "NO_ANSWER_GUESS", "ScriptedDoctor",
+    "candidate_scores", "evidence_text", "history_section", "named_diagnosis",
+    "native_evidence",
+]
 
 HISTORY_QUESTIONS: tuple[str, ...] = (
     "What brings you in today?",
@@ -53,92 +86,25 @@ HISTORY_QUESTIONS: tuple[str, ...] = (
     "Do you smoke, drink alcohol or use any drugs?",
     "Does anyone in your family have similar problems?",
 )
+#: Examinations requested by name when there is no menu, in this order (at most
+#: ``exam_budget`` of them). Common names that resolve, through the EGIP exam matching
+#: (:mod:`clinenv.protocol.exam_matching`) and the native record reader, to record keys of
+#: the AgentClinic MedQA cases and the demo set: vital signs (recorded in 106 of the 107
+#: MedQA cases), the imaging group, chest X-ray, complete blood count, biopsies and
+#: ultrasound (where results that name a diagnosis sit), the blood-test group, then
+#: physical-examination sections and common tests. A name that a case does not record is
+#: answered "not recorded" (EGIP) or with normal readings (native, weakness W1).
+EXAM_NAMES: tuple[str, ...] = (
+    "Vital signs", "Imaging", "Chest X-ray", "Complete blood count", "Biopsy",
+    "Skin biopsy", "Ultrasound", "Blood tests", "Neurological examination",
+    "Abdominal examination", "Skin examination", "General examination",
+    "Respiratory examination", "Cardiovascular examination", "Urinalysis",
+    "Electrocardiogram", "Liver function tests",
+)
+#: ``info["protocol"]`` values of the native loops (:mod:`clinenv.protocol.native`).
+NATIVE_PROTOCOLS = frozenset({"agentclinic", "medagentsim"})
 #: The abstention given when no diagnosis is named (see :func:`clinenv.scoring.is_abstention`).
 NO_ANSWER_GUESS = "Undetermined"
-
-# Section headers of clinenv.protocol.render (acquisition view) and
-# clinenv.protocol.evidence (evidence interface).
-_TASK = "# Task"
-_HISTORY = "# Interaction so far"
-_FOOTERS = ("# Available examinations", "# Your turn")
-_OBSERVATIONS = "# Acquired observations"
-_INSTRUCTIONS = "# Instructions"
-
-_NAMED = re.compile(
-    r"\b(?:consistent with|suggestive of|diagnostic of|indicative of|compatible with|"
-    r"characteristic of|confirm(?:s|ing)?)\s+(?:an?\s+|the\s+)?([^.;,\n()]{3,80})",
-    re.IGNORECASE,
-)
-#: A cheap, case-sensitive pre-scan (on lower-cased text) for where _NAMED can first match.
-_TRIGGER = re.compile(r"consistent with|suggestive of|diagnostic of|indicative of|"
-                      r"compatible with|characteristic of|confirm")
-_WORD = re.compile(r"[a-z0-9]+")
-_STOP = frozenset({"with", "and", "the", "of", "for", "from", "disease", "syndrome",
-                   "acute", "chronic", "type", "due", "to", "in", "on"})
-
-
-def _content_words(text: str) -> list[str]:
-    return [w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in _STOP]
-
-
-def _footer_start(text: str, start: int = 0) -> int:
-    """Where the menu / instructions footer of an acquisition view begins (or the end)."""
-    if text.startswith(_FOOTERS, start):  # e.g. a delta with no new events
-        return start
-    ends = [i + 1 for i in (text.find("\n" + h, start) for h in _FOOTERS) if i >= 0]
-    return min(ends) if ends else len(text)
-
-
-def history_section(view: str) -> str:
-    """The doctor-visible history of an acquisition view x_t.
-
-    The text between the ``# Interaction so far`` header and the footer (``# Available
-    examinations`` or ``# Your turn``); ``""`` when the view has no history yet. The
-    task header, the candidate labels and the menu are never part of it.
-    """
-    start = view.find(_HISTORY)
-    if start < 0:
-        return ""
-    start += len(_HISTORY)
-    return view[start:_footer_start(view, start)]
-
-
-def evidence_text(text: str) -> str:
-    """The acquired evidence in a doctor-facing text, without candidates or menu.
-
-    - an evidence interface e_T: its ``# Acquired observations`` section;
-    - an acquisition view (starts with ``# Task``): :func:`history_section`;
-    - any other text (a ``"delta"`` observation, a hand-written evidence text): the text
-      before an acquisition footer, if it has one.
-    """
-    start = text.find(_OBSERVATIONS)
-    if start >= 0:
-        end = text.find(_INSTRUCTIONS, start)
-        return text[start + len(_OBSERVATIONS):end if end >= 0 else None]
-    if text.startswith(_TASK):
-        return history_section(text)
-    return text[:_footer_start(text)]
-
-
-def named_diagnosis(evidence: str) -> str | None:
-    """The first diagnosis a text names after "consistent with", "suggestive of"..."""
-    lower = evidence.lower()
-    hit = _TRIGGER.search(lower)
-    if hit is None:
-        return None
-    # str.lower() keeps offsets unless a character changes length (rare): then scan all
-    named = _NAMED.search(evidence, hit.start() if len(lower) == len(evidence) else 0)
-    return named.group(1).strip() if named else None
-
-
-def candidate_scores(candidates: Sequence[str], evidence: str) -> list[float]:
-    """Share of each candidate's content words found in ``evidence`` (0..1 each)."""
-    present = set(_content_words(evidence))
-    scores = []
-    for cand in candidates:
-        words = _content_words(cand) or _WORD.findall(cand.lower())
-        scores.append(sum(w in present for w in words) / max(1, len(words)))
-    return scores
 
 
 class ScriptedDoctor:
@@ -182,36 +148,76 @@ class ScriptedDoctor:
         self._exams = 0
         self._proposal: str | None = None
         self._deltas: list[str] = []  # new events per step, "delta" observations only
+        self._by_name: bool | None = None  # decided at the first acquisition step
+        self._names = list(EXAM_NAMES)  # by-name requests not made yet
+
+    @property
+    def by_name(self) -> bool | None:
+        """Whether this episode's examinations are requested by name (no menu; module
+        docstring); ``None`` before the first acquisition step."""
+        return self._by_name
 
     def act(self, observation: Mapping[str, Any], info: Mapping[str, Any]) -> str:
         """The next utterance (see the module docstring)."""
         text = observation["text"]
         if info.get("phase") == "decide":
             return f"DIAGNOSIS READY: {self.choose_answer(text, info)}"
-        guided = self._guided(info)
+        native = info.get("protocol") in NATIVE_PROTOCOLS
+        if self._by_name is None:
+            self._by_name = native or not info.get("menu")
+        guided = self._guided(info, self._by_name)
         if guided is not None:
             return guided
-        if not text.startswith(_TASK) and "guidance" not in info:  # "delta": keep new events
-            self._deltas.append(text[:_footer_start(text)])
+        if not text.startswith(TASK_HEADER) and "guidance" not in info:  # "delta": keep new events
+            self._deltas.append(text[:footer_start(text)])
+        if native and last_native_turn(text):
+            return self._propose(text, info)
         if self._asked < self.n_questions:
             return self._ask()
-        menu = info.get("menu") or []
-        if self._exams < self.exam_budget and menu:
-            self._exams += 1
-            pick = 0
-            if self.exploration and self._rng.random() < self.exploration:
-                pick = int(self._rng.integers(len(menu)))
-            return f"REQUEST TEST: {menu[pick]['id']}"
+        request = self._request(info.get("menu") or [])
+        if request is not None:
+            return request
         if self._asked < len(HISTORY_QUESTIONS):
             return self._ask()
-        if self._proposal is None:  # proposed once; the evidence is final by now
-            history = "\n".join(self._deltas) if self._deltas else history_section(text)
-            self._proposal = self._answer(history, info.get("candidates"))
+        return self._propose(text, info)
+
+    def _request(self, menu: Sequence[Mapping[str, Any]]) -> str | None:
+        """The next examination request of the plan, or ``None`` when there is none."""
+        if self._exams >= self.exam_budget:
+            return None
+        explore = bool(self.exploration)
+        if self._by_name:
+            if not self._names:
+                return None
+            self._exams += 1
+            pick = 0
+            if explore and self._rng.random() < self.exploration:
+                pick = int(self._rng.integers(len(self._names)))
+            return f"REQUEST TEST: {self._names.pop(pick)}"
+        if not menu:
+            return None
+        self._exams += 1
+        pick = 0
+        if explore and self._rng.random() < self.exploration:
+            pick = int(self._rng.integers(len(menu)))
+        return f"REQUEST TEST: {menu[pick]['id']}"
+
+    def _propose(self, text: str, info: Mapping[str, Any]) -> str:
+        """The diagnosis proposal, computed once (the evidence is final by now)."""
+        if self._proposal is None:
+            if self._deltas:
+                evidence = "\n".join(self._deltas)
+            elif info.get("protocol") in NATIVE_PROTOCOLS:
+                evidence = native_evidence(text)
+            else:
+                evidence = history_section(text)
+            self._proposal = self._answer(evidence, info.get("candidates"))
         return f"DIAGNOSIS READY: {self._proposal}"
 
     @staticmethod
-    def _guided(info: Mapping[str, Any]) -> str | None:
-        """The acquisition that ``info["guidance"]`` asks for, if it is possible now."""
+    def _guided(info: Mapping[str, Any], by_name: bool = False) -> str | None:
+        """The acquisition that ``info["guidance"]`` asks for, if it is possible now:
+        a menu entry by id, or (without a menu) the guided action by name."""
         guidance = info.get("guidance")
         if not isinstance(guidance, Mapping) or info.get("phase") != "acquire":
             return None
@@ -220,6 +226,9 @@ class ScriptedDoctor:
             ids = {str(entry.get("id")) for entry in info.get("menu") or ()}
             if str(action.get("id")) in ids:
                 return f"REQUEST TEST: {action['id']}"
+            name = action.get("name")
+            if by_name and isinstance(name, str) and name.strip():
+                return f"REQUEST TEST: {name.strip()}"
         question = guidance.get("question")
         if isinstance(question, str) and question.strip():
             return question.strip()

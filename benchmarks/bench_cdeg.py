@@ -5,8 +5,14 @@ A synthetic graph (seeded): ``--edges`` revision edges (default 10,000) over
 missing, 1-4 ignored, 0-1 blocking and 0-3 context evidence ids. Its evidence nodes
 include the atoms that the deterministic extractor reads from the demo episodes, so
 exact matching, semantic matching, coverage updates and retrieval all run on real
-observations; its diagnosis labels include the demo targets and candidates, so
-localized retrieval and the intervention decision run too.
+observations; its diagnosis labels include the demo targets and candidates. So that
+the intervention path runs too, the first edges are seeded from the demo episodes
+themselves: for each case, an edge from the inner doctor's own answer with the first
+three atoms it observed as ignored evidence and the last one as missing evidence (linked
+to an exam it did not request), so localized retrieval finds the edge when the doctor
+answers (coverage 4/4) and the wrapper prompts reappraisal (the deferral limit then
+lets the answer stand). The script prints a histogram of
+the wrapper's log kinds.
 
 The encoder is precomputed: a seeded random unit vector per text (dimension ``--dim``,
 default 768 like SapBERT) behind :class:`~clinenv.embeddings.similarity.EncoderSimilarity`
@@ -30,6 +36,7 @@ from __future__ import annotations
 import argparse
 import time
 import zlib
+from collections import Counter
 
 import gymnasium as gym
 import numpy as np
@@ -95,40 +102,62 @@ class Timed:
         self.inner.reset(seed=seed)
 
 
-def episode_atoms(env, cases) -> list[EvidenceAtom]:
-    """The atoms of the demo episodes' observations (deterministic extractor)."""
-    extractor, atoms = DeterministicExtractor(), {}
+def episode_atoms(env, cases) -> tuple[list[EvidenceAtom], list[tuple[str, list, set]]]:
+    """The atoms of the demo episodes' observations (deterministic extractor), and per
+    episode ``(answer, its atoms in order, the exam names it requested)``."""
+    extractor, atoms, episodes = DeterministicExtractor(), {}, []
     for case in cases:
         record = run_episode(env, ScriptedDoctor(), case_id=case, seed=0)
+        seen, exams = [], set()
         for obs in record["evidence"]["observations"]:
+            if obs.get("source") == "Measurement":
+                exams.add(str(obs.get("context")))
             for atom in extractor.extract(obs):
                 atoms.setdefault(atom.key(), atom)
-    return list(atoms.values())
+                seen.append(atom)
+        episodes.append((str(record.get("answer") or ""), seen, exams))
+    return list(atoms.values()), episodes
 
 
 def synthetic_graph(real_atoms, labels, exams, *, n_edges, n_evidence, n_diagnoses,
-                    seed=0) -> CDEGraph:
+                    episodes=(), seed=0) -> CDEGraph:
     rng = np.random.default_rng(seed)
     atoms = list(real_atoms) + [EvidenceAtom(concept=f"finding {i}")
                                 for i in range(max(0, n_evidence - len(real_atoms)))]
-    labels = list(dict.fromkeys(labels)) + [f"disease {i}" for i in range(
-        max(0, n_diagnoses - len(set(labels))))]
+    answers = [answer.lower() for answer, _, _ in episodes if answer]
+    labels = list(dict.fromkeys([*answers, *(x.lower() for x in labels)]))
+    labels += [f"disease {i}" for i in range(max(0, n_diagnoses - len(labels)))]
     n_e, n_d = len(atoms), len(labels)
-    revisions = []
-    for k in range(n_edges):
+    atom_id = {a.key(): f"E{i + 1}" for i, a in enumerate(atoms)}
+    label_id = {lab: f"D{i + 1}" for i, lab in enumerate(labels)}
+    exam_id = {name: f"A{i + 1}" for i, name in enumerate(exams)}
+    revisions, seeded_ae = [], []
+    for k, (answer, seen, requested) in enumerate(episodes):  # edges the episodes reach
+        keys = list(dict.fromkeys(a.key() for a in seen))
+        if not answer or len(keys) < 4:
+            continue
+        missing = atom_id[keys[-1]]  # observed last: stands for evidence seen late
+        unasked = [e for e in exams if e not in requested] or list(exams)
+        seeded_ae.append(ActionEvidenceEdge(action=exam_id[unasked[0]], evidence=missing))
+        revisions.append(RevisionEdge(
+            edge_id=f"R{len(revisions) + 1}", source=label_id[answer.lower()],
+            target=label_id[labels[(k + 1) % n_d]], missing=(missing,),
+            ignored=tuple(atom_id[x] for x in keys[:3]), support=3))
+    for _ in range(n_edges - len(revisions)):
         s, t = rng.choice(n_d, 2, replace=False)
         ids = rng.choice(n_e, 11, replace=False)
         m, i, b, c = 1 + rng.integers(3), 1 + rng.integers(4), rng.integers(2), rng.integers(4)
         cut = np.cumsum([m, i, b, c])
         name = [f"E{x + 1}" for x in ids]
         revisions.append(RevisionEdge(
-            edge_id=f"R{k + 1}", source=f"D{s + 1}", target=f"D{t + 1}",
+            edge_id=f"R{len(revisions) + 1}", source=f"D{s + 1}", target=f"D{t + 1}",
             missing=tuple(name[:cut[0]]), ignored=tuple(name[cut[0]:cut[1]]),
             blocking=tuple(name[cut[1]:cut[2]]), context=tuple(name[cut[2]:cut[3]]),
             support=int(1 + rng.integers(3))))
     actions = [ActionNode(node_id=f"A{i + 1}", kind="exam", name=n) for i, n in enumerate(exams)]
-    action_evidence = [ActionEvidenceEdge(action=f"A{1 + int(rng.integers(len(exams)))}",
-                                          evidence=f"E{e + 1}") for e in range(n_e)]
+    action_evidence = seeded_ae + [
+        ActionEvidenceEdge(action=f"A{1 + int(rng.integers(len(exams)))}", evidence=f"E{e + 1}")
+        for e in range(n_e) if f"E{e + 1}" not in {x.evidence for x in seeded_ae}]
     return CDEGraph(
         diagnoses=tuple(DiagnosisNode(node_id=f"D{i + 1}", label=lab.lower())
                         for i, lab in enumerate(labels)),
@@ -157,8 +186,10 @@ def main() -> int:
     labels = [c.target.text for c in pool] + [k for c in pool for k in (c.candidates or ())]
     exams = sorted({e.label for c in pool for e in Catalog(c.records).entries})
     t0 = time.perf_counter()
-    graph = synthetic_graph(episode_atoms(env, cases), labels, exams, n_edges=args.edges,
-                            n_evidence=args.evidence, n_diagnoses=args.diagnoses)
+    real_atoms, episodes = episode_atoms(env, cases)
+    graph = synthetic_graph(real_atoms, labels, exams, n_edges=args.edges,
+                            n_evidence=args.evidence, n_diagnoses=args.diagnoses,
+                            episodes=episodes)
     similarity = EncoderSimilarity(HashEncoder(args.dim))
     inner = Timed(ScriptedDoctor(), "act")
     extractor = Timed(DeterministicExtractor(), "extract")
@@ -168,6 +199,7 @@ def main() -> int:
     per_step: list[float] = []
     per_step_no_extractor: list[float] = []
     interventions = 0
+    kinds: Counter[str] = Counter()
     for measured in (False, True):
         for seed, case in enumerate(cases):
             doctor.reset(seed=seed)
@@ -186,10 +218,12 @@ def main() -> int:
             if measured:
                 interventions += sum(e["kind"] in ("acquire", "reappraise")
                                      for e in doctor.episode_log())
+                kinds.update(e["kind"] for e in doctor.episode_log())
     us = np.array(per_step) * 1e6
     us_core = np.array(per_step_no_extractor) * 1e6
     print(f"{env_id}: {len(cases)} episodes, {len(us)} doctor steps, "
           f"{interventions} interventions")
+    print("log kinds: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
     print(f"wrapper overhead per step: mean {us.mean():.0f} µs, p95 "
           f"{np.percentile(us, 95):.0f} µs (with the deterministic extractor)")
     print(f"without the extractor:     mean {us_core.mean():.0f} µs, p95 "

@@ -9,7 +9,7 @@ One episode is one case. The doctor (the agent) acts in text:
   action is the terminal answer (``DIAGNOSIS READY: <diagnosis>``), which is scored
   against Y and ends the episode.
 
-Spaces (DESIGN.md, "Protocol and environments"):
+Spaces (EGIP section 3.2, the doctor view x_t = R(s0, K, h_t, menu)):
 
 - observation: ``Dict(text=UnicodeText(max_text_chars), exam_mask=Box(0, 1, (max_exams,),
   int8))``. ``text`` is the complete doctor view x_t (``observation_format="view"``) or
@@ -46,8 +46,8 @@ doctor's call records — the run log's ``llm.calls[*].truncated`` (and ``flags`
 while the environment only receives the (empty) action and answers it with interface
 feedback.
 
-Simulators and judges (DESIGN.md: "LLM-backed simulators are opt-in"; built by
-:mod:`clinenv.simulators`):
+Simulators and judges (offline and deterministic by default, LLM-backed ones opt-in;
+built by :mod:`clinenv.simulators`):
 
 - ``patient``: the deterministic retrieval patient (default, ``"retrieval"``), ``"llm"``
   with ``patient_model=`` (an :class:`~clinenv.agents.llm_patient.LLMPatient` that sees
@@ -68,17 +68,10 @@ Simulators and judges (DESIGN.md: "LLM-backed simulators are opt-in"; built by
 Protocols (``protocol=`` or ``preset=``, :mod:`clinenv.protocol.presets`): ``"egip"``
 (everything above), or the native loops ``"agentclinic"`` and ``"medagentsim"``
 (:mod:`clinenv.protocol.native`, settings :class:`~clinenv.protocol.native_config.
-NativeConfig`): the doctor speaks first and sees only its starting information, the
-transcript and the latest response (:mod:`clinenv.protocol.native_render`); no menu
-(``exam_mask`` all zeros, ``info["menu"] == []``) and no candidate labels
-(``info["candidates"] is None``); ``DIAGNOSIS READY`` ends the episode and the whole
-utterance is judged (``info["answer"]`` is that utterance); ``REQUEST TEST`` sends the
-whole utterance to the examiner (a measurement agent; record lookup is refused); anything
-else goes to the patient. ``info["protocol"]`` names the loop; the last ``info`` also has
-``end_reason`` (``"diagnosis"`` or ``"no_diagnosis"``: an unfinished episode, verdict
-``"wrong"`` by default). MedAgentSim's last turn is a decision phase (``info["phase"] ==
-"decide"``) whose observation is the transcript plus a discussion instruction.
+NativeConfig`; their step halves and ``info`` keys in :mod:`clinenv.native_env`).
 ``docs/protocols.md`` lists every difference from EGIP with the setting that controls it.
+Verdicts (the scorer's, a judge's ruling) follow :mod:`clinenv.terminal_outcome` in
+both.
 
 ``step`` and ``astep`` share one implementation: :meth:`EGIPEnv._route` (parse the
 action, update the runtime, say which simulator must answer), the patient's reply, the
@@ -87,8 +80,9 @@ examiner's answer or the judge's verdict (sync ``reply``/``measure``/``judge`` i
 :meth:`EGIPEnv._finish` (observation, reward, info).
 ``step`` never touches an event loop, so it is safe inside a running loop (a notebook, an
 async trainer) with the LLM patient, whose sync ``reply`` uses the model's sync client
-(field-bug-reports B10); a patient or judge that is async-only (``areply`` without
-``reply``) makes ``step`` raise a :class:`TypeError` saying to use ``await
+(field-bug-reports B10); a patient, judge or examiner that is async-only (``areply``
+without ``reply``, ``ajudge`` without ``judge``, ``ameasure`` without ``measure``)
+makes ``step`` raise a :class:`TypeError` saying to use ``await
 env.unwrapped.astep(action)``, before the episode changes. Model call records (timings,
 tokens) of the LLM patient and judge are collected with :meth:`EGIPEnv.drain_llm_calls`
 for the run log and never appear in ``info``. The environment does not own
@@ -114,12 +108,13 @@ from clinenv.doctor_view import (
     patient_flags,
     reports_flags,
 )
+from clinenv.native_env import NativeSteps
 from clinenv.protocol.config import ProtocolConfig
 from clinenv.protocol.history import event_to_dict
-from clinenv.protocol.measurement_view import MeasurementView, exam_information
+from clinenv.protocol.measurement_view import MeasurementView
 from clinenv.protocol.native import NativeRouting, NativeRuntime
 from clinenv.protocol.native_config import NativeConfig
-from clinenv.protocol.native_render import render_native_delta, render_native_view
+from clinenv.protocol.native_render import render_native_view
 from clinenv.protocol.presets import resolve_preset
 from clinenv.protocol.render import (
     HistoryRenderer,
@@ -132,20 +127,20 @@ from clinenv.protocol.views import PatientView
 from clinenv.scoring import Score, score_answer
 from clinenv.simulators import accepts_seed, make_examiner, make_judge, make_patient
 from clinenv.spaces import UnicodeText, clip_text
+from clinenv.terminal_outcome import JUDGE_TO_VERDICT, NOT_JUDGED, terminal_outcome
 
 #: Case metadata keys copied into episode records for stratified evaluation (e.g. the
 #: NEJM_Ext question type, EGIP appendix F).
 STRATA_KEYS = ("question_type", "specialty")
 DEFAULT_MAX_EXAMS = 64
 DEFAULT_MAX_TEXT_CHARS = 65_536
-#: Judge verdicts and the environment verdict each maps to (``unparsed`` is unscored,
-#: never silently wrong; field-bug-reports B07).
-JUDGE_TO_VERDICT = {"correct": "correct", "wrong": "wrong", "unparsed": "unscored"}
+__all__ = ["DEFAULT_MAX_EXAMS", "DEFAULT_MAX_TEXT_CHARS", "EGIPEnv", "JUDGE_TO_VERDICT",
+           "PROTOCOLS", "STRATA_KEYS"]
 #: ``protocol=`` values: EGIP (default) and the native loops (:mod:`clinenv.protocol.native`).
 PROTOCOLS = ("egip", "agentclinic", "medagentsim")
 
 
-class EGIPEnv(gym.Env):
+class EGIPEnv(NativeSteps, gym.Env):
     """Gymnasium environment for EGIP diagnosis episodes.
 
     Args:
@@ -177,8 +172,10 @@ class EGIPEnv(gym.Env):
         judge_model: the :class:`~clinenv.llm.base.ChatModel` of ``judge="llm"``.
         invalid_action_penalty: non-negative amount subtracted from the reward per invalid
             action (default 0).
-        exam_cost: non-negative amount subtracted per examination test returned (a
-            group request costs one per test; default 0, i.e. no cost).
+        exam_cost: non-negative amount subtracted per examination test returned under
+            EGIP (a group request costs one per test), per measurement request under a
+            native protocol (the whole utterance is one request, whatever it names);
+            default 0, i.e. no cost.
         render_mode: ``None`` or ``"ansi"``.
         protocol: ``"egip"`` (default), ``"agentclinic"`` or ``"medagentsim"`` (the
             native loops; see the module docstring and ``docs/protocols.md``).
@@ -282,7 +279,6 @@ class EGIPEnv(gym.Env):
         # config.max_action_chars after the reasoning is removed.
         self.action_space = UnicodeText(max_text_chars)
         self.runtime: EGIPRuntime | NativeRuntime | None = None
-        self._measurement_history: list[tuple[str, str]] = []
         self._last_obs_text = ""
         self._final: dict[str, Any] = {}
         self._flagged_replies: list[dict[str, Any]] = []
@@ -315,7 +311,6 @@ class EGIPEnv(gym.Env):
             prepared = self.pool.prepared(case, accept=self.config.exam_accept,
                                           suggest=self.config.exam_suggest)
             self.runtime = EGIPRuntime(prepared, self.config)
-        self._measurement_history = []
         self._final = {}  # an episode cut by a judge error never shows the last outcome
         self._flagged_replies = []
         self._history_text = HistoryRenderer()
@@ -339,7 +334,8 @@ class EGIPEnv(gym.Env):
 
         Raises:
             gymnasium.error.ResetNeeded: no episode (call ``reset`` first).
-            TypeError: the patient or judge is async-only; use :meth:`astep`.
+            TypeError: the patient, judge or examiner is async-only (no sync ``reply``,
+                ``judge`` or ``measure``); use :meth:`astep`.
             clinenv.llm.base.BackendError: an LLM patient's or judge's backend failed
                 after its retries (rollouts record the episode as an error line).
         """
@@ -436,7 +432,7 @@ class EGIPEnv(gym.Env):
             return self._route_native(rt, action, pending)
         if rt.phase == "decide":
             pending.parsed = rt.submit_answer(action)
-            pending.score = score_answer(rt.answer, rt.case)
+            pending.score = score_answer(rt.answer, rt.case)  # K shown: letters count
             # A candidate chosen by letter ("B", "C. ...") reaches the judge as its label:
             # a bare letter means nothing without the candidate list.
             chose_option = pending.score.method == "option" and pending.score.matched
@@ -454,11 +450,7 @@ class EGIPEnv(gym.Env):
             if self.examiner is None:
                 rt.answer_exam(routing)  # record lookup O
             else:  # native measurement access (EGIP Table 3A)
-                request = (routing.group or ", ".join(e.name for e in routing.entries)
-                           or routing.request or "")
-                pending.measurement_view = MeasurementView(
-                    exam_information(rt.case), rt.case.records, request,
-                    tuple(self._measurement_history))
+                pending.measurement_view = rt.measurement_view(routing)
             pending.reward -= self.exam_cost * len(routing.entries)
         pending.reward -= self.invalid_action_penalty * (rt.invalid_actions - invalid_before)
         return pending
@@ -476,17 +468,9 @@ class EGIPEnv(gym.Env):
         if pending.phase == "decide":
             score = pending.score
             assert score is not None and pending.parsed is not None
-            verdict: str = score.verdict
-            final: dict[str, Any] = {}
-            if self.judge is not None:
-                judged = None
-                if pending.judged:
-                    judged = str(getattr(pending.judgement, "verdict", pending.judgement))
-                    if judged not in JUDGE_TO_VERDICT:
-                        judged = "unparsed"  # never read an unknown reply as a verdict
-                    verdict = JUDGE_TO_VERDICT[judged]
-                final = {"scorer": "llm-judge" if pending.judged else "deterministic",
-                         "judge_verdict": judged}
+            verdict, final = terminal_outcome(
+                score, pending.judgement if pending.judged else NOT_JUDGED,
+                with_judge=self.judge is not None)
             reward, outcome = answer_outcome(rt, score, verdict)
             self._final = {**outcome, **final}
             info = self._info(action_kind="answer", reasoning=pending.parsed.reasoning)
@@ -500,10 +484,8 @@ class EGIPEnv(gym.Env):
             rt.answer_patient(routing, "" if pending.reply is None else str(pending.reply))
             flags = self._reply_flags(rt.turn)
         elif pending.measurement_view is not None:
-            result = "" if pending.measurement is None else str(pending.measurement)
-            rt.answer_exam(routing, result, availability="generated")
-            self._measurement_history += [("doctor", pending.measurement_view.request),
-                                          ("measurement", result)]
+            rt.answer_measurement(routing, pending.measurement_view, "" if
+                                  pending.measurement is None else str(pending.measurement))
         if self.observation_format == "view":
             text = render_doctor_view(rt, self._history_text)
         else:
@@ -512,79 +494,6 @@ class EGIPEnv(gym.Env):
         if flags is not None:
             info["patient_flags"] = flags
         return self._observation(text), float(pending.reward), False, False, info
-
-    def _route_native(self, rt: NativeRuntime, action: str, pending: _Pending) -> _Pending:
-        """:meth:`_route` under a native protocol: the runtime routes the whole utterance
-        (:mod:`clinenv.protocol.native`); a diagnosis is scored on the whole utterance."""
-        invalid_before = rt.invalid_actions
-        routing = rt.submit_answer(action) if rt.phase == "decide" else rt.route(action)
-        pending.routing = routing
-        if routing.to == "patient":
-            pending.patient_view = rt.patient_view(routing.text)
-        elif routing.to == "examiner":
-            pending.measurement_view = rt.measurement_view(routing.text)
-            pending.reward -= self.exam_cost
-        elif routing.to == "judge":  # the moderator sees the WHOLE final utterance
-            pending.score = score_answer(rt.answer, rt.case)
-            pending.answer, pending.target = rt.answer, rt.case.target.text
-            pending.judged = self.judge is not None
-        pending.reward -= self.invalid_action_penalty * (rt.invalid_actions - invalid_before)
-        return pending
-
-    def _finish_native(self, rt: NativeRuntime, pending: _Pending):
-        """:meth:`_finish` under a native protocol."""
-        routing = pending.routing
-        assert isinstance(routing, NativeRouting)
-        flags = None
-        if routing.to == "patient":
-            rt.answer_patient(routing, "" if pending.reply is None else str(pending.reply))
-            flags = self._reply_flags(rt.turn)
-        elif routing.to == "examiner":
-            rt.answer_measurement(routing, "" if pending.measurement is None
-                                  else str(pending.measurement))
-        if rt.phase == "done":
-            return self._native_outcome(rt, pending)
-        text = (render_native_view(rt) if self.observation_format == "view"
-                else render_native_delta(rt))
-        info = self._info(action_kind=routing.kind, reasoning=routing.reasoning)
-        if flags is not None:
-            info["patient_flags"] = flags
-        return self._observation(text), float(pending.reward), False, False, info
-
-    def _native_outcome(self, rt: NativeRuntime, pending: _Pending):
-        """The last step of a native episode: verdict, reward, info (``end_reason``).
-
-        With ``strict_yes`` only "correct" counts and everything else is wrong (AgentClinic
-        scores all started cases, W10); an episode without a diagnosis gets the
-        ``unfinished`` verdict (default ``"wrong"``).
-        """
-        cfg = self.config
-        assert isinstance(cfg, NativeConfig)
-        score = pending.score if pending.score is not None else score_answer(None, rt.case)
-        final: dict[str, Any] = {}
-        if rt.answer is None:
-            verdict = cfg.unfinished
-        elif pending.judged:
-            label = str(getattr(pending.judgement, "verdict", pending.judgement))
-            label = label if label in JUDGE_TO_VERDICT else "unparsed"
-            verdict = "correct" if label == "correct" else (
-                "wrong" if cfg.strict_yes else JUDGE_TO_VERDICT[label])
-            final = {"scorer": "llm-judge", "judge_verdict": label}
-        else:
-            verdict = score.verdict
-            if cfg.strict_yes and verdict != "correct":
-                verdict = "wrong"
-        if self.judge is not None and not final:
-            final = {"scorer": "deterministic", "judge_verdict": None}
-        reward, outcome = answer_outcome(rt, score, verdict)
-        self._final = {**outcome, **final, "end_reason": rt.end_reason}
-        routing = pending.routing
-        assert routing is not None
-        info = self._info(action_kind=getattr(routing, "kind", None),
-                          reasoning=getattr(routing, "reasoning", None))
-        info.update(self._final)
-        return (self._observation(self._last_obs_text), float(reward) + pending.reward, True,
-                False, info)
 
     def _view_text(self) -> str:
         """The complete doctor view x_t of the current phase (reset observation)."""

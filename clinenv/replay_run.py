@@ -5,10 +5,12 @@ See :mod:`clinenv.replay` for the ablations, the source checks and the line form
 - :func:`decide_and_score` — the terminal decision of one episode on the (ablated) e_T,
   scored as :class:`clinenv.env.EGIPEnv` scores it: the runtime's decision-phase parser
   (``strict_markers`` and the rest of the line's protocol settings), the deterministic
-  scorer :func:`clinenv.scoring.score_answer` on the case, then the optional judge on the
-  answer (a chosen candidate as its label) and the target, with the environment's
-  mapping of judge verdicts (``unparsed`` is unscored). The judge's seed is
-  ``call_seed(episode seed, "replay", "judge")``;
+  scorer :func:`clinenv.scoring.score_answer` on the case -- without the candidate labels
+  when the ablation removed them (``use_candidates=False``: an option letter is then a
+  free answer, never the option the doctor did not see) --, then the optional judge on
+  the answer (a chosen candidate as its label, only when K was shown) and the target,
+  and the shared verdict rule :func:`clinenv.terminal_outcome.terminal_outcome`. The
+  judge's seed is ``call_seed(episode seed, "replay", "judge")``;
 - :func:`replay_run` / :func:`areplay_run` — the whole replay with resume (``resume``
   continues an output log of the same replay: same doctor, source file, ablation and
   judge; missing episodes and, with ``retry_errors``, error lines are run again and the
@@ -33,7 +35,6 @@ from typing import Any
 
 from clinenv import rewards
 from clinenv.doctor_view import answer_outcome
-from clinenv.env import JUDGE_TO_VERDICT
 from clinenv.episode import call_totals, error_dict, run_without_loop
 from clinenv.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS, FailFast
 from clinenv.llm.base import BackendError
@@ -53,6 +54,7 @@ from clinenv.scoring import score_answer
 from clinenv.seeding import call_seed
 from clinenv.simulators import accepts_seed, make_judge
 from clinenv.spaces import clip_text
+from clinenv.terminal_outcome import NOT_JUDGED, terminal_outcome
 
 __all__ = ["ReplayResult", "areplay_run", "decide_and_score", "replay_doctor", "replay_run"]
 
@@ -120,10 +122,10 @@ async def decide_and_score(episode: SourceEpisode, doctor: Any, *, ablation: str
     rt = EGIPRuntime(episode.prepared, episode.protocol)
     rt.turn, rt.phase = int(line["turns"]), "decide"  # the decision step of the source
     rt.submit_answer(action if isinstance(action, str) else str(action))
-    score = score_answer(rt.answer, rt.case)
-    verdict, final = score.verdict, {}
+    # K is read only when the doctor saw it (no_candidates removes it: EGIP Table 3B)
+    score = score_answer(rt.answer, rt.case, use_candidates=bundle.candidates is not None)
+    judgement: Any = NOT_JUDGED
     if judge is not None:
-        judged = None
         if score.verdict != "unscored":  # non-answers and abstentions are never judged
             answer = score.matched if score.method == "option" and score.matched else rt.answer
             kwargs = ({"seed": call_seed(line["seed"], "replay", "judge")}
@@ -135,14 +137,10 @@ async def decide_and_score(episode: SourceEpisode, doctor: Any, *, ablation: str
                                                                   **kwargs))
             except BackendError as err:
                 judgement, result["error"] = None, error_dict(err)
-            judged = str(getattr(judgement, "verdict", judgement))
-            judged = judged if judged in JUDGE_TO_VERDICT else "unparsed"
-            verdict = JUDGE_TO_VERDICT[judged]
-        final = {"scorer": "llm-judge" if judged is not None else "deterministic",
-                 "judge_verdict": judged}
         drain = getattr(judge, "drain_calls", None)
         if callable(drain):
             result["calls"] += [{**c, "agent": "judge"} for c in drain()]
+    verdict, final = terminal_outcome(score, judgement, with_judge=judge is not None)
     reward, outcome = answer_outcome(rt, score, verdict)
     result.update(outcome={**outcome, **final}, reward=reward,
                   terminal_events=[event_to_dict(e) for e in rt.history],

@@ -334,7 +334,8 @@ def is_abstention(answer: str | None) -> bool:
     return bool(_ABSTENTION.fullmatch(_lower_form(_clean(answer)).strip(" .!")))
 
 
-def score_answer(answer: str | None, case: Case, *, threshold: float = DEFAULT_THRESHOLD) -> Score:
+def score_answer(answer: str | None, case: Case, *, threshold: float = DEFAULT_THRESHOLD,
+                 use_candidates: bool = True) -> Score:
     """Score a terminal answer against the case's reference target Y.
 
     Args:
@@ -342,6 +343,11 @@ def score_answer(answer: str | None, case: Case, *, threshold: float = DEFAULT_T
             the episode produced no answer.
         case: the case; only ``case.target`` and ``case.candidates`` are read.
         threshold: fuzzy similarity (0-100) needed for a fuzzy or option-text match.
+        use_candidates: read the answer against the candidate labels K (rule 2, option
+            letters included). ``False`` when the doctor never saw K -- the native
+            protocols and the ``no_candidates`` replay ablation (EGIP Table 3B) -- so
+            a bare ``"C"`` is a free answer scored against the target text (wrong), never
+            option C.
 
     Returns:
         A :class:`Score`. ``verdict`` is ``"unscored"`` for ``None``, empty or
@@ -358,7 +364,7 @@ def score_answer(answer: str | None, case: Case, *, threshold: float = DEFAULT_T
     if is_abstention(answer):
         return Score("unscored", 0.0, normalized, None, "none", abstained=True)
     target = _clean(case.target.text)
-    options = case.candidates
+    options = case.candidates if use_candidates else None
     if options and case.target.option_index is not None:
         choice = _choose_option(cleaned, options, threshold)
         if choice is None:

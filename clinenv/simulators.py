@@ -5,8 +5,9 @@
 an ``"llm"`` setting with a chat model, or an object. Both settings have one shape
 (:func:`_build`): a known name, or ``"llm"`` with a
 :class:`~clinenv.llm.base.ChatModel` (required there, refused otherwise), or an object
-that has the role's method. DESIGN.md: "Default simulators are offline and
-deterministic; LLM-backed simulators are opt-in".
+that has the role's method. Defaults are offline and deterministic (the retrieval
+patient, the deterministic scorer, record lookup O of EGIP section 3.2); LLM-backed
+simulators are opt-in.
 """
 
 from __future__ import annotations

@@ -32,7 +32,8 @@ def summarize(
     Accuracy is the share of *scheduled* outputs scored correct: unscored answers,
     non-answers and scheduled episodes without a record all stay in the denominator.
     Coverage is the share of scheduled outputs with an identifiable answer
-    (``verdict != "unscored"``).
+    (:func:`clinenv.evaluation.metrics.coverage` on the records themselves: not
+    abstained, an ``answer`` present, ``verdict != "unscored"``).
 
     Args:
         records: run-log lines or :func:`clinenv.episode.run_episode` records
@@ -94,12 +95,13 @@ def summarize(
         hits = per_rep_correct[r][:scheduled[r]]
         matrix[:len(hits), j] = np.asarray(hits, dtype=float)
     # coverage items: every record, plus an answerless slot per missing scheduled output
-    items = [{"verdict": v} for v in verdicts]
+    items: list[Mapping[str, Any] | None] = list(records)
     items += [None] * max(0, n_scheduled - len(records))
     repetitions: dict[int, dict[str, Any]] = {}
     per_rep = per_repetition_accuracy(matrix) if matrix.size else np.array([])
     for j, r in enumerate(columns):
-        mine = [{"verdict": v} for v, rr in zip(verdicts, reps, strict=True) if rr == r]
+        mine: list[Mapping[str, Any] | None] = [
+            rec for rec, rr in zip(records, reps, strict=True) if rr == r]
         mine += [None] * max(0, scheduled[r] - len(mine))
         repetitions[r] = {
             "n_scheduled": scheduled[r],

@@ -6,13 +6,19 @@
    setting); sampling gives successful and failed trajectories of the same case.
 2. :func:`clinenv.wrappers.cdeg.build.build_graph` builds the graph from that run log
    with the deterministic extractor, the documented deterministic verifier
-   (:class:`~clinenv.wrappers.cdeg.verifier.LexicalVerifier`) and the lexical
-   similarity: pairing, candidate sets, counterfactual validation in both orders,
-   consolidation. The script prints the build counts and the revision edges.
-3. The same sampling doctor, wrapped by :class:`~clinenv.wrappers.cdeg.policy.CDEGDoctor`,
-   runs the cases of those edges again with fresh seeds; the script prints every
-   intervention of the wrapper's log (the run-log field ``doctor_log``) and the
-   episode's answer.
+   (:class:`~clinenv.wrappers.cdeg.verifier.LexicalVerifier`, its default
+   ``min_overlap``) and the lexical similarity with its documented thresholds
+   (:data:`~clinenv.embeddings.lexical.LEXICAL_THRESHOLDS`): pairing, candidate sets,
+   counterfactual validation in both orders, consolidation. The script prints the
+   build counts and the revision edges.
+3. The same sampling doctor, wrapped by :class:`~clinenv.wrappers.cdeg.policy.CDEGDoctor`
+   (lexical thresholds, and ``coverage_basis="edge+context"``: the demo graph's edges
+   hold only missing evidence, which the literal Eq. 7 basis never retrieves before it
+   is acquired), runs the cases of those edges again with fresh seeds; the script
+   prints every intervention of the wrapper's log (the run-log field ``doctor_log``)
+   and the episode's answer. On the command line, ``clinenv cdeg build RUNS --out
+   graph.json`` uses the same defaults, and ``clinenv run ... --cdeg graph.json
+   --cdeg-coverage-basis edge+context`` the same wrapper settings.
 
 Run from the repository root (offline, a few seconds)::
 
@@ -28,10 +34,10 @@ import gymnasium as gym
 
 import clinenv  # noqa: F401  (registers the environment ids)
 from clinenv.agents.scripted_doctor import ScriptedDoctor
-from clinenv.embeddings.lexical import LexicalSimilarity
+from clinenv.embeddings.lexical import LEXICAL_THRESHOLDS, LexicalSimilarity
 from clinenv.episode import run_episode
 from clinenv.rollouts import run_logged
-from clinenv.wrappers.cdeg.build import build_graph
+from clinenv.wrappers.cdeg.build import BuildConfig, build_graph
 from clinenv.wrappers.cdeg.extractors import DeterministicExtractor
 from clinenv.wrappers.cdeg.policy import CDEGConfig, CDEGDoctor
 from clinenv.wrappers.cdeg.verifier import LexicalVerifier
@@ -50,8 +56,9 @@ def main() -> int:
         n_correct = sum(bool(line["correct"]) for line in runs.lines)
         print(f"construction runs: {len(runs.lines)} episodes, {n_correct} correct")
         result = build_graph([log], extractor=DeterministicExtractor(),
-                             verifier=LexicalVerifier(min_overlap=0.2),
-                             similarity=LexicalSimilarity())
+                             verifier=LexicalVerifier(), similarity=LexicalSimilarity(),
+                             config=BuildConfig(
+                                 diagnosis_threshold=LEXICAL_THRESHOLDS["diagnosis"]))
     graph = result.graph
     print(f"graph: {graph.counts()}")
     for edge in graph.revisions:
@@ -60,8 +67,11 @@ def main() -> int:
         names = [graph.evidence_by_id[e].atom.text() for e in edge.evidence_ids()]
         print(f"  {edge.edge_id}: {source} -> {target}; evidence {names}; cases "
               f"{list(edge.cases)}")
+    config = CDEGConfig(coverage_basis="edge+context",
+                        evidence_threshold=LEXICAL_THRESHOLDS["evidence"],
+                        diagnosis_threshold=LEXICAL_THRESHOLDS["diagnosis"])
     doctor = CDEGDoctor(sampling_doctor(), graph, similarity=LexicalSimilarity(),
-                        config=CDEGConfig(coverage_basis="edge+context"))
+                        config=config)
     cases = sorted({c for edge in graph.revisions for c in edge.cases})
     shown = 0
     for seed in range(100, 130):

@@ -11,8 +11,8 @@ Two cases of run-log lines (schema ``clinenv.runlog/1``), written as real JSONL 
   hemorrhage." {headache}.
 
 :class:`LineJaccard` is the stand-in similarity: Jaccard index of the texts' line sets.
-History lines are ``Objective``, then two per observation (action, result), so c1's
-pairs score 3/7, c2 rep 1 scores 3/7 and c2 rep 2 scores 3/5.
+τ_pre has one line per observation (the objective is left out), so c1's pairs score
+1/3, c2 rep 1 scores 1/3 and c2 rep 2 scores 1/2.
 
 :class:`RuleVerifier` is the scripted verifier, rules in order (S: evidence concepts,
 X: exposed concepts):

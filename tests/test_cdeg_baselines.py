@@ -65,8 +65,10 @@ def obs(text, source="Patient", context="What brings you in?", n=1):
 
 def traj(case_id, text, answer, correct=True):
     observations = (obs(text),)
-    return Trajectory("demo", case_id, 0, trajectory_text(observations), observations,
-                      answer, correct)
+    return Trajectory(case_id=case_id, repetition=0, dataset="demo", answer=answer,
+                      outcome="success" if correct else "failure",
+                      history=trajectory_text(observations), observations=observations,
+                      source="memory.jsonl:1")
 
 
 def llm_doctor(*replies):
@@ -173,9 +175,10 @@ def test_flat_experience_snippets_from_run_logs(tmp_path):
     run_logged(gym.make("EGIP-Demo-v0"), ScriptedDoctor(n_questions=1, exam_budget=7),
                out=tmp_path / "more.jsonl", episodes=1)
     trajectories = load_trajectories([log, tmp_path / "more.jsonl"])
-    # two exams miss the chest x-ray (answer "Undetermined"), seven include it
-    assert [(t.case_id, t.correct) for t in trajectories] == [("demo-01", False),
-                                                              ("demo-01", True)]
+    # two exams miss the chest x-ray (answer "Undetermined": an abstention), seven
+    # include it
+    assert [(t.case_id, t.outcome) for t in trajectories] == [("demo-01", "abstained"),
+                                                              ("demo-01", "success")]
     (snippet,) = snippets_from_trajectories(trajectories)
     assert snippet.owners == (("demo", "demo-01"),)
     assert snippet.text.startswith(

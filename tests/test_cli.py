@@ -200,6 +200,14 @@ BAD_ARGUMENTS = [
     (("--episodes", "0"), "must be >= 1"),
     (("--seed", "-1"), "must be >= 0"),
     (("--doctor", "oracle"), "invalid choice"),
+    (("--env", "AgentClinic-Demo-v0", "--examiner", "lookup"),
+     "--examiner lookup: the agentclinic protocol has no seat for record lookup"),
+    (("--env", "MedAgentSim-Demo-v0", "--examiner", "lookup"),
+     "--examiner lookup: the medagentsim protocol has no seat for record lookup"),
+    (("--examiner-model", "m"), "--examiner-model is used only with --examiner llm"),
+    (("--examiner", "llm", "--base-url", "http://127.0.0.1:9/v1"),
+     "--examiner llm needs --model M (or --examiner-model)"),
+    (("--examiner", "reader"), "invalid choice"),
 ]
 
 
@@ -223,7 +231,11 @@ def test_non_egip_env_is_one_line_error(tmp_path):
     assert proc.stderr.splitlines() == [
         "clinenv: error: 'CartPole-v1' is not an EGIP environment; clinenv ids: "
         "EGIP-Demo-v0, EGIP-MedQA-v0, EGIP-MedQA_Ext-v0, EGIP-NEJM-v0, EGIP-NEJM_Ext-v0, "
-        "EGIP-MIMIC-IV-v0 (or 'auto')"]
+        "EGIP-MIMIC-IV-v0, AgentClinic-Demo-v0, AgentClinic-MedQA-v0, "
+        "AgentClinic-MedQA_Ext-v0, AgentClinic-NEJM-v0, AgentClinic-NEJM_Ext-v0, "
+        "AgentClinic-MIMIC-IV-v0, MedAgentSim-Demo-v0, MedAgentSim-MedQA-v0, "
+        "MedAgentSim-MedQA_Ext-v0, MedAgentSim-NEJM-v0, MedAgentSim-NEJM_Ext-v0, "
+        "MedAgentSim-MIMIC-IV-v0 (or 'auto')"]
     assert proc.stdout == ""
 
 

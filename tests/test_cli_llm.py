@@ -27,6 +27,7 @@ import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.llm_doctor import LLMDoctor
 from clinenv.agents.prompts import AGENTCLINIC_DOCTOR_SYSTEM
 from clinenv.cli import EXIT_RUN_ERRORS, main
+from clinenv.llm.fake_responders import role_of as clinician_role
 from clinenv.llm.fake_server import FakeChatServer
 from clinenv.llm.openai_backend import OpenAIChatModel
 from clinenv.rollouts import run_logged
@@ -365,3 +366,54 @@ def test_max_questions_needs_the_agentclinic_prompt(workdir, capsys):
     assert err == ("clinenv: error: --max-questions is used only with --doctor llm --prompt "
                    "agentclinic (the egip prompt has no question budget)\n")
     assert not (workdir / "runs").exists()
+
+
+# ------------------------------------------------------------------ native ids
+def test_native_id_with_every_seat_an_llm_and_the_agentclinic_prompt_by_default(
+        workdir, capsys):
+    """``--env AgentClinic-Demo-v0`` without ``--prompt``: the LLM doctor states the
+    agentclinic rules with the 20-turn budget; ``--examiner llm --examiner-model`` puts
+    the measurement agent on its own model; the clinician plays every seat, so the
+    chest X-ray's "consistent with lobar pneumonia" is the answer the moderator accepts."""
+    with FakeChatServer("clinician") as server:
+        code = main(["run", "--env", "AgentClinic-Demo-v0", "--doctor", "llm",
+                     "--base-url", server.base_url, "--model", "fake-model", "--patient",
+                     "llm", "--judge", "llm", "--examiner", "llm", "--examiner-model",
+                     "exam-model", "--episodes", "1", "--quiet", "--out", "ac.jsonl"])
+        requests = list(server.requests)
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    (line,) = read_run_log(workdir / "ac.jsonl").lines
+    assert (line["answer"], line["verdict"], line["judge_verdict"]) == (
+        "DIAGNOSIS READY: lobar pneumonia", "correct", "correct")
+    assert line["doctor"]["config"]["prompt"] == "agentclinic"
+    assert line["doctor"]["config"]["max_questions"] == 20
+    kwargs = line["env_spec"]["kwargs"]
+    assert (kwargs["examiner"], kwargs["examiner_model"]["model"]) == ("llm", "exam-model")
+    by_role = {}
+    for body in requests:
+        by_role.setdefault(clinician_role(body), set()).add(body["model"])
+    assert by_role == {"doctor": {"fake-model"}, "patient": {"fake-model"},
+                       "judge": {"fake-model"}, "measurement": {"exam-model"}}
+    assert sum(b["model"] == "exam-model" for b in requests) == line["n_exams_requested"] == 8
+    assert {b["messages"][0]["content"] for b in requests if clinician_role(b) == "doctor"} == {
+        AGENTCLINIC_DOCTOR_SYSTEM.format(budget="at most 20")}
+
+
+def test_native_id_keeps_refusing_an_explicit_egip_prompt(workdir, capsys):
+    code = main(["run", "--env", "AgentClinic-Demo-v0", "--doctor", "llm", "--base-url",
+                 "http://127.0.0.1:9/v1", "--model", "m", "--prompt", "egip"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert err == ("clinenv: error: AgentClinic-Demo-v0 ends only on DIAGNOSIS READY, which "
+                   "the egip doctor prompt forbids during acquisition: add --prompt "
+                   "agentclinic\n")
+    assert not (workdir / "runs").exists()
+
+
+def test_max_questions_is_accepted_on_a_native_id_without_prompt(workdir, server, capsys):
+    assert main(["run", "--env", "MedAgentSim-Demo-v0", "--doctor", "llm", "--base-url",
+                 server.base_url, "--model", "fake-model", "--max-questions", "7",
+                 "--episodes", "1", "--quiet", "--out", "m.jsonl"]) == 0
+    config = read_run_log(workdir / "m.jsonl").lines[0]["doctor"]["config"]
+    assert (config["prompt"], config["max_questions"]) == ("agentclinic", 7)

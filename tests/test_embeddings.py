@@ -353,3 +353,19 @@ def test_real_minilm_scores_a_related_clinical_pair_above_an_unrelated_one():
     assert scores[0, 0] > scores[1, 2]  # B20: sim(MI, heart attack) > sim(heart attack, migraine)
     assert scores[0, 3] == pytest.approx(1.0, abs=1e-5)  # uncased model: case variants equal
     assert sim.encode(["myocardial infarction"]).shape == (1, 384)
+
+
+def test_factory_max_length_reaches_the_encoder_and_key_index_scores(tiny_bert):
+    """CDEG Eq. 4 pairing embeds whole histories: ``max_length`` reaches the encoder, and
+    its truncation count is visible through the similarity (``truncated_texts``)."""
+    from clinenv.embeddings.similarity import KeyIndex, truncated_texts
+
+    sim = make_similarity(str(tiny_bert), max_length=4)
+    assert sim.encoder.encoder.max_length == 4
+    sim.encode(["fever and a cough since three days"])
+    assert truncated_texts(sim) == 1
+    assert make_similarity(str(tiny_bert)).encoder.encoder.max_length == 64
+    keys = ["fever", "cough"]
+    scores = KeyIndex(sim, keys).scores(["fever"])
+    assert scores.dtype == np.float64 and scores.shape == (1, 2)
+    np.testing.assert_allclose(scores, sim.similarity(["fever"], keys), atol=1e-6)

@@ -11,6 +11,7 @@ import asyncio
 import json
 
 import gymnasium as gym
+import pydantic
 import pytest
 from conftest import MEDQA_FILE, NEJM_FILE, leaves, skip_without_shared_data
 
@@ -393,7 +394,7 @@ def test_bad_arguments(kwargs, message):
 def test_image_options_are_explicit_and_text_only(setting):
     """W7: the native runs are text-only; the published image defects are named settings
     that only take their reproduced value."""
-    with pytest.raises(Exception, match=next(iter(setting))):
+    with pytest.raises(pydantic.ValidationError, match=next(iter(setting))):
         EGIPEnv("demo", protocol="agentclinic", **setting)
 
 

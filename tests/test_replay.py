@@ -280,3 +280,69 @@ def test_llm_judge_scores_answers_only(server, source, tmp_path):
         assert new["judge_verdict"] == ("correct" if ok else None)
         assert new["verdict"] == ("correct" if ok else "unscored")
         assert new["replay"]["judge"]["name"] == "llm_judge"
+
+
+class LetterDoctor:
+    """Answers every decision with one fixed action."""
+
+    name = "letter"
+
+    def __init__(self, action: str) -> None:
+        self.action = action
+
+    def reset(self, seed=None) -> None:
+        pass
+
+    def act(self, observation, info) -> str:
+        return self.action
+
+
+class RecordingJudge:
+    """Rules every answer correct and records what it was asked."""
+
+    name = "recording_judge"
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def judge(self, answer: str, target: str) -> str:
+        self.asked.append(answer)
+        return "correct"
+
+
+def test_no_candidates_reads_an_option_letter_as_a_free_answer(source):
+    """Without K the doctor never saw the options, so the letter of the right option is a
+    free answer (wrong against the target text) and reaches a judge as the bare letter;
+    with K (the control) the letter is the option and the judge gets its label."""
+    import asyncio
+
+    from clinenv.replay_run import decide_and_score
+
+    ablated = load_source(source[0], ablation="no_candidates")
+    full = load_source(source[0], ablation="full")
+    with_k = [e for e in ablated.episodes if e.case.candidates]
+    assert [e.case.case_id for e in with_k] == list(WITH_K)
+    for episode, control_ep in zip(with_k, (e for e in full.episodes if e.case.candidates),
+                                   strict=True):
+        letter = "ABCDE"[episode.case.target.option_index]
+        doctor = LetterDoctor(f"DIAGNOSIS READY: {letter}")
+        cut = asyncio.run(decide_and_score(episode, doctor, ablation="no_candidates"))
+        kept = asyncio.run(decide_and_score(control_ep, doctor, ablation="full"))
+        assert (cut["outcome"]["verdict"], kept["outcome"]["verdict"]) == ("wrong", "correct")
+        judge = RecordingJudge()
+        asyncio.run(decide_and_score(episode, doctor, ablation="no_candidates", judge=judge))
+        asyncio.run(decide_and_score(control_ep, doctor, ablation="full", judge=judge))
+        assert judge.asked == [letter, episode.case.target.text]
+
+
+def test_replay_warns_when_the_doctor_differs(server, source, tmp_path, capsys):
+    """Appendix C holds the doctor fixed: a replay with another temperature gets one
+    warning line naming that field on stderr; the same doctor gets none."""
+    capsys.readouterr()
+    code, _ = replay_cli(server, source[0], "no-observations", tmp_path / "same.jsonl")
+    assert code == 0 and "warning:" not in capsys.readouterr().err
+    code, _ = replay_cli(server, source[0], "no-observations", tmp_path / "hot.jsonl",
+                         "--temperature", "0.5")
+    warnings = [x for x in capsys.readouterr().err.splitlines() if x.startswith("warning:")]
+    assert code == 0 and len(warnings) == 1
+    assert "config.generation.temperature: 0.5 here" in warnings[0]

@@ -195,8 +195,7 @@ def test_medagentsim_native_decision_phase(fake_server, model):  # noqa: F811
     instruction) the doctor's last turn is the discussion, and its line is what the
     environment judges."""
     gym = pytest.importorskip("gymnasium")
-    if "MedAgentSim-Demo-v0" not in gym.registry:
-        pytest.skip("the MedAgentSim-native environment is not registered")
+    assert "MedAgentSim-Demo-v0" in gym.registry  # a broken registration fails here
     from clinenv.episode import run_episode
 
     def reply(body: dict, index: int) -> str:

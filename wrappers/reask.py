@@ -42,6 +42,17 @@ from clinenv.runlog import doctor_config
 Request = tuple[Mapping[str, Any], Mapping[str, Any]]
 Review = Generator[Request, str, str]
 GUIDANCE_HEADER = "# Guidance"
+#: What a re-asked doctor is told to do after the guidance, by phase: the ``{next}`` of
+#: every wrapper's guidance prompt (CDEG and its baselines).
+NEXT_STEP = {"acquire": "give your next action (a question, a test request, or your "
+                        "diagnosis)",
+             "decide": "give your final diagnosis"}
+
+
+def next_step(phase: str) -> str:
+    """:data:`NEXT_STEP` of ``phase`` (``"acquire"``; anything else reads as
+    ``"decide"``)."""
+    return NEXT_STEP.get(phase, NEXT_STEP["decide"])
 
 
 def final_answer(action: str, phase: str) -> str | None:

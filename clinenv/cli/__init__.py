@@ -11,7 +11,12 @@ Usage::
                 [--max-questions N]
                 [--temperature T] [--max-tokens N] [--api-key-env NAME] [--timeout S]
                 [--max-retries N] [--patient retrieval|llm] [--patient-model M]
-                [--judge deterministic|llm] [--judge-model M]
+                [--examiner lookup|llm] [--examiner-model M]
+                [--judge deterministic|llm] [--judge-model M] [--preset NAME]
+                [--premature-diagnosis clarify|decide]
+                [--cdeg graph.json [--cdeg-similarity S] [--cdeg-mode M] ...]
+                [--baseline self-reflection|trajectory-rag|flat-experience
+                 --experience RUN.jsonl ...]
     clinenv replay RUN.jsonl --ablation full|no-observations|no-candidates [--out FILE]
                 [--doctor llm|scripted] [--resume [--no-retry-errors]] [--concurrency N]
                 [the LLM options of run: --model M --base-url URL --strategy S ...]
@@ -36,6 +41,17 @@ Usage::
 environment (``env: ID (why)``), a progress bar on a terminal, and the summary;
 ``--quiet`` keeps only the summary. Nothing is created (not even the ``runs/`` folder of
 the default ``--out``) until every argument has been checked.
+
+``--env`` also takes the native protocols' ids (``AgentClinic-<Dataset>-v0``,
+``MedAgentSim-<Dataset>-v0``; docs/protocols.md): there the LLM doctor's ``--prompt``
+defaults to ``agentclinic``, ``--examiner llm`` makes the measurement agent an LLM (the
+published setting; offline a record reader stands in), and ``--preset NAME`` selects an
+EGIP ablation (``egip-no-menu``, ``egip-native-measurement``;
+:mod:`clinenv.protocol.presets`). ``--cdeg graph.json`` wraps the doctor in the CDEG
+policy wrapper (:mod:`clinenv.wrappers.cdeg.policy`) and ``--baseline`` in one of the
+CDEG paper's baselines (:mod:`clinenv.wrappers.baselines`); ``clinenv cdeg build`` makes
+the graph from run logs, ``clinenv replay`` recomputes terminal decisions on fixed
+histories (EGIP Table 3B).
 
 ``--doctor llm`` runs :class:`~clinenv.agents.llm_doctor.LLMDoctor` with the terminal
 ``--strategy`` over a chat model of ``--backend`` (default ``openai``: an

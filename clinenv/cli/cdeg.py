@@ -3,20 +3,30 @@ and a look inside it (CDEG paper, "Counterfactual Diagnostic Evidence Graph
 Construction").
 
 ``build RUN.jsonl [RUN2.jsonl ...] --out graph.json`` reads ``clinenv run`` logs with K
-repetitions per case, pairs failed with successful trajectories (``--similarity``,
-``--pair-threshold``), extracts evidence atoms (``--extractor``), validates candidates
-with ``--verifier`` (``--no-validation`` and ``--no-missing / --no-ignored /
---no-blocking`` are the Table 3 ablations) and writes the graph atomically. It refuses
-to overwrite ``--out`` unless ``--force``. The LLM options (``--backend``,
-``--base-url``, ``--model``...) are those of ``clinenv run`` and serve ``--verifier
-llm`` and ``--extractor llm``.
+repetitions per case, pairs failed with successful trajectories (``--pair-similarity``,
+default the ``--similarity`` spec with encoders given ``max_length``
+:data:`~clinenv.embeddings.factory.PAIR_MAX_LENGTH`; ``--pair-threshold``), extracts
+evidence atoms (``--extractor``), validates candidates with ``--verifier``
+(``--no-validation`` and ``--no-missing / --no-ignored / --no-blocking`` are the Table 3
+ablations) and writes the graph atomically. It refuses to overwrite ``--out`` unless
+``--force``. The LLM options (``--backend``, ``--base-url``, ``--model``...) are those
+of ``clinenv run`` and serve ``--verifier llm`` and ``--extractor llm``.
 
 With ``--similarity lexical`` (the default, no model) the diagnosis threshold defaults
 to :data:`clinenv.embeddings.lexical.LEXICAL_THRESHOLDS` ``["diagnosis"]`` instead of
 the paper's 0.65 for encoder cosines.
 
+Exit codes of ``build``: 0 — a graph with revision edges was written; 1 — a graph was
+written but has no revision edge (a warning on stderr names the stage that emptied it:
+:func:`clinenv.wrappers.cdeg.build.empty_stage`); 2 — nothing usable: bad options or
+input (one line on stderr, nothing written), or every verifier call failed (backend
+errors or unreadable replies; the graph is written, the line says so).
+
 ``inspect graph.json [--top N]`` prints node and edge counts and the top revisions by
 support, each with its evidence texts and acquisition actions.
+
+:func:`add_cdeg_run_arguments` and :func:`cdeg_wrapper` are the ``--cdeg`` options of
+``clinenv run``.
 """
 
 from __future__ import annotations
@@ -30,6 +40,12 @@ from typing import Any
 from clinenv.cli.argtypes import count, number
 from clinenv.cli.errors import CLIError
 from clinenv.cli.llm_setup import BACKENDS, LLMSetup
+from clinenv.wrappers.cdeg.thresholds import (
+    COVERAGE_THRESHOLD,
+    DIAGNOSIS_THRESHOLD,
+    EVIDENCE_THRESHOLD,
+    PAIR_THRESHOLD,
+)
 
 
 def add_cdeg_parser(sub: Any) -> None:
@@ -45,16 +61,27 @@ def add_cdeg_parser(sub: Any) -> None:
                        help="graph file to write (JSON)")
     build.add_argument("--force", action="store_true", help="overwrite an existing --out")
     build.add_argument("--similarity", default="lexical", metavar="SPEC",
-                       help="lexical (default, no model), sapbert, minilm, a hub id or a "
-                            "local model folder (optionally :cls / :mean)")
+                       help="diagnosis merging: lexical (default, no model), sapbert, "
+                            "minilm, a hub id or a local model folder (optionally :cls / "
+                            ":mean)")
+    build.add_argument("--pair-similarity", default=None, metavar="SPEC",
+                       help="Eq. 4 trajectory pairing (default: the --similarity spec; "
+                            "encoders read up to 512 tokens of each history)")
     build.add_argument("--verifier", choices=("lexical", "llm"), default="lexical",
                        help="counterfactual verifier (default: lexical, deterministic)")
     build.add_argument("--extractor", choices=("deterministic", "llm"),
                        default="deterministic", help="evidence-atom extractor")
-    build.add_argument("--pair-threshold", type=number(-1.0), default=0.7, metavar="X",
-                       help="Eq. 4 pairing threshold (default: 0.7)")
+    build.add_argument("--pair-threshold", type=number(-1.0), default=PAIR_THRESHOLD,
+                       metavar="X", help=f"Eq. 4 pairing threshold (default: {PAIR_THRESHOLD})")
     build.add_argument("--diagnosis-threshold", type=number(-1.0), default=None, metavar="X",
-                       help="diagnosis merge threshold (default: 0.65; 0.9 with lexical)")
+                       help=f"diagnosis merge threshold (default: {DIAGNOSIS_THRESHOLD}; "
+                            "0.9 with lexical)")
+    build.add_argument("--min-overlap", type=number(0.0, above=True), default=None,
+                       metavar="X", help="--verifier lexical: smallest share of a "
+                                         "diagnosis's words that counts (default: 0.2)")
+    build.add_argument("--verifier-max-tokens", type=count(1), default=None, metavar="N",
+                       help="--verifier llm: reply budget (default: 64; reasoning models "
+                            "need several hundred)")
     build.add_argument("--no-validation", action="store_true",
                        help="keep every candidate (Table 3: w/o counterfactual validation)")
     for role in ("missing", "ignored", "blocking"):
@@ -73,7 +100,8 @@ def add_cdeg_parser(sub: Any) -> None:
     llm.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="NAME")
     llm.add_argument("--timeout", type=number(0.0, above=True), default=60.0, metavar="S")
     llm.add_argument("--max-retries", type=count(0), default=3, metavar="N")
-    build.set_defaults(func=cmd_cdeg_build)
+    # prompt: read by LLMSetup (a clinenv run option) but meaningless here
+    build.set_defaults(func=cmd_cdeg_build, prompt=None)
     inspect = inner.add_parser("inspect", help="counts and top revisions of a graph file")
     inspect.add_argument("graph", type=Path, metavar="graph.json")
     inspect.add_argument("--top", type=count(1), default=5, metavar="N",
@@ -96,11 +124,16 @@ def _check_build_args(args: argparse.Namespace) -> None:
     if not uses_llm and (args.model or args.base_url):
         raise CLIError("--model / --base-url are used only with --verifier llm or "
                        "--extractor llm")
+    if args.min_overlap is not None and (args.verifier != "lexical" or args.min_overlap > 1):
+        raise CLIError("--min-overlap is a share in (0, 1] of --verifier lexical")
+    if args.verifier_max_tokens is not None and args.verifier != "llm":
+        raise CLIError("--verifier-max-tokens is used only with --verifier llm")
 
 
 def cmd_cdeg_build(args: argparse.Namespace) -> int:
-    """``clinenv cdeg build``: exit 0, or :class:`CLIError` (exit 2)."""
-    from clinenv.embeddings.factory import make_similarity
+    """``clinenv cdeg build``: exit 0, 1 (a graph without revisions) or 2 (module
+    docstring)."""
+    from clinenv.embeddings.factory import PAIR_MAX_LENGTH, make_similarity
     from clinenv.embeddings.lexical import LEXICAL_THRESHOLDS
     from clinenv.runlog import RunLogError
     from clinenv.wrappers.cdeg.build import BuildConfig, build_graph
@@ -108,20 +141,24 @@ def cmd_cdeg_build(args: argparse.Namespace) -> int:
     from clinenv.wrappers.cdeg.verifier import LexicalVerifier, LLMVerifier
 
     _check_build_args(args)
+    pair_spec = args.pair_similarity or args.similarity
     try:
         similarity = make_similarity(args.similarity)
+        pair_similarity = make_similarity(pair_spec, max_length=PAIR_MAX_LENGTH)
     except (ValueError, ImportError, OSError) as err:
-        raise CLIError(f"--similarity {args.similarity}: {err}") from None
-    lexical = args.similarity.startswith("lexical")
+        raise CLIError(f"--similarity / --pair-similarity: {err}") from None
     threshold = args.diagnosis_threshold
     if threshold is None:
-        threshold = LEXICAL_THRESHOLDS["diagnosis"] if lexical else 0.65
+        threshold = (LEXICAL_THRESHOLDS["diagnosis"] if args.similarity.startswith("lexical")
+                     else DIAGNOSIS_THRESHOLD)
     setup = LLMSetup(args)
     model = setup.model(args.model) if args.model else None
     if args.verifier == "llm":
-        verifier: Any = LLMVerifier(model, seed=args.seed, temperature=args.temperature)
+        verifier: Any = LLMVerifier(model, seed=args.seed, temperature=args.temperature,
+                                    max_tokens=args.verifier_max_tokens)
     else:
-        verifier = LexicalVerifier()
+        verifier = LexicalVerifier(**({} if args.min_overlap is None
+                                      else {"min_overlap": args.min_overlap}))
     extractor: Any = (LLMExtractor(model, seed=args.seed) if args.extractor == "llm"
                       else DeterministicExtractor())
     start = time.perf_counter()
@@ -132,17 +169,40 @@ def cmd_cdeg_build(args: argparse.Namespace) -> int:
             use_ignored=not args.no_ignored, use_blocking=not args.no_blocking,
             max_candidates_per_pair=args.max_candidates)
         result = build_graph(args.logs, extractor=extractor, verifier=verifier,
-                             similarity=similarity, config=config,
-                             progress=not args.quiet and sys.stderr.isatty())
+                             similarity=similarity, pair_similarity=pair_similarity,
+                             config=config, progress=not args.quiet and sys.stderr.isatty())
     except (RunLogError, FileNotFoundError, ValueError) as err:
         raise CLIError(str(err)) from None
     finally:
         setup.close()
     result.graph.save(args.out)
-    seconds = time.perf_counter() - start
-    print(format_build_summary(result.report, args.out, seconds))
+    print(format_build_summary(result.report, args.out, time.perf_counter() - start))
     if getattr(extractor, "n_fallbacks", 0):
         print(f"  extractor fallbacks {extractor.n_fallbacks} (LLM replies unusable)")
+    return _build_status(result.report, args.out)
+
+
+def _build_status(report: dict[str, Any], out: Path) -> int:
+    """Warnings and the exit status after a build (module docstring)."""
+    from clinenv.wrappers.cdeg.build import empty_stage, failed_verifier_calls
+
+    truncated = report["pairing"]["truncated"]
+    if truncated:
+        print(f"warning: the pairing encoder truncated {truncated} trajectory texts; pairs "
+              "compare only their beginnings (use a longer --pair-similarity model)",
+              file=sys.stderr)
+    failed, total = failed_verifier_calls(report)
+    if total and failed == total:
+        counters = report.get("verifier") or {}
+        raise CLIError(f"every one of {total} verifier calls failed (backend errors "
+                       f"{counters.get('n_backend_errors', '?')}, unreadable replies "
+                       f"{counters.get('n_unparsed', '?')}, cut by max_tokens "
+                       f"{counters.get('n_truncated', '?')}); {out} was written but holds "
+                       "no validated evidence")
+    stage = empty_stage(report)
+    if stage is not None:
+        print(f"warning: {out} has 0 revisions: {stage}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -150,16 +210,25 @@ def format_build_summary(report: dict[str, Any], out: Path, seconds: float) -> s
     """The summary lines of ``cdeg build``."""
     t, p, g = report["trajectories"], report["pairing"], report["graph"]
     calls = sum(sum(v.values()) for v in report["verifier_calls"].values())
+    none = sum(v.get("none", 0) for v in report["verifier_calls"].values())
+    scores = p["scores"]
+    spread = ("" if scores["min"] is None else
+              f"; scores min {scores['min']}, median {scores['median']}, max {scores['max']}")
+    counters = report.get("verifier") or {}
+    verifier = ", ".join(f"{k[2:].replace('_', ' ')} {v}" for k, v in counters.items())
     lines = [
         f"  trajectories  {t['success']} success, {t['failure']} failure, "
         f"{t['abstained']} abstained, {t['unscored']} unscored "
         f"({report['errors_skipped']} error lines skipped)",
         f"  pairs         {p['pairs']} kept of {p['failed']} failed "
         f"({p['no_success']} without a success, {p['below_threshold']} below threshold, "
-        f"{p['same_diagnosis']} same diagnosis)",
-        "  candidates    " + ", ".join(f"{k} {v}" for k, v in report["candidates"].items()),
+        f"{p['same_diagnosis']} same diagnosis{spread})",
+        "  candidates    " + ", ".join(f"{k} {v}" for k, v in report["candidates"].items())
+        + f" ({report['skipped_by_before']} skipped by the before preference)",
         "  validated     " + ", ".join(f"{k} {v}" for k, v in report["validated"].items())
-        + f" ({report['one_order_only']} in one order only; {calls} verifier calls)",
+        + f" ({report['st_order_only']} shifted with D_s first only)",
+        f"  verifier      {calls} calls, {none} without a preference"
+        + (f" ({verifier})" if verifier else ""),
         f"  graph         {g['diagnoses']} diagnoses, {g['evidence']} evidence, "
         f"{g['actions']} actions, {g['revisions']} revisions",
         f"  wrote         {out} in {seconds:.2f} s",
@@ -175,7 +244,7 @@ def cmd_cdeg_inspect(args: argparse.Namespace) -> int:
         graph = CDEGraph.load(args.graph)
     except FileNotFoundError:
         raise CLIError(f"{args.graph}: no such graph file") from None
-    except (GraphFileError, UnicodeDecodeError) as err:
+    except (GraphFileError, IsADirectoryError) as err:
         raise CLIError(str(err)) from None
     print(format_inspect(graph, args.top))
     return 0
@@ -208,3 +277,85 @@ def format_inspect(graph: Any, top: int) -> str:
                 text = graph.evidence_by_id[e_id].atom.text()
                 lines.append(f"    {role:<8} {text}" + (f"  [via {via}]" if via else ""))
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------- clinenv run --cdeg
+def add_cdeg_run_arguments(group: Any) -> None:
+    """The CDEG options of ``clinenv run`` besides ``--cdeg`` and ``--cdeg-similarity``:
+    the :class:`~clinenv.wrappers.cdeg.policy.CDEGConfig` fields."""
+    group.add_argument("--cdeg-mode", default="both",
+                       choices=("both", "acquisition_only", "reappraisal_only"),
+                       help="CDEG interventions (Table 3 ablations; default: both)")
+    group.add_argument("--cdeg-coverage-basis", default="edge",
+                       choices=("edge", "edge+context"),
+                       help="E_{s->t} of Eq. 7: the edge's validated evidence (default), or "
+                            "also its context atoms (makes edges of missing evidence only "
+                            "retrievable)")
+    group.add_argument("--cdeg-max-deferrals", type=count(0), default=None, metavar="N",
+                       help="answers deferred per episode (default: 2)")
+    for name, paper, what in (("evidence", EVIDENCE_THRESHOLD, "evidence matching"),
+                              ("diagnosis", DIAGNOSIS_THRESHOLD, "diagnosis matching")):
+        group.add_argument(f"--cdeg-{name}-threshold", type=number(-1.0), default=None,
+                           metavar="X", help=f"{what} similarity (default: {paper}; with a "
+                                             "lexical --cdeg-similarity 0.9)")
+    group.add_argument("--cdeg-coverage-threshold", type=number(0.0), default=None,
+                       metavar="X", help="retrieve an edge when its coverage exceeds X "
+                                         f"(default: {COVERAGE_THRESHOLD})")
+    group.add_argument("--cdeg-global-guidance", action="store_true",
+                       help="use the global retrieval when the proposal has no edge "
+                            "(acquisition only; see CDEGConfig.global_guidance)")
+
+
+def cdeg_wrapper(args: argparse.Namespace, similarity: Any) -> Any:
+    """``doctor -> CDEGDoctor`` from ``--cdeg GRAPH`` and the options of
+    :func:`add_cdeg_run_arguments`, the graph loaded now. With a lexical
+    ``--cdeg-similarity`` the evidence and diagnosis thresholds default to
+    :data:`~clinenv.embeddings.lexical.LEXICAL_THRESHOLDS`. Prints one note on stderr
+    when the graph was built with an LLM extractor (``--cdeg`` matches with the
+    deterministic one) and when, under ``--cdeg-coverage-basis edge``, some edges hold
+    only missing evidence (never retrievable there).
+
+    Raises:
+        CLIError: the graph cannot be read, or a setting is out of range.
+    """
+    from pydantic import ValidationError
+
+    from clinenv.embeddings.lexical import LEXICAL_THRESHOLDS
+    from clinenv.wrappers.cdeg.graph import CDEGraph, GraphFileError
+    from clinenv.wrappers.cdeg.policy import CDEGConfig, CDEGDoctor
+    from clinenv.wrappers.cdeg.retrieval import missing_only_edges
+
+    try:
+        graph = CDEGraph.load(args.cdeg)
+    except (OSError, GraphFileError) as err:
+        raise CLIError(f"--cdeg: {err}") from None
+    lexical = str(getattr(similarity, "name", "")).startswith("lexical")
+    given = {"mode": args.cdeg_mode, "coverage_basis": args.cdeg_coverage_basis,
+             "global_guidance": args.cdeg_global_guidance,
+             "max_deferrals": args.cdeg_max_deferrals,
+             "evidence_threshold": args.cdeg_evidence_threshold,
+             "diagnosis_threshold": args.cdeg_diagnosis_threshold,
+             "coverage_threshold": args.cdeg_coverage_threshold}
+    if lexical:
+        for key in ("evidence", "diagnosis"):
+            if given[f"{key}_threshold"] is None:
+                given[f"{key}_threshold"] = LEXICAL_THRESHOLDS[key]
+    try:
+        config = CDEGConfig(**{k: v for k, v in given.items() if v is not None})
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise CLIError(f"--cdeg-{str(first['loc'][0]).replace('_', '-')}: "
+                       f"{first['msg']}") from None
+    extractor = str(graph.metadata.get("extractor", ""))
+    if extractor.startswith("llm"):
+        print(f"note: {args.cdeg} was built with the extractor {extractor}; --cdeg matches "
+              "observations with the deterministic extractor, so atoms may not match",
+              file=sys.stderr)
+    n = missing_only_edges(graph)
+    if n and config.coverage_basis == "edge":
+        print(f"note: {n} of {len(graph.revisions)} revision edges in {args.cdeg} carry only "
+              "missing evidence: under --cdeg-coverage-basis edge they are retrieved only "
+              "once the doctor has acquired that evidence itself, so they never prompt "
+              "its acquisition; --cdeg-coverage-basis edge+context makes them retrievable",
+              file=sys.stderr)
+    return lambda doctor: CDEGDoctor(doctor, graph, similarity=similarity, config=config)

@@ -25,7 +25,10 @@ BASELINES = ("self-reflection", "trajectory-rag", "flat-experience")
 
 def add_wrapper_arguments(run: Any) -> None:
     """The doctor-wrapper options of ``clinenv run``: ``--cdeg``, ``--cdeg-similarity``,
-    ``--cdeg-mode``, ``--baseline``, ``--experience``."""
+    the ``--cdeg-*`` settings (:func:`clinenv.cli.cdeg.add_cdeg_run_arguments`),
+    ``--baseline``, ``--experience``."""
+    from clinenv.cli.cdeg import add_cdeg_run_arguments
+
     group = run.add_argument_group("doctor wrappers (CDEG and its baselines)")
     group.add_argument("--cdeg", default=None, metavar="GRAPH.json",
                        help="wrap the doctor with CDEG evidence-state intervention using "
@@ -33,10 +36,10 @@ def add_wrapper_arguments(run: Any) -> None:
     group.add_argument("--cdeg-similarity", default="lexical", metavar="SPEC",
                        help="similarity of evidence/diagnosis matching and of the "
                             "baselines' retrieval: lexical (default, no model), sapbert "
-                            "(the paper's), minilm, a hub id or a local model folder")
-    group.add_argument("--cdeg-mode", default="both",
-                       choices=("both", "acquisition_only", "reappraisal_only"),
-                       help="CDEG interventions (Table 3 ablations; default: both)")
+                            "(the paper's), minilm, a hub id or a local model folder; "
+                            "lexical uses the thresholds LEXICAL_THRESHOLDS (0.9) for "
+                            "evidence and diagnosis matching unless given")
+    add_cdeg_run_arguments(group)
     group.add_argument("--baseline", default=None, choices=BASELINES,
                        help="wrap the doctor with a baseline of the CDEG paper")
     group.add_argument("--experience", nargs="+", default=None, metavar="RUN.jsonl",
@@ -85,15 +88,9 @@ def doctor_wrapper(args: Any) -> Callable[[Any], Any] | None:
                                                       similarity=similarity)
         snippets = snippets_from_trajectories(trajectories)
         return lambda doctor: FlatExperienceDoctor(doctor, snippets, similarity=similarity)
-    from clinenv.wrappers.cdeg.graph import CDEGraph, GraphFileError
-    from clinenv.wrappers.cdeg.policy import CDEGConfig, CDEGDoctor
+    from clinenv.cli.cdeg import cdeg_wrapper
 
-    try:
-        graph = CDEGraph.load(args.cdeg)
-    except (OSError, GraphFileError) as err:
-        raise CLIError(f"--cdeg: {err}") from None
-    config = CDEGConfig(mode=args.cdeg_mode)
-    return lambda doctor: CDEGDoctor(doctor, graph, similarity=similarity, config=config)
+    return cdeg_wrapper(args, similarity)
 
 
 def _similarity(spec: str) -> Any:

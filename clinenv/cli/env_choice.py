@@ -57,9 +57,10 @@ def choose_env(requested: str, data_dir: Path | None, allow_download: bool) -> t
 
 
 def _ids_hint() -> str:
-    from clinenv.registration import EGIP_IDS
+    """The ids ``--env`` takes: the EGIP ids, then the native-protocol ids."""
+    from clinenv.registration import EGIP_IDS, NATIVE_IDS
 
-    return "clinenv ids: " + ", ".join(EGIP_IDS) + " (or 'auto')"
+    return "clinenv ids: " + ", ".join([*EGIP_IDS, *NATIVE_IDS]) + " (or 'auto')"
 
 
 def _not_egip(env_id: str) -> CLIError:
@@ -98,8 +99,9 @@ def make_env(env_id: str, data_dir: Path | None, allow_download: bool,
     environment.
 
     Raises:
-        CLIError: the dataset is missing or corrupt, gymnasium refuses the arguments, or
-            the made environment is not an :class:`~clinenv.env.EGIPEnv` (it is closed).
+        CLIError: the dataset is missing or corrupt, gymnasium or the environment refuses
+            the arguments (e.g. an examiner the protocol has no seat for), or the made
+            environment is not an :class:`~clinenv.env.EGIPEnv` (it is closed).
     """
     import gymnasium as gym
 
@@ -110,11 +112,18 @@ def make_env(env_id: str, data_dir: Path | None, allow_download: bool,
         kwargs["data_dir"] = str(data_dir)
     if allow_download:
         kwargs["allow_download"] = True
+    from pydantic import ValidationError
+
     try:
         env = gym.make(env_id, **kwargs)
     except ClinenvError as err:
         raise CLIError(str(err)) from None
-    except gym.error.Error as err:
+    except ValidationError as err:  # a protocol setting the id's protocol does not have
+        first = err.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "(settings)"
+        raise CLIError(f"cannot make {env_id!r}: setting {field!r}: {first['msg']} "
+                       f"({err.title})") from None
+    except (gym.error.Error, ValueError) as err:  # ValueError: EGIPEnv's argument checks
         raise CLIError(f"cannot make {env_id!r}: {err}") from None
     if not isinstance(env.unwrapped, EGIPEnv):
         env.close()

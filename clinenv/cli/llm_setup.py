@@ -1,9 +1,14 @@
 """The LLM agents of ``clinenv run``: options, their checks, and the models they build.
 
-``--doctor llm``, ``--patient llm`` and ``--judge llm`` share ``--backend`` and, unless
-``--patient-model`` / ``--judge-model`` name another, ``--model``; one chat model object
+``--doctor llm``, ``--patient llm``, ``--judge llm`` and (``clinenv run`` only)
+``--examiner llm`` share ``--backend`` and, unless ``--patient-model`` /
+``--judge-model`` / ``--examiner-model`` name another, ``--model``; one chat model object
 is built per distinct name (:class:`LLMSetup`). The API key is read from the environment
 variable ``--api-key-env`` and never written anywhere.
+
+``--prompt`` has no fixed default: the LLM doctor uses ``agentclinic`` on an environment
+that runs a native protocol (AgentClinic, MedAgentSim: the diagnosis must come within
+the turns) and ``egip`` otherwise (:meth:`LLMSetup.match_env`).
 """
 
 from __future__ import annotations
@@ -18,10 +23,17 @@ from clinenv.cli.errors import CLIError
 
 #: ``--backend`` choices (:func:`clinenv.llm.factory.make_chat_model`).
 BACKENDS = ("openai", "vllm", "transformers")
+#: ``--prompt`` choices (:data:`clinenv.agents.llm_doctor.PROMPTS`).
+PROMPTS = ("egip", "agentclinic")
+#: ``--examiner`` choices (``clinenv run``).
+EXAMINERS = ("lookup", "llm")
+#: Protocols whose diagnosis must come within the turns (the agentclinic prompt's loop).
+NATIVE_PROTOCOLS = ("agentclinic", "medagentsim")
 
 
-def add_llm_arguments(run: argparse.ArgumentParser) -> None:
-    """The LLM options of ``clinenv run`` (doctor, patient, judge, backend)."""
+def add_llm_arguments(run: argparse.ArgumentParser) -> Any:
+    """The LLM options of ``clinenv run`` (doctor, patient, judge, backend); returns
+    their argument group (for :func:`add_examiner_arguments`)."""
     llm = run.add_argument_group("LLM agents (--doctor llm, --patient llm, --judge llm)")
     llm.add_argument("--backend", choices=BACKENDS, default="openai",
                      help="chat-model backend (default: openai, any OpenAI-compatible server)")
@@ -33,11 +45,12 @@ def add_llm_arguments(run: argparse.ArgumentParser) -> None:
                      default="direct",
                      help="terminal decision strategy F (EGIP eq. 5; default: direct); "
                           "discussion: MedAgentSim's multi-doctor discussion")
-    llm.add_argument("--prompt", choices=("egip", "agentclinic"), default="egip",
-                     help="doctor prompt (default: egip)")
+    llm.add_argument("--prompt", choices=PROMPTS, default=None,
+                     help="doctor prompt (default: agentclinic on the native ids "
+                          "AgentClinic-* and MedAgentSim-*, else egip)")
     llm.add_argument("--max-questions", type=count(1), default=None, metavar="N",
-                     help="question budget stated by --prompt agentclinic (default: the "
-                          "environment's acquisition rounds T)")
+                     help="question budget stated by the agentclinic prompt (default: the "
+                          "environment's acquisition rounds T, or its turns)")
     llm.add_argument("--temperature", type=number(0.0), default=None, metavar="T",
                      help="doctor sampling temperature (default: the backend config's, 0)")
     llm.add_argument("--max-tokens", type=count(1), default=200, metavar="N",
@@ -57,28 +70,86 @@ def add_llm_arguments(run: argparse.ArgumentParser) -> None:
                      help="answer scorer (default: deterministic)")
     llm.add_argument("--judge-model", default=None, metavar="M",
                      help="model of the LLM judge (default: --model)")
+    return llm
 
 
-def check_llm_args(args: argparse.Namespace) -> None:
+def add_examiner_arguments(group: Any) -> None:
+    """``--examiner`` and ``--examiner-model`` (``clinenv run``), in the LLM ``group``."""
+    group.add_argument("--examiner", choices=EXAMINERS, default=None,
+                       help="examiner: lookup (record lookup O, EGIP only) or llm (the LLM "
+                            "measurement agent; on EGIP ids the 'native measurement "
+                            "access' ablation). Default: the environment's (lookup on "
+                            "EGIP ids, the deterministic record reader on native ids)")
+    group.add_argument("--examiner-model", default=None, metavar="M",
+                       help="model of the LLM measurement agent (default: --model)")
+
+
+def env_protocol(env_id: str, preset: str | None = None) -> str:
+    """The protocol an environment id runs, read from its registration without making it:
+    ``"egip"``, ``"agentclinic"`` or ``"medagentsim"`` (``"egip"`` for ``auto``, unknown
+    ids and ids of other packages; :func:`clinenv.cli.env_choice.choose_env` refuses
+    those). ``preset`` (``--preset``) replaces the id's own preset."""
+    import gymnasium as gym
+
+    from clinenv.protocol.presets import resolve_preset
+
+    kwargs = dict(gym.spec(env_id).kwargs or {}) if env_id in gym.registry else {}
+    if preset is not None:
+        kwargs["preset"] = preset
+    try:
+        settings = resolve_preset(kwargs.get("preset"), {
+            k: v for k, v in kwargs.items() if k == "protocol"})
+    except ValueError:
+        return "egip"
+    return str(settings.get("protocol") or "egip")
+
+
+def doctor_prompt(args: argparse.Namespace, protocol: str) -> str:
+    """``--prompt``, or its default for an environment running ``protocol``:
+    ``"agentclinic"`` under a native protocol, else ``"egip"``."""
+    given = getattr(args, "prompt", None)  # ``clinenv cdeg build`` has no --prompt
+    if given:
+        return given
+    return "agentclinic" if protocol in NATIVE_PROTOCOLS else "egip"
+
+
+def check_llm_args(args: argparse.Namespace, protocol: str = "egip") -> None:
     """Refuse, before anything is built, LLM options that cannot work.
 
+    Args:
+        args: the parsed options (``--examiner`` / ``--examiner-model`` are optional).
+        protocol: the protocol of the chosen environment (:func:`env_protocol`), which
+            fixes the default ``--prompt`` and whether record lookup has a seat.
+
     Raises:
-        CLIError: an LLM doctor, patient or judge without a model name; the openai
-            backend without ``--base-url``; LLM-only options without any LLM agent;
-            ``--max-questions`` without ``--doctor llm --prompt agentclinic``.
+        CLIError: an LLM doctor, patient, judge or examiner without a model name; the
+            openai backend without ``--base-url``; LLM-only options without any LLM
+            agent; ``--examiner-model`` without ``--examiner llm``; ``--examiner lookup``
+            on a native protocol (record lookup cannot answer its whole utterances);
+            ``--max-questions`` without ``--doctor llm`` and the agentclinic prompt.
     """
+    examiner = getattr(args, "examiner", None)
+    examiner_model = getattr(args, "examiner_model", None)
+    if examiner_model and examiner != "llm":
+        raise CLIError("--examiner-model is used only with --examiner llm")
+    if examiner == "lookup" and protocol in NATIVE_PROTOCOLS:
+        raise CLIError(f"--examiner lookup: the {protocol} protocol has no seat for record "
+                       "lookup (its measurement agent answers whole utterances); use "
+                       "--examiner llm, or leave it out for the record reader")
     wants = [name for name, on in (("--doctor llm", args.doctor == "llm"),
                                    ("--patient llm", args.patient == "llm"),
-                                   ("--judge llm", args.judge == "llm")) if on]
+                                   ("--judge llm", args.judge == "llm"),
+                                   ("--examiner llm", examiner == "llm")) if on]
     for flag, own in (("--doctor llm", None), ("--patient llm", args.patient_model),
-                      ("--judge llm", args.judge_model)):
+                      ("--judge llm", args.judge_model), ("--examiner llm", examiner_model)):
         if flag in wants and not (own or args.model):
             extra = "" if flag == "--doctor llm" else f" (or {flag.split()[0]}-model)"
             raise CLIError(f"{flag} needs --model M{extra}")
     if wants and args.backend == "openai" and not args.base_url:
         raise CLIError(f"{wants[0]} with --backend openai needs --base-url URL "
                        "(e.g. http://127.0.0.1:8000/v1 for `vllm serve`)")
-    if args.max_questions is not None and (args.doctor != "llm" or args.prompt != "agentclinic"):
+    if args.max_questions is not None and (
+            args.doctor != "llm" or doctor_prompt(args, protocol) != "agentclinic"):
         raise CLIError("--max-questions is used only with --doctor llm --prompt agentclinic "
                        "(the egip prompt has no question budget)")
     if not wants:
@@ -86,15 +157,17 @@ def check_llm_args(args: argparse.Namespace) -> None:
                                           ("--patient-model", args.patient_model),
                                           ("--judge-model", args.judge_model)) if value]
         if given:
-            raise CLIError(f"{given[0]} is used only with --doctor llm, --patient llm or "
-                           "--judge llm")
+            seats = "--doctor llm, --patient llm or --judge llm"
+            if hasattr(args, "examiner"):
+                seats = "--doctor llm, --patient llm, --judge llm or --examiner llm"
+            raise CLIError(f"{given[0]} is used only with {seats}")
 
 
 class LLMSetup:
     """The chat models, doctor factory and environment kwargs of ``clinenv run``.
 
-    One model object per distinct model name (shared by doctor, patient and judge, and
-    by every concurrent worker); :meth:`close` closes them.
+    One model object per distinct model name (shared by doctor, patient, judge and
+    examiner, and by every concurrent worker); :meth:`close` closes them.
 
     Args:
         args: the parsed ``clinenv run`` options, already checked by
@@ -107,13 +180,16 @@ class LLMSetup:
         self.env_kwargs: dict[str, Any] = {}
         self.observation_format = "view"
         self.acquisition_rounds: int | None = None
+        self.prompt = doctor_prompt(args, "egip")
 
     def match_env(self, env: Any) -> None:
-        """Take the doctor's observation format and default question budget from the
-        environment (an :class:`~clinenv.env.EGIPEnv`): its ``observation_format`` and
-        its acquisition rounds T."""
+        """Take the doctor's observation format, default prompt and default question
+        budget from the environment (an :class:`~clinenv.env.EGIPEnv`): its
+        ``observation_format``, its ``protocol`` (:func:`doctor_prompt`) and its
+        acquisition rounds T (under a native protocol the turns before a decision)."""
         self.observation_format = env.observation_format
         self.acquisition_rounds = env.config.acquisition_rounds
+        self.prompt = doctor_prompt(self.args, getattr(env, "protocol", "egip"))
 
     def model(self, name: str) -> Any:
         """The chat model named ``name`` on ``--backend`` (built once).
@@ -153,11 +229,18 @@ class LLMSetup:
         if args.judge == "llm":
             self.env_kwargs.update(judge="llm",
                                    judge_model=self.model(args.judge_model or args.model))
+        examiner = getattr(args, "examiner", None)
+        if examiner == "llm":
+            self.env_kwargs.update(examiner="llm", examiner_model=self.model(
+                getattr(args, "examiner_model", None) or args.model))
+        elif examiner is not None:
+            self.env_kwargs["examiner"] = examiner
 
     def make_doctor(self) -> Any:
         """A fresh doctor (``--doctor``). The LLM doctor uses the environment's
-        observation format and, with ``--prompt agentclinic``, states the question budget
-        ``--max-questions`` (default: the environment's T; see :meth:`match_env`)."""
+        observation format, ``--prompt`` (default: by the environment's protocol) and,
+        with the agentclinic prompt, states the question budget ``--max-questions``
+        (default: the environment's T; see :meth:`match_env`)."""
         args = self.args
         if args.doctor != "llm":
             return DOCTORS[args.doctor]()
@@ -167,9 +250,9 @@ class LLMSetup:
         config = GenerationConfig().merged(temperature=args.temperature,
                                            max_tokens=args.max_tokens)
         budget = None
-        if args.prompt == "agentclinic":
+        if self.prompt == "agentclinic":
             budget = args.max_questions or self.acquisition_rounds
-        return LLMDoctor(self.model(args.model), strategy=args.strategy, prompt=args.prompt,
+        return LLMDoctor(self.model(args.model), strategy=args.strategy, prompt=self.prompt,
                          config=config, observation_format=self.observation_format,
                          max_questions=budget)
 

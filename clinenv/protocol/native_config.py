@@ -51,7 +51,10 @@ class NativeConfig(BaseModel):
         nejm_question: what the doctor starts with on NEJM cases: ``"fixed"`` (the
             constant :data:`NEJM_NATIVE_QUESTION`, AgentClinic) or ``"final"`` (the
             vignette's own final question sentence, which fixes the target mismatch of
-            non-diagnostic items, weakness W8). Never the vignette, never the options.
+            non-diagnostic items, weakness W8). Never the vignette, never the options: a
+            final question that points at them ("Which of the following is the most
+            likely diagnosis?", NEJM cases 2-4) is rephrased without them ("What is the
+            most likely diagnosis?"; :func:`clinenv.protocol.native.without_options`).
         discard_image_reply: AgentClinic re-queries every NEJM image call without the
             image and keeps only that text answer (weakness W7), so the native runs are
             text-only; only ``True`` is supported (images are remote, not offline).

@@ -29,13 +29,21 @@ doctor's ``"discussion"`` terminal strategy: ``observation["text"]`` is ``# Task
 ``Speaker: text`` line each, in order) and ``# Final discussion`` holding
 :data:`DISCUSSION_INSTRUCTIONS`, the last section; ``info["protocol"] ==
 "medagentsim"``, ``info["candidates"] is None``. The strategy answers with one action
-containing ``DIAGNOSIS READY: <diagnosis>``; that whole action is judged. In ``"delta"``
-format the decision observation is the latest response followed by the same text.
+containing ``DIAGNOSIS READY: <diagnosis>``; that whole action is judged.
+
+``"delta"`` format, decision phase -- the one observation that repeats earlier turns: it
+is the latest response followed by the whole decision observation above, transcript
+included, not only the new discussion instruction. The terminal strategies (the
+``"discussion"`` strategy of :mod:`clinenv.agents.terminal_discussion`, Direct, Vote,
+Full) read the case from this one observation text, not from a chat history, so it must
+hold the transcript -- as EGIP's delta decision observation holds the whole e_T. Earlier
+turns are repeated, never rewritten.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from clinenv.protocol.history import (
     DoctorEvent,
@@ -44,6 +52,9 @@ from clinenv.protocol.history import (
     MeasurementEvent,
     PatientEvent,
 )
+
+if TYPE_CHECKING:
+    from clinenv.protocol.native import NativeRuntime
 
 #: Appended to the last reply on the final turn (AgentClinic, lines 630-631; our words).
 FINAL_NOTICE = "This is your final turn: state your diagnosis now."
@@ -81,19 +92,19 @@ def render_transcript(events: Iterable[Event]) -> str:
     return "\n".join(render_native_event(e) for e in events)
 
 
-def _latest(runtime) -> str:
+def _latest(runtime: NativeRuntime) -> str:
     text = runtime.last_reply if runtime.history else NO_REPLY_YET
     if runtime.final_notice_due:
         text = f"{text}\n{FINAL_NOTICE}"
     return "# Latest response\n" + text
 
 
-def _footer(runtime) -> str:
+def _footer(runtime: NativeRuntime) -> str:
     return (f"# Your turn\nTurn {runtime.turn + 1} of {runtime.config.max_turns}. "
             f"{NATIVE_ACTION_FORMAT}")
 
 
-def render_native_view(runtime) -> str:
+def render_native_view(runtime: NativeRuntime) -> str:
     """The complete native doctor observation for a
     :class:`~clinenv.protocol.native.NativeRuntime` (layouts in the module docstring)."""
     head = f"# Task\n{runtime.objective}"
@@ -109,7 +120,7 @@ def render_native_view(runtime) -> str:
     return "\n\n".join(parts)
 
 
-def render_native_delta(runtime) -> str:
+def render_native_delta(runtime: NativeRuntime) -> str:
     """What is new for the doctor: the latest response and the footer (or, in the
     decision phase, the latest response and the whole decision observation)."""
     if runtime.phase != "acquire":

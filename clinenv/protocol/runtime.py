@@ -51,6 +51,7 @@ from clinenv.protocol.history import (
     PatientEvent,
 )
 from clinenv.protocol.lookup import lookup, record_at
+from clinenv.protocol.measurement_view import MeasurementView, Speaker, exam_information
 from clinenv.protocol.menu import build_menu
 from clinenv.protocol.parser import DoctorAction, parse_action
 from clinenv.protocol.prepared import PreparedCase
@@ -117,6 +118,7 @@ class EGIPRuntime:
         self.answer: str | None = None
         self.stopped_early = False
         self._clipped = False
+        self._measurement_history: list[tuple[Speaker, str]] = []
 
     # ----------------------------------------------------------------- views
     def menu(self) -> list[CatalogEntry]:
@@ -147,6 +149,25 @@ class EGIPRuntime:
         return ExaminerView(request, ",".join(e.exam_id for e in routing.entries),
                             routing.group or request,
                             {e.name: record_at(records, e.source_path) for e in routing.entries})
+
+    def measurement_view(self, routing: Routing) -> MeasurementView:
+        """The measurement agent's view of an ``examiner`` routing, for the "native
+        measurement access" ablation (EGIP Table 3A, appendix C): every PE and test
+        record of the case (:func:`~clinenv.protocol.measurement_view.exam_information`),
+        the validated request -- a group's name, the matched entries' names, or the text
+        of a miss -- and the agent's earlier requests and answers in this episode."""
+        request = (routing.group or ", ".join(e.name for e in routing.entries)
+                   or routing.request or "")
+        return MeasurementView(exam_information(self.case), self.case.records, request,
+                               tuple(self._measurement_history))
+
+    def answer_measurement(self, routing: Routing, view: MeasurementView,
+                           result: str) -> MeasurementEvent:
+        """Record a measurement agent's ``result`` for ``routing`` (asked with ``view``,
+        from :meth:`measurement_view`) with availability ``"generated"`` (a model's
+        text, not a record), add both to the agent's history and close the round."""
+        self._measurement_history += [("doctor", view.request), ("measurement", result)]
+        return self.answer_exam(routing, result, availability="generated")
 
     def evidence(self) -> EvidenceBundle:
         """e_T = E(s0, K, h_t) over the history so far."""

@@ -29,15 +29,35 @@ class PatientView:
 
     Attributes:
         facts: P as a tree ``{field: value}``; sentences naming the target are removed.
-        dialogue: earlier ``(doctor question, patient reply)`` pairs, oldest first.
-        question: the doctor's current question (free text).
+        dialogue: earlier ``(doctor question, patient reply)`` pairs, oldest first; the
+            questions are the doctor's own words.
+        question: the doctor's current question (free text), its own words only.
         caregiver_voice: a caregiver answers for a patient too young to self-report.
+        notes: what the patient heard besides the dialogue, as ``(position, text)``
+            pairs, oldest first: ``position`` is the number of dialogue questions asked
+            before it (``len(dialogue)``: heard just before the current question). Only
+            the native protocols fill it, with the measurement results the patient
+            hears (AgentClinic, weakness W5; setting ``patient_sees_results``). A chat
+            patient shows them in order (:meth:`heard_questions`); a retrieval patient
+            matches ``question`` alone, so results never change which fact answers.
     """
 
     facts: Mapping[str, JsonValue]
     dialogue: tuple[tuple[str, str], ...]
     question: str
     caregiver_voice: bool = False
+    notes: tuple[tuple[int, str], ...] = ()
+
+    def heard_questions(self) -> list[str]:
+        """The doctor turns as a chat patient hears them: one text per dialogue question
+        and then the current one (``len(dialogue) + 1`` texts), each preceded by the
+        :attr:`notes` at its position, one per line."""
+        questions = [q for q, _ in self.dialogue] + [self.question]
+        heard = []
+        for i, question in enumerate(questions):
+            before = [text for at, text in self.notes if at == i]
+            heard.append("\n".join([*before, question]))
+        return heard
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,96 +1,51 @@
 """Experience memory of the retrieval baselines: trajectories from run logs, their text,
 and top-k retrieval by a :class:`~clinenv.embeddings.base.Similarity`.
 
-- :func:`trajectory_text` — τ_pre, the action–observation history before the final
-  diagnostic action (CDEG Eq. 2, 4), as text: one line per observation
-  (``Patient, asked "<question>": <reply>`` / ``Measurement <exam>: <result>``), the
-  same for a run-log line's ``evidence.observations`` and for the observations an episode
-  has acquired so far (``info["new_observations"]``);
-- :func:`load_trajectories` — the episodes of run logs (JSON Lines of ``clinenv run``)
-  as :class:`Trajectory` items;
-- :class:`TextRetriever` — the k keys most similar to a query; keys are encoded once
-  when the similarity can (``encode`` / ``similarity_to_matrix``), so a query costs one
-  matrix product. Keys of the episode's own case are excluded: retrieval baselines must
-  not be handed the current case's answer when the experience and evaluation sets
-  overlap (the paper keeps them disjoint, "Baselines").
+- trajectories are read by CDEG's own loader
+  (:func:`clinenv.wrappers.cdeg.trajectories.load_trajectories`: the standing episode of
+  each (case, repetition), retries replacing error lines, error lines skipped, D(τ) and
+  the outcome read as for graph construction), so the baselines and CDEG learn from the
+  same trajectories (CDEG paper, "Baselines": "historical information is restricted to
+  the graph-construction split");
+- :func:`~clinenv.wrappers.cdeg.trajectories.trajectory_text` renders τ_pre, for the
+  memory's keys and for the episode's query alike;
+- :class:`TextRetriever` — the k keys most similar to a query (keys encoded once,
+  :class:`~clinenv.embeddings.similarity.KeyIndex`). Keys of the episode's own case are
+  excluded: retrieval baselines must not be handed the current case's answer when the
+  experience and evaluation sets overlap (the paper keeps them disjoint, "Baselines").
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from clinenv.embeddings.base import Similarity
-from clinenv.runlog import RunLogError, read_run_log
+from clinenv.embeddings.similarity import KeyIndex
+from clinenv.wrappers.cdeg.trajectories import (
+    Trajectory,
+    observation_line,
+    trajectory_text,
+)
+from clinenv.wrappers.cdeg.trajectories import load_trajectories as _load
 from clinenv.wrappers.reask import BeforeAnswerWrapper
 
-#: Characters of one observation's content kept in a trajectory text.
-CONTENT_CHARS = 400
-
-
-def observation_line(obs: Mapping[str, Any]) -> str:
-    """One observation as a line of :func:`trajectory_text`."""
-    content = " ".join(str(obs.get("content") or obs.get("availability") or "").split())
-    content = content[:CONTENT_CHARS]
-    if obs.get("source") == "Patient":
-        return f"Patient, asked \"{obs.get('context', '')}\": {content}"
-    return f"Measurement {obs.get('context', '')}: {content}"
-
-
-def trajectory_text(observations: Sequence[Mapping[str, Any]]) -> str:
-    """τ_pre as text: one :func:`observation_line` per observation, in order."""
-    return "\n".join(observation_line(o) for o in observations)
-
-
-@dataclass(frozen=True)
-class Trajectory:
-    """One logged episode.
-
-    Attributes:
-        dataset, case_id, repetition: where it comes from.
-        text: :func:`trajectory_text` of its observations.
-        observations: the observation dicts.
-        answer: the final answer given; ``correct``: its verdict was correct.
-    """
-
-    dataset: str
-    case_id: str
-    repetition: int
-    text: str
-    observations: tuple[Mapping[str, Any], ...]
-    answer: str
-    correct: bool
+__all__ = ["MemoryWrapper", "TextRetriever", "Trajectory", "load_trajectories",
+           "observation_line", "trajectory_text"]
 
 
 def load_trajectories(paths: Sequence[str | Path]) -> list[Trajectory]:
-    """The standing episodes of run logs (error lines and unfinished episodes skipped).
+    """The trajectories of run logs (:func:`clinenv.wrappers.cdeg.trajectories.
+    load_trajectories`), as a list; successes have ``outcome == "success"``.
 
     Raises:
         FileNotFoundError: a path does not exist.
-        clinenv.runlog.RunLogError: a corrupt line (file and line named), or a line
-            without ``evidence.observations``.
+        clinenv.runlog.RunLogError: a corrupt line or field (file and line named).
     """
-    out: list[Trajectory] = []
-    for path in paths:
-        if not Path(path).is_file():
-            raise FileNotFoundError(f"{path}: no such run log")
-        log = read_run_log(path)
-        for number, line in zip(log.line_numbers, log.lines, strict=True):
-            if "error" in line or not line.get("terminated", True):
-                continue
-            observations = (line.get("evidence") or {}).get("observations")
-            if not isinstance(observations, list):
-                raise RunLogError("no evidence.observations (not a clinenv run log?)",
-                                  path=path, line=number)
-            out.append(Trajectory(str(line.get("dataset", "")), str(line.get("case_id")),
-                                  int(line.get("repetition", 0)),
-                                  trajectory_text(observations), tuple(observations),
-                                  str(line.get("answer") or ""), line.get("correct") is True))
-    return out
+    return list(_load(paths).trajectories)
 
 
 class TextRetriever:
@@ -111,11 +66,7 @@ class TextRetriever:
         self.keys = list(keys)
         self.owners = [frozenset(o) for o in owners]
         self.similarity = similarity
-        self._to_matrix = getattr(similarity, "similarity_to_matrix", None)
-        encode = getattr(similarity, "encode", None)
-        self._vectors = None
-        if callable(self._to_matrix) and callable(encode) and self.keys:
-            self._vectors = np.asarray(encode(self.keys), dtype=np.float32)
+        self.index = KeyIndex(similarity, self.keys)
 
     def top(self, query: str, k: int, *, case: tuple[str, str] | None = None,
             ) -> list[tuple[int, float]]:
@@ -123,12 +74,7 @@ class TextRetriever:
         earlier key); keys owned only by ``case`` are skipped."""
         if not self.keys or k <= 0:
             return []
-        if self._vectors is not None:
-            scores = np.asarray(self._to_matrix([query], self._vectors), dtype=np.float64)[0]
-        else:
-            scores = np.asarray(self.similarity.similarity([query], self.keys),
-                                dtype=np.float64)[0]
-        scores = scores.copy()
+        scores = self.index.scores([query])[0]  # NaN as -inf: never retrieved
         if case is not None:
             for i, owners in enumerate(self.owners):
                 if owners and all(c == case[1] and d in ("", case[0]) for d, c in owners):

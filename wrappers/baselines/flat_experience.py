@@ -28,6 +28,7 @@ from clinenv.wrappers.baselines.experience import (
     observation_line,
 )
 from clinenv.wrappers.cdeg.graph import CDEGraph
+from clinenv.wrappers.reask import next_step
 
 #: Findings of a trajectory's start named in its snippet.
 FIRST_FINDINGS = 2
@@ -35,7 +36,6 @@ FIRST_FINDINGS = 2
 EXPERIENCE_PROMPT = (
     "Diagnostic experience from earlier consultations that may be relevant:\n{snippets}\n\n"
     "Weigh it against this patient's findings. Then {next}.")
-_NEXT = {"acquire": "give your next action", "decide": "give your final diagnosis"}
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ def snippets_from_trajectories(trajectories: Sequence[Trajectory]) -> list[Snipp
     acquiring <exams> led to the diagnosis <answer>."``"""
     out = []
     for t in trajectories:
-        if not t.correct or not t.observations:
+        if t.outcome != "success" or not t.observations:
             continue
         first = "; ".join(observation_line(o) for o in t.observations[:FIRST_FINDINGS])
         exams = list(dict.fromkeys(str(o.get("context")) for o in t.observations
@@ -129,6 +129,6 @@ class FlatExperienceDoctor(MemoryWrapper):
             return None
         phase = str(info.get("phase", "acquire"))
         bullets = "\n".join(f"- {self.snippets[i].text}" for i, _ in found)
-        text = EXPERIENCE_PROMPT.format(snippets=bullets, next=_NEXT.get(phase, _NEXT["decide"]))
+        text = EXPERIENCE_PROMPT.format(snippets=bullets, next=next_step(phase))
         retrieved = [{"snippet": i, "score": round(score, 4)} for i, score in found]
         return text, {"snippets": len(found)}, {"retrieved": retrieved}

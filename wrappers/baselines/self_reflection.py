@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from clinenv.wrappers.reask import BeforeAnswerWrapper
+from clinenv.wrappers.reask import BeforeAnswerWrapper, next_step
 
 #: The reflection prompt; ``{next}`` is the action expected afterwards.
 REFLECTION_PROMPT = (
@@ -20,8 +20,6 @@ REFLECTION_PROMPT = (
     "history above: check whether every finding fits your diagnosis, whether any finding "
     "points to another diagnosis, and whether something important is still unknown. "
     "Then {next}.")
-_NEXT = {"acquire": "give your next action (a question, a test request, or your "
-                    "diagnosis)", "decide": "give your final diagnosis"}
 
 
 class SelfReflectionDoctor(BeforeAnswerWrapper):
@@ -39,7 +37,7 @@ class SelfReflectionDoctor(BeforeAnswerWrapper):
                       proposed: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
         """The reflection prompt (always)."""
         phase = str(info.get("phase", "acquire"))
-        return REFLECTION_PROMPT.format(next=_NEXT.get(phase, _NEXT["decide"])), {}, {}
+        return REFLECTION_PROMPT.format(next=next_step(phase)), {}, {}
 
     def wrapper_config(self) -> dict[str, Any]:
         """``{"max_reasks"}``."""

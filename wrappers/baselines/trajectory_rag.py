@@ -1,13 +1,21 @@
 """Trajectory RAG baseline (CDEG paper, "Baselines": "retrieves similar successful
 historical diagnostic trajectories as in-context examples").
 
-:class:`TrajectoryRAGDoctor` keeps the successful trajectories (verdict correct) of
-earlier run logs; before the doctor's final answer it retrieves the ``k`` whose τ_pre
-text is most similar to the episode's τ_pre so far
+:class:`TrajectoryRAGDoctor` keeps the successful trajectories (verdict correct, a
+diagnosis given) of earlier run logs; before the doctor's final answer it retrieves the
+``k`` whose τ_pre text is most similar to the episode's τ_pre so far
 (:mod:`clinenv.wrappers.baselines.experience`; trajectories of the episode's own case
 are excluded) and re-asks the doctor once with them appended as examples
 (:data:`EXAMPLES_PROMPT`: each example's observations, clipped to
 :data:`EXAMPLE_CHARS`, and its final diagnosis).
+
+When the examples are shown is our choice: the paper says only that the baseline
+"retrieves similar successful historical diagnostic trajectories as in-context
+examples". They are shown once, when the doctor first proposes a final answer, as for
+the other wrappers (the same re-ask point as CDEG's intervention and Self-Reflection):
+then the query τ_pre holds the episode's evidence, which a retrieval at the start (the
+objective alone) would not, and the doctor may still acquire more after reading them in
+the acquisition phase.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from clinenv.wrappers.baselines.experience import (
     Trajectory,
     load_trajectories,
 )
+from clinenv.wrappers.reask import next_step
 
 #: Characters of one example trajectory's text in the prompt.
 EXAMPLE_CHARS = 1500
@@ -31,7 +40,6 @@ EXAMPLES_PROMPT = (
     "Solved cases from earlier consultations whose interaction resembles this one, for "
     "reference:\n\n{examples}\n\nUse them only as examples; base your decision on this "
     "patient's findings. Then {next}.")
-_NEXT = {"acquire": "give your next action", "decide": "give your final diagnosis"}
 
 
 class TrajectoryRAGDoctor(MemoryWrapper):
@@ -50,8 +58,9 @@ class TrajectoryRAGDoctor(MemoryWrapper):
 
     def __init__(self, doctor: Any, trajectories: Sequence[Trajectory], *,
                  similarity: Similarity, k: int = 3, max_reasks: int = 1) -> None:
-        self.trajectories = [t for t in trajectories if t.correct and t.observations]
-        retriever = TextRetriever([t.text for t in self.trajectories],
+        self.trajectories = [t for t in trajectories
+                             if t.outcome == "success" and t.observations]
+        retriever = TextRetriever([t.history for t in self.trajectories],
                                   [[(t.dataset, t.case_id)] for t in self.trajectories],
                                   similarity)
         super().__init__(doctor, retriever, k=k, max_reasks=max_reasks)
@@ -71,11 +80,11 @@ class TrajectoryRAGDoctor(MemoryWrapper):
         blocks = []
         for n, (i, _) in enumerate(found, start=1):
             t = self.trajectories[i]
-            blocks.append(f"## Example {n}\n{t.text[:EXAMPLE_CHARS]}\n"
+            blocks.append(f"## Example {n}\n{t.history[:EXAMPLE_CHARS]}\n"
                           f"Final diagnosis: {t.answer}")
         phase = str(info.get("phase", "acquire"))
         text = EXAMPLES_PROMPT.format(examples="\n\n".join(blocks),
-                                      next=_NEXT.get(phase, _NEXT["decide"]))
+                                      next=next_step(phase))
         retrieved = [{"case_id": self.trajectories[i].case_id,
                       "repetition": self.trajectories[i].repetition,
                       "score": round(score, 4)} for i, score in found]

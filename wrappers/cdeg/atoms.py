@@ -27,6 +27,14 @@ Temporal = Literal["current", "past", "unknown"]
 Direction = Literal["high", "low", "normal", "abnormal"]
 
 _SPACES = re.compile(r"\s+")
+#: A trailing catalog group in an exam name: ``"Chest X-Ray (Imaging)"``.
+_GROUP = re.compile(r"\s*\([^()]*\)\s*$")
+
+
+def strip_group(name: str) -> str:
+    """An exam name without its trailing "(Group)" and outer spaces: ``"Chest X-Ray
+    (Imaging)"`` -> ``"Chest X-Ray"`` (menus and run logs name exams either way)."""
+    return _GROUP.sub("", str(name)).strip()
 
 
 def normalize_concept(text: str) -> str:

@@ -5,13 +5,17 @@ Graph Construction").
 
 1. load trajectories (:mod:`~clinenv.wrappers.cdeg.trajectories`; Eq. 3 outcomes);
 2. pair each failed trajectory with its most similar success of the same case
-   (:mod:`~clinenv.wrappers.cdeg.pairing`, Eq. 4); pairs whose D_s and D_t fall into
-   the same diagnosis node are no revision and are dropped;
+   (:mod:`~clinenv.wrappers.cdeg.pairing`, Eq. 4) by ``pair_similarity`` (an encoder for
+   long texts: τ_pre holds hundreds of tokens); pairs whose D_s and D_t fall into the
+   same diagnosis node are no revision and are dropped;
 3. evidence sets and candidate sets (:mod:`~clinenv.wrappers.cdeg.candidates`, Eq. 5),
    restricted by the Table 3 ablation switches;
 4. counterfactual validation (:mod:`~clinenv.wrappers.cdeg.validation`), or with
    ``validate=False`` ("w/o counterfactual validation", Table 3) every candidate kept;
 5. consolidation into the graph (:mod:`~clinenv.wrappers.cdeg.consolidate`, Eq. 6).
+
+A build that ends with no revision edge is not an error here (the graph is still
+valid); :func:`empty_stage` names the stage that emptied it, for the command line.
 """
 
 from __future__ import annotations
@@ -27,17 +31,14 @@ from pydantic import ConfigDict, Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from clinenv.embeddings.base import Similarity
+from clinenv.embeddings.similarity import truncated_texts
 from clinenv.wrappers.cdeg.candidates import CandidateSets, candidate_sets, evidence_set
-from clinenv.wrappers.cdeg.consolidate import (
-    DIAGNOSIS_THRESHOLD,
-    DiagnosisIndex,
-    ValidatedPair,
-    consolidate,
-)
+from clinenv.wrappers.cdeg.consolidate import DiagnosisIndex, ValidatedPair, consolidate
 from clinenv.wrappers.cdeg.extractors import AtomExtractor
 from clinenv.wrappers.cdeg.graph import CDEGraph
-from clinenv.wrappers.cdeg.pairing import PAIR_THRESHOLD, pair_trajectories
-from clinenv.wrappers.cdeg.trajectories import load_trajectories, outcome_counts
+from clinenv.wrappers.cdeg.pairing import pair_trajectories, score_summary
+from clinenv.wrappers.cdeg.thresholds import DIAGNOSIS_THRESHOLD, PAIR_THRESHOLD
+from clinenv.wrappers.cdeg.trajectories import Trajectory, load_trajectories, outcome_counts
 from clinenv.wrappers.cdeg.validation import VerifierCall, call_counts, validate_pair
 from clinenv.wrappers.cdeg.verifier import Verifier
 
@@ -81,10 +82,14 @@ class BuildResult:
         graph: the graph (its ``metadata`` records how it was built).
         report: counts for people: ``trajectories`` (by outcome), ``errors_skipped``,
             ``superseded_lines``, ``partial_lines``, ``pairing`` (failed, no_success,
-            below_threshold, pairs, same_diagnosis), ``candidates`` and ``validated``
-            (by role), ``one_order_only``, ``skipped_by_before``, ``verifier_calls``
-            (by test and outcome), ``pairs_promoting``, ``pairs_blocking_only``,
-            ``graph`` (node and edge counts).
+            below_threshold, pairs, same_diagnosis, ``scores``: min / median / max of
+            the Eq. 4 maxima, ``truncated``: τ_pre texts the pairing encoder cut),
+            ``candidates`` and ``validated`` (by role), ``st_order_only`` (candidates
+            that shifted with D_s listed first but not with D_t first),
+            ``skipped_by_before``, ``verifier_calls`` (by test and outcome),
+            ``verifier`` (the verifier's own counters when it has them: ``n_calls``,
+            ``n_unparsed``, ``n_backend_errors``, ``n_truncated``), ``pairs_promoting``,
+            ``pairs_blocking_only``, ``graph`` (node and edge counts).
         calls: every verifier call, in order.
     """
 
@@ -108,7 +113,8 @@ def _limit(keys: tuple[str, ...], on: bool, cap: int | None) -> tuple[str, ...]:
 
 def build_graph(run_logs: Sequence[str | Path], *, extractor: AtomExtractor,
                 verifier: Verifier, similarity: Similarity,
-                config: BuildConfig | None = None, progress: bool = False) -> BuildResult:
+                config: BuildConfig | None = None, progress: bool = False,
+                pair_similarity: Similarity | None = None) -> BuildResult:
     """Build a CDEG from run logs (module docstring).
 
     Args:
@@ -118,31 +124,43 @@ def build_graph(run_logs: Sequence[str | Path], *, extractor: AtomExtractor,
             ``with_examples(mapping)`` method (e.g.
             :class:`~clinenv.wrappers.cdeg.verifier.LexicalVerifier`) is given the
             observation texts behind every atom (by atom key) first.
-        similarity: trajectory pairing (Eq. 4) and diagnosis merging.
+        similarity: diagnosis merging (and pairing unless ``pair_similarity``).
         config: :class:`BuildConfig` (default: the paper's values).
         progress: show a tqdm bar over the pairs being validated.
+        pair_similarity: trajectory pairing (Eq. 4) over τ_pre texts (default:
+            ``similarity``); give an encoder with a long ``max_length``
+            (:func:`clinenv.embeddings.factory.make_similarity`), or truncated
+            histories all look alike (``report["pairing"]["truncated"]`` counts them).
 
     Returns:
         A :class:`BuildResult`.
 
     Raises:
         FileNotFoundError: a run log is missing.
-        clinenv.runlog.RunLogError: a corrupt line or field (file and line named).
+        clinenv.runlog.RunLogError: a corrupt line or field, or a diagnosis that is
+            empty once normalized (``"**"``); file and line named.
         ValueError: no run log given.
     """
     config = config or BuildConfig()
     if not run_logs:
         raise ValueError("build_graph needs at least one run log")
+    pair_similarity = pair_similarity or similarity
     loaded = load_trajectories(run_logs)
-    pairing = pair_trajectories(loaded.trajectories, similarity,
+    pairing = pair_trajectories(loaded.trajectories, pair_similarity,
                                 threshold=config.pair_threshold)
     diagnoses = DiagnosisIndex(similarity, config.diagnosis_threshold)
+
+    def assign(tau: Trajectory) -> int:
+        try:
+            return diagnoses.assign(tau.answer)
+        except ValueError as err:
+            raise tau.error(f"field 'answer' {tau.answer!r}: {err}") from None
+
     cache: dict = {}
     prepared = []
     same = 0
     for pair in pairing.pairs:
-        source, target = diagnoses.assign(pair.failed.answer), diagnoses.assign(
-            pair.success.answer)
+        source, target = assign(pair.failed), assign(pair.success)
         if source == target:
             same += 1
             continue
@@ -173,19 +191,21 @@ def build_graph(run_logs: Sequence[str | Path], *, extractor: AtomExtractor,
             result = validate_pair(pair.failed.answer, pair.success.answer, e_s, e_t, used,
                                    verifier)
             calls.extend(result.calls)
-            n_one_order += result.n_one_order
+            n_one_order += result.n_st_order_only
             n_skipped += result.n_skipped
             kept = (tuple(result.missing), tuple(result.ignored), tuple(result.blocking))
         else:
             kept = (used.missing, used.ignored, used.blocking)
         items.append(ValidatedPair(pair, source, target, e_s, e_t, *kept))
-    sources = [str(p) for p in run_logs]
     metadata = {
         "config": config.as_dict(),
         "similarity": getattr(similarity, "name", type(similarity).__name__),
+        "pair_similarity": getattr(pair_similarity, "name", type(pair_similarity).__name__),
         "verifier": getattr(verifier, "name", type(verifier).__name__),
         "extractor": getattr(extractor, "name", type(extractor).__name__),
-        "sources": [{"path": p, "sha256": sha256_file(p)} for p in sources],
+        # the file name, not the path given: the same logs give the same graph bytes
+        # wherever they lie (the sha256 identifies them)
+        "sources": [{"name": Path(p).name, "sha256": sha256_file(p)} for p in run_logs],
     }
     graph = consolidate(items, diagnoses, metadata=metadata)
     report = {
@@ -195,16 +215,64 @@ def build_graph(run_logs: Sequence[str | Path], *, extractor: AtomExtractor,
         "partial_lines": list(loaded.partial_lines),
         "pairing": {"failed": pairing.n_failed, "no_success": pairing.n_no_success,
                     "below_threshold": pairing.n_below_threshold,
-                    "pairs": len(pairing.pairs), "same_diagnosis": same},
+                    "pairs": len(pairing.pairs), "same_diagnosis": same,
+                    "scores": score_summary(pairing.best_scores),
+                    "truncated": truncated_texts(pair_similarity)},
         "candidates": candidates,
         "validated": {role: sum(len(getattr(i, role)) for i in items)
                       for role in ("missing", "ignored", "blocking")},
-        "one_order_only": n_one_order,
+        "st_order_only": n_one_order,
         "skipped_by_before": n_skipped,
         "verifier_calls": call_counts(calls),
+        "verifier": {k: int(getattr(verifier, k)) for k in VERIFIER_COUNTERS
+                     if isinstance(getattr(verifier, k, None), int)},
         "pairs_promoting": sum(i.promoting for i in items),
         "pairs_blocking_only": sum(bool(i.blocking) and not i.promoting for i in items),
         "graph": graph.counts(),
     }
     graph = graph.model_copy(update={"metadata": {**metadata, "counts": report}})
     return BuildResult(graph=graph, report=report, calls=tuple(calls))
+
+
+#: Counters a verifier may keep (:class:`~clinenv.wrappers.cdeg.verifier.LLMVerifier`).
+VERIFIER_COUNTERS = ("n_calls", "n_unparsed", "n_backend_errors", "n_truncated")
+
+
+def failed_verifier_calls(report: dict[str, Any]) -> tuple[int, int]:
+    """``(calls without a preference, all calls)`` of a build report's
+    ``verifier_calls``."""
+    calls = report.get("verifier_calls") or {}
+    total = sum(sum(v.values()) for v in calls.values())
+    return sum(v.get("none", 0) for v in calls.values()), total
+
+
+def empty_stage(report: dict[str, Any]) -> str | None:
+    """The stage that left a build without revision edges, or ``None`` when the graph
+    has some. One of: ``"no trajectories"``, ``"no case with both a success and a
+    failure"``, ``"no pair above the pairing threshold"``, ``"every pair has the same
+    diagnosis"``, ``"no candidate evidence"``, ``"all candidates skipped by the 'before'
+    preference"``, ``"verifier failures"`` (calls without a preference and nothing
+    validated), ``"nothing validated"``, ``"only blocking evidence validated"``."""
+    if report["graph"]["revisions"]:
+        return None
+    outcomes, pairing = report["trajectories"], report["pairing"]
+    n_candidates = sum(report["candidates"].values())
+    if not sum(outcomes.values()):
+        return "no trajectories"
+    if not pairing["failed"] or pairing["no_success"] == pairing["failed"]:
+        return "no case with both a success and a failure"
+    if not pairing["pairs"]:
+        return "no pair above the pairing threshold"
+    if pairing["same_diagnosis"] == pairing["pairs"]:
+        return "every pair has the same diagnosis"
+    if not n_candidates:
+        return "no candidate evidence"
+    if report["skipped_by_before"] == n_candidates:
+        return "all candidates skipped by the 'before' preference"
+    validated = report["validated"]
+    if not (validated["missing"] or validated["ignored"]):
+        none, _ = failed_verifier_calls(report)
+        return "verifier failures" if none else (
+            "only blocking evidence validated" if validated["blocking"] else
+            "nothing validated")
+    return "nothing validated"

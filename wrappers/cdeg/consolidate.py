@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from clinenv.embeddings.base import Similarity
+from clinenv.embeddings.similarity import finite_scores
 from clinenv.wrappers.cdeg.atoms import normalize_concept
 from clinenv.wrappers.cdeg.candidates import MAX_EXAMPLES, MergedAtom
 from clinenv.wrappers.cdeg.graph import (
@@ -45,9 +46,10 @@ from clinenv.wrappers.cdeg.graph import (
     RevisionEdge,
 )
 from clinenv.wrappers.cdeg.pairing import TrajectoryPair
+from clinenv.wrappers.cdeg.thresholds import DIAGNOSIS_THRESHOLD
 
-#: CDEG's diagnosis matching threshold (paper, "Implementation Details").
-DIAGNOSIS_THRESHOLD = 0.65
+__all__ = ["DIAGNOSIS_THRESHOLD", "MAX_ALIASES", "DiagnosisIndex", "ValidatedPair",
+           "consolidate", "normalize_diagnosis"]
 #: Aliases kept per diagnosis node.
 MAX_ALIASES = 5
 
@@ -93,6 +95,7 @@ class DiagnosisIndex:
             scores = np.asarray(self.similarity.similarity([label], self.labels))[0]
             if not np.issubdtype(scores.dtype, np.floating):
                 scores = scores.astype(np.float64)
+            scores = finite_scores(scores).astype(scores.dtype)  # NaN never wins
             best = int(np.argmax(scores))  # the first of equal best scores
             if scores[best] >= scores.dtype.type(self.threshold):  # in the scores' precision
                 group = best

@@ -256,6 +256,9 @@ class CDEGraph(BaseModel):
     def save(self, path: str | Path) -> Path:
         """Write the graph as one JSON file, atomically (a crash never leaves half a file).
 
+        The file gets the permissions of a plainly created file (``0o666`` less the
+        umask), not the ``0o600`` of the temporary file it is written through.
+
         Returns:
             The path written.
         """
@@ -267,6 +270,7 @@ class CDEGraph(BaseModel):
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(data, f, ensure_ascii=False, indent=1)
                 f.write("\n")
+            os.chmod(tmp, 0o666 & ~_umask())
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -279,19 +283,35 @@ class CDEGraph(BaseModel):
 
         Raises:
             FileNotFoundError: no such file.
-            GraphFileError: not JSON (with line and column), a format other than
-                :data:`FORMAT`, or an invalid field (with its JSON path).
+            IsADirectoryError: ``path`` is a folder.
+            GraphFileError: not UTF-8 (with the byte offset; field-bug-reports B18), a
+                run log (``clinenv.runlog/1``) instead of a graph, not JSON (with line
+                and column), a format other than :data:`FORMAT`, or an invalid field
+                (with its JSON path).
         """
         path = Path(path)
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
+        try:
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as err:
+            raise GraphFileError(f"{path}: not UTF-8 text (byte 0x{raw[err.start]:02x} at "
+                                 f"offset {err.start}); a graph file is the JSON written "
+                                 "by `clinenv cdeg build`") from None
         try:
             data = json.loads(text)
         except json.JSONDecodeError as err:
+            if _is_run_log(text):
+                raise GraphFileError(f"{path}: this is a run log (clinenv.runlog/1), not a "
+                                     "CDEG graph; build a graph from it with `clinenv cdeg "
+                                     "build`") from None
             raise GraphFileError(f"{path}, line {err.lineno}, column {err.colno}: not "
                                  f"JSON ({err.msg})") from None
         if not isinstance(data, dict):
             raise GraphFileError(f"{path}: expected a JSON object, got {type(data).__name__}")
         found = data.get("format")
+        if found is None and str(data.get("schema", "")).startswith("clinenv.runlog/"):
+            raise GraphFileError(f"{path}: this is a run log ({data['schema']}), not a CDEG "
+                                 "graph; build a graph from it with `clinenv cdeg build`")
         if found != FORMAT:
             raise GraphFileError(f"{path}: field 'format' is {found!r}; this clinenv reads "
                                  f"{FORMAT!r} graph files (rebuild with `clinenv cdeg build`)")
@@ -301,6 +321,30 @@ class CDEGraph(BaseModel):
             first = err.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "(top level)"
             raise GraphFileError(f"{path}: field {where}: {first['msg']}") from None
+
+
+def _umask() -> int:
+    """The process umask: read from ``/proc/self/status`` where there is one (reading
+    it through ``os.umask`` sets it for a moment, which other threads would see)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _is_run_log(text: str) -> bool:
+    """Whether the first line of ``text`` is a run-log line (JSON Lines)."""
+    first = text.lstrip().split("\n", 1)[0]
+    try:
+        line = json.loads(first)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(line, dict) and str(line.get("schema", "")).startswith("clinenv.runlog/")
 
 
 def _need(index: dict[str, Any], ref: str, where: str) -> None:

@@ -32,14 +32,14 @@ stays blind; reappraisal guidance quotes the observed finding and the observatio
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from clinenv.wrappers.cdeg.atoms import normalize_concept
+from clinenv.wrappers.cdeg.atoms import normalize_concept, strip_group
 from clinenv.wrappers.cdeg.graph import CDEGraph, RevisionEdge
 from clinenv.wrappers.cdeg.state import EvidenceState
+from clinenv.wrappers.reask import next_step
 
 Mode = Literal["both", "acquisition_only", "reappraisal_only"]
 MODES = ("both", "acquisition_only", "reappraisal_only")
@@ -55,8 +55,6 @@ REAPPRAISE_PROMPT = (
     "Evidence check before a final diagnosis: in similar earlier cases these findings, "
     "already obtained here, were overlooked: {evidence}. Reconsider how each of them "
     "bears on your diagnosis, then {next}.")
-_NEXT = {"acquire": "give your next action", "decide": "give your final diagnosis"}
-_GROUP = re.compile(r"\s*\([^()]*\)\s*$")
 
 
 @dataclass(frozen=True)
@@ -97,7 +95,7 @@ class Intervention:
             return ACQUIRE_PROMPT.format(evidence=evidence, action=what)
         if self.kind == "reappraise":
             return REAPPRAISE_PROMPT.format(evidence=evidence,
-                                            next=_NEXT.get(phase, _NEXT["decide"]))
+                                            next=next_step(phase))
         return ""
 
     def guidance(self) -> dict[str, Any]:
@@ -156,14 +154,14 @@ def _acquisition(unobserved: Sequence[str], state: EvidenceState, graph: CDEGrap
     menu: dict[str, dict[str, Any]] = {}
     for entry in state.menu:
         name = str(entry.get("name", ""))
-        for key in (normalize_concept(name), normalize_concept(_GROUP.sub("", name))):
+        for key in (normalize_concept(name), normalize_concept(strip_group(name))):
             menu.setdefault(key, entry)
     for evidence_id in unobserved:
         for action_id in graph.actions_for_evidence.get(evidence_id, ()):
             node = graph.action_by_id[action_id]
             if node.kind == "exam":
                 entry = menu.get(normalize_concept(node.name)) or menu.get(
-                    normalize_concept(_GROUP.sub("", node.name)))
+                    normalize_concept(strip_group(node.name)))
                 if entry is None:
                     continue
                 action = {"kind": "exam", "id": str(entry["id"]), "name": str(entry["name"])}

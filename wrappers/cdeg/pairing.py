@@ -16,10 +16,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from clinenv.embeddings.base import Similarity
+from clinenv.embeddings.similarity import finite_scores
+from clinenv.wrappers.cdeg.thresholds import PAIR_THRESHOLD
 from clinenv.wrappers.cdeg.trajectories import Trajectory
 
-#: CDEG's pairing threshold (paper, "Implementation Details").
-PAIR_THRESHOLD = 0.7
+__all__ = ["PAIR_THRESHOLD", "PairingResult", "TrajectoryPair", "pair_trajectories",
+           "score_summary"]
 
 
 @dataclass(frozen=True)
@@ -46,12 +48,26 @@ class PairingResult:
         n_failed: failed trajectories seen.
         n_no_success: failed trajectories whose case has no successful trajectory.
         n_below_threshold: failed trajectories whose best score is <= the threshold.
+        best_scores: the Eq. 4 maximum of every failed trajectory that has a success in
+            its case (kept or not), in order; ``-inf`` for a NaN score.
     """
 
     pairs: tuple[TrajectoryPair, ...]
     n_failed: int
     n_no_success: int
     n_below_threshold: int
+    best_scores: tuple[float, ...] = ()
+
+
+def score_summary(scores: Iterable[float]) -> dict[str, float | None]:
+    """``{"min", "median", "max"}`` of the finite ``scores`` (rounded to 4 places;
+    ``None`` each when there are none): how far apart the pairing scores lie, for the
+    build report."""
+    values = np.array([x for x in scores if np.isfinite(x)], dtype=np.float64)
+    if values.size == 0:
+        return {"min": None, "median": None, "max": None}
+    return {"min": round(float(values.min()), 4), "median": round(float(np.median(values)), 4),
+            "max": round(float(values.max()), 4)}
 
 
 def pair_trajectories(trajectories: Iterable[Trajectory], similarity: Similarity, *,
@@ -69,7 +85,11 @@ def pair_trajectories(trajectories: Iterable[Trajectory], similarity: Similarity
 
     Returns:
         A :class:`PairingResult`. Ties between equally similar successes go to the
-        earliest one in input order (deterministic).
+        earliest one in input order (deterministic); a NaN score never wins
+        (:func:`~clinenv.embeddings.similarity.finite_scores`).
+
+    Raises:
+        ValueError: the similarity returned scores of another shape.
     """
     by_case: dict[tuple[str, str], dict[str, list[Trajectory]]] = defaultdict(
         lambda: {"success": [], "failure": []})
@@ -78,6 +98,7 @@ def pair_trajectories(trajectories: Iterable[Trajectory], similarity: Similarity
             by_case[t.case_key][t.outcome].append(t)
     pairs: list[TrajectoryPair] = []
     n_failed = n_no_success = n_below = 0
+    best_scores: list[float] = []
     for group in by_case.values():
         failed, successes = group["failure"], group["success"]
         n_failed += len(failed)
@@ -95,10 +116,12 @@ def pair_trajectories(trajectories: Iterable[Trajectory], similarity: Similarity
         if not np.issubdtype(scores.dtype, np.floating):
             scores = scores.astype(np.float64)
         limit = scores.dtype.type(threshold)  # compare in the scores' own precision
+        scores = finite_scores(scores).astype(scores.dtype)
         for i, tau in enumerate(failed):
             best = int(np.argmax(scores[i]))
+            best_scores.append(float(scores[i, best]))
             if scores[i, best] > limit:
                 pairs.append(TrajectoryPair(tau, successes[best], float(scores[i, best])))
             else:
                 n_below += 1
-    return PairingResult(tuple(pairs), n_failed, n_no_success, n_below)
+    return PairingResult(tuple(pairs), n_failed, n_no_success, n_below, tuple(best_scores))

@@ -5,9 +5,10 @@ CDEG paper, "Evidence-State Intervention". Per step, :class:`CDEGDoctor`
 1. updates S_t from ``info["new_observations"]`` by hybrid matching
    (:class:`~clinenv.wrappers.cdeg.state.EvidenceState`, threshold 0.72);
 2. runs global retrieval over all of E_D (:meth:`EdgeIndex.global_best`, coverage Eq. 7
-   >= 0.6) and logs its result whenever it or S_t changes (``kind="global"``); the
-   paper does not say that this edge changes the doctor's input before a final attempt,
-   so it is logged and kept in :attr:`CDEGDoctor.last_global` only;
+   > 0.6) and logs its result whenever it or S_t changes (``kind="global"``); the
+   paper does not say how this edge changes the doctor's input, so by default it is
+   logged and kept in :attr:`CDEGDoctor.last_global` only (see
+   :attr:`CDEGConfig.global_guidance` for the opt-in use);
 3. asks the inner doctor; when its action is a final answer (see
    :mod:`clinenv.wrappers.reask`), matches the proposed diagnosis to D_cur
    (threshold 0.65), retrieves the best outgoing edge (localized retrieval) and selects
@@ -26,7 +27,8 @@ CDEG paper, "Evidence-State Intervention". Per step, :class:`CDEGDoctor`
      (the first answer when the new one is empty). This also spends a deferral.
 
 Every assessment is one entry of :meth:`CDEGDoctor.episode_log`: ``{"turn", "phase",
-"kind", "edge", "coverage", "proposed", "matched", "evidence", "action", "deferrals"}``
+"kind", "retrieval" ("local" or "global"), "edge", "coverage", "proposed", "matched",
+"evidence", "action", "deferrals"}``
 with ``kind`` among ``acquire``, ``reappraise``, ``blocked``, ``no_action``, ``none``
 (no diagnosis node matched, or no outgoing edge reaches the coverage threshold;
 ``reason`` says which) and ``deferral_limit``; global entries have ``kind="global"``,
@@ -45,14 +47,17 @@ from clinenv.embeddings.base import Similarity
 from clinenv.wrappers.cdeg.graph import CDEGraph
 from clinenv.wrappers.cdeg.intervention import Mode, select_intervention
 from clinenv.wrappers.cdeg.retrieval import (
-    COVERAGE_THRESHOLD,
-    DIAGNOSIS_THRESHOLD,
     CoverageBasis,
     DiagnosisMatcher,
     EdgeIndex,
     Retrieved,
 )
-from clinenv.wrappers.cdeg.state import EVIDENCE_THRESHOLD, EvidenceState, NodeMatcher
+from clinenv.wrappers.cdeg.state import EvidenceState, NodeMatcher
+from clinenv.wrappers.cdeg.thresholds import (
+    COVERAGE_THRESHOLD,
+    DIAGNOSIS_THRESHOLD,
+    EVIDENCE_THRESHOLD,
+)
 from clinenv.wrappers.reask import ReaskWrapper, Review, final_answer
 
 
@@ -62,8 +67,9 @@ class CDEGConfig(BaseModel):
     Attributes:
         evidence_threshold: similarity for a semantic evidence match (0.72).
         diagnosis_threshold: similarity for a semantic diagnosis match (0.65).
-        coverage_threshold: minimum coverage of a retrieved edge (0.6; inclusive; > 0,
-            so an edge without observed evidence is never retrieved).
+        coverage_threshold: a retrieved edge's coverage must exceed it (0.6; strict, the
+            paper's "exceeds"; so even 0 never retrieves an edge without observed
+            evidence).
         max_deferrals: re-asks per episode (>= 0); after them the answer stands.
         mode: ``"both"``, or the Table 3 ablations ``"acquisition_only"`` /
             ``"reappraisal_only"``.
@@ -76,16 +82,36 @@ class CDEGConfig(BaseModel):
             which the revision applied and let such edges be retrieved.
         match_polarity: semantic evidence matches only between atoms of the same
             polarity (see :mod:`clinenv.wrappers.cdeg.state`).
+        match_attributes: semantic evidence matches only between atoms of compatible
+            direction and temporal status (see :mod:`clinenv.wrappers.cdeg.state`).
+        global_guidance: use the global retrieval for the intervention decision when
+            localized retrieval has nothing (opt-in; default off). The paper says
+            "before the doctor agent attempts to provide a final diagnosis, CDEG
+            evaluates all edges in E_D and retrieves the one with the highest
+            coverage", but not what the retrieved edge then does; by default this
+            wrapper only logs it. With ``True``, when the proposed diagnosis matches no
+            diagnosis node, or its node has no outgoing edge above the coverage
+            threshold, the global best edge (D_s, D_t) is assessed instead, with two
+            restrictions of our own: (1) no intervention when the proposal matches D_t
+            (the doctor already proposes the revised diagnosis); (2) acquisition only,
+            never reappraisal — the paper reappraises "when the doctor agent proposes
+            D_s", and a proposal matching D_s would have found this edge by localized
+            retrieval. The source D_s of the global edge is therefore not required to
+            match the proposal (deviation: the paper's intervention is described for
+            the proposal's own edges). Blocking evidence of the edge still prevents the
+            intervention. Entries logged this way have ``"retrieval": "global"``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     evidence_threshold: float = Field(default=EVIDENCE_THRESHOLD, ge=-1.0, le=1.0)
     diagnosis_threshold: float = Field(default=DIAGNOSIS_THRESHOLD, ge=-1.0, le=1.0)
-    coverage_threshold: float = Field(default=COVERAGE_THRESHOLD, gt=0.0, le=1.0)
+    coverage_threshold: float = Field(default=COVERAGE_THRESHOLD, ge=0.0, lt=1.0)
     max_deferrals: int = Field(default=2, ge=0, le=100)
     mode: Mode = "both"
     coverage_basis: CoverageBasis = "edge"
     match_polarity: bool = True
+    match_attributes: bool = True
+    global_guidance: bool = False
 
 
 class CDEGDoctor(ReaskWrapper):
@@ -130,7 +156,8 @@ class CDEGDoctor(ReaskWrapper):
                                           threshold=self.cdeg.diagnosis_threshold)
         self.state = EvidenceState(
             NodeMatcher(graph, similarity, threshold=self.cdeg.evidence_threshold,
-                        match_polarity=self.cdeg.match_polarity), extractor)
+                        match_polarity=self.cdeg.match_polarity,
+                        match_attributes=self.cdeg.match_attributes), extractor)
         self._graph_sha256: str | None = None
         self.on_reset()
 
@@ -197,20 +224,31 @@ class CDEGDoctor(ReaskWrapper):
     def _assess(self, proposed: str, info: Mapping[str, Any],
                 phase: str) -> tuple[dict[str, Any], Any]:
         entry: dict[str, Any] = {
-            "turn": self.state.turn, "phase": phase, "kind": "none", "edge": None,
-            "coverage": None, "proposed": proposed, "matched": None, "evidence": [],
-            "action": None, "deferrals": self._deferrals}
+            "turn": self.state.turn, "phase": phase, "kind": "none", "retrieval": "local",
+            "edge": None, "coverage": None, "proposed": proposed, "matched": None,
+            "evidence": [], "action": None, "deferrals": self._deferrals}
         node = self.diagnoses.match(proposed, info.get("candidates"))
-        if node is None:
-            return entry | {"reason": "no_diagnosis_node"}, None
-        entry["matched"] = {"id": node.node_id, "label": node.label, "method": node.method,
-                            "score": round(node.score, 4)}
-        found = self.index.local_best(self.counter, node.node_id,
-                                      self.cdeg.coverage_threshold)
+        found = None
+        reason = "no_diagnosis_node"
+        if node is not None:
+            entry["matched"] = {"id": node.node_id, "label": node.label,
+                                "method": node.method, "score": round(node.score, 4)}
+            found = self.index.local_best(self.counter, node.node_id,
+                                          self.cdeg.coverage_threshold)
+            reason = "no_edge"
+        mode = self.cdeg.mode
+        if found is None and self.cdeg.global_guidance and self.last_global is not None:
+            # opt-in global guidance (CDEGConfig.global_guidance): acquisition only, and
+            # never when the proposal already is the edge's D_t
+            if node is not None and node.node_id == self.last_global.edge.target:
+                return entry | {"reason": "proposes_global_target"}, None
+            found, mode = self.last_global, "acquisition_only"
+            entry["retrieval"] = "global"
+            if self.cdeg.mode == "reappraisal_only":
+                return entry | {"reason": reason}, None
         if found is None:
-            return entry | {"reason": "no_edge"}, None
-        intervention = select_intervention(found.edge, self.state, self.graph,
-                                           mode=self.cdeg.mode)
+            return entry | {"reason": reason}, None
+        intervention = select_intervention(found.edge, self.state, self.graph, mode=mode)
         entry.update(kind=intervention.kind, edge=found.edge.edge_id,
                      coverage=round(found.coverage, 4),
                      evidence=list(intervention.evidence_ids), action=intervention.action)

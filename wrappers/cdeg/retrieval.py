@@ -7,9 +7,10 @@ the highest coverage if its score exceeds a predefined threshold" (global retrie
 :meth:`EdgeIndex.global_best`); "once the doctor agent attempts to provide a final
 diagnosis, the proposed diagnosis is matched to a graph diagnosis node D_cur" (threshold
 0.65, :class:`DiagnosisMatcher`) and the best of its outgoing edges is retrieved under
-the same threshold (localized retrieval, :meth:`EdgeIndex.local_best`). Thresholds are
-inclusive (coverage >= 0.6 is retrieved); ties go to the edge with more supporting pairs
-(``support``), then to the earlier edge of the graph file.
+the same threshold (localized retrieval, :meth:`EdgeIndex.local_best`). The coverage
+threshold is strict, as the paper words it ("exceeds"): an edge with coverage 3/5 = 0.6
+is not retrieved, 4/5 is. Ties go to the edge with more supporting pairs (``support``),
+then to the earlier edge of the graph file.
 
 Speed: S_t only grows during an episode, so a :class:`CoverageCounter` keeps
 ``|S_t ∩ E_{s->t}|`` of every edge and updates it for the edges that touch each newly
@@ -33,13 +34,14 @@ from typing import Literal
 import numpy as np
 
 from clinenv.embeddings.base import Similarity
+from clinenv.embeddings.similarity import KeyIndex
 from clinenv.wrappers.cdeg.atoms import normalize_concept
 from clinenv.wrappers.cdeg.graph import CDEGraph, RevisionEdge
+from clinenv.wrappers.cdeg.thresholds import COVERAGE_THRESHOLD, DIAGNOSIS_THRESHOLD
 
-#: CDEG "Implementation Details": coverage threshold of retrieval.
-COVERAGE_THRESHOLD = 0.6
-#: CDEG "Implementation Details": diagnosis matching threshold.
-DIAGNOSIS_THRESHOLD = 0.65
+__all__ = ["BASES", "COVERAGE_THRESHOLD", "DIAGNOSIS_THRESHOLD", "CoverageBasis",
+           "CoverageCounter", "DiagnosisMatch", "DiagnosisMatcher", "EdgeIndex", "Retrieved",
+           "edge_ids", "missing_only_edges"]
 CoverageBasis = Literal["edge", "edge+context"]
 BASES = ("edge", "edge+context")
 
@@ -50,6 +52,14 @@ def edge_ids(edge: RevisionEdge, basis: CoverageBasis = "edge") -> tuple[str, ..
     if basis == "edge+context":
         ids = tuple(dict.fromkeys(ids + edge.context))
     return ids
+
+
+def missing_only_edges(graph: CDEGraph) -> int:
+    """Revision edges whose E_{s->t} under ``"edge"`` is only missing evidence. Their
+    coverage stays 0 until the doctor acquires that evidence itself, so under the
+    literal Eq. 7 they can never prompt its acquisition; ``"edge+context"`` makes them
+    retrievable."""
+    return sum(1 for e in graph.revisions if e.missing and not (e.ignored or e.blocking))
 
 
 @dataclass(frozen=True)
@@ -124,12 +134,13 @@ class EdgeIndex:
 
     def global_best(self, counter: CoverageCounter,
                     threshold: float = COVERAGE_THRESHOLD) -> Retrieved | None:
-        """Global retrieval: the edge of E_D with the highest coverage, if ``>= threshold``."""
+        """Global retrieval: the edge of E_D with the highest coverage, if ``> threshold``."""
         return self._best(counter, self.order, threshold)
 
     def local_best(self, counter: CoverageCounter, source: str,
                    threshold: float = COVERAGE_THRESHOLD) -> Retrieved | None:
-        """Localized retrieval: the best outgoing edge of diagnosis node ``source``."""
+        """Localized retrieval: the best outgoing edge of diagnosis node ``source``, if
+        its coverage is ``> threshold``."""
         candidates = self.by_source.get(source)
         if candidates is None:
             return None
@@ -141,7 +152,7 @@ class EdgeIndex:
             return None
         cov = counter.hits[candidates] / self.sizes[candidates]
         pick = int(np.argmax(cov))  # first maximum: the tie order of self.order
-        if cov[pick] < threshold:
+        if not cov[pick] > threshold:  # strict: "exceeds" (module docstring)
             return None
         return Retrieved(self.edges[int(candidates[pick])], float(cov[pick]))
 
@@ -171,8 +182,8 @@ class DiagnosisMatcher:
     """Match a proposed diagnosis to a node of V_D: the exact normalized label or alias,
     else the most similar label when its similarity is ``>= threshold`` (CDEG: 0.65).
 
-    Labels are encoded once (as :class:`~clinenv.wrappers.cdeg.state.NodeMatcher` does
-    for evidence nodes).
+    Labels are encoded once (:class:`~clinenv.embeddings.similarity.KeyIndex`, as for
+    evidence nodes).
 
     Args:
         graph: the CDEG graph.
@@ -190,11 +201,7 @@ class DiagnosisMatcher:
         for k, node in enumerate(self.nodes):
             for name in (node.label, *node.aliases):
                 self.exact.setdefault(normalize_concept(name), k)
-        self._to_matrix = getattr(similarity, "similarity_to_matrix", None)
-        encode = getattr(similarity, "encode", None)
-        self._vectors = None
-        if callable(self._to_matrix) and callable(encode) and self.labels:
-            self._vectors = np.asarray(encode(self.labels), dtype=np.float32)
+        self.index = KeyIndex(similarity, self.labels)
 
     def match(self, proposed: str,
               candidates: Sequence[str] | None = None) -> DiagnosisMatch | None:
@@ -217,10 +224,7 @@ class DiagnosisMatcher:
         if key in self.exact:
             node = self.nodes[self.exact[key]]
             return DiagnosisMatch(node.node_id, node.label, "exact", 1.0)
-        if self._vectors is not None:
-            scores = np.asarray(self._to_matrix([key], self._vectors))[0]
-        else:
-            scores = np.asarray(self.similarity.similarity([key], self.labels))[0]
+        scores = self.index.scores([key])[0]  # NaN as -inf: never the arg-max
         best = int(np.argmax(scores))
         if scores[best] < self.threshold:
             return None

@@ -15,16 +15,21 @@ evidence node of V_E:
 1. exact: the atom's :meth:`~clinenv.wrappers.cdeg.atoms.EvidenceAtom.key` is a key of
    ``graph.evidence_by_key``;
 2. otherwise semantic: the node whose text (:meth:`EvidenceAtom.text`) is most similar to
-   the atom's text, when that similarity is ``>= threshold``. Only nodes of the same
-   polarity are candidates (``match_polarity``, default on): "no chest pain" and "chest
-   pain" are close for any encoder but are opposite evidence.
+   the atom's text, when that similarity is ``>= threshold``. Only nodes whose
+   attributes do not contradict the atom's are candidates, because a text similarity
+   scores opposite findings as near-identical (lexical: "high troponin i" vs "low
+   troponin i" 0.83, "history of asthma" vs "asthma" 1.0):
 
-The node texts are encoded once per :class:`NodeMatcher` (built once per wrapper): a
-similarity with ``encode`` and ``similarity_to_matrix`` (an
-:class:`~clinenv.embeddings.similarity.EncoderSimilarity`) keeps a unit-vector matrix,
-so one observation costs one cached encoder lookup and one matrix product; any other
-:class:`~clinenv.embeddings.base.Similarity` (the lexical fallback, a test stub) is
-called with the node texts.
+   - ``match_polarity`` (default on): the same polarity ("no chest pain" is not
+     "chest pain");
+   - ``match_attributes`` (default on): compatible direction (when both atoms have one,
+     it must be the same: "high" is not "low", nor "normal") and compatible temporal
+     status (a past history item is not a current finding; ``"unknown"`` is compatible
+     with both).
+
+The node texts are encoded once per :class:`NodeMatcher` (built once per wrapper,
+:class:`~clinenv.embeddings.similarity.KeyIndex`), so one observation costs one cached
+encoder lookup and one matrix product.
 
 The state also keeps what the selective intervention needs: which observation first
 gave each evidence node, the current menu ``info["menu"]``, the questions already asked
@@ -40,11 +45,12 @@ from typing import Any
 import numpy as np
 
 from clinenv.embeddings.base import Similarity
+from clinenv.embeddings.similarity import KeyIndex
 from clinenv.wrappers.cdeg.atoms import EvidenceAtom, normalize_concept
 from clinenv.wrappers.cdeg.graph import CDEGraph
+from clinenv.wrappers.cdeg.thresholds import EVIDENCE_THRESHOLD
 
-#: CDEG "Implementation Details": evidence matching threshold (SapBERT cosine).
-EVIDENCE_THRESHOLD = 0.72
+__all__ = ["EVIDENCE_THRESHOLD", "EvidenceMatch", "EvidenceState", "NodeMatcher"]
 
 
 @dataclass(frozen=True)
@@ -83,28 +89,42 @@ class NodeMatcher:
         similarity: scores atom texts against node texts.
         threshold: minimum similarity of a semantic match (CDEG: 0.72).
         match_polarity: semantic matches only among nodes of the atom's polarity.
+        match_attributes: semantic matches only among nodes of compatible direction and
+            temporal status (module docstring).
 
     Raises:
         ValueError: ``threshold`` is not a finite number.
     """
 
     def __init__(self, graph: CDEGraph, similarity: Similarity, *,
-                 threshold: float = EVIDENCE_THRESHOLD, match_polarity: bool = True) -> None:
+                 threshold: float = EVIDENCE_THRESHOLD, match_polarity: bool = True,
+                 match_attributes: bool = True) -> None:
         if not np.isfinite(threshold):
             raise ValueError(f"threshold must be a finite number, got {threshold!r}")
         self.graph = graph
         self.similarity = similarity
         self.threshold = float(threshold)
         self.match_polarity = match_polarity
+        self.match_attributes = match_attributes
         self.node_ids = tuple(n.node_id for n in graph.evidence)
         self.node_texts = tuple(n.atom.text() for n in graph.evidence)
-        self._absent = np.array([n.atom.polarity == "absent" for n in graph.evidence],
-                                dtype=bool)
-        self._to_matrix = getattr(similarity, "similarity_to_matrix", None)
-        encode = getattr(similarity, "encode", None)
-        self._vectors = None
-        if callable(self._to_matrix) and callable(encode) and self.node_texts:
-            self._vectors = np.asarray(encode(list(self.node_texts)), dtype=np.float32)
+        atoms = [n.atom for n in graph.evidence]
+        self._absent = np.array([a.polarity == "absent" for a in atoms], dtype=bool)
+        self._direction = np.array([a.direction or "" for a in atoms], dtype=object)
+        self._temporal = np.array([a.temporal for a in atoms], dtype=object)
+        self.index = KeyIndex(similarity, self.node_texts)
+
+    def compatible(self, atom: EvidenceAtom) -> np.ndarray:
+        """``bool`` ``(n_nodes,)``: the nodes a semantic match of ``atom`` may reach."""
+        ok = np.ones(len(self.node_ids), dtype=bool)
+        if self.match_polarity:
+            ok &= self._absent == (atom.polarity == "absent")
+        if self.match_attributes:
+            if atom.direction is not None:
+                ok &= (self._direction == "") | (self._direction == atom.direction)
+            if atom.temporal != "unknown":
+                ok &= (self._temporal == "unknown") | (self._temporal == atom.temporal)
+        return ok
 
     def match(self, atoms: Sequence[EvidenceAtom]) -> list[tuple[int, str, str, float]]:
         """Map ``atoms`` to evidence nodes.
@@ -124,15 +144,9 @@ class NodeMatcher:
             else:
                 pending.append((i, atom))
         if pending and self.node_ids:
-            texts = [a.text() for _, a in pending]
-            if self._vectors is not None:
-                scores = np.asarray(self._to_matrix(texts, self._vectors))
-            else:
-                scores = np.asarray(self.similarity.similarity(texts, list(self.node_texts)))
-            scores = scores.astype(np.float64, copy=True)
+            scores = self.index.scores([a.text() for _, a in pending])
             for row, (i, atom) in enumerate(pending):
-                if self.match_polarity:
-                    scores[row, self._absent != (atom.polarity == "absent")] = -np.inf
+                scores[row, ~self.compatible(atom)] = -np.inf
                 best = int(np.argmax(scores[row]))
                 if scores[row, best] >= self.threshold:
                     found.append((i, self.node_ids[best], "semantic",
@@ -169,13 +183,15 @@ class EvidenceState:
         self.asked: set[str] = set()
         self.phase = "acquire"
         self.turn = 0
-        self._seen_obs: set[str] = set()
+        self._seen_obs: set[Any] = set()
 
     def update(self, info: Mapping[str, Any]) -> list[EvidenceMatch]:
         """Take one step's ``info``: menu, phase, turn and ``new_observations``.
 
         An observation already taken (same ``obs_id``) is skipped, so calling this twice
-        with the same info changes nothing.
+        with the same info changes nothing; an observation without an ``obs_id`` is
+        recognized by its source, turn, context and content instead (so it never hides
+        the observations after it).
 
         Returns:
             The matches of this step whose evidence node is new to S_t, in order.
@@ -188,10 +204,12 @@ class EvidenceState:
         for obs in info.get("new_observations") or ():
             if not isinstance(obs, Mapping):
                 continue
-            obs_id = str(obs.get("obs_id", ""))
-            if obs_id in self._seen_obs:
+            obs_id = str(obs.get("obs_id") or "")
+            seen_key: Any = obs_id or ("", obs.get("source"), obs.get("turn"),
+                                       obs.get("context"), obs.get("content"))
+            if seen_key in self._seen_obs:
                 continue
-            self._seen_obs.add(obs_id)
+            self._seen_obs.add(seen_key)
             if obs.get("source") == "Patient" and obs.get("context"):
                 self.asked.add(normalize_concept(str(obs["context"])))
             atoms = list(self.extractor.extract(obs))

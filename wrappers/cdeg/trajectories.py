@@ -3,16 +3,25 @@ Mining", Eq. 2-3).
 
 Each run-log line that stands for an episode (:meth:`clinenv.runlog.RunLog.episodes`:
 error lines superseded by a retry are dropped) becomes a :class:`Trajectory` τ with its
-final diagnosis D(τ) (the logged ``answer``), its outcome against Y, the
-action–observation history τ_pre before the final diagnostic action (the text embedded
-for pairing, Eq. 4) and its observations with their acquisition actions.
+final diagnosis D(τ), its outcome against Y, the action–observation history τ_pre
+before the final diagnostic action (the text embedded for pairing, Eq. 4) and its
+observations with their acquisition actions.
 
-Outcomes (Eq. 3 partitions T_x into T+ and T-; the rest is neither):
+D(τ) is the diagnosis payload of the logged ``answer``, parsed as the policy wrappers
+parse a final answer (:func:`clinenv.wrappers.reask.final_answer` in the decision
+phase): native AgentClinic / MedAgentSim lines log the whole utterance
+(``"DIAGNOSIS READY: lobar pneumonia"`` -> ``"lobar pneumonia"``), EGIP lines the
+payload already.
 
+Outcomes (Eq. 3 partitions T_x into T+ and T-; the rest is neither), decided in this
+order:
+
+- ``"abstained"`` — the line's ``abstained`` flag is set, or no diagnosis can be read
+  from the answer (``None``, ``""``, ``"DIAGNOSIS READY:"`` with nothing after it, an
+  unfinished episode): not a diagnosis, so neither a success nor a failure, whatever
+  the verdict (native protocols score an abstention ``"wrong"``);
 - ``"success"`` — verdict ``"correct"`` (τ ∈ T+);
 - ``"failure"`` — verdict ``"wrong"`` (τ ∈ T-);
-- ``"abstained"`` — verdict ``"unscored"`` because no diagnosis was named (the line's
-  ``abstained`` flag, or no answer): not a diagnosis, so neither a success nor a failure;
 - ``"unscored"`` — verdict ``"unscored"`` for another reason (an unparsed LLM-judge
   verdict): correctness unknown.
 
@@ -30,6 +39,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from clinenv.runlog import RunLogError, is_error_line, read_run_log
+from clinenv.wrappers.reask import final_answer
 
 #: Allowed :attr:`Trajectory.outcome` values (module docstring).
 Outcome = Literal["success", "failure", "abstained", "unscored"]
@@ -44,11 +54,14 @@ class Trajectory:
         case_id: the case (trajectories are paired within a case, Eq. 4).
         repetition: the repetition index k of the rollout.
         dataset: the case pool's name (cases are grouped by ``(dataset, case_id)``).
-        answer: D(τ), the final diagnosis as logged (``""`` when none was given).
+        answer: D(τ), the diagnosis payload of the logged answer (module docstring;
+            ``""`` when none can be read).
         outcome: see the module docstring.
-        history: τ_pre as text: the objective, then one line per action and observation
-            (``Doctor: ...``, ``Patient: ...``, ``Exam <name>: <result>``), without the
-            final diagnostic action, interface events and diagnosis proposals.
+        history: τ_pre as text (:func:`trajectory_text`): one line per acquisition
+            action with its observation. The case's objective is left out: it is
+            identical in every rollout of a case and, being the longest part of short
+            histories, made every same-case pair look alike (Eq. 4 pairing with it:
+            lexical same-case scores 0.81-1.0 against 0.76 across cases).
         observations: the logged observation dicts (``evidence.observations``), in
             acquisition order; ``context`` is the question asked (Patient) or the exam
             name (Measurement).
@@ -63,6 +76,13 @@ class Trajectory:
     history: str
     observations: tuple[Mapping[str, Any], ...]
     source: str
+
+    def error(self, message: str) -> RunLogError:
+        """A :class:`~clinenv.runlog.RunLogError` naming this trajectory's file and
+        line."""
+        path, _, line = self.source.rpartition(":")
+        return RunLogError(message, path=path or self.source,
+                           line=int(line) if line.isdigit() else None)
 
     @property
     def case_key(self) -> tuple[str, str]:
@@ -95,8 +115,9 @@ def load_trajectories(paths: Sequence[str | Path]) -> LoadedRuns:
         FileNotFoundError: a log does not exist.
         RunLogError: a line is not JSON / not a run-log line, an episode appears twice
             in one file (not a retry of an error line), or a field is missing or
-            malformed (``answer``, ``verdict``, ``events``, ``evidence.observations``);
-            the message names the file, the line and the field.
+            malformed (``case_id``, ``repetition``, ``answer``, ``verdict``,
+            ``evidence.observations``); the message names the file, the line and the
+            field.
     """
     out: list[Trajectory] = []
     n_errors = n_superseded = 0
@@ -136,9 +157,6 @@ def trajectory_from_line(line: Mapping[str, Any], *, path: str | Path,
     answer = line.get("answer")
     if answer is not None and not isinstance(answer, str):
         raise bad("answer", f"is {type(answer).__name__}, expected a string or null")
-    events = line.get("events")
-    if not isinstance(events, list) or not all(isinstance(e, Mapping) for e in events):
-        raise bad("events", "is missing or not a list of objects")
     evidence = line.get("evidence")
     observations = evidence.get("observations") if isinstance(evidence, Mapping) else None
     if not isinstance(observations, list) or not all(
@@ -148,40 +166,49 @@ def trajectory_from_line(line: Mapping[str, Any], *, path: str | Path,
         if obs.get("source") not in ("Patient", "Measurement"):
             raise bad(f"evidence.observations.{i}.source",
                       f"is {obs.get('source')!r}, expected 'Patient' or 'Measurement'")
-    if verdict in _VERDICTS:
-        outcome = _VERDICTS[verdict]
+    case_id = line.get("case_id")
+    if not isinstance(case_id, str | int) or isinstance(case_id, bool) or str(case_id) == "":
+        raise bad("case_id", f"is {case_id!r}, expected a non-empty string")
+    repetition = line.get("repetition")
+    if isinstance(repetition, bool) or not isinstance(repetition, int) or repetition < 0:
+        raise bad("repetition", f"is {repetition!r}, expected an integer >= 0")
+    diagnosis = (final_answer(answer or "", "decide") or "").strip()
+    if line.get("abstained") or not diagnosis:
+        outcome: Outcome = "abstained"
     else:
-        outcome = "abstained" if (line.get("abstained") or not (answer or "").strip()) \
-            else "unscored"
-    objective = evidence.get("objective") or ""
+        outcome = _VERDICTS.get(verdict, "unscored")  # type: ignore[assignment]
     return Trajectory(
-        case_id=str(line["case_id"]), repetition=int(line["repetition"]),
-        dataset=str(line.get("dataset") or ""), answer=(answer or "").strip(),
-        outcome=outcome, history=history_text(objective, events),
+        case_id=str(case_id), repetition=repetition,
+        dataset=str(line.get("dataset") or ""), answer=diagnosis,
+        outcome=outcome, history=trajectory_text(observations),
         observations=tuple(dict(o) for o in observations), source=f"{path}:{line_no}")
 
 
-def history_text(objective: str, events: Iterable[Mapping[str, Any]]) -> str:
-    """τ_pre as text (see :attr:`Trajectory.history`).
+#: Characters of one observation's content kept in a τ_pre text.
+CONTENT_CHARS = 400
 
-    Doctor events routed as ``question`` or ``test_request`` are actions; ``diagnosis``
-    and ``clarification`` events (a proposal replaced by a fixed question) carry the
-    doctor's diagnosis, not an acquisition, and are left out so that pairing compares
-    what was acquired; interface events are left out too.
-    """
-    lines = [f"Objective: {objective}"] if objective else []
-    for event in events:
-        source = event.get("source")
-        if source == "doctor" and event.get("routed_as") in ("question", "test_request"):
-            lines.append(f"Doctor: {event.get('text', '')}")
-        elif source == "patient":
-            lines.append(f"Patient: {event.get('reply', '')}")
-        elif source == "measurement":
-            value = event.get("recorded_value")
-            if value is None:
-                value = f"({event.get('result_availability', 'not recorded')})"
-            lines.append(f"Exam {event.get('name') or event.get('request', '')}: {value}")
-    return "\n".join(lines)
+
+def observation_line(obs: Mapping[str, Any]) -> str:
+    """One observation as a line of :func:`trajectory_text`: ``Patient, asked
+    "<question>": <reply>`` or ``Measurement <exam>: <result>`` (the availability, e.g.
+    ``not_recorded``, when there is no content; content clipped to
+    :data:`CONTENT_CHARS`)."""
+    content = " ".join(str(obs.get("content") or obs.get("availability") or "").split())
+    content = content[:CONTENT_CHARS]
+    if obs.get("source") == "Patient":
+        return f"Patient, asked \"{obs.get('context', '')}\": {content}"
+    return f"Measurement {obs.get('context', '')}: {content}"
+
+
+def trajectory_text(observations: Iterable[Mapping[str, Any]]) -> str:
+    """τ_pre as text (CDEG Eq. 2, 4): one :func:`observation_line` per observation, in
+    acquisition order. The same text for a run-log line's ``evidence.observations``
+    (construction pairing, the retrieval baselines' memories) and for the observations
+    an episode has acquired so far (``info["new_observations"]``, the baselines'
+    queries). The final diagnostic action, diagnosis proposals and interface feedback
+    are not observations and are left out, and so is the objective (see
+    :attr:`Trajectory.history`)."""
+    return "\n".join(observation_line(o) for o in observations)
 
 
 def outcome_counts(trajectories: Iterable[Trajectory]) -> dict[str, int]:

@@ -17,8 +17,10 @@ in both. The "before" preference is measured once per pair and order on the
 unintervened evidence (E_s for completion and reappraisal, E_t for blocking). When the
 before preference is not the shift's starting diagnosis in both orders, no candidate of
 those tests can pass and their verifier calls are skipped (counted); likewise the
-``"ts"`` order is asked only when the ``"st"`` order shows the shift (a candidate that
-shifts in ``"st"`` only is counted in ``n_one_order``).
+``"ts"`` order is asked only when the ``"st"`` order shows the shift. A candidate that
+shifts in ``"st"`` but not in ``"ts"`` is counted in ``n_st_order_only``; one that would
+shift in ``"ts"`` only is never asked in that order, so it is neither kept nor counted
+(it fails the both-orders rule either way).
 
 Every verifier call is recorded (:class:`VerifierCall`) for the build report.
 """
@@ -66,7 +68,8 @@ class PairValidation:
     Attributes:
         missing, ignored, blocking: validated atom keys per role, candidate order.
         calls: every verifier call for this pair, in call order.
-        n_one_order: candidates whose shift appeared in the ``"st"`` order only.
+        n_st_order_only: candidates that shifted with D_s listed first (``"st"``) but
+            not with D_t listed first.
         n_skipped: candidates not tested because the before preference rules them out.
     """
 
@@ -74,7 +77,7 @@ class PairValidation:
     ignored: list[str] = field(default_factory=list)
     blocking: list[str] = field(default_factory=list)
     calls: list[VerifierCall] = field(default_factory=list)
-    n_one_order: int = 0
+    n_st_order_only: int = 0
     n_skipped: int = 0
 
     @property
@@ -146,7 +149,7 @@ def validate_pair(d_s: str, d_t: str, e_s: Mapping[str, MergedAtom],
             if all(shifted) and len(shifted) == len(ORDERS):
                 kept.append(key)
             elif shifted[0]:
-                out.n_one_order += 1
+                out.n_st_order_only += 1
     return out
 
 

@@ -65,6 +65,18 @@ def _content_words(text: str) -> list[str]:
     return [w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in _STOP]
 
 
+#: Default ``min_overlap`` of :class:`LexicalVerifier`. Measured on runs of a sampling
+#: scripted doctor (5 questions, 2 sampled exams, exploration 0.5, seed 1, lexical
+#: similarity and thresholds): demo set, K = 6 — revisions 1 / 1 / 1 / 0 at min_overlap
+#: 0.1 / 0.2 / 0.3 / 0.5 (the edge at 0.2: allergic contact dermatitis -> herpes zoster,
+#: missing "varicella-zoster virus dna"); MedQA (107 cases, K = 4) — 0 revisions at
+#: every value (3 pairs with 2 exams, 5 with 4: the sampled doctor mostly abstains).
+#: At 0.5 a two-word diagnosis needs one of its words in
+#: the evidence, which the demo records rarely give; 0.2 keeps a single shared word of a
+#: diagnosis of up to five content words.
+MIN_OVERLAP = 0.2
+
+
 class LexicalVerifier:
     """A deterministic verifier: lexical support of each diagnosis among the evidence.
 
@@ -86,13 +98,14 @@ class LexicalVerifier:
     Args:
         examples: observation texts per atom key (``EvidenceNode.examples``); see
             :meth:`with_examples`.
-        min_overlap: smallest share of a diagnosis's words that counts (0..1].
+        min_overlap: smallest share of a diagnosis's words that counts (0..1]; default
+            :data:`MIN_OVERLAP`.
         word_score: rapidfuzz ``ratio`` (0..100) for two words to match.
         exposed_weight: weight of exposed atoms (>= 1).
     """
 
     def __init__(self, examples: Mapping[str, Sequence[str]] | None = None, *,
-                 min_overlap: float = 0.5, word_score: float = 85.0,
+                 min_overlap: float = MIN_OVERLAP, word_score: float = 85.0,
                  exposed_weight: float = 2.0) -> None:
         if not 0.0 < min_overlap <= 1.0:
             raise ValueError(f"min_overlap must be in (0, 1], got {min_overlap}")
@@ -151,6 +164,9 @@ VERIFY_ATTENTION = "Pay particular attention to this evidence:\n{exposed}\n\n"
 VERIFY_USER = ("Evidence:\n{evidence}\n\n{attention}Which diagnosis is better supported by "
                "the evidence?\nFIRST: {first}\nSECOND: {second}\n"
                "Reply with FIRST or SECOND only.")
+#: Default reply budget of :class:`LLMVerifier`: room for "FIRST" / "SECOND" or an
+#: "Answer: FIRST" line after a short explanation (a reasoning model needs more).
+VERIFY_MAX_TOKENS = 64
 _ANSWER_LINE = re.compile(r"^(?:final answer|answer)\s*:\s*(first|second)$")
 
 
@@ -188,31 +204,43 @@ class LLMVerifier:
     :data:`VERIFY_ATTENTION` when atoms are exposed) at temperature ``temperature`` and
     seed ``call_seed(seed, "verify", <sha256 of the prompt>, attempt)``; a reply that
     :func:`parse_preference` cannot read is asked again up to ``retries`` times, then
-    gives ``None``. A :class:`~clinenv.llm.base.BackendError` also gives ``None``
-    (counted in ``n_backend_errors``) so that one failed call does not stop a build.
+    gives ``None``. A reply cut by ``max_tokens`` (``finish_reason`` ``"length"``) is
+    counted in ``n_truncated`` and read only if it still parses (a reasoning model may
+    spend the whole budget thinking, field-bug-reports B04). A
+    :class:`~clinenv.llm.base.BackendError` also gives ``None`` (counted in
+    ``n_backend_errors``) so that one failed call does not stop a build; ``clinenv cdeg
+    build`` fails when every call gave ``None``.
 
     Args:
         model: the chat model.
         seed: base seed (>= 0).
         temperature: sampling temperature.
-        max_tokens: reply budget (a reasoning model needs more than the default).
+        max_tokens: reply budget in tokens (>= 1; default :data:`VERIFY_MAX_TOKENS`; a
+            reasoning model needs several hundred).
         retries: extra attempts after an unreadable reply (>= 0).
 
     Attributes:
-        n_calls, n_unparsed, n_backend_errors: counters for the build report.
+        n_calls, n_unparsed, n_backend_errors, n_truncated: counters for the build
+            report.
+
+    Raises:
+        ValueError: ``retries`` < 0 or ``max_tokens`` < 1.
     """
 
     def __init__(self, model: ChatModel, *, seed: int = 0, temperature: float = 0.0,
-                 max_tokens: int = 16, retries: int = 1) -> None:
+                 max_tokens: int | None = None, retries: int = 1) -> None:
+        max_tokens = VERIFY_MAX_TOKENS if max_tokens is None else max_tokens
         if retries < 0:
             raise ValueError(f"retries must be >= 0, got {retries}")
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
         self.model = model
         self.seed = int(seed)
         self.temperature = float(temperature)
         self.max_tokens = int(max_tokens)
         self.retries = int(retries)
         self.name = f"llm:{model.model}"
-        self.n_calls = self.n_unparsed = self.n_backend_errors = 0
+        self.n_calls = self.n_unparsed = self.n_backend_errors = self.n_truncated = 0
 
     def prompt(self, evidence: Sequence[EvidenceAtom], first: str, second: str,
                exposed: Sequence[EvidenceAtom] = ()) -> list[dict[str, str]]:
@@ -236,6 +264,8 @@ class LLMVerifier:
             except BackendError:
                 self.n_backend_errors += 1
                 return None
+            if any(choice.truncated for choice in result.choices[:1]):
+                self.n_truncated += 1
             answer = parse_preference(result.text)
             if answer is not None:
                 return answer

@@ -1,0 +1,152 @@
+"""The clinician responder's native seats: measurement agent, native doctor, discussion.
+
+Parts of :func:`clinenv.llm.fake_responders.clinician_responder` for the native
+AgentClinic / MedAgentSim protocols (:mod:`clinenv.protocol.native`) and the EGIP
+"native measurement access" ablation (EGIP Table 3A). Like the rest of the clinician,
+they read nothing but the request's messages and give the same reply to the same request:
+
+- :func:`measurement_reply` -- the LLM measurement agent (system prompt
+  :data:`~clinenv.agents.prompts.MEASUREMENT_SYSTEM`, which carries every examination
+  record of the case). OSCE records (the prompt holds them as a Python ``repr``, see
+  :func:`clinenv.protocol.measurement_view.exam_information`) are answered exactly as the
+  offline record reader answers (:class:`clinenv.agents.measurement_agent.
+  NativeRecordReader`): ``RESULTS: <name>: <result>; ...`` for every record whose name
+  occurs in the request. Free-text records (NEJM) are split into items (lines, ``-``
+  bullets, numbered items) and answered with the items that share a word of 4+ letters
+  with the request (``test``, ``request`` and ``results`` do not count). When nothing
+  matches: ``RESULTS: NORMAL READINGS`` under the prompt's normal-readings rule
+  (AgentClinic, weakness W1), else ``RESULTS: NOT RECORDED``;
+- :func:`native_doctor_reply` -- the doctor on a native observation (it has a ``# Latest
+  response`` section and a ``Turn k of N.`` footer): first :data:`OPENING_QUESTION`, then
+  ``REQUEST TEST: <name>`` for the first :data:`NATIVE_EXAMS` names not yet requested in
+  the conversation, then ``DIAGNOSIS READY: <native label>``; on the last turn (k = N) the
+  diagnosis at once;
+- :func:`native_label` -- the diagnosis the native doctor gives: the first one a
+  ``Patient:`` or ``Measurement:`` line of the transcript names after "consistent with",
+  "suggestive of"... (:func:`clinenv.agents.evidence_reading.named_diagnosis`), else
+  ``None``;
+- :func:`summary_label` -- the team's diagnosis in the summary call of MedAgentSim's
+  discussion (:mod:`clinenv.agents.terminal_discussion`): the first entry of its
+  ``Proposals by count:`` line, else ``None``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+
+from clinenv.agents.evidence_reading import (
+    evidence_text,
+    last_native_turn,
+    named_diagnosis,
+)
+from clinenv.agents.measurement_agent import NORMAL_READINGS, NOT_RECORDED, NativeRecordReader
+from clinenv.agents.prompts import (
+    MEASUREMENT_RULE_NORMAL,
+    MEASUREMENT_SYSTEM,
+    MEASUREMENT_USER,
+)
+from clinenv.agents.scripted_doctor import EXAM_NAMES, HISTORY_QUESTIONS
+from clinenv.cases import Records
+from clinenv.protocol.measurement_view import MeasurementView
+
+#: The native doctor's first utterance (to the patient).
+OPENING_QUESTION = HISTORY_QUESTIONS[0]
+#: The examinations the native doctor requests by name, in order, before its diagnosis.
+NATIVE_EXAMS: tuple[str, ...] = EXAM_NAMES[:8]
+#: A native doctor observation (:mod:`clinenv.protocol.native_render`) has this section.
+LATEST_HEADING = "\n# Latest response\n"
+#: MedAgentSim's decision observation (the transcript) has this section.
+TRANSCRIPT_HEADING = "\n# Consultation transcript\n"
+#: Heads the records in the measurement agent's system prompt.
+_RECORDS_HEAD = MEASUREMENT_SYSTEM.split("{records}")[0].split("{missing_rule}")[1]
+#: Heads the doctor's request in the measurement agent's user message.
+_REQUEST_HEAD = MEASUREMENT_USER.split("{request}")[0].split("{history}")[1]
+_PROPOSALS = re.compile(r"^Proposals by count: (.+?) \(\d+\)(?:,|$)", re.MULTILINE)
+_WORD = re.compile(r"[^\W\d_]{4,}")
+#: Where a free-text record splits into items: line breaks, bullets, numbered items.
+_ITEM_BREAK = re.compile(r"\n|\s+[-•]\s+|\s+\d+\.\s+")
+_GENERIC = frozenset({"test", "tests", "request", "results", "result"})
+
+
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text)} - _GENERIC
+
+
+def _osce_records(text: str) -> Records | None:
+    """The records of an OSCE ``repr`` block, or ``None`` for free text."""
+    try:
+        data = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    tests = data.get("tests")
+    exams = {k: v for k, v in data.items() if k != "tests"}
+    try:
+        return Records(physical_exam=exams, tests=tests if isinstance(tests, dict) else {})
+    except ValueError:  # pydantic's ValidationError: an odd tree
+        return None
+
+
+def measurement_reply(system: str, user: str) -> str:
+    """The measurement agent's reply to a request (see the module docstring).
+
+    Args:
+        system: the system prompt (:data:`~clinenv.agents.prompts.MEASUREMENT_SYSTEM`
+            with its rule and records).
+        user: the last user message (:data:`~clinenv.agents.prompts.MEASUREMENT_USER`).
+    """
+    normal = MEASUREMENT_RULE_NORMAL in system
+    records_text = system.split(_RECORDS_HEAD, 1)[1] if _RECORDS_HEAD in system else ""
+    request = user.rsplit(_REQUEST_HEAD, 1)[-1]
+    records = _osce_records(records_text)
+    if records is not None:
+        view = MeasurementView(records_text, records, request, normal_readings=normal)
+        return NativeRecordReader().measure(view)
+    asked = _words(request)
+    found = [item for item in (part.strip() for part in _ITEM_BREAK.split(records_text))
+             if item and asked & _words(item)]
+    if found:
+        return "RESULTS: " + "; ".join(found)
+    return NORMAL_READINGS if normal else NOT_RECORDED
+
+
+def is_native_view(text: str) -> bool:
+    """``text`` is a native acquisition observation (view or delta format)."""
+    return LATEST_HEADING in "\n" + text and "# Your turn\nTurn " in text
+
+
+def native_label(texts: Iterable[str]) -> str | None:
+    """The diagnosis named in the evidence of native observations (module docstring);
+    ``texts`` are the user messages of the conversation, oldest first."""
+    return named_diagnosis("\n".join(evidence_text(t) for t in texts))
+
+
+def native_doctor_reply(user_texts: list[str], said: str) -> str:
+    """The native doctor's next utterance (module docstring).
+
+    Args:
+        user_texts: the user messages of the conversation, oldest first (the last one is
+            the current observation).
+        said: everything the conversation holds (all messages joined), where earlier
+            utterances are looked up (case-insensitively).
+    """
+    label = native_label(user_texts) or "Unknown"
+    if last_native_turn(user_texts[-1]):
+        return f"DIAGNOSIS READY: {label}"
+    said = said.lower()
+    if OPENING_QUESTION.lower() not in said:
+        return OPENING_QUESTION
+    for name in NATIVE_EXAMS:
+        if f"request test: {name}".lower() not in said:
+            return f"REQUEST TEST: {name}"
+    return f"DIAGNOSIS READY: {label}"
+
+
+def summary_label(text: str) -> str | None:
+    """The first proposal of a discussion summary request's ``Proposals by count:`` line
+    (``"none"`` reads as ``None``)."""
+    found = _PROPOSALS.search(text)
+    return found.group(1).strip() if found else None
