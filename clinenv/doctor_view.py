@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from clinenv import rewards
+from clinenv.protocol.evidence import observation_of
 from clinenv.protocol.runtime import EGIPRuntime
 from clinenv.scoring import Score
 
@@ -88,7 +89,16 @@ def new_observations(rt: EGIPRuntime) -> list[dict[str, Any]]:
         acquired = acquired or event.source in ("patient", "measurement")
     if not acquired:
         return []
-    return [o.to_dict() for o in rt.evidence().observations if o.turn == rt.turn]
+    out: list[dict[str, Any]] = []
+    number = 0
+    for event in rt.history:
+        if event.source in ("patient", "measurement"):
+            number += 1
+            if event.turn == rt.turn:
+                observation = observation_of(event, number)
+                if observation is not None:
+                    out.append(observation.to_dict())
+    return out
 
 
 def answer_outcome(rt: EGIPRuntime, score: Score, verdict: str | None = None,

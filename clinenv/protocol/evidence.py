@@ -102,20 +102,27 @@ def option_letter(index: int) -> str:
     return option_letter(index // 26 - 1) + chr(ord("A") + index % 26)
 
 
+def observation_of(event: Event, number: int) -> Observation | None:
+    """The observation ``O<number>`` of a Patient or Measurement event; ``None`` for
+    Doctor and Interface events, which are not observations (EGIP 3.3)."""
+    if isinstance(event, PatientEvent):
+        return Observation(f"O{number}", "Patient", event.turn, event.question_context,
+                           event.reply, "stated")
+    if isinstance(event, MeasurementEvent):
+        return Observation(f"O{number}", "Measurement", event.turn, event.name,
+                           event.recorded_value, event.result_availability, event.exam_id)
+    return None
+
+
 def build_evidence(
     objective: str, candidates: tuple[str, ...] | None, history: Iterable[Event]
 ) -> EvidenceBundle:
     """E(s0, K, h_T): keep Patient and Measurement events, in order, as observations."""
     observations: list[Observation] = []
     for event in history:
-        if isinstance(event, PatientEvent):
-            observations.append(Observation(
-                f"O{len(observations) + 1}", "Patient", event.turn, event.question_context,
-                event.reply, "stated"))
-        elif isinstance(event, MeasurementEvent):
-            observations.append(Observation(
-                f"O{len(observations) + 1}", "Measurement", event.turn, event.name,
-                event.recorded_value, event.result_availability, event.exam_id))
+        observation = observation_of(event, len(observations) + 1)
+        if observation is not None:
+            observations.append(observation)
     return EvidenceBundle(objective, candidates, tuple(observations))
 
 
