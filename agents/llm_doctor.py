@@ -47,9 +47,9 @@ generation config's seed; with neither, no seed is sent).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from numbers import Integral
 from typing import Any
 
+from clinenv.agents.chat_seat import check_seed
 from clinenv.agents.prompts import (
     AGENTCLINIC_BUDGET_KNOWN,
     AGENTCLINIC_BUDGET_UNKNOWN,
@@ -172,10 +172,7 @@ class LLMDoctor:
     def reset(self, *, seed: int | None = None) -> None:
         """Start an episode: ``seed`` is the episode seed of every per-call seed; the
         chat history (``"delta"``) is cleared. Undrained call records are kept."""
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, Integral)
-                                 or seed < 0):
-            raise ValueError(f"seed must be an integer >= 0 or None, got {seed!r}")
-        self._seed = None if seed is None else int(seed)
+        self._seed = check_seed(seed)
         self._history: list[dict[str, str]] = []
         self.last_decision = None
 

@@ -35,11 +35,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from numbers import Integral
-from typing import Any
 
 from pydantic import JsonValue
 
+from clinenv.agents.chat_seat import ChatSeat
 from clinenv.agents.patient_retrieval import NOT_SURE
 from clinenv.agents.prompts import (
     PATIENT_OPENING,
@@ -47,11 +46,10 @@ from clinenv.agents.prompts import (
     PATIENT_VOICE_CAREGIVER,
     PATIENT_VOICE_SELF,
 )
-from clinenv.agents.terminal_base import CallRequest, Plan, arun_plan, call_config, run_plan
+from clinenv.agents.terminal_base import CallRequest, Plan, arun_plan, run_plan
 from clinenv.llm.base import ChatModel, GenerationConfig
 from clinenv.protocol.parser import split_reasoning
 from clinenv.protocol.views import PatientView
-from clinenv.seeding import call_seed
 
 #: A speaker label at a line start: "Patient:", "**Doctor:**", "Parent (mother):".
 _ROLE_LABEL = re.compile(r"^[ \t>*_#]*(doctor|patient|parent|caregiver)[*_]*[ \t]*"
@@ -118,12 +116,15 @@ def clean_reply(text: str, earlier: list[str]) -> tuple[str, list[str]]:
     return reply, flags
 
 
-class LLMPatient:
+class LLMPatient(ChatSeat):
     """A patient simulator backed by a chat model (see the module docstring).
 
     Plugs into :class:`clinenv.env.EGIPEnv` as ``patient=``: the environment calls
     :meth:`reply` with the patient view of each question (and :meth:`reset` with the
-    episode seed).
+    episode seed). Model, settings, seeds and call records come from
+    :class:`~clinenv.agents.chat_seat.ChatSeat`; each call record (:meth:`drain_calls`)
+    has ``purpose="patient"``, ``agent="patient"``, ``question_index`` (0-based) and
+    ``flags``.
 
     Args:
         model: the chat model.
@@ -140,19 +141,8 @@ class LLMPatient:
     name = "llm_patient"
 
     def __init__(self, model: ChatModel, *, config: GenerationConfig | None = None) -> None:
-        if not isinstance(model, ChatModel):
-            raise TypeError(f"model must be a clinenv.llm.ChatModel, got {type(model).__name__}")
-        self.model = model
-        self.generation = config or model.config
-        self._calls: list[dict[str, Any]] = []
-        self._seed: int | None = None
+        super().__init__(model, config=config)
         self.last_flags: list[str] = []
-
-    @property
-    def config(self) -> dict[str, Any]:
-        """JSON-ready description for run logs (never an API key)."""
-        return {"agent": self.name, "backend": self.model.backend, "model": self.model.model,
-                "generation": self.generation.model_dump(mode="json")}
 
     def reset(self, *, seed: int | None = None) -> None:
         """Start an episode; ``seed`` (>= 0) is the base of every per-call seed.
@@ -160,10 +150,7 @@ class LLMPatient:
         Raises:
             ValueError: a negative or non-integer seed.
         """
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, Integral)
-                                 or seed < 0):
-            raise ValueError(f"seed must be an integer >= 0 or None, got {seed!r}")
-        self._seed = None if seed is None else int(seed)
+        super().reset(seed=seed)
         self.last_flags = []
 
     def messages_for(self, view: PatientView) -> list[dict[str, str]]:
@@ -199,20 +186,11 @@ class LLMPatient:
         """:meth:`reply` with the asynchronous model API."""
         return await arun_plan(self._plan(view), self.model)
 
-    def drain_calls(self) -> list[dict[str, Any]]:
-        """Call records since the last drain (then cleared): :meth:`~clinenv.llm.base.
-        ChatResult.to_log` with ``purpose="patient"``, ``agent="patient"``,
-        ``question_index`` (0-based) and ``flags``."""
-        calls, self._calls = self._calls, []
-        return calls
-
     def _plan(self, view: PatientView) -> Plan[str]:
         messages = self.messages_for(view)
         index = len(view.dialogue)
-        seed = self._seed if self._seed is not None else self.generation.seed
         self.last_flags = []  # a failed call leaves no stale flags
-        result = yield CallRequest("patient", messages, call_config(
-            self.generation, seed=call_seed(seed, index, "patient"), n=1))
+        result = yield CallRequest("patient", messages, self.call_config(index, "patient"))
         reply, flags = clean_reply(result.text, [r for _, r in view.dialogue])
         self.last_flags = list(flags)
         self._calls.append(result.to_log(purpose="patient", agent="patient",

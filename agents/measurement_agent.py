@@ -26,11 +26,11 @@ Neither ever sees the patient facts P or the target Y, and neither mutates the c
 from __future__ import annotations
 
 import re
-from numbers import Integral
 from typing import Any
 
 from rapidfuzz import fuzz
 
+from clinenv.agents.chat_seat import ChatSeat
 from clinenv.agents.prompts import (
     MEASUREMENT_HISTORY,
     MEASUREMENT_RULE_NORMAL,
@@ -38,13 +38,11 @@ from clinenv.agents.prompts import (
     MEASUREMENT_SYSTEM,
     MEASUREMENT_USER,
 )
-from clinenv.agents.terminal_base import CallRequest, Plan, arun_plan, call_config, run_plan
-from clinenv.llm.base import ChatModel, GenerationConfig
+from clinenv.agents.terminal_base import CallRequest, Plan, arun_plan, run_plan
 from clinenv.protocol.catalog import Catalog, normalize_name
 from clinenv.protocol.lookup import record_at, render_record
 from clinenv.protocol.measurement_view import MeasurementView
 from clinenv.protocol.parser import split_reasoning
-from clinenv.seeding import call_seed
 
 #: The reader's answer when no record matches, under the normal-readings rule.
 NORMAL_READINGS = "RESULTS: NORMAL READINGS"
@@ -61,8 +59,12 @@ def _check_view(view: Any) -> MeasurementView:
     return view
 
 
-class LLMMeasurementAgent:
+class LLMMeasurementAgent(ChatSeat):
     """The native measurement agent backed by a chat model (module docstring).
+
+    Model, settings, :meth:`reset` seeds and call records come from
+    :class:`~clinenv.agents.chat_seat.ChatSeat`; each call record has
+    ``purpose="measurement"``, ``agent="measurement"`` and ``request_index``.
 
     Args:
         model: the chat model.
@@ -73,31 +75,6 @@ class LLMMeasurementAgent:
     """
 
     name = "llm_measurement"
-
-    def __init__(self, model: ChatModel, *, config: GenerationConfig | None = None) -> None:
-        if not isinstance(model, ChatModel):
-            raise TypeError(f"model must be a clinenv.llm.ChatModel, got {type(model).__name__}")
-        self.model = model
-        self.generation = config or model.config
-        self._calls: list[dict[str, Any]] = []
-        self._seed: int | None = None
-
-    @property
-    def config(self) -> dict[str, Any]:
-        """JSON-ready description for run logs (never an API key)."""
-        return {"agent": self.name, "backend": self.model.backend, "model": self.model.model,
-                "generation": self.generation.model_dump(mode="json")}
-
-    def reset(self, *, seed: int | None = None) -> None:
-        """Start an episode; ``seed`` (>= 0) is the base of every per-call seed.
-
-        Raises:
-            ValueError: a negative or non-integer seed.
-        """
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, Integral)
-                                 or seed < 0):
-            raise ValueError(f"seed must be an integer >= 0 or None, got {seed!r}")
-        self._seed = None if seed is None else int(seed)
 
     @staticmethod
     def messages_for(view: MeasurementView) -> list[dict[str, str]]:
@@ -131,18 +108,11 @@ class LLMMeasurementAgent:
         """:meth:`measure` with the asynchronous model API."""
         return await arun_plan(self._plan(view), self.model)
 
-    def drain_calls(self) -> list[dict[str, Any]]:
-        """Call records since the last drain (then cleared): ``to_log`` dicts with
-        ``purpose="measurement"``, ``agent="measurement"`` and ``request_index``."""
-        calls, self._calls = self._calls, []
-        return calls
-
     def _plan(self, view: MeasurementView) -> Plan[str]:
         messages = self.messages_for(view)
         index = sum(who == "measurement" for who, _ in view.history)
-        seed = self._seed if self._seed is not None else self.generation.seed
-        result = yield CallRequest("measurement", messages, call_config(
-            self.generation, seed=call_seed(seed, index, "measurement"), n=1))
+        result = yield CallRequest("measurement", messages,
+                                   self.call_config(index, "measurement"))
         visible, _ = split_reasoning(result.text or "")
         self._calls.append(result.to_log(purpose="measurement", agent="measurement",
                                          request_index=index))

@@ -161,18 +161,8 @@ async def arun_concurrent(
                         progress(line)
                     guard.after_write(line)
 
-            tasks = [asyncio.ensure_future(worker(i))
-                     for i in range(min(concurrency, len(run.todo)))]
-            try:
-                await asyncio.gather(*tasks)
-            except BaseException:
-                # a failure or a fail-fast stop: cancel the episodes in flight (they have
-                # no line), wait for them, then re-raise
-                guard.stopped = True
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-                raise
+            # a failure or a fail-fast stop cancels the episodes in flight (no line)
+            await guard.run_workers(worker, min(concurrency, len(run.todo)))
         return run.result()
     finally:
         for env in envs:

@@ -46,24 +46,10 @@ doctor's call records — the run log's ``llm.calls[*].truncated`` (and ``flags`
 while the environment only receives the (empty) action and answers it with interface
 feedback.
 
-Simulators and judges (offline and deterministic by default, LLM-backed ones opt-in;
-built by :mod:`clinenv.simulators`):
-
-- ``patient``: the deterministic retrieval patient (default, ``"retrieval"``), ``"llm"``
-  with ``patient_model=`` (an :class:`~clinenv.agents.llm_patient.LLMPatient` that sees
-  only the patient view: P and the permitted dialogue, never M or Y), or any object with
-  ``reply(PatientView) -> str`` (and optionally ``async areply``);
-- ``judge``: ``None`` (the deterministic scorer, :func:`clinenv.scoring.score_answer`),
-  ``"llm"`` with ``judge_model=`` (an :class:`~clinenv.agents.judge.LLMJudge`), or any
-  object with ``judge(answer, target)`` (and optionally ``async ajudge``) returning a
-  verdict object with ``.verdict`` in ``correct`` / ``wrong`` / ``unparsed``.
-
-- ``examiner``: record lookup O (default under EGIP, answered inside the runtime), the
-  deterministic record reader ``"reader"``, the LLM measurement agent ``"llm"`` with
-  ``examiner_model=``, or any object with ``measure(MeasurementView) -> str`` (and
-  optionally ``async ameasure``); see :mod:`clinenv.agents.measurement_agent`. Under
-  EGIP a measurement agent is the "native measurement access" ablation (EGIP Table 3A):
-  validated requests go to it, its answer is recorded with availability ``"generated"``.
+Simulators and judges (the patient, the examiner, the judge; offline and deterministic
+by default, LLM-backed ones opt-in) fill their seats as :mod:`clinenv.env_seats`
+describes; the same module says how ``step`` and ``astep`` share one implementation and
+where model call records go (:meth:`EGIPEnv.drain_llm_calls`, never ``info``).
 
 Protocols (``protocol=`` or ``preset=``, :mod:`clinenv.protocol.presets`): ``"egip"``
 (everything above), or the native loops ``"agentclinic"`` and ``"medagentsim"``
@@ -73,25 +59,10 @@ NativeConfig`; their step halves and ``info`` keys in :mod:`clinenv.native_env`)
 Verdicts (the scorer's, a judge's ruling) follow :mod:`clinenv.terminal_outcome` in
 both.
 
-``step`` and ``astep`` share one implementation: :meth:`EGIPEnv._route` (parse the
-action, update the runtime, say which simulator must answer), the patient's reply, the
-examiner's answer or the judge's verdict (sync ``reply``/``measure``/``judge`` in
-``step``, awaited ``areply``/``ameasure``/``ajudge`` in ``astep`` when present), then
-:meth:`EGIPEnv._finish` (observation, reward, info).
-``step`` never touches an event loop, so it is safe inside a running loop (a notebook, an
-async trainer) with the LLM patient, whose sync ``reply`` uses the model's sync client
-(field-bug-reports B10); a patient, judge or examiner that is async-only (``areply``
-without ``reply``, ``ajudge`` without ``judge``, ``ameasure`` without ``measure``)
-makes ``step`` raise a :class:`TypeError` saying to use ``await
-env.unwrapped.astep(action)``, before the episode changes. Model call records (timings,
-tokens) of the LLM patient and judge are collected with :meth:`EGIPEnv.drain_llm_calls`
-for the run log and never appear in ``info``. The environment does not own
-``patient_model`` / ``judge_model``: close them yourself (``with model: ...``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import gymnasium as gym
@@ -102,32 +73,35 @@ from clinenv import rewards
 from clinenv.case_pool import CasePool
 from clinenv.cases import Case
 from clinenv.doctor_view import (
-    answer_outcome,
     doctor_info,
     exam_mask,
     patient_flags,
     reports_flags,
 )
+from clinenv.egip_steps import EGIPSteps
+from clinenv.env_seats import (
+    PendingStep,
+    afill_seats,
+    check_sync_seats,
+    drain_seat_calls,
+    fill_seats,
+    reset_seats,
+)
 from clinenv.native_env import NativeSteps
 from clinenv.protocol.config import ProtocolConfig
 from clinenv.protocol.history import event_to_dict
-from clinenv.protocol.measurement_view import MeasurementView
-from clinenv.protocol.native import NativeRouting, NativeRuntime
-from clinenv.protocol.native_config import NativeConfig
+from clinenv.protocol.native import NativeRuntime
 from clinenv.protocol.native_render import render_native_view
-from clinenv.protocol.presets import resolve_preset
+from clinenv.protocol.presets import PROTOCOLS, protocol_settings
 from clinenv.protocol.render import (
     HistoryRenderer,
-    render_delta,
     render_doctor_view,
     render_history,
 )
-from clinenv.protocol.runtime import EGIPRuntime, Routing
-from clinenv.protocol.views import PatientView
-from clinenv.scoring import Score, score_answer
+from clinenv.protocol.runtime import EGIPRuntime
 from clinenv.simulators import accepts_seed, make_examiner, make_judge, make_patient
 from clinenv.spaces import UnicodeText, clip_text
-from clinenv.terminal_outcome import JUDGE_TO_VERDICT, NOT_JUDGED, terminal_outcome
+from clinenv.terminal_outcome import JUDGE_TO_VERDICT
 
 #: Case metadata keys copied into episode records for stratified evaluation (e.g. the
 #: NEJM_Ext question type, EGIP appendix F).
@@ -136,11 +110,9 @@ DEFAULT_MAX_EXAMS = 64
 DEFAULT_MAX_TEXT_CHARS = 65_536
 __all__ = ["DEFAULT_MAX_EXAMS", "DEFAULT_MAX_TEXT_CHARS", "EGIPEnv", "JUDGE_TO_VERDICT",
            "PROTOCOLS", "STRATA_KEYS"]
-#: ``protocol=`` values: EGIP (default) and the native loops (:mod:`clinenv.protocol.native`).
-PROTOCOLS = ("egip", "agentclinic", "medagentsim")
 
 
-class EGIPEnv(NativeSteps, gym.Env):
+class EGIPEnv(EGIPSteps, NativeSteps, gym.Env):
     """Gymnasium environment for EGIP diagnosis episodes.
 
     Args:
@@ -239,24 +211,9 @@ class EGIPEnv(NativeSteps, gym.Env):
         if invalid_action_penalty < 0 or exam_cost < 0:
             raise ValueError("invalid_action_penalty and exam_cost are non-negative amounts "
                              "subtracted from the reward")
-        explicit = {k: v for k, v in (("protocol", protocol), ("examiner", examiner))
-                    if v is not None}
-        settings = resolve_preset(preset, {**settings, **explicit})
-        self.protocol = settings.pop("protocol", "egip")
-        examiner = settings.pop("examiner", None)
-        if self.protocol not in PROTOCOLS:
-            raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
+        self.protocol, self.config, examiner = protocol_settings(
+            preset, settings, protocol=protocol, examiner=examiner)
         self._native = self.protocol != "egip"
-        self.config: ProtocolConfig | NativeConfig
-        if self._native:
-            if "acquisition_rounds" in settings:
-                raise ValueError(f"protocol {self.protocol!r} counts doctor turns: use "
-                                 "max_turns= (default 20) instead of acquisition_rounds=")
-            settings.setdefault("final_turn", "discussion" if self.protocol == "medagentsim"
-                                else "notice")
-            self.config = NativeConfig(**settings)
-        else:
-            self.config = ProtocolConfig(**settings)
         self.pool = CasePool.get(dataset, cases=cases, data_dir=data_dir,
                                  disclosure=disclosure, allow_download=allow_download)
         self.observation_format = observation_format
@@ -314,16 +271,9 @@ class EGIPEnv(NativeSteps, gym.Env):
         self._final = {}  # an episode cut by a judge error never shows the last outcome
         self._flagged_replies = []
         self._history_text = HistoryRenderer()
-        # Simulator seeds are drawn after the case, so the case of a reset never depends
-        # on the simulators; the same reset seed gives the same simulator seeds (B08c).
-        reset_patient = getattr(self.patient, "reset", None)
-        if callable(reset_patient):
-            reset_patient(seed=int(self.np_random.integers(2**31 - 1)))
-        self._judge_seed = (int(self.np_random.integers(2**31 - 1))
-                            if self._judge_takes_seed else None)
-        reset_examiner = getattr(self.examiner, "reset", None)
-        if callable(reset_examiner):  # drawn last: EGIP's lookup draws nothing here
-            reset_examiner(seed=int(self.np_random.integers(2**31 - 1)))
+        # simulator seeds, drawn after the case (B08c)
+        self._judge_seed = reset_seats(self.patient, self.examiner, self.np_random,
+                                       self._judge_takes_seed)
         return self._observation(self._view_text()), self._info(action_kind=None)
 
     def step(self, action: str):
@@ -339,19 +289,9 @@ class EGIPEnv(NativeSteps, gym.Env):
             clinenv.llm.base.BackendError: an LLM patient's or judge's backend failed
                 after its retries (rollouts record the episode as an error line).
         """
-        for agent, method in ((self.patient, "reply"), (self.judge, "judge"),
-                              (self.examiner, "measure")):
-            if agent is not None and not callable(getattr(agent, method, None)):
-                raise TypeError(f"{type(agent).__name__} has no sync {method}(); in an "
-                                "event loop use `await env.unwrapped.astep(action)`")
+        check_sync_seats(self.patient, self.judge, self.examiner)
         pending = self._route(action)
-        if pending.patient_view is not None:
-            pending.reply = self.patient.reply(pending.patient_view)
-        if pending.measurement_view is not None:
-            pending.measurement = self.examiner.measure(pending.measurement_view)
-        if pending.judged:
-            pending.judgement = self.judge.judge(pending.answer, pending.target,
-                                                 **self._judge_kwargs())
+        fill_seats(self, pending, self._judge_kwargs())
         return self._finish(pending)
 
     async def astep(self, action: str):
@@ -363,21 +303,7 @@ class EGIPEnv(NativeSteps, gym.Env):
         at once in one loop (:mod:`clinenv.concurrent`).
         """
         pending = self._route(action)
-        if pending.patient_view is not None:
-            areply = getattr(self.patient, "areply", None)
-            pending.reply = (await areply(pending.patient_view) if callable(areply)
-                             else self.patient.reply(pending.patient_view))
-        if pending.measurement_view is not None:
-            ameasure = getattr(self.examiner, "ameasure", None)
-            view = pending.measurement_view
-            pending.measurement = (await ameasure(view) if callable(ameasure)
-                                   else self.examiner.measure(view))
-        if pending.judged:
-            ajudge = getattr(self.judge, "ajudge", None)
-            kwargs = self._judge_kwargs()
-            pending.judgement = (await ajudge(pending.answer, pending.target, **kwargs)
-                                 if callable(ajudge)
-                                 else self.judge.judge(pending.answer, pending.target, **kwargs))
+        await afill_seats(self, pending, self._judge_kwargs())
         return self._finish(pending)
 
     def drain_llm_calls(self) -> list[dict[str, Any]]:
@@ -391,13 +317,7 @@ class EGIPEnv(NativeSteps, gym.Env):
         ``info``. Empty for simulators without ``drain_calls`` (the retrieval patient,
         the scorer, the record reader).
         """
-        calls: list[dict[str, Any]] = []
-        for role, agent in self._seats():
-            drain = getattr(agent, "drain_calls", None)
-            if callable(drain):
-                calls += [{"agent": role, **{k: v for k, v in call.items() if k != "agent"}}
-                          for call in drain()]
-        return calls
+        return drain_seat_calls(self._seats())
 
     @property
     def has_llm_agents(self) -> bool:
@@ -413,49 +333,26 @@ class EGIPEnv(NativeSteps, gym.Env):
         """``{"seed": ...}`` for a judge that takes a seed (drawn at reset), else ``{}``."""
         return {"seed": self._judge_seed} if self._judge_takes_seed else {}
 
-    def _route(self, action: Any) -> _Pending:
+    def _route(self, action: Any) -> PendingStep:
         """First half of a step: parse ``action`` and update the runtime.
 
         Examiner answers (record lookup O) and interface feedback are applied here; what
         needs a simulator (the patient's reply, the judge's verdict) is returned in the
-        :class:`_Pending` for the caller to fill in.
+        :class:`PendingStep` for the caller to fill in.
         """
         rt = self.runtime
         if rt is None:
             raise gym.error.ResetNeeded("call reset() before step()")
         if not isinstance(action, str):
             action = "" if action is None else str(action)
-        pending = _Pending(since=len(rt.history), phase=rt.phase)
+        pending = PendingStep(since=len(rt.history), phase=rt.phase)
         if rt.phase == "done":
             return pending
         if isinstance(rt, NativeRuntime):
             return self._route_native(rt, action, pending)
-        if rt.phase == "decide":
-            pending.parsed = rt.submit_answer(action)
-            pending.score = score_answer(rt.answer, rt.case)  # K shown: letters count
-            # A candidate chosen by letter ("B", "C. ...") reaches the judge as its label:
-            # a bare letter means nothing without the candidate list.
-            chose_option = pending.score.method == "option" and pending.score.matched
-            pending.answer = pending.score.matched if chose_option else rt.answer
-            pending.target = rt.case.target.text
-            # non-answers and abstentions are unscored without asking the judge
-            pending.judged = self.judge is not None and pending.score.verdict != "unscored"
-            return pending
-        invalid_before = rt.invalid_actions
-        routing = rt.route(action)
-        pending.routing = routing
-        if routing.to == "patient":
-            pending.patient_view = rt.patient_view(routing.question or "")
-        elif routing.to == "examiner":
-            if self.examiner is None:
-                rt.answer_exam(routing)  # record lookup O
-            else:  # native measurement access (EGIP Table 3A)
-                pending.measurement_view = rt.measurement_view(routing)
-            pending.reward -= self.exam_cost * len(routing.entries)
-        pending.reward -= self.invalid_action_penalty * (rt.invalid_actions - invalid_before)
-        return pending
+        return self._route_egip(rt, action, pending)
 
-    def _finish(self, pending: _Pending):
+    def _finish(self, pending: PendingStep):
         """Second half of a step: apply the simulator's answer; the 5-tuple of ``step``."""
         rt = self.runtime
         assert rt is not None
@@ -465,35 +362,7 @@ class EGIPEnv(NativeSteps, gym.Env):
             return self._observation(self._last_obs_text), 0.0, True, False, info
         if isinstance(rt, NativeRuntime):
             return self._finish_native(rt, pending)
-        if pending.phase == "decide":
-            score = pending.score
-            assert score is not None and pending.parsed is not None
-            verdict, final = terminal_outcome(
-                score, pending.judgement if pending.judged else NOT_JUDGED,
-                with_judge=self.judge is not None)
-            reward, outcome = answer_outcome(rt, score, verdict)
-            self._final = {**outcome, **final}
-            info = self._info(action_kind="answer", reasoning=pending.parsed.reasoning)
-            info.update(self._final)
-            text = self._last_obs_text if self.observation_format == "view" else ""
-            return self._observation(text), float(reward), True, False, info
-        routing = pending.routing
-        assert routing is not None
-        flags = None
-        if routing.to == "patient":
-            rt.answer_patient(routing, "" if pending.reply is None else str(pending.reply))
-            flags = self._reply_flags(rt.turn)
-        elif pending.measurement_view is not None:
-            rt.answer_measurement(routing, pending.measurement_view, "" if
-                                  pending.measurement is None else str(pending.measurement))
-        if self.observation_format == "view":
-            text = render_doctor_view(rt, self._history_text)
-        else:
-            text = render_delta(rt, pending.since)
-        info = self._info(action_kind=routing.action.kind, reasoning=routing.action.reasoning)
-        if flags is not None:
-            info["patient_flags"] = flags
-        return self._observation(text), float(pending.reward), False, False, info
+        return self._finish_egip(rt, pending)
 
     def _view_text(self) -> str:
         """The complete doctor view x_t of the current phase (reset observation)."""
@@ -578,29 +447,3 @@ class EGIPEnv(NativeSteps, gym.Env):
             info["protocol"] = self.protocol
         return info
 
-
-@dataclass
-class _Pending:
-    """A step between :meth:`EGIPEnv._route` and :meth:`EGIPEnv._finish`.
-
-    ``patient_view`` is set when the patient must reply (the caller stores ``reply``);
-    ``measurement_view`` when the examiner (a measurement agent) must answer (the caller
-    stores ``measurement``);
-    ``judged`` when the judge must rule on ``answer`` against ``target`` (the caller
-    stores ``judgement``).
-    """
-
-    since: int
-    phase: str
-    reward: float = 0.0
-    routing: Routing | NativeRouting | None = None
-    patient_view: PatientView | None = None
-    reply: Any = None
-    measurement_view: MeasurementView | None = None
-    measurement: Any = None
-    parsed: Any = None
-    score: Score | None = None
-    answer: str | None = None
-    target: str | None = None
-    judged: bool = False
-    judgement: Any = None

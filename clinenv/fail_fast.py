@@ -21,7 +21,8 @@ concurrency the episodes in flight are cancelled without a line.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -140,3 +141,20 @@ class FailFast:
             raise RunAborted(reason="outage", error=line["error"],
                              case_id=line.get("case_id"), n_errors_in_a_row=self.in_a_row,
                              n_written=self.n_written, out=self.out)
+
+    async def run_workers(self, worker: Callable[[int], Awaitable[None]], n: int) -> None:
+        """Run ``worker(0)`` .. ``worker(n - 1)`` at once and wait for all of them.
+
+        A worker's exception (a :class:`RunAborted` stop included) sets :attr:`stopped`,
+        cancels the workers still running (their episodes in flight get no line), waits
+        for them, then is re-raised; the log keeps only whole lines.
+        """
+        tasks = [asyncio.ensure_future(worker(i)) for i in range(n)]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            self.stopped = True
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise

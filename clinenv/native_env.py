@@ -38,7 +38,7 @@ from clinenv.scoring import score_answer
 from clinenv.terminal_outcome import NOT_JUDGED, terminal_outcome
 
 if TYPE_CHECKING:
-    from clinenv.env import _Pending
+    from clinenv.env_seats import PendingStep
 
 __all__ = ["NativeSteps"]
 
@@ -60,7 +60,7 @@ class NativeSteps:
     _final: dict[str, Any]
     _last_obs_text: str
 
-    def _route_native(self, rt: NativeRuntime, action: str, pending: _Pending) -> _Pending:
+    def _route_native(self, rt: NativeRuntime, action: str, pending: PendingStep) -> PendingStep:
         """First half of a native step: the runtime routes the whole utterance; a
         diagnosis is scored on the whole utterance, without the candidate labels."""
         invalid_before = rt.invalid_actions
@@ -78,7 +78,7 @@ class NativeSteps:
         pending.reward -= self.invalid_action_penalty * (rt.invalid_actions - invalid_before)
         return pending
 
-    def _finish_native(self, rt: NativeRuntime, pending: _Pending):
+    def _finish_native(self, rt: NativeRuntime, pending: PendingStep):
         """Second half of a native step: record the seat's answer; the 5-tuple."""
         routing = pending.routing
         assert isinstance(routing, NativeRouting)
@@ -98,7 +98,7 @@ class NativeSteps:
             info["patient_flags"] = flags
         return self._observation(text), float(pending.reward), False, False, info
 
-    def _native_outcome(self, rt: NativeRuntime, pending: _Pending):
+    def _native_outcome(self, rt: NativeRuntime, pending: PendingStep):
         """The last step of a native episode: verdict, reward, info (``end_reason``).
 
         The verdict is :func:`~clinenv.terminal_outcome.terminal_outcome` with

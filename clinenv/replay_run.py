@@ -347,16 +347,7 @@ async def _replay(source: Any, make_doctor: Callable[[], Any], *, use_async: boo
         if not use_async:
             await worker(0)
         else:
-            tasks = [asyncio.ensure_future(worker(i))
-                     for i in range(min(concurrency, len(todo)))]
-            try:
-                await asyncio.gather(*tasks)
-            except BaseException:
-                guard.stopped = True
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-                raise
+            await guard.run_workers(worker, min(concurrency, len(todo)))
     lines = [done[e.key] for e in source.episodes]
     return ReplayResult(out, lines, n_new=len(todo), n_resumed=len(lines) - len(todo),
                         n_errors=sum(map(is_error_line, lines)),

@@ -14,8 +14,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Modules of the command-line package (setup.cfg ``packages`` must list clinenv.cli).
-CLI_MODULES = ("__init__", "argtypes", "data", "doctors", "env_choice", "errors",
-               "evaluate", "llm_setup", "run", "run_summary")
+CLI_MODULES = ("__init__", "argtypes", "cdeg", "cdeg_run", "data", "doctors", "env_choice",
+               "errors", "evaluate", "llm_setup", "replay", "run", "run_summary")
 
 
 @pytest.fixture(scope="module")

@@ -25,9 +25,9 @@ BASELINES = ("self-reflection", "trajectory-rag", "flat-experience")
 
 def add_wrapper_arguments(run: Any) -> None:
     """The doctor-wrapper options of ``clinenv run``: ``--cdeg``, ``--cdeg-similarity``,
-    the ``--cdeg-*`` settings (:func:`clinenv.cli.cdeg.add_cdeg_run_arguments`),
+    the ``--cdeg-*`` settings (:func:`clinenv.cli.cdeg_run.add_cdeg_run_arguments`),
     ``--baseline``, ``--experience``."""
-    from clinenv.cli.cdeg import add_cdeg_run_arguments
+    from clinenv.cli.cdeg_run import add_cdeg_run_arguments
 
     group = run.add_argument_group("doctor wrappers (CDEG and its baselines)")
     group.add_argument("--cdeg", default=None, metavar="GRAPH.json",
@@ -88,7 +88,7 @@ def doctor_wrapper(args: Any) -> Callable[[Any], Any] | None:
                                                       similarity=similarity)
         snippets = snippets_from_trajectories(trajectories)
         return lambda doctor: FlatExperienceDoctor(doctor, snippets, similarity=similarity)
-    from clinenv.cli.cdeg import cdeg_wrapper
+    from clinenv.cli.cdeg_run import cdeg_wrapper
 
     return cdeg_wrapper(args, similarity)
 

@@ -8,6 +8,7 @@ class, and after ``gym.make`` when it is a factory.
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,16 @@ from clinenv.cli.errors import CLIError
 #: Environment chosen by ``--env auto`` when the MedQA file resolves, and the fallback.
 AUTO_PREFERRED = "EGIP-MedQA-v0"
 AUTO_FALLBACK = "EGIP-Demo-v0"
+
+
+def add_dataset_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add ``--data-dir DIR`` and ``--allow-download`` (how a dataset file is found;
+    :func:`clinenv.datasets.resolve.resolve_dataset`'s order) to ``parser``; returns it."""
+    parser.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
+                        help="folder holding the dataset files (before $CLINENV_DATA_DIR)")
+    parser.add_argument("--allow-download", action="store_true",
+                        help="download a missing public dataset (pinned URL and sha256)")
+    return parser
 
 
 def choose_env(requested: str, data_dir: Path | None, allow_download: bool) -> tuple[str, str]:

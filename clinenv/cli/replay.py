@@ -30,9 +30,10 @@ from typing import Any
 
 from clinenv.cli.argtypes import count
 from clinenv.cli.doctors import DOCTOR_CHOICES
-from clinenv.cli.errors import EXIT_RUN_ERRORS, CLIError
+from clinenv.cli.env_choice import add_dataset_arguments
+from clinenv.cli.errors import CLIError
 from clinenv.cli.llm_setup import LLMSetup, add_llm_arguments, check_llm_args
-from clinenv.cli.run_summary import format_llm_totals, format_summary
+from clinenv.cli.run_summary import format_summary, print_run_end
 from clinenv.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS
 
 #: ``--ablation`` values (dashes) and their :data:`clinenv.replay.ABLATIONS` names.
@@ -94,10 +95,7 @@ def add_replay_parser(sub: Any) -> None:
                         help="continue an output log of the same replay")
     replay.add_argument("--no-retry-errors", dest="retry_errors", action="store_false",
                         help="with --resume: keep error lines instead of replaying them")
-    replay.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
-                        help="folder holding the dataset files (before $CLINENV_DATA_DIR)")
-    replay.add_argument("--allow-download", action="store_true",
-                        help="download a missing public dataset (pinned URL and sha256)")
+    add_dataset_arguments(replay)
     replay.add_argument("--concurrency", type=count(1), default=1, metavar="N",
                         help="terminal decisions run at once under asyncio (default: 1)")
     replay.add_argument("--max-consecutive-errors", type=count(0),
@@ -145,7 +143,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from clinenv.replay import load_source
     from clinenv.replay_run import replay_run
     from clinenv.runlog import RunLogError
-    from clinenv.summary import llm_totals, summarize
+    from clinenv.summary import summarize
 
     check_llm_args(args)
     if args.patient != "retrieval" or args.patient_model:
@@ -207,11 +205,4 @@ def cmd_replay(args: argparse.Namespace) -> int:
     print(format_summary(summary, title=(
         f"replay {args.ablation} of {args.source} | doctor {name} | {len(result.lines)} "
         f"episode(s) | {result.n_new} replayed now, {result.n_resumed} resumed")))
-    if summary["n_errors"]:
-        print(f"  errors      {summary['n_errors']} decision(s) stopped by a backend error "
-              "(counted as unscored; see 'error' in the log); --resume replays them")
-    totals = llm_totals(result.lines)
-    if totals is not None:
-        print(format_llm_totals(totals))
-    print(f"  log         {out}")
-    return EXIT_RUN_ERRORS if summary["n_errors"] else 0
+    return print_run_end(summary, result.lines, out, what="decision(s)", rerun="replays them")

@@ -35,8 +35,14 @@ from typing import Any
 
 from clinenv.cli.argtypes import count
 from clinenv.cli.doctors import DOCTOR_CHOICES, add_wrapper_arguments, doctor_wrapper
-from clinenv.cli.env_choice import AUTO_FALLBACK, AUTO_PREFERRED, choose_env, make_env
-from clinenv.cli.errors import EXIT_RUN_ERRORS, CLIError
+from clinenv.cli.env_choice import (
+    AUTO_FALLBACK,
+    AUTO_PREFERRED,
+    add_dataset_arguments,
+    choose_env,
+    make_env,
+)
+from clinenv.cli.errors import CLIError
 from clinenv.cli.llm_setup import (
     LLMSetup,
     add_examiner_arguments,
@@ -44,7 +50,7 @@ from clinenv.cli.llm_setup import (
     check_llm_args,
     env_protocol,
 )
-from clinenv.cli.run_summary import format_llm_totals, format_summary
+from clinenv.cli.run_summary import format_summary, print_run_end
 from clinenv.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS
 from clinenv.protocol.presets import PRESETS
 
@@ -88,10 +94,7 @@ def add_run_parser(sub: Any) -> None:
     run.add_argument("--no-retry-errors", dest="retry_errors", action="store_false",
                      help="with --resume: keep the episodes stopped by a backend error as "
                           "they are instead of running them again")
-    run.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
-                     help="folder holding the dataset files (before $CLINENV_DATA_DIR)")
-    run.add_argument("--allow-download", action="store_true",
-                     help="download a missing public dataset (pinned URL and sha256)")
+    add_dataset_arguments(run)
     run.add_argument("--concurrency", type=count(1), default=1, metavar="N",
                      help="episodes run at once under asyncio (default: 1, sequential)")
     run.add_argument("--max-consecutive-errors", type=count(0),
@@ -138,7 +141,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from clinenv.concurrent import run_concurrent
     from clinenv.rollouts import RunAborted, RunLogError, plan_episodes, run_logged
-    from clinenv.summary import llm_totals, summarize
+    from clinenv.summary import summarize
 
     preset = getattr(args, "preset", None)
     check_llm_args(args, env_protocol(args.env, preset))
@@ -228,14 +231,7 @@ def cmd_run(args: argparse.Namespace) -> int:
              f"{args.repetitions} repetition(s) | {result.n_new} run now{retried}, "
              f"{result.n_resumed} resumed")
     print(format_summary(summary, title=title))
-    if summary["n_errors"]:
-        print(f"  errors      {summary['n_errors']} episode(s) stopped by a backend error "
-              "(counted as unscored; see 'error' in the log); --resume runs them again")
-    totals = llm_totals(result.lines)
-    if totals is not None:
-        print(format_llm_totals(totals))
-    print(f"  log         {out}")
-    return EXIT_RUN_ERRORS if summary["n_errors"] else 0
+    return print_run_end(summary, result.lines, out, what="episode(s)", rerun="runs them again")
 
 
 def aborted_message(err: Any, args: argparse.Namespace) -> str:

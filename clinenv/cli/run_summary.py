@@ -1,9 +1,13 @@
-"""Plain-ASCII text of a run's summary, as ``clinenv run`` prints it at the end."""
+"""Plain-ASCII text of a run's summary, as ``clinenv run`` and ``clinenv replay`` print it
+at the end (:func:`format_summary`, :func:`format_llm_totals`, :func:`print_run_end`)."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
+
+from clinenv.cli.errors import EXIT_RUN_ERRORS
 
 
 def _fmt_pct(value: float | None) -> str:
@@ -50,3 +54,24 @@ def format_llm_totals(totals: dict[str, Any]) -> str:
     return (f"  llm calls   {totals['n_calls']} (prompt tokens {tokens('prompt_tokens')}, "
             f"completion tokens {tokens('completion_tokens')}, mean latency "
             f"{_fmt_num(totals['mean_latency_s'])} s)")
+
+
+def print_run_end(summary: dict[str, Any], lines: list[dict[str, Any]], out: Path, *,
+                  what: str, rerun: str) -> int:
+    """Print what follows a run's summary on stdout: the error count (``what``, e.g.
+    ``"episode(s)"``, stopped by a backend error; ``--resume`` ``rerun``), the model-call
+    totals of ``lines`` (:func:`format_llm_totals`, when any) and the log path ``out``.
+
+    Returns:
+        0, or :data:`~clinenv.cli.errors.EXIT_RUN_ERRORS` when ``summary["n_errors"]``.
+    """
+    from clinenv.summary import llm_totals
+
+    if summary["n_errors"]:
+        print(f"  errors      {summary['n_errors']} {what} stopped by a backend error "
+              f"(counted as unscored; see 'error' in the log); --resume {rerun}")
+    totals = llm_totals(lines)
+    if totals is not None:
+        print(format_llm_totals(totals))
+    print(f"  log         {out}")
+    return EXIT_RUN_ERRORS if summary["n_errors"] else 0

@@ -208,10 +208,7 @@ class NativeRuntime:
         Raises:
             RuntimeError: called outside the acquisition phase (a caller bug).
         """
-        if self.phase != "acquire":
-            raise RuntimeError(f"route() called in phase {self.phase!r}")
-        turn = self.turn + 1
-        visible, reasoning, kind = self._classify(text)
+        turn, visible, reasoning, kind = self._take(text, "acquire", "route")
         if kind == "empty":
             self.history.append(DoctorEvent(turn, "", "empty", ""))
             self.history.append(InterfaceEvent(turn, "empty_action", EMPTY_FEEDBACK))
@@ -221,14 +218,9 @@ class NativeRuntime:
             self._close_round()
             return routing if self.phase != "done" else NativeRouting("end", "", kind,
                                                                         reasoning)
-        if kind == "diagnosis":
-            self._end(turn, visible, reasoning)
-            return NativeRouting("judge", visible, kind, reasoning)
-        last = turn == self.config.max_turns
+        if kind == "diagnosis" or turn == self.config.max_turns:
+            return self._last_turn(turn, visible, reasoning, kind)
         self.history.append(DoctorEvent(turn, visible, kind, visible))
-        if last:
-            self._unfinished(turn)
-            return NativeRouting("end", visible, kind, reasoning)
         return NativeRouting("examiner" if kind == "test_request" else "patient", visible,
                              kind, reasoning)
 
@@ -239,10 +231,20 @@ class NativeRuntime:
         Raises:
             RuntimeError: called outside the decision phase (a caller bug).
         """
-        if self.phase != "decide":
-            raise RuntimeError(f"submit_answer() called in phase {self.phase!r}")
-        turn = self.turn + 1
-        visible, reasoning, kind = self._classify(text)
+        return self._last_turn(*self._take(text, "decide", "submit_answer"))
+
+    def _take(self, text: str, phase: Phase,
+              caller: str) -> tuple[int, str, str | None, NativeKind]:
+        """``(turn, visible, reasoning, kind)`` of the doctor's next utterance; raises
+        RuntimeError outside ``phase`` (a caller bug)."""
+        if self.phase != phase:
+            raise RuntimeError(f"{caller}() called in phase {self.phase!r}")
+        return (self.turn + 1, *self._classify(text))
+
+    def _last_turn(self, turn: int, visible: str, reasoning: str | None,
+                   kind: NativeKind) -> NativeRouting:
+        """An utterance that ends the episode: judged whole with the diagnosis marker,
+        else recorded and the episode ends unfinished."""
         if kind == "diagnosis":
             self._end(turn, visible, reasoning)
             return NativeRouting("judge", visible, kind, reasoning)

@@ -1,0 +1,106 @@
+"""``clinenv run --cdeg GRAPH``: the CDEG policy wrapper's options and its construction
+(CDEG paper, "Inference"; Table 3 ablations).
+
+:func:`add_cdeg_run_arguments` adds the ``--cdeg-*`` settings (the
+:class:`~clinenv.wrappers.cdeg.policy.CDEGConfig` fields) besides ``--cdeg`` and
+``--cdeg-similarity`` (:mod:`clinenv.cli.doctors`); :func:`cdeg_wrapper` loads the graph
+and returns ``doctor -> CDEGDoctor``. The graph itself is built by ``clinenv cdeg build``
+(:mod:`clinenv.cli.cdeg`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from clinenv.cli.argtypes import count, number
+from clinenv.cli.errors import CLIError
+from clinenv.wrappers.cdeg.thresholds import (
+    COVERAGE_THRESHOLD,
+    DIAGNOSIS_THRESHOLD,
+    EVIDENCE_THRESHOLD,
+)
+
+__all__ = ["add_cdeg_run_arguments", "cdeg_wrapper"]
+
+
+def add_cdeg_run_arguments(group: Any) -> None:
+    """The CDEG options of ``clinenv run`` besides ``--cdeg`` and ``--cdeg-similarity``:
+    the :class:`~clinenv.wrappers.cdeg.policy.CDEGConfig` fields."""
+    group.add_argument("--cdeg-mode", default="both",
+                       choices=("both", "acquisition_only", "reappraisal_only"),
+                       help="CDEG interventions (Table 3 ablations; default: both)")
+    group.add_argument("--cdeg-coverage-basis", default="edge",
+                       choices=("edge", "edge+context"),
+                       help="E_{s->t} of Eq. 7: the edge's validated evidence (default), or "
+                            "also its context atoms (makes edges of missing evidence only "
+                            "retrievable)")
+    group.add_argument("--cdeg-max-deferrals", type=count(0), default=None, metavar="N",
+                       help="answers deferred per episode (default: 2)")
+    for name, paper, what in (("evidence", EVIDENCE_THRESHOLD, "evidence matching"),
+                              ("diagnosis", DIAGNOSIS_THRESHOLD, "diagnosis matching")):
+        group.add_argument(f"--cdeg-{name}-threshold", type=number(-1.0), default=None,
+                           metavar="X", help=f"{what} similarity (default: {paper}; with a "
+                                             "lexical --cdeg-similarity 0.9)")
+    group.add_argument("--cdeg-coverage-threshold", type=number(0.0), default=None,
+                       metavar="X", help="retrieve an edge when its coverage exceeds X "
+                                         f"(default: {COVERAGE_THRESHOLD})")
+    group.add_argument("--cdeg-global-guidance", action="store_true",
+                       help="use the global retrieval when the proposal has no edge "
+                            "(acquisition only; see CDEGConfig.global_guidance)")
+
+
+def cdeg_wrapper(args: argparse.Namespace, similarity: Any) -> Any:
+    """``doctor -> CDEGDoctor`` from ``--cdeg GRAPH`` and the options of
+    :func:`add_cdeg_run_arguments`, the graph loaded now. With a lexical
+    ``--cdeg-similarity`` the evidence and diagnosis thresholds default to
+    :data:`~clinenv.embeddings.lexical.LEXICAL_THRESHOLDS`. Prints one note on stderr
+    when the graph was built with an LLM extractor (``--cdeg`` matches with the
+    deterministic one) and when, under ``--cdeg-coverage-basis edge``, some edges hold
+    only missing evidence (never retrievable there).
+
+    Raises:
+        CLIError: the graph cannot be read, or a setting is out of range.
+    """
+    from pydantic import ValidationError
+
+    from clinenv.embeddings.lexical import LEXICAL_THRESHOLDS
+    from clinenv.wrappers.cdeg.graph import CDEGraph, GraphFileError
+    from clinenv.wrappers.cdeg.policy import CDEGConfig, CDEGDoctor
+    from clinenv.wrappers.cdeg.retrieval import missing_only_edges
+
+    try:
+        graph = CDEGraph.load(args.cdeg)
+    except (OSError, GraphFileError) as err:
+        raise CLIError(f"--cdeg: {err}") from None
+    lexical = str(getattr(similarity, "name", "")).startswith("lexical")
+    given = {"mode": args.cdeg_mode, "coverage_basis": args.cdeg_coverage_basis,
+             "global_guidance": args.cdeg_global_guidance,
+             "max_deferrals": args.cdeg_max_deferrals,
+             "evidence_threshold": args.cdeg_evidence_threshold,
+             "diagnosis_threshold": args.cdeg_diagnosis_threshold,
+             "coverage_threshold": args.cdeg_coverage_threshold}
+    if lexical:
+        for key in ("evidence", "diagnosis"):
+            if given[f"{key}_threshold"] is None:
+                given[f"{key}_threshold"] = LEXICAL_THRESHOLDS[key]
+    try:
+        config = CDEGConfig(**{k: v for k, v in given.items() if v is not None})
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise CLIError(f"--cdeg-{str(first['loc'][0]).replace('_', '-')}: "
+                       f"{first['msg']}") from None
+    extractor = str(graph.metadata.get("extractor", ""))
+    if extractor.startswith("llm"):
+        print(f"note: {args.cdeg} was built with the extractor {extractor}; --cdeg matches "
+              "observations with the deterministic extractor, so atoms may not match",
+              file=sys.stderr)
+    n = missing_only_edges(graph)
+    if n and config.coverage_basis == "edge":
+        print(f"note: {n} of {len(graph.revisions)} revision edges in {args.cdeg} carry only "
+              "missing evidence: under --cdeg-coverage-basis edge they are retrieved only "
+              "once the doctor has acquired that evidence itself, so they never prompt "
+              "its acquisition; --cdeg-coverage-basis edge+context makes them retrievable",
+              file=sys.stderr)
+    return lambda doctor: CDEGDoctor(doctor, graph, similarity=similarity, config=config)
