@@ -203,13 +203,21 @@ def test_load_trajectories_names_the_file_and_line_of_a_bad_log(tmp_path):
 
 
 def test_cli_baseline_self_reflection_logs_each_reask(tmp_path):
+    """The baselines act through the doctor's prompt: the LLM doctor (the offline
+    clinician behind a real local server) gets one self-reflection re-ask per episode;
+    the scripted doctor, which has no prompt, is refused."""
     from clinenv.cli import main
+    from clinenv.llm.fake_server import FakeChatServer
 
     out = tmp_path / "run.jsonl"
-    assert main(["run", "--env", "EGIP-Demo-v0", "--episodes", "1", "--quiet",
-                 "--out", str(out), "--baseline", "self-reflection"]) == 0
+    with FakeChatServer("clinician") as server:
+        assert main(["run", "--env", "EGIP-Demo-v0", "--episodes", "1", "--quiet",
+                     "--doctor", "llm", "--model", "fake", "--base-url", server.base_url,
+                     "--out", str(out), "--baseline", "self-reflection"]) == 0
     (line,) = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
-    assert line["doctor"]["name"] == "scripted+self-reflection"
+    assert line["doctor"]["name"] == "llm-direct+self-reflection"
     assert [e["kind"] for e in line["doctor_log"]] == ["self-reflection"]
+    assert main(["run", "--env", "EGIP-Demo-v0", "--episodes", "1", "--quiet", "--out",
+                 str(tmp_path / "r1.jsonl"), "--baseline", "self-reflection"]) == 2
     assert main(["run", "--env", "EGIP-Demo-v0", "--episodes", "1", "--quiet", "--out",
                  str(tmp_path / "r2.jsonl"), "--baseline", "trajectory-rag"]) == 2

@@ -2,7 +2,8 @@
 
 Usage::
 
-    clinenv run [--env ID|auto] [--doctor scripted|llm] [--episodes N] [--repetitions R]
+    clinenv run [--env ID|auto] [--doctor scripted|llm] [--exploration X] [--episodes N]
+                [--repetitions R]
                 [--seed S] [--out FILE] [--resume [--no-retry-errors]] [--data-dir DIR]
                 [--allow-download]
                 [--concurrency N] [--max-consecutive-errors N] [--quiet]
@@ -19,7 +20,7 @@ Usage::
                  --experience RUN.jsonl ...]
     clinenv replay RUN.jsonl --ablation full|no-observations|no-candidates [--out FILE]
                 [--doctor llm|scripted] [--resume [--no-retry-errors]] [--concurrency N]
-                [the LLM options of run: --model M --base-url URL --strategy S ...]
+                [the LLM options of run but --patient: --model M --base-url URL ...]
                 [--judge deterministic|llm] [--data-dir DIR] [--quiet]
     clinenv data list [--data-dir DIR]
     clinenv data verify [NAME ...] [--data-dir DIR]
@@ -44,7 +45,9 @@ the default ``--out``) until every argument has been checked.
 
 ``--env`` also takes the native protocols' ids (``AgentClinic-<Dataset>-v0``,
 ``MedAgentSim-<Dataset>-v0``; docs/protocols.md): there the LLM doctor's ``--prompt``
-defaults to ``agentclinic``, ``--examiner llm`` makes the measurement agent an LLM (the
+defaults to ``agentclinic`` and, on the MedAgentSim ids, its ``--strategy`` to
+``discussion`` (MedAgentSim's multi-doctor discussion; ``--strategy direct`` still
+works), ``--examiner llm`` makes the measurement agent an LLM (the
 published setting; offline a record reader stands in), and ``--preset NAME`` selects an
 EGIP ablation (``egip-no-menu``, ``egip-native-measurement``;
 :mod:`clinenv.protocol.presets`). ``--cdeg graph.json`` wraps the doctor in the CDEG
@@ -53,24 +56,26 @@ CDEG paper's baselines (:mod:`clinenv.wrappers.baselines`); ``clinenv cdeg build
 the graph from run logs, ``clinenv replay`` recomputes terminal decisions on fixed
 histories (EGIP Table 3B).
 
+``--doctor scripted --exploration X`` (0..1) makes the scripted doctor a seeded sampling
+policy, whose K repetitions per case feed ``clinenv cdeg build`` offline.
 ``--doctor llm`` runs :class:`~clinenv.agents.llm_doctor.LLMDoctor` with the terminal
-``--strategy`` over a chat model of ``--backend`` (default ``openai``: an
-OpenAI-compatible server at ``--base-url``, e.g. ``vllm serve``; ``--model`` is the name
-the server knows). ``--patient llm`` and ``--judge llm`` replace the retrieval patient and
-the deterministic scorer with LLM agents of the same backend and model, unless
+``--strategy`` (default ``direct``; ``discussion`` on the MedAgentSim ids) over a chat
+model of ``--backend`` (default ``openai``: an OpenAI-compatible server at
+``--base-url``, e.g. ``vllm serve``; ``--model`` is the name the server knows).
+``--patient llm`` and ``--judge llm`` replace the retrieval patient and the
+deterministic scorer with LLM agents of the same backend and model, unless
 ``--patient-model`` / ``--judge-model`` name another (one model object per distinct
 name). The API key is read from the environment variable ``--api-key-env`` (default
-``OPENAI_API_KEY``; ``EMPTY`` when unset) and never written anywhere. ``--concurrency N``
-(> 1) runs N episodes at once (:func:`clinenv.concurrent.run_concurrent`, also with the
-scripted doctor); the log is the same as a sequential run's. The summary then also
+``OPENAI_API_KEY``; ``EMPTY`` when unset) and never written anywhere. ``--concurrency
+N`` (> 1) runs N episodes at once (:func:`clinenv.concurrent.run_concurrent`, also with
+the scripted doctor); the log is the same as a sequential run's. The summary then also
 gives model calls, tokens and mean latency, and the number of episodes stopped by a
 backend error (kept in the log as unscored error lines). ``--resume`` runs the missing
 episodes and, unless ``--no-retry-errors``, runs those error lines' episodes again
-(after a server outage, say): the new line is appended and supersedes the error line,
-so ``clinenv eval`` counts the episode once, with its new verdict. The LLM doctor works
-in the environment's observation format, and ``--prompt agentclinic`` states its
-question budget: ``--max-questions N``, by default the environment's acquisition rounds
-T.
+(after a server outage, say): the new line is appended and supersedes the error line, so
+``clinenv eval`` counts the episode once, with its new verdict. The LLM doctor works in
+the environment's observation format, and ``--prompt agentclinic`` states its question
+budget: ``--max-questions N``, by default the environment's acquisition rounds T.
 
 A run stops early (fail fast, :mod:`clinenv.fail_fast`) when the server refuses a
 request (HTTP 400, 401, 403, 404 or 422: a wrong ``--base-url``, ``--model`` or API key;
@@ -89,7 +94,9 @@ of the same dataset (the baseline is the first log's method label) or, with repe
 Holm-adjusted over every comparison of the call. It prints and writes ``comparison.md`` /
 ``comparison.csv`` (``--by``: also ``comparison_by_<STRATUM>.md/.csv``, one row per
 stratum and pair; ``--plot``: ``correction_regression.png``). A log is named
-``LABEL=path`` to override (or supply) its ``doctor.name``; see :mod:`clinenv.evaluation`.
+``LABEL=path`` to override (or supply) its method label, which is otherwise
+``doctor.name`` plus ``@<protocol or preset>`` off plain EGIP (``scripted@agentclinic``;
+:mod:`clinenv.evaluation.labels`).
 Scheduled episodes missing from a log count as not correct, and the tables say how many.
 
 Exit codes: 0 success; 1 ``data verify`` found a present file with a wrong checksum or

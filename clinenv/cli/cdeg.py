@@ -32,6 +32,7 @@ support, each with its evidence texts and acquisition actions.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from pathlib import Path
@@ -40,7 +41,7 @@ from typing import Any
 from clinenv.cli.argtypes import count, number
 from clinenv.cli.cdeg_run import add_cdeg_run_arguments, cdeg_wrapper
 from clinenv.cli.errors import CLIError
-from clinenv.cli.llm_setup import BACKENDS, LLMSetup
+from clinenv.cli.llm_setup import BACKENDS, LLM_HELP, LLMSetup
 from clinenv.wrappers.cdeg.thresholds import (
     DIAGNOSIS_THRESHOLD,
     PAIR_THRESHOLD,
@@ -72,7 +73,8 @@ def add_cdeg_parser(sub: Any) -> None:
     build.add_argument("--verifier", choices=("lexical", "llm"), default="lexical",
                        help="counterfactual verifier (default: lexical, deterministic)")
     build.add_argument("--extractor", choices=("deterministic", "llm"),
-                       default="deterministic", help="evidence-atom extractor")
+                       default="deterministic",
+                       help="evidence-atom extractor (default: deterministic)")
     build.add_argument("--pair-threshold", type=number(-1.0), default=PAIR_THRESHOLD,
                        metavar="X", help=f"Eq. 4 pairing threshold (default: {PAIR_THRESHOLD})")
     build.add_argument("--diagnosis-threshold", type=number(-1.0), default=None, metavar="X",
@@ -95,13 +97,18 @@ def add_cdeg_parser(sub: Any) -> None:
                        help="seed of the LLM verifier and extractor calls (default: 0)")
     build.add_argument("--quiet", action="store_true", help="no progress bar")
     llm = build.add_argument_group("LLM (--verifier llm, --extractor llm)")
-    llm.add_argument("--backend", choices=BACKENDS, default="openai")
-    llm.add_argument("--base-url", default=None, metavar="URL")
-    llm.add_argument("--model", default=None, metavar="M")
-    llm.add_argument("--temperature", type=number(0.0), default=0.0, metavar="T")
-    llm.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="NAME")
-    llm.add_argument("--timeout", type=number(0.0, above=True), default=60.0, metavar="S")
-    llm.add_argument("--max-retries", type=count(0), default=3, metavar="N")
+    helps = LLM_HELP
+    llm.add_argument("--backend", choices=BACKENDS, default="openai", help=helps["backend"])
+    llm.add_argument("--base-url", default=None, metavar="URL", help=helps["base_url"])
+    llm.add_argument("--model", default=None, metavar="M", help=helps["model"])
+    llm.add_argument("--temperature", type=number(0.0), default=0.0, metavar="T",
+                     help="verifier and extractor sampling temperature (default: 0)")
+    llm.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="NAME",
+                     help=helps["api_key_env"])
+    llm.add_argument("--timeout", type=number(0.0, above=True), default=60.0, metavar="S",
+                     help=helps["timeout"])
+    llm.add_argument("--max-retries", type=count(0), default=3, metavar="N",
+                     help=helps["max_retries"])
     # prompt: read by LLMSetup (a clinenv run option) but meaningless here
     build.set_defaults(func=cmd_cdeg_build, prompt=None)
     inspect = inner.add_parser("inspect", help="counts and top revisions of a graph file")
@@ -111,12 +118,29 @@ def add_cdeg_parser(sub: Any) -> None:
     inspect.set_defaults(func=cmd_cdeg_inspect)
 
 
+#: A graph file written by ``cdeg build`` starts with its format tag.
+_GRAPH_HEAD = re.compile(r'\A\ufeff?\s*\{\s*"format"\s*:\s*"(clinenv\.cdeg/[^"]*)"')
+
+
+def graph_format(path: Path) -> str | None:
+    """The format tag (``clinenv.cdeg/1``) when ``path`` starts like a CDEG graph file,
+    else ``None`` (read: the first 256 bytes)."""
+    with path.open("rb") as fh:
+        head = fh.read(256).decode("utf-8", errors="replace")
+    found = _GRAPH_HEAD.match(head)
+    return found[1] if found else None
+
+
 def _check_build_args(args: argparse.Namespace) -> None:
     if args.out.exists() and not args.force:
         raise CLIError(f"--out {args.out} exists; use --force to overwrite it")
     for path in args.logs:
         if not path.is_file():
             raise CLIError(f"{path}: no such run log")
+        tag = graph_format(path)
+        if tag is not None:
+            raise CLIError(f"{path}: this is a CDEG graph ({tag}), not a run log; give the "
+                           "clinenv run logs it is built from")
     uses_llm = "llm" in (args.verifier, args.extractor)
     if uses_llm and not args.model:
         raise CLIError("--verifier llm / --extractor llm need --model M")
@@ -184,6 +208,15 @@ def cmd_cdeg_build(args: argparse.Namespace) -> int:
     return _build_status(result.report, args.out)
 
 
+#: :func:`~clinenv.wrappers.cdeg.build.empty_stage` of logs without a case that both
+#: failed and succeeded.
+NO_BOTH = "no case with both a success and a failure"
+#: Added to that warning when every case was run once.
+SINGLE_RUN_HINT = ("every case has 1 repetition; CDEG needs K > 1 sampled runs per case "
+                   "(e.g. clinenv run --repetitions 4 --temperature 0.7, or --exploration "
+                   "with the scripted doctor)")
+
+
 def _build_status(report: dict[str, Any], out: Path) -> int:
     """Warnings and the exit status after a build (module docstring)."""
     from clinenv.wrappers.cdeg.build import empty_stage, failed_verifier_calls
@@ -203,6 +236,8 @@ def _build_status(report: dict[str, Any], out: Path) -> int:
                        "no validated evidence")
     stage = empty_stage(report)
     if stage is not None:
+        if stage == NO_BOTH and report.get("max_trajectories_per_case") == 1:
+            stage += f"; {SINGLE_RUN_HINT}"
         print(f"warning: {out} has 0 revisions: {stage}", file=sys.stderr)
         return 1
     return 0

@@ -61,7 +61,8 @@ def cdeg_wrapper(args: argparse.Namespace, similarity: Any) -> Any:
     only missing evidence (never retrievable there).
 
     Raises:
-        CLIError: the graph cannot be read, or a setting is out of range.
+        CLIError: the graph cannot be read (a missing file and a folder are named as
+            such), or a setting is out of range.
     """
     from pydantic import ValidationError
 
@@ -72,6 +73,12 @@ def cdeg_wrapper(args: argparse.Namespace, similarity: Any) -> Any:
 
     try:
         graph = CDEGraph.load(args.cdeg)
+    except FileNotFoundError:
+        raise CLIError(f"--cdeg {args.cdeg}: no such graph file; build one with `clinenv "
+                       "cdeg build`") from None
+    except IsADirectoryError:
+        raise CLIError(f"--cdeg {args.cdeg}: is a folder; give the graph file (from "
+                       "`clinenv cdeg build`)") from None
     except (OSError, GraphFileError) as err:
         raise CLIError(f"--cdeg: {err}") from None
     lexical = str(getattr(similarity, "name", "")).startswith("lexical")

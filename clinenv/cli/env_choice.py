@@ -52,7 +52,9 @@ def choose_env(requested: str, data_dir: Path | None, allow_download: bool) -> t
 
     if requested != "auto":
         if requested not in gym.registry:
-            raise CLIError(f"unknown environment id {requested!r}; {_ids_hint()}")
+            near = nearest_id(requested)
+            guess = f"did you mean {near}? " if near else ""
+            raise CLIError(f"unknown environment id {requested!r}; {guess}{_ids_hint()}")
         reject_foreign_entry_point(requested)
         return requested, "requested with --env"
     dataset = EGIP_IDS[AUTO_PREFERRED]
@@ -65,6 +67,19 @@ def choose_env(requested: str, data_dir: Path | None, allow_download: bool) -> t
     except ChecksumError as err:
         raise CLIError(f"--env auto: {err}") from None
     return AUTO_PREFERRED, f"--env auto: dataset {dataset!r} found at {path}"
+
+
+def nearest_id(requested: str) -> str | None:
+    """The ``--env`` id (EGIP or native) closest to a mistyped one: the best rapidfuzz
+    ``ratio`` (normalized edit similarity) on case-folded ids if it is >= 70 of 100, else
+    ``None``."""
+    from rapidfuzz import fuzz, process
+
+    from clinenv.registration import EGIP_IDS, NATIVE_IDS
+
+    found = process.extractOne(requested, [*EGIP_IDS, *NATIVE_IDS], scorer=fuzz.ratio,
+                               processor=str.casefold, score_cutoff=70)
+    return found[0] if found else None
 
 
 def _ids_hint() -> str:

@@ -1,8 +1,15 @@
 """``clinenv eval`` (accuracy tables) and ``clinenv compare`` (paired comparisons).
 
-Both read run logs (``LABEL=path`` names a log's method), print their tables and write
-them as Markdown and CSV (and PNG with ``--plot``) in ``--out-dir``; the tables come from
-:mod:`clinenv.evaluation`. See the :mod:`clinenv.cli` docstring for the files written.
+Both read run logs, print their tables and write them as Markdown and CSV (and PNG with
+``--plot``) in ``--out-dir``; the tables come from :mod:`clinenv.evaluation`. See the
+:mod:`clinenv.cli` docstring for the files written.
+
+A log's method label is its doctor's name, plus ``@<protocol or preset>`` when the run
+did not play plain EGIP (:func:`clinenv.evaluation.labels.method_label`): the scripted
+doctor's runs are ``scripted`` on ``EGIP-Demo-v0``, ``scripted@agentclinic`` on
+``AgentClinic-Demo-v0``, ``scripted@egip-no-menu`` under ``--preset egip-no-menu``, so
+``clinenv eval runs/*.jsonl`` keeps them apart and ``clinenv compare EGIP.jsonl
+NATIVE.jsonl`` pairs them without labels. ``LABEL=path`` names a log's method and wins.
 """
 
 from __future__ import annotations

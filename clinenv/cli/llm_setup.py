@@ -8,7 +8,10 @@ variable ``--api-key-env`` and never written anywhere.
 
 ``--prompt`` has no fixed default: the LLM doctor uses ``agentclinic`` on an environment
 that runs a native protocol (AgentClinic, MedAgentSim: the diagnosis must come within
-the turns) and ``egip`` otherwise (:meth:`LLMSetup.match_env`).
+the turns) and ``egip`` otherwise (:meth:`LLMSetup.match_env`). Nor has ``--strategy``:
+the terminal strategy F is ``discussion`` (MedAgentSim's multi-doctor discussion) on an
+environment running the MedAgentSim protocol and ``direct`` otherwise; an explicit
+``--strategy`` (also ``direct`` on MedAgentSim) is kept (:func:`doctor_strategy`).
 """
 
 from __future__ import annotations
@@ -29,22 +32,42 @@ PROMPTS = ("egip", "agentclinic")
 EXAMINERS = ("lookup", "llm")
 #: Protocols whose diagnosis must come within the turns (the agentclinic prompt's loop).
 NATIVE_PROTOCOLS = ("agentclinic", "medagentsim")
+#: Help texts of the backend options, shared with ``clinenv cdeg build``.
+LLM_HELP: dict[str, str] = {
+    "backend": "chat-model backend (default: openai, any OpenAI-compatible server)",
+    "base_url": "server URL for the openai backend, e.g. http://127.0.0.1:8000/v1",
+    "model": "model name (as the server knows it) or local path",
+    "api_key_env": "environment variable holding the API key (default: OPENAI_API_KEY); "
+                   "the key is never logged",
+    "timeout": "seconds per HTTP request before a retry (default: 60)",
+    "max_retries": "retries per request on timeouts, 429 and 5xx (default: 3)",
+}
+#: ``--strategy`` choices (terminal strategies F, EGIP eq. 5, and MedAgentSim's discussion).
+STRATEGIES = ("direct", "vote", "full", "discussion")
 
 
-def add_llm_arguments(run: argparse.ArgumentParser) -> Any:
+def add_llm_arguments(run: argparse.ArgumentParser, *, patient: bool = True,
+                      title: str = "LLM agents (--doctor llm, --patient llm, --judge llm)",
+                      ) -> Any:
     """The LLM options of ``clinenv run`` (doctor, patient, judge, backend); returns
-    their argument group (for :func:`add_examiner_arguments`)."""
-    llm = run.add_argument_group("LLM agents (--doctor llm, --patient llm, --judge llm)")
+    their argument group (for :func:`add_examiner_arguments`).
+
+    Args:
+        run: the sub-command's parser.
+        patient: add ``--patient`` / ``--patient-model``; without them (``clinenv
+            replay``, which asks no patient) the namespace still carries their defaults
+            (``"retrieval"``, ``None``).
+        title: the group's title in ``--help``.
+    """
+    llm = run.add_argument_group(title)
     llm.add_argument("--backend", choices=BACKENDS, default="openai",
-                     help="chat-model backend (default: openai, any OpenAI-compatible server)")
-    llm.add_argument("--base-url", default=None, metavar="URL",
-                     help="server URL for the openai backend, e.g. http://127.0.0.1:8000/v1")
-    llm.add_argument("--model", default=None, metavar="M",
-                     help="model name (as the server knows it) or local path")
-    llm.add_argument("--strategy", choices=("direct", "vote", "full", "discussion"),
-                     default="direct",
-                     help="terminal decision strategy F (EGIP eq. 5; default: direct); "
-                          "discussion: MedAgentSim's multi-doctor discussion")
+                     help=LLM_HELP["backend"])
+    llm.add_argument("--base-url", default=None, metavar="URL", help=LLM_HELP["base_url"])
+    llm.add_argument("--model", default=None, metavar="M", help=LLM_HELP["model"])
+    llm.add_argument("--strategy", choices=STRATEGIES, default=None,
+                     help="terminal decision strategy F (EGIP eq. 5; default: discussion on "
+                          "the MedAgentSim-* ids, else direct); discussion: MedAgentSim's "
+                          "multi-doctor discussion")
     llm.add_argument("--prompt", choices=PROMPTS, default=None,
                      help="doctor prompt (default: agentclinic on the native ids "
                           "AgentClinic-* and MedAgentSim-*, else egip)")
@@ -56,16 +79,18 @@ def add_llm_arguments(run: argparse.ArgumentParser) -> Any:
     llm.add_argument("--max-tokens", type=count(1), default=200, metavar="N",
                      help="new tokens per doctor call (default: 200, EGIP appendix A.1)")
     llm.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="NAME",
-                     help="environment variable holding the API key (default: "
-                          "OPENAI_API_KEY); the key is never logged")
+                     help=LLM_HELP["api_key_env"])
     llm.add_argument("--timeout", type=number(0.0, above=True), default=60.0, metavar="S",
-                     help="seconds per HTTP request before a retry (default: 60)")
+                     help=LLM_HELP["timeout"])
     llm.add_argument("--max-retries", type=count(0), default=3, metavar="N",
-                     help="retries per request on timeouts, 429 and 5xx (default: 3)")
-    llm.add_argument("--patient", choices=("retrieval", "llm"), default="retrieval",
-                     help="patient simulator (default: retrieval, deterministic)")
-    llm.add_argument("--patient-model", default=None, metavar="M",
-                     help="model of the LLM patient (default: --model)")
+                     help=LLM_HELP["max_retries"])
+    if patient:
+        llm.add_argument("--patient", choices=("retrieval", "llm"), default="retrieval",
+                         help="patient simulator (default: retrieval, deterministic)")
+        llm.add_argument("--patient-model", default=None, metavar="M",
+                         help="model of the LLM patient (default: --model)")
+    else:
+        run.set_defaults(patient="retrieval", patient_model=None)
     llm.add_argument("--judge", choices=("deterministic", "llm"), default="deterministic",
                      help="answer scorer (default: deterministic)")
     llm.add_argument("--judge-model", default=None, metavar="M",
@@ -111,6 +136,15 @@ def doctor_prompt(args: argparse.Namespace, protocol: str) -> str:
     if given:
         return given
     return "agentclinic" if protocol in NATIVE_PROTOCOLS else "egip"
+
+
+def doctor_strategy(args: argparse.Namespace, protocol: str) -> str:
+    """``--strategy``, or its default for an environment running ``protocol``:
+    ``"discussion"`` under MedAgentSim, else ``"direct"``."""
+    given = getattr(args, "strategy", None)  # ``clinenv cdeg build`` has no --strategy
+    if given:
+        return given
+    return "discussion" if protocol == "medagentsim" else "direct"
 
 
 def check_llm_args(args: argparse.Namespace, protocol: str = "egip") -> None:
@@ -181,15 +215,19 @@ class LLMSetup:
         self.observation_format = "view"
         self.acquisition_rounds: int | None = None
         self.prompt = doctor_prompt(args, "egip")
+        self.strategy = doctor_strategy(args, "egip")
 
     def match_env(self, env: Any) -> None:
-        """Take the doctor's observation format, default prompt and default question
-        budget from the environment (an :class:`~clinenv.env.EGIPEnv`): its
-        ``observation_format``, its ``protocol`` (:func:`doctor_prompt`) and its
-        acquisition rounds T (under a native protocol the turns before a decision)."""
+        """Take the doctor's observation format, default prompt, default strategy and
+        default question budget from the environment (an :class:`~clinenv.env.EGIPEnv`):
+        its ``observation_format``, its ``protocol`` (:func:`doctor_prompt`,
+        :func:`doctor_strategy`) and its acquisition rounds T (under a native protocol
+        the turns before a decision)."""
         self.observation_format = env.observation_format
         self.acquisition_rounds = env.config.acquisition_rounds
-        self.prompt = doctor_prompt(self.args, getattr(env, "protocol", "egip"))
+        protocol = getattr(env, "protocol", "egip")
+        self.prompt = doctor_prompt(self.args, protocol)
+        self.strategy = doctor_strategy(self.args, protocol)
 
     def model(self, name: str) -> Any:
         """The chat model named ``name`` on ``--backend`` (built once).
@@ -237,13 +275,14 @@ class LLMSetup:
             self.env_kwargs["examiner"] = examiner
 
     def make_doctor(self) -> Any:
-        """A fresh doctor (``--doctor``). The LLM doctor uses the environment's
-        observation format, ``--prompt`` (default: by the environment's protocol) and,
+        """A fresh doctor (``--doctor``; the registry's factories get the options,
+        e.g. ``--exploration``). The LLM doctor uses the environment's observation format,
+        ``--prompt`` and ``--strategy`` (defaults: by the environment's protocol) and,
         with the agentclinic prompt, states the question budget ``--max-questions``
         (default: the environment's T; see :meth:`match_env`)."""
         args = self.args
         if args.doctor != "llm":
-            return DOCTORS[args.doctor]()
+            return DOCTORS[args.doctor](args)
         from clinenv.agents.llm_doctor import LLMDoctor
         from clinenv.llm.base import GenerationConfig
 
@@ -252,7 +291,7 @@ class LLMSetup:
         budget = None
         if self.prompt == "agentclinic":
             budget = args.max_questions or self.acquisition_rounds
-        return LLMDoctor(self.model(args.model), strategy=args.strategy, prompt=self.prompt,
+        return LLMDoctor(self.model(args.model), strategy=self.strategy, prompt=self.prompt,
                          config=config, observation_format=self.observation_format,
                          max_questions=budget)
 

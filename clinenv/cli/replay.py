@@ -12,12 +12,15 @@ The doctor is built from the LLM options of ``clinenv run`` (``--doctor llm --mo
 --base-url URL --strategy ...``; use the source run's settings to hold prompt and
 generation fixed: appendix C holds the doctor fixed, and a replaying doctor that differs
 from the source run's -- in any field of its run-log ``doctor`` description: model,
-strategy, prompt, temperature, max_tokens... -- gets one ``warning:`` line per differing
-field on stderr, even with ``--quiet``); ``--judge llm`` scores with the LLM judge.
-``--patient`` is refused: no patient is asked. ``--resume`` continues the same replay
-(missing episodes, and error lines unless ``--no-retry-errors``); ``--concurrency N``
-runs N decisions at once. Every argument and the whole source log (fields, dataset, case
-ids and targets) are checked before anything is written. Exit codes as ``clinenv run``.
+strategy, prompt, temperature, max_tokens... -- gets one ``warning:`` line on stderr
+listing every differing field, even with ``--quiet``); ``--judge llm`` scores with the
+LLM judge. There is no ``--patient`` option: no patient is asked. A log whose doctor is
+wrapped (CDEG, a baseline: its ``doctor.config`` names a ``wrapper``) is refused: replay
+rebuilds plain doctors only, and the wrapper's re-asks would be lost. ``--resume``
+continues the same replay (missing episodes, and error lines unless
+``--no-retry-errors``); ``--concurrency N`` runs N decisions at once. Every argument and
+the whole source log (fields, dataset, case ids and targets) are checked before anything
+is written. Exit codes as ``clinenv run``.
 """
 
 from __future__ import annotations
@@ -104,24 +107,41 @@ def add_replay_parser(sub: Any) -> None:
                              f"{DEFAULT_MAX_CONSECUTIVE_ERRORS}; 0: never stop)")
     replay.add_argument("--quiet", action="store_true",
                         help="print only the summary: no progress bar or notes")
-    add_llm_arguments(replay)
+    add_llm_arguments(replay, patient=False,
+                      title="LLM agents (--doctor llm, --judge llm)")
     replay.set_defaults(func=cmd_replay)
 
 
+def wrapped_doctor(source: Any) -> str | None:
+    """The name of the first wrapped doctor (CDEG or a baseline: its logged ``config``
+    has a ``wrapper`` key, :meth:`clinenv.wrappers.reask.ReaskWrapper.config`) among the
+    source log's episodes, or ``None``."""
+    for episode in source.episodes:
+        doctor = episode.line.get("doctor")
+        config = doctor.get("config") if isinstance(doctor, Mapping) else None
+        if isinstance(config, Mapping) and "wrapper" in config:
+            return str(doctor.get("name"))
+    return None
+
+
 def _warn_doctor_changes(source: Any, doctor: Any) -> None:
-    """Print :func:`doctor_differences` of ``doctor`` against every distinct doctor of
-    the source log, one ``warning:`` line each, on stderr."""
+    """Print the :func:`doctor_differences` of ``doctor`` against the distinct doctors
+    of the source log as ONE ``warning:`` line on stderr (none when they agree)."""
     from clinenv.runlog import doctor_config
 
-    mine, seen = doctor_config(doctor), []
+    mine, seen, fields = doctor_config(doctor), [], []
     for episode in source.episodes:
         theirs = episode.line.get("doctor")
         if theirs in seen:
             continue
         seen.append(theirs)
         for line in doctor_differences(theirs if isinstance(theirs, Mapping) else {}, mine):
-            print(f"warning: the replaying doctor differs from the source run's doctor in "
-                  f"{line} (EGIP appendix C holds the doctor fixed)", file=sys.stderr)
+            if line not in fields:
+                fields.append(line)
+    if fields:
+        print(f"warning: the replaying doctor differs from the source run's doctor in "
+              f"{len(fields)} field(s) (EGIP appendix C holds the doctor fixed): "
+              + "; ".join(fields), file=sys.stderr)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -146,9 +166,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from clinenv.summary import summarize
 
     check_llm_args(args)
-    if args.patient != "retrieval" or args.patient_model:
-        raise CLIError("--patient and --patient-model are not used by replay: the histories "
-                       "are fixed and no patient is asked")
     ablation = ABLATION_CHOICES[args.ablation]
     out: Path = args.out or args.source.with_name(f"{args.source.stem}_{args.ablation}.jsonl")
     if out.is_dir():
@@ -160,6 +177,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
                              allow_download=args.allow_download)
     except RunLogError as err:
         raise CLIError(str(err)) from None
+    wrapped = wrapped_doctor(source)
+    if wrapped is not None:
+        raise CLIError(f"{args.source}: this log's doctor is wrapped ({wrapped}); replay "
+                       "rebuilds plain doctors only")
     first = source.episodes[0]
     spec = first.line.get("env_spec") or {}
     setup = LLMSetup(args)

@@ -8,7 +8,9 @@ docstring for the options and exit codes.
 
 ``--env`` also takes the native-protocol ids (``AgentClinic-<Dataset>-v0``,
 ``MedAgentSim-<Dataset>-v0``; :mod:`clinenv.protocol.native`). There the LLM doctor uses
-the ``agentclinic`` prompt unless ``--prompt`` is given (an explicit ``--prompt egip`` is
+the ``agentclinic`` prompt unless ``--prompt`` is given, and on the MedAgentSim ids the
+``discussion`` terminal strategy unless ``--strategy`` is given (``--strategy direct``
+stays allowed) (an explicit ``--prompt egip`` is
 refused on the AgentClinic ids: that prompt forbids the diagnosis marker the episode
 ends on), and ``--examiner llm [--examiner-model M]`` puts the LLM measurement agent in
 the examiner seat (default: the deterministic record reader; ``--examiner lookup`` is
@@ -34,7 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from clinenv.cli.argtypes import count
-from clinenv.cli.doctors import DOCTOR_CHOICES, add_wrapper_arguments, doctor_wrapper
+from clinenv.cli.doctors import (
+    DOCTOR_CHOICES,
+    add_doctor_arguments,
+    add_wrapper_arguments,
+    doctor_wrapper,
+)
 from clinenv.cli.env_choice import (
     AUTO_FALLBACK,
     AUTO_PREFERRED,
@@ -48,6 +55,7 @@ from clinenv.cli.llm_setup import (
     add_examiner_arguments,
     add_llm_arguments,
     check_llm_args,
+    doctor_strategy,
     env_protocol,
 )
 from clinenv.cli.run_summary import format_summary, print_run_end
@@ -78,6 +86,7 @@ def add_run_parser(sub: Any) -> None:
     run.add_argument("--doctor", default="scripted", choices=sorted(DOCTOR_CHOICES),
                      help="doctor policy (default: scripted); llm needs --model and, with "
                           "the openai backend, --base-url")
+    add_doctor_arguments(run)
     run.add_argument("--episodes", type=count(1), default=None, metavar="N",
                      help="use the first N cases in dataset order (default: all)")
     run.add_argument("--repetitions", type=count(1), default=1, metavar="R",
@@ -104,22 +113,26 @@ def add_run_parser(sub: Any) -> None:
                           f"{DEFAULT_MAX_CONSECUTIVE_ERRORS}; 0: never stop)")
     run.add_argument("--quiet", action="store_true",
                      help="print only the summary: no environment note, progress bar or notes")
-    add_examiner_arguments(add_llm_arguments(run))
+    add_examiner_arguments(add_llm_arguments(
+        run, title="LLM agents (--doctor llm, --patient llm, --judge llm, --examiner llm)"))
     add_wrapper_arguments(run)
     run.set_defaults(func=cmd_run)
 
 
-def doctor_label(args: argparse.Namespace) -> str:
+def doctor_label(args: argparse.Namespace, protocol: str = "egip") -> str:
     """The doctor part of the default ``--out`` name (file-name safe): the ``--doctor``
-    name, or ``llm-<strategy>-<model>`` with every character of the model name other than
-    letters, digits, ``-``, ``_`` and ``.`` replaced by ``-``; plus ``-cdeg`` or
+    name (``scripted-explore<X>`` with ``--exploration X``), or
+    ``llm-<strategy>-<model>`` with every character of the model name other than
+    letters, digits, ``-``, ``_`` and ``.`` replaced by ``-`` (the strategy defaults by
+    ``protocol``, :func:`~clinenv.cli.llm_setup.doctor_strategy`); plus ``-cdeg`` or
     ``-<baseline>`` for a wrapped doctor."""
     wrapper = "-cdeg" if getattr(args, "cdeg", None) else (
         f"-{args.baseline}" if getattr(args, "baseline", None) else "")
     if args.doctor != "llm":
-        return args.doctor + wrapper
+        explore = getattr(args, "exploration", None)
+        return args.doctor + (f"-explore{explore:g}" if explore else "") + wrapper
     model = "".join(c if c.isalnum() or c in "-_." else "-" for c in args.model)
-    return f"llm-{args.strategy}-{model}{wrapper}"
+    return f"llm-{doctor_strategy(args, protocol)}-{model}{wrapper}"
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -144,11 +157,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from clinenv.summary import summarize
 
     preset = getattr(args, "preset", None)
-    check_llm_args(args, env_protocol(args.env, preset))
+    protocol = env_protocol(args.env, preset)
+    check_llm_args(args, protocol)
     wrap = doctor_wrapper(args)  # loads a CDEG graph / run logs now: errors come first
     env_id, reason = choose_env(args.env, args.data_dir, args.allow_download)
     env_part = env_id if preset is None else f"{env_id}_{preset}"
-    out: Path = args.out or Path("runs") / f"{env_part}_{doctor_label(args)}_seed{args.seed}.jsonl"
+    out: Path = args.out or Path("runs") / (
+        f"{env_part}_{doctor_label(args, protocol)}_seed{args.seed}.jsonl")
     if out.is_dir():
         raise CLIError(f"--out {out} is a folder; give a file path")
     if not args.quiet:

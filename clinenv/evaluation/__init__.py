@@ -6,6 +6,8 @@
 - :mod:`clinenv.evaluation.metrics` — accuracy, coverage, mean ± SD, embedding
   similarity, turns/exams and strata from run-log records;
 - :mod:`clinenv.evaluation.runs` — run logs grouped into runs and paired over cases;
+  :mod:`clinenv.evaluation.labels` — a run's method label (doctor name, plus the
+  protocol or preset when it is not plain EGIP);
 - :mod:`clinenv.evaluation.reports` / :mod:`~clinenv.evaluation.comparison` — the
   tables (EGIP Table 1; EGIP Tables 5/7/8 and CDEG Table 2), rendered by
   :mod:`~clinenv.evaluation.table`; :mod:`~clinenv.evaluation.plots` — figures

@@ -2,7 +2,9 @@
 
 A *run* is every episode of one method on one dataset. Lines are read with
 :func:`clinenv.runlog.read_run_log` and grouped by ``(label, dataset)``, where the label
-is ``doctor.name`` unless the user names the log ``LABEL=path``.
+is :func:`clinenv.evaluation.labels.method_label` -- ``doctor.name``, plus
+``@<protocol or preset>`` when the run did not play plain EGIP (``scripted@agentclinic``,
+``scripted@egip-no-menu``) -- unless the user names the log ``LABEL=path``.
 
 Checks, each failing with :class:`RunsError` (a :class:`~clinenv.runlog.RunLogError`
 naming the file and the 1-based line):
@@ -44,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from clinenv.errors import ClinenvError
+from clinenv.evaluation.labels import method_label
 from clinenv.evaluation.metrics import VERDICTS
 from clinenv.runlog import EpisodeLines, RunLogError, _short, read_run_log
 
@@ -109,7 +112,8 @@ class Run:
     """The episodes of one method on one dataset.
 
     Attributes:
-        label: the method label (``doctor.name`` or the user's ``LABEL``).
+        label: the method label (:func:`~clinenv.evaluation.labels.method_label` or the
+            user's ``LABEL``).
         dataset: the dataset name of the lines (``"medqa"``, ``"demo"``...).
         env_id: the environment id of the lines.
         doctor: ``{"name", "config"}`` of the doctor policy.
@@ -290,7 +294,7 @@ def load_runs(specs: Iterable[RunSpec | str | Path]) -> list[Run]:
                     "mixed runs in one file: "
                     + _first_difference(head, line, f"on line {head_no}")
                     + "; write each run to its own log", path=path, line=number)
-        label = spec.label or head["doctor"]["name"]
+        label = spec.label or method_label(head)
         key = (label, head["dataset"])
         group = groups.get(key)
         if group is None:

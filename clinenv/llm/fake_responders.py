@@ -23,7 +23,12 @@ role           reply
 ``doctor``     acquisition (EGIP or AgentClinic doctor prompt, or no known system
                prompt): ``REQUEST TEST: <id>`` for the first id of the last user
                message's ``# Available examinations`` menu not yet requested in the
-               conversation, then :data:`FALLBACK_QUESTION`; on a native observation
+               conversation, then :data:`FALLBACK_QUESTION`; on an EGIP view without a
+               menu (the "w/o menu" ablation, ``preset="egip-no-menu"``: its footer
+               asks for ``REQUEST TEST: <examination name>``) ``REQUEST TEST: <name>``
+               for the first of :data:`~clinenv.llm.fake_native.NATIVE_EXAMS` (the
+               scripted doctor's by-name plan) not yet requested, then
+               :data:`FALLBACK_QUESTION`; on a native observation
                (AgentClinic / MedAgentSim) a question, requests by name and its own
                ``DIAGNOSIS READY`` line (:func:`clinenv.llm.fake_native.
                native_doctor_reply`); when the last user message is an evidence
@@ -96,6 +101,7 @@ from clinenv.agents.prompts import (
 from clinenv.agents.terminal_discussion import TEAM_SYSTEM
 from clinenv.agents.terminal_full import admissible_ids
 from clinenv.llm.fake_native import (
+    NATIVE_EXAMS,
     TRANSCRIPT_HEADING,
     is_native_view,
     measurement_reply,
@@ -104,6 +110,7 @@ from clinenv.llm.fake_native import (
     summary_label,
 )
 from clinenv.protocol.evidence import CANDIDATES_HEADING
+from clinenv.protocol.render import ACTION_FORMAT_NO_MENU
 
 #: ``responder(body, index) -> str | dict`` (see the module docstring).
 Responder = Callable[[dict, int], "str | dict"]
@@ -337,10 +344,18 @@ def _judge(body: dict) -> str:
 
 def _acquire(body: dict, text: str) -> str:
     requested = set()
+    said = []
     for message in body.get("messages") or []:
         if isinstance(message, dict):
             content = content_text(message.get("content")).replace("*", "")
             requested.update(m.upper() for m in _REQUESTED.findall(content))
+            said.append(content.lower())
+    if ACTION_FORMAT_NO_MENU in text:  # no menu: request by name, as the scripted doctor
+        everything = "\n".join(said)
+        for name in NATIVE_EXAMS:
+            if f"request test: {name}".lower() not in everything:
+                return f"REQUEST TEST: {name}"
+        return FALLBACK_QUESTION
     for line in _section(text.splitlines(), MENU_HEADING):
         if line.startswith(("...", "(")):
             continue

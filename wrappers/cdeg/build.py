@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,7 +81,10 @@ class BuildResult:
 
     Attributes:
         graph: the graph (its ``metadata`` records how it was built).
-        report: counts for people: ``trajectories`` (by outcome), ``errors_skipped``,
+        report: counts for people: ``trajectories`` (by outcome),
+            ``max_trajectories_per_case`` (the most trajectories one case has; 1 means
+            every case was run once, so no case can pair a failure with a success),
+            ``errors_skipped``,
             ``superseded_lines``, ``partial_lines``, ``pairing`` (failed, no_success,
             below_threshold, pairs, same_diagnosis, ``scores``: min / median / max of
             the Eq. 4 maxima, ``truncated``: τ_pre texts the pairing encoder cut),
@@ -210,6 +214,8 @@ def build_graph(run_logs: Sequence[str | Path], *, extractor: AtomExtractor,
     graph = consolidate(items, diagnoses, metadata=metadata)
     report = {
         "trajectories": outcome_counts(loaded.trajectories),
+        "max_trajectories_per_case": max(Counter(
+            (t.dataset, t.case_id) for t in loaded.trajectories).values(), default=0),
         "errors_skipped": loaded.n_errors,
         "superseded_lines": loaded.n_superseded,
         "partial_lines": list(loaded.partial_lines),

@@ -312,6 +312,9 @@ class CDEGraph(BaseModel):
         if found is None and str(data.get("schema", "")).startswith("clinenv.runlog/"):
             raise GraphFileError(f"{path}: this is a run log ({data['schema']}), not a CDEG "
                                  "graph; build a graph from it with `clinenv cdeg build`")
+        if found is None:
+            raise GraphFileError(f"{path}: field 'format' is missing; this clinenv reads "
+                                 f"{FORMAT!r} graph files (rebuild with `clinenv cdeg build`)")
         if found != FORMAT:
             raise GraphFileError(f"{path}: field 'format' is {found!r}; this clinenv reads "
                                  f"{FORMAT!r} graph files (rebuild with `clinenv cdeg build`)")

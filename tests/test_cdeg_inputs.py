@@ -1,4 +1,4 @@
-"""CDEG construction and graph-file fixes: native run logs (AgentClinic answers and
+"""CDEG construction inputs and graph files: native run logs (AgentClinic answers and
 abstentions), pairing text, empty builds and their exit codes, the verifier's counters,
 graph files that are not graphs, reproducible graph bytes."""
 

@@ -1,5 +1,5 @@
-"""Review fixes of the native protocols (issue 6 review): scoring without unseen candidate
-labels, answer coverage, the patient's results notes, the record reader's groups, and
+"""Native protocol options and edge cases: scoring without unseen candidate labels, answer
+coverage, the patient's results notes, the record reader's groups, and
 native settings that had no test. Expected values come from the raw JSON lines of the
 shared AgentClinic files or are written by hand.
 """
