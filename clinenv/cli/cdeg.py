@@ -41,7 +41,7 @@ from typing import Any
 from clinenv.cli.argtypes import count, number
 from clinenv.cli.cdeg_run import add_cdeg_run_arguments, cdeg_wrapper
 from clinenv.cli.errors import CLIError
-from clinenv.cli.llm_setup import BACKENDS, LLM_HELP, LLMSetup
+from clinenv.cli.llm_setup import BACKENDS, LLM_HELP, LLMSetup, add_connection_arguments
 from clinenv.wrappers.cdeg.thresholds import (
     DIAGNOSIS_THRESHOLD,
     PAIR_THRESHOLD,
@@ -103,12 +103,7 @@ def add_cdeg_parser(sub: Any) -> None:
     llm.add_argument("--model", default=None, metavar="M", help=helps["model"])
     llm.add_argument("--temperature", type=number(0.0), default=0.0, metavar="T",
                      help="verifier and extractor sampling temperature (default: 0)")
-    llm.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="NAME",
-                     help=helps["api_key_env"])
-    llm.add_argument("--timeout", type=number(0.0, above=True), default=60.0, metavar="S",
-                     help=helps["timeout"])
-    llm.add_argument("--max-retries", type=count(0), default=3, metavar="N",
-                     help=helps["max_retries"])
+    add_connection_arguments(llm)
     # prompt: read by LLMSetup (a clinenv run option) but meaningless here
     build.set_defaults(func=cmd_cdeg_build, prompt=None)
     inspect = inner.add_parser("inspect", help="counts and top revisions of a graph file")

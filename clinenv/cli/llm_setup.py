@@ -78,12 +78,7 @@ def add_llm_arguments(run: argparse.ArgumentParser, *, patient: bool = True,
                      help="doctor sampling temperature (default: the backend config's, 0)")
     llm.add_argument("--max-tokens", type=count(1), default=200, metavar="N",
                      help="new tokens per doctor call (default: 200, EGIP appendix A.1)")
-    llm.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="NAME",
-                     help=LLM_HELP["api_key_env"])
-    llm.add_argument("--timeout", type=number(0.0, above=True), default=60.0, metavar="S",
-                     help=LLM_HELP["timeout"])
-    llm.add_argument("--max-retries", type=count(0), default=3, metavar="N",
-                     help=LLM_HELP["max_retries"])
+    add_connection_arguments(llm)
     if patient:
         llm.add_argument("--patient", choices=("retrieval", "llm"), default="retrieval",
                          help="patient simulator (default: retrieval, deterministic)")
@@ -96,6 +91,17 @@ def add_llm_arguments(run: argparse.ArgumentParser, *, patient: bool = True,
     llm.add_argument("--judge-model", default=None, metavar="M",
                      help="model of the LLM judge (default: --model)")
     return llm
+
+
+def add_connection_arguments(group: Any) -> None:
+    """Add ``--api-key-env``, ``--timeout`` and ``--max-retries`` (the model server
+    connection; shared by ``run``, ``replay`` and ``cdeg build``) to an argument group."""
+    group.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="NAME",
+                       help=LLM_HELP["api_key_env"])
+    group.add_argument("--timeout", type=number(0.0, above=True), default=60.0, metavar="S",
+                       help=LLM_HELP["timeout"])
+    group.add_argument("--max-retries", type=count(0), default=3, metavar="N",
+                       help=LLM_HELP["max_retries"])
 
 
 def add_examiner_arguments(group: Any) -> None:
