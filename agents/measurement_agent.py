@@ -152,7 +152,7 @@ class NativeRecordReader:
         request = normalize_name(view.request)
         words = set(request.split())
         found = []
-        for entry in Catalog(view.records):
+        for entry in view.catalog if view.catalog is not None else Catalog(view.records):
             if self._names(entry.name, request, words) or (
                     entry.group and _names_whole(entry.group, request)):
                 value = render_record(record_at(view.records, entry.source_path))

@@ -167,6 +167,7 @@ class ScriptedDoctor:
             self._by_name = native or not info.get("menu")
         guided = self._guided(info, self._by_name)
         if guided is not None:
+            self._proposal = None  # a guided acquisition adds evidence: propose anew
             return guided
         if not text.startswith(TASK_HEADER) and "guidance" not in info:  # "delta": keep new events
             self._deltas.append(text[:footer_start(text)])
@@ -203,7 +204,9 @@ class ScriptedDoctor:
         return f"REQUEST TEST: {menu[pick]['id']}"
 
     def _propose(self, text: str, info: Mapping[str, Any]) -> str:
-        """The diagnosis proposal, computed once (the evidence is final by now)."""
+        """The diagnosis proposal, computed once from the evidence when the plan is done
+        and again after a guided acquisition (a policy wrapper such as CDEG asked for
+        more evidence; :meth:`act` then clears the cached proposal)."""
         if self._proposal is None:
             if self._deltas:
                 evidence = "\n".join(self._deltas)

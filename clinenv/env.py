@@ -107,6 +107,9 @@ from clinenv.terminal_outcome import JUDGE_TO_VERDICT
 #: NEJM_Ext question type, EGIP appendix F).
 STRATA_KEYS = ("question_type", "specialty")
 DEFAULT_MAX_EXAMS = 64
+#: EGIP's exam-matching thresholds, which the native runtimes' catalogs use too (a frozen
+#: settings object, safe to share).
+_EGIP_DEFAULTS = ProtocolConfig()
 DEFAULT_MAX_TEXT_CHARS = 65_536
 __all__ = ["DEFAULT_MAX_EXAMS", "DEFAULT_MAX_TEXT_CHARS", "EGIPEnv", "JUDGE_TO_VERDICT",
            "PROTOCOLS", "STRATA_KEYS"]
@@ -260,9 +263,8 @@ class EGIPEnv(EGIPSteps, NativeSteps, gym.Env):
         else:
             case = self.pool.cases[int(self.np_random.integers(len(self.pool.cases)))]
         if self._native:
-            defaults = ProtocolConfig()
-            prepared = self.pool.prepared(case, accept=defaults.exam_accept,
-                                          suggest=defaults.exam_suggest)
+            prepared = self.pool.prepared(case, accept=_EGIP_DEFAULTS.exam_accept,
+                                          suggest=_EGIP_DEFAULTS.exam_suggest)
             self.runtime = NativeRuntime(prepared, self.config)
         else:
             prepared = self.pool.prepared(case, accept=self.config.exam_accept,

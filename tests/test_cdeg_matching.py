@@ -1,6 +1,6 @@
-"""CDEG wrapper matching and retrieval details: the strict coverage threshold,
-attribute-compatible evidence matching, observations without ids, NaN scores, opt-in global guidance, and the
-``clinenv run --cdeg-*`` options (graph of tests/test_cdeg_policy.py)."""
+"""CDEG wrapper matching and retrieval details: the strict coverage threshold, attribute-
+compatible evidence matching, observations without ids, NaN scores, opt-in global
+guidance, and the ``clinenv run --cdeg-*`` options (graph of tests/test_cdeg_policy.py)."""
 
 from __future__ import annotations
 

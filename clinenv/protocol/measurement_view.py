@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from clinenv.cases import Case, Records
+from clinenv.protocol.catalog import Catalog
 
 #: Speakers of a measurement agent's history entries.
 Speaker = Literal["doctor", "measurement", "patient"]
@@ -67,6 +68,9 @@ class MeasurementView:
             ``"patient"`` (a patient reply, shared in the native protocols).
         normal_readings: the agent reports ``NORMAL READINGS`` for requests its data do
             not hold (AgentClinic's rule); ``False``: it says they are not recorded.
+        catalog: the case's catalog A when the runtime has it (deterministic readers
+            iterate it instead of rebuilding it from ``records`` per request); ``None``
+            for views built by hand.
     """
 
     records_text: str
@@ -74,3 +78,4 @@ class MeasurementView:
     request: str
     history: tuple[tuple[Speaker, str], ...] = ()
     normal_readings: bool = True
+    catalog: Catalog | None = None

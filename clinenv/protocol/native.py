@@ -199,7 +199,8 @@ class NativeRuntime:
     def measurement_view(self, request: str) -> MeasurementView:
         """The measurement agent's view: all records, ``request``, its history."""
         return MeasurementView(self._records_text, self.case.records, request,
-                               tuple(self._measurement_history), self.config.normal_readings)
+                               tuple(self._measurement_history), self.config.normal_readings,
+                               self.catalog)
 
     # --------------------------------------------------------------- routing
     def route(self, text: str) -> NativeRouting:

@@ -119,6 +119,7 @@ class EGIPRuntime:
         self.stopped_early = False
         self._clipped = False
         self._measurement_history: list[tuple[Speaker, str]] = []
+        self._records_text: str | None = None
 
     # ----------------------------------------------------------------- views
     def menu(self) -> list[CatalogEntry]:
@@ -158,8 +159,10 @@ class EGIPRuntime:
         of a miss -- and the agent's earlier requests and answers in this episode."""
         request = (routing.group or ", ".join(e.name for e in routing.entries)
                    or routing.request or "")
-        return MeasurementView(exam_information(self.case), self.case.records, request,
-                               tuple(self._measurement_history))
+        if self._records_text is None:  # built once per episode, on the first request
+            self._records_text = exam_information(self.case)
+        return MeasurementView(self._records_text, self.case.records, request,
+                               tuple(self._measurement_history), catalog=self.catalog)
 
     def answer_measurement(self, routing: Routing, view: MeasurementView,
                            result: str) -> MeasurementEvent:
