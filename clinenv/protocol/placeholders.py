@@ -1,0 +1,93 @@
+"""Template placeholders are not answers.
+
+A model that echoes its prompt's template writes ``DIAGNOSIS READY: <single
+diagnosis>``, ``REQUEST TEST: <id or name>``, ``[diagnosis]``, ``{diagnosis}``, ``your
+diagnosis here``, ``...`` or ``N/A``. :func:`is_placeholder` recognises such a payload by
+its shape, so that a new prompt cannot reopen the hole:
+
+- every word of it, inside one optional bracket pair (``<...>``, ``[...]``, ``{...}``,
+  ``«...»``, ``(...)``), is template vocabulary (:data:`TEMPLATE_WORDS`: ``diagnosis``,
+  ``single``, ``your``, ``here``, ``examination``, ``id``, ``name`` ...), so a shipped
+  template and its bare inner text (``single diagnosis``, ``examination id or name``)
+  are placeholders while a filled-in template (``<Tuberculosis>``) and a menu id
+  (``[PE1]``) are not;
+- it is a filler: ``...``, ``…``, ``N/A``, ``TBD``, ``X``, ``?`` and the like
+  (:data:`FILLERS`).
+
+A test walks every prompt string clinenv ships and asserts that each bracketed span in
+it, and its inner text, is a placeholder. During acquisition a placeholder request gets
+interface feedback; at the decision step a placeholder is no answer (verdict
+``unscored``, flag ``placeholder_answer``), never sent to a judge, never a vote.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+#: Words that make up templates, never a diagnosis or an examination name on their own.
+TEMPLATE_WORDS: Final = frozenset({
+    "a", "an", "the", "your", "my", "one", "single", "final", "most", "likely", "best",
+    "here", "insert", "put", "write", "enter", "fill", "in", "type",
+    "diagnosis", "diagnoses", "dx", "answer", "option", "letter", "choice", "label",
+    "candidate", "conclusion", "name", "names", "full", "specific", "of", "or", "and",
+    "to", "for", "with", "examination", "examinations", "exam", "exams", "test", "tests",
+    "id", "ids", "number", "request", "order", "text", "value",
+    "reason", "short", "brief", "citing", "observation", "observations", "condition",
+    "disease", "illness", "problem", "here's", "e", "g", "eg", "example", "something",
+    "placeholder",
+})  # fmt: skip
+#: Fillers that stand for an answer without being one (compared case-insensitively,
+#: after markdown and surrounding punctuation are removed).
+FILLERS: Final = frozenset({
+    "", "...", "…", "n/a", "na", "n.a", "tbd", "tba", "todo", "x", "xx", "xxx", "?",
+    "??", "???", "-", "--", "—", "_", "__", "___", "blank", "null",
+})  # fmt: skip
+
+_BRACKETS = {"<": ">", "[": "]", "{": "}", "«": "»", "(": ")"}
+_MENU_ID = re.compile(r"(?:PE|T)\s*\d+", re.IGNORECASE)
+_WORD = re.compile(r"[a-z']+|\d+", re.IGNORECASE)
+_EDGE = " \t*_`'\"“”‘’.;:,!"
+
+
+def _core(text: str) -> str:
+    """The first line of ``text`` without markdown emphasis and edge punctuation."""
+    line = text.strip().split("\n", 1)[0]
+    return line.replace("**", "").replace("__", "").strip(_EDGE)
+
+
+def is_placeholder(text: str | None) -> bool:
+    """Whether ``text`` (an answer or request payload, marker already removed) is a
+    template placeholder rather than content (module docstring). Never raises.
+
+    ``is_placeholder("<single diagnosis>")``, ``is_placeholder("your diagnosis here")``
+    and ``is_placeholder("N/A")`` are true; ``is_placeholder("Myasthenia gravis")`` and
+    ``is_placeholder("[PE1]")`` are false. ``None`` is not a placeholder (no payload).
+    """
+    if text is None:
+        return False
+    core = _core(str(text))
+    if core.lower() in FILLERS or core.strip(".…-_ ") == "":
+        return True
+    close = _BRACKETS.get(core[:1])
+    if close and core.endswith(close) and core[1:-1].count(core[0]) == 0:
+        core = core[1:-1].strip(_EDGE)
+        if core.lower() in FILLERS:
+            return True
+    return _template_only(core)
+
+
+def _template_only(text: str) -> bool:
+    """Every word of ``text`` is template vocabulary (and there is at least one)."""
+    words = _WORD.findall(text.lower())
+    return bool(words) and all(w in TEMPLATE_WORDS for w in words)
+
+
+def placeholder_spans(prompt: str) -> list[str]:
+    """The bracketed template spans of a prompt text (``<one diagnosis>``,
+    ``[diagnosis]``, ``{diagnosis}``), for the test that every shipped placeholder is
+    rejected. :meth:`str.format` fields that are filled before sending (``{budget}``)
+    and menu ids are not listed."""
+    spans = re.findall(r"<[^<>\n]{1,60}>|\[[^\[\]\n]{1,60}\]", prompt)
+    return [s for s in spans if not _MENU_ID.fullmatch(s[1:-1].strip())
+            and not re.fullmatch(r"<\|?/?[a-z_]+\|?>", s)]

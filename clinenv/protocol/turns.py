@@ -1,0 +1,143 @@
+"""Turn boundaries: a model reply is only the text of its own turn.
+
+Models, and servers that ignore ``stop``, emit an end-of-turn token and then invent the
+next speaker's turn (``...?<|im_end|>\\n<|im_start|>user\\nPatient: About three
+weeks.``). :func:`cut_turn` keeps what comes before the first turn boundary, for every
+seat that reads a model reply (doctor, patient, examiner, judge), so an invented turn
+never enters a transcript, a history or a parse.
+
+Boundaries (:data:`TURN_TOKENS`, :data:`SPEAKERS`):
+
+- chat-template tokens: ChatML (``<|im_end|>``, ``<|im_start|>``), Llama 3
+  (``<|eot_id|>``, ``<|start_header_id|>``), Gemma (``<end_of_turn>``,
+  ``<start_of_turn>``), Mistral / Llama 2 (``[INST]``, ``[/INST]``, ``</s>``), Phi-3
+  (``<|end|>``, ``<|user|>``...), and ``<|endoftext|>``;
+- a new line that opens another speaker's turn: ``Patient:``, ``User:``, ``Examiner:``,
+  ``Doctor:``... (markdown emphasis allowed: ``**Patient:**``), any speaker but the
+  seat's own.
+
+A self-label at the very start of the reply (``Doctor: ...`` from the doctor) is
+stripped and is not a cut (:attr:`TurnCut.label_stripped`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final, Literal
+
+Seat = Literal["doctor", "patient", "examiner", "judge"]
+
+#: Chat-template tokens that end or open a turn.
+TURN_TOKENS: Final = (
+    "<|im_end|>", "<|im_start|>",                       # ChatML (Qwen, SmolLM)
+    "<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>",  # Llama 3
+    "<end_of_turn>", "<start_of_turn>",                 # Gemma
+    "[INST]", "[/INST]", "</s>",                        # Mistral / Llama 2
+    "<|end|>", "<|user|>", "<|assistant|>", "<|system|>",  # Phi-3
+    "<|endoftext|>",
+)  # fmt: skip
+
+#: Speaker labels that open a turn at the start of a line, and the seat each belongs to
+#: (``None``: a generic chat role, never a seat's own label).
+SPEAKERS: Final[dict[str, Seat | None]] = {
+    "doctor": "doctor", "physician": "doctor",
+    "patient": "patient", "parent": "patient", "caregiver": "patient",
+    "examiner": "examiner", "measurement": "examiner", "measurement agent": "examiner",
+    "judge": "judge", "moderator": "judge",
+    "user": None, "assistant": None, "system": None, "human": None, "interface": None,
+}  # fmt: skip
+
+_LABEL = "|".join(sorted((re.escape(k).replace(r"\ ", r"\s+") for k in SPEAKERS),
+                         key=len, reverse=True))
+#: A speaker label opening a line: optional markdown, the label, an optional bracketed
+#: note (``Examiner [T1 CBC]:``, ``Patient (asked "..."):``), a colon.
+_SPEAKER_LINE = re.compile(
+    rf"^[ \t]*(?:[*_#>]+[ \t]*)?({_LABEL})[ \t]*(?:\([^)\n]*\)|\[[^\]\n]*\])?[ \t]*"
+    r"(?:[*_]+[ \t]*)?:(?:[*_]+)?",
+    re.IGNORECASE | re.MULTILINE,
+)
+_TOKEN = re.compile("|".join(re.escape(t) for t in TURN_TOKENS), re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnCut:
+    """One reply cut to its own turn.
+
+    Attributes:
+        text: the seat's own turn (self-label removed, surrounding whitespace stripped).
+        wrote_past_turn: the reply went on past a turn boundary; the rest was dropped.
+        boundary: the token or speaker label that ended the turn (``"<|im_end|>"``,
+            ``"Patient:"``...), or ``None``.
+        label_stripped: a leading self-label (``Doctor:`` from the doctor) was removed.
+    """
+
+    text: str
+    wrote_past_turn: bool = False
+    boundary: str | None = None
+    label_stripped: bool = False
+
+    @property
+    def flags(self) -> list[str]:
+        """``["wrote_past_turn"]`` when the reply was cut, else ``[]``."""
+        return ["wrote_past_turn"] if self.wrote_past_turn else []
+
+
+def _own(label: str) -> Seat | None:
+    return SPEAKERS.get(re.sub(r"\s+", " ", label.lower()))
+
+
+def _is_self_label(label: str, seat: Seat) -> bool:
+    """A label a seat may open its own reply with: its own, or the generic
+    ``Assistant:``."""
+    return _own(label) == seat or label.lower() == "assistant"
+
+
+def cut_turn(text: str, seat: Seat) -> TurnCut:
+    """The part of ``text`` that is ``seat``'s own turn (module docstring). Never raises.
+
+    Args:
+        text: a model reply, any length (``None`` and non-strings read as text).
+        seat: ``"doctor"``, ``"patient"``, ``"examiner"`` or ``"judge"``; its own labels
+            (e.g. ``Patient:`` for the patient) do not end its turn, and one at the very
+            start is stripped.
+
+    Returns:
+        A :class:`TurnCut`. ``cut_turn("Why?<|im_end|>Patient: ...", "doctor").text`` is
+        ``"Why?"``.
+    """
+    if not isinstance(text, str):
+        text = "" if text is None else str(text)
+    stripped = False
+    head = _SPEAKER_LINE.match(text.lstrip())
+    if head and _is_self_label(head.group(1), seat):
+        text, stripped = text.lstrip()[head.end():], True
+    ends: list[tuple[int, str]] = []
+    token = _TOKEN.search(text)
+    if token:
+        ends.append((token.start(), token.group(0)))
+    for line in _SPEAKER_LINE.finditer(text):
+        if _own(line.group(1)) != seat and text[:line.start()].strip():
+            ends.append((line.start(), line.group(1).strip() + ":"))
+            break
+    if not ends:
+        return TurnCut(text.strip(), False, None, stripped)
+    at, boundary = min(ends)
+    return TurnCut(text[:at].strip(), True, boundary, stripped)
+
+
+def stop_strings(seat: Seat, *, limit: int | None = None) -> tuple[str, ...]:
+    """Stop strings for a call that prompts ``seat`` in clinenv's turn format: the
+    other speakers' line labels clinenv renders (``"\\nPatient:"``...) and the
+    end-of-turn tokens, most important first.
+
+    Args:
+        seat: the seat the model speaks for.
+        limit: keep only the first ``limit`` (the OpenAI API accepts at most 4); the
+            client cuts at every boundary anyway (:func:`cut_turn`).
+    """
+    labels = {"doctor": ("Patient", "Examiner"), "patient": ("Doctor",),
+              "examiner": ("Doctor", "Patient"), "judge": ("Doctor", "Patient")}[seat]
+    stops = (*(f"\n{label}" for label in labels), "<|im_end|>", "<|eot_id|>",
+             "<end_of_turn>", "\nUser:")
+    return stops if limit is None else stops[:limit]
