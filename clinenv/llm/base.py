@@ -16,12 +16,19 @@ Backends (each in its own module, heavy imports deferred until construction):
 - :mod:`clinenv.llm.scripted` -- deterministic scripted replies (tests, offline demos).
 
 Timings and token counts belong to :meth:`ChatResult.to_log` records, which rollouts
-write to the run log; they never go into a Gymnasium ``info`` dict.
+write to the run log; they never go into a Gymnasium ``info`` dict. With
+:attr:`ChatModel.log_messages` on, every result also carries the messages it answered,
+and its record the messages and the raw replies (``clinenv run --log-messages``).
+
+Stop strings are enforced on this side too (:func:`enforce_stop`): a backend whose
+server or model wrote past a stop string returns the text before it, marked
+(:attr:`Choice.stop_enforced`; the record's ``flags`` get ``"wrote_past_turn"``).
 """
 
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -106,6 +113,14 @@ class GenerationConfig(BaseModel):
         return GenerationConfig(**data)
 
 
+def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
+    """``text`` cut before the earliest occurrence of any stop string; and whether it
+    was cut. Empty stop strings are ignored; ``cut_at_stop("a STOP b END", ["END",
+    "STOP"]) == ("a ", True)``."""
+    cuts = [i for s in stop if s and (i := text.find(s)) >= 0]
+    return (text[:min(cuts)], True) if cuts else (text, False)
+
+
 @dataclass(frozen=True)
 class Choice:
     """One generated reply.
@@ -119,17 +134,51 @@ class Choice:
         from_reasoning: ``text`` was taken from ``reasoning`` because the server returned
             no content but a complete answer there (field-bug-reports B04(b); flagged in
             :attr:`ChatResult.warnings`).
+        raw_text: the reply as the model wrote it when ``text`` was cut afterwards (at a
+            stop string, :func:`enforce_stop`, or at a turn boundary, by a seat); ``None``
+            when ``text`` is the reply as written.
+        stop_enforced: ``text`` was cut on this side at a stop string the server (or
+            model) wrote past.
+        wrote_past_turn: the reply went on past its end (a stop string or a turn
+            boundary); ``text`` keeps only what came before.
     """
 
     text: str
     finish_reason: str = "stop"
     reasoning: str | None = None
     from_reasoning: bool = False
+    raw_text: str | None = None
+    stop_enforced: bool = False
+    wrote_past_turn: bool = False
 
     @property
     def truncated(self) -> bool:
         """Whether the reply was cut by ``max_tokens``."""
         return self.finish_reason == "length"
+
+    @property
+    def raw(self) -> str:
+        """The reply as the model wrote it, before any cut (:attr:`raw_text`, else
+        :attr:`text`)."""
+        return self.raw_text if self.raw_text is not None else self.text
+
+    def cut(self, text: str, *, stop_enforced: bool = False) -> Choice:
+        """A copy whose text is ``text`` (a prefix of this reply kept by a cut), marked
+        :attr:`wrote_past_turn` and keeping the original in :attr:`raw_text`; a cut at
+        a stop string (``stop_enforced``) also ends with ``finish_reason="stop"``."""
+        return dataclasses.replace(
+            self, text=text, raw_text=self.raw, wrote_past_turn=True,
+            stop_enforced=self.stop_enforced or stop_enforced,
+            finish_reason="stop" if stop_enforced else self.finish_reason)
+
+
+def enforce_stop(choice: Choice, stop: Sequence[str]) -> Choice:
+    """``choice`` cut before its first stop string (:func:`cut_at_stop`), marked
+    :attr:`Choice.stop_enforced` with ``finish_reason="stop"``; unchanged when its text
+    holds none. Backends call it on every choice, as a server that honours ``stop``
+    would have cut there."""
+    text, cut = cut_at_stop(choice.text, stop)
+    return choice.cut(text, stop_enforced=True) if cut else choice
 
 
 @dataclass(frozen=True)
@@ -146,7 +195,16 @@ class ChatResult:
         seed: the seed sent with the first request (``None``: none sent).
         system_fingerprint: the server's fingerprint when it sends one.
         warnings: human-readable notes (identical choices at temperature > 0, content
-            taken from reasoning, ``n`` topped up...).
+            taken from reasoning, ``n`` topped up, retries...).
+        attempts: one dict per HTTP request sent, in order (``{"outcome": "ok" |
+            "no_choices" | "unreadable" | "timeout" | "connection" | "http_<status>" |
+            "error", "latency_s": float}``, plus ``"wait_s"`` before a retry); ``()``
+            for in-process backends.
+        prompt_tokens_sent: prompt tokens of every request that reached the server,
+            failed attempts included (see the backend for how those are counted);
+            ``None``: the same as ``prompt_tokens``.
+        messages: the messages of the call when the model logs them
+            (:attr:`ChatModel.log_messages`), else ``None``.
     """
 
     choices: tuple[Choice, ...]
@@ -159,6 +217,9 @@ class ChatResult:
     seed: int | None = None
     system_fingerprint: str | None = None
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    attempts: tuple[Mapping[str, Any], ...] = ()
+    prompt_tokens_sent: int | None = None
+    messages: tuple[Mapping[str, str], ...] | None = None
 
     @property
     def text(self) -> str:
@@ -170,15 +231,29 @@ class ChatResult:
         """Every choice's text, in order."""
         return [c.text for c in self.choices]
 
+    def with_choices(self, choices: Sequence[Choice]) -> ChatResult:
+        """A copy with ``choices`` instead (e.g. cut to their turn by a seat)."""
+        return dataclasses.replace(self, choices=tuple(choices))
+
     def to_log(self, **context: Any) -> dict[str, Any]:
         """A JSON-ready record of this call for the run log (``context`` keys first).
 
         Keys: ``backend``, ``model``, ``n``, ``n_requests``, ``latency_s``,
-        ``prompt_tokens``, ``completion_tokens``, ``finish_reasons``, ``truncated``
-        (any choice cut by ``max_tokens``), ``seed``, ``system_fingerprint``,
-        ``warnings``.
+        ``prompt_tokens``, ``prompt_tokens_sent`` (``prompt_tokens`` unless the backend
+        counted more, e.g. retried requests), ``completion_tokens``, ``finish_reasons``,
+        ``truncated`` (any choice cut by ``max_tokens``), ``stop_enforced`` (any choice
+        cut on this side at a stop string), ``seed``, ``system_fingerprint``,
+        ``warnings``, ``attempts`` (list of :attr:`attempts` dicts). When a choice
+        :attr:`~Choice.wrote_past_turn`, ``flags`` (the context's, or a new list) ends
+        with ``"wrote_past_turn"``. When the call's :attr:`messages` were kept:
+        ``messages`` (list of ``{"role", "content"}``) and ``raw_reply`` (list of str,
+        one per choice, each before any cut).
         """
         record = dict(context)
+        if any(c.wrote_past_turn for c in self.choices):
+            flags = list(record.get("flags") or [])
+            record["flags"] = flags if "wrote_past_turn" in flags else [*flags,
+                                                                        "wrote_past_turn"]
         record.update(
             backend=self.backend,
             model=self.model,
@@ -186,13 +261,20 @@ class ChatResult:
             n_requests=self.n_requests,
             latency_s=round(self.latency_s, 6),
             prompt_tokens=self.prompt_tokens,
+            prompt_tokens_sent=(self.prompt_tokens if self.prompt_tokens_sent is None
+                                else self.prompt_tokens_sent),
             completion_tokens=self.completion_tokens,
             finish_reasons=[c.finish_reason for c in self.choices],
             truncated=any(c.truncated for c in self.choices),
+            stop_enforced=any(c.stop_enforced for c in self.choices),
             seed=self.seed,
             system_fingerprint=self.system_fingerprint,
             warnings=list(self.warnings),
+            attempts=[dict(a) for a in self.attempts],
         )
+        if self.messages is not None:
+            record["messages"] = [dict(m) for m in self.messages]
+            record["raw_reply"] = [c.raw for c in self.choices]
         return record
 
 
@@ -229,9 +311,14 @@ class ChatModel(abc.ABC):
         backend: short backend name (class attribute).
         model: the model name or path.
         config: default :class:`GenerationConfig` of every call.
+        log_messages: keep each call's messages on its result (:attr:`ChatResult.
+            messages`), so that its run-log record holds them and the raw replies
+            (default ``False``; ``clinenv run --log-messages`` sets it). Left out of
+            :meth:`describe`: it changes the log, never a reply.
     """
 
     backend: ClassVar[str] = "abstract"
+    log_messages: bool = False
 
     def __init__(self, model: str, *, config: GenerationConfig | None = None) -> None:
         self.model = model
@@ -251,13 +338,23 @@ class ChatModel(abc.ABC):
             ValueError: malformed messages.
             BackendError: the backend could not produce a usable reply.
         """
-        return self._generate(check_messages(messages), (config or self.config).merged(**overrides))
+        checked = check_messages(messages)
+        return self._keep_messages(
+            self._generate(checked, (config or self.config).merged(**overrides)), checked)
 
     async def agenerate(self, messages: Sequence[Message],
                         config: GenerationConfig | None = None, **overrides: Any) -> ChatResult:
         """One call, asynchronously (same arguments and errors as :meth:`generate`)."""
-        return await self._agenerate(check_messages(messages),
-                                     (config or self.config).merged(**overrides))
+        checked = check_messages(messages)
+        return self._keep_messages(
+            await self._agenerate(checked, (config or self.config).merged(**overrides)),
+            checked)
+
+    def _keep_messages(self, result: ChatResult, messages: list[dict[str, str]]) -> ChatResult:
+        """``result`` with ``messages`` attached when :attr:`log_messages` is on."""
+        if not self.log_messages:
+            return result
+        return dataclasses.replace(result, messages=tuple(dict(m) for m in messages))
 
     def generate_batch(self, conversations: Sequence[Sequence[Message]],
                        config: GenerationConfig | None = None,
@@ -267,7 +364,8 @@ class ChatModel(abc.ABC):
         The base implementation loops over :meth:`generate`; batching backends override.
         """
         cfg = (config or self.config).merged(**overrides)
-        return [self._generate(check_messages(m), cfg) for m in conversations]
+        checked = [check_messages(m) for m in conversations]
+        return [self._keep_messages(self._generate(m, cfg), m) for m in checked]
 
     def describe(self) -> dict[str, Any]:
         """JSON-ready description for run logs: ``backend``, ``model``, ``config``."""

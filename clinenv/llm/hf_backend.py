@@ -12,8 +12,10 @@ generates with ``model.generate``:
 - ``generate_batch`` pads on the LEFT (decoder-only models continue from the last
   position), so a batched greedy reply equals the single one;
 - the reply ends at the first end-of-sequence token; stop strings cut the decoded text
-  before their first occurrence; ``finish_reason`` is ``"length"`` when ``max_tokens``
-  new tokens came without an end token or stop string, else ``"stop"``;
+  before their first occurrence (:func:`~clinenv.llm.base.enforce_stop`: the choice is
+  marked ``stop_enforced`` and keeps the decoded text in ``raw_text``); ``finish_reason``
+  is ``"length"`` when ``max_tokens`` new tokens came without an end token or stop
+  string, else ``"stop"``;
 - token counts: prompt tokens without padding; completion tokens up to and including
   the end token.
 
@@ -38,8 +40,12 @@ from clinenv.llm.base import (
     GenerationConfig,
     Message,
     check_messages,
+    cut_at_stop,
+    enforce_stop,
 )
 from clinenv.llm.checks import identical_choices_warning
+
+__all__ = ["TransformersChatModel", "cut_at_stop"]
 
 
 def _import_hf() -> tuple[Any, Any]:
@@ -59,13 +65,6 @@ def _version(text: str) -> tuple[int, ...]:
         digits = "".join(ch for ch in piece if ch.isdigit())
         parts.append(int(digits or 0))
     return tuple(parts)
-
-
-def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
-    """``text`` cut before the earliest occurrence of any stop string; and whether it
-    was cut. Empty stop strings are ignored."""
-    cuts = [i for s in stop if s and (i := text.find(s)) >= 0]
-    return (text[:min(cuts)], True) if cuts else (text, False)
 
 
 class TransformersChatModel(ChatModel):
@@ -208,9 +207,8 @@ class TransformersChatModel(ChatModel):
         body = tokens if end is None else tokens[:end]
         used = len(tokens) if end is None else end + 1
         text = self.tokenizer.decode(body, skip_special_tokens=True)
-        text, cut = cut_at_stop(text, config.stop)
-        reason = "length" if end is None and not cut and used >= config.max_tokens else "stop"
-        return Choice(text=text, finish_reason=reason), used
+        reason = "length" if end is None and used >= config.max_tokens else "stop"
+        return enforce_stop(Choice(text=text, finish_reason=reason), config.stop), used
 
     # ------------------------------------------------------------------ interface
     def _generate(self, messages: list[dict[str, str]], config: GenerationConfig) -> ChatResult:
@@ -230,7 +228,8 @@ class TransformersChatModel(ChatModel):
         """
         cfg = (config or self.config).merged(**overrides)
         checked = [check_messages(m) for m in conversations]
-        return self._run(checked, cfg) if checked else []
+        results = self._run(checked, cfg) if checked else []
+        return [self._keep_messages(r, m) for r, m in zip(results, checked, strict=True)]
 
     def close(self) -> None:
         """Drop the model and tokenizer references (memory is freed once unused); later

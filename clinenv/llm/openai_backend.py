@@ -6,12 +6,31 @@
 
 Policies (each one answers a field-bug-reports entry):
 
-- **Retries**: the client's own bounded retries with exponential backoff (timeouts,
-  connection errors, 408, 409, 429 and 5xx; ``retry-after-ms`` / ``retry-after``
-  honoured), ``max_retries`` times after the first attempt. A final failure raises
+- **Retries**: bounded retries with exponential backoff, done here (the openai client
+  is built with ``max_retries=0``) so that each attempt is seen: timeouts, connection
+  errors, 408, 409, 429 and 5xx are retried ``max_retries`` times after the first
+  attempt of each request, waiting ``retry-after-ms`` / ``retry-after`` when the server
+  sends one (up to :data:`MAX_RETRY_AFTER_S`; a longer one is not retried), else
+  0.5 s doubling up to 8 s, less up to 25% jitter (the openai client's own schedule);
+  ``x-should-retry: true|false`` is obeyed. A final failure raises
   :class:`~clinenv.llm.base.BackendError` with ``detail`` ``"timeout"``,
   ``"connection"``, ``"http_<status>"`` or ``"malformed"``. ``ChatResult.n_requests``
-  counts every HTTP request sent, retries included (an httpx request hook).
+  counts every HTTP request sent, retries included (an httpx request hook), and
+  ``ChatResult.attempts`` holds one ``{"outcome", "latency_s"}`` dict per request
+  (``"wait_s"`` added before a retry; outcomes ``"ok"``, ``"no_choices"``,
+  ``"unreadable"``, ``"timeout"``, ``"connection"``, ``"http_<status>"``, ``"error"``).
+  A call with retries gets a warning line naming them.
+- **Prompt tokens sent**: ``ChatResult.prompt_tokens_sent`` counts the prompt tokens of
+  every request that reached the server: the server's own count for each reply with
+  ``usage``, and for an attempt that reached it without one (a timeout, an HTTP error,
+  an unreadable body) the prompt tokens the server reported for this call's messages
+  (every request of a call sends the same messages), an estimate; a ``"connection"``
+  attempt counts none. ``None`` when no reply reported usage.
+- **Stop strings**: at most :data:`MAX_SERVER_STOPS` (the OpenAI API's limit) of
+  ``config.stop`` are sent; all of them are enforced on the reply here
+  (:func:`~clinenv.llm.base.enforce_stop`), since some servers ignore ``stop`` and
+  return text past it: such a choice is cut, gets ``finish_reason="stop"`` and
+  ``stop_enforced=True``, and its record's ``flags`` get ``"wrote_past_turn"``.
 - **Fewer choices than n** (B08a): further requests ask for the missing count, the k-th
   with a distinct seed derived from the call's seed (:func:`clinenv.seeding.call_seed`
   with keys ``"top-up", k``) when the call has one. Every non-empty reply adds at least
@@ -49,8 +68,8 @@ Policies (each one answers a field-bug-reports entry):
   ``openai[aiohttp]`` extra). At 64 concurrent requests the HTTP stack is most of the
   client's CPU time, and with aiohttp a request costs roughly a third less client CPU
   (benchmarks/bench_rollout.py), so fewer requests queue on the client.
-  ``http_transport="auto"`` (default) takes aiohttp when it is installed. The retries,
-  timeouts and error types stay the openai client's; the one difference, aiohttp's
+  ``http_transport="auto"`` (default) takes aiohttp when it is installed. Timeouts and
+  error types stay the openai client's; the one difference, aiohttp's
   refused or dropped connections surfacing as a timeout, is undone here: a failure
   whose cause is a connection error and no timeout gets ``detail "connection"`` on both
   transports.
@@ -60,8 +79,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import email.utils
 import json
+import math
 import os
+import random
 import threading
 import time
 import weakref
@@ -75,6 +97,7 @@ from clinenv.llm.base import (
     ChatResult,
     Choice,
     GenerationConfig,
+    enforce_stop,
 )
 from clinenv.llm.checks import finish_reason, identical_choices_warning
 from clinenv.seeding import call_seed
@@ -83,6 +106,14 @@ from clinenv.seeding import call_seed
 #: call whose context they run in (sync: the calling thread; async: the calling task).
 _REQUEST_COUNTER: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
     "clinenv_openai_request_counter", default=None)
+
+#: Stop strings sent to the server at most (the OpenAI API's limit); all are enforced here.
+MAX_SERVER_STOPS = 4
+#: Longest ``retry-after`` waited for (seconds); a longer one is not retried.
+MAX_RETRY_AFTER_S = 60.0
+#: First backoff wait (seconds), doubled per retry up to :data:`MAX_RETRY_DELAY_S`.
+INITIAL_RETRY_DELAY_S = 0.5
+MAX_RETRY_DELAY_S = 8.0
 
 ReasoningFallback = Literal["reasoning", "content"]
 HttpTransport = Literal["auto", "aiohttp", "httpx"]
@@ -183,23 +214,70 @@ def _refused_or_dropped(exc: BaseException) -> bool:
             and not any(isinstance(c, TimeoutError) for c in causes))
 
 
-def _backend_error(exc: Exception, base_url: str, n_requests: int) -> BackendError:
-    """A client exception as a :class:`BackendError` with a machine-readable detail."""
+def _detail(exc: Exception) -> str:
+    """The machine-readable kind of a client exception: ``"timeout"``, ``"connection"``,
+    ``"http_<status>"``, ``"malformed"`` or ``"error"``."""
     openai = _import_openai()
     if isinstance(exc, openai.APITimeoutError) and _refused_or_dropped(exc):
-        detail = "connection"
-    elif isinstance(exc, openai.APITimeoutError):
-        detail = "timeout"
-    elif isinstance(exc, openai.APIConnectionError):
-        detail = "connection"
-    elif isinstance(exc, openai.APIStatusError):
-        detail = f"http_{exc.status_code}"
-    elif isinstance(exc, openai.APIResponseValidationError):
-        detail = "malformed"
-    else:
-        detail = "error"
+        return "connection"
+    if isinstance(exc, openai.APITimeoutError):
+        return "timeout"
+    if isinstance(exc, openai.APIConnectionError):
+        return "connection"
+    if isinstance(exc, openai.APIStatusError):
+        return f"http_{exc.status_code}"
+    if isinstance(exc, openai.APIResponseValidationError):
+        return "malformed"
+    return "error"
+
+
+def _backend_error(exc: Exception, base_url: str, n_requests: int) -> BackendError:
+    """A client exception as a :class:`BackendError` with a machine-readable detail."""
+    detail = _detail(exc)
     return BackendError(f"{base_url}: {detail} after {n_requests} request(s): {exc}",
                         backend=OpenAIChatModel.backend, detail=detail)
+
+
+def retry_after_s(headers: Any) -> float | None:
+    """Seconds a reply's ``retry-after-ms`` / ``retry-after`` header asks to wait
+    (a number, or an HTTP date for ``retry-after``), or ``None`` without a usable one."""
+    if headers is None:
+        return None
+    for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return float(value) / divisor
+        except ValueError:
+            continue
+    try:
+        date = email.utils.parsedate_tz(headers.get("retry-after"))
+        return None if date is None else float(email.utils.mktime_tz(date) - time.time())
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def retry_wait_s(exc: Exception, retry: int) -> float | None:
+    """Seconds to wait before retry ``retry`` (0-based) of a request that failed with
+    ``exc``, or ``None`` when that failure is not retried (module docstring)."""
+    openai = _import_openai()
+    backoff = min(INITIAL_RETRY_DELAY_S * 2.0 ** min(retry, 60), MAX_RETRY_DELAY_S)
+    backoff *= 1 - 0.25 * random.random()
+    if isinstance(exc, openai.APIConnectionError):  # timeouts included
+        return backoff
+    if not isinstance(exc, openai.APIStatusError):
+        return None
+    headers = exc.response.headers
+    after = retry_after_s(headers)
+    if after is not None and math.isfinite(after) and after > MAX_RETRY_AFTER_S:
+        return None
+    should = headers.get("x-should-retry")
+    status = exc.status_code
+    if should == "false" or (should != "true" and status not in (408, 409, 429)
+                             and status < 500):
+        return None
+    return after if after is not None and 0 < after <= MAX_RETRY_AFTER_S else backoff
 
 
 class _Collector:
@@ -225,6 +303,26 @@ class _Collector:
         self.completion_tokens: int | None = None
         self.fingerprint: str | None = None
         self.reported_model: str | None = None
+        self.attempts: list[dict[str, Any]] = []
+        self._attempt_tokens: list[int | None] = []  # prompt tokens reported per attempt
+
+    def attempt(self, outcome: str, start: float, *, prompt_tokens: int | None = None,
+                wait_s: float | None = None) -> None:
+        """Record one HTTP attempt that began at ``start`` (``time.perf_counter``)."""
+        record: dict[str, Any] = {"outcome": outcome,
+                                  "latency_s": round(time.perf_counter() - start, 6)}
+        if wait_s is not None:
+            record["wait_s"] = round(wait_s, 6)
+        self.attempts.append(record)
+        self._attempt_tokens.append(prompt_tokens)
+
+    def prompt_tokens_sent(self) -> int | None:
+        """Prompt tokens of every attempt that reached the server (module docstring)."""
+        known = [t for t in self._attempt_tokens if t is not None]
+        if not known:
+            return None
+        return sum(t if t is not None else (0 if a["outcome"] == "connection" else known[0])
+                   for a, t in zip(self.attempts, self._attempt_tokens, strict=True))
 
     def next_request(self) -> dict[str, Any] | None:
         cfg = self.config
@@ -242,7 +340,7 @@ class _Collector:
         if seed is not None:
             kwargs["seed"] = seed
         if cfg.stop:
-            kwargs["stop"] = list(cfg.stop)
+            kwargs["stop"] = list(cfg.stop)[:MAX_SERVER_STOPS]
         if cfg.extra:
             kwargs.update(cfg.extra)
         return kwargs
@@ -256,27 +354,33 @@ class _Collector:
                                detail="malformed")
         self.warnings.append(f"unreadable reply ({what[:120]}); request repeated once")
 
-    def add(self, completion: Any) -> None:
+    def add(self, completion: Any, start: float) -> None:
+        """Ingest the reply of the attempt that began at ``start`` (and record it)."""
         choices = completion.get("choices") if isinstance(completion, dict) else None
         if not isinstance(choices, list):
+            self.attempt("unreadable", start)
             self.unreadable(f"no 'choices' list in {str(completion)[:200]!r}")
             return
-        self._usage(completion)
+        tokens = self._usage(completion)
         if not choices:  # B09
+            self.attempt("no_choices", start, prompt_tokens=tokens)
             self.empty_replies += 1
             if self.empty_replies > 1:
                 raise BackendError("server returned no choices twice (field-bug-reports B09)",
                                    backend="openai", detail="no_choices")
             self.warnings.append("server returned no choices; request repeated once (B09)")
             return
+        self.attempt("ok", start, prompt_tokens=tokens)
         missing = self.config.n - len(self.choices)
         if len(choices) < missing:
             self.warnings.append(f"server returned {len(choices)} of {missing} requested "
                                  "choices; topping up (B08)")
         for raw in list(choices)[:missing]:
-            self.choices.append(self._choice(raw, len(self.choices)))
+            self.choices.append(enforce_stop(self._choice(raw, len(self.choices)),
+                                             self.config.stop))
 
-    def _usage(self, completion: Any) -> None:
+    def _usage(self, completion: Any) -> int | None:
+        """Add a reply's token counts; return its prompt tokens (``None``: not sent)."""
         self.fingerprint = self.fingerprint or _field(completion, "system_fingerprint", str)
         self.reported_model = self.reported_model or _field(completion, "model", str)
         usage = _field(completion, "usage", dict) or {}
@@ -284,6 +388,8 @@ class _Collector:
             value = usage.get(name)
             if isinstance(value, int):
                 setattr(self, name, (getattr(self, name) or 0) + value)
+        prompt = usage.get("prompt_tokens")
+        return prompt if isinstance(prompt, int) else None
 
     def _choice(self, raw: Any, position: int) -> Choice:
         message = _field(raw, "message", dict) or {}
@@ -318,11 +424,20 @@ class _Collector:
         note = identical_choices_warning(choices, self.config)
         if note:
             warnings.append(note)
+        retried = [a["outcome"] for a in self.attempts if "wait_s" in a]
+        if retried:
+            warnings.append(f"retried {len(retried)} time(s) after {', '.join(retried)}: "
+                            f"{len(self.attempts)} attempts for this call")
+        stopped = sum(c.stop_enforced for c in choices)
+        if stopped:
+            warnings.append(f"{stopped} choice(s) went past a stop string the server did "
+                            "not apply; cut here")
         return ChatResult(
             choices=choices, model=self.reported_model or configured_model, backend="openai",
             prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
             latency_s=latency_s, n_requests=n_requests, seed=self.config.seed,
-            system_fingerprint=self.fingerprint, warnings=tuple(warnings))
+            system_fingerprint=self.fingerprint, warnings=tuple(warnings),
+            attempts=tuple(self.attempts), prompt_tokens_sent=self.prompt_tokens_sent())
 
 
 class OpenAIChatModel(ChatModel):
@@ -335,7 +450,8 @@ class OpenAIChatModel(ChatModel):
         api_key: the key; ``None`` reads ``OPENAI_API_KEY``, else sends ``"EMPTY"``
             (local servers need none).
         timeout_s: seconds per HTTP request (> 0) before it counts as timed out.
-        max_retries: retries after the first attempt (>= 0), with backoff.
+        max_retries: retries after the first attempt of each request (>= 0), with
+            backoff (module docstring).
         config: default :class:`GenerationConfig`.
         reasoning_fallback: ``"reasoning"`` (default) or ``"content"``: what a reply with
             empty content but a complete reasoning text becomes (see the module
@@ -424,8 +540,9 @@ class OpenAIChatModel(ChatModel):
 
     # ------------------------------------------------------------------ clients
     def _client_kwargs(self) -> dict[str, Any]:
+        # Retries are done by _post (each attempt recorded), never by the client.
         return {"base_url": self.base_url, "api_key": self._api_key,
-                "timeout": self.timeout_s, "max_retries": self.max_retries}
+                "timeout": self.timeout_s, "max_retries": 0}
 
     def _sync_client(self) -> Any:
         with self._lock:
@@ -503,16 +620,25 @@ class OpenAIChatModel(ChatModel):
         counter = [0]
         token = _REQUEST_COUNTER.set(counter)
         start = time.perf_counter()
+        openai = _import_openai()
         try:
             while (kwargs := collector.next_request()) is not None:
-                try:
-                    completion = client.post(_PATH, cast_to=object, body=kwargs)
-                except _UNDECODABLE as exc:
-                    collector.unreadable(f"body is not valid JSON: {exc}")
-                    continue
-                except _import_openai().OpenAIError as exc:
-                    raise _backend_error(exc, str(client.base_url), counter[0]) from exc
-                collector.add(completion)
+                retry = 0
+                while True:
+                    began = time.perf_counter()
+                    try:
+                        completion = client.post(_PATH, cast_to=object, body=kwargs)
+                    except _UNDECODABLE as exc:
+                        collector.attempt("unreadable", began)
+                        collector.unreadable(f"body is not valid JSON: {exc}")
+                        break
+                    except openai.OpenAIError as exc:
+                        wait = self._failed(collector, exc, began, retry, client, counter)
+                        time.sleep(wait)
+                        retry += 1
+                        continue
+                    collector.add(completion, began)
+                    break
         finally:
             _REQUEST_COUNTER.reset(token)
         return collector.result(self.model, time.perf_counter() - start, counter[0])
@@ -524,16 +650,38 @@ class OpenAIChatModel(ChatModel):
         counter = [0]
         token = _REQUEST_COUNTER.set(counter)
         start = time.perf_counter()
+        openai = _import_openai()
         try:
             while (kwargs := collector.next_request()) is not None:
-                try:
-                    completion = await client.post(_PATH, cast_to=object, body=kwargs)
-                except _UNDECODABLE as exc:
-                    collector.unreadable(f"body is not valid JSON: {exc}")
-                    continue
-                except _import_openai().OpenAIError as exc:
-                    raise _backend_error(exc, str(client.base_url), counter[0]) from exc
-                collector.add(completion)
+                retry = 0
+                while True:
+                    began = time.perf_counter()
+                    try:
+                        completion = await client.post(_PATH, cast_to=object, body=kwargs)
+                    except _UNDECODABLE as exc:
+                        collector.attempt("unreadable", began)
+                        collector.unreadable(f"body is not valid JSON: {exc}")
+                        break
+                    except openai.OpenAIError as exc:
+                        wait = self._failed(collector, exc, began, retry, client, counter)
+                        await asyncio.sleep(wait)
+                        retry += 1
+                        continue
+                    collector.add(completion, began)
+                    break
         finally:
             _REQUEST_COUNTER.reset(token)
         return collector.result(self.model, time.perf_counter() - start, counter[0])
+
+    def _failed(self, collector: _Collector, exc: Exception, began: float, retry: int,
+                client: Any, counter: list[int]) -> float:
+        """Record a failed attempt; return the wait before retry ``retry`` (0-based).
+
+        Raises:
+            BackendError: the failure is not retried, or the retries are used up.
+        """
+        wait = retry_wait_s(exc, retry) if retry < self.max_retries else None
+        collector.attempt(_detail(exc), began, wait_s=wait)
+        if wait is None:
+            raise _backend_error(exc, str(client.base_url), counter[0]) from exc
+        return wait

@@ -27,6 +27,7 @@ from clinenv.llm.base import (
     GenerationConfig,
     Message,
     check_messages,
+    enforce_stop,
 )
 from clinenv.llm.batcher import MicroBatcher
 from clinenv.llm.checks import finish_reason, identical_choices_warning, too_few_choices_message
@@ -79,7 +80,10 @@ def to_chat_result(output: Any, config: GenerationConfig, *, model: str,
     Reads ``output.outputs[i].text``, ``.finish_reason`` (``"stop"``/``"length"``/
     ``"abort"``/``None`` -> ``"stop"``/``"length"``/``"error"``/``"unknown"``) and
     ``.token_ids`` (completion tokens), and ``output.prompt_token_ids``. Adds the
-    identical-choices warning (field-bug-reports B08b).
+    identical-choices warning (field-bug-reports B08b). ``config.stop`` is enforced on
+    each text (:func:`~clinenv.llm.base.enforce_stop`; the engine stops there already,
+    so this only marks an output that went past one), unless ``config.extra`` sets
+    ``include_stop_str_in_output``.
 
     Raises:
         BackendError: fewer than ``config.n`` outputs (``detail="too_few_choices"``, or
@@ -91,6 +95,8 @@ def to_chat_result(output: Any, config: GenerationConfig, *, model: str,
                            detail="no_choices" if not outputs else "too_few_choices")
     choices = tuple(Choice(text=o.text or "", finish_reason=finish_reason(o.finish_reason))
                     for o in outputs[:config.n])
+    if config.stop and not config.extra.get("include_stop_str_in_output"):
+        choices = tuple(enforce_stop(c, config.stop) for c in choices)
     prompt_ids = getattr(output, "prompt_token_ids", None)
     completion = [getattr(o, "token_ids", None) for o in outputs[:config.n]]
     note = identical_choices_warning(choices, config)
@@ -190,7 +196,8 @@ class VLLMChatModel(ChatModel):
         """
         cfg = (config or self.config).merged(**overrides)
         requests = [(check_messages(m), cfg) for m in conversations]
-        return self._run_requests(requests) if requests else []
+        results = self._run_requests(requests) if requests else []
+        return [self._keep_messages(r, m) for r, (m, _) in zip(results, requests, strict=True)]
 
     def close(self) -> None:
         """Drop the engine (its GPU memory is freed once nothing else references it).
