@@ -33,7 +33,7 @@ class EGIPSteps:
 
     A mixin of :class:`~clinenv.env.EGIPEnv`: it reads the environment's ``judge``,
     ``examiner``, ``exam_cost``, ``invalid_action_penalty``, ``observation_format`` and
-    ``_history_text``, calls its ``_info``, ``_observation`` and ``_reply_flags``, and
+    ``_history_text``, calls its ``_emit`` and ``_reply_flags``, and
     writes ``_final``.
     """
 
@@ -83,10 +83,11 @@ class EGIPSteps:
                 with_judge=self.judge is not None)
             reward, outcome = answer_outcome(rt, score, verdict)
             self._final = {**outcome, **final}
-            info = self._info(action_kind="answer", reasoning=pending.parsed.reasoning)
-            info.update(self._final)
             text = self._last_obs_text if self.observation_format == "view" else ""
-            return self._observation(text), float(reward), True, False, info
+            obs, info = self._emit(text, action_kind="answer",
+                                   reasoning=pending.parsed.reasoning)
+            info.update(self._final)
+            return obs, float(reward), True, False, info
         routing = pending.routing
         assert routing is not None
         flags = None
@@ -100,7 +101,8 @@ class EGIPSteps:
             text = render_doctor_view(rt, self._history_text)
         else:
             text = render_delta(rt, pending.since)
-        info = self._info(action_kind=routing.action.kind, reasoning=routing.action.reasoning)
+        obs, info = self._emit(text, action_kind=routing.action.kind,
+                               reasoning=routing.action.reasoning)
         if flags is not None:
             info["patient_flags"] = flags
-        return self._observation(text), float(pending.reward), False, False, info
+        return obs, float(pending.reward), False, False, info

@@ -276,7 +276,7 @@ class EGIPEnv(EGIPSteps, NativeSteps, gym.Env):
         # simulator seeds, drawn after the case (B08c)
         self._judge_seed = reset_seats(self.patient, self.examiner, self.np_random,
                                        self._judge_takes_seed)
-        return self._observation(self._view_text()), self._info(action_kind=None)
+        return self._emit(self._view_text(), action_kind=None)
 
     def step(self, action: str):
         """Apply one doctor action; see the module docstring. Never raises on any text.
@@ -359,9 +359,9 @@ class EGIPEnv(EGIPSteps, NativeSteps, gym.Env):
         rt = self.runtime
         assert rt is not None
         if pending.phase == "done":
-            info = self._info(action_kind="after_end")
+            obs, info = self._emit(self._last_obs_text, action_kind="after_end")
             info.update(self._final)
-            return self._observation(self._last_obs_text), 0.0, True, False, info
+            return obs, 0.0, True, False, info
         if isinstance(rt, NativeRuntime):
             return self._finish_native(rt, pending)
         return self._finish_egip(rt, pending)
@@ -434,6 +434,13 @@ class EGIPEnv(EGIPSteps, NativeSteps, gym.Env):
             # written after the episode and never shown to an agent.
             record["target"] = rt.case.target.text
         return record
+
+    def _emit(self, text: str, *, action_kind: str | None,
+              reasoning: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The observation of ``text`` and the ``info`` that describes it, in that order,
+        so ``info["text_clipped"]`` is the clipping of this very observation."""
+        observation = self._observation(text)
+        return observation, self._info(action_kind=action_kind, reasoning=reasoning)
 
     def _observation(self, text: str) -> dict[str, Any]:
         text, self._clipped = clip_text(text, self.max_text_chars)

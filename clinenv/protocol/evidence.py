@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from clinenv.protocol.doctor_text import one_line
 from clinenv.protocol.history import Event, MeasurementEvent, PatientEvent
 
 #: Terminal instructions shared by every strategy (EGIP appendix A.2).
@@ -143,15 +144,16 @@ def render_evidence(bundle: EvidenceBundle, *, instructions: bool = True) -> str
         lines.append("(none)")
     for o in bundle.observations:
         if o.source == "Patient":
-            lines.append(f"[{o.obs_id}] Patient, asked \"{o.context}\": {o.content}")
+            lines.append(f"[{o.obs_id}] Patient, asked \"{one_line(o.context)}\": {o.content}")
         elif o.availability == "not_recorded":
-            lines.append(f"[{o.obs_id}] Measurement {o.context}: not recorded (unknown)")
+            lines.append(f"[{o.obs_id}] Measurement {one_line(o.context)}: "
+                         "not recorded (unknown)")
         elif o.availability == "unavailable":
             lines.append(f"[{o.obs_id}] Measurement {o.exam_id} {o.context}: "
                          "result not available (unknown)")
         elif o.availability == "generated":  # a measurement agent's answer, not a lookup
             body = (o.content or "").replace("\n", "\n    ")
-            lines.append(f"[{o.obs_id}] Measurement {o.exam_id or '-'} {o.context} "
+            lines.append(f"[{o.obs_id}] Measurement {o.exam_id or '-'} {one_line(o.context)} "
                          f"(reported by the measurement agent):\n    {body}")
         else:
             body = (o.content or "").replace("\n", "\n    ")

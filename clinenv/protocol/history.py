@@ -28,6 +28,8 @@ class DoctorEvent:
 
     ``routed_as`` is one of ``question``, ``test_request``, ``diagnosis``, ``empty``,
     ``clarification`` (the action was replaced by a fixed clarification question).
+    ``flags`` are the action's flags (``info["action_flags"]``: ``"wrote_past_turn"``,
+    ``"echoes_prompt"``, ``"placeholder_request"``, ``"placeholder_answer"``...).
     """
 
     turn: int
@@ -35,6 +37,7 @@ class DoctorEvent:
     routed_as: str
     payload: str
     source: Literal["doctor"] = "doctor"
+    flags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +93,8 @@ Event = DoctorEvent | PatientEvent | MeasurementEvent | InterfaceEvent
 def event_to_dict(event: Event) -> dict[str, Any]:
     """JSON-ready dict of one event (tuples become lists)."""
     data = asdict(event)
+    if "flags" in data:
+        data["flags"] = list(data["flags"])
     if "source_paths" in data:
         data["source_paths"] = [list(p) for p in data["source_paths"]]
     return data

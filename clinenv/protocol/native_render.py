@@ -45,6 +45,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from clinenv.protocol.doctor_text import quote_lines
 from clinenv.protocol.history import (
     DoctorEvent,
     Event,
@@ -77,7 +78,7 @@ NO_REPLY_YET = "(none yet: you speak first)"
 def render_native_event(event: Event) -> str:
     """One event as a ``Speaker: text`` transcript line."""
     if isinstance(event, DoctorEvent):
-        return f"Doctor: {event.text or '(nothing)'}"
+        return f"Doctor: {quote_lines(event.text) or '(nothing)'}"
     if isinstance(event, PatientEvent):
         return f"Patient: {event.reply}"
     if isinstance(event, MeasurementEvent):

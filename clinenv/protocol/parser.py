@@ -19,6 +19,15 @@ Reasoning blocks (``<think>...</think>``, also empty, repeated or unterminated) 
 removed before parsing; their text is returned in ``DoctorAction.reasoning`` and is never
 routed to the patient or examiner (field report B01). A reply that is all reasoning is an
 empty action (B04).
+
+The visible text is then cut to the doctor's own turn
+(:func:`clinenv.protocol.turns.cut_turn`): a reply that goes on past an end-of-turn
+token or into another speaker's line is read only up to there (flag
+``"wrote_past_turn"``), and a leading ``Doctor:`` is stripped. Further flags
+(:attr:`DoctorAction.flags`): ``"placeholder"`` (the marker's payload is a template
+placeholder, :func:`clinenv.protocol.placeholders.is_placeholder`) and
+``"echoes_prompt"`` (the reply restates the environment's view,
+:func:`clinenv.protocol.doctor_text.echoes_prompt`).
 """
 
 from __future__ import annotations
@@ -26,6 +35,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Literal
+
+from clinenv.protocol.doctor_text import echoes_prompt
+from clinenv.protocol.placeholders import is_placeholder
+from clinenv.protocol.turns import cut_turn
 
 ActionKind = Literal["question", "test_request", "diagnosis", "empty"]
 
@@ -58,6 +71,8 @@ class DoctorAction:
             beside the diagnosis (the runtime decides which one applies in each phase).
         format_miss: a note when the utterance looks like an attempted marker that the
             current mode does not accept (e.g. lower-case markers in strict mode).
+        flags: what the reading found (module docstring): among ``"wrote_past_turn"``,
+            ``"placeholder"`` and ``"echoes_prompt"``; ``()`` for a clean utterance.
     """
 
     kind: ActionKind
@@ -66,6 +81,13 @@ class DoctorAction:
     reasoning: str | None = None
     test_payload: str | None = None
     format_miss: str | None = None
+    flags: tuple[str, ...] = ()
+
+    def with_flags(self, *flags: str) -> DoctorAction:
+        """A copy with ``flags`` added (kept in order, without repeats)."""
+        merged = tuple(dict.fromkeys((*self.flags, *flags)))
+        return DoctorAction(self.kind, self.text, self.payload, self.reasoning,
+                            self.test_payload, self.format_miss, merged)
 
 
 def split_reasoning(raw: str) -> tuple[str, str | None]:
@@ -130,14 +152,28 @@ def clean_payload(text: str) -> str:
     return _strip_unbalanced(line).strip()
 
 
-def _after(pattern: re.Pattern[str], text: str) -> str | None:
-    """The payload after ``pattern``, cut where another action marker begins."""
+def _raw_after(pattern: re.Pattern[str], text: str) -> str | None:
+    """The text after ``pattern`` up to another action marker, uncleaned."""
     m = pattern.search(text)
     if m is None:
         return None
     rest = text[m.end():]
     cuts = [n.start() for p in (_DIAG, _TEST) if (n := p.search(rest))]
-    return clean_payload(rest[: min(cuts)] if cuts else rest)
+    return rest[: min(cuts)] if cuts else rest
+
+
+def _after(pattern: re.Pattern[str], text: str) -> str | None:
+    """The payload after ``pattern``, cut where another action marker begins."""
+    raw = _raw_after(pattern, text)
+    return None if raw is None else clean_payload(raw)
+
+
+def _placeholder(raw: str | None, payload: str | None) -> bool:
+    """Whether a marker's payload, as written or cleaned, is a template placeholder."""
+    if raw is None:
+        return False
+    first = raw.strip().split("\n", 1)[0]
+    return is_placeholder(first) or is_placeholder(payload)
 
 
 def parse_action(
@@ -157,6 +193,16 @@ def parse_action(
     if not isinstance(raw, str):
         raw = "" if raw is None else str(raw)
     visible, reasoning = split_reasoning(raw)
+    turn = cut_turn(visible, "doctor")
+    visible = turn.text
+    flags = (*turn.flags, *(("echoes_prompt",) if echoes_prompt(visible) else ()))
+    action = _parse_visible(visible, reasoning, strict, accept_bare_diagnosis)
+    return action.with_flags(*flags) if flags else action
+
+
+def _parse_visible(visible: str, reasoning: str | None, strict: bool,
+                   accept_bare_diagnosis: bool) -> DoctorAction:
+    """:func:`parse_action` on the visible text of the doctor's own turn."""
     if not visible:
         return DoctorAction("empty", "", "", reasoning)
     if strict:
@@ -166,23 +212,32 @@ def parse_action(
         if len(diag) == 1 and len(test) == 1 and (_DIAG.search(visible) or _TEST.search(visible)):
             miss = "marker not in AgentClinic's exact upper-case form"
         if len(diag) == 2:
-            payload = clean_payload(diag[1].lstrip(" :"))
+            raw = diag[1].lstrip(" :").split("REQUEST TEST", 1)[0]
+            payload = clean_payload(raw)
             test_payload = clean_payload(test[1].lstrip(" :")) if len(test) == 2 else None
-            return DoctorAction("diagnosis", visible, payload, reasoning, test_payload)
+            action = DoctorAction("diagnosis", visible, payload, reasoning, test_payload)
+            return action.with_flags("placeholder") if _placeholder(raw, payload) else action
         if len(test) == 2:
-            return DoctorAction("test_request", visible, clean_payload(test[1].lstrip(" :")),
-                                reasoning)
+            raw = test[1].lstrip(" :")
+            action = DoctorAction("test_request", visible, clean_payload(raw), reasoning)
+            return (action.with_flags("placeholder") if _placeholder(raw, action.payload)
+                    else action)
         return DoctorAction("question", visible, visible, reasoning, format_miss=miss)
 
     flat = _MD_NOISE.sub("", visible)
-    diagnosis = _after(_DIAG, flat)
-    test = _after(_TEST, flat)
+    raw_diagnosis = _raw_after(_DIAG, flat)
+    raw_test = _raw_after(_TEST, flat)
+    test = None if raw_test is None else clean_payload(raw_test)
     if test is None and _MENU_ID.match(flat):
         test = _MENU_ID.match(flat).group(1).replace(" ", "").upper()
-    if diagnosis is None and accept_bare_diagnosis:
-        diagnosis = _after(_BARE_DIAG, flat)
-    if diagnosis is not None:
-        return DoctorAction("diagnosis", visible, diagnosis, reasoning, test)
+    if raw_diagnosis is None and accept_bare_diagnosis:
+        raw_diagnosis = _raw_after(_BARE_DIAG, flat)
+    if raw_diagnosis is not None:
+        diagnosis = clean_payload(raw_diagnosis)
+        action = DoctorAction("diagnosis", visible, diagnosis, reasoning, test)
+        return (action.with_flags("placeholder") if _placeholder(raw_diagnosis, diagnosis)
+                else action)
     if test is not None:
-        return DoctorAction("test_request", visible, test, reasoning)
+        action = DoctorAction("test_request", visible, test, reasoning)
+        return action.with_flags("placeholder") if _placeholder(raw_test, test) else action
     return DoctorAction("question", visible, visible, reasoning)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from clinenv.protocol.catalog import CatalogEntry
+from clinenv.protocol.doctor_text import one_line, quote_lines
 from clinenv.protocol.evidence import render_candidates, render_evidence
 from clinenv.protocol.history import (
     DoctorEvent,
@@ -50,17 +51,17 @@ def render_event(event: Event, asked: str | None = None) -> str:
         asked: the doctor's own question in this round; a patient reply shows its
             question context only when it differs (a fixed clarification question).
     """
-    if isinstance(event, DoctorEvent):
-        return f"Doctor: {event.text}"
+    if isinstance(event, DoctorEvent):  # quoted: the doctor's lines cannot forge ours
+        return f"Doctor: {quote_lines(event.text)}"
     if isinstance(event, PatientEvent):
         if event.question_context != asked:
-            return f"Patient (asked \"{event.question_context}\"): {event.reply}"
+            return f"Patient (asked \"{one_line(event.question_context)}\"): {event.reply}"
         return f"Patient: {event.reply}"
     if isinstance(event, MeasurementEvent):
         if event.result_availability == "not_recorded":
-            return f"Examiner [{event.request}]: {NOT_RECORDED_TEXT}"
+            return f"Examiner [{one_line(event.request)}]: {NOT_RECORDED_TEXT}"
         if event.result_availability == "generated":  # a measurement agent answered
-            head = f"Measurement agent [{event.exam_id or '-'} {event.name}]"
+            head = f"Measurement agent [{event.exam_id or '-'} {one_line(event.name)}]"
             return f"{head}:\n  " + (event.recorded_value or "").replace("\n", "\n  ")
         head = f"Examiner [{event.exam_id} {event.name}]"
         if event.result_availability == "unavailable":

@@ -27,9 +27,16 @@ diagnosis marker          replaced by :data:`~clinenv.protocol.config.PREMATURE_
                           (``"decide"``: the decision step still asks for the answer on e_T)
 ambiguous / unclear name  interface feedback listing the closest examinations
 unknown id, empty text    interface feedback
+template placeholder      interface feedback (``<id or name>``, ``[diagnosis]``...;
+                          :mod:`clinenv.protocol.placeholders`)
+several exams, sentences  interface feedback (:mod:`clinenv.protocol.request_reading`);
+                          an id followed by words (``PE2 - to check reflexes``) is that id
 ========================  ==============================================================
 
-Interface feedback is never a clinical observation: it stays out of e_T.
+Interface feedback is never a clinical observation: it stays out of e_T. In the decision
+phase a placeholder answer is no answer (note ``placeholder_answer``). The flags of the
+latest doctor action (:attr:`EGIPRuntime.action_flags`) go to ``info["action_flags"]``
+and onto its :class:`~clinenv.protocol.history.DoctorEvent`.
 """
 
 from __future__ import annotations
@@ -54,7 +61,9 @@ from clinenv.protocol.lookup import lookup, record_at
 from clinenv.protocol.measurement_view import MeasurementView, Speaker, exam_information
 from clinenv.protocol.menu import build_menu
 from clinenv.protocol.parser import DoctorAction, parse_action
+from clinenv.protocol.placeholders import is_placeholder
 from clinenv.protocol.prepared import PreparedCase
+from clinenv.protocol.request_reading import read_request
 from clinenv.protocol.views import ExaminerView, PatientView
 
 Phase = Literal["acquire", "decide", "done"]
@@ -118,6 +127,8 @@ class EGIPRuntime:
         self.answer: str | None = None
         self.stopped_early = False
         self._clipped = False
+        #: Flags of the latest doctor action (``info["action_flags"]``).
+        self.action_flags: tuple[str, ...] = ()
         self._measurement_history: list[tuple[Speaker, str]] = []
         self._records_text: str | None = None
 
@@ -192,11 +203,14 @@ class EGIPRuntime:
         action = self._parse(text, turn, strict=self.config.strict_markers)
         if action.kind == "diagnosis" and action.test_payload:
             action = DoctorAction("test_request", action.text, action.test_payload,
-                                  action.reasoning)
+                                  action.reasoning,
+                                  flags=tuple(f for f in action.flags if f != "placeholder"))
         if action.kind == "empty":
             return self._feedback(turn, action, "empty", "empty_action",
                                   "No question or request was found. Ask the patient a "
                                   "question, or write REQUEST TEST: <examination>.")
+        if action.kind in ("diagnosis", "test_request") and "placeholder" in action.flags:
+            return self._route_placeholder(turn, action)
         if action.kind == "diagnosis":
             if self.config.premature_diagnosis == "decide":
                 self._doctor(turn, action, "diagnosis")
@@ -223,11 +237,27 @@ class EGIPRuntime:
         if not action.payload:
             return self._feedback(turn, action, "test_request", "empty_request",
                                   "REQUEST TEST needs an examination name.")
+        reading = read_request(action.payload, self.matcher)
+        if reading.reading == "placeholder":
+            action = action.with_flags("placeholder")
+            return self._route_placeholder(turn, action)
+        if reading.reading == "multiple":
+            return self._feedback(turn, action, "test_request", "multiple_request",
+                                  f"'{action.payload}' names several examinations; request "
+                                  "one examination at a time.")
+        if reading.reading == "not_a_name":
+            return self._feedback(turn, action, "test_request", "unclear_request",
+                                  "Write only the examination's id or name after REQUEST "
+                                  "TEST:, one examination at a time.")
+        if reading.payload != action.payload:  # an id followed by words: that id
+            action = DoctorAction(action.kind, action.text, reading.payload,
+                                  action.reasoning, action.test_payload,
+                                  action.format_miss, action.flags)
         if not menu_shown and ID_PATTERN.match(action.payload.strip()):
             return self._feedback(turn, action, "test_request", "invalid_request",
                                   "Examination ids are not offered in this setting; "
                                   "request an examination by its name.")
-        match = self.matcher.match(action.payload)
+        match = reading.match or self.matcher.match(action.payload)
         if match.status == "invalid_id":
             return self._feedback(turn, action, "test_request", "invalid_request",
                                   f"There is no examination with id '{action.payload}'. "
@@ -332,8 +362,15 @@ class EGIPRuntime:
             lines = [ln for ln in action.text.splitlines() if ln.strip()]
             if len(lines) == 1 and len(lines[0]) <= 120:
                 answer = action.payload.strip(" .")
+                if is_placeholder(answer):
+                    action = action.with_flags("placeholder")
+        if "placeholder" in action.flags:
+            answer = None
+            action = self._flag(action, "placeholder_answer")
+            self._note(turn, "placeholder_answer", "The answer is the template's "
+                       "placeholder, not a diagnosis: no answer was given.")
         self.answer = answer or None
-        if self.answer is None and action.kind != "empty":
+        if self.answer is None and action.kind != "empty" and "placeholder" not in action.flags:
             lenient = parse_action(action.text, accept_bare_diagnosis=True)
             if strict and lenient.kind == "diagnosis":
                 self._note(turn, "format_miss", "The answer is not in the form "
@@ -345,9 +382,23 @@ class EGIPRuntime:
         return action
 
     # --------------------------------------------------------------- helpers
+    def _route_placeholder(self, turn: int, action: DoctorAction) -> Routing:
+        return self._feedback(turn, self._flag(action, "placeholder_request"),
+                              action.kind, "placeholder_request",
+                              "That is the template's placeholder, not a request. Ask the "
+                              "patient a question, or request one examination by its id "
+                              "or name.")
+
+    def _flag(self, action: DoctorAction, flag: str) -> DoctorAction:
+        """``action`` with ``flag`` added; the runtime's :attr:`action_flags` follow."""
+        action = action.with_flags(flag)
+        self.action_flags = tuple(f for f in action.flags if f != "placeholder")
+        return action
+
     def _parse(self, text: str, turn: int, **kwargs) -> DoctorAction:
         """Parse ``text``; reasoning is removed *before* the visible text is clipped."""
         action = parse_action(text if isinstance(text, str) else str(text), **kwargs)
+        self.action_flags = tuple(f for f in action.flags if f != "placeholder")
         limit = self.config.max_action_chars
         reasoning = action.reasoning
         if reasoning and len(reasoning) > MAX_REASONING_CHARS:
@@ -355,10 +406,11 @@ class EGIPRuntime:
         if len(action.text) > limit:
             self._clipped = True  # noted right after the doctor event
             return DoctorAction(action.kind, action.text[:limit], action.payload[:limit],
-                                reasoning, action.test_payload, action.format_miss)
+                                reasoning, action.test_payload, action.format_miss,
+                                action.flags)
         if reasoning is not action.reasoning:
             return DoctorAction(action.kind, action.text, action.payload, reasoning,
-                                action.test_payload, action.format_miss)
+                                action.test_payload, action.format_miss, action.flags)
         return action
 
     def _feedback(self, turn: int, action: DoctorAction, routed_as: str, kind: str,
@@ -371,7 +423,8 @@ class EGIPRuntime:
         return Routing("interface", action)
 
     def _doctor(self, turn: int, action: DoctorAction, routed_as: str) -> None:
-        self.history.append(DoctorEvent(turn, action.text, routed_as, action.payload))
+        self.history.append(DoctorEvent(turn, action.text, routed_as, action.payload,
+                                        flags=self.action_flags))
         if self._clipped:
             self._clipped = False
             self._note(turn, "clipped_action", "Your message was cut to "
