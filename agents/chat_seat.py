@@ -9,7 +9,9 @@ model call. :class:`ChatSeat` holds what those seats do alike:
   run logs (never an API key);
 - :meth:`ChatSeat.reset` with the episode seed and :meth:`ChatSeat.call_config`, the
   settings of one call with ``call_seed(seed, index, purpose)`` (the reset seed, else the
-  generation config's; with neither, no seed is sent: field-bug-reports B08);
+  generation config's; with neither, no seed is sent: field-bug-reports B08) and the
+  seat's turn stop strings after the configured ones
+  (:func:`~clinenv.agents.terminal_base.turn_stops` with :attr:`ChatSeat.seat`);
 - the call records (:meth:`ChatSeat.drain_calls`).
 
 What a seat sends and how it reads the reply stay in its own module.
@@ -20,8 +22,9 @@ from __future__ import annotations
 from numbers import Integral
 from typing import Any
 
-from clinenv.agents.terminal_base import base_seed, call_config
+from clinenv.agents.terminal_base import base_seed, call_config, turn_stops
 from clinenv.llm.base import ChatModel, GenerationConfig
+from clinenv.protocol.turns import Seat
 from clinenv.seeding import call_seed
 
 
@@ -44,11 +47,16 @@ class ChatSeat:
         model: the chat model.
         config: generation settings (default ``model.config``).
 
+    Attributes:
+        seat: the turn the seat speaks (:data:`~clinenv.protocol.turns.Seat`; class
+            attribute): its stop strings and reply cut.
+
     Raises:
         TypeError: ``model`` is not a :class:`~clinenv.llm.base.ChatModel`.
     """
 
     name = "chat_seat"
+    seat: Seat = "patient"
 
     def __init__(self, model: ChatModel, *, config: GenerationConfig | None = None) -> None:
         if not isinstance(model, ChatModel):
@@ -81,6 +89,7 @@ class ChatSeat:
 
     def call_config(self, index: int, purpose: str) -> GenerationConfig:
         """The settings of call ``index`` (>= 0) for ``purpose``: one choice, seed
-        ``call_seed(seed, index, purpose)`` (module docstring)."""
+        ``call_seed(seed, index, purpose)``, the seat's stop strings (module docstring)."""
         seed = base_seed(self._seed, self.generation)
-        return call_config(self.generation, seed=call_seed(seed, index, purpose), n=1)
+        return turn_stops(call_config(self.generation, seed=call_seed(seed, index, purpose),
+                                      n=1), self.seat)

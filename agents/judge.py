@@ -51,9 +51,11 @@ from clinenv.agents.terminal_base import (
     base_seed,
     call_config,
     run_plan,
+    turn_stops,
 )
 from clinenv.llm.base import ChatModel, GenerationConfig
 from clinenv.protocol.parser import split_reasoning
+from clinenv.protocol.turns import cut_turn
 from clinenv.seeding import call_seed
 
 JudgeLabel = Literal["correct", "wrong", "unparsed"]
@@ -104,13 +106,26 @@ def parse_verdict(text: str, *, strict: bool = False) -> JudgeLabel:
     return "correct" if positive else "wrong"
 
 
+def judge_reply(text: str, *, strict: bool = False) -> tuple[str, list[str]]:
+    """``(reply, flags)``: the judge's own turn of a model reply, read before the verdict.
+
+    A reply that goes past a turn boundary (:func:`~clinenv.protocol.turns.cut_turn`,
+    seat ``"judge"``, on the text without ``<think>`` blocks) is cut there, flagged
+    ``["wrote_past_turn"]``; otherwise it is kept unchanged (strict mode reads it as
+    sent), flags ``[]``.
+    """
+    text = text if isinstance(text, str) else ""
+    cut = cut_turn(split_reasoning(text)[0], "judge")
+    return (cut.text, cut.flags) if cut.wrote_past_turn else (text, [])
+
+
 @dataclass(frozen=True)
 class JudgeVerdict:
     """The judge's decision on one answer.
 
     Attributes:
         verdict: ``"correct"``, ``"wrong"`` or ``"unparsed"``.
-        reply: the judge model's last reply, unchanged.
+        reply: the judge model's last reply, cut to its own turn (:func:`judge_reply`).
         n_attempts: model calls made (1 + retries used).
     """
 
@@ -190,7 +205,8 @@ class LLMJudge:
     def drain_calls(self) -> list[dict[str, Any]]:
         """Call records since the last drain (then cleared): :meth:`~clinenv.llm.base.
         ChatResult.to_log` with ``purpose="judge"``, ``agent="judge"``, ``attempt``
-        (0-based) and ``verdict``."""
+        (0-based), ``verdict`` and ``flags`` (``["wrote_past_turn"]`` for a reply cut
+        to the judge's turn, else ``[]``)."""
         calls, self._calls = self._calls, []
         return calls
 
@@ -200,12 +216,12 @@ class LLMJudge:
         attempts = 1 if self.strict else 1 + self.retries
         for attempt in range(attempts):
             call = base if attempt == 0 else call_seed(base, "judge", attempt)
-            result = yield CallRequest("judge", messages,
-                                       call_config(self.generation, seed=call, n=1))
-            reply = result.text
+            result = yield CallRequest("judge", messages, turn_stops(
+                call_config(self.generation, seed=call, n=1), "judge"))
+            reply, flags = judge_reply(result.text, strict=self.strict)
             verdict = parse_verdict(reply, strict=self.strict)
             self._calls.append(result.to_log(purpose="judge", agent="judge",
-                                             attempt=attempt, verdict=verdict))
+                                             attempt=attempt, verdict=verdict, flags=flags))
             if verdict != "unparsed":
                 break
             messages = [*messages, {"role": "assistant", "content": reply},

@@ -9,11 +9,18 @@ Acquisition phase (``info["phase"] == "acquire"``, EGIP section 3.2):
   trainers do; the environment must use the same format.
 
 The reply is returned as the action; the environment's parser reads markers, markdown
-and ``<think>`` blocks (field-bug-reports B01, B05). A reply cut by ``max_tokens`` with
-no visible content is returned as ``""`` (B04a): the environment answers with interface
-feedback and the round counts toward T; its call record has ``truncated=True`` and
-``flags`` ``["empty_reply"]``. The environment never sees the doctor's model, so this
-flag is in the run log's call records (``llm.calls[*].truncated``), not in ``info``.
+and ``<think>`` blocks (field-bug-reports B01, B05) and cuts it to the doctor's turn.
+Every call sends the doctor's turn stop strings after the configured ones
+(:func:`~clinenv.agents.terminal_base.turn_stops`). The doctor's own record of its turn
+is cut too (:func:`~clinenv.protocol.turns.cut_turn`, seat ``"doctor"``): in
+``"delta"`` format its history holds only the cut text, so a patient turn the model
+invented never enters it, and a cut call's record has the flag ``"wrote_past_turn"``.
+
+A reply cut by ``max_tokens`` with no visible content is returned as ``""`` (B04a): the
+environment answers with interface feedback and the round counts toward T; its call
+record has ``truncated=True`` and ``flags`` ``["empty_reply"]``. The environment never
+sees the doctor's model, so this flag is in the run log's call records
+(``llm.calls[*].truncated``), not in ``info``.
 
 Decision phase (``"decide"``): ``observation["text"]`` is the evidence interface e_T
 (in ``"delta"`` format, the part from ``# Objective (S0)`` on); the doctor delegates to
@@ -67,9 +74,12 @@ from clinenv.agents.terminal_base import (
     check_evidence,
     make_strategy,
     run_plan,
+    turn_plan,
+    turn_stops,
 )
 from clinenv.llm.base import ChatModel, GenerationConfig
 from clinenv.protocol.parser import split_reasoning
+from clinenv.protocol.turns import cut_turn
 from clinenv.seeding import call_seed
 
 PROMPTS = ("egip", "agentclinic")
@@ -198,7 +208,8 @@ class LLMDoctor:
         (``"acquire"``, ``"decide"``, ``"vote"``, ``"council"``, ``"ledger"``,
         ``"consensus"``, ``"discussion"``, ``"summary"``, ``"repair"``),
         ``agent="doctor"`` and ``flags`` (parse notes:
-        ``"empty_reply"``, ``"unparsed"``, ``"invalid"``...).
+        ``"empty_reply"``, ``"unparsed"``, ``"invalid"``..., and ``"wrote_past_turn"``
+        when the reply went past the doctor's turn).
         """
         calls, self._calls = self._calls, []
         return calls
@@ -214,9 +225,9 @@ class LLMDoctor:
         if phase == "decide":
             evidence = evidence_part(text)
             candidates = check_evidence(evidence, info.get("candidates"))
-            decision = yield from self.strategy.plan(
+            decision = yield from turn_plan(self.strategy.plan(
                 evidence, candidates=candidates, seed=call_seed(episode, turn, "decide"),
-                config=self.generation)
+                config=self.generation), "doctor")
             self.last_decision = decision
             for record in decision.calls:
                 self._calls.append({"turn": turn, "purpose": record.get("purpose"),
@@ -235,18 +246,19 @@ class LLMDoctor:
         else:
             messages = [{"role": "system", "content": self.system_prompt},
                         {"role": "user", "content": text}]
-        result = yield CallRequest("acquire", messages, call_config(
-            self.generation, seed=call_seed(episode, turn, "acquire"), n=1))
+        result = yield CallRequest("acquire", messages, turn_stops(call_config(
+            self.generation, seed=call_seed(episode, turn, "acquire"), n=1), "doctor"))
         choice = result.choices[0]
         reply = choice.text
-        visible, _ = split_reasoning(reply)
+        own = cut_turn(split_reasoning(reply)[0], "doctor")
         flags = []
-        if not visible:
+        if not own.text:
             flags.append("empty_reply")
             if choice.truncated:
                 reply = ""  # B04(a): no action; the env gives feedback, the round counts
+        flags += own.flags
         if self.observation_format == "delta":
-            self._history.append({"role": "assistant", "content": visible})
+            self._history.append({"role": "assistant", "content": own.text})
         self._calls.append(result.to_log(turn=turn, purpose="acquire", agent="doctor",
                                          flags=flags))
         return reply

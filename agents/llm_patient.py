@@ -17,15 +17,19 @@ Messages (:meth:`LLMPatient.messages_for`, field-bug-reports B16):
    dropped;
 4. the current question as the last user turn.
 
-Reply cleanup (:func:`clean_reply`): ``<think>`` blocks are removed, a leading
+Reply cleanup: ``<think>`` blocks are removed and the reply is cut to the patient's own
+turn (:func:`~clinenv.protocol.turns.cut_turn`, seat ``"patient"``: at a chat-template
+token or a line opening another speaker's turn), flagged ``"wrote_past_turn"`` when it
+went on past it (:func:`read_patient_reply`); then :func:`clean_reply`: a leading
 ``Patient:`` label is stripped; a reply that speaks as the doctor (a ``Doctor:`` line)
-keeps only the patient's own words and is flagged ``"speaks_as_doctor"``; an empty reply
-becomes :data:`~clinenv.agents.patient_retrieval.NOT_SURE` and is flagged
-``"empty_reply"``; a reply that repeats an earlier own reply word for word is flagged
-``"repeats_own_reply"`` (the opening — its first reply — included). The flags depend on
-the reply's text only. They go to the call records (:meth:`LLMPatient.drain_calls`) and,
-through :attr:`LLMPatient.last_flags`, to the environment's ``info["patient_flags"]`` and
-episode record (field-bug-reports B16).
+keeps only the patient's own words and is flagged ``"speaks_as_doctor"`` (also when the
+part cut off, by the seat or by the backend at a stop string, holds a ``Doctor:``
+line); an empty reply becomes :data:`~clinenv.agents.patient_retrieval.NOT_SURE` and is
+flagged ``"empty_reply"``; a reply that repeats an earlier own reply word for word is
+flagged ``"repeats_own_reply"`` (the opening — its first reply — included). The flags
+depend on the reply's text only. They go to the call records
+(:meth:`LLMPatient.drain_calls`) and, through :attr:`LLMPatient.last_flags`, to the
+environment's ``info["patient_flags"]`` and episode record (field-bug-reports B16).
 
 Seeds: ``call_seed(seed, n_questions_before, "patient")`` with the seed of
 :meth:`LLMPatient.reset` (else the generation config's; with neither, none is sent).
@@ -49,6 +53,7 @@ from clinenv.agents.prompts import (
 from clinenv.agents.terminal_base import CallRequest, Plan, arun_plan, run_plan
 from clinenv.llm.base import ChatModel, GenerationConfig
 from clinenv.protocol.parser import split_reasoning
+from clinenv.protocol.turns import cut_turn
 from clinenv.protocol.views import PatientView
 
 #: A speaker label at a line start: "Patient:", "**Doctor:**", "Parent (mother):".
@@ -116,6 +121,34 @@ def clean_reply(text: str, earlier: list[str]) -> tuple[str, list[str]]:
     return reply, flags
 
 
+def read_patient_reply(text: str, earlier: list[str], *,
+                       raw: str | None = None) -> tuple[str, list[str]]:
+    """``(reply, flags)`` of a model reply: ``<think>`` blocks removed, cut to the
+    patient's turn, then :func:`clean_reply` (module docstring).
+
+    Args:
+        text: the reply (a choice's text, possibly cut by the backend at a stop string).
+        earlier: the patient's earlier replies in this episode.
+        raw: the reply before the backend's cut (:attr:`~clinenv.llm.base.Choice.raw`),
+            when it differs from ``text``.
+
+    Returns:
+        :func:`clean_reply`'s reply and flags, with ``"speaks_as_doctor"`` first when a
+        cut-off part holds a ``Doctor:`` line, and ``"wrote_past_turn"`` last when the
+        reply was cut (here or by the backend).
+    """
+    visible, _ = split_reasoning(text or "")
+    cut = cut_turn(visible, "patient")
+    reply, flags = clean_reply(cut.text if cut.wrote_past_turn else visible, earlier)
+    written = split_reasoning(raw)[0] if raw is not None else visible
+    if "speaks_as_doctor" not in flags and any(
+            m.group(1).lower() == "doctor" for m in _ROLE_LABEL.finditer(written)):
+        flags.insert(0, "speaks_as_doctor")
+    if cut.wrote_past_turn or (raw is not None and raw != text):
+        flags.append("wrote_past_turn")
+    return reply, flags
+
+
 class LLMPatient(ChatSeat):
     """A patient simulator backed by a chat model (see the module docstring).
 
@@ -139,6 +172,7 @@ class LLMPatient(ChatSeat):
     """
 
     name = "llm_patient"
+    seat = "patient"
 
     def __init__(self, model: ChatModel, *, config: GenerationConfig | None = None) -> None:
         super().__init__(model, config=config)
@@ -191,7 +225,9 @@ class LLMPatient(ChatSeat):
         index = len(view.dialogue)
         self.last_flags = []  # a failed call leaves no stale flags
         result = yield CallRequest("patient", messages, self.call_config(index, "patient"))
-        reply, flags = clean_reply(result.text, [r for _, r in view.dialogue])
+        choice = result.choices[0]
+        reply, flags = read_patient_reply(choice.text, [r for _, r in view.dialogue],
+                                          raw=choice.raw_text)
         self.last_flags = list(flags)
         self._calls.append(result.to_log(purpose="patient", agent="patient",
                                          question_index=index, flags=flags))

@@ -9,7 +9,9 @@ Two examiners answer a :class:`~clinenv.protocol.measurement_view.MeasurementVie
   ``RESULTS: ...`` and, under the ``normal_readings`` rule, reports ``NORMAL READINGS``
   for anything its data do not hold (weakness W1). It receives the doctor's request and
   its history (earlier requests and answers, and in the native protocols every patient
-  reply) in one user message;
+  reply) in one user message; its reply is cut to the examiner's own turn
+  (:func:`~clinenv.protocol.turns.cut_turn`, seat ``"examiner"``), and a cut call's
+  record has the flag ``"wrote_past_turn"``;
 - :class:`NativeRecordReader` -- a deterministic, offline STAND-IN for that agent, so
   that the native ids run without a model. It is not a model of what an LLM answers:
   it returns every record whose examination name fuzzily occurs in the request
@@ -43,6 +45,7 @@ from clinenv.protocol.catalog import Catalog, normalize_name
 from clinenv.protocol.lookup import record_at, render_record
 from clinenv.protocol.measurement_view import MeasurementView
 from clinenv.protocol.parser import split_reasoning
+from clinenv.protocol.turns import cut_turn
 
 #: The reader's answer when no record matches, under the normal-readings rule.
 NORMAL_READINGS = "RESULTS: NORMAL READINGS"
@@ -64,7 +67,8 @@ class LLMMeasurementAgent(ChatSeat):
 
     Model, settings, :meth:`reset` seeds and call records come from
     :class:`~clinenv.agents.chat_seat.ChatSeat`; each call record has
-    ``purpose="measurement"``, ``agent="measurement"`` and ``request_index``.
+    ``purpose="measurement"``, ``agent="measurement"``, ``request_index`` and ``flags``
+    (``["wrote_past_turn"]`` when the reply went past the examiner's turn, else ``[]``).
 
     Args:
         model: the chat model.
@@ -75,6 +79,7 @@ class LLMMeasurementAgent(ChatSeat):
     """
 
     name = "llm_measurement"
+    seat = "examiner"
 
     @staticmethod
     def messages_for(view: MeasurementView) -> list[dict[str, str]]:
@@ -95,8 +100,8 @@ class LLMMeasurementAgent(ChatSeat):
                                                                     request=view.request)}]
 
     def measure(self, view: MeasurementView) -> str:
-        """The answer to ``view.request`` (``<think>`` blocks removed; :data:`NO_REPLY`
-        when nothing visible is left).
+        """The answer to ``view.request`` (``<think>`` blocks removed, cut to the
+        examiner's turn; :data:`NO_REPLY` when nothing visible is left).
 
         Raises:
             TypeError: ``view`` is not a MeasurementView.
@@ -114,9 +119,11 @@ class LLMMeasurementAgent(ChatSeat):
         result = yield CallRequest("measurement", messages,
                                    self.call_config(index, "measurement"))
         visible, _ = split_reasoning(result.text or "")
+        own = cut_turn(visible, "examiner")
+        answer = own.text if own.wrote_past_turn else visible
         self._calls.append(result.to_log(purpose="measurement", agent="measurement",
-                                         request_index=index))
-        return visible or NO_REPLY
+                                         request_index=index, flags=own.flags))
+        return answer or NO_REPLY
 
 
 class NativeRecordReader:

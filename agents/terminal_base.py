@@ -15,6 +15,15 @@ and finally returns its result. :func:`run_plan` drives a plan with the synchron
 API and :func:`arun_plan` with the asynchronous one, so ``decide`` and ``adecide`` (and
 the doctor's ``act``/``aact``, the patient's ``reply``/``areply``, the judge's
 ``judge``/``ajudge``) share every line of logic and never call ``asyncio.run``.
+
+Turns
+-----
+A reply is only its seat's own turn (:mod:`clinenv.protocol.turns`). :func:`turn_plan`
+wraps a strategy's plan: each reply reaches the strategy cut to the doctor's turn
+(:func:`cut_result`; a cut choice keeps its raw text and its call record gets the flag
+``"wrote_past_turn"``), and, for the doctor seat, each call in the turn format
+(:data:`TURN_PURPOSES`) sends the doctor's stop strings (:func:`turn_stops`).
+:meth:`TerminalStrategy.decide` cuts without adding stops; the LLM doctor does both.
 """
 
 from __future__ import annotations
@@ -24,8 +33,9 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
-from clinenv.llm.base import ChatModel, ChatResult, GenerationConfig
-from clinenv.protocol.parser import clean_payload, parse_action
+from clinenv.llm.base import ChatModel, ChatResult, GenerationConfig, cut_at_stop
+from clinenv.protocol.parser import clean_payload, parse_action, split_reasoning
+from clinenv.protocol.turns import TURN_TOKENS, Seat, cut_turn, stop_strings
 
 T = TypeVar("T")
 
@@ -82,6 +92,64 @@ async def arun_plan(plan: Plan[T], model: ChatModel) -> T:
         while True:
             result = await model.agenerate(request.messages, request.config)
             request = plan.send(result)
+    except StopIteration as stop:
+        return stop.value
+
+
+#: Doctor call purposes that answer in the doctor's turn format (they send the doctor's
+#: stop strings and are cut at any turn boundary); the others (``"ledger"``,
+#: ``"consensus"``: summaries and JSON) are cut at chat-template tokens only.
+TURN_PURPOSES = frozenset({"acquire", "decide", "vote", "council", "discussion", "summary",
+                           "repair"})
+#: Stop strings a seat sends at most (the OpenAI API's limit); all are cut client-side.
+SEAT_STOPS = 4
+
+
+def turn_stops(config: GenerationConfig, seat: Seat) -> GenerationConfig:
+    """``config`` with ``seat``'s turn stop strings (``stop_strings(seat, limit=4)``)
+    after its own configured ones, duplicates dropped."""
+    stops = tuple(dict.fromkeys((*config.stop, *stop_strings(seat, limit=SEAT_STOPS))))
+    return config if stops == config.stop else config.model_copy(update={"stop": stops})
+
+
+def cut_result(result: ChatResult, seat: Seat, *, turn: bool = True) -> ChatResult:
+    """``result`` with every choice cut to ``seat``'s own turn.
+
+    With ``turn`` (default), :func:`~clinenv.protocol.turns.cut_turn` on the text
+    without ``<think>`` blocks; otherwise a cut at the first chat-template token only
+    (:data:`~clinenv.protocol.turns.TURN_TOKENS`). A cut choice holds the kept text
+    (reasoning dropped), ``raw_text`` (the reply before the cut) and
+    ``wrote_past_turn=True``, so its :meth:`~ChatResult.to_log` record is flagged
+    ``"wrote_past_turn"``; choices that were not cut are unchanged (the same object is
+    returned when none was).
+    """
+    choices, changed = [], False
+    for choice in result.choices:
+        if turn:
+            cut = cut_turn(split_reasoning(choice.text)[0], seat)
+            kept, was_cut = cut.text, cut.wrote_past_turn
+        else:
+            kept, was_cut = cut_at_stop(choice.text, TURN_TOKENS)
+            kept = kept.strip()
+        choices.append(choice.cut(kept) if was_cut else choice)
+        changed |= was_cut
+    return result.with_choices(choices) if changed else result
+
+
+def turn_plan(plan: Plan[T], seat: Seat = "doctor", *, stops: bool = True) -> Plan[T]:
+    """``plan`` with every reply cut to ``seat``'s turn before the plan reads it
+    (:func:`cut_result`; at any boundary for :data:`TURN_PURPOSES`, at chat-template
+    tokens for the others) and, with ``stops``, the seat's stop strings added to each
+    :data:`TURN_PURPOSES` call (:func:`turn_stops`). Returns what ``plan`` returns."""
+    try:
+        request = next(plan)
+        while True:
+            in_turn = request.purpose in TURN_PURPOSES
+            if stops and in_turn:
+                request = CallRequest(request.purpose, request.messages,
+                                      turn_stops(request.config, seat))
+            result = yield request
+            request = plan.send(cut_result(result, seat, turn=in_turn))
     except StopIteration as stop:
         return stop.value
 
@@ -184,7 +252,9 @@ class TerminalStrategy(abc.ABC):
     def decide(self, model: ChatModel, evidence_text: str, *,
                candidates: list[str] | None = None, seed: int | None = None,
                config: GenerationConfig | None = None) -> TerminalDecision:
-        """Decide on ``evidence_text`` with the synchronous model API.
+        """Decide on ``evidence_text`` with the synchronous model API; each reply is cut
+        to the doctor's turn before the strategy reads it (:func:`turn_plan`, no stop
+        strings added).
 
         Args:
             model: the chat model.
@@ -202,16 +272,18 @@ class TerminalStrategy(abc.ABC):
             clinenv.llm.base.BackendError: a model call failed.
         """
         candidates = check_evidence(evidence_text, candidates)
-        return run_plan(self.plan(evidence_text, candidates=candidates, seed=seed,
-                                  config=config or model.config), model)
+        return run_plan(turn_plan(self.plan(evidence_text, candidates=candidates, seed=seed,
+                                            config=config or model.config), stops=False),
+                        model)
 
     async def adecide(self, model: ChatModel, evidence_text: str, *,
                       candidates: list[str] | None = None, seed: int | None = None,
                       config: GenerationConfig | None = None) -> TerminalDecision:
         """:meth:`decide` with the asynchronous model API (same arguments and errors)."""
         candidates = check_evidence(evidence_text, candidates)
-        return await arun_plan(self.plan(evidence_text, candidates=candidates, seed=seed,
-                                         config=config or model.config), model)
+        return await arun_plan(turn_plan(self.plan(
+            evidence_text, candidates=candidates, seed=seed, config=config or model.config),
+            stops=False), model)
 
     def describe(self) -> dict[str, Any]:
         """JSON-ready description for run logs: ``name`` and the strategy's parameters."""
