@@ -323,3 +323,18 @@ def test_text_clipped_is_the_flag_of_the_very_step_that_clipped(env_id, shared_d
         assert len(obs["text"]) <= limit
         flagged.append(info["text_clipped"])
     assert True in flagged and flagged[0] is False, flagged
+
+
+def test_words_after_an_id_without_a_separator_are_part_of_a_name():
+    from clinenv.protocol.request_reading import read_request
+
+    env = _demo_env()
+    matcher = env.runtime.matcher
+    assert read_request("T3 uptake", matcher).payload == "T3 uptake"
+    assert read_request("T3 - uptake", matcher).payload == "T3"
+    assert read_request("Complete Blood Count", matcher).reading == "exam"
+    reading = read_request("Complete Blood Count, Urinalysis", matcher)
+    assert reading.reading == "multiple" and reading.parts == ("Complete Blood Count",
+                                                               "Urinalysis")
+    # a list whose parts are not all recorded exams is one (missing) name
+    assert read_request("Chest X-ray and CT angiography", matcher).reading == "exam"
