@@ -236,7 +236,9 @@ class LLMSetup:
         self.strategy = doctor_strategy(self.args, protocol)
 
     def model(self, name: str) -> Any:
-        """The chat model named ``name`` on ``--backend`` (built once).
+        """The chat model named ``name`` on ``--backend`` (built once), logging its
+        messages when ``--log-messages`` is given (:attr:`~clinenv.llm.base.ChatModel.
+        log_messages`).
 
         Raises:
             CLIError: the backend's optional dependency is missing, or it refuses the
@@ -253,9 +255,11 @@ class LLMSetup:
                           "max_retries": args.max_retries,
                           "api_key": os.environ.get(args.api_key_env) or "EMPTY"}
             try:
-                self.models[name] = make_chat_model(args.backend, name, **kwargs)
+                model = make_chat_model(args.backend, name, **kwargs)
             except (LLMError, ImportError, ValueError, OSError) as err:
                 raise CLIError(f"--backend {args.backend} --model {name}: {err}") from None
+            model.log_messages = bool(getattr(args, "log_messages", False))
+            self.models[name] = model
         return self.models[name]
 
     def build(self) -> None:

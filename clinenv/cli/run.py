@@ -18,6 +18,9 @@ refused with a one-line error, record lookup has no seat there). On the EGIP ids
 ``--examiner llm`` is the "native measurement access" ablation (EGIP Table 3A), and
 ``--premature-diagnosis decide`` lets the doctor end acquisition early with a diagnosis
 marker (EGIP ids; the setting the CDEG wrapper's acquisition guidance is meant for).
+``--log-messages`` keeps, in every call record of the run log, the messages sent and the
+raw replies (``messages``, ``raw_reply``; :meth:`clinenv.llm.base.ChatResult.to_log`),
+by setting :attr:`~clinenv.llm.base.ChatModel.log_messages` on the models it builds.
 ``--preset NAME`` runs a named preset (:mod:`clinenv.protocol.presets`), e.g.
 ``--env EGIP-MedQA-v0 --preset egip-no-menu``; the default ``--out`` then names it.
 
@@ -113,8 +116,13 @@ def add_run_parser(sub: Any) -> None:
                           f"{DEFAULT_MAX_CONSECUTIVE_ERRORS}; 0: never stop)")
     run.add_argument("--quiet", action="store_true",
                      help="print only the summary: no environment note, progress bar or notes")
-    add_examiner_arguments(add_llm_arguments(
-        run, title="LLM agents (--doctor llm, --patient llm, --judge llm, --examiner llm)"))
+    llm = add_llm_arguments(
+        run, title="LLM agents (--doctor llm, --patient llm, --judge llm, --examiner llm)")
+    add_examiner_arguments(llm)
+    llm.add_argument("--log-messages", action="store_true",
+                     help="write every model call's messages and raw reply (before any "
+                          "cut) into the run log's call records (llm.calls[*].messages, "
+                          ".raw_reply); off by default: logs get large and hold the case")
     add_wrapper_arguments(run)
     run.set_defaults(func=cmd_run)
 
