@@ -3,7 +3,12 @@
 The opt-in alternative to the deterministic scorer (:mod:`clinenv.scoring`), in the role
 of AgentClinic's moderator. The prompt holds the answer and the reference diagnosis
 only (:data:`~clinenv.agents.prompts.JUDGE_SYSTEM`, :data:`~clinenv.agents.prompts.
-JUDGE_USER`), never the transcript.
+JUDGE_USER`), never the transcript; the answer is sent without its marker
+(:func:`answer_only`: ``Given diagnosis: Myasthenia gravis``, never ``Given diagnosis:
+DIAGNOSIS READY: Myasthenia gravis``). The environments send the answer the protocol
+reads: the parsed answer under EGIP (a chosen candidate as its label), the diagnosis
+the moderator reads in the final utterance under the native protocols
+(:func:`clinenv.protocol.native.moderator_answer`).
 
 Reading the reply (:func:`parse_verdict`, field-bug-reports B07), lenient default:
 
@@ -54,7 +59,7 @@ from clinenv.agents.terminal_base import (
     turn_stops,
 )
 from clinenv.llm.base import ChatModel, GenerationConfig
-from clinenv.protocol.parser import split_reasoning
+from clinenv.protocol.parser import parse_action, split_reasoning
 from clinenv.protocol.turns import cut_turn
 from clinenv.seeding import call_seed
 
@@ -104,6 +109,22 @@ def parse_verdict(text: str, *, strict: bool = False) -> JudgeLabel:
     if positive == negative:
         return "unparsed"
     return "correct" if positive else "wrong"
+
+
+def answer_only(answer: str) -> str:
+    """The diagnosis of ``answer`` without an answer marker, as the judge receives it.
+
+    A text with a diagnosis marker (``DIAGNOSIS READY: X`` anywhere, any case, through
+    markdown; or a ``Diagnosis: X`` / ``Final diagnosis: X`` line) gives the payload
+    after the marker (its first line, :func:`clinenv.protocol.parser.parse_action`);
+    any other text is returned stripped. ``answer_only("DIAGNOSIS READY: Myasthenia
+    gravis")`` is ``"Myasthenia gravis"``; ``answer_only("Myasthenia gravis")`` is
+    unchanged.
+    """
+    action = parse_action(answer, accept_bare_diagnosis=True)
+    if action.kind == "diagnosis" and action.payload.strip():
+        return action.payload.strip()
+    return answer.strip()
 
 
 def judge_reply(text: str, *, strict: bool = False) -> tuple[str, list[str]]:
@@ -171,7 +192,8 @@ class LLMJudge:
 
     @staticmethod
     def messages_for(answer: str, target: str) -> list[dict[str, str]]:
-        """The first attempt's messages: the judge prompt, the answer and the target.
+        """The first attempt's messages: the judge prompt, the answer (without its marker,
+        :func:`answer_only`) and the target.
 
         Raises:
             ValueError: ``answer`` or ``target`` is not a non-empty string.
@@ -181,7 +203,7 @@ class LLMJudge:
                 raise ValueError(f"{field} must be a non-empty string, got {value!r:.80}")
         return [{"role": "system", "content": JUDGE_SYSTEM},
                 {"role": "user", "content": JUDGE_USER.format(target=target.strip(),
-                                                               answer=answer.strip())}]
+                                                               answer=answer_only(answer))}]
 
     def judge(self, answer: str, target: str, *, seed: int | None = None) -> JudgeVerdict:
         """Judge ``answer`` against the reference diagnosis ``target``.

@@ -39,11 +39,16 @@ from clinenv.protocol.turns import TURN_TOKENS, Seat, cut_turn, stop_strings
 
 T = TypeVar("T")
 
-#: The abstention answer of Vote and Full (:func:`clinenv.scoring.is_abstention` is True
-#: for it, so the environment scores it "unscored" with ``abstained=True``).
+#: The abstention answer of Vote, Full and Discussion when the model explicitly declined
+#: (:func:`clinenv.scoring.is_abstention` is True for it, so the environment scores it
+#: "unscored" with ``abstained=True``).
 ABSTENTION = "Undetermined"
-#: The terminal action line that abstains.
+#: The terminal action line that abstains (the model explicitly declined).
 ABSTENTION_ACTION = f"DIAGNOSIS READY: {ABSTENTION}"
+#: The terminal action that gives no answer (no usable answer came back): the empty
+#: action, which the runtime reads as no answer (``answer`` ``None``, ``abstained``
+#: false).
+NO_ANSWER_ACTION = ""
 #: A bare reply line up to this length counts as the answer (as in the runtime's lenient
 #: decision-phase rule, :meth:`clinenv.protocol.runtime.EGIPRuntime.submit_answer`).
 MAX_BARE_ANSWER_CHARS = 120
@@ -215,13 +220,26 @@ def check_evidence(evidence_text: Any, candidates: Any) -> list[str] | None:
 class TerminalDecision:
     """The outcome of a terminal strategy on e_T.
 
+    Every strategy means the same by ``answer`` and ``abstained``:
+
+    - an identifiable answer: ``answer`` is it, ``abstained`` false;
+    - the model explicitly declined ("Undetermined", "insufficient information":
+      :func:`clinenv.scoring.is_abstention`; Full's ``insufficient``): ``answer``
+      ``None``, ``abstained`` true, action :data:`ABSTENTION_ACTION` (Direct: the reply);
+    - no usable answer came back (nothing readable, a template placeholder such as
+      ``<single diagnosis>``, a failed check): ``answer`` ``None``, ``abstained``
+      false, action :data:`NO_ANSWER_ACTION` (Direct: the reply, which the runtime
+      reads as no answer).
+
+    Neither of the last two is covered and both count as not correct.
+
     Attributes:
-        action: the doctor's terminal action: ``"DIAGNOSIS READY: <diagnosis>"``, or
-            :data:`ABSTENTION_ACTION`; Direct returns the model's reply unchanged (the
-            environment's parser reads it).
+        action: the doctor's terminal action: ``"DIAGNOSIS READY: <diagnosis>"``,
+            :data:`ABSTENTION_ACTION` or :data:`NO_ANSWER_ACTION`; Direct returns the
+            model's reply unchanged (the environment's parser reads it).
         answer: the diagnosis the strategy extracted, or ``None`` (no answer, or
             abstention).
-        abstained: the strategy, or the model, declared that no diagnosis can be given.
+        abstained: the model explicitly declined to give a diagnosis (see above).
         calls: one :meth:`~clinenv.llm.base.ChatResult.to_log` record per model call, in
             call order, each with ``purpose`` and the strategy's parse notes.
         detail: strategy-specific record (Vote: ``votes``; Full: ``proposals``,

@@ -6,7 +6,9 @@ factual basis, unknown findings are not normal, candidate labels are hypotheses;
 the decision's base seed. The reply is returned unchanged as the terminal action, so the
 environment's parser reads it exactly as it reads any doctor reply (lenient or strict
 markers, markdown, ``<think>`` blocks); the strategy's own reading of it goes to
-:attr:`TerminalDecision.answer` for the log. Direct adds no ledger and no id checks.
+:attr:`TerminalDecision.answer` for the log (:func:`read_reply`: ``None`` for no answer
+and for a template placeholder; ``abstained`` only for an explicit decline). Direct
+adds no ledger and no id checks.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from clinenv.agents.terminal_base import (
     extract_answer,
 )
 from clinenv.llm.base import ChatResult, GenerationConfig
-from clinenv.scoring import is_abstention
+from clinenv.scoring import is_abstention, is_placeholder_answer
 
 
 def direct_messages(evidence_text: str) -> list[dict[str, str]]:
@@ -44,13 +46,18 @@ def direct_request(evidence_text: str, *, seed: int | None,
 def read_reply(text: str) -> tuple[str | None, bool, list[str]]:
     """``(answer, abstained, flags)`` of one terminal reply.
 
-    ``answer`` is :func:`~clinenv.agents.terminal_base.extract_answer` of the reply;
-    ``abstained`` says the answer is an abstention (:func:`clinenv.scoring.is_abstention`);
-    ``flags`` holds ``"unparsed"`` when no answer could be read.
+    ``answer`` is :func:`~clinenv.agents.terminal_base.extract_answer` of the reply, or
+    ``None`` when none could be read (flag ``"unparsed"``) or it is a template
+    placeholder (``<single diagnosis>``, ``[diagnosis]``, ``N/A``...;
+    :func:`clinenv.scoring.is_placeholder_answer`; flag ``"placeholder"``: no usable
+    answer, never an abstention); ``abstained`` says the answer is an explicit decline
+    (:func:`clinenv.scoring.is_abstention`).
     """
     answer = extract_answer(text)
     if answer is None:
         return None, False, ["unparsed"]
+    if is_placeholder_answer(answer):
+        return None, False, ["placeholder"]
     return answer, is_abstention(answer), []
 
 

@@ -20,9 +20,12 @@ the EGIP evidence interface e_T, or the native transcript with its instruction):
 2. one summarizing call (``purpose="summary"``, seed ``call_seed(seed, "summary")``):
    the last round's opinions and their proposals by count (the majority that
    MedAgentSim's team prompt asks for), ending with one ``DIAGNOSIS READY:`` line;
-3. when the summary names no diagnosis, one repair call (``purpose="repair"``, seed
-   ``call_seed(seed, "repair")``); if it still names none, the strategy abstains
-   (:data:`~clinenv.agents.terminal_base.ABSTENTION_ACTION`).
+3. when the summary names no diagnosis (or only a template placeholder such as
+   ``<single diagnosis>``), one repair call (``purpose="repair"``, seed
+   ``call_seed(seed, "repair")``); if it still names none, there is no answer
+   (:data:`~clinenv.agents.terminal_base.NO_ANSWER_ACTION`, ``abstained`` false). A
+   summary that explicitly declines ("Undetermined") abstains
+   (:data:`~clinenv.agents.terminal_base.ABSTENTION_ACTION`, ``abstained`` true).
 
 Opinions are read without ``<think>`` blocks (field-bug-reports B01) and through markdown
 (B05); an empty reply names nothing (B04). Every call has its own seed (B08).
@@ -35,7 +38,7 @@ Deviations from the published code, each deliberate:
   terminal strategy never sees (EGIP section 3: Y is never in a doctor-facing input);
   the proposals by count stand in for that pick;
 - the summary must answer with ``DIAGNOSIS READY: <diagnosis>``; a reply without it gets
-  one repair, then abstention, instead of being scored as it stands;
+  one repair, then no answer, instead of being scored as it stands;
 - ``rounds`` > 1 is an option (default 1, as published); prompts are this project's words.
 """
 
@@ -46,6 +49,7 @@ from typing import Any
 
 from clinenv.agents.terminal_base import (
     ABSTENTION_ACTION,
+    NO_ANSWER_ACTION,
     CallRequest,
     Plan,
     TerminalDecision,
@@ -57,7 +61,7 @@ from clinenv.agents.terminal_base import (
 from clinenv.agents.terminal_vote import tally, vote_key
 from clinenv.llm.base import GenerationConfig
 from clinenv.protocol.parser import split_reasoning
-from clinenv.scoring import is_abstention
+from clinenv.scoring import is_abstention, is_placeholder_answer
 from clinenv.seeding import call_seed
 
 #: Doctors in MedAgentSim's internal discussion (``DoctorAgent.num_doctors``).
@@ -189,9 +193,11 @@ class Discussion(TerminalStrategy):
             reply = yield CallRequest(purpose, messages, call_config(
                 config, seed=call_seed(base, purpose), n=1))
             answer = extract_answer(reply.text)
+            flags = [] if answer else ["unparsed"]
+            if answer and is_placeholder_answer(answer):
+                answer, flags = None, ["placeholder"]
             detail["summary"].append(reply.text)
-            calls.append(reply.to_log(purpose=purpose, answers=[answer],
-                                      flags=[] if answer else ["unparsed"]))
+            calls.append(reply.to_log(purpose=purpose, answers=[answer], flags=flags))
             if answer or purpose == "repair" or not self.repair:
                 break
             messages = [*messages, {"role": "assistant", "content": reply.text},
@@ -199,7 +205,7 @@ class Discussion(TerminalStrategy):
             purpose = "repair"
         if answer is None:
             detail["outcome"] = "unparsed"
-            return TerminalDecision(ABSTENTION_ACTION, None, True, calls, detail)
+            return TerminalDecision(NO_ANSWER_ACTION, None, False, calls, detail)
         if is_abstention(answer):
             detail["outcome"] = "abstained"
             return TerminalDecision(ABSTENTION_ACTION, None, True, calls, detail)

@@ -32,10 +32,16 @@ Checks on the consensus reply (:func:`validate_consensus`):
   there would turn wording differences into abstentions.
 
 A failed reply gets at most one repair call (``"repair"``: the consensus messages, the
-reply, and the list of problems). Declared insufficiency, or a reply that still fails,
-gives the abstention :data:`~clinenv.agents.terminal_base.ABSTENTION_ACTION`. The checks
-test structure and citations only, not whether the evidence clinically entails the
-diagnosis.
+reply, and the list of problems). A template placeholder (``<single diagnosis>``,
+``N/A``...) is never a proposal and never an accepted diagnosis. Without an accepted
+diagnosis the outcome says what the model did (:func:`_declined`): it explicitly
+declined -- declared insufficiency, a diagnosis that is an abstention phrase, or a last
+reply that reads as an abstention ("DIAGNOSIS READY: Undetermined" instead of JSON) --
+and Full abstains (:data:`~clinenv.agents.terminal_base.ABSTENTION_ACTION`, ``abstained``
+true), or no usable answer came back and Full gives no answer
+(:data:`~clinenv.agents.terminal_base.NO_ANSWER_ACTION`, ``abstained`` false), as Direct
+does on such replies. The checks test structure and citations only, not whether the
+evidence clinically entails the diagnosis.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ from clinenv.agents.prompts import (
 )
 from clinenv.agents.terminal_base import (
     ABSTENTION_ACTION,
+    NO_ANSWER_ACTION,
     CallRequest,
     Plan,
     TerminalDecision,
@@ -65,10 +72,11 @@ from clinenv.agents.terminal_base import (
     call_config,
     extract_answer,
 )
+from clinenv.agents.terminal_direct import read_reply
 from clinenv.agents.terminal_vote import vote_key
 from clinenv.llm.base import GenerationConfig
 from clinenv.protocol.parser import clean_payload, split_reasoning
-from clinenv.scoring import is_abstention, normalize_answer
+from clinenv.scoring import is_abstention, is_placeholder_answer, normalize_answer
 from clinenv.seeding import call_seed
 
 # The layout of clinenv.protocol.evidence.render_evidence: section headings, entry heads
@@ -251,6 +259,8 @@ def validate_consensus(text: str, admissible: list[str],
     diagnosis = clean_payload(output.diagnosis) if output.diagnosis.strip() else ""
     if not diagnosis:
         problems.append("'diagnosis' is empty")
+    elif is_placeholder_answer(diagnosis):
+        problems.append("'diagnosis' is the template's placeholder, not a diagnosis")
     elif is_abstention(diagnosis):
         problems.append("'diagnosis' names no diagnosis; set 'insufficient' to true instead")
     if not ids["support"]:
@@ -260,13 +270,25 @@ def validate_consensus(text: str, admissible: list[str],
 
 
 def _proposals(texts: list[str]) -> list[str]:
-    """Distinct diagnoses proposed by the council, in order (unreadable ones skipped)."""
+    """Distinct diagnoses proposed by the council, in order (unreadable ones, template
+    placeholders and abstentions skipped)."""
     seen: dict[str, str] = {}
     for text in texts:
         answer = extract_answer(text)
-        if answer and not is_abstention(answer):
+        if answer and not is_placeholder_answer(answer) and not is_abstention(answer):
             seen.setdefault(normalize_answer(answer), answer)
     return list(seen.values())
+
+
+def _declined(output: ConsensusOutput | None, reply: str) -> bool:
+    """Whether a consensus reply that gave no accepted diagnosis explicitly declines:
+    it declares insufficiency, its diagnosis is an abstention phrase, or the reply read
+    as a plain terminal reply (:func:`~clinenv.agents.terminal_direct.read_reply`) is
+    an abstention."""
+    if output is not None and (output.insufficient or (
+            output.diagnosis and is_abstention(output.diagnosis))):
+        return True
+    return read_reply(reply)[1]
 
 
 def _proposal_block(proposals: list[str]) -> str:
@@ -364,7 +386,9 @@ class Full(TerminalStrategy):
             return TerminalDecision(ABSTENTION_ACTION, None, True, calls, detail)
         if problems or output is None:
             detail["outcome"] = "invalid"
-            return TerminalDecision(ABSTENTION_ACTION, None, True, calls, detail)
+            if _declined(output, reply.text):
+                return TerminalDecision(ABSTENTION_ACTION, None, True, calls, detail)
+            return TerminalDecision(NO_ANSWER_ACTION, None, False, calls, detail)
         detail.update(outcome="accepted", support=output.support, conflict=output.conflict)
         return TerminalDecision(f"DIAGNOSIS READY: {output.diagnosis}", output.diagnosis,
                                 False, calls, detail)

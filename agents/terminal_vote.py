@@ -11,9 +11,13 @@ Calls:
 Each sample's answer is read by the protocol parser
 (:func:`~clinenv.agents.terminal_base.extract_answer`) and normalized for counting by
 :func:`vote_key` (case, markdown, punctuation, articles; a candidate letter counts as its
-label). Abstentions and unparseable samples are not eligible. The most frequent key
-wins; a tie keeps the key encountered first; with no eligible sample the strategy
-abstains (:data:`~clinenv.agents.terminal_base.ABSTENTION_ACTION`).
+label). Abstentions, template placeholders and unparseable samples are not eligible
+(a placeholder is never a vote). The most frequent key wins; a tie keeps the key
+encountered first. With no eligible sample there is no answer: the strategy abstains
+(:data:`~clinenv.agents.terminal_base.ABSTENTION_ACTION`, ``abstained`` true) when a
+sample explicitly declined, and otherwise gives no answer
+(:data:`~clinenv.agents.terminal_base.NO_ANSWER_ACTION`, ``abstained`` false), as Direct
+does on such a reply.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 
 from clinenv.agents.terminal_base import (
     ABSTENTION_ACTION,
+    NO_ANSWER_ACTION,
     CallRequest,
     Plan,
     TerminalDecision,
@@ -78,15 +83,17 @@ def tally(texts: Sequence[str], candidates: Sequence[str] | None) -> dict[str, A
     Returns:
         ``{"votes": [{"answer", "key", "status"}...], "counts": {key: n}, "winner":
         key or None, "label": the winner's label or None}``; ``status`` is
-        ``"eligible"``, ``"abstention"`` or ``"unparsed"``. Ties keep the key that was
-        encountered first; ``counts`` is in first-encounter order.
+        ``"eligible"``, ``"abstention"`` (an explicit decline), ``"placeholder"`` (a
+        template placeholder; ``answer`` ``None``) or ``"unparsed"``. Ties keep the key
+        that was encountered first; ``counts`` is in first-encounter order.
     """
     votes, labels = [], {}
     for text in texts:
-        answer, abstained, _flags = read_reply(text)
+        answer, abstained, flags = read_reply(text)
         if answer is None or abstained:
-            votes.append({"answer": answer, "key": None,
-                          "status": "abstention" if abstained else "unparsed"})
+            status = ("abstention" if abstained else
+                      "placeholder" if "placeholder" in flags else "unparsed")
+            votes.append({"answer": answer, "key": None, "status": status})
             continue
         key, label = vote_key(answer, candidates)
         if not key:
@@ -153,6 +160,8 @@ class Vote(TerminalStrategy):
             texts += more_texts
         detail = tally(texts, candidates)
         if detail["winner"] is None:
-            return TerminalDecision(ABSTENTION_ACTION, None, True, calls, detail)
+            if any(v["status"] == "abstention" for v in detail["votes"]):
+                return TerminalDecision(ABSTENTION_ACTION, None, True, calls, detail)
+            return TerminalDecision(NO_ANSWER_ACTION, None, False, calls, detail)
         label = detail["label"]
         return TerminalDecision(f"DIAGNOSIS READY: {label}", label, False, calls, detail)

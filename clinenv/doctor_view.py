@@ -101,25 +101,48 @@ def new_observations(rt: EGIPRuntime) -> list[dict[str, Any]]:
     return out
 
 
-def answer_outcome(rt: EGIPRuntime, score: Score, verdict: str | None = None,
-                   ) -> tuple[float, dict[str, Any]]:
+#: ``scored_answer`` default of :func:`answer_outcome`: the runtime's answer.
+_RUNTIME_ANSWER: Any = object()
+
+
+def answer_outcome(rt: EGIPRuntime, score: Score, verdict: str | None = None, *,
+                   scored_answer: Any = _RUNTIME_ANSWER) -> tuple[float, dict[str, Any]]:
     """The terminal reward and outcome keys of the doctor's answer.
 
     Args:
-        rt: the runtime after :meth:`~clinenv.protocol.runtime.EGIPRuntime.submit_answer`.
+        rt: the runtime after :meth:`~clinenv.protocol.runtime.EGIPRuntime.submit_answer`
+            (or a :class:`~clinenv.protocol.native.NativeRuntime` at its end).
         score: the deterministic scorer's :class:`~clinenv.scoring.Score` of the answer.
         verdict: the final verdict (``correct`` / ``wrong`` / ``unscored``) when a judge
-            replaced the scorer's; default ``score.verdict``.
+            or a protocol rule replaced the scorer's; default ``score.verdict``.
+        scored_answer: the text the scorer read, when it is not ``rt.answer`` (the
+            native protocols: the diagnosis the moderator reads in the final utterance,
+            :func:`clinenv.protocol.native.moderator_answer`, or ``None``).
 
     Returns:
         ``(reward, outcome)``: :data:`clinenv.rewards.CORRECT`, ``WRONG`` or ``UNSCORED``
-        by verdict, and ``{"answer", "verdict", "correct", "abstained", "match_score"
-        (0-100 string similarity), "scorer": "deterministic"}``.
+        by verdict, and ``{"answer", "scored_answer", "verdict", "correct",
+        "abstained", "placeholder", "answer_status", "match_score" (0-100 string
+        similarity), "scorer": "deterministic"}``. ``answer_status`` is
+        :attr:`Score.status <clinenv.scoring.Score.status>` (``"answer"``,
+        ``"no_answer"``, ``"placeholder"``, ``"abstained"``), ``"placeholder"`` also
+        when the runtime turned a placeholder into no answer (action flag
+        ``placeholder_answer``); ``abstained`` is true only for an explicit decline
+        (``answer_status == "abstained"``), ``placeholder`` iff ``answer_status ==
+        "placeholder"``. Whatever the verdict, an output whose ``answer_status`` is not
+        ``"answer"`` is unscored in U and coverage
+        (:func:`clinenv.evaluation.metrics.is_unscored`).
     """
     verdict = score.verdict if verdict is None else verdict
     reward = {"correct": rewards.CORRECT, "wrong": rewards.WRONG}.get(verdict, rewards.UNSCORED)
-    return float(reward), {"answer": rt.answer, "verdict": verdict,
-                           "correct": verdict == "correct", "abstained": score.abstained,
+    status = score.status
+    if status != "answer" and "placeholder_answer" in getattr(rt, "action_flags", ()):
+        status = "placeholder"
+    read = rt.answer if scored_answer is _RUNTIME_ANSWER else scored_answer
+    return float(reward), {"answer": rt.answer, "scored_answer": read, "verdict": verdict,
+                           "correct": verdict == "correct",
+                           "abstained": status == "abstained",
+                           "placeholder": status == "placeholder", "answer_status": status,
                            "match_score": float(score.similarity), "scorer": "deterministic"}
 
 

@@ -11,9 +11,15 @@ into the observation, reward and ``info``.
 What the native doctor gets (:mod:`clinenv.protocol.native_render`): its starting
 information, the transcript and the latest response; no menu (``exam_mask`` all zeros,
 ``info["menu"] == []``) and no candidate labels (``info["candidates"] is None``).
-``DIAGNOSIS READY`` ends the episode and the WHOLE utterance is judged
-(``info["answer"]`` is that utterance), scored without the candidate labels the doctor
-never saw (an option letter is a free answer, never option K_i); ``REQUEST TEST`` sends
+``DIAGNOSIS READY`` ends the episode (``info["answer"]`` is the whole utterance); the
+diagnosis is read from it as AgentClinic's moderator reads it
+(:func:`~clinenv.protocol.native.moderator_answer`: the doctor's own turn, the first
+line after the marker; ``info["scored_answer"]``) and that text is scored, without the
+candidate labels the doctor never saw (an option letter is a free answer, never option
+K_i), and sent to the judge. An utterance whose diagnosis is no identifiable answer (a
+template placeholder, an abstention, nothing after the marker) is not judged, as under
+EGIP; its verdict follows ``strict_yes`` (``"wrong"`` by default) and it is unscored in
+U and coverage (``info["answer_status"]``). ``REQUEST TEST`` sends
 the whole utterance to the examiner (a measurement agent); anything else goes to the
 patient. ``info["protocol"]`` names the loop; the last ``info`` also has ``end_reason``
 (``"diagnosis"`` or ``"no_diagnosis"``: an unfinished episode, verdict ``"wrong"`` by
@@ -31,7 +37,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from clinenv.doctor_view import answer_outcome
-from clinenv.protocol.native import NativeRouting, NativeRuntime
+from clinenv.protocol.native import NativeRouting, NativeRuntime, moderator_answer
 from clinenv.protocol.native_config import NativeConfig
 from clinenv.protocol.native_render import render_native_delta, render_native_view
 from clinenv.scoring import score_answer
@@ -62,7 +68,8 @@ class NativeSteps:
 
     def _route_native(self, rt: NativeRuntime, action: str, pending: PendingStep) -> PendingStep:
         """First half of a native step: the runtime routes the whole utterance; a
-        diagnosis is scored on the whole utterance, without the candidate labels."""
+        diagnosis is scored and judged on the answer the moderator reads in it
+        (module docstring), without the candidate labels."""
         invalid_before = rt.invalid_actions
         routing = rt.submit_answer(action) if rt.phase == "decide" else rt.route(action)
         pending.routing = routing
@@ -71,10 +78,12 @@ class NativeSteps:
         elif routing.to == "examiner":
             pending.measurement_view = rt.measurement_view(routing.text)
             pending.reward -= self.exam_cost  # per request (module docstring)
-        elif routing.to == "judge":  # the moderator sees the WHOLE final utterance
-            pending.score = score_answer(rt.answer, rt.case, use_candidates=False)
-            pending.answer, pending.target = rt.answer, rt.case.target.text
-            pending.judged = self.judge is not None
+        elif routing.to == "judge":  # the diagnosis the moderator reads in the utterance
+            answer = moderator_answer(rt.answer, strict_markers=self.config.strict_markers)
+            pending.score = score_answer(answer, rt.case, use_candidates=False)
+            pending.answer, pending.target = answer, rt.case.target.text
+            # no identifiable answer (none, placeholder, abstention): never judged
+            pending.judged = self.judge is not None and pending.score.verdict != "unscored"
         pending.reward -= self.invalid_action_penalty * (rt.invalid_actions - invalid_before)
         return pending
 
@@ -103,7 +112,9 @@ class NativeSteps:
 
         The verdict is :func:`~clinenv.terminal_outcome.terminal_outcome` with
         ``strict=strict_yes``; an episode without a diagnosis gets the ``unfinished``
-        verdict (default ``"wrong"``) and is never judged.
+        verdict (default ``"wrong"``) and is never judged. ``answer_status`` says
+        whether an identifiable answer came out (:func:`~clinenv.doctor_view.
+        answer_outcome`), whatever the verdict.
         """
         cfg = self.config
         assert isinstance(cfg, NativeConfig)
@@ -114,7 +125,9 @@ class NativeSteps:
                                          with_judge=self.judge is not None)
         if rt.answer is None:
             verdict = cfg.unfinished
-        reward, outcome = answer_outcome(rt, score, verdict)
+        reward, outcome = answer_outcome(rt, score, verdict,
+                                         scored_answer=pending.answer if pending.score
+                                         is not None else None)
         self._final = {**outcome, **keys, "end_reason": rt.end_reason}
         routing = pending.routing
         assert isinstance(routing, NativeRouting)

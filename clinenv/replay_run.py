@@ -50,7 +50,7 @@ from clinenv.replay import (
     load_source,
 )
 from clinenv.runlog import RunLogWriter, doctor_config, is_error_line, read_run_log
-from clinenv.scoring import score_answer
+from clinenv.scoring import SCORING_VERSION, score_answer
 from clinenv.seeding import call_seed
 from clinenv.simulators import accepts_seed, make_judge
 from clinenv.spaces import clip_text
@@ -59,7 +59,7 @@ from clinenv.terminal_outcome import NOT_JUDGED, terminal_outcome
 __all__ = ["ReplayResult", "areplay_run", "decide_and_score", "replay_doctor", "replay_run"]
 
 #: Fields of a source line that belong to its own terminal decision and are dropped.
-_DROPPED = ("llm", "doctor_log", "judge_verdict", "timing", "error")
+_DROPPED = ("llm", "doctor_log", "judge_verdict", "judge_disagrees", "timing", "error")
 _TERMINAL = {"correct": rewards.CORRECT, "wrong": rewards.WRONG}
 
 
@@ -155,13 +155,15 @@ def _line(episode: SourceEpisode, decided: dict[str, Any], *, doctor: dict[str, 
     """The output line of one replayed episode (see :mod:`clinenv.replay`)."""
     src = episode.line
     line = {k: v for k, v in src.items() if k not in _DROPPED}
+    line["scoring_version"] = SCORING_VERSION  # the replay's own verdicts
     acquisition = float(src["reward"]) - _TERMINAL.get(src.get("verdict"), rewards.UNSCORED)
     line["doctor"] = doctor
     if decided["outcome"] is None:  # an error line: unfinished, unscored
-        line.update(answer=None, verdict="unscored", correct=False, abstained=False,
+        line.update(answer=None, scored_answer=None, verdict="unscored", correct=False,
+                    abstained=False, placeholder=False, answer_status="no_answer",
                     match_score=0.0, scorer="deterministic", terminated=False)
         if settings["judge"] is not None:
-            line["judge_verdict"] = None
+            line.update(judge_verdict=None, judge_disagrees=False)
     else:
         line.update(decided["outcome"])
     line["reward"] = acquisition + decided["reward"]

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from clinenv.errors import ClinenvError
+from clinenv.scoring import SCORING_VERSION
 from clinenv.seeding import episode_seed
 
 #: Version tag written in every run-log line; readers refuse other versions.
@@ -189,6 +190,7 @@ class RunContext:
             "dataset": self.dataset,
             "dataset_sha256": self.dataset_sha256,
             "clinenv_version": self.clinenv_version,
+            "scoring_version": SCORING_VERSION,  # clinenv.scoring; absent: version 1
             "doctor": self.doctor,
         }
         if self.n_cases_scheduled is not None:

@@ -17,8 +17,12 @@ hold a table of clinical synonyms: ``"Clostridioides difficile infection"`` is n
 
 Rules, in order (see :func:`score_answer`):
 
-1. ``None``, empty, or nothing left after normalization: ``"unscored"`` (a non-answer
-   stays in the accuracy denominator but is never silently merged into wrong).
+1. ``None``, empty, a template placeholder (:func:`clinenv.protocol.placeholders.
+   is_placeholder`: ``<single diagnosis>``, ``[diagnosis]``, ``N/A``...), nothing left
+   after normalization, or an abstention (:func:`is_abstention`): ``"unscored"`` (a
+   non-answer stays in the accuracy denominator but is never silently merged into
+   wrong). :attr:`Score.status` says which (``"no_answer"``, ``"placeholder"``,
+   ``"abstained"``); a placeholder is never an abstention.
 2. With candidate labels K: an option letter (``"C"``, ``"(C)"``, ``"C."``, ``"Option
    C"``, ``"Answer: C"``; ``A`` is index 0) or the option whose text the answer matches
    (exact, acronym, else the single best rapidfuzz ``WRatio`` at or above the threshold)
@@ -52,12 +56,28 @@ from typing import Literal
 from rapidfuzz import fuzz
 
 from clinenv.cases import Case
+from clinenv.protocol.placeholders import is_placeholder
 
 #: Default similarity threshold (0-100) for fuzzy matches.
 DEFAULT_THRESHOLD = 90.0
 
+#: Version of the verdict rules, written in every run-log line (``scoring_version``;
+#: a line without the field is version 1). Verdicts of two versions are not comparable
+#: under the same ids, so ``clinenv eval`` and ``clinenv compare`` refuse to pool or pair
+#: them unless told to (``--mixed-scoring``). Version 2: a template placeholder is
+#: unscored and never judged, "N/A" is a placeholder rather than an abstention, a native
+#: final utterance is scored on the diagnosis its moderator reads
+#: (:func:`clinenv.protocol.native.moderator_answer`), the judge receives the answer
+#: without its marker, and an output without an identifiable answer is unscored (U) in
+#: every report, whatever the protocol's own verdict.
+SCORING_VERSION = 2
+
 Verdict = Literal["correct", "wrong", "unscored"]
 Method = Literal["exact", "acronym", "option", "fuzzy", "none"]
+#: Whether a terminal output holds an identifiable answer (:attr:`Score.status`):
+#: ``"answer"``, or why not: ``"no_answer"`` (none, empty, or only formatting),
+#: ``"placeholder"`` (a template placeholder) or ``"abstained"`` (an explicit decline).
+AnswerStatus = Literal["answer", "no_answer", "placeholder", "abstained"]
 
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u00b4": "'"})
 _DASHES = str.maketrans({c: "-" for c in "\u2010\u2011\u2012\u2013\u2014\u2015\u2212"})
@@ -127,6 +147,9 @@ class Score:
         abstained: the answer declares that no diagnosis can be given ("Undetermined",
             "I am not sure", "insufficient information" ...); such an answer is
             ``"unscored"``: it is not an identifiable answer (EGIP 4.1, appendix A.2).
+        placeholder: the answer is a template placeholder (``<single diagnosis>``,
+            ``[diagnosis]``, ``N/A``...; :func:`clinenv.protocol.placeholders.
+            is_placeholder`); such an answer is ``"unscored"`` and never an abstention.
     """
 
     verdict: Verdict
@@ -135,11 +158,23 @@ class Score:
     matched: str | None
     method: Method
     abstained: bool = False
+    placeholder: bool = False
 
     @property
     def correct(self) -> bool:
         """Whether the verdict is ``"correct"``."""
         return self.verdict == "correct"
+
+    @property
+    def status(self) -> AnswerStatus:
+        """:data:`AnswerStatus` of the scored answer: ``"placeholder"``,
+        ``"abstained"``, ``"no_answer"`` (any other unscored answer) or ``"answer"``
+        (an identifiable answer, scored correct or wrong)."""
+        if self.placeholder:
+            return "placeholder"
+        if self.abstained:
+            return "abstained"
+        return "no_answer" if self.verdict == "unscored" else "answer"
 
 
 def _clean(text: str) -> str:
@@ -310,7 +345,7 @@ def _choose_option(
 
 _ABSTENTION = re.compile(
     r"(?:i\s+)?(?:am\s+|m\s+)?(?:"
-    r"unknown|undetermined|indeterminate|uncertain|unclear|unsure|not\s+sure|none|n/?a"
+    r"unknown|undetermined|indeterminate|uncertain|unclear|unsure|not\s+sure|none"
     r"|(?:diagnosis|cause|etiology)\s+(?:is\s+)?(?:unknown|unclear|uncertain|undetermined)"
     r"|(?:i\s+)?(?:do\s+not|don't|dont)\s+know(?:\s+the\s+diagnosis)?"
     r"|(?:i\s+)?(?:cannot|can't|cant|am\s+unable\s+to|unable\s+to)\s+"
@@ -327,11 +362,30 @@ def is_abstention(answer: str | None) -> bool:
     """Whether a whole answer declares that no diagnosis can be given.
 
     Only the *whole* normalized answer is matched, so "Undetermined" and "I cannot
-    determine the diagnosis" abstain while "Fever of unknown origin" does not.
+    determine the diagnosis" abstain while "Fever of unknown origin" does not. A
+    template placeholder (``N/A``, ``<single diagnosis>``, ``...``;
+    :func:`is_placeholder_answer`) is never an abstention: it declines nothing.
     """
-    if answer is None:
+    if answer is None or is_placeholder_answer(answer):
         return False
     return bool(_ABSTENTION.fullmatch(_lower_form(_clean(answer)).strip(" .!")))
+
+
+def is_placeholder_answer(answer: str) -> bool:
+    """Whether a non-empty answer (marker and markdown allowed) is a template placeholder:
+    :func:`~clinenv.protocol.placeholders.is_placeholder` of the text as given or after
+    the formatting cleanup (``"DIAGNOSIS READY: <single diagnosis>"``, ``"**N/A**"``).
+    Empty and whitespace-only answers are no answer, not placeholders, and an option
+    letter (``"A"``, ``"(B)"``, ``"Option A"``, ``"Answer: C"``; any letter but the
+    filler ``X``) is an answer, although template vocabulary holds ``a`` and
+    ``option``."""
+    if not answer.strip():
+        return False
+    cleaned = _clean(answer)
+    letter = _LETTER.match(cleaned)
+    if letter and letter.group(1).lower() != "x":
+        return False
+    return is_placeholder(answer) or is_placeholder(cleaned)
 
 
 def score_answer(answer: str | None, case: Case, *, threshold: float = DEFAULT_THRESHOLD,
@@ -351,14 +405,17 @@ def score_answer(answer: str | None, case: Case, *, threshold: float = DEFAULT_T
 
     Returns:
         A :class:`Score`. ``verdict`` is ``"unscored"`` for ``None``, empty or
-        whitespace-only answers (and answers that are only formatting) and for
-        abstentions (:func:`is_abstention`), otherwise
-        ``"correct"`` or ``"wrong"``. See the module docstring for the rules.
+        whitespace-only answers (and answers that are only formatting), for template
+        placeholders (``placeholder=True``; checked before abstention, so ``"N/A"`` is a
+        placeholder) and for abstentions (:func:`is_abstention`, ``abstained=True``),
+        otherwise ``"correct"`` or ``"wrong"``. See the module docstring for the rules.
     """
     if answer is None:
         return Score("unscored", 0.0, None, None, "none")
     cleaned = _clean(answer)
     normalized = _lower_form(cleaned)
+    if is_placeholder_answer(answer):
+        return Score("unscored", 0.0, normalized, None, "none", placeholder=True)
     if not normalized:
         return Score("unscored", 0.0, normalized, None, "none")
     if is_abstention(answer):

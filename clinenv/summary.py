@@ -31,9 +31,13 @@ def summarize(
 
     Accuracy is the share of *scheduled* outputs scored correct: unscored answers,
     non-answers and scheduled episodes without a record all stay in the denominator.
-    Coverage is the share of scheduled outputs with an identifiable answer
-    (:func:`clinenv.evaluation.metrics.coverage` on the records themselves: not
-    abstained, an ``answer`` present, ``verdict != "unscored"``).
+    Coverage is the share of scheduled outputs with an identifiable answer, and the
+    scheduled outputs split into ``n_correct + n_wrong + n_unscored + n_unparsed``, all
+    with the one definition of an unscored output,
+    :func:`clinenv.evaluation.metrics.is_unscored` (no answer, a template placeholder,
+    an abstention, an error line; a native episode without a diagnosis counts here even
+    though its verdict is AgentClinic's ``"wrong"``), so ``coverage == 100 * (1 -
+    n_unscored / n_scheduled)``.
 
     Args:
         records: run-log lines or :func:`clinenv.episode.run_episode` records
@@ -49,9 +53,14 @@ def summarize(
 
     Returns:
         ``{"n_scheduled", "n_records", "n_correct", "n_wrong", "n_unscored",
-        "n_errors", "accuracy", "coverage", "mean_turns", "mean_exams", "repetitions",
-        "accuracy_mean", "accuracy_sd"}`` (``n_errors``: records stopped by a backend
-        error, also counted as unscored), computed with the definitions of
+        "n_unparsed", "n_errors", "accuracy", "coverage", "mean_turns", "mean_exams",
+        "repetitions", "accuracy_mean", "accuracy_sd"}``: ``n_correct`` scored correct;
+        ``n_unscored`` without an identifiable answer (U) plus scheduled outputs without
+        a record; ``n_unparsed`` an identifiable answer whose judge reply could not be
+        read (:func:`clinenv.evaluation.metrics.is_unparsed`; covered, not correct);
+        ``n_wrong`` every other record (an identifiable answer not scored correct);
+        ``n_errors``: records stopped by a backend error, also counted as unscored.
+        Computed with the definitions of
         :mod:`clinenv.evaluation.metrics` (``accuracy``, ``per_repetition_accuracy``,
         ``mean_sd``, ``coverage``), so they agree with ``clinenv eval`` on the same log.
         Percentages are in 0..100 (``nan`` when nothing is scheduled); means are over the
@@ -68,6 +77,8 @@ def summarize(
     from clinenv.evaluation.metrics import (
         accuracy,
         coverage,
+        is_unparsed,
+        is_unscored,
         mean_sd,
         mean_turns_exams,
         per_repetition_accuracy,
@@ -110,15 +121,18 @@ def summarize(
             "coverage": coverage(mine),
         }
     n_correct = verdicts.count("correct")
-    n_wrong = verdicts.count("wrong")
+    others = [r for r, v in zip(records, verdicts, strict=True) if v != "correct"]
+    n_no_answer = sum(map(is_unscored, others))
+    n_unparsed = sum(map(is_unparsed, others))
     mean, sd = mean_sd(per_rep) if per_rep.size else (math.nan, math.nan)
     interaction = mean_turns_exams(records)
     return {
         "n_scheduled": n_scheduled,
         "n_records": len(records),
         "n_correct": n_correct,
-        "n_wrong": n_wrong,
-        "n_unscored": n_scheduled - n_correct - n_wrong,
+        "n_wrong": len(others) - n_no_answer - n_unparsed,
+        "n_unscored": n_no_answer + max(0, n_scheduled - len(records)),
+        "n_unparsed": n_unparsed,
         "n_errors": sum(map(is_error_line, records)),
         "accuracy": accuracy(matrix) if matrix.size else math.nan,
         "coverage": coverage(items),

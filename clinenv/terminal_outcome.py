@@ -13,7 +13,13 @@ Rules (:func:`terminal_outcome`):
   and ``"unparsed"`` is unscored, never silently wrong;
 - ``strict`` (AgentClinic's moderator rule, the native protocols' ``strict_yes``): only
   ``"correct"`` counts, every other verdict -- the judge's or the scorer's, unscored
-  included -- is ``"wrong"`` (AgentClinic scores every started case, weakness W10).
+  included -- is ``"wrong"`` (AgentClinic scores every started case, weakness W10);
+- a judge that rules ``"wrong"`` on an answer the scorer found an exact match of the
+  target (:func:`contradicts_exact`) keeps its verdict, and the disagreement is flagged
+  (``judge_disagrees``), so a reader can audit the judge.
+
+Whether an output holds an identifiable answer (the unscored count U and coverage) is
+not the verdict: see :func:`clinenv.evaluation.metrics.is_unscored`.
 """
 
 from __future__ import annotations
@@ -22,7 +28,8 @@ from typing import Any, Final
 
 from clinenv.scoring import Score
 
-__all__ = ["JUDGE_TO_VERDICT", "NOT_JUDGED", "judge_label", "terminal_outcome"]
+__all__ = ["JUDGE_TO_VERDICT", "NOT_JUDGED", "contradicts_exact", "judge_label",
+           "terminal_outcome"]
 
 #: Judge verdict labels and the environment verdict each maps to (``unparsed`` is
 #: unscored; field-bug-reports B07).
@@ -48,6 +55,17 @@ def judge_label(judgement: Any) -> str:
     return label if label in JUDGE_TO_VERDICT else "unparsed"
 
 
+def contradicts_exact(score: Score, label: str | None) -> bool:
+    """Whether the judge's ``label`` contradicts an exact match of the scorer: the judge
+    said ``"wrong"`` while :func:`~clinenv.scoring.score_answer` found the answer equal
+    to the target after formatting normalization (method ``"exact"``) or chose the
+    correct candidate by its letter or exact text (method ``"option"``, similarity 100).
+    ``"unparsed"`` and ``None`` (not asked) contradict nothing."""
+    exact = score.correct and (score.method == "exact" or (
+        score.method == "option" and score.similarity >= 100.0))
+    return exact and label == "wrong"
+
+
 def terminal_outcome(score: Score, judgement: Any = NOT_JUDGED, *, strict: bool = False,
                      with_judge: bool = False) -> tuple[str, dict[str, Any]]:
     """The verdict of one terminal answer and the judge keys of its ``info``.
@@ -65,7 +83,9 @@ def terminal_outcome(score: Score, judgement: Any = NOT_JUDGED, *, strict: bool 
     Returns:
         ``(verdict, keys)``: ``verdict`` in ``"correct"`` / ``"wrong"`` / ``"unscored"``;
         ``keys`` is ``{}`` without a judge, else ``{"scorer": "llm-judge" | "deterministic",
-        "judge_verdict": label or None}`` (``None``: the judge was not asked).
+        "judge_verdict": label or None, "judge_disagrees": bool}`` (``judge_verdict``
+        ``None``: the judge was not asked; ``judge_disagrees``:
+        :func:`contradicts_exact`, the judge's verdict standing).
     """
     judged = judgement is not NOT_JUDGED
     label = judge_label(judgement) if judged else None
@@ -75,4 +95,5 @@ def terminal_outcome(score: Score, judgement: Any = NOT_JUDGED, *, strict: bool 
     if not (judged or with_judge):
         return verdict, {}
     return verdict, {"scorer": "llm-judge" if judged else "deterministic",
-                     "judge_verdict": label}
+                     "judge_verdict": label,
+                     "judge_disagrees": contradicts_exact(score, label)}

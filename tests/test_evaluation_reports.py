@@ -250,7 +250,10 @@ ACCURACY_MD = """\
 
 - Accuracy: percent of scheduled outputs scored correct; wrong, unscored and non-answers \
 stay in the denominator (EGIP 4.1). Mean ± sample SD (ddof=1) of the per-repetition \
-accuracies. Coverage: percent of outputs with an identifiable answer (verdict not 'unscored').
+accuracies. Coverage: percent of scheduled outputs with an identifiable answer; the others \
+(U) are outputs with no answer, a template placeholder or an abstention, whatever the \
+protocol's verdict (a native episode without a diagnosis is AgentClinic's 'wrong' but \
+unscored here), and missing episodes.
 - Cases × repetitions: alpha 4 × 3; beta 4 × 3.
 """
 # native/alpha per repetition: rep0 a1 C a2 W a3 C a4 W -> 2/4 = 50; rep1 C W W W -> 25;
@@ -262,11 +265,12 @@ accuracies. Coverage: percent of outputs with an identifiable answer (verdict no
 
 ACCURACY_CSV = """\
 method,dataset,stratum,n_cases,n_repetitions,n_episodes,n_correct,n_unscored,n_missing,\
-accuracy_mean,accuracy_sd,accuracy_pooled,per_repetition,coverage,mean_turns,mean_exams,similarity
-native,alpha,,4,3,12,5,1,0,41.666667,14.433757,41.666667,50.0;25.0;50.0,91.666667,19.0,2.0,
-native,beta,,4,3,12,6,0,0,50.0,0.0,50.0,50.0;50.0;50.0,100.0,19.0,2.0,
-egip,alpha,,4,3,12,6,1,0,50.0,25.0,50.0,75.0;50.0;25.0,91.666667,12.0,5.0,
-egip,beta,,4,3,12,9,0,0,75.0,0.0,75.0,75.0;75.0;75.0,100.0,12.0,5.0,
+accuracy_mean,accuracy_sd,accuracy_pooled,per_repetition,coverage,mean_turns,mean_exams,similarity,\
+n_unparsed
+native,alpha,,4,3,12,5,1,0,41.666667,14.433757,41.666667,50.0;25.0;50.0,91.666667,19.0,2.0,,0
+native,beta,,4,3,12,6,0,0,50.0,0.0,50.0,50.0;50.0;50.0,100.0,19.0,2.0,,0
+egip,alpha,,4,3,12,6,1,0,50.0,25.0,50.0,75.0;50.0;25.0,91.666667,12.0,5.0,,0
+egip,beta,,4,3,12,9,0,0,75.0,0.0,75.0,75.0;75.0;75.0,100.0,12.0,5.0,,0
 """
 # n_correct: native/alpha 3 + 0 + 2 + 0 = 5 (pooled 5/12 = 41.67); egip/alpha 3+2+0+1 = 6;
 # native/beta 6; egip/beta 9. sqrt(208.333...) = 14.433757. Turns/exams as written.

@@ -139,17 +139,20 @@ def test_record_reader_returns_the_named_records():
 
 
 # ------------------------------------------------------------------- judging, markers
-def test_judge_sees_the_whole_final_utterance(served):
-    """The moderator gets the whole utterance, hedges included; strict "yes" (B07)."""
+def test_judge_sees_the_diagnosis_the_moderator_reads(served):
+    """The judge gets the diagnosis after the marker, hedges on its line included, never
+    the marker or the prose before it; ``info["answer"]`` keeps the whole utterance;
+    strict "yes" (B07)."""
     server, model = served
     final = "Given the X-ray, DIAGNOSIS READY: Lobar pneumonia, or maybe an empyema"
     env = gym.make("AgentClinic-Demo-v0", judge="llm", judge_model=model)
     steps = play(env, ["What brings you in?", final])
     (body,) = requests_of(server, "judge")
-    assert body["messages"][1]["content"] == JUDGE_USER.format(target=DEMO_TARGET,
-                                                               answer=final)
+    assert body["messages"][1]["content"] == JUDGE_USER.format(
+        target=DEMO_TARGET, answer="Lobar pneumonia, or maybe an empyema")
     info = steps[-1][4]
     assert steps[-1][2] and info["verdict"] == "correct" and info["answer"] == final
+    assert info["scored_answer"] == "Lobar pneumonia, or maybe an empyema"
     assert info["scorer"] == "llm-judge" and info["end_reason"] == "diagnosis"
 
 
@@ -165,17 +168,18 @@ def test_strict_yes(reply, verdict):
     assert steps[-1][4]["verdict"] == verdict
 
 
-def test_offline_scorer_reads_the_whole_utterance():
-    """Without a judge the deterministic scorer gets the whole utterance: a bare marker
-    line scores; prose before the marker is not extracted (the string scorer cannot read
-    it) and counts wrong, never unscored."""
+def test_offline_scorer_reads_the_answer_the_moderator_reads():
+    """Without a judge the deterministic scorer reads the diagnosis after the marker, as
+    the moderator does: prose before the marker does not hide it. An abstention stays
+    AgentClinic's "wrong" (strict) but holds no identifiable answer."""
     ok = play(gym.make("AgentClinic-Demo-v0"), ["DIAGNOSIS READY: Lobar pneumonia"])
     assert ok[-1][4]["verdict"] == "correct" and ok[-1][1] == rewards.CORRECT
     prose = play(gym.make("AgentClinic-Demo-v0"),
                  ["I am fairly sure now. DIAGNOSIS READY: Lobar pneumonia"])
-    assert prose[-1][4]["verdict"] == "wrong"
+    assert prose[-1][4]["verdict"] == "correct"
     none = play(gym.make("AgentClinic-Demo-v0"), ["DIAGNOSIS READY: Undetermined"])
     assert none[-1][4]["verdict"] == "wrong"
+    assert none[-1][4]["answer_status"] == "abstained" and none[-1][4]["abstained"]
 
 
 @pytest.mark.parametrize(("action", "kind", "ends"), [

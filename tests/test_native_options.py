@@ -100,7 +100,7 @@ def test_coverage_counts_no_unfinished_or_abstained_episode():
     assert (unfinished["answer"], unfinished["verdict"]) == (None, "wrong")
     assert (abstained["abstained"], abstained["verdict"]) == (True, "unscored")
     answered = {**abstained, "answer": "Lobar pneumonia", "verdict": "correct",
-                "abstained": False}
+                "abstained": False, "answer_status": "answer"}
     for records, expected in (([unfinished], 0.0), ([abstained], 0.0),
                               ([unfinished, abstained, answered], 100 / 3)):
         assert coverage(records) == pytest.approx(expected)

@@ -13,7 +13,7 @@ import pytest
 from llm_helpers import fake_server  # noqa: F401 - fixture
 
 from clinenv.agents.llm_doctor import LLMDoctor
-from clinenv.agents.terminal_base import ABSTENTION_ACTION, make_strategy
+from clinenv.agents.terminal_base import ABSTENTION_ACTION, NO_ANSWER_ACTION, make_strategy
 from clinenv.agents.terminal_discussion import (
     OPINION_ASK,
     REPAIR_ASK,
@@ -150,13 +150,14 @@ def test_unreadable_summary_is_repaired_once(fake_server, model):  # noqa: F811
     assert decision.calls[-2]["flags"] == ["unparsed"]
 
 
-def test_abstains_when_the_repair_is_unreadable_too(fake_server, model):  # noqa: F811
-    """Two unreadable replies (no marker, several lines) end in abstention."""
+def test_no_answer_when_the_repair_is_unreadable_too(fake_server, model):  # noqa: F811
+    """Two unreadable replies (no marker, several lines) end with no answer: no usable
+    answer came back, and the model never declined (not an abstention)."""
     vague = "The team weighed several options.\nNo single diagnosis was agreed."
     fake_server.responder = responder([vague, vague])
     decision = Discussion(n_doctors=2).decide(model, TRANSCRIPT)
     assert (decision.action, decision.answer, decision.abstained) == (
-        ABSTENTION_ACTION, None, True)
+        NO_ANSWER_ACTION, None, False)
     assert decision.detail["outcome"] == "unparsed"
     assert len(fake_server.requests) == 4
 
@@ -215,3 +216,19 @@ def test_medagentsim_native_decision_phase(fake_server, model):  # noqa: F811
     assert "DIAGNOSIS READY: Lobar pneumonia" in record["answer"]
     assert record["verdict"] == "correct"
 
+
+
+@pytest.mark.parametrize(("summary", "action", "abstained"), [
+    ("DIAGNOSIS READY: Undetermined", ABSTENTION_ACTION, True),  # an explicit decline
+    ("DIAGNOSIS READY: <single diagnosis>", NO_ANSWER_ACTION, False),  # a placeholder
+])
+def test_summary_abstention_and_placeholder(fake_server, model, summary,  # noqa: F811
+                                            action, abstained):
+    """A summary that declines abstains; a placeholder summary is repaired once, then
+    gives no answer (never an abstention, never a vote)."""
+    fake_server.responder = responder([summary, summary])
+    decision = Discussion(n_doctors=2).decide(model, TRANSCRIPT)
+    assert (decision.action, decision.answer, decision.abstained) == (action, None, abstained)
+    purposes = [c["purpose"] for c in decision.calls]
+    assert purposes == ["discussion", "discussion", "summary"] + (
+        [] if abstained else ["repair"])

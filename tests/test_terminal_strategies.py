@@ -22,6 +22,7 @@ from clinenv.agents.prompts import (
 from clinenv.agents.terminal_base import (
     ABSTENTION,
     ABSTENTION_ACTION,
+    NO_ANSWER_ACTION,
     extract_answer,
     make_strategy,
 )
@@ -271,13 +272,15 @@ def test_full_schema_failure_gets_one_repair_that_can_succeed():
     assert decision.detail["errors"] == [["the reply holds no JSON object"], []]
 
 
-def test_full_unknown_ids_fail_and_a_failed_repair_abstains():
-    """Ledger text naming [O9] does not make O9 admissible: opinions are not evidence."""
+def test_full_unknown_ids_fail_and_a_failed_repair_gives_no_answer():
+    """Ledger text naming [O9] does not make O9 admissible: opinions are not evidence.
+    A reply that still fails after the repair is no usable answer, not an abstention:
+    the model never declined."""
     bad = '{"diagnosis": "Acute pancreatitis", "support": ["O9"], "conflict": ["O7"]}'
     model = _full_model([bad, bad], ledger="[O9] Amylase: 2000 U/L (supports pancreatitis)")
     decision = Full().decide(model, EVIDENCE, seed=9)
     assert len(model.calls) == 4  # council, ledger, consensus, ONE repair
-    assert decision.action == ABSTENTION_ACTION and decision.abstained
+    assert decision.action == NO_ANSWER_ACTION and not decision.abstained
     assert decision.answer is None and decision.detail["outcome"] == "invalid"
     assert decision.detail["errors"][0] == [
         "'support' cites ids that cannot serve as evidence (only S0 and stated or recorded "
@@ -299,7 +302,8 @@ def test_full_rejects_an_unknown_observation_as_support_or_conflict():
     bad = ('{"diagnosis": "Acute pancreatitis", "support": ["O2", "O3"], '
            '"conflict": ["[O3]", "P1"]}')
     decision = Full(repair=False).decide(_full_model([bad]), EVIDENCE)
-    assert decision.abstained and decision.detail["outcome"] == "invalid"
+    assert not decision.abstained and decision.detail["outcome"] == "invalid"
+    assert (decision.action, decision.answer) == (NO_ANSWER_ACTION, None)
     assert decision.detail["errors"][0] == [
         "'support' cites ids that cannot serve as evidence (only S0 and stated or recorded "
         "observations can): O3 (an unknown observation)",
@@ -323,18 +327,24 @@ def test_full_records_whether_the_consensus_is_a_council_proposal(consensus, in_
     assert not decision.abstained and decision.detail["outcome"] == "accepted"
 
 
-@pytest.mark.parametrize(("reply", "problem"), [
-    ('{"diagnosis": "Acute pancreatitis", "support": "O2"}', "field 'support'"),
-    ('{"diagnosis": 3, "support": ["O2"]}', "field 'diagnosis'"),
-    ('{"diagnosis": "", "support": ["O2"]}', "'diagnosis' is empty"),
-    ('{"diagnosis": "Undetermined", "support": ["O2"]}', "names no diagnosis"),
+@pytest.mark.parametrize(("reply", "problem", "action"), [
+    ('{"diagnosis": "Acute pancreatitis", "support": "O2"}', "field 'support'",
+     NO_ANSWER_ACTION),
+    ('{"diagnosis": 3, "support": ["O2"]}', "field 'diagnosis'", NO_ANSWER_ACTION),
+    ('{"diagnosis": "", "support": ["O2"]}', "'diagnosis' is empty", NO_ANSWER_ACTION),
+    ('{"diagnosis": "Undetermined", "support": ["O2"]}', "names no diagnosis",
+     ABSTENTION_ACTION),  # an explicit decline
+    ('{"diagnosis": "<single diagnosis>", "support": ["O2"]}', "template's placeholder",
+     NO_ANSWER_ACTION),
+    ('{"diagnosis": "N/A", "support": ["O2"]}', "template's placeholder", NO_ANSWER_ACTION),
     ('{"diagnosis": "Acute pancreatitis", "support": [], "conflict": ["O1"]}',
-     "'support' cites no admissible observation id"),
-    ('["Acute pancreatitis"]', "no JSON object"),
+     "'support' cites no admissible observation id", NO_ANSWER_ACTION),
+    ('["Acute pancreatitis"]', "no JSON object", NO_ANSWER_ACTION),
 ])
-def test_full_schema_and_consistency_checks(reply, problem):
+def test_full_schema_and_consistency_checks(reply, problem, action):
     decision = Full(repair=False).decide(_full_model([reply]), EVIDENCE)
-    assert decision.action == ABSTENTION_ACTION
+    assert decision.action == action
+    assert decision.abstained is (action == ABSTENTION_ACTION) and decision.answer is None
     assert any(problem in p for p in decision.detail["errors"][0])
     assert [c["purpose"] for c in decision.calls] == ["council", "ledger", "consensus"]
 

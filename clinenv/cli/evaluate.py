@@ -10,6 +10,11 @@ doctor's runs are ``scripted`` on ``EGIP-Demo-v0``, ``scripted@agentclinic`` on
 ``AgentClinic-Demo-v0``, ``scripted@egip-no-menu`` under ``--preset egip-no-menu``, so
 ``clinenv eval runs/*.jsonl`` keeps them apart and ``clinenv compare EGIP.jsonl
 NATIVE.jsonl`` pairs them without labels. ``LABEL=path`` names a log's method and wins.
+
+Both refuse logs scored under different scoring versions (``scoring_version`` of the
+lines, :data:`clinenv.scoring.SCORING_VERSION`; a line without it is version 1): the
+message names both versions and the files. ``--mixed-scoring`` reports them anyway, with
+a note naming the versions.
 """
 
 from __future__ import annotations
@@ -69,6 +74,9 @@ def add_eval_parsers(sub: Any) -> None:
                              "--plot error bars; default: 10000)")
     common.add_argument("--seed", type=count(0), default=0, metavar="S",
                         help="seed of the bootstrap and randomization streams (default: 0)")
+    common.add_argument("--mixed-scoring", action="store_true",
+                        help="pool or pair logs scored under different scoring versions "
+                             "(refused by default: their verdicts are not comparable)")
 
     ev = sub.add_parser("eval", parents=[common],
                         help="accuracy table (methods x datasets) of run logs",
@@ -125,7 +133,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from clinenv.evaluation.reports import accuracy_table
 
     _check_by(args.by)
-    runs = _load_runs(args.logs, args.plot)
+    runs = _load_runs(args.logs, args.plot, mixed_scoring=args.mixed_scoring)
     try:
         encoder, sim_name = None, "similarity"
         if args.similarity:
@@ -161,14 +169,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     pair_labels = [_parse_pair(text) for text in args.pair or ()]
     if not args.methods and not pair_labels:
         raise CLIError("compare needs a baseline log and at least one method log")
-    runs = _load_runs([args.base, *args.methods], args.plot)
+    runs = _load_runs([args.base, *args.methods], args.plot,
+                      mixed_scoring=args.mixed_scoring)
     try:
         if pair_labels:
             pairs = pair_runs(runs, pairs=pair_labels)
         else:
             pairs = pair_runs(runs, base_label=runs[0].label)
         options = dict(n_resamples=args.resamples, seed=args.seed, n_flips=args.flips,
-                       intersect=args.intersect)
+                       intersect=args.intersect, mixed_scoring=args.mixed_scoring)
         tables = [("comparison", comparison_table(pairs, **options))]
         if args.by is not None:
             tables.append((_stem("comparison_by_", args.by),
@@ -185,8 +194,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_runs(logs: Sequence[str], plot: bool) -> list[Any]:
-    """Runs of the logs (notes on stderr for partial last lines); checks --plot first."""
+def _load_runs(logs: Sequence[str], plot: bool, *, mixed_scoring: bool = False) -> list[Any]:
+    """Runs of the logs (notes on stderr for partial last lines); checks --plot first.
+    Logs of different scoring versions are refused unless ``mixed_scoring``."""
     from clinenv.errors import ClinenvError
     from clinenv.evaluation.runs import load_runs
 
@@ -198,7 +208,7 @@ def _load_runs(logs: Sequence[str], plot: bool) -> list[Any]:
         except ClinenvError as err:
             raise CLIError(f"--plot: {err}") from None
     try:
-        runs = load_runs(logs)
+        runs = load_runs(logs, mixed_scoring=mixed_scoring)
     except ClinenvError as err:
         raise CLIError(str(err)) from None
     for run in runs:

@@ -3,8 +3,9 @@
 - :mod:`clinenv.evaluation.stats` — paired case-cluster bootstrap intervals, sign-flip
   randomization tests, Holm adjustment, correction/regression (EGIP appendix A.3, CDEG
   Eq. 8) on ``(n_cases, n_repetitions)`` correctness matrices;
-- :mod:`clinenv.evaluation.metrics` — accuracy, coverage, mean ± SD, embedding
-  similarity, turns/exams and strata from run-log records;
+- :mod:`clinenv.evaluation.metrics` — accuracy, coverage, the one definition of an
+  unscored output (:func:`is_unscored`, EGIP's U), mean ± SD, embedding similarity,
+  turns/exams and strata from run-log records;
 - :mod:`clinenv.evaluation.runs` — run logs grouped into runs and paired over cases;
   :mod:`clinenv.evaluation.labels` — a run's method label (doctor name, plus the
   protocol or preset when it is not plain EGIP);
@@ -18,9 +19,12 @@ from clinenv.evaluation.metrics import (
     Encoder,
     HashingEncoder,
     accuracy,
+    answer_status,
     correctness_matrix,
     coverage,
     embedding_similarity,
+    is_unparsed,
+    is_unscored,
     mean_sd,
     mean_turns_exams,
     per_repetition_accuracy,
@@ -61,12 +65,14 @@ from clinenv.evaluation.reports import (
 from clinenv.evaluation.runs import (
     Alignment,
     CaseMismatchError,
+    MixedScoringError,
     Run,
     RunsError,
     RunSpec,
     align,
     load_runs,
     parse_run_spec,
+    scoring_version,
 )
 
 # --- end of runs, reports, plots exports ---
@@ -86,9 +92,12 @@ __all__ = [
     "Encoder",
     "HashingEncoder",
     "accuracy",
+    "answer_status",
     "correctness_matrix",
     "coverage",
     "embedding_similarity",
+    "is_unparsed",
+    "is_unscored",
     "mean_sd",
     "mean_turns_exams",
     "per_repetition_accuracy",
@@ -97,6 +106,7 @@ __all__ = [
     "Alignment",
     "CaseMismatchError",
     "Comparison",
+    "MixedScoringError",
     "PlotDependencyError",
     "Run",
     "RunSpec",
@@ -113,4 +123,5 @@ __all__ = [
     "parse_run_spec",
     "plot_accuracy",
     "plot_correction_regression",
+    "scoring_version",
 ]

@@ -4,8 +4,9 @@
   explicit ``METHOD=BASE`` pairs);
 - :func:`compare` / :func:`comparison_table` — one row per dataset (or stratum) and
   pair: Δ in percentage points with its paired case-cluster bootstrap CI, the sign-flip
-  p value Holm-adjusted over every comparison of the call, U (unscored outputs) of each
-  method, and CDEG's correction and regression;
+  p value Holm-adjusted over every comparison of the call, U (unscored outputs: no
+  identifiable answer, :func:`clinenv.evaluation.metrics.is_unscored`, one definition
+  for EGIP and native runs) of each method, and CDEG's correction and regression;
 - :func:`accuracy_ci` — a run's own accuracy with a case-bootstrap interval (for plots).
 """
 
@@ -22,8 +23,8 @@ import numpy as np
 from clinenv.evaluation.metrics import (
     stratify,
 )
-from clinenv.evaluation.reports import missing_notes
-from clinenv.evaluation.runs import Alignment, Run, RunsError, align
+from clinenv.evaluation.reports import missing_notes, scoring_notes
+from clinenv.evaluation.runs import Alignment, Run, RunsError, align, check_scoring_versions
 from clinenv.evaluation.stats import (
     CorrectionRegression,
     PairedCI,
@@ -81,8 +82,13 @@ class Comparison:
         ci: Δ = method − baseline (pp) with its paired bootstrap interval.
         p_value: two-sided sign-flip p value (unadjusted).
         p_holm: ``p_value`` Holm-adjusted over every comparison of the call.
-        u_base: unscored baseline outputs on the paired cases, all repetitions.
+        u_base: unscored baseline outputs (no identifiable answer,
+            :meth:`~clinenv.evaluation.runs.Run.n_unscored`) on the paired cases, all
+            repetitions.
         u_method: unscored method outputs on the paired cases, all repetitions.
+        unparsed_base: baseline outputs on the paired cases whose judge reply could
+            not be read (:meth:`~clinenv.evaluation.runs.Run.n_unparsed`; not in U).
+        unparsed_method: the same for the method.
         cr: correction and regression on per-case majority verdicts (CDEG Eq. 8).
         n_flips: sign-flip randomizations.
         alignment: the paired runs and matrices (of the stratum's cases with ``by``).
@@ -105,6 +111,8 @@ class Comparison:
     n_flips: int
     alignment: Alignment = field(repr=False, compare=False)
     stratum: str | None = None
+    unparsed_base: int = 0
+    unparsed_method: int = 0
 
 
 def pair_runs(runs: Sequence[Run], base_label: str | None = None, *,
@@ -197,7 +205,8 @@ def _seed_for(seed: int | None, *names: str) -> np.random.SeedSequence:
 
 def compare(pairs: Sequence[Alignment | tuple[Run, Run]], *, n_resamples: int = 10_000,
             n_flips: int = 20_000, seed: int | None = 0, confidence: float = 0.95,
-            intersect: bool = False, by: str | None = None) -> list[Comparison]:
+            intersect: bool = False, by: str | None = None,
+            mixed_scoring: bool = False) -> list[Comparison]:
     """Paired statistics of every pair; sign-flip p values Holm-adjusted over all pairs.
 
     With ``by``, every pair gives one comparison per stratum of that ``case_strata``
@@ -213,16 +222,23 @@ def compare(pairs: Sequence[Alignment | tuple[Run, Run]], *, n_resamples: int = 
         confidence: CI coverage.
         intersect: for run pairs, keep the common cases instead of refusing.
         by: a ``case_strata`` key for per-stratum comparisons (EGIP Table 7).
+        mixed_scoring: pair runs scored under different scoring versions (otherwise
+            :class:`~clinenv.evaluation.runs.MixedScoringError`).
 
     Raises:
-        CaseMismatchError, RunsError: from :func:`~clinenv.evaluation.runs.align`;
+        CaseMismatchError, RunsError: from :func:`~clinenv.evaluation.runs.align`
+            (``MixedScoringError`` included);
             ``RunsError`` also when no paired case has the stratum ``by``.
         ValueError: no pairs, or invalid resample counts / confidence.
     """
     if not pairs:
         raise ValueError("no comparisons")
-    aligned = [p if isinstance(p, Alignment) else align(*p, intersect=intersect)
+    aligned = [p if isinstance(p, Alignment)
+               else align(*p, intersect=intersect, mixed_scoring=mixed_scoring)
                for p in pairs]
+    if not mixed_scoring:
+        for al in aligned:
+            check_scoring_versions([al.base, al.method], what="pair")
     if by is not None and not by.strip():
         raise ValueError("by must be a non-empty case_strata key")
     units: list[tuple[str | None, Alignment]] = []
@@ -250,7 +266,8 @@ def compare(pairs: Sequence[Alignment | tuple[Run, Run]], *, n_resamples: int = 
         ci=ci, p_value=p, p_holm=float(p_adj),
         u_base=al.base.n_unscored(al.case_ids), u_method=al.method.n_unscored(al.case_ids),
         cr=correction_regression(al.a, al.b), n_flips=n_flips, alignment=al,
-        stratum=stratum,
+        stratum=stratum, unparsed_base=al.base.n_unparsed(al.case_ids),
+        unparsed_method=al.method.n_unparsed(al.case_ids),
     ) for (stratum, al, ci, p), p_adj in zip(rows, adjusted, strict=True)]
 
 
@@ -259,7 +276,8 @@ COMPARISON_CSV = ("dataset", "method", "baseline", "n_cases", "n_dropped", "base
                   "method_accuracy", "difference_pp", "ci_low", "ci_high", "confidence",
                   "n_resamples", "ci_degenerate", "p_value", "p_holm", "n_flips",
                   "u_baseline", "u_method", "n_fix", "n_baseline_wrong", "correction",
-                  "n_reg", "n_baseline_right", "regression")
+                  "n_reg", "n_baseline_right", "regression", "unparsed_baseline",
+                  "unparsed_method")
 
 
 def _rate(value: float, num: int, den: int) -> str:
@@ -269,7 +287,7 @@ def _rate(value: float, num: int, den: int) -> str:
 def comparison_table(pairs: Sequence[Alignment | tuple[Run, Run]], n_resamples: int = 10_000,
                      seed: int | None = 0, *, n_flips: int = 20_000,
                      confidence: float = 0.95, intersect: bool = False,
-                     by: str | None = None) -> Table:
+                     by: str | None = None, mixed_scoring: bool = False) -> Table:
     """Paired comparisons in the layout of EGIP Tables 5/8 with CDEG Table 2's rates.
 
     Columns: dataset, method, baseline, paired cases, both accuracies (%), Δ (pp), the
@@ -282,7 +300,8 @@ def comparison_table(pairs: Sequence[Alignment | tuple[Run, Run]], n_resamples: 
         ``dataset`` with ``by``) whose ``data`` are the :class:`Comparison` objects.
     """
     comps = compare(pairs, n_resamples=n_resamples, n_flips=n_flips, seed=seed,
-                    confidence=confidence, intersect=intersect, by=by)
+                    confidence=confidence, intersect=intersect, by=by,
+                    mixed_scoring=mixed_scoring)
     level = f"{100 * confidence:g}%"
     header = ("Dataset", "Method", "Baseline", "Cases", "Baseline (%)", "Method (%)",
               "Δ (pp)", f"Paired {level} CI", "Holm p", "U base", "U method",
@@ -306,7 +325,8 @@ def comparison_table(pairs: Sequence[Alignment | tuple[Run, Run]], n_resamples: 
                          c.ci.high, c.ci.confidence, c.ci.n_resamples, c.ci.degenerate,
                          c.p_value, c.p_holm, c.n_flips, c.u_base, c.u_method, c.cr.n_fix,
                          c.cr.n_baseline_wrong, c.cr.correction, c.cr.n_reg,
-                         c.cr.n_baseline_right, c.cr.regression))
+                         c.cr.n_baseline_right, c.cr.regression, c.unparsed_base,
+                         c.unparsed_method))
     notes = [
         f"Baseline (%), Method (%): mean over the paired cases of each case's mean "
         f"correctness over its repetitions; Δ = Method − Baseline in percentage points "
@@ -317,7 +337,11 @@ def comparison_table(pairs: Sequence[Alignment | tuple[Run, Run]], n_resamples: 
         f"differences ({n_flips:,} flips), Holm-adjusted over the {len(comps)} "
         f"comparison(s) of this table; exploratory.",
         "Scheduled episodes missing from a log count as not correct (EGIP 4.1).",
-        "U: unscored outputs across repetitions. Correction = N_fix / N_V−, Regression = "
+        "U: outputs without an identifiable answer (no answer, a template placeholder, an "
+        "abstention) across repetitions, one definition for every protocol: a native "
+        "episode that ends without a diagnosis is AgentClinic's 'wrong' but counts in U; "
+        "judge replies that could not be read are not in U (CSV unparsed_*). "
+        "Correction = N_fix / N_V−, Regression = "
         "N_reg / N_V+ on per-case majority verdicts (more than half of the repetitions "
         "correct), as % (count / denominator) (CDEG Eq. 8).",
     ]
@@ -325,6 +349,8 @@ def comparison_table(pairs: Sequence[Alignment | tuple[Run, Run]], n_resamples: 
     notes += missing_notes([r for c in whole for r in (c.alignment.base, c.alignment.method)],
                            [c.alignment.case_ids for c in whole for _ in (0, 1)]
                            if by is None else None)
+    notes += scoring_notes([r for c in whole for r in (c.alignment.base,
+                                                        c.alignment.method)])
     if by is not None:
         notes.append(f"Rows per {by!r} stratum: a case with several labels counts in each; "
                      "Holm runs over every row.")

@@ -11,6 +11,9 @@ n_repetitions)`` 0/1/NaN arrays described in :mod:`clinenv.evaluation.stats`.
 - :func:`accuracy`, :func:`per_repetition_accuracy`, :func:`mean_sd` — accuracy in percent
   of scheduled outputs (unscored outputs and non-answers stay in the denominator), and
   mean ± sample SD across repetitions;
+- :func:`answer_status`, :func:`is_unscored`, :func:`is_unparsed` — the one definition of
+  an unscored output (EGIP's U: no identifiable answer came out) and of a judge reply
+  that could not be read, used by every report;
 - :func:`coverage` — percent of outputs with an identifiable final answer;
 - :func:`embedding_similarity` with any encoder, and :class:`HashingEncoder`, a lexical
   stand-in for tests and offline use;
@@ -28,16 +31,21 @@ from typing import Any, Protocol, get_args
 import numpy as np
 
 from clinenv.evaluation.stats import as_correctness
-from clinenv.scoring import Verdict
+from clinenv.runlog import is_error_line
+from clinenv.scoring import AnswerStatus, Verdict
 
 __all__ = [
+    "ANSWER_STATUSES",
     "VERDICTS",
     "Encoder",
     "HashingEncoder",
     "accuracy",
+    "answer_status",
     "correctness_matrix",
     "coverage",
     "embedding_similarity",
+    "is_unparsed",
+    "is_unscored",
     "mean_sd",
     "mean_turns_exams",
     "per_repetition_accuracy",
@@ -48,6 +56,70 @@ __all__ = [
 #: "unscored")``, read from :data:`clinenv.scoring.Verdict` so that there is one
 #: definition. Import it from here rather than spelling the tuple out again.
 VERDICTS: tuple[str, ...] = tuple(get_args(Verdict))
+#: The values of a record's ``answer_status`` (:data:`clinenv.scoring.AnswerStatus`).
+ANSWER_STATUSES: tuple[str, ...] = tuple(get_args(AnswerStatus))
+
+
+# ------------------------------------------------------------- unscored outputs (U)
+def answer_status(record: Mapping[str, Any] | None) -> str:
+    """Whether one scheduled output holds an identifiable final answer, and if not why.
+
+    The one definition behind U (unscored outputs), answer coverage and the run summary:
+    an output is *unscored* when no identifiable answer came out, whatever the protocol
+    and whatever its verdict (a native episode without a diagnosis keeps AgentClinic's
+    verdict ``"wrong"`` but is unscored here). A judge reply that could not be read does
+    not make an output unscored: the answer was identifiable (:func:`is_unparsed` counts
+    those apart).
+
+    Args:
+        record: a run-log line or episode record, or ``None`` for a scheduled output
+            without a record.
+
+    Returns:
+        One of :data:`ANSWER_STATUSES`: ``"answer"`` (identifiable), ``"no_answer"``,
+        ``"placeholder"`` or ``"abstained"``. Rules, in order:
+
+        1. ``None`` (no record) or an error line (an episode stopped by a backend
+           error, :func:`clinenv.runlog.is_error_line`): ``"no_answer"``;
+        2. a record with ``answer_status`` (written by the environments since scoring
+           version 2, :data:`clinenv.scoring.SCORING_VERSION`): that value (an unknown
+           value reads as ``"no_answer"``);
+        3. older records: ``abstained`` true → ``"abstained"``; an ``answer`` key whose
+           value is ``None`` or blank → ``"no_answer"`` (a native unfinished episode);
+           verdict ``"unscored"`` that no judge reply explains (``judge_verdict`` is not
+           ``"unparsed"``) or no verdict and no answer → ``"no_answer"``; otherwise
+           ``"answer"``.
+    """
+    if not isinstance(record, Mapping) or is_error_line(record):
+        return "no_answer"
+    status = record.get("answer_status")
+    if status is not None:
+        return status if status in ANSWER_STATUSES else "no_answer"
+    if record.get("abstained") is True:
+        return "abstained"
+    answer = record.get("answer")
+    if "answer" in record and not (isinstance(answer, str) and answer.strip()):
+        return "no_answer"
+    verdict = record.get("verdict")
+    if verdict == "unscored" and record.get("judge_verdict") != "unparsed":
+        return "no_answer"
+    if verdict is None and not (isinstance(answer, str) and answer.strip()):
+        return "no_answer"
+    return "answer"
+
+
+def is_unscored(record: Mapping[str, Any] | None) -> bool:
+    """Whether a scheduled output is unscored (EGIP's U): :func:`answer_status` is not
+    ``"answer"`` (no answer, a template placeholder, an abstention, a missing or error
+    record)."""
+    return answer_status(record) != "answer"
+
+
+def is_unparsed(record: Mapping[str, Any] | None) -> bool:
+    """Whether an output with an identifiable answer got a judge reply that could not be
+    read (``judge_verdict == "unparsed"``): counted apart from U, covered, not correct."""
+    return (isinstance(record, Mapping) and record.get("judge_verdict") == "unparsed"
+            and not is_unscored(record))
 
 
 # ------------------------------------------------------------------ records → matrix
@@ -183,16 +255,8 @@ def mean_sd(values: Any) -> tuple[float, float]:
 
 
 def _identifiable(item: Any) -> bool:
-    if isinstance(item, Mapping):
-        if item.get("abstained") is True:
-            return False
-        if "answer" in item and not (isinstance(item["answer"], str)
-                                     and item["answer"].strip()):
-            return False  # no final answer (a native unfinished episode is "wrong")
-        verdict = item.get("verdict")
-        if verdict is not None:
-            return verdict != "unscored"
-        item = item.get("answer")
+    if item is None or isinstance(item, Mapping):
+        return not is_unscored(item)
     return isinstance(item, str) and bool(item.strip())
 
 
@@ -201,15 +265,13 @@ def coverage(answers: Iterable[Any]) -> float:
     "the percentage of scheduled outputs containing an identifiable final answer").
 
     Args:
-        answers: one item per scheduled output, either a record or an answer string /
-            ``None`` (identifiable when non-empty after stripping). A record is not
-            identifiable when ``record.get("abstained") is True``, or when it has an
-            ``answer`` key whose value is ``None`` or blank -- whatever its verdict: an
-            unfinished native episode is scored ``"wrong"`` (AgentClinic, W10) but holds
-            no answer; otherwise it is identifiable when its ``verdict`` is not
-            ``"unscored"``, and a record without a verdict falls back to its ``answer``.
-            ``clinenv run``'s summary (:func:`clinenv.summary.summarize`) passes its
-            records whole, so both report the same coverage.
+        answers: one item per scheduled output: a record (identifiable unless
+            :func:`is_unscored`: the definition of U, so coverage is ``100 * (1 - U /
+            scheduled)``; a judge reply that could not be read does not uncover an
+            identifiable answer), ``None`` (a scheduled output without a record), or an
+            answer string (identifiable when non-empty after stripping). ``clinenv
+            run``'s summary (:func:`clinenv.summary.summarize`) passes its records whole,
+            so both report the same coverage.
 
     Returns:
         Percent in [0, 100]; NaN for no items.

@@ -25,6 +25,8 @@ from clinenv.evaluation.metrics import (
     accuracy,
     coverage,
     embedding_similarity,
+    is_unparsed,
+    is_unscored,
     mean_sd,
     mean_turns_exams,
     per_repetition_accuracy,
@@ -33,7 +35,8 @@ from clinenv.evaluation.metrics import (
 from clinenv.evaluation.runs import Run, RunsError
 from clinenv.evaluation.table import DASH, Table, _num, _pct
 
-__all__ = ["AccuracyCell", "Table", "accuracy_cells", "accuracy_table", "missing_notes"]
+__all__ = ["AccuracyCell", "Table", "accuracy_cells", "accuracy_table", "missing_notes",
+           "scoring_notes"]
 
 # ------------------------------------------------------------------------ accuracy
 @dataclass(frozen=True)
@@ -48,14 +51,17 @@ class AccuracyCell:
         n_repetitions: repetitions (columns).
         n_episodes: episodes present in the log.
         n_correct: episodes scored correct.
-        n_unscored: episodes with verdict ``unscored`` (U).
+        n_unscored: episodes without an identifiable answer (U:
+            :func:`clinenv.evaluation.metrics.is_unscored`, whatever the protocol's
+            verdict; missing episodes are ``n_missing``).
         n_missing: scheduled episodes absent from the log (counted as not correct).
         accuracy: pooled accuracy (%) over the scheduled episodes.
         mean: mean of the per-repetition accuracies (%), the reported value.
         sd: their sample SD (``ddof=1``; NaN with one repetition).
         per_repetition: accuracy (%) of each repetition.
-        coverage: answer coverage (%): scheduled episodes whose verdict is not
-            ``unscored`` (a missing episode has no answer).
+        coverage: answer coverage (%): scheduled episodes with an identifiable answer,
+            ``100 * (1 - (n_unscored + n_missing) / scheduled)`` (a missing episode has
+            no answer; a judge reply that could not be read does not uncover one).
         mean_turns: mean turns per episode.
         mean_exams: mean exams requested per episode.
         matrix: the correctness matrix ``(n_cases, n_repetitions)`` over scheduled
@@ -64,6 +70,9 @@ class AccuracyCell:
         similarity: mean cosine similarity of answer and reference over the scheduled
             episodes (CDEG "Sim."; a missing episode or non-answer counts 0), when an
             encoder was given and the log records the targets; else ``None``.
+        n_unparsed: episodes with an identifiable answer whose judge reply could not be
+            read (:func:`clinenv.evaluation.metrics.is_unparsed`): covered, not
+            correct, counted apart from U.
     """
 
     label: str
@@ -85,6 +94,7 @@ class AccuracyCell:
     matrix: np.ndarray = field(repr=False, compare=False)
     schedule_inferred: bool = False
     similarity: float | None = None
+    n_unparsed: int = 0
 
     @property
     def column(self) -> tuple[str, str | None]:
@@ -97,7 +107,8 @@ def _similarity(records: Sequence[Mapping[str, Any]], n_missing: int,
     """Mean answer-reference similarity over scheduled episodes (missing ones count 0)."""
     if encoder is None or not records or any(not r.get("target") for r in records):
         return None
-    sims = embedding_similarity([None if r.get("abstained") else r.get("answer")
+    sims = embedding_similarity([None if is_unscored(r) else r.get("scored_answer",
+                                                                     r.get("answer"))
                                  for r in records],
                                 [r["target"] for r in records], encoder)
     return float(100.0 * sims.sum() / (len(records) + n_missing))
@@ -119,7 +130,8 @@ def _cell(run: Run, records: Sequence[Mapping[str, Any]], stratum: str | None,
         label=run.label, dataset=run.dataset, stratum=stratum, n_cases=len(ids),
         n_repetitions=run.n_repetitions, n_episodes=len(records),
         n_correct=int(matrix.sum()),
-        n_unscored=sum(r["verdict"] == "unscored" for r in records),
+        n_unscored=sum(map(is_unscored, records)),
+        n_unparsed=sum(map(is_unparsed, records)),
         n_missing=n_missing, accuracy=accuracy(matrix),
         mean=mean, sd=sd, per_repetition=tuple(float(v) for v in per_rep),
         coverage=coverage([*records, *([None] * n_missing)]),
@@ -183,7 +195,8 @@ def accuracy_table(runs: Sequence[Run], *, by: str | None = None,
         A :class:`Table` whose CSV has one row per run (and stratum): ``method, dataset,
         stratum, n_cases, n_repetitions, n_episodes, n_correct, n_unscored, n_missing,
         accuracy_mean, accuracy_sd, accuracy_pooled, per_repetition, coverage,
-        mean_turns, mean_exams, similarity`` (empty without an encoder).
+        mean_turns, mean_exams, similarity, n_unparsed`` (``similarity`` empty without
+        an encoder).
 
     Raises:
         RunsError: see :func:`accuracy_cells`.
@@ -242,6 +255,8 @@ def accuracy_table(runs: Sequence[Run], *, by: str | None = None,
                      + "; ".join(f"{label} {r}" for label, r in reps.items())
                      + ". Coverage is in the CSV.")
     notes += missing_notes(runs)
+    notes += unparsed_notes(cells)
+    notes += scoring_notes(runs)
     if by is not None and any(c.startswith("<case ") for run in runs for c in run.case_ids):
         notes.append("Scheduled cases of which the log holds no line have no known stratum "
                      "and are left out of the per-stratum cells (they are in the overall "
@@ -257,8 +272,36 @@ def accuracy_table(runs: Sequence[Run], *, by: str | None = None,
 
 _ACCURACY_NOTE = ("Accuracy: percent of scheduled outputs scored correct; wrong, unscored "
                   "and non-answers stay in the denominator (EGIP 4.1). Mean ± sample SD "
-                  "(ddof=1) of the per-repetition accuracies. Coverage: percent of outputs "
-                  "with an identifiable answer (verdict not 'unscored').")
+                  "(ddof=1) of the per-repetition accuracies. Coverage: percent of "
+                  "scheduled outputs with an identifiable answer; the others (U) are "
+                  "outputs with no answer, a template placeholder or an abstention, "
+                  "whatever the protocol's verdict (a native episode without a diagnosis "
+                  "is AgentClinic's 'wrong' but unscored here), and missing episodes.")
+
+
+def unparsed_notes(cells: Sequence[AccuracyCell]) -> list[str]:
+    """One note listing the cells whose judge replies could not be read (none: ``[]``)."""
+    hit = [c for c in cells if c.n_unparsed]
+    if not hit:
+        return []
+    return ["Judge replies that could not be read (covered, not correct, not in U): "
+            + "; ".join(f"{c.label} on {c.dataset}"
+                        + ("" if c.stratum is None else f" / {c.stratum}")
+                        + f" {c.n_unparsed}" for c in hit) + "."]
+
+
+def scoring_notes(runs: Sequence[Run]) -> list[str]:
+    """A note naming the scoring versions when the runs mix them (``--mixed-scoring``;
+    see :func:`clinenv.evaluation.runs.load_runs`), else ``[]``."""
+    where: dict[int, dict[str, None]] = {}
+    for run in runs:
+        for version, paths in run.scoring_versions.items():
+            where.setdefault(version, {}).update(dict.fromkeys(paths))
+    if len(where) < 2:
+        return []
+    return ["Mixed scoring versions (--mixed-scoring): " + "; ".join(
+        f"version {v}: {', '.join(paths)}" for v, paths in sorted(where.items()))
+        + ". Verdicts of different versions are not comparable under the same ids."]
 
 
 def _sizes(cells: Sequence[AccuracyCell], col: tuple[str, str | None]) -> str:
@@ -306,11 +349,11 @@ def missing_notes(runs: Sequence[Run], case_ids: Sequence[Sequence[str]] | None 
 ACCURACY_CSV = ("method", "dataset", "stratum", "n_cases", "n_repetitions", "n_episodes",
                 "n_correct", "n_unscored", "n_missing", "accuracy_mean", "accuracy_sd",
                 "accuracy_pooled", "per_repetition", "coverage", "mean_turns",
-                "mean_exams", "similarity")
+                "mean_exams", "similarity", "n_unparsed")
 
 
 def _accuracy_csv(c: AccuracyCell) -> tuple[Any, ...]:
     per_rep = ";".join(_num(v) for v in c.per_repetition)
     return (c.label, c.dataset, c.stratum, c.n_cases, c.n_repetitions, c.n_episodes,
             c.n_correct, c.n_unscored, c.n_missing, c.mean, c.sd, c.accuracy, per_rep,
-            c.coverage, c.mean_turns, c.mean_exams, c.similarity)
+            c.coverage, c.mean_turns, c.mean_exams, c.similarity, c.n_unparsed)

@@ -19,7 +19,12 @@ naming the file and the 1-based line):
   files in the order given) replaces an earlier *error* line (an episode stopped by a
   model backend, run again by ``clinenv run --resume``), so the episode counts once,
   with the later verdict (:attr:`Run.n_superseded` counts the replaced lines);
-- two files given the same label and dataset come from different runs.
+- two files given the same label and dataset come from different runs;
+- the logs hold verdicts of different scoring versions (``scoring_version``, a line
+  without it is version 1; :data:`clinenv.scoring.SCORING_VERSION`): verdicts under the
+  same ids are not comparable across versions, so :func:`load_runs` refuses to pool or
+  pair them (the message names both versions and the files) unless
+  ``mixed_scoring=True`` (``--mixed-scoring``).
 
 The *schedule* of a run (cases per repetition × repetitions) comes from the
 ``n_cases_scheduled`` / ``n_repetitions`` fields of its lines (the largest recorded: a
@@ -47,12 +52,12 @@ import numpy as np
 
 from clinenv.errors import ClinenvError
 from clinenv.evaluation.labels import method_label
-from clinenv.evaluation.metrics import VERDICTS
+from clinenv.evaluation.metrics import VERDICTS, is_unparsed, is_unscored
 from clinenv.runlog import EpisodeLines, RunLogError, _short, read_run_log
 
 __all__ = [
-    "Alignment", "CaseMismatchError", "Run", "RunSpec", "RunsError", "align", "load_runs",
-    "parse_run_spec",
+    "Alignment", "CaseMismatchError", "MixedScoringError", "Run", "RunSpec", "RunsError",
+    "align", "load_runs", "parse_run_spec", "scoring_version",
 ]
 
 #: Id given to a scheduled case of which the log holds no line (``{}``: its index).
@@ -64,6 +69,48 @@ IDENTITY = ("env_id", "dataset", "dataset_sha256", "doctor", "run_seed")
 
 class RunsError(RunLogError):
     """Run logs that cannot be evaluated as given; the message names file and line."""
+
+
+class MixedScoringError(RunsError):
+    """Run logs of different scoring versions given to be pooled or paired."""
+
+
+def scoring_version(line: Mapping[str, Any]) -> int:
+    """The scoring version of a run-log line: its ``scoring_version`` (an integer), or 1
+    for a line written before the field existed."""
+    value = line.get("scoring_version", 1)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 1
+
+
+def _versions_text(where: Mapping[int, Sequence[str]]) -> str:
+    """``"version 1 (a.jsonl), version 2 (b.jsonl, c.jsonl)"``."""
+    return ", ".join(f"version {v} ({', '.join(dict.fromkeys(where[v]))})"
+                     for v in sorted(where))
+
+
+def check_scoring_versions(runs: Sequence[Run], *, what: str = "pool") -> None:
+    """Refuse runs whose lines were scored under different scoring versions.
+
+    Args:
+        runs: the runs to be reported together.
+        what: the verb of the message (``"pool"``, ``"pair"``).
+
+    Raises:
+        MixedScoringError: more than one version among the runs' lines; the message
+            names every version with its files and says how to go on.
+    """
+    where: dict[int, list[str]] = {}
+    for run in runs:
+        for version, paths in run.scoring_versions.items():
+            where.setdefault(version, []).extend(paths)
+    if len(where) > 1:
+        files = [p for v in sorted(where) for p in where[v]]
+        raise MixedScoringError(
+            f"cannot {what} run logs scored under different scoring versions: "
+            f"{_versions_text(where)}; verdicts under the same ids differ between "
+            "versions (a line without scoring_version is version 1). Rerun or replay the "
+            "older logs with this clinenv, or pass --mixed-scoring (mixed_scoring=True) "
+            "to report them together anyway", path=files[-1])
 
 
 class CaseMismatchError(ClinenvError, ValueError):
@@ -167,10 +214,27 @@ class Run:
         """Scheduled episodes: :attr:`n_cases_scheduled` × :attr:`n_repetitions`."""
         return self.n_cases_scheduled * self.n_repetitions
 
+    @property
+    def scoring_versions(self) -> dict[int, tuple[str, ...]]:
+        """``{scoring version: files}`` of the run's lines (:func:`scoring_version`)."""
+        where: dict[int, dict[str, None]] = {}
+        for record, (path, _) in zip(self.records, self.sources, strict=True):
+            where.setdefault(scoring_version(record), {})[path] = None
+        return {v: tuple(paths) for v, paths in sorted(where.items())}
+
     def n_unscored(self, case_ids: Iterable[str] | None = None) -> int:
-        """Episodes with verdict ``unscored`` (the papers' U), optionally over some cases."""
+        """Episodes without an identifiable answer (the papers' U:
+        :func:`clinenv.evaluation.metrics.is_unscored`, whatever the protocol's
+        verdict), optionally over some cases. Missing episodes are :meth:`n_missing`."""
         keep = None if case_ids is None else set(case_ids)
-        return sum(r["verdict"] == "unscored" for r in self.records
+        return sum(is_unscored(r) for r in self.records
+                   if keep is None or r["case_id"] in keep)
+
+    def n_unparsed(self, case_ids: Iterable[str] | None = None) -> int:
+        """Episodes with an identifiable answer whose judge reply could not be read
+        (:func:`clinenv.evaluation.metrics.is_unparsed`; counted apart from U)."""
+        keep = None if case_ids is None else set(case_ids)
+        return sum(is_unparsed(r) for r in self.records
                    if keep is None or r["case_id"] in keep)
 
     def n_missing(self, case_ids: Iterable[str] | None = None) -> int:
@@ -254,16 +318,21 @@ class _Group:
     partial_bytes: int = 0
 
 
-def load_runs(specs: Iterable[RunSpec | str | Path]) -> list[Run]:
+def load_runs(specs: Iterable[RunSpec | str | Path], *,
+              mixed_scoring: bool = False) -> list[Run]:
     """Read run logs and group their lines into runs by ``(label, dataset)``.
 
     Args:
         specs: log files, as :class:`RunSpec`, ``"LABEL=path"`` or paths.
+        mixed_scoring: accept lines of different scoring versions (see the module
+            docstring); the reports then say so.
 
     Returns:
         The runs, in order of first appearance.
 
     Raises:
+        MixedScoringError: lines of different scoring versions without
+            ``mixed_scoring``.
         RunsError: a missing or empty file, a malformed or mixed file, a duplicate
             ``(case_id, repetition)`` key, or files with the same label and dataset from
             different runs (see the module docstring).
@@ -313,7 +382,10 @@ def load_runs(specs: Iterable[RunSpec | str | Path]) -> list[Run]:
                     f"{line['repetition']}) of run {label!r} on {head['dataset']!r}, "
                     "first at {}, line {} (only an error line may be followed by another "
                     "line of its episode)".format(*earlier), path=path, line=number)
-    return [_to_run(g) for g in groups.values()]
+    runs = [_to_run(g) for g in groups.values()]
+    if not mixed_scoring:
+        check_scoring_versions(runs)
+    return runs
 
 
 def _schedule(records: Sequence[Mapping[str, Any]]) -> tuple[list[str], int, bool]:
@@ -416,7 +488,8 @@ def _resolved(run: Run, other: Run) -> list[str]:
     return ids
 
 
-def align(base: Run, method: Run, *, intersect: bool = False) -> Alignment:
+def align(base: Run, method: Run, *, intersect: bool = False,
+          mixed_scoring: bool = False) -> Alignment:
     """Paired correctness matrices of ``method`` against ``base`` on the same cases.
 
     Args:
@@ -424,8 +497,11 @@ def align(base: Run, method: Run, *, intersect: bool = False) -> Alignment:
         method: the method run (same dataset).
         intersect: keep only the cases both runs hold instead of refusing different
             case sets; :attr:`Alignment.n_dropped` says how many were dropped.
+        mixed_scoring: pair runs scored under different scoring versions.
 
     Raises:
+        MixedScoringError: the runs' lines have different scoring versions and
+            ``mixed_scoring`` is false.
         RunsError: the runs are on different datasets or dataset files.
         CaseMismatchError: the case sets differ (the message lists the missing ids) and
             ``intersect`` is false, or they have no case in common.
@@ -434,6 +510,8 @@ def align(base: Run, method: Run, *, intersect: bool = False) -> Alignment:
     docstring) is paired by case index with the other run's case when both used the
     same dataset file; its cells count as not correct.
     """
+    if not mixed_scoring:
+        check_scoring_versions([base, method], what="pair")
     if base.dataset != method.dataset:
         raise RunsError(f"cannot pair runs on different datasets: {method.describe()} "
                         f"against {base.describe()}", path=method.paths[0])

@@ -11,7 +11,8 @@ The loop (AgentClinic's script, lines 570-659, as summarized in this project's n
   cases) or a fixed question (NEJM; :func:`native_objective`) -- no vignette, no menu,
   no candidate labels;
 - each doctor utterance is one turn. Routing by substring, the diagnosis checked first:
-  ``DIAGNOSIS READY`` ends the episode and the WHOLE utterance is judged;
+  ``DIAGNOSIS READY`` ends the episode; the diagnosis is read from the utterance as
+  the moderator reads it (:func:`moderator_answer`) and that is scored and judged;
   ``REQUEST TEST`` sends the WHOLE utterance to the measurement agent (no test name is
   parsed or validated); anything else goes to the patient;
 - the patient's history also receives measurement results, and the measurement
@@ -53,6 +54,7 @@ from clinenv.protocol.native_config import NEJM_NATIVE_QUESTION, NativeConfig
 from clinenv.protocol.parser import clean_payload, parse_action, split_reasoning
 from clinenv.protocol.prepared import PreparedCase
 from clinenv.protocol.views import FrozenFacts, PatientView
+from clinenv.protocol.turns import cut_turn
 
 Phase = Literal["acquire", "decide", "done"]
 #: ``info["action_kind"]`` of a native doctor utterance.
@@ -96,6 +98,47 @@ def native_objective(case: Case, question: str = "fixed") -> str:
 
 
 _FOLLOWING = re.compile(r"^(which|what)\s+of\s+the\s+following\s+", re.IGNORECASE)
+def moderator_answer(utterance: str | None, *, strict_markers: bool = True) -> str | None:
+    """The diagnosis AgentClinic's moderator reads in a final doctor utterance.
+
+    AgentClinic's moderator (an LLM asked "are these the same disease?") reads the
+    diagnosis the doctor states after ``DIAGNOSIS READY``, wherever the marker stands
+    and whatever the model wrote past its own turn. This reads it the same way for
+    offline scoring and for the judge, so that an EGIP-vs-native comparison is not
+    biased by the scorer:
+
+    1. ``<think>`` blocks are removed, and the text is cut to the doctor's own turn
+       (:func:`clinenv.protocol.turns.cut_turn` with seat ``"doctor"``: an invented
+       ``Patient: ...`` line or an end-of-turn token such as ``<|im_end|>``,
+       ``<|eot_id|>``, ``<end_of_turn>`` or ``[INST]`` ends it);
+    2. the marker is found as the runtime routes it: ``DIAGNOSIS READY`` as a
+       case-sensitive substring with ``strict_markers`` (AgentClinic), else the lenient
+       parser's marker (case and markdown tolerant);
+    3. the answer is the first non-empty line after the marker, without markdown
+       emphasis, quotes, end stops and unbalanced brackets
+       (:func:`~clinenv.protocol.parser.parse_action`'s diagnosis payload).
+
+    Args:
+        utterance: the doctor's final utterance (``None`` reads as no utterance).
+        strict_markers: :attr:`~clinenv.protocol.native_config.NativeConfig.strict_markers`.
+
+    Returns:
+        The diagnosis text, or ``None`` when the doctor's own turn holds no diagnosis
+        marker or nothing follows it. ``moderator_answer("I think DIAGNOSIS READY:
+        Myasthenia gravis")`` and ``moderator_answer("DIAGNOSIS READY: Myasthenia
+        gravis\nPatient: Thank you doctor.")`` are ``"Myasthenia gravis"``. Never
+        raises.
+    """
+    if not isinstance(utterance, str):
+        return None
+    visible, _ = split_reasoning(utterance)
+    own = cut_turn(visible, "doctor").text
+    action = parse_action(own, strict=strict_markers)
+    if action.kind != "diagnosis":
+        return None
+    return action.payload.strip() or None
+
+
 _VERB = re.compile(r"(?:is|are|was|were|would|will|could|should|can|might|may|best|most)\b",
                    re.IGNORECASE)
 
