@@ -375,11 +375,12 @@ def is_placeholder_answer(answer: str) -> bool:
     """Whether a non-empty answer (marker and markdown allowed) is a template placeholder:
     :func:`~clinenv.protocol.placeholders.is_placeholder` of the text as given or after
     the formatting cleanup (``"DIAGNOSIS READY: <single diagnosis>"``, ``"**N/A**"``).
-    Empty and whitespace-only answers are no answer, not placeholders, and an option
+    Empty answers and answers of only whitespace and markdown (``"**"``) are no answer,
+    not placeholders, and an option
     letter (``"A"``, ``"(B)"``, ``"Option A"``, ``"Answer: C"``; any letter but the
     filler ``X``) is an answer, although template vocabulary holds ``a`` and
     ``option``."""
-    if not answer.strip():
+    if not answer.strip(" \t\r\n*_#`"):
         return False
     cleaned = _clean(answer)
     letter = _LETTER.match(cleaned)
