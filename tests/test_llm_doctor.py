@@ -138,8 +138,9 @@ def test_unseeded_doctor_sends_no_seed_and_config_is_respected():
     model = scripted(["Any cough?"])
     doctor = LLMDoctor(model, config=GenerationConfig(temperature=0.3, max_tokens=64))
     run(doctor, seed=None, acquisition_rounds=1)
+    stops = ("\nPatient:", "\nExaminer [", "<|im_end|>", "<|eot_id|>")
     assert [config for _, config in model.calls] == [
-        GenerationConfig(temperature=0.3, max_tokens=64)] * 2
+        GenerationConfig(temperature=0.3, max_tokens=64, stop=stops)] * 2
 
 
 # -------------------------------------------------------------------------- B05

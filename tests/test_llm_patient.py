@@ -126,8 +126,9 @@ def test_per_call_seed_from_reset_seed_and_question_count():
     patient = LLMPatient(model, config=GenerationConfig(temperature=0.4))
     patient.reset(seed=5)
     patient.reply(view([("Q1", "A1"), ("Q2", "A2")]))
-    assert model.calls[0][1] == GenerationConfig(temperature=0.4,
-                                                 seed=call_seed(5, 2, "patient"))
+    assert model.calls[0][1] == GenerationConfig(
+        temperature=0.4, seed=call_seed(5, 2, "patient"),
+        stop=("\nDoctor:", "<|im_end|>", "<|eot_id|>", "<end_of_turn>"))
     patient.reset()
     patient.reply(view())
     assert model.calls[1][1].seed is None

@@ -61,12 +61,12 @@ def test_own_labels_and_leading_self_labels():
 
 
 def test_stop_strings_match_the_rendered_speaker_lines():
-    assert stop_strings("doctor", limit=4) == ("\nPatient", "\nExaminer", "<|im_end|>",
+    assert stop_strings("doctor", limit=4) == ("\nPatient:", "\nExaminer [", "<|im_end|>",
                                                "<|eot_id|>")
-    assert "\nDoctor" in stop_strings("patient")
+    assert "\nDoctor:" in stop_strings("patient")
     for seat in ("doctor", "patient", "examiner", "judge"):
         for stop in stop_strings(seat):
-            assert cut_turn("Some text." + stop + ": invented", seat).wrote_past_turn
+            assert cut_turn("Some text." + stop + " invented]:", seat).wrote_past_turn
 
 
 def test_an_invented_turn_never_enters_the_view_or_the_evidence():

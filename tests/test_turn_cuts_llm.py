@@ -26,9 +26,9 @@ from clinenv.protocol.views import PatientView
 pytest.importorskip("openai")
 from clinenv.llm.openai_backend import OpenAIChatModel  # noqa: E402
 
-DOCTOR_STOPS = ("\nPatient", "\nExaminer", "<|im_end|>", "<|eot_id|>", "<end_of_turn>",
+DOCTOR_STOPS = ("\nPatient:", "\nExaminer [", "<|im_end|>", "<|eot_id|>", "<end_of_turn>",
                 "\nUser:")
-PATIENT_STOPS_SENT = ["\nDoctor", "<|im_end|>", "<|eot_id|>", "<end_of_turn>"]
+PATIENT_STOPS_SENT = ["\nDoctor:", "<|im_end|>", "<|eot_id|>", "<end_of_turn>"]
 FACTS = {"Symptoms": {"Primary_Symptom": "Cough"}}
 EVIDENCE = ("# Objective (S0)\nName the diagnosis.\n\n# Candidates\nA. Gout\nB. Lupus\n\n"
             "# Observations\n[O1] Patient: My big toe is swollen.")
@@ -157,7 +157,7 @@ def test_configured_stops_come_first_and_the_seat_adds_its_own():
     model = ScriptedChatModel(["Fine."])
     LLMPatient(model, config=GenerationConfig(stop=("###", "<|im_end|>"))).reply(
         patient_view())
-    assert model.calls[0][1].stop == ("###", "<|im_end|>", "\nDoctor", "<|eot_id|>",
+    assert model.calls[0][1].stop == ("###", "<|im_end|>", "\nDoctor:", "<|eot_id|>",
                                       "<end_of_turn>")
 
 
@@ -183,7 +183,7 @@ def test_llm_measurement_agent_cuts_its_reply_to_its_turn(raw, answer, flags):
     assert agent.measure(measurement_view()) == answer
     (record,) = agent.drain_calls()
     assert record["flags"] == flags
-    assert model.calls[0][1].stop == ("\nDoctor", "\nPatient", "<|im_end|>", "<|eot_id|>")
+    assert model.calls[0][1].stop == ("\nDoctor:", "\nPatient:", "<|im_end|>", "<|eot_id|>")
 
 
 # --------------------------------------------------------------------------- judge
@@ -201,7 +201,7 @@ def test_llm_judge_reads_only_its_own_turn(raw, verdict, kept):
     assert (result.verdict, result.reply, result.n_attempts) == (verdict, kept, 1)
     (record,) = judge.drain_calls()
     assert record["flags"] == ["wrote_past_turn"]
-    assert model.calls[0][1].stop == ("\nDoctor", "\nPatient", "<|im_end|>", "<|eot_id|>")
+    assert model.calls[0][1].stop == ("\nDoctor:", "\nPatient:", "<|im_end|>", "<|eot_id|>")
 
 
 def test_strict_judge_reads_an_uncut_reply_as_sent_and_a_cut_one_cut():

@@ -128,7 +128,8 @@ def cut_turn(text: str, seat: Seat) -> TurnCut:
 
 def stop_strings(seat: Seat, *, limit: int | None = None) -> tuple[str, ...]:
     """Stop strings for a call that prompts ``seat`` in clinenv's turn format: the
-    other speakers' line labels clinenv renders (``"\\nPatient:"``...) and the
+    other speakers' line labels clinenv renders (``"\\nPatient:"``, ``"\\nExaminer ["``)
+    and the
     end-of-turn tokens, most important first.
 
     Args:
@@ -136,8 +137,8 @@ def stop_strings(seat: Seat, *, limit: int | None = None) -> tuple[str, ...]:
         limit: keep only the first ``limit`` (the OpenAI API accepts at most 4); the
             client cuts at every boundary anyway (:func:`cut_turn`).
     """
-    labels = {"doctor": ("Patient", "Examiner"), "patient": ("Doctor",),
-              "examiner": ("Doctor", "Patient"), "judge": ("Doctor", "Patient")}[seat]
+    labels = {"doctor": ("Patient:", "Examiner ["), "patient": ("Doctor:",),
+              "examiner": ("Doctor:", "Patient:"), "judge": ("Doctor:", "Patient:")}[seat]
     stops = (*(f"\n{label}" for label in labels), "<|im_end|>", "<|eot_id|>",
              "<end_of_turn>", "\nUser:")
     return stops if limit is None else stops[:limit]
