@@ -57,7 +57,7 @@ from clinenv.runlog import EpisodeLines, RunLogError, _short, read_run_log
 
 __all__ = [
     "Alignment", "CaseMismatchError", "MixedScoringError", "Run", "RunSpec", "RunsError",
-    "align", "load_runs", "parse_run_spec", "scoring_version",
+    "align", "check_scoring_versions", "load_runs", "parse_run_spec", "scoring_version",
 ]
 
 #: Id given to a scheduled case of which the log holds no line (``{}``: its index).
