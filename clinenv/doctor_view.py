@@ -45,7 +45,11 @@ def doctor_info(rt: EGIPRuntime, *, action_kind: str | None, text_clipped: bool,
     Keys: ``case_id``, ``dataset``, ``phase`` (``acquire`` / ``decide`` / ``done``),
     ``turn``, ``menu`` (list of ``{"id", "name"}``; empty outside the acquisition
     phase), ``candidates`` (K or ``None``), ``n_exams_requested``, ``invalid_actions``,
-    ``action_kind`` (the last doctor action's kind, ``None`` at reset), ``text_clipped``,
+    ``action_kind`` (the last doctor action's kind, ``None`` at reset), ``text_clipped``
+    (this step's observation text was cut to the space's length), ``action_flags`` (the
+    flags of the last doctor action, :attr:`EGIPRuntime.action_flags`: among
+    ``"wrote_past_turn"``, ``"echoes_prompt"``, ``"placeholder_request"``,
+    ``"placeholder_answer"``; ``[]`` at reset and for a clean action),
     ``new_observations`` (the observations of e_T acquired by the last action, as
     :meth:`~clinenv.protocol.evidence.Observation.to_dict` dicts — a Patient reply or the
     Measurement results of one request, ``[]`` at reset, after interface feedback and
@@ -65,6 +69,7 @@ def doctor_info(rt: EGIPRuntime, *, action_kind: str | None, text_clipped: bool,
         "invalid_actions": rt.invalid_actions,
         "action_kind": action_kind,
         "text_clipped": text_clipped,
+        "action_flags": list(rt.action_flags) if action_kind is not None else [],
         "new_observations": new_observations(rt) if action_kind is not None else [],
     }
     if reasoning:

@@ -54,8 +54,8 @@ class NativeSteps:
 
     A mixin of :class:`~clinenv.env.EGIPEnv`: it reads the environment's ``config``
     (a :class:`~clinenv.protocol.native_config.NativeConfig`), ``judge``, ``exam_cost``,
-    ``invalid_action_penalty`` and ``observation_format``, calls its ``_info``,
-    ``_observation`` and ``_reply_flags``, and writes ``_final``.
+    ``invalid_action_penalty`` and ``observation_format``, calls its ``_emit`` and
+    ``_reply_flags``, and writes ``_final``.
     """
 
     config: Any
@@ -102,10 +102,10 @@ class NativeSteps:
             return self._native_outcome(rt, pending)
         text = (render_native_view(rt) if self.observation_format == "view"
                 else render_native_delta(rt))
-        info = self._info(action_kind=routing.kind, reasoning=routing.reasoning)
+        obs, info = self._emit(text, action_kind=routing.kind, reasoning=routing.reasoning)
         if flags is not None:
             info["patient_flags"] = flags
-        return self._observation(text), float(pending.reward), False, False, info
+        return obs, float(pending.reward), False, False, info
 
     def _native_outcome(self, rt: NativeRuntime, pending: PendingStep):
         """The last step of a native episode: verdict, reward, info (``end_reason``).
@@ -131,7 +131,8 @@ class NativeSteps:
         self._final = {**outcome, **keys, "end_reason": rt.end_reason}
         routing = pending.routing
         assert isinstance(routing, NativeRouting)
-        info = self._info(action_kind=routing.kind, reasoning=routing.reasoning)
+        obs, info = self._emit(self._last_obs_text, action_kind=routing.kind,
+                               reasoning=routing.reasoning)
         info.update(self._final)
-        return (self._observation(self._last_obs_text), float(reward) + pending.reward, True,
+        return (obs, float(reward) + pending.reward, True,
                 False, info)

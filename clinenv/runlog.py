@@ -211,9 +211,10 @@ class RunContext:
         has them must hold positive integers.
 
         Raises:
-            RunLogError: schema, env id, doctor, run seed, episode seed, dataset file
-                or case order differ, or a schedule field is malformed (the message
-                names file, line and field).
+            RunLogError: schema, env id, doctor, run seed, episode seed, dataset file,
+                case order or scoring version (``scoring_version``, absent: 1) differ,
+                or a schedule field is malformed (the message names file, line and
+                field).
         """
         def refuse(what: str) -> RunLogError:
             return RunLogError(f"{what}; refusing to resume a different run into the same "
@@ -225,6 +226,10 @@ class RunContext:
             theirs = line.get(name)
             if theirs != ours:
                 raise refuse(f"{name} is {_short(theirs)} but this run has {_short(ours)}")
+        version = line.get("scoring_version", 1)
+        if version != SCORING_VERSION:
+            raise refuse(f"scoring_version is {_short(version)} but this clinenv scores "
+                         f"with version {SCORING_VERSION} (verdicts of the two do not pool)")
         for name in SCHEDULE:
             value = line.get(name)
             if name in line and not _positive_int(value):

@@ -104,7 +104,8 @@ PLACEHOLDERS = ["[diagnosis]", "<single diagnosis>", "<diagnosis>", "{diagnosis}
                 "Diagnosis", "<the most likely diagnosis>"]
 NOT_PLACEHOLDERS = ["Tuberculosis", "<Tuberculosis>", "[PE1]", "T3", "Type 2 diabetes (T2DM)",
                     "Chest X-ray", "Test results", "Diagnosis of exclusion: sarcoidosis",
-                    "Hepatitis B", "None of the above: Lyme disease"]
+                    "Hepatitis B", "None of the above: Lyme disease", "A", "E", "G",
+                    "(C)", "Option A", "Answer: B", "e."]
 
 
 @pytest.mark.parametrize("text", PLACEHOLDERS)

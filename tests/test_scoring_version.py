@@ -3,6 +3,8 @@ compare`` refuse to pool or pair logs of different versions unless ``--mixed-sco
 
 from __future__ import annotations
 
+import json
+
 import gymnasium as gym
 import pytest
 from eval_fixtures import EGIP_ALPHA, NATIVE_ALPHA, log_lines, write_log
@@ -106,3 +108,23 @@ def test_cli_refuses_mixed_versions_unless_told(tmp_path):
     assert "Mixed scoring versions" in proc.stdout
     run_cli(tmp_path, "compare", str(old), str(new), "--mixed-scoring", "--out-dir", "out",
             "--resamples", "100", "--flips", "100")
+
+
+@pytest.mark.parametrize("version", [None, 1, 3])
+def test_resume_refuses_a_log_of_another_scoring_version(tmp_path, version):
+    from clinenv.rollouts import run_logged
+    from clinenv.runlog import RunLogError
+
+    out = tmp_path / "log.jsonl"
+    env = gym.make("EGIP-Demo-v0")
+    run_logged(env, ScriptedDoctor(), out=out, seed=1, episodes=2)
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    for line in lines:
+        line.pop("scoring_version")
+        if version is not None:
+            line["scoring_version"] = version
+    out.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    before = out.read_bytes()
+    with pytest.raises(RunLogError, match=r"log\.jsonl, line 1: scoring_version is"):
+        run_logged(env, ScriptedDoctor(), out=out, seed=1, episodes=3, resume=True)
+    assert out.read_bytes() == before

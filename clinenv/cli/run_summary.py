@@ -22,7 +22,8 @@ def format_summary(summary: dict[str, Any], *, title: str) -> str:
     """Plain-ASCII text of a :func:`clinenv.rollouts.summarize` result.
 
     Lines: ``title``, then scheduled episodes, accuracy (%, with the correct / wrong /
-    unscored-or-missing counts), coverage (%), mean turns, mean exams and, with two or
+    unscored-or-missing counts, and unparsed judge replies when there are any), coverage
+    (%), mean turns, mean exams and, with two or
     more repetitions, accuracy mean +/- sample SD over repetitions (EGIP Table 1) with
     each repetition's accuracy. NaN or ``None`` values print as ``n/a``.
     """
@@ -30,7 +31,9 @@ def format_summary(summary: dict[str, Any], *, title: str) -> str:
         title,
         f"  scheduled   {summary['n_scheduled']}",
         f"  accuracy    {_fmt_pct(summary['accuracy'])}  ({summary['n_correct']} correct, "
-        f"{summary['n_wrong']} wrong, {summary['n_unscored']} unscored or missing)",
+        f"{summary['n_wrong']} wrong, {summary['n_unscored']} unscored or missing"
+        + (f", {summary['n_unparsed']} judge replies unparsed"
+           if summary.get("n_unparsed") else "") + ")",
         f"  coverage    {_fmt_pct(summary['coverage'])}",
         f"  mean turns  {_fmt_num(summary['mean_turns'])}",
         f"  mean exams  {_fmt_num(summary['mean_exams'])}",

@@ -41,6 +41,7 @@ from typing import Literal
 from clinenv.cases import Case
 from clinenv.datasets.nejm import final_question
 from clinenv.protocol.catalog import CatalogEntry
+from clinenv.protocol.doctor_text import echoes_prompt
 from clinenv.protocol.evidence import EvidenceBundle, build_evidence
 from clinenv.protocol.history import (
     DoctorEvent,
@@ -53,8 +54,8 @@ from clinenv.protocol.measurement_view import MeasurementView, Speaker, exam_inf
 from clinenv.protocol.native_config import NEJM_NATIVE_QUESTION, NativeConfig
 from clinenv.protocol.parser import clean_payload, parse_action, split_reasoning
 from clinenv.protocol.prepared import PreparedCase
-from clinenv.protocol.views import FrozenFacts, PatientView
 from clinenv.protocol.turns import cut_turn
+from clinenv.protocol.views import FrozenFacts, PatientView
 
 Phase = Literal["acquire", "decide", "done"]
 #: ``info["action_kind"]`` of a native doctor utterance.
@@ -97,7 +98,6 @@ def native_objective(case: Case, question: str = "fixed") -> str:
     return NEJM_NATIVE_QUESTION
 
 
-_FOLLOWING = re.compile(r"^(which|what)\s+of\s+the\s+following\s+", re.IGNORECASE)
 def moderator_answer(utterance: str | None, *, strict_markers: bool = True) -> str | None:
     """The diagnosis AgentClinic's moderator reads in a final doctor utterance.
 
@@ -139,6 +139,7 @@ def moderator_answer(utterance: str | None, *, strict_markers: bool = True) -> s
     return action.payload.strip() or None
 
 
+_FOLLOWING = re.compile(r"^(which|what)\s+of\s+the\s+following\s+", re.IGNORECASE)
 _VERB = re.compile(r"(?:is|are|was|were|would|will|could|should|can|might|may|best|most)\b",
                    re.IGNORECASE)
 
@@ -209,6 +210,9 @@ class NativeRuntime:
         self.stopped_early = False
         self.end_reason: str | None = None
         self.last_reply = ""
+        #: Flags of the latest doctor utterance (``info["action_flags"]``):
+        #: ``"wrote_past_turn"`` (cut at a turn boundary), ``"echoes_prompt"``.
+        self.action_flags: tuple[str, ...] = ()
         self._dialogue: list[tuple[str, str]] = []
         self._notes: list[tuple[int, str]] = []
         self._measurement_history: list[tuple[Speaker, str]] = []
@@ -254,7 +258,7 @@ class NativeRuntime:
         """
         turn, visible, reasoning, kind = self._take(text, "acquire", "route")
         if kind == "empty":
-            self.history.append(DoctorEvent(turn, "", "empty", ""))
+            self.history.append(DoctorEvent(turn, "", "empty", "", flags=self.action_flags))
             self.history.append(InterfaceEvent(turn, "empty_action", EMPTY_FEEDBACK))
             self.invalid_actions += 1
             self.last_reply = EMPTY_FEEDBACK
@@ -264,7 +268,7 @@ class NativeRuntime:
                                                                         reasoning)
         if kind == "diagnosis" or turn == self.config.max_turns:
             return self._last_turn(turn, visible, reasoning, kind)
-        self.history.append(DoctorEvent(turn, visible, kind, visible))
+        self.history.append(DoctorEvent(turn, visible, kind, visible, flags=self.action_flags))
         return NativeRouting("examiner" if kind == "test_request" else "patient", visible,
                              kind, reasoning)
 
@@ -292,7 +296,7 @@ class NativeRuntime:
         if kind == "diagnosis":
             self._end(turn, visible, reasoning)
             return NativeRouting("judge", visible, kind, reasoning)
-        self.history.append(DoctorEvent(turn, visible, kind, visible))
+        self.history.append(DoctorEvent(turn, visible, kind, visible, flags=self.action_flags))
         self._unfinished(turn)
         return NativeRouting("end", visible, kind, reasoning)
 
@@ -328,6 +332,10 @@ class NativeRuntime:
     def _classify(self, text: str) -> tuple[str, str | None, NativeKind]:
         """``(visible, reasoning, kind)``; the diagnosis marker is checked first."""
         visible, reasoning = split_reasoning(text if isinstance(text, str) else str(text))
+        own = cut_turn(visible, "doctor")  # an invented next turn is never the doctor's
+        visible = own.text
+        self.action_flags = (*own.flags, *(("echoes_prompt",) if echoes_prompt(visible)
+                                           else ()))
         limit = self.config.max_action_chars
         if len(visible) > limit:
             visible = visible[:limit]
@@ -341,7 +349,8 @@ class NativeRuntime:
         return visible, reasoning, kind
 
     def _end(self, turn: int, visible: str, reasoning: str | None) -> None:
-        self.history.append(DoctorEvent(turn, visible, "diagnosis", visible))
+        self.history.append(DoctorEvent(turn, visible, "diagnosis", visible,
+                                        flags=self.action_flags))
         self.answer = visible
         self.end_reason = "diagnosis"
         self.stopped_early = turn < self.config.max_turns

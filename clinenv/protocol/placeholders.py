@@ -9,8 +9,8 @@ its shape, so that a new prompt cannot reopen the hole:
   ``«...»``, ``(...)``), is template vocabulary (:data:`TEMPLATE_WORDS`: ``diagnosis``,
   ``single``, ``your``, ``here``, ``examination``, ``id``, ``name`` ...), so a shipped
   template and its bare inner text (``single diagnosis``, ``examination id or name``)
-  are placeholders while a filled-in template (``<Tuberculosis>``) and a menu id
-  (``[PE1]``) are not;
+  are placeholders while a filled-in template (``<Tuberculosis>``), a menu id
+  (``[PE1]``) and an option letter (``E``, ``Option A``) are not;
 - it is a filler: ``...``, ``…``, ``N/A``, ``TBD``, ``X``, ``?`` and the like
   (:data:`FILLERS`).
 
@@ -44,6 +44,10 @@ FILLERS: Final = frozenset({
     "??", "???", "-", "--", "—", "_", "__", "___", "blank", "null",
 })  # fmt: skip
 
+#: An option letter (``E``, ``(C)``, ``Option A``, ``Answer: B``): a choice among the
+#: candidate labels K, never a placeholder (``X``, a filler, excepted).
+_OPTION_LETTER = re.compile(
+    r"(?:(?:option|choice|answer)\s*[:\-]?\s*)?\(?[a-wyz]\)?\s*[.):]?", re.IGNORECASE)
 _BRACKETS = {"<": ">", "[": "]", "{": "}", "«": "»", "(": ")"}
 _MENU_ID = re.compile(r"(?:PE|T)\s*\d+", re.IGNORECASE)
 _WORD = re.compile(r"[a-z']+|\d+", re.IGNORECASE)
@@ -67,6 +71,8 @@ def is_placeholder(text: str | None) -> bool:
     if text is None:
         return False
     core = _core(str(text))
+    if _OPTION_LETTER.fullmatch(core):
+        return False
     if core.lower() in FILLERS or core.strip(".…-_ ") == "":
         return True
     close = _BRACKETS.get(core[:1])
