@@ -173,7 +173,7 @@ def _placeholder(raw: str | None, payload: str | None) -> bool:
     if raw is None:
         return False
     first = raw.strip().split("\n", 1)[0]
-    return is_placeholder(first) or is_placeholder(payload)
+    return is_placeholder(first) or (payload != first and is_placeholder(payload))
 
 
 def parse_action(

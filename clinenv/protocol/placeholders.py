@@ -71,7 +71,7 @@ def is_placeholder(text: str | None) -> bool:
     if text is None:
         return False
     core = _core(str(text))
-    if _OPTION_LETTER.fullmatch(core):
+    if _MENU_ID.fullmatch(core) or _OPTION_LETTER.fullmatch(core):
         return False
     if core.lower() in FILLERS or core.strip(".…-_ ") == "":
         return True

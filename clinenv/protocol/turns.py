@@ -109,14 +109,15 @@ def cut_turn(text: str, seat: Seat) -> TurnCut:
     if not isinstance(text, str):
         text = "" if text is None else str(text)
     stripped = False
-    head = _SPEAKER_LINE.match(text.lstrip())
+    labelled = ":" in text  # cheap tests first: most replies hold no boundary at all
+    head = _SPEAKER_LINE.match(text.lstrip()) if labelled else None
     if head and _is_self_label(head.group(1), seat):
         text, stripped = text.lstrip()[head.end():], True
     ends: list[tuple[int, str]] = []
-    token = _TOKEN.search(text)
+    token = _TOKEN.search(text) if ("<" in text or "[" in text) else None
     if token:
         ends.append((token.start(), token.group(0)))
-    for line in _SPEAKER_LINE.finditer(text):
+    for line in (_SPEAKER_LINE.finditer(text) if labelled and "\n" in text else ()):
         if _own(line.group(1)) != seat and text[:line.start()].strip():
             ends.append((line.start(), line.group(1).strip() + ":"))
             break
