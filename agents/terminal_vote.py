@@ -4,9 +4,13 @@ Calls:
 
 1. the Direct call itself (:func:`~clinenv.agents.terminal_direct.direct_request`: same
    prompt, config and seed as Direct), ``purpose="decide"``;
-2. one call with ``n = n_samples - 1`` (4) more samples of the same messages at
-   ``temperature`` (default 0.7) and seed ``call_seed(seed, "vote")``,
-   ``purpose="vote"``.
+2. one call with ``n = n_samples - 1`` (4) more samples of the same messages and seed
+   ``call_seed(seed, "vote")``, ``purpose="vote"``, under the run's generation config
+   (EGIP appendix A.2: five Direct samples under shared settings), or at
+   ``temperature`` when one is given (CLI: ``--vote-temperature``). At temperature 0
+   the samples of a greedy backend are identical and the vote returns the Direct
+   answer: give the run a temperature > 0 (the paper's 0.05 / 0.2, ``clinenv run
+   --paper-settings``).
 
 Each sample's answer is read by the protocol parser
 (:func:`~clinenv.agents.terminal_base.extract_answer`) and normalized for counting by
@@ -116,7 +120,9 @@ class Vote(TerminalStrategy):
 
     Args:
         n_samples: samples in all, the Direct call included (>= 1; EGIP: 5).
-        temperature: sampling temperature of the extra samples (>= 0).
+        temperature: sampling temperature of the extra samples (>= 0), or ``None``
+            (default): the temperature of the config the strategy is given (the run's
+            decoding settings, as the Direct call).
 
     Raises:
         ValueError: an argument out of range.
@@ -124,17 +130,17 @@ class Vote(TerminalStrategy):
 
     name = "vote"
 
-    def __init__(self, n_samples: int = 5, temperature: float = 0.7) -> None:
+    def __init__(self, n_samples: int = 5, temperature: float | None = None) -> None:
         if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 1:
             raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
-        if isinstance(temperature, bool) or not isinstance(temperature, int | float) \
-                or not temperature >= 0:
-            raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
+        if temperature is not None and (isinstance(temperature, bool) or not isinstance(
+                temperature, int | float) or not temperature >= 0):
+            raise ValueError(f"temperature must be a number >= 0 or None, got {temperature!r}")
         self.n_samples = n_samples
-        self.temperature = float(temperature)
+        self.temperature = None if temperature is None else float(temperature)
 
     def describe(self) -> dict[str, Any]:
-        """``name``, ``n_samples`` and ``temperature``."""
+        """``name``, ``n_samples`` and ``temperature`` (``None``: the run's)."""
         return {"name": self.name, "n_samples": self.n_samples,
                 "temperature": self.temperature}
 
@@ -148,9 +154,10 @@ class Vote(TerminalStrategy):
         calls = [first.to_log(purpose="decide", answers=[first_answer], flags=first_flags)]
         extra = self.n_samples - 1
         if extra:
+            temperature = config.temperature if self.temperature is None else self.temperature
             request = CallRequest("vote", first_request.messages, call_config(
                 config, seed=call_seed(base_seed(seed, config), "vote"), n=extra,
-                temperature=self.temperature))
+                temperature=temperature))
             more = yield request
             more_texts = more.texts[:extra]
             flags = [] if len(more_texts) == extra else ["fewer_choices"]

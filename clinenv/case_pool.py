@@ -14,10 +14,12 @@ dataset files and cases a process uses.
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
 from clinenv.cases import Case
+from clinenv.errors import ChecksumWarning
 from clinenv.protocol.prepared import PreparedCase
 
 
@@ -27,7 +29,14 @@ class CasePool:
     Args:
         cases: the cases; at least one, ``case_id`` values unique.
         name: a label for messages (dataset name or file).
-        sha256: sha256 of the source file, when the pool came from one.
+        sha256: records digest of the source file (sha256 of its canonical form,
+            :mod:`clinenv.datasets.digests`; the run log's ``dataset_sha256``), when the
+            pool came from one.
+        sha256_aliases: raw sha256 digests that name the same records (the file's bytes;
+            the pinned file's when the records equal it); logs written by clinenv
+            versions that recorded the file's byte digest resume with them.
+        mismatch: the :class:`~clinenv.errors.ChecksumError` of a file whose records
+            differ from the pinned ones, or ``None``.
 
     Raises:
         ValueError: no cases, or duplicate case ids.
@@ -36,12 +45,15 @@ class CasePool:
     _cache: dict[tuple, CasePool] = {}
     _lock = threading.Lock()
 
-    def __init__(self, cases: Sequence[Case], name: str, sha256: str | None = None) -> None:
+    def __init__(self, cases: Sequence[Case], name: str, sha256: str | None = None, *,
+                 sha256_aliases: Sequence[str] = (), mismatch: Exception | None = None) -> None:
         if not cases:
             raise ValueError(f"{name}: no cases")
         self.cases: tuple[Case, ...] = tuple(cases)
         self.name = name
         self.sha256 = sha256
+        self.sha256_aliases: tuple[str, ...] = tuple(sha256_aliases)
+        self.mismatch = mismatch
         self._index = {c.case_id: i for i, c in enumerate(self.cases)}
         if len(self._index) != len(self.cases):
             raise ValueError(f"{name}: duplicate case ids")
@@ -92,18 +104,27 @@ class CasePool:
         data_dir: str | None = None,
         disclosure: str = "presentation",
         allow_download: bool = False,
+        verify: bool = True,
     ) -> CasePool:
         """The pool for ``dataset`` (loaded on first use, then shared).
 
+        Args:
+            verify: refuse a registry dataset whose records differ from the pinned ones;
+                ``False`` uses it with a :class:`~clinenv.errors.ChecksumWarning`
+                (:func:`clinenv.datasets.load_cases`).
+
         Raises:
             clinenv.errors.DatasetNotFoundError: the dataset file cannot be found.
+            clinenv.errors.ChecksumError: the records differ from the pinned ones and
+                ``verify`` is true.
             clinenv.errors.CaseFormatError: the file is malformed.
         """
         if cases is not None:
             return cls(cases, "<cases>")
-        from clinenv.datasets import resolve_dataset, sha256_file
+        from clinenv.datasets import resolve_dataset
+        from clinenv.datasets.registry import get_spec
+        from clinenv.datasets.resolve import dataset_identity, is_path_like
 
-        # the checksum is verified once, when the file is first loaded
         path = Path(resolve_dataset(dataset, data_dir, allow_download=allow_download,
                                     verify=False))
         stat = path.stat()
@@ -113,9 +134,22 @@ class CasePool:
         if pool is None:
             from clinenv.datasets import load_cases
 
-            loaded = load_cases(dataset if not Path(dataset).exists() else path, data_dir,
-                                disclosure=disclosure, allow_download=allow_download)
-            pool = cls(loaded, dataset, sha256_file(path))
+            spec = None if is_path_like(dataset) else get_spec(dataset)
+            identity = dataset_identity(path, spec)  # records checked once, then cached
+            if identity.mismatch is not None and verify:
+                raise identity.mismatch
+            with warnings.catch_warnings():  # warned below, on every get
+                warnings.simplefilter("ignore", ChecksumWarning)
+                loaded = load_cases(dataset if not Path(dataset).exists() else path,
+                                    data_dir, disclosure=disclosure,
+                                    allow_download=allow_download, verify=False)
+            pool = cls(loaded, dataset, identity.records_sha256,
+                       sha256_aliases=identity.aliases, mismatch=identity.mismatch)
             with cls._lock:
                 pool = cls._cache.setdefault(key, pool)
+        if pool.mismatch is not None:
+            if verify:
+                raise pool.mismatch
+            warnings.warn(f"{pool.mismatch.summary}; used anyway (verify=False)",  # type: ignore[attr-defined]
+                          ChecksumWarning, stacklevel=3)
         return pool

@@ -32,11 +32,12 @@ and the log keeps every line written before, whole (continue with ``resume=True`
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from clinenv.case_list import CaseList
 from clinenv.episode import awaitable, play_episode
 from clinenv.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS, FailFast
 from clinenv.rollouts import RunResult, prepare_run
@@ -106,6 +107,8 @@ async def arun_concurrent(
     max_consecutive_errors: int | None = DEFAULT_MAX_CONSECUTIVE_ERRORS,
     progress: Callable[[dict[str, Any]], None] | None = None,
     on_start: Callable[[int], None] | None = None,
+    paper_settings: Mapping[str, Any] | None = None,
+    cases: CaseList | None = None,
 ) -> RunResult:
     """:func:`run_concurrent` inside a running event loop (``await`` it).
 
@@ -120,7 +123,8 @@ async def arun_concurrent(
     try:
         run = prepare_run(env0, doctor0, out=out, seed=seed, episodes=episodes,
                           repetitions=repetitions, resume=resume,
-                          retry_errors=retry_errors, env_id=env_id)
+                          retry_errors=retry_errors, env_id=env_id,
+                          paper_settings=paper_settings, cases=cases)
         if on_start is not None:
             on_start(len(run.todo))
         items: Iterator[tuple[int, int, int]] = iter(run.todo)
@@ -184,6 +188,8 @@ def run_concurrent(
     max_consecutive_errors: int | None = DEFAULT_MAX_CONSECUTIVE_ERRORS,
     progress: Callable[[dict[str, Any]], None] | None = None,
     on_start: Callable[[int], None] | None = None,
+    paper_settings: Mapping[str, Any] | None = None,
+    cases: CaseList | None = None,
 ) -> RunResult:
     """Run a whole schedule with ``concurrency`` episodes at once, logging each line.
 
@@ -212,6 +218,8 @@ def run_concurrent(
             the order they finish (>= 1; ``None``: never); see :mod:`clinenv.fail_fast`.
         progress: called with each new line after it is written (completion order).
         on_start: called once with the number of episodes about to run.
+        paper_settings: written into every line (:func:`clinenv.rollouts.prepare_run`).
+        cases: run only the cases of this case list (:func:`clinenv.rollouts.prepare_run`).
 
     Returns:
         A :class:`~clinenv.rollouts.RunResult`, lines in plan order; ``n_errors``
@@ -240,4 +248,5 @@ def run_concurrent(
         make_env, make_doctor, out=out, seed=seed, episodes=episodes,
         repetitions=repetitions, resume=resume, retry_errors=retry_errors, env_id=env_id,
         concurrency=concurrency, max_consecutive_errors=max_consecutive_errors,
-        progress=progress, on_start=on_start))
+        progress=progress, on_start=on_start, paper_settings=paper_settings,
+        cases=cases))

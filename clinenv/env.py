@@ -126,6 +126,10 @@ class EGIPEnv(EGIPSteps, NativeSteps, gym.Env):
         disclosure: NEJM objective disclosure (``"question"``, ``"presentation"``,
             ``"vignette"``); see :mod:`clinenv.datasets`.
         allow_download: let the loader download a missing public dataset.
+        verify: refuse a registry dataset whose records differ from the pinned ones
+            (:class:`~clinenv.errors.ChecksumError`); ``False`` uses it with a
+            :class:`~clinenv.errors.ChecksumWarning` naming the first differing case. A
+            copy that differs only in bytes (CRLF, BOM) passes either way.
         observation_format: ``"view"`` (complete x_t each step) or ``"delta"``.
         max_exams: length of ``exam_mask`` (catalog entries beyond it stay requestable by
             name but have no mask slot).
@@ -188,6 +192,7 @@ class EGIPEnv(EGIPSteps, NativeSteps, gym.Env):
         data_dir: str | None = None,
         disclosure: str = "presentation",
         allow_download: bool = False,
+        verify: bool = True,
         observation_format: Literal["view", "delta"] = "view",
         max_exams: int = DEFAULT_MAX_EXAMS,
         max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
@@ -218,7 +223,8 @@ class EGIPEnv(EGIPSteps, NativeSteps, gym.Env):
             preset, settings, protocol=protocol, examiner=examiner)
         self._native = self.protocol != "egip"
         self.pool = CasePool.get(dataset, cases=cases, data_dir=data_dir,
-                                 disclosure=disclosure, allow_download=allow_download)
+                                 disclosure=disclosure, allow_download=allow_download,
+                                 verify=verify)
         self.observation_format = observation_format
         self.max_exams = max_exams
         self.max_text_chars = max_text_chars

@@ -49,5 +49,21 @@ class DatasetNotFoundError(ClinenvError, FileNotFoundError):
     """A named dataset could not be resolved to a file; the message says how to get it."""
 
 
+class DataDirError(DatasetNotFoundError):
+    """A data folder that was named (``$CLINENV_DATA_DIR``) does not exist, is not a
+    folder, or lacks the dataset's file; the message names the folder."""
+
+
+class DatasetFolderError(DatasetNotFoundError):
+    """A folder stands where a dataset file should be; the message calls it a folder."""
+
+
 class ChecksumError(ClinenvError, ValueError):
-    """A dataset file's sha256 differs from the pinned value."""
+    """A dataset file's records differ from the pinned ones (its bytes and its records
+    digest both differ); the message names the first case that differs."""
+
+
+class ChecksumWarning(UserWarning):
+    """A dataset file whose records differ from the pinned ones is used anyway
+    (``verify=False``, ``clinenv run --no-verify``); the message names the first case
+    that differs."""

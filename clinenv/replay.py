@@ -265,7 +265,8 @@ def _episode(line: Mapping[str, Any], number: int, path: Path, pools: _Pools) ->
     pool = pools.get(dataset, str(kwargs.get("disclosure", "presentation")), path=path,
                      line=number)
     expected_sha = line.get("dataset_sha256")
-    if expected_sha and pool.sha256 and expected_sha != pool.sha256:
+    if expected_sha and pool.sha256 and expected_sha not in (pool.sha256,
+                                                             *pool.sha256_aliases):
         raise ReplayError(f"dataset {dataset!r} resolves to a different file than the run "
                           f"used (sha256 {pool.sha256[:12]}..., field 'dataset_sha256' says "
                           f"{str(expected_sha)[:12]}...)", path=path, line=number)

@@ -22,7 +22,8 @@ Run-log line (schema :data:`clinenv.runlog.SCHEMA`), UTF-8, ``ensure_ascii=False
     n_repetitions, turns, n_exams_requested,
     invalid_actions, stopped_early, phase, answer, verdict, correct, match_score, reward,
     steps, terminated, truncated, events, evidence, case_flags, case_strata, target,
-    scorer, timing; and when present: judge_verdict, patient_flags, llm, error
+    scorer, timing; and when present: judge_verdict, patient_flags, llm, error,
+    paper_settings
 
 that is, the run's context (:class:`clinenv.runlog.RunContext`) and the episode record
 (:mod:`clinenv.episode`, which describes ``timing``, ``llm`` and ``error``).
@@ -52,11 +53,13 @@ identical lines apart from ``timing`` and ``llm``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from clinenv.case_list import CaseList
 from clinenv.episode import (
     EpisodeTally,
     awaitable,
@@ -91,7 +94,8 @@ __all__ = [
 
 
 def plan_episodes(
-    n_cases: int, episodes: int | None, repetitions: int, seed: int
+    n_cases: int, episodes: int | None, repetitions: int, seed: int,
+    cases: Sequence[int] | None = None,
 ) -> list[tuple[int, int, int]]:
     """The deterministic schedule of a run.
 
@@ -104,19 +108,34 @@ def plan_episodes(
         episodes: use the first ``episodes`` cases (1..n_cases); ``None`` means all.
         repetitions: repetitions per case (>= 1).
         seed: the run seed (>= 0); see :func:`episode_seed`.
+        cases: instead of the first ``episodes``, exactly these case indices (a case
+            list, :mod:`clinenv.case_list`), scheduled in dataset order; an episode's
+            seed is the one it has in a run over all cases.
 
     Returns:
         ``[(case_index, repetition, episode_seed), ...]`` of length
-        ``episodes * repetitions``.
+        ``episodes * repetitions`` (``len(cases) * repetitions``).
 
     Raises:
-        ValueError: an argument out of range (the message says which).
+        ValueError: an argument out of range (the message says which), or ``cases``
+            together with ``episodes``, empty, repeated or out of range.
     """
     if n_cases < 1:
         raise ValueError("the dataset has no cases")
-    if episodes is None:
-        episodes = n_cases
-    if not 1 <= episodes <= n_cases:
+    if cases is not None:
+        if episodes is not None:
+            raise ValueError("give either episodes (the first N cases) or a case list, "
+                             "not both")
+        indices = sorted(set(cases))
+        if not indices or len(indices) != len(cases) or indices[0] < 0 \
+                or indices[-1] >= n_cases:
+            raise ValueError(f"cases must be distinct indices in 0..{n_cases - 1}, got "
+                             f"{list(cases)[:8]}")
+    else:
+        if episodes is None:
+            episodes = n_cases
+        indices = list(range(episodes))
+    if cases is None and not 1 <= len(indices) <= n_cases:
         raise ValueError(f"episodes must be in 1..{n_cases} (the dataset has {n_cases} "
                          f"cases), got {episodes}")
     if repetitions < 1:
@@ -124,7 +143,7 @@ def plan_episodes(
     if seed < 0:
         raise ValueError(f"seed must be >= 0, got {seed}")
     return [(index, rep, episode_seed(seed, rep, index))
-            for rep in range(repetitions) for index in range(episodes)]
+            for rep in range(repetitions) for index in indices]
 
 
 @dataclass
@@ -221,6 +240,8 @@ def prepare_run(
     resume: bool = False,
     retry_errors: bool = True,
     env_id: str | None = None,
+    paper_settings: Mapping[str, Any] | None = None,
+    cases: CaseList | None = None,
 ) -> PreparedRun:
     """Plan a logged run and check an existing log against it (nothing is run).
 
@@ -247,6 +268,11 @@ def prepare_run(
         retry_errors: when resuming, run the episodes whose latest line is an error
             line again (default); false keeps them as they are.
         env_id: overrides ``env.spec.id`` in the log.
+        paper_settings: JSON-ready record of the paper settings applied, written into
+            every line (:attr:`clinenv.runlog.RunContext.paper_settings`); ``None``: none.
+        cases: run only the cases of this list (:class:`clinenv.case_list.CaseList`,
+            in dataset order; not with ``episodes``); recorded in every line as
+            ``case_list`` and checked on resume (:attr:`RunContext.case_list`).
 
     Returns:
         A :class:`PreparedRun`.
@@ -256,16 +282,26 @@ def prepare_run(
         RunLogError: the existing log is corrupt or from a different run; or it holds a
             key twice other than after an error line
             (:meth:`clinenv.runlog.RunLog.episodes`).
-        ValueError: ``episodes``, ``repetitions`` or ``seed`` out of range.
+        ValueError: ``episodes``, ``repetitions`` or ``seed`` out of range, or
+            ``episodes`` with ``cases``.
+        clinenv.case_list.CaseListError: a listed case id is not in the dataset (file,
+            line and the nearest id named).
     """
     out = Path(out)
     context = RunContext.from_env(env, doctor, seed=seed, env_id=env_id)
-    plan = plan_episodes(len(context.case_ids), episodes, repetitions, seed)
+    indices = None
+    if cases is not None:
+        indices = cases.indices(context.case_ids, dataset=context.dataset)
+        context = replace(context, case_list=cases.to_log(context.case_ids))
+    plan = plan_episodes(len(context.case_ids), episodes, repetitions, seed, indices)
     context = context.scheduled(len({i for i, _, _ in plan}), repetitions)
+    if paper_settings is not None:
+        context = replace(context, paper_settings=json.loads(json.dumps(paper_settings)))
     if not resume and out.exists() and out.stat().st_size > 0:
         raise FileExistsError(f"{out} exists and is not empty; pass --resume to continue "
                               "it, or choose another --out file")
     log = read_run_log(out, repair=True) if resume else RunLog(out)
+    context = context.continuing(log.lines)  # a log naming the dataset by its byte digest
     for line, number in zip(log.lines, log.line_numbers, strict=True):
         context.check(line, path=out, line_no=number)
     done = log.episodes()
@@ -294,6 +330,8 @@ def run_logged(
     max_consecutive_errors: int | None = DEFAULT_MAX_CONSECUTIVE_ERRORS,
     progress: Callable[[dict[str, Any]], None] | None = None,
     on_start: Callable[[int], None] | None = None,
+    paper_settings: Mapping[str, Any] | None = None,
+    cases: CaseList | None = None,
 ) -> RunResult:
     """Run a whole schedule, one episode at a time, appending one line per episode to
     the log (``out``; it and its folder are created when the run starts).
@@ -314,6 +352,8 @@ def run_logged(
             (>= 1; ``None``: never); see :mod:`clinenv.fail_fast`.
         progress: called with each new line after it is written.
         on_start: called once with the number of episodes about to run.
+        paper_settings: written into every line (:func:`prepare_run`).
+        cases: run only the cases of this case list (:func:`prepare_run`).
 
     Returns:
         A :class:`RunResult`. Episodes stopped by a backend error are error lines
@@ -330,7 +370,7 @@ def run_logged(
     guard = FailFast(Path(out), max_consecutive_errors)
     run = prepare_run(env, doctor, out=out, seed=seed, episodes=episodes,
                       repetitions=repetitions, resume=resume, retry_errors=retry_errors,
-                      env_id=env_id)
+                      env_id=env_id, paper_settings=paper_settings, cases=cases)
     if on_start is not None:
         on_start(len(run.todo))
     with RunLogWriter(run.out) as writer:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -120,7 +120,13 @@ class RunContext:
         env_id: the environment id (``"EGIP-MedQA-v0"``...).
         env_spec: :func:`env_spec_dict` of the environment.
         dataset: the case pool's name.
-        dataset_sha256: sha256 of the dataset file (``None`` for in-memory cases).
+        dataset_sha256: records digest of the dataset file (sha256 of its canonical form,
+            :mod:`clinenv.datasets.digests`: the same for copies that differ only in bytes,
+            CRLF or a BOM); ``None`` for in-memory cases. Logs written by earlier clinenv
+            versions hold the sha256 of the file's bytes instead (see
+            :meth:`continuing`).
+        dataset_sha256_aliases: raw digests that name this run's records (the pool's
+            ``sha256_aliases``); not written into lines.
         case_ids: ``case_id`` of every case, in dataset order.
         doctor: :func:`doctor_config` of the policy.
         run_seed: the run seed.
@@ -128,6 +134,17 @@ class RunContext:
         n_cases_scheduled: cases per repetition in the plan (the first N cases in
             dataset order); ``None`` until :meth:`scheduled` sets it.
         n_repetitions: repetitions in the plan; ``None`` until :meth:`scheduled`.
+        paper_settings: the paper settings the run applied (``clinenv run
+            --paper-settings``, :func:`clinenv.cli.paper_settings.resolve_run_settings`:
+            framework, the paper's values, the values applied, the flags that overrode
+            them, notes), written into every line as ``paper_settings``; ``None`` (the
+            default) writes no such field. Not compared on resume (:meth:`check`): the
+            doctor config already holds the decoding settings of an LLM doctor.
+        case_list: the case list the run is restricted to (``clinenv run --cases``,
+            :meth:`clinenv.case_list.CaseList.to_log`: ``{"path", "sha256",
+            "case_ids"}``), written into every line as ``case_list``; ``None`` (the
+            default: the first N cases) writes no such field. Its ``sha256`` is compared
+            on resume (:meth:`check`).
 
     Lines carry ``n_cases_scheduled`` and ``n_repetitions`` so that a reader of a cut
     or interrupted log knows what was scheduled (missing episodes count as not correct,
@@ -144,6 +161,9 @@ class RunContext:
     clinenv_version: str = field(default="")
     n_cases_scheduled: int | None = None
     n_repetitions: int | None = None
+    paper_settings: dict[str, Any] | None = None
+    case_list: dict[str, Any] | None = None
+    dataset_sha256_aliases: tuple[str, ...] = ()
 
     def scheduled(self, n_cases: int, n_repetitions: int) -> RunContext:
         """This context with the plan's schedule (written into every line)."""
@@ -169,11 +189,22 @@ class RunContext:
             env_spec=env_spec_dict(env),
             dataset=pool.name,
             dataset_sha256=pool.sha256,
+            dataset_sha256_aliases=tuple(getattr(pool, "sha256_aliases", ())),
             case_ids=tuple(c.case_id for c in pool.cases),
             doctor=doctor_config(doctor),
             run_seed=int(seed),
             clinenv_version=__version__,
         )
+
+    def continuing(self, lines: Sequence[Mapping[str, Any]]) -> RunContext:
+        """This context for continuing a log: when its first line names the dataset by
+        one of :attr:`dataset_sha256_aliases` (the byte digest an earlier clinenv wrote,
+        of these same records), the run keeps writing that value, so every line of the
+        log agrees; otherwise this context unchanged."""
+        theirs = lines[0].get("dataset_sha256") if lines else None
+        if theirs and theirs != self.dataset_sha256 and theirs in self.dataset_sha256_aliases:
+            return replace(self, dataset_sha256=theirs)
+        return self
 
     def line(self, record: Mapping[str, Any], *, case_index: int, repetition: int,
              seed: int) -> dict[str, Any]:
@@ -197,6 +228,10 @@ class RunContext:
             head["n_cases_scheduled"] = self.n_cases_scheduled
         if self.n_repetitions is not None:
             head["n_repetitions"] = self.n_repetitions
+        if self.paper_settings is not None:
+            head["paper_settings"] = self.paper_settings
+        if self.case_list is not None:
+            head["case_list"] = self.case_list
         body = {k: v for k, v in record.items() if k not in head}
         body.setdefault("verdict", "unscored")
         body.setdefault("correct", False)
@@ -212,9 +247,9 @@ class RunContext:
 
         Raises:
             RunLogError: schema, env id, doctor, run seed, episode seed, dataset file,
-                case order or scoring version (``scoring_version``, absent: 1) differ,
-                or a schedule field is malformed (the message names file, line and
-                field).
+                case list (``case_list.sha256``), case order or scoring version
+                (``scoring_version``, absent: 1) differ, or a schedule field is
+                malformed (the message names file, line and field).
         """
         def refuse(what: str) -> RunLogError:
             return RunLogError(f"{what}; refusing to resume a different run into the same "
@@ -225,7 +260,19 @@ class RunContext:
                            ("dataset_sha256", self.dataset_sha256)):
             theirs = line.get(name)
             if theirs != ours:
-                raise refuse(f"{name} is {_short(theirs)} but this run has {_short(ours)}")
+                where, theirs, ours = leaf_difference(theirs, ours, name)
+                why = ("; the dataset file's records differ from those the log was "
+                       "written from (a log of an earlier clinenv names the file by the "
+                       "sha256 of its bytes: resume it from that very file)"
+                       if name == "dataset_sha256" else "")
+                raise refuse(f"{where} is {full_json(theirs)} but this run has "
+                             f"{full_json(ours)}{why}")
+        theirs = _case_list_sha256(line.get("case_list"))
+        ours = _case_list_sha256(self.case_list)
+        if theirs != ours:
+            raise refuse(f"case_list: the log was written with "
+                         f"{_case_list_text(line.get('case_list'))} but this run has "
+                         f"{_case_list_text(self.case_list)}")
         version = line.get("scoring_version", 1)
         if version != SCORING_VERSION:
             raise refuse(f"scoring_version is {_short(version)} but this clinenv scores "
@@ -246,12 +293,59 @@ class RunContext:
             raise refuse(f"seed is {line.get('seed')!r} but this run schedules {expected}")
 
 
+def _case_list_sha256(value: Any) -> Any:
+    """The ``sha256`` of a line's ``case_list`` field (``None`` without one)."""
+    return value.get("sha256") if isinstance(value, Mapping) else value
+
+
+def _case_list_text(value: Any) -> str:
+    if not isinstance(value, Mapping):
+        return "no case list (the first N cases)"
+    return f"--cases {value.get('path')} (sha256 {str(value.get('sha256'))[:12]}...)"
+
+
 #: Schedule fields of a run-log line (absent in logs written before they existed).
 SCHEDULE = ("n_cases_scheduled", "n_repetitions")
 
 
 def _positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "absent"
+
+
+#: Stands for a key one of two compared JSON objects lacks (:func:`leaf_difference`).
+ABSENT: Any = _Absent()
+
+
+def full_json(value: Any) -> str:
+    """``value`` as compact JSON for messages, never cut; ``absent`` for :data:`ABSENT`."""
+    if value is ABSENT:
+        return "absent"
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def leaf_difference(first: Any, second: Any, path: str) -> tuple[str, Any, Any]:
+    """The first place where two JSON values differ, for messages that name it.
+
+    Mappings are walked key by key in the order of their keys (``first``'s, then those
+    only in ``second``); anything else is a leaf. A key missing on one side is
+    :data:`ABSENT` there.
+
+    Returns:
+        ``(dotted path, first's value, second's value)`` there, e.g.
+        ``("doctor.config.model", "a", "b")``; ``(path, first, second)`` when the values
+        are leaves or do not differ.
+    """
+    if isinstance(first, Mapping) and isinstance(second, Mapping):
+        for key in dict.fromkeys([*first, *second]):
+            a, b = first.get(key, ABSENT), second.get(key, ABSENT)
+            if full_json(a) != full_json(b):
+                return leaf_difference(a, b, f"{path}.{key}")
+    return path, first, second
 
 
 def _short(value: Any, limit: int = 120) -> str:

@@ -16,13 +16,19 @@ episode is one line of the run log ``--out`` (with the model calls, tokens and l
 under ``llm``); the script prints each verdict as it arrives, then accuracy and the
 model-call totals. Without MedQA data (``CLINENV_DATA_DIR`` pointing at a folder with
 ``agentclinic_medqa.jsonl``) it uses the bundled demo cases, with a note. The API key,
-if the server needs one, is read from ``OPENAI_API_KEY``. The log is continued when it
+if the server needs one, is read from ``OPENAI_API_KEY``.
+
+The default log is ``runs/llm_doctor_server_<env id>_<model>.jsonl`` (the model name with
+characters other than letters, digits, ``-``, ``_``, ``.`` replaced by ``-``), so a run
+on other data or with another model starts its own log. The log is continued when it
 exists: missing episodes run, and so do episodes that a server outage stopped (error
 lines; their new lines supersede them). A run that stops early (fail fast,
 :mod:`clinenv.fail_fast`: the server refused a request, e.g. a wrong ``--base-url`` or
 ``--model``, or five episodes in a row met a backend error) prints the reason on stderr
 and exits with code 2; the log keeps every line written before, so fix the cause and run
-the same command again.
+the same command again. An ``--out`` log of another run (other data, model or settings),
+a corrupt log or dataset, or an ``--out`` that cannot be written is one line on stderr
+(naming the file, line and field that differ), exit code 2.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ import clinenv  # noqa: F401  (registers the EGIP environment ids)
 from clinenv.agents.llm_doctor import LLMDoctor
 from clinenv.concurrent import run_concurrent
 from clinenv.datasets import resolve_dataset
-from clinenv.errors import DatasetNotFoundError
+from clinenv.errors import ClinenvError, DatasetNotFoundError
 from clinenv.llm.openai_backend import OpenAIChatModel
 from clinenv.rollouts import RunAborted, RunResult, llm_totals, summarize
 
@@ -51,6 +57,20 @@ def pick_env() -> str:
         print("note: MedQA data is not configured (set CLINENV_DATA_DIR to a folder with "
               "agentclinic_medqa.jsonl); running the bundled demo cases instead")
         return "EGIP-Demo-v0"
+
+
+def positive(text: str) -> int:
+    """An integer >= 1 (argparse type)."""
+    value = int(text) if text.lstrip("-").isdigit() else 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def default_out(env_id: str, model: str) -> Path:
+    """``runs/llm_doctor_server_<env id>_<model>.jsonl`` (model made file-name safe)."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in model)
+    return Path("runs", f"llm_doctor_server_{env_id}_{safe}.jsonl")
 
 
 def print_verdict(line: dict) -> None:
@@ -73,24 +93,33 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="LLM doctor (Direct) against a server.")
     parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8000/v1")
     parser.add_argument("--model", required=True, help="the model name the server knows")
-    parser.add_argument("--episodes", type=int, default=None,
+    parser.add_argument("--episodes", type=positive, default=None,
                         help="first N cases (default: all)")
-    parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--out", type=Path, default=Path("runs/llm_doctor_server.jsonl"),
-                        help="run log; an existing one is continued")
+    parser.add_argument("--concurrency", type=positive, default=32)
+    parser.add_argument("--out", type=Path, default=None,
+                        help="run log; an existing one is continued (default: "
+                             "runs/llm_doctor_server_<env id>_<model>.jsonl)")
     args = parser.parse_args(argv)
 
-    env_id = pick_env()
+    out = args.out
     try:
+        env_id = pick_env()
+        out = out or default_out(env_id, args.model)
         with OpenAIChatModel(args.model, base_url=args.base_url) as model:
             result = run_concurrent(
                 lambda: gym.make(env_id), lambda: LLMDoctor(model, strategy="direct"),
-                out=args.out, episodes=args.episodes, concurrency=args.concurrency,
+                out=out, episodes=args.episodes, concurrency=args.concurrency,
                 resume=True, env_id=env_id, progress=print_verdict)
     except RunAborted as err:  # fail fast: a refused request or an outage
         print(str(err), file=sys.stderr)
         return 2
-    report(env_id, result, args.out)
+    except ClinenvError as err:  # a log of another run, a corrupt log or dataset
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # --out cannot be written (a folder, no permission)
+        print(f"error: {err.filename or out}: {err.strerror or err}", file=sys.stderr)
+        return 2
+    report(env_id, result, out)
     return 0
 
 

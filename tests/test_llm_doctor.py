@@ -234,7 +234,7 @@ def test_config_describes_the_doctor_for_the_run_log():
     assert config == {
         "agent": "llm_doctor", "backend": "scripted", "model": "m1",
         "generation": GenerationConfig(temperature=0.5).model_dump(mode="json"),
-        "strategy": {"name": "vote", "n_samples": 5, "temperature": 0.7},
+        "strategy": {"name": "vote", "n_samples": 5, "temperature": None},
         "prompt": "egip", "observation_format": "view", "max_questions": None}
     assert doctor.name == "doc" and LLMDoctor(ScriptedChatModel(["x"])).name == "llm-direct"
 

@@ -152,7 +152,8 @@ def test_vote_first_sample_is_the_direct_call_then_four_more():
     assert model.calls[0] == direct_model.calls[0]
     messages, config = model.calls[1]
     assert messages == direct_model.calls[0][0]
-    assert config == GenerationConfig(temperature=0.7, n=4, seed=call_seed(21, "vote"))
+    # the extra samples share the run's decoding settings (EGIP appendix A.2)
+    assert config == GenerationConfig(temperature=0.0, n=4, seed=call_seed(21, "vote"))
     assert [c["purpose"] for c in decision.calls] == ["decide", "vote"]
 
 
@@ -451,7 +452,7 @@ def test_make_strategy_by_name():
     assert isinstance(make_strategy("direct"), Direct)
     vote = make_strategy(" Vote ", n_samples=3)
     assert isinstance(vote, Vote) and vote.describe() == {
-        "name": "vote", "n_samples": 3, "temperature": 0.7}
+        "name": "vote", "n_samples": 3, "temperature": None}
     assert isinstance(make_strategy("full"), Full)
     with pytest.raises(ValueError, match="strategy must be one of"):
         make_strategy("council")

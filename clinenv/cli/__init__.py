@@ -3,13 +3,13 @@
 Usage::
 
     clinenv run [--env ID|auto] [--doctor scripted|llm] [--exploration X] [--episodes N]
-                [--repetitions R]
+                [--repetitions R] [--paper-settings [--framework agentclinic|medagentsim]]
                 [--seed S] [--out FILE] [--resume [--no-retry-errors]] [--data-dir DIR]
-                [--allow-download]
+                [--allow-download] [--no-verify]
                 [--concurrency N] [--max-consecutive-errors N] [--quiet]
                 [--backend openai|vllm|transformers] [--base-url URL] [--model M]
                 [--strategy direct|vote|full|discussion] [--prompt egip|agentclinic]
-                [--max-questions N]
+                [--max-questions N] [--vote-temperature T]
                 [--temperature T] [--max-tokens N] [--api-key-env NAME] [--timeout S]
                 [--max-retries N] [--patient retrieval|llm] [--patient-model M]
                 [--examiner lookup|llm] [--examiner-model M]
@@ -37,6 +37,8 @@ Usage::
                 [--no-blocking] [--max-candidates N] [--seed S] [--quiet]
                 [--backend B] [--base-url URL] [--model M] [--temperature T] ...
     clinenv cdeg inspect graph.json [--top N]
+    clinenv export RUN.jsonl [RUN2.jsonl ...] --out FILE.jsonl|FILE.parquet
+                [--format messages|tools] [--allow-credentialed] [--data-dir DIR] [--force]
 
 ``python -m clinenv`` is the same program. ``clinenv run`` prints a note on the chosen
 environment (``env: ID (why)``), a progress bar on a terminal, and the summary;
@@ -93,10 +95,13 @@ of the same dataset (the baseline is the first log's method label) or, with repe
 ``--pair METHOD=BASE`` (labels), each method with its own baseline; p values are
 Holm-adjusted over every comparison of the call. It prints and writes ``comparison.md`` /
 ``comparison.csv`` (``--by``: also ``comparison_by_<STRATUM>.md/.csv``, one row per
-stratum and pair; ``--plot``: ``correction_regression.png``). A log is named
-``LABEL=path`` to override (or supply) its method label, which is otherwise
-``doctor.name`` plus ``@<protocol or preset>`` off plain EGIP (``scripted@agentclinic``;
-:mod:`clinenv.evaluation.labels`).
+stratum and pair; ``--plot``: ``comparison.png``, each pair's Δ with its CI and Holm p
+beside correction and regression, and ``comparison_by_<STRATUM>.png`` with ``--by``).
+Without matplotlib, ``--plot`` still prints and writes the tables, then says what to
+install (exit 2). A log is named ``LABEL=path`` to override (or supply) its method
+label, which is otherwise ``doctor.name`` plus ``@<protocol or preset>`` off plain EGIP
+(``scripted@agentclinic``), plus ``[<model>]`` when logs of that label hold different
+models (``llm-direct[Qwen2.5-7B-Instruct]``; :mod:`clinenv.evaluation.labels`).
 Scheduled episodes missing from a log count as not correct, and the tables say how many.
 
 Exit codes: 0 success; 1 ``data verify`` found a present file with a wrong checksum or
@@ -118,7 +123,8 @@ Modules: :mod:`clinenv.cli.run` (``run``), :mod:`clinenv.cli.replay` (``replay``
 :mod:`clinenv.cli.llm_setup` (the LLM options and models), :mod:`clinenv.cli.doctors`
 (``--doctor``), :mod:`clinenv.cli.run_summary` (the summary text), :mod:`clinenv.cli.data`
 (``data``), :mod:`clinenv.cli.evaluate` (``eval``, ``compare``), :mod:`clinenv.cli.cdeg`
-(``cdeg build``, ``cdeg inspect``), :mod:`clinenv.cli.argtypes`
+(``cdeg build``, ``cdeg inspect``), :mod:`clinenv.cli.export` (``export``: episodes as
+training data, :mod:`clinenv.export`), :mod:`clinenv.cli.argtypes`
 and :mod:`clinenv.cli.errors` (:class:`CLIError`, exit codes); this module holds the
 top-level parser and :func:`main`, and re-exports their public names.
 """
@@ -143,6 +149,7 @@ from clinenv.cli.errors import (
     CLIError,
 )
 from clinenv.cli.evaluate import SIMILARITY_ENCODERS, add_eval_parsers, cmd_compare, cmd_eval
+from clinenv.cli.export import add_export_parser
 from clinenv.cli.llm_setup import BACKENDS, LLMSetup, check_llm_args
 from clinenv.cli.replay import add_replay_parser
 from clinenv.cli.run import MESSAGE_CHARS, aborted_message, add_run_parser, cmd_run
@@ -166,13 +173,15 @@ def build_parser() -> argparse.ArgumentParser:
         prog="clinenv",
         description="Clinical diagnosis cases as EGIP environments: run doctor policies, "
                     "manage datasets and report on run logs.")
-    sub = parser.add_subparsers(dest="command", metavar="{run,replay,data,eval,compare,cdeg}")
+    sub = parser.add_subparsers(dest="command",
+                                metavar="{run,replay,data,eval,compare,cdeg,export}")
     sub.required = True
     add_run_parser(sub)
     add_replay_parser(sub)
     add_data_parser(sub)
     add_eval_parsers(sub)
     add_cdeg_parser(sub)
+    add_export_parser(sub)
     return parser
 
 

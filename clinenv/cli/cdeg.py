@@ -261,6 +261,8 @@ def format_build_summary(report: dict[str, Any], out: Path, seconds: float) -> s
         + f" ({report['st_order_only']} shifted with D_s first only)",
         f"  verifier      {calls} calls, {none} without a preference"
         + (f" ({verifier})" if verifier else ""),
+        f"  cases         {report.get('construction_cases', '?')} construction cases "
+        "(recorded in the graph)",
         f"  graph         {g['diagnoses']} diagnoses, {g['evidence']} evidence, "
         f"{g['actions']} actions, {g['revisions']} revisions",
         f"  wrote         {out} in {seconds:.2f} s",
@@ -291,6 +293,10 @@ def format_inspect(graph: Any, top: int) -> str:
     with up to :data:`EVIDENCE_SHOWN` evidence texts per role and their actions."""
     counts = graph.counts()
     lines = [f"{name}: {n}" for name, n in counts.items()]
+    built = graph.metadata.get("construction_cases")
+    if isinstance(built, dict):
+        lines.append("construction cases: " + ", ".join(
+            f"{len(ids)} of {dataset}" for dataset, ids in built.items()))
     edges = sorted(graph.revisions, key=lambda e: -e.support)[:top]
     if edges:
         lines.append(f"top {len(edges)} revisions by support:")

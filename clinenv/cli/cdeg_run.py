@@ -58,16 +58,21 @@ def cdeg_wrapper(args: argparse.Namespace, similarity: Any) -> Any:
     :data:`~clinenv.embeddings.lexical.LEXICAL_THRESHOLDS`. Prints one note on stderr
     when the graph was built with an LLM extractor (``--cdeg`` matches with the
     deterministic one) and when, under ``--cdeg-coverage-basis edge``, some edges hold
-    only missing evidence (never retrievable there).
+    only missing evidence (never retrievable there). The wrappers share one
+    :class:`~clinenv.wrappers.cdeg.heldout.OverlapWarner`, which prints one ``warning:``
+    line on stderr at the first evaluated case that is one of the graph's construction
+    cases (the run is then not held out).
 
     Raises:
         CLIError: the graph cannot be read (a missing file and a folder are named as
-            such), or a setting is out of range.
+            such), its ``construction_cases`` metadata is malformed, or a setting is out
+            of range.
     """
     from pydantic import ValidationError
 
     from clinenv.embeddings.lexical import LEXICAL_THRESHOLDS
     from clinenv.wrappers.cdeg.graph import CDEGraph, GraphFileError
+    from clinenv.wrappers.cdeg.heldout import OverlapWarner
     from clinenv.wrappers.cdeg.policy import CDEGConfig, CDEGDoctor
     from clinenv.wrappers.cdeg.retrieval import missing_only_edges
 
@@ -110,4 +115,10 @@ def cdeg_wrapper(args: argparse.Namespace, similarity: Any) -> Any:
               "once the doctor has acquired that evidence itself, so they never prompt "
               "its acquisition; --cdeg-coverage-basis edge+context makes them retrievable",
               file=sys.stderr)
-    return lambda doctor: CDEGDoctor(doctor, graph, similarity=similarity, config=config)
+    try:  # one warner for every wrapper of the run: the overlap warning comes once
+        overlap = OverlapWarner(graph, name=str(args.cdeg), emit=lambda message: print(
+            f"warning: {message}", file=sys.stderr, flush=True))
+    except ValueError as err:
+        raise CLIError(f"--cdeg {args.cdeg}: {err}") from None
+    return lambda doctor: CDEGDoctor(doctor, graph, similarity=similarity, config=config,
+                                     overlap=overlap)

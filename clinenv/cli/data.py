@@ -1,24 +1,36 @@
-"""``clinenv data list | verify | download``: the dataset files and their checks.
+"""``clinenv data list | verify | download | split``: the dataset files, their checks,
+and held-out case lists.
 
 ``verify`` exits 1 when a present file has a wrong checksum or record count; an unknown
 dataset name, or a dataset that cannot be downloaded, is a :class:`CLIError` (exit 2).
+
+``split DATASET --construction FRAC --seed S --out DIR`` writes ``DIR/construction.txt``
+and ``DIR/evaluation.txt`` (disjoint case lists, one ``case_id`` per line, dataset
+order; near-duplicate cases on one side: :func:`clinenv.datasets.case_split.split_cases`)
+and ``DIR/split.json`` (:data:`SPLIT_FORMAT`: ``dataset``, ``dataset_file``,
+``dataset_sha256``, ``construction_fraction``, ``seed``, ``counts`` {cases,
+construction, evaluation, near_duplicate_groups}, ``files`` and their ``sha256``, the
+digests ``clinenv run --cases`` records). It refuses to overwrite those files unless
+``--force``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from clinenv.cli.argtypes import count
 from clinenv.cli.errors import EXIT_VERIFY_FAILED, CLIError
 
 
 def add_data_parser(sub: Any) -> None:
     """Add the ``data`` sub-command (``list``, ``verify``, ``download``) to ``sub``."""
     data = sub.add_parser("data", help="list, verify or download datasets")
-    dsub = data.add_subparsers(dest="data_command", metavar="{list,verify,download}")
+    dsub = data.add_subparsers(dest="data_command", metavar="{list,verify,download,split}")
     dsub.required = True
     dlist = dsub.add_parser("list", help="known datasets and where their files are")
     dlist.add_argument("--data-dir", type=Path, default=None, metavar="DIR")
@@ -34,6 +46,41 @@ def add_data_parser(sub: Any) -> None:
     ddown.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
                        help="a folder checked first for an existing copy")
     ddown.set_defaults(func=cmd_data_download)
+    dsplit = dsub.add_parser("split", help="write disjoint construction / evaluation case "
+                                           "lists (held-out CDEG and baseline runs)")
+    dsplit.add_argument("dataset", metavar="DATASET",
+                        help="a dataset name (clinenv data list) or a case file")
+    dsplit.add_argument("--construction", type=fraction, required=True, metavar="FRAC",
+                        help="share of the cases for construction, in (0, 1); "
+                             "near-duplicate cases stay on one side")
+    dsplit.add_argument("--seed", type=count(0), default=0, metavar="S",
+                        help="split seed (default: 0); the same seed gives the same lists")
+    dsplit.add_argument("--out", type=Path, required=True, metavar="DIR",
+                        help="folder for construction.txt, evaluation.txt and split.json")
+    dsplit.add_argument("--force", action="store_true", help="overwrite existing lists")
+    dsplit.add_argument("--data-dir", type=Path, default=None, metavar="DIR")
+    dsplit.add_argument("--allow-download", action="store_true",
+                        help="download a missing public dataset (pinned URL and sha256)")
+    dsplit.set_defaults(func=cmd_data_split)
+
+
+#: Format tag of the ``split.json`` manifest of ``clinenv data split``.
+SPLIT_FORMAT = "clinenv.split/1"
+#: File names ``clinenv data split`` writes in ``--out``.
+SPLIT_FILES = {"construction": "construction.txt", "evaluation": "evaluation.txt",
+               "manifest": "split.json"}
+
+
+def fraction(text: str) -> float:
+    """argparse type of ``--construction``: a number strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from None
+    if not 0.0 < value < 1.0:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1) (the share of cases "
+                                         f"for construction), got {text}")
+    return value
 
 
 def _table(rows: Sequence[Sequence[str]]) -> str:
@@ -45,7 +92,7 @@ def _table(rows: Sequence[Sequence[str]]) -> str:
 def cmd_data_list(args: argparse.Namespace) -> int:
     """``clinenv data list``: name, file, records (the pinned count, or the count of a
     present file without one, e.g. the demo set), where found, checksum."""
-    from clinenv.datasets import DATASETS, resolve_dataset, sha256_file
+    from clinenv.datasets import DATASETS, dataset_mismatch, resolve_dataset, sha256_file
     from clinenv.datasets.resolve import count_records
     from clinenv.errors import ClinenvError
 
@@ -65,8 +112,10 @@ def cmd_data_list(args: argparse.Namespace) -> int:
             where = str(path)
             if spec.sha256 is None:
                 sha = "not pinned"
+            elif sha256_file(path) == spec.sha256:
+                sha = "ok"
             else:
-                sha = "ok" if sha256_file(path) == spec.sha256 else "MISMATCH"
+                sha = "MISMATCH" if dataset_mismatch(path, spec) else "ok (same records)"
         rows.append((name, spec.file_name, expected, where, sha))
     print(_table(rows))
     return 0
@@ -97,8 +146,10 @@ def cmd_data_verify(args: argparse.Namespace) -> int:
         expected_sha = result.get("expected")
         if expected_sha is None:
             sha = "not pinned"
+        elif result["sha256"] == expected_sha:
+            sha = "ok"
         else:
-            sha = "ok" if result["sha256"] == expected_sha else "MISMATCH"
+            sha = "ok (same records)" if result["same_records"] else "MISMATCH"
         n, want = result.get("n_records"), result.get("expected_records")
         records = "unparsable" if n is None else (f"{n}" if want is None else f"{n}/{want}")
         status = "ok" if result["ok"] else "FAILED"
@@ -107,7 +158,9 @@ def cmd_data_verify(args: argparse.Namespace) -> int:
         if not result["ok"]:
             problems = []
             if sha == "MISMATCH":
-                problems.append(f"sha256 {result['sha256']}, expected {expected_sha}")
+                problems.append(f"sha256 {result['sha256']}, expected {expected_sha}"
+                                + (f"; {result['difference']}" if result.get("difference")
+                                   else ""))
             if result.get("error"):
                 problems.append(str(result["error"]))
             elif n is not None and want is not None and n != want:
@@ -125,9 +178,9 @@ def cmd_data_download(args: argparse.Namespace) -> int:
         CLIError: an unknown name, a dataset without a public URL (credentialed), or a
             failed download or checksum.
     """
-    from clinenv.datasets import resolve_dataset
+    from clinenv.datasets import download_dataset, resolve_dataset
     from clinenv.datasets.registry import get_spec
-    from clinenv.errors import ClinenvError, DatasetNotFoundError
+    from clinenv.errors import ClinenvError, DataDirError, DatasetNotFoundError
 
     try:
         spec = get_spec(args.name)
@@ -142,10 +195,70 @@ def cmd_data_download(args: argparse.Namespace) -> int:
     try:
         try:
             path = resolve_dataset(spec.name, args.data_dir)
-            print(f"{spec.name}: already available at {path} (sha256 verified)")
+            print(f"{spec.name}: already available at {path} (records verified)")
+        except DataDirError as err:  # $CLINENV_DATA_DIR lacks it: download to the cache
+            path = download_dataset(spec.name)
+            print(f"{spec.name}: downloaded to {path} (sha256 verified)")
+            print(f"note: {err}", file=sys.stderr)
         except DatasetNotFoundError:
             path = resolve_dataset(spec.name, args.data_dir, allow_download=True)
             print(f"{spec.name}: downloaded to {path} (sha256 verified)")
     except ClinenvError as err:
         raise CLIError(str(err)) from None
+    return 0
+
+
+def cmd_data_split(args: argparse.Namespace) -> int:
+    """``clinenv data split``: write the two case lists and the manifest (module
+    docstring); exit 0.
+
+    Raises:
+        CLIError: the dataset cannot be loaded, ``--out`` is a file, a list exists
+            without ``--force``, or ``--construction`` leaves one side empty (the
+            message names the flag).
+    """
+    from clinenv.case_list import write_case_list
+    from clinenv.datasets import load_cases_with_report, sha256_file
+    from clinenv.datasets.case_split import split_cases
+    from clinenv.errors import ClinenvError
+
+    out: Path = args.out
+    if out.exists() and not out.is_dir():
+        raise CLIError(f"--out {out} is a file; give a folder for the case lists")
+    targets = {k: out / name for k, name in SPLIT_FILES.items()}
+    existing = [str(p) for p in targets.values() if p.exists()]
+    if existing and not args.force:
+        raise CLIError(f"--out {out}: {', '.join(existing)} exist(s); use --force to "
+                       "overwrite")
+    try:
+        cases, report = load_cases_with_report(args.dataset, args.data_dir,
+                                               allow_download=args.allow_download)
+    except ClinenvError as err:
+        raise CLIError(str(err)) from None
+    try:
+        split = split_cases(cases, args.construction, args.seed)
+    except ValueError as err:
+        raise CLIError(f"--construction {args.construction:g}: {err}") from None
+    out.mkdir(parents=True, exist_ok=True)
+    write_case_list(targets["construction"], split.construction)
+    write_case_list(targets["evaluation"], split.evaluation)
+    manifest = {
+        "format": SPLIT_FORMAT,
+        "dataset": cases[0].dataset,
+        "dataset_file": Path(report.path).name,
+        "dataset_sha256": sha256_file(report.path),
+        "construction_fraction": split.fraction,
+        "seed": split.seed,
+        "counts": {"cases": len(cases), "construction": len(split.construction),
+                   "evaluation": len(split.evaluation),
+                   "near_duplicate_groups": split.n_duplicate_groups},
+        "files": {k: SPLIT_FILES[k] for k in ("construction", "evaluation")},
+        "sha256": {k: sha256_file(targets[k]) for k in ("construction", "evaluation")},
+    }
+    targets["manifest"].write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    print(f"{manifest['dataset']}: {len(cases)} cases -> {len(split.construction)} "
+          f"construction ({targets['construction']}), {len(split.evaluation)} evaluation "
+          f"({targets['evaluation']}); seed {split.seed}; "
+          f"{split.n_duplicate_groups} near-duplicate group(s) kept on one side; manifest "
+          f"{targets['manifest']}")
     return 0

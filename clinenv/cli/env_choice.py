@@ -29,25 +29,49 @@ def add_dataset_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentP
     return parser
 
 
-def choose_env(requested: str, data_dir: Path | None, allow_download: bool) -> tuple[str, str]:
+def add_verify_argument(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add ``--no-verify`` (``args.verify``, default true: use a dataset file whose
+    records differ from the pinned ones, with a warning) to ``parser``; returns it."""
+    parser.add_argument("--no-verify", dest="verify", action="store_false",
+                        help="use a dataset file whose records differ from the pinned ones "
+                             "(a warning names the first differing case); a copy that "
+                             "differs only in bytes (CRLF, BOM) needs no flag")
+    return parser
+
+
+def choose_env(requested: str, data_dir: Path | None, allow_download: bool,
+               verify: bool = True) -> tuple[str, str]:
     """The environment id to run and why it was chosen.
+
+    ``auto`` falls back to the demo set only when the MedQA file is simply not found
+    with ``$CLINENV_DATA_DIR`` unset; a set variable that cannot supply the file is an
+    error naming the folder.
 
     Args:
         requested: an environment id or ``"auto"``.
         data_dir: ``--data-dir``.
         allow_download: ``--allow-download`` (``auto`` may then download MedQA).
+        verify: ``False`` (``--no-verify``) accepts a MedQA file whose records differ
+            from the pinned ones.
 
     Returns:
         ``(env_id, reason)``.
 
     Raises:
         CLIError: an unknown id, an id registered by another package whose entry point is
-            not an EGIP environment class, or (``auto``) a MedQA file with a wrong checksum.
+            not an EGIP environment class, or (``auto``) a ``$CLINENV_DATA_DIR`` that
+            cannot supply the MedQA file, a folder where the file should be, or a MedQA
+            file whose records differ from the pinned ones.
     """
     import gymnasium as gym
 
     from clinenv.datasets import resolve_dataset
-    from clinenv.errors import ChecksumError, DatasetNotFoundError
+    from clinenv.errors import (
+        ChecksumError,
+        DataDirError,
+        DatasetFolderError,
+        DatasetNotFoundError,
+    )
     from clinenv.registration import EGIP_IDS
 
     if requested != "auto":
@@ -59,7 +83,12 @@ def choose_env(requested: str, data_dir: Path | None, allow_download: bool) -> t
         return requested, "requested with --env"
     dataset = EGIP_IDS[AUTO_PREFERRED]
     try:
-        path = resolve_dataset(dataset, data_dir, allow_download=allow_download)
+        path = resolve_dataset(dataset, data_dir, allow_download=allow_download,
+                               verify=verify)
+    except DataDirError as err:
+        raise CLIError(f"--env auto: {err}") from None
+    except DatasetFolderError as err:
+        raise CLIError(f"--env auto: {err}") from None
     except DatasetNotFoundError:
         return AUTO_FALLBACK, (f"--env auto: dataset {dataset!r} not found (set "
                                "CLINENV_DATA_DIR or run `clinenv data download medqa`), "
@@ -120,7 +149,7 @@ def reject_foreign_entry_point(env_id: str) -> None:
 
 
 def make_env(env_id: str, data_dir: Path | None, allow_download: bool,
-             **kwargs: Any) -> Any:
+             verify: bool = True, **kwargs: Any) -> Any:
     """``gym.make(env_id, **kwargs)`` with the data options; refuses a non-EGIP
     environment.
 
@@ -128,6 +157,8 @@ def make_env(env_id: str, data_dir: Path | None, allow_download: bool,
         CLIError: the dataset is missing or corrupt, gymnasium or the environment refuses
             the arguments (e.g. an examiner the protocol has no seat for), or the made
             environment is not an :class:`~clinenv.env.EGIPEnv` (it is closed).
+
+    ``verify=False`` (``--no-verify``) passes ``verify=False`` to the environment.
     """
     import gymnasium as gym
 
@@ -138,6 +169,8 @@ def make_env(env_id: str, data_dir: Path | None, allow_download: bool,
         kwargs["data_dir"] = str(data_dir)
     if allow_download:
         kwargs["allow_download"] = True
+    if not verify:
+        kwargs["verify"] = False
     from pydantic import ValidationError
 
     try:

@@ -11,6 +11,20 @@ doctor's runs are ``scripted`` on ``EGIP-Demo-v0``, ``scripted@agentclinic`` on
 ``clinenv eval runs/*.jsonl`` keeps them apart and ``clinenv compare EGIP.jsonl
 NATIVE.jsonl`` pairs them without labels. ``LABEL=path`` names a log's method and wins.
 
+When the logs of one such label hold different models (``doctor.config.model``), each
+gets ``[<model>]``: ``llm-direct[Qwen2.5-7B-Instruct]``
+(:func:`clinenv.evaluation.labels.with_models`). Two logs that still share a label and a
+dataset but come from different runs are refused: the message names the first field that
+differs by its full path and both values in full, and says how to name them
+(``LABEL=path``).
+
+``--plot`` draws what the command prints: ``eval`` the accuracy bars with their CIs
+(``accuracy.png``, ``accuracy_by_<STRATUM>.png``), ``compare`` each pair's Δ with its CI
+and Holm p beside correction and regression (``comparison.png``,
+``comparison_by_<STRATUM>.png``; :mod:`clinenv.evaluation.plots`). Without matplotlib
+the tables are still printed and written, then the command says what to install and
+exits 2.
+
 Both refuse logs scored under different scoring versions (``scoring_version`` of the
 lines, :data:`clinenv.scoring.SCORING_VERSION`; a line without it is version 1): the
 message names both versions and the files. ``--mixed-scoring`` reports them anyway, with
@@ -126,14 +140,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     """``clinenv eval``: see the :mod:`clinenv.cli` docstring.
 
     Raises:
-        CLIError: an empty ``--by``, ``--plot`` without matplotlib, an unreadable log, a
-            table the logs cannot give, or an ``--out-dir`` that cannot be written.
+        CLIError: an empty ``--by``, an unreadable log, a table the logs cannot give, an
+            ``--out-dir`` that cannot be written, or ``--plot`` without matplotlib (after
+            the tables are printed and written).
     """
     from clinenv.errors import ClinenvError
     from clinenv.evaluation.reports import accuracy_table
 
     _check_by(args.by)
-    runs = _load_runs(args.logs, args.plot, mixed_scoring=args.mixed_scoring)
+    runs = _load_runs(args.logs, mixed_scoring=args.mixed_scoring)
     try:
         encoder, sim_name = None, "similarity"
         if args.similarity:
@@ -148,6 +163,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.plot:
         from clinenv.evaluation.plots import plot_accuracy
 
+        _require_matplotlib(written)
         for stem, table in tables:
             written.append(_plot(plot_accuracy, table, args.out_dir / f"{stem}.png",
                                  n_resamples=args.resamples, seed=args.seed))
@@ -169,8 +185,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     pair_labels = [_parse_pair(text) for text in args.pair or ()]
     if not args.methods and not pair_labels:
         raise CLIError("compare needs a baseline log and at least one method log")
-    runs = _load_runs([args.base, *args.methods], args.plot,
-                      mixed_scoring=args.mixed_scoring)
+    runs = _load_runs([args.base, *args.methods], mixed_scoring=args.mixed_scoring)
     try:
         if pair_labels:
             pairs = pair_runs(runs, pairs=pair_labels)
@@ -186,27 +201,34 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise CLIError(str(err)) from None
     written = _show_and_write(tables, args.out_dir)
     if args.plot:
-        from clinenv.evaluation.plots import plot_correction_regression
+        from clinenv.evaluation.plots import plot_comparison
 
-        written.append(_plot(plot_correction_regression, tables[0][1],
-                             args.out_dir / "correction_regression.png"))
+        _require_matplotlib(written)
+        for stem, table in tables:
+            written.append(_plot(plot_comparison, table, args.out_dir / f"{stem}.png"))
     _written(written)
     return 0
 
 
-def _load_runs(logs: Sequence[str], plot: bool, *, mixed_scoring: bool = False) -> list[Any]:
-    """Runs of the logs (notes on stderr for partial last lines); checks --plot first.
-    Logs of different scoring versions are refused unless ``mixed_scoring``."""
+def _require_matplotlib(written: Sequence[Path]) -> None:
+    """For ``--plot``, after the tables: a :class:`CLIError` saying what to install (and
+    that the tables were written) when matplotlib is missing."""
+    from clinenv.evaluation.plots import PlotDependencyError, require_matplotlib
+
+    try:
+        require_matplotlib()
+    except PlotDependencyError as err:
+        raise CLIError(f"--plot: {err}; the tables were written "
+                       f"({', '.join(str(p) for p in written)}), the figures were not"
+                       ) from None
+
+
+def _load_runs(logs: Sequence[str], *, mixed_scoring: bool = False) -> list[Any]:
+    """Runs of the logs (notes on stderr for partial last lines). Logs of different
+    scoring versions are refused unless ``mixed_scoring``."""
     from clinenv.errors import ClinenvError
     from clinenv.evaluation.runs import load_runs
 
-    if plot:
-        from clinenv.evaluation.plots import require_matplotlib
-
-        try:
-            require_matplotlib()
-        except ClinenvError as err:
-            raise CLIError(f"--plot: {err}") from None
     try:
         runs = load_runs(logs, mixed_scoring=mixed_scoring)
     except ClinenvError as err:

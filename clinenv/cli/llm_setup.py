@@ -76,8 +76,12 @@ def add_llm_arguments(run: argparse.ArgumentParser, *, patient: bool = True,
                           "environment's acquisition rounds T, or its turns)")
     llm.add_argument("--temperature", type=number(0.0), default=None, metavar="T",
                      help="doctor sampling temperature (default: the backend config's, 0)")
-    llm.add_argument("--max-tokens", type=count(1), default=200, metavar="N",
+    llm.add_argument("--max-tokens", type=count(1), default=None, metavar="N",
                      help="new tokens per doctor call (default: 200, EGIP appendix A.1)")
+    llm.add_argument("--vote-temperature", type=number(0.0), default=None, metavar="T",
+                     help="--strategy vote: temperature of its extra samples (default: the "
+                          "doctor's --temperature, the shared settings of EGIP appendix "
+                          "A.2)")
     add_connection_arguments(llm)
     if patient:
         llm.add_argument("--patient", choices=("retrieval", "llm"), default="retrieval",
@@ -166,7 +170,8 @@ def check_llm_args(args: argparse.Namespace, protocol: str = "egip") -> None:
             openai backend without ``--base-url``; LLM-only options without any LLM
             agent; ``--examiner-model`` without ``--examiner llm``; ``--examiner lookup``
             on a native protocol (record lookup cannot answer its whole utterances);
-            ``--max-questions`` without ``--doctor llm`` and the agentclinic prompt.
+            ``--max-questions`` without ``--doctor llm`` and the agentclinic prompt;
+            ``--vote-temperature`` without ``--doctor llm`` and the vote strategy.
     """
     examiner = getattr(args, "examiner", None)
     examiner_model = getattr(args, "examiner_model", None)
@@ -192,6 +197,9 @@ def check_llm_args(args: argparse.Namespace, protocol: str = "egip") -> None:
             args.doctor != "llm" or doctor_prompt(args, protocol) != "agentclinic"):
         raise CLIError("--max-questions is used only with --doctor llm --prompt agentclinic "
                        "(the egip prompt has no question budget)")
+    if getattr(args, "vote_temperature", None) is not None and (
+            args.doctor != "llm" or doctor_strategy(args, protocol) != "vote"):
+        raise CLIError("--vote-temperature is used only with --doctor llm --strategy vote")
     if not wants:
         given = [flag for flag, value in (("--model", args.model), ("--base-url", args.base_url),
                                           ("--patient-model", args.patient_model),
@@ -287,9 +295,12 @@ class LLMSetup:
     def make_doctor(self) -> Any:
         """A fresh doctor (``--doctor``; the registry's factories get the options,
         e.g. ``--exploration``). The LLM doctor uses the environment's observation format,
-        ``--prompt`` and ``--strategy`` (defaults: by the environment's protocol) and,
-        with the agentclinic prompt, states the question budget ``--max-questions``
-        (default: the environment's T; see :meth:`match_env`)."""
+        ``--prompt`` and ``--strategy`` (defaults: by the environment's protocol; the
+        vote strategy samples at ``--vote-temperature`` when given, else at the doctor's
+        temperature) and, with the agentclinic prompt, states the question budget
+        ``--max-questions`` (default: the environment's T; see :meth:`match_env`).
+        ``--temperature`` / ``--max-tokens`` left out (``None``) keep
+        :class:`~clinenv.llm.base.GenerationConfig`'s 0 and 200."""
         args = self.args
         if args.doctor != "llm":
             return DOCTORS[args.doctor](args)
@@ -301,7 +312,13 @@ class LLMSetup:
         budget = None
         if self.prompt == "agentclinic":
             budget = args.max_questions or self.acquisition_rounds
-        return LLMDoctor(self.model(args.model), strategy=self.strategy, prompt=self.prompt,
+        strategy: Any = self.strategy
+        vote_temperature = getattr(args, "vote_temperature", None)
+        if strategy == "vote" and vote_temperature is not None:
+            from clinenv.agents.terminal_vote import Vote
+
+            strategy = Vote(temperature=vote_temperature)
+        return LLMDoctor(self.model(args.model), strategy=strategy, prompt=self.prompt,
                          config=config, observation_format=self.observation_format,
                          max_questions=budget)
 

@@ -23,6 +23,10 @@ raw replies (``messages``, ``raw_reply``; :meth:`clinenv.llm.base.ChatResult.to_
 by setting :attr:`~clinenv.llm.base.ChatModel.log_messages` on the models it builds.
 ``--preset NAME`` runs a named preset (:mod:`clinenv.protocol.presets`), e.g.
 ``--env EGIP-MedQA-v0 --preset egip-no-menu``; the default ``--out`` then names it.
+``--paper-settings [--framework agentclinic|medagentsim]`` applies EGIP 4.1's decoding
+and repetitions (:mod:`clinenv.cli.paper_settings`; recorded as ``paper_settings`` in
+every line), and ``--vote-temperature T`` sets the vote strategy's sampling temperature
+(default: the doctor's).
 
 Example (offline, the fake server's clinician plays every LLM seat)::
 
@@ -49,6 +53,7 @@ from clinenv.cli.env_choice import (
     AUTO_FALLBACK,
     AUTO_PREFERRED,
     add_dataset_arguments,
+    add_verify_argument,
     choose_env,
     make_env,
 )
@@ -61,6 +66,7 @@ from clinenv.cli.llm_setup import (
     doctor_strategy,
     env_protocol,
 )
+from clinenv.cli.paper_settings import add_paper_arguments, resolve_run_settings
 from clinenv.cli.run_summary import format_summary, print_run_end
 from clinenv.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS
 from clinenv.protocol.presets import PRESETS
@@ -92,8 +98,13 @@ def add_run_parser(sub: Any) -> None:
     add_doctor_arguments(run)
     run.add_argument("--episodes", type=count(1), default=None, metavar="N",
                      help="use the first N cases in dataset order (default: all)")
-    run.add_argument("--repetitions", type=count(1), default=1, metavar="R",
-                     help="repetitions per case (default: 1)")
+    run.add_argument("--cases", type=Path, default=None, metavar="FILE",
+                     help="run only the cases listed in FILE (one case id per line, e.g. "
+                          "from `clinenv data split`); recorded in the log and checked "
+                          "by --resume; not with --episodes")
+    run.add_argument("--repetitions", type=count(1), default=None, metavar="R",
+                     help="repetitions per case (default: 1; 3 with --paper-settings)")
+    add_paper_arguments(run)
     run.add_argument("--seed", type=count(0), default=0, metavar="S",
                      help="run seed; episode seeds derive from it (default: 0)")
     run.add_argument("--out", type=Path, default=None, metavar="FILE",
@@ -107,6 +118,7 @@ def add_run_parser(sub: Any) -> None:
                      help="with --resume: keep the episodes stopped by a backend error as "
                           "they are instead of running them again")
     add_dataset_arguments(run)
+    add_verify_argument(run)
     run.add_argument("--concurrency", type=count(1), default=1, metavar="N",
                      help="episodes run at once under asyncio (default: 1, sequential)")
     run.add_argument("--max-consecutive-errors", type=count(0),
@@ -143,6 +155,30 @@ def doctor_label(args: argparse.Namespace, protocol: str = "egip") -> str:
     return f"llm-{doctor_strategy(args, protocol)}-{model}{wrapper}"
 
 
+def case_list_option(args: argparse.Namespace) -> Any:
+    """The :class:`~clinenv.case_list.CaseList` of ``--cases FILE``, or ``None``.
+
+    Raises:
+        CLIError: ``--cases`` with ``--episodes``, or a file that is missing, a folder,
+            not UTF-8, empty or lists an id twice (file and line named).
+    """
+    from clinenv.case_list import CaseListError, read_case_list
+
+    if args.cases is None:
+        return None
+    if args.episodes is not None:
+        raise CLIError("--cases and --episodes both choose the cases; give one")
+    try:
+        return read_case_list(args.cases)
+    except FileNotFoundError:
+        raise CLIError(f"--cases {args.cases}: no such file") from None
+    except IsADirectoryError:
+        raise CLIError(f"--cases {args.cases}: is a folder; give a case-list file (e.g. "
+                       "construction.txt from `clinenv data split`)") from None
+    except (OSError, CaseListError) as err:
+        raise CLIError(f"--cases: {err}") from None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """``clinenv run``: see the :mod:`clinenv.cli` docstring.
 
@@ -167,8 +203,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     preset = getattr(args, "preset", None)
     protocol = env_protocol(args.env, preset)
     check_llm_args(args, protocol)
+    # fills --repetitions and, with --paper-settings, the doctor's --temperature and
+    # --max-tokens where not given (clinenv.cli.paper_settings)
+    settings = resolve_run_settings(args, protocol)
+    cases = case_list_option(args)
     wrap = doctor_wrapper(args)  # loads a CDEG graph / run logs now: errors come first
-    env_id, reason = choose_env(args.env, args.data_dir, args.allow_download)
+    verify = getattr(args, "verify", True)  # --no-verify
+    env_id, reason = choose_env(args.env, args.data_dir, args.allow_download, verify)
     env_part = env_id if preset is None else f"{env_id}_{preset}"
     out: Path = args.out or Path("runs") / (
         f"{env_part}_{doctor_label(args, protocol)}_seed{args.seed}.jsonl")
@@ -176,6 +217,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CLIError(f"--out {out} is a folder; give a file path")
     if not args.quiet:
         print(f"env: {env_id} ({reason})", flush=True)
+        if settings.summary:
+            print(settings.summary, flush=True)
+        for note in settings.notes:
+            print(f"note: {note}", file=sys.stderr, flush=True)
     setup = LLMSetup(args)
 
     def make_doctor() -> Any:
@@ -187,11 +232,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             setup.env_kwargs["preset"] = preset
         if args.premature_diagnosis is not None:
             setup.env_kwargs["premature_diagnosis"] = args.premature_diagnosis
-        spare = [make_env(env_id, args.data_dir, args.allow_download, **setup.env_kwargs)]
+        spare = [make_env(env_id, args.data_dir, args.allow_download, verify,
+                          **setup.env_kwargs)]
         env = spare[0]
         try:
-            plan_episodes(len(env.unwrapped.pool.cases), args.episodes, args.repetitions,
-                          args.seed)
+            ids = [c.case_id for c in env.unwrapped.pool.cases]
+            plan_episodes(len(ids), args.episodes, args.repetitions, args.seed,
+                          None if cases is None else cases.indices(
+                              ids, dataset=f"dataset {env.unwrapped.pool.name}"))
         except ValueError as err:
             env.close()
             raise CLIError(f"{env_id}: {err}") from None
@@ -211,13 +259,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         def fresh_env() -> Any:  # the checked environment first, then fresh ones
             if spare:
                 return spare.pop()
-            return make_env(env_id, args.data_dir, args.allow_download, **setup.env_kwargs)
+            return make_env(env_id, args.data_dir, args.allow_download, verify,
+                            **setup.env_kwargs)
 
         options = dict(out=out, seed=args.seed, episodes=args.episodes,
                        repetitions=args.repetitions, resume=args.resume,
                        retry_errors=args.retry_errors, env_id=env_id,
                        max_consecutive_errors=args.max_consecutive_errors or None,
-                       progress=lambda _line: bar.update(1), on_start=start)
+                       progress=lambda _line: bar.update(1), on_start=start,
+                       paper_settings=settings.record, cases=cases)
         # the runners check --out (a non-empty file needs --resume) before they write,
         # and create the folder of --out only when they start writing
         try:

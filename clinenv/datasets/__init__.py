@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import warnings
 from pathlib import Path
 
 from clinenv.cases import Case, no_cases_error, read_cases, scan_json_lines
@@ -31,19 +32,21 @@ from clinenv.datasets.osce import case_from_osce
 from clinenv.datasets.registry import DATASETS, DatasetSpec, get_spec
 from clinenv.datasets.resolve import (
     ENV_VAR,
+    dataset_mismatch,
     download_dataset,
     is_path_like,
     resolve_dataset,
     sha256_file,
     verify_dataset,
 )
-from clinenv.errors import CaseFormatError
+from clinenv.errors import CaseFormatError, ChecksumWarning
 
 __all__ = [
     "DATASETS",
     "ENV_VAR",
     "DatasetSpec",
     "LoadReport",
+    "dataset_mismatch",
     "download_dataset",
     "get_spec",
     "load_cases",
@@ -59,11 +62,11 @@ def _locate(
     name_or_path: str | os.PathLike[str],
     data_dir: str | Path | None,
     allow_download: bool,
-    verify: bool,
 ) -> tuple[Path, DatasetSpec | None, str]:
-    """``(path, registry spec or None for an explicit file, dataset name)``."""
+    """``(path, registry spec or None for an explicit file, dataset name)``; the file's
+    records are not checked here."""
     path = resolve_dataset(name_or_path, data_dir, allow_download=allow_download,
-                           verify=verify)
+                           verify=False)
     if not is_path_like(name_or_path):
         spec = get_spec(str(name_or_path))
         return path, spec, spec.name
@@ -140,13 +143,21 @@ def load_cases_with_report(
     Returns:
         ``(cases, report)``; ``report.skipped`` lists ``(line, reason)`` for lines
         skipped in lenient mode and ``report.warnings`` other problems (e.g. a record
-        count that differs from the registry's).
+        count that differs from the registry's, or records that differ from the pinned
+        ones under ``verify=False``).
     """
     if disclosure not in DISCLOSURES:
         raise ValueError(f"disclosure must be one of {DISCLOSURES}, got {disclosure!r}")
-    path, spec, dataset = _locate(name_or_path, data_dir, allow_download, verify)
+    path, spec, dataset = _locate(name_or_path, data_dir, allow_download)
+    mismatch = None if spec is None else dataset_mismatch(path, spec)
+    if mismatch is not None and verify:
+        raise mismatch
     schema = spec.schema if spec is not None else _sniff_schema(path)
     report = LoadReport(path=str(path), dataset=dataset, schema=schema)
+    if mismatch is not None:
+        message = f"{mismatch.summary}; used anyway (verify=False)"  # type: ignore[attr-defined]
+        report.warnings.append(message)
+        warnings.warn(message, ChecksumWarning, stacklevel=3)
     if schema == "canonical":
         cases = _load_canonical(path, report, strict)
     else:
@@ -190,7 +201,10 @@ def load_cases(
         strict: raise at the first bad line (default); ``False`` skips bad lines (use
             :func:`load_cases_with_report` to see them) and turns a record-count
             mismatch into a warning.
-        verify: check a named dataset's sha256 against the pinned value.
+        verify: check a named dataset's records against the pinned ones (a copy that
+            differs only in bytes, e.g. CRLF line ends or a BOM, passes); ``False`` loads
+            a file whose records differ, with a :class:`~clinenv.errors.ChecksumWarning`
+            naming the first differing case.
 
     Returns:
         The cases in file order.
@@ -198,7 +212,9 @@ def load_cases(
     Raises:
         DatasetNotFoundError: unknown name, or the file cannot be found (the message
             says where it looked and how to get it).
-        ChecksumError: the named dataset's file does not match its pinned sha256.
+        DataDirError: ``$CLINENV_DATA_DIR`` is set but cannot supply the file.
+        ChecksumError: the named dataset's records differ from the pinned ones (the
+            message names the first differing case).
         CaseFormatError: a bad line (strict mode), an empty file, or (strict mode) a
             record count that differs from the registry's; names file, line and field.
         ValueError: unknown ``disclosure``.

@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from clinenv.datasets.record_digests import RECORDS_SHA256
 from clinenv.errors import DatasetNotFoundError
 
 Schema = Literal["osce", "nejm", "canonical"]
@@ -56,6 +57,8 @@ class DatasetSpec:
         description: one sentence about the dataset.
         bundled: the file ships inside the package (``clinenv/datasets/data``).
         access_note: how to obtain a file that cannot be downloaded (empty otherwise).
+        records_sha256: pinned sha256 of the file's canonical form (its records, whatever
+            the bytes: :mod:`clinenv.datasets.digests`), or ``None`` when not pinned.
     """
 
     name: str
@@ -68,12 +71,13 @@ class DatasetSpec:
     description: str
     bundled: bool = False
     access_note: str = ""
+    records_sha256: str | None = None
 
 
 def _public(name: str, file_name: str, n: int, sha: str, schema: Schema, display: str,
             description: str) -> DatasetSpec:
     return DatasetSpec(name, file_name, n, _RAW_BASE + file_name, sha, schema, display,
-                       description)
+                       description, records_sha256=RECORDS_SHA256[name])
 
 
 #: Known datasets by registry name. Treat as read-only.

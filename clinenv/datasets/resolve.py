@@ -4,16 +4,24 @@ An explicit path to an existing file is used as it is (no checksum). Resolution 
 for a registry name:
 
 1. the ``data_dir`` argument;
-2. the folder named by the environment variable ``CLINENV_DATA_DIR``;
+2. the folder named by the environment variable ``CLINENV_DATA_DIR``: once it is set
+   (non-empty) it must hold the file, else :class:`~clinenv.errors.DataDirError` names
+   the folder (missing, not a folder, or without the file); the cache is not consulted;
 3. the user cache, ``platformdirs.user_cache_dir("clinenv")/datasets``;
-4. a download from the pinned URL, only when ``allow_download=True``; the sha256 is
+4. a download from the pinned URL, only when ``allow_download=True``; the raw sha256 is
    checked before the file is moved into the cache, so a bad download leaves nothing;
 5. otherwise :class:`~clinenv.errors.DatasetNotFoundError`, whose message names the
    file, lists where it looked and says how to get it.
 
-The bundled ``demo`` set is read from the package (``importlib.resources``). A file found
-locally whose sha256 differs from the pinned value raises
-:class:`~clinenv.errors.ChecksumError` unless ``verify=False``.
+A folder where the file should be is reported as a folder. The bundled ``demo`` set is
+read from the package (``importlib.resources``).
+
+A local file of a pinned dataset is checked over its *records*, not its bytes
+(:func:`dataset_mismatch`): equal raw sha256, or else an equal records digest (the
+canonical form of :mod:`clinenv.datasets.digests`), passes, so a copy with CRLF line
+ends or a byte-order mark is the same dataset. A file whose records differ raises
+:class:`~clinenv.errors.ChecksumError` naming the first differing case, unless
+``verify=False``.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import os
 import tempfile
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -31,7 +40,13 @@ import platformdirs
 
 from clinenv.cases import iter_json_lines
 from clinenv.datasets.registry import DATASETS, DatasetSpec, get_spec, normalize_name
-from clinenv.errors import CaseFormatError, ChecksumError, DatasetNotFoundError
+from clinenv.errors import (
+    CaseFormatError,
+    ChecksumError,
+    DataDirError,
+    DatasetFolderError,
+    DatasetNotFoundError,
+)
 
 #: Environment variable naming a folder that holds dataset files.
 ENV_VAR = "CLINENV_DATA_DIR"
@@ -75,39 +90,169 @@ def bundled_path(spec: DatasetSpec) -> Path:
     return Path(str(ref))
 
 
-def checksum_error(path: str | Path, spec: DatasetSpec, actual: str) -> ChecksumError:
-    """A :class:`ChecksumError` naming the file, the expected and the actual digest.
+#: How to use a file whose records differ anyway (every entry point takes the override).
+OVERRIDE_HINT = ("pass verify=False (load_cases, gym.make) or clinenv run --no-verify to "
+                 "use it anyway")
 
-    The returned error carries ``path``, ``dataset``, ``expected`` and ``actual``
-    attributes.
+
+def checksum_error(path: str | Path, spec: DatasetSpec, actual: str, *,
+                   records: str | None = None, where: str | None = None) -> ChecksumError:
+    """A :class:`ChecksumError` naming the file, the pinned and the actual digests and,
+    when known, the first case that differs (``where``, see
+    :func:`clinenv.datasets.digests.first_difference`).
+
+    The returned error carries ``path``, ``dataset``, ``expected`` and ``actual`` (raw
+    sha256 of the bytes), ``expected_records`` and ``actual_records`` (records digests;
+    ``None`` when not computed), ``where`` and ``summary`` (the message without the
+    advice) attributes.
     """
+    if records is None:
+        head = (f"{path}: sha256 mismatch for dataset {spec.name!r} ({spec.file_name}): "
+                f"expected {spec.sha256}, got {actual}")
+    else:
+        head = (f"{path}: the records differ from the pinned dataset {spec.name!r} "
+                f"({spec.file_name})" + (f": {where}" if where else "")
+                + f" (records sha256 expected {spec.records_sha256}, got {records}; file "
+                f"sha256 {actual})")
     err = ChecksumError(
-        f"{path}: sha256 mismatch for dataset {spec.name!r} ({spec.file_name}): expected "
-        f"{spec.sha256}, got {actual}. The file is corrupt, truncated or a different "
-        "version; replace it (e.g. download again), or pass verify=False to use it anyway."
+        f"{head}. The file is corrupt, truncated, edited or a different version; replace "
+        f"it (e.g. `clinenv data download {spec.name}`), or {OVERRIDE_HINT}."
     )
     err.path = str(path)  # type: ignore[attr-defined]
     err.dataset = spec.name  # type: ignore[attr-defined]
     err.expected = spec.sha256  # type: ignore[attr-defined]
     err.actual = actual  # type: ignore[attr-defined]
+    err.expected_records = spec.records_sha256  # type: ignore[attr-defined]
+    err.actual_records = records  # type: ignore[attr-defined]
+    err.where = where  # type: ignore[attr-defined]
+    err.summary = head  # type: ignore[attr-defined]
     return err
 
 
+@dataclass(frozen=True)
+class DatasetIdentity:
+    """What names the cases of one dataset file (for run logs and resume).
+
+    Attributes:
+        records_sha256: sha256 of the file's canonical form (its records;
+            :mod:`clinenv.datasets.digests`), the run log's ``dataset_sha256``.
+        file_sha256: sha256 of the file's bytes.
+        aliases: raw sha256 digests known to name these same records: the file's own
+            and, when the records equal a pinned dataset's, the pinned raw digest.
+        mismatch: ``None``, or the :class:`ChecksumError` of records that differ from
+            the pinned ones (:func:`dataset_mismatch`).
+    """
+
+    records_sha256: str
+    file_sha256: str
+    aliases: tuple[str, ...]
+    mismatch: ChecksumError | None
+
+
+def _mismatch(path: str | Path, spec: DatasetSpec, raw: str,
+              records: Any) -> ChecksumError | None:
+    """The mismatch of a file with raw digest ``raw`` and, unless ``None``, record
+    digests ``records`` (a :class:`~clinenv.datasets.digests.RecordDigests`)."""
+    if spec.sha256 is None or raw == spec.sha256:
+        return None
+    if spec.records_sha256 is None or records is None:
+        return checksum_error(path, spec, raw)
+    if records.sha256 == spec.records_sha256:
+        return None
+    from clinenv.datasets.digests import first_difference
+    from clinenv.datasets.record_digests import RECORD_DIGESTS
+
+    pinned = RECORD_DIGESTS.get(spec.name)
+    where = None if pinned is None else first_difference(records, pinned, spec.name)
+    return checksum_error(path, spec, raw, records=records.sha256, where=where)
+
+
+def dataset_mismatch(path: str | Path, spec: DatasetSpec) -> ChecksumError | None:
+    """``None`` when ``path`` holds the pinned records of ``spec`` (or nothing is pinned),
+    else the :class:`ChecksumError` to raise (module docstring).
+
+    The raw sha256 is tried first; only a file with other bytes is parsed, and its
+    records digest compared with ``spec.records_sha256``; when that differs too, the
+    per-record digests (:mod:`clinenv.datasets.record_digests`) name the first differing
+    case.
+    """
+    if spec.sha256 is None:
+        return None
+    raw = sha256_file(path)
+    if raw == spec.sha256 or spec.records_sha256 is None:
+        return _mismatch(path, spec, raw, None)
+    from clinenv.datasets.digests import file_digests
+
+    return _mismatch(path, spec, raw, file_digests(path))
+
+
+def dataset_identity(path: str | Path, spec: DatasetSpec | None = None) -> DatasetIdentity:
+    """The :class:`DatasetIdentity` of a dataset file (``spec``: its registry entry, or
+    ``None`` for a file outside the registry). A pinned file with the pinned bytes is
+    not parsed.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    from clinenv.datasets.digests import file_digests
+
+    raw = sha256_file(path)
+    if spec is not None and raw == spec.sha256 and spec.records_sha256 is not None:
+        return DatasetIdentity(spec.records_sha256, raw, (raw,), None)
+    records = file_digests(path)
+    aliases = [raw]
+    if spec is not None and spec.sha256 not in (None, raw) and \
+            records.sha256 == spec.records_sha256:
+        aliases.append(spec.sha256)
+    mismatch = None if spec is None else _mismatch(path, spec, raw, records)
+    return DatasetIdentity(records.sha256, raw, tuple(aliases), mismatch)
+
+
 def _check(path: Path, spec: DatasetSpec, verify: bool) -> Path:
-    if verify and spec.sha256 is not None:
-        actual = sha256_file(path)
-        if actual != spec.sha256:
-            raise checksum_error(path, spec, actual)
+    if verify:
+        mismatch = dataset_mismatch(path, spec)
+        if mismatch is not None:
+            raise mismatch
     return path
 
 
+def _env_dir() -> Path | None:
+    """The folder ``$CLINENV_DATA_DIR`` names, or ``None`` when it is unset or empty."""
+    env = os.environ.get(ENV_VAR, "").strip()
+    return Path(env).expanduser() if env else None
+
+
 def _candidates(spec: DatasetSpec, data_dir: str | Path | None) -> list[tuple[str, Path | None]]:
-    env = os.environ.get(ENV_VAR)
+    env = _env_dir()
     return [
         ("data_dir argument", None if data_dir is None else Path(data_dir) / spec.file_name),
-        (f"${ENV_VAR}", Path(env).expanduser() / spec.file_name if env else None),
+        (f"${ENV_VAR}", None if env is None else env / spec.file_name),
         ("user cache", cache_dir() / spec.file_name),
     ]
+
+
+def folder_error(path: Path, what: str) -> DatasetFolderError:
+    """The error for a folder found where a file should be (``what``: which file)."""
+    return DatasetFolderError(f"{path} is a folder, not {what}; give the path of the "
+                                "file itself")
+
+
+def data_dir_error(spec: DatasetSpec, folder: Path,
+                   data_dir: str | Path | None = None) -> DataDirError:
+    """The error for a ``$CLINENV_DATA_DIR`` that cannot supply ``spec``'s file."""
+    if not folder.exists():
+        problem = "does not exist"
+    elif not folder.is_dir():
+        problem = "is a file, not a folder"
+    else:
+        problem = f"holds no {spec.file_name}"
+    also = "" if data_dir is None else f" (nor does the data_dir argument {data_dir})"
+    return DataDirError(
+        f"${ENV_VAR} is set to {folder}, which {problem}{also}, so dataset {spec.name!r} "
+        f"({spec.display_name}) cannot be loaded: put {spec.file_name} in {folder}, point "
+        f"${ENV_VAR} at the folder that holds it, or unset {ENV_VAR} to use the user "
+        f"cache ({cache_dir()})"
+    )
 
 
 def not_found_message(spec: DatasetSpec, looked: list[tuple[str, Path | None]]) -> str:
@@ -214,19 +359,25 @@ def resolve_dataset(
         data_dir: a folder to look in first.
         allow_download: download from the pinned URL into the cache when no local copy
             exists (never for credentialed or bundled datasets).
-        verify: check a local file's sha256 against the pinned value.
+        verify: check a local file's records against the pinned ones
+            (:func:`dataset_mismatch`); ``False`` skips the check.
 
     Returns:
         The path of the dataset file.
 
     Raises:
-        DatasetNotFoundError: unknown name, a path that is not a file, or no file found
-            (and no download allowed or possible); the message says where it looked and
-            how to get the file.
-        ChecksumError: a file was found but its sha256 differs from the pinned one.
+        DataDirError: ``$CLINENV_DATA_DIR`` is set but the folder is missing, is a file,
+            or lacks the file (and ``data_dir`` does not hold it).
+        DatasetFolderError: a folder stands where the file should be.
+        DatasetNotFoundError: unknown name, a path that is not a file, or no file found (and no download allowed or possible); the
+            message says where it looked and how to get the file.
+        ChecksumError: a file was found but its records differ from the pinned ones; the
+            message names the first differing case.
     """
     if is_path_like(name):
         path = Path(name).expanduser()
+        if path.is_dir():
+            raise folder_error(path, "a dataset file")
         if not path.is_file():
             raise DatasetNotFoundError(f"no such dataset file: {path}")
         return path
@@ -234,9 +385,15 @@ def resolve_dataset(
     if spec.bundled:
         return bundled_path(spec)
     looked = _candidates(spec, data_dir)
-    for _label, path in looked:
-        if path is not None and path.is_file():
+    for label, path in looked:
+        if path is None:
+            continue
+        if path.is_file():
             return _check(path, spec, verify)
+        if path.is_dir():
+            raise folder_error(path, f"the file of dataset {spec.name!r} ({label})")
+        if label == f"${ENV_VAR}":
+            raise data_dir_error(spec, path.parent, data_dir)
     if allow_download and spec.url is not None:
         return download_dataset(spec.name)
     raise DatasetNotFoundError(not_found_message(spec, looked))
@@ -261,11 +418,14 @@ def verify_dataset(name: str, data_dir: str | Path | None = None) -> dict[str, A
         data_dir: a folder to look in first.
 
     Returns:
-        ``{"name", "path", "sha256", "expected", "ok", "n_records", "expected_records"}``
-        where ``ok`` is true when the digest matches the pinned one (or none is pinned)
-        and the record count matches the expected one (or none is fixed);
-        ``n_records`` is ``None`` when the file does not parse (``"error"`` then says
-        why).
+        ``{"name", "path", "sha256", "expected", "ok", "n_records", "expected_records",
+        "same_records", "difference"}`` where ``sha256`` / ``expected`` are the raw
+        digests, ``same_records`` is true when the records equal the pinned ones
+        (:func:`dataset_mismatch`; also true when nothing is pinned), ``difference`` is
+        ``None`` or the first differing case in words, and ``ok`` is true when the
+        records are the pinned ones and the record count matches the expected one (or
+        none is fixed); ``n_records`` is ``None`` when the file does not parse
+        (``"error"`` then says why).
 
     Raises:
         DatasetNotFoundError: the file cannot be found.
@@ -273,12 +433,15 @@ def verify_dataset(name: str, data_dir: str | Path | None = None) -> dict[str, A
     spec = get_spec(name)
     path = resolve_dataset(spec.name, data_dir, verify=False)
     actual = sha256_file(path)
+    mismatch = dataset_mismatch(path, spec)
     result: dict[str, Any] = {
         "name": spec.name,
         "path": str(path),
         "sha256": actual,
         "expected": spec.sha256,
         "expected_records": spec.n_records,
+        "same_records": mismatch is None,
+        "difference": None if mismatch is None else getattr(mismatch, "where", None),
     }
     try:
         n_records: int | None = count_records(path)
@@ -287,7 +450,7 @@ def verify_dataset(name: str, data_dir: str | Path | None = None) -> dict[str, A
         result["error"] = f"does not parse as JSON Lines: {err}"
     result["n_records"] = n_records
     result["ok"] = (
-        (spec.sha256 is None or actual == spec.sha256)
+        mismatch is None
         and n_records is not None
         and (spec.n_records is None or n_records == spec.n_records)
     )

@@ -53,7 +53,9 @@ from clinenv.evaluation.comparison import (
 )
 from clinenv.evaluation.plots import (
     PlotDependencyError,
+    comparison_figure,
     plot_accuracy,
+    plot_comparison,
     plot_correction_regression,
 )
 from clinenv.evaluation.reports import (
@@ -117,11 +119,13 @@ __all__ = [
     "accuracy_table",
     "align",
     "compare",
+    "comparison_figure",
     "comparison_table",
     "load_runs",
     "pair_runs",
     "parse_run_spec",
     "plot_accuracy",
+    "plot_comparison",
     "plot_correction_regression",
     "scoring_version",
 ]

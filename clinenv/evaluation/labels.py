@@ -11,14 +11,22 @@ the line's ``env_spec`` keyword arguments: an explicit non-EGIP ``protocol`` fir
 the ``preset`` (given with ``--preset``, or the one a native id registers,
 :data:`clinenv.registration.NATIVE_IDS`). A user's ``LABEL=path`` still wins
 (:mod:`clinenv.evaluation.runs`).
+
+Runs of the same doctor with different models are different methods too:
+:func:`clinenv.evaluation.runs.load_runs` adds ``[<model>]`` to the label of every log
+whose label is shared with a log of another model (:func:`with_models`):
+``llm-direct[Qwen2.5-7B-Instruct]`` for ``Qwen/Qwen2.5-7B-Instruct``. The model is the
+doctor's ``config.model`` (of the innermost doctor for a wrapper such as CDEG:
+``config.inner.config.model``, :func:`doctor_model`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["PLAIN_VARIANTS", "environment_variant", "method_label"]
+__all__ = ["PLAIN_VARIANTS", "doctor_model", "environment_variant", "method_label",
+           "model_tags", "with_models"]
 
 #: Protocol and preset names that mean plain EGIP (no suffix on the label).
 PLAIN_VARIANTS = frozenset({"egip"})
@@ -61,3 +69,58 @@ def method_label(line: Mapping[str, Any]) -> str:
     name = str(line["doctor"]["name"])
     variant = environment_variant(line)
     return name if variant is None else f"{name}@{variant}"
+
+
+def doctor_model(doctor: Any) -> str | None:
+    """The model name of a run-log line's ``doctor`` (``{"name", "config"}``).
+
+    Returns:
+        ``config["model"]`` when it is a non-empty string; else, for a wrapped doctor
+        (CDEG and the baselines log ``config = {"wrapper", "inner": {"name", "config"}}``),
+        the inner doctor's model; else ``None`` (the scripted and random doctors).
+    """
+    for _ in range(16):  # wrappers nest; a cycle cannot occur in JSON, this bounds depth
+        config = doctor.get("config") if isinstance(doctor, Mapping) else None
+        if not isinstance(config, Mapping):
+            return None
+        model = config.get("model")
+        if isinstance(model, str) and model:
+            return model
+        doctor = config.get("inner")
+    return None
+
+
+def model_tags(models: Sequence[str]) -> dict[str, str]:
+    """A short tag for each model name: the part after the last ``/``
+    (``"Qwen/Qwen2.5-7B-Instruct"`` -> ``"Qwen2.5-7B-Instruct"``, a local folder
+    ``"/models/qwen7b/"`` -> ``"qwen7b"``), or the full names when two different models
+    would get the same tag."""
+    unique = list(dict.fromkeys(models))
+    short = {m: m.rstrip("/").rsplit("/", 1)[-1] or m for m in unique}
+    if len(set(short.values())) < len(unique):
+        return {m: m for m in unique}
+    return short
+
+
+def with_models(labels: Sequence[str], models: Sequence[str | None]) -> list[str]:
+    """``labels`` with ``[<model tag>]`` appended where a label is shared by lines of
+    different models.
+
+    Args:
+        labels: the default label of each log (:func:`method_label`).
+        models: the model of each log (:func:`doctor_model`), same length.
+
+    Returns:
+        For every label whose logs name more than one model (on any dataset: the same
+        label for two models would read as one method across the table's columns),
+        ``label[tag]`` for each of its logs that names a model (:func:`model_tags`); every
+        other label unchanged.
+    """
+    seen: dict[str, list[str]] = {}
+    for label, model in zip(labels, models, strict=True):
+        if model is not None:
+            seen.setdefault(label, []).append(model)
+    tags = {label: model_tags(found) for label, found in seen.items()
+            if len(set(found)) > 1}
+    return [f"{label}[{tags[label][model]}]" if label in tags and model is not None
+            else label for label, model in zip(labels, models, strict=True)]

@@ -4,7 +4,9 @@ A *run* is every episode of one method on one dataset. Lines are read with
 :func:`clinenv.runlog.read_run_log` and grouped by ``(label, dataset)``, where the label
 is :func:`clinenv.evaluation.labels.method_label` -- ``doctor.name``, plus
 ``@<protocol or preset>`` when the run did not play plain EGIP (``scripted@agentclinic``,
-``scripted@egip-no-menu``) -- unless the user names the log ``LABEL=path``.
+``scripted@egip-no-menu``) -- unless the user names the log ``LABEL=path``. When the
+unnamed logs of one such label hold different models, each gets ``[<model>]``
+(``llm-direct[Qwen2.5-7B-Instruct]``, :func:`clinenv.evaluation.labels.with_models`).
 
 Checks, each failing with :class:`RunsError` (a :class:`~clinenv.runlog.RunLogError`
 naming the file and the 1-based line):
@@ -19,7 +21,9 @@ naming the file and the 1-based line):
   files in the order given) replaces an earlier *error* line (an episode stopped by a
   model backend, run again by ``clinenv run --resume``), so the episode counts once,
   with the later verdict (:attr:`Run.n_superseded` counts the replaced lines);
-- two files given the same label and dataset come from different runs;
+- two files given the same label and dataset come from different runs (the message
+  names the first field that differs by its full path, ``doctor.config.generation.
+  temperature``, with both values in full, and says how to name each log);
 - the logs hold verdicts of different scoring versions (``scoring_version``, a line
   without it is version 1; :data:`clinenv.scoring.SCORING_VERSION`): verdicts under the
   same ids are not comparable across versions, so :func:`load_runs` refuses to pool or
@@ -28,10 +32,11 @@ naming the file and the 1-based line):
 
 The *schedule* of a run (cases per repetition × repetitions) comes from the
 ``n_cases_scheduled`` / ``n_repetitions`` fields of its lines (the largest recorded: a
-resumed run may have extended its plan). Logs written before these fields existed get
-an inferred schedule, the cases seen × (largest repetition + 1), and
-:attr:`Run.schedule_inferred` says so. A scheduled episode without a line (a cut or
-interrupted log) counts as *not correct*: EGIP 4.1 keeps scheduled outputs in the
+resumed run may have extended its plan); a run over a case list (``clinenv run
+--cases``) schedules exactly the ids of its lines' ``case_list.case_ids``. Logs written
+before these fields existed get an inferred schedule, the cases seen × (largest
+repetition + 1), and :attr:`Run.schedule_inferred` says so. A scheduled episode without
+a line (a cut or interrupted log) counts as *not correct*: EGIP 4.1 keeps scheduled outputs in the
 denominator, and a missing output is a non-answer. A scheduled case of which no line
 survives appears as a placeholder id ``<case N>`` (N its 0-based case index).
 
@@ -51,9 +56,16 @@ from typing import Any
 import numpy as np
 
 from clinenv.errors import ClinenvError
-from clinenv.evaluation.labels import method_label
+from clinenv.evaluation.labels import doctor_model, method_label, with_models
 from clinenv.evaluation.metrics import VERDICTS, is_unparsed, is_unscored
-from clinenv.runlog import EpisodeLines, RunLogError, _short, read_run_log
+from clinenv.runlog import (
+    EpisodeLines,
+    RunLog,
+    RunLogError,
+    full_json,
+    leaf_difference,
+    read_run_log,
+)
 
 __all__ = [
     "Alignment", "CaseMismatchError", "MixedScoringError", "Run", "RunSpec", "RunsError",
@@ -297,16 +309,29 @@ def _check_line(line: Mapping[str, Any], path: str, number: int, *, labelled: bo
 
 def _identity(line: Mapping[str, Any]) -> tuple[str, ...]:
     """The :data:`IDENTITY` fields as canonical JSON (key order does not matter)."""
-    return tuple(json.dumps(line.get(k), sort_keys=True) for k in IDENTITY)
+    return tuple(_identity_value(line, k) for k in IDENTITY)
 
 
 def _first_difference(first: Mapping[str, Any], other: Mapping[str, Any], where: str) -> str:
-    """``"doctor is X here but Y in <where>"`` for the first identity field that differs."""
+    """``"doctor.config.model is "b" here but "a" <where>"`` for the first differing leaf
+    of the first :data:`IDENTITY` field that differs, both values in full."""
     for key in IDENTITY:
-        if first.get(key) != other.get(key):
-            return (f"{key} is {_short(other.get(key), 100)} here but "
-                    f"{_short(first.get(key), 100)} {where}")
+        if _identity_value(first, key) != _identity_value(other, key):
+            path, theirs, ours = leaf_difference(other.get(key), first.get(key), key)
+            return f"{path} is {full_json(theirs)} here but {full_json(ours)} {where}"
     return "no difference"  # pragma: no cover - only called when the identities differ
+
+
+def _identity_value(line: Mapping[str, Any], key: str) -> str:
+    return json.dumps(line.get(key), sort_keys=True)
+
+
+def _label_hint(label: str, paths: Sequence[str]) -> str:
+    """``'scripted-1=a.jsonl' 'scripted-2=b.jsonl'``: shell-quoted ``LABEL=path``
+    arguments that name each log apart."""
+    import shlex
+
+    return " ".join(shlex.quote(f"{label}-{i}={p}") for i, p in enumerate(paths, 1))
 
 
 @dataclass
@@ -338,32 +363,16 @@ def load_runs(specs: Iterable[RunSpec | str | Path], *,
             different runs (see the module docstring).
         RunLogError: a line is not valid run-log JSON.
     """
-    groups: dict[tuple[str, str], _Group] = {}
     loaded: set[Path] = set()
-    for spec in specs:
-        if not isinstance(spec, RunSpec):
-            spec = parse_run_spec(str(spec))
+    logs = [_read_checked(spec if isinstance(spec, RunSpec) else parse_run_spec(str(spec)),
+                          loaded) for spec in specs]
+    labels = with_models([spec.label or method_label(log.lines[0]) for spec, log in logs],
+                         [None if spec.label else doctor_model(log.lines[0].get("doctor"))
+                          for spec, log in logs])
+    groups: dict[tuple[str, str], _Group] = {}
+    for (spec, log), label in zip(logs, labels, strict=True):
         path = str(spec.path)
-        if spec.path.is_dir():
-            raise RunsError("is a folder, not a run-log file; give the .jsonl files in it",
-                            path=path)
-        if not spec.path.is_file():
-            raise RunsError("no such run-log file", path=path)
-        if spec.path.resolve() in loaded:
-            raise RunsError("this log is given twice", path=path)
-        loaded.add(spec.path.resolve())
-        log = read_run_log(spec.path)
-        if not log.lines:
-            raise RunsError("no episodes in this run log", path=path)
         head, head_no = log.lines[0], log.line_numbers[0]
-        for line, number in zip(log.lines, log.line_numbers, strict=True):
-            _check_line(line, path, number, labelled=spec.label is not None)
-            if _identity(line) != _identity(head):
-                raise RunsError(
-                    "mixed runs in one file: "
-                    + _first_difference(head, line, f"on line {head_no}")
-                    + "; write each run to its own log", path=path, line=number)
-        label = spec.label or method_label(head)
         key = (label, head["dataset"])
         group = groups.get(key)
         if group is None:
@@ -372,7 +381,8 @@ def load_runs(specs: Iterable[RunSpec | str | Path], *,
             raise RunsError(
                 f"two different runs are labelled {label!r} on dataset {head['dataset']!r}: "
                 + _first_difference(group.first, head, f"in {group.first_at[0]}")
-                + "; give each log its own label with LABEL=path", path=path, line=head_no)
+                + "; give each log its own label with LABEL=path, e.g. "
+                + _label_hint(label, [group.first_at[0], path]), path=path, line=head_no)
         group.partial_bytes += log.partial_bytes
         for line, number in zip(log.lines, log.line_numbers, strict=True):
             earlier = group.episodes.add(line, (path, number))
@@ -386,6 +396,32 @@ def load_runs(specs: Iterable[RunSpec | str | Path], *,
     if not mixed_scoring:
         check_scoring_versions(runs)
     return runs
+
+
+def _read_checked(spec: RunSpec, loaded: set[Path]) -> tuple[RunSpec, RunLog]:
+    """Read one log and check its lines (:func:`_check_line`, one run per file); adds
+    its resolved path to ``loaded``. Raises :class:`RunsError` as :func:`load_runs`."""
+    path = str(spec.path)
+    if spec.path.is_dir():
+        raise RunsError("is a folder, not a run-log file; give the .jsonl files in it",
+                        path=path)
+    if not spec.path.is_file():
+        raise RunsError("no such run-log file", path=path)
+    if spec.path.resolve() in loaded:
+        raise RunsError("this log is given twice", path=path)
+    loaded.add(spec.path.resolve())
+    log = read_run_log(spec.path)
+    if not log.lines:
+        raise RunsError("no episodes in this run log", path=path)
+    head, head_no = log.lines[0], log.line_numbers[0]
+    for line, number in zip(log.lines, log.line_numbers, strict=True):
+        _check_line(line, path, number, labelled=spec.label is not None)
+        if _identity(line) != _identity(head):
+            raise RunsError(
+                "mixed runs in one file: "
+                + _first_difference(head, line, f"on line {head_no}")
+                + "; write each run to its own log", path=path, line=number)
+    return spec, log
 
 
 def _schedule(records: Sequence[Mapping[str, Any]]) -> tuple[list[str], int, bool]:
@@ -406,6 +442,13 @@ def _schedule(records: Sequence[Mapping[str, Any]]) -> tuple[list[str], int, boo
     reps = [r["n_repetitions"] for r in records if "n_repetitions" in r]
     inferred = not cases and not reps
     n_reps = max([n_reps, *reps])
+    listed: dict[str, None] = {}
+    for rec in records:  # runs over case lists (clinenv run --cases): exactly their cases
+        field_ = rec.get("case_list")
+        if isinstance(field_, Mapping) and isinstance(field_.get("case_ids"), list):
+            listed.update(dict.fromkeys(str(c) for c in field_["case_ids"]))
+    if listed:
+        return [*listed, *(c for c in seen if c not in listed)], n_reps, False
     if inferred:  # an old log: the cases seen are the schedule
         return seen, n_reps, True
     n_cases = max([len(seen), *cases, *(i + 1 for i in index_of.values())])

@@ -123,8 +123,8 @@ class EGIPAECEnv(AECEnv):
     """PettingZoo AEC environment of one EGIP episode per reset; see the module docstring.
 
     Args:
-        dataset, cases, data_dir, disclosure, allow_download: the case source, as in
-            :class:`clinenv.env.EGIPEnv`.
+        dataset, cases, data_dir, disclosure, allow_download, verify: the case source,
+            as in :class:`clinenv.env.EGIPEnv`.
         patient: ``"external"`` (a policy's seat, default), or a built-in patient as
             accepted by :func:`clinenv.simulators.make_patient` (``"retrieval"``, ``"llm"``, an
             object with a sync ``reply(PatientView) -> str``).
@@ -161,6 +161,7 @@ class EGIPAECEnv(AECEnv):
         data_dir: str | None = None,
         disclosure: str = "presentation",
         allow_download: bool = False,
+        verify: bool = True,
         patient: Any = "external",
         patient_model: Any = None,
         examiner: str = "external",
@@ -198,7 +199,8 @@ class EGIPAECEnv(AECEnv):
                              "in the Gymnasium env only (EGIPEnv / gym.make)")
         self.config = ProtocolConfig(**protocol)
         self.pool = CasePool.get(dataset, cases=cases, data_dir=data_dir,
-                                 disclosure=disclosure, allow_download=allow_download)
+                                 disclosure=disclosure, allow_download=allow_download,
+                                 verify=verify)
         if isinstance(patient, str) and patient == "external":
             if patient_model is not None:
                 raise ValueError("patient_model is used only with patient='llm'")

@@ -1,12 +1,32 @@
-"""Result availability: which stored values are placeholders rather than results.
+"""Result availability: which stored values say that no result exists.
 
 EGIP appendix A.1: "Availability is determined by matching the normalized whole value
 against predefined missing-value markers." A stored leaf such as ``"Pending"`` or
 ``"Not provided"`` means the record holds no result; it must be reported as
 *unavailable*, never read as a finding (AgentClinic data facts, section 5.5).
 
-Only the *whole* normalized value is matched: ``"Not detected"`` and ``"Not oriented to
-time"`` are findings, not placeholders.
+The rule: **a value that reports a finding is a finding; a value that says no result
+exists is unavailable.**
+
+- Findings, including recorded negatives: ``"None"`` (e.g. urinalysis ``Bacteria:
+  None``), ``"None detected"``, ``"Negative"``, ``"Not detected"``, ``"Absent"``,
+  ``"Nil"``, ``"Not palpable"``, ``"Not oriented to time"``, ``"Indeterminate"``: the
+  test or examination was done and this is what it found.
+- Unavailable: placeholders that say the record holds no result (:data:`MISSING_VALUE_MARKERS`,
+  e.g. ``"Pending"``, ``"Not provided"``, ``"Not specified"``, ``"Unknown"``,
+  ``"N/A"``, ``""``, JSON ``null``); ``not`` + a verb of obtaining or reporting a result
+  (:data:`NO_RESULT_VERBS`: ``"Not performed"``, ``"Not available"``, ``"Not yet
+  done"``, ``"Not assessed due to sedation"``); a pending result (``"Result pending"``,
+  ``"Culture pending"``, ``"Awaiting results"``); a missing-data phrase (``"Data not
+  provided"``, ``"Results unavailable"``, ``"No data available"``); and hypothetical
+  phrasing (``"Would show ..."``).
+
+The value is normalized first (:func:`normalize_marker`). A placeholder head may be
+followed by a qualifier that starts with a preposition (``"Not applicable for age"``,
+``"N/A for the newborn"``, ``"Pending at the time of examination"``); any other
+continuation, a "but" clause included, makes the value a finding (``"Not performed,
+chest X-ray clear"`` and ``"Not specified in this scenario, but imagine findings of ..."``
+are shown).
 """
 
 from __future__ import annotations
@@ -19,9 +39,14 @@ from pydantic import JsonValue
 MISSING_VALUE_MARKERS: frozenset[str] = frozenset(
     {
         "",
+        "-",
+        "--",
+        "?",
+        "tbd",
+        "to be determined",
         "pending",
-        "pending at the time of examination",
         "results pending",
+        "result pending",
         "awaiting results",
         "not provided",
         "data not provided",
@@ -30,6 +55,7 @@ MISSING_VALUE_MARKERS: frozenset[str] = frozenset(
         "unspecified",
         "not mentioned",
         "not available",
+        "unavailable",
         "not recorded",
         "not reported",
         "not performed",
@@ -37,16 +63,52 @@ MISSING_VALUE_MARKERS: frozenset[str] = frozenset(
         "not assessed",
         "not indicated in the scenario provided",
         "not applicable",
-        "not applicable for age",
-        "not applicable for age in this scenario",
         "n/a",
         "na",
         "none provided",
+        "none given",
+        "none recorded",
+        "none reported",
+        "none available",
         "unknown",
-        "none",
         "null",
+        "no data",
+        "no result",
+        "no results",
     }
 )
+
+#: Verbs after "not" (optionally "not yet") that say a result was never obtained or given.
+NO_RESULT_VERBS: frozenset[str] = frozenset(
+    {
+        "provided", "specified", "available", "recorded", "reported", "performed",
+        "done", "assessed", "mentioned", "measured", "obtained", "documented",
+        "indicated", "given", "applicable", "tested", "collected", "conducted",
+        "evaluated", "examined", "checked", "ordered", "included", "known", "stated",
+        "described", "listed", "sent", "drawn", "completed",
+    }
+)  # fmt: skip
+
+#: Subjects of a missing-data phrase ("Data not provided", "Results unavailable").
+_DATA_NOUNS = r"(?:data|information|info|details?|results?|values?|findings?|records?|report)"
+_VERBS = "|".join(sorted(NO_RESULT_VERBS))
+#: A qualifier after a placeholder head: a preposition (or adverb) and what follows, unless
+#: a "but" clause follows ("Not specified, but imagine findings of ...": a finding).
+_QUALIFIER = (r"(?:[ ,]+(?:for|in|at|due|because|given|on|during|as|by|owing|since|until"
+              r"|per|to|from|yet|this|so|currently|here)\b(?:(?!\bbut\b).)*)?")
+_HEADS = [
+    rf"(?:not|never) (?:yet )?(?:been )?(?:{_VERBS})",
+    r"n/a|na|unknown|unspecified|unavailable|undetermined|to be determined|tbd",
+    r"none (?:provided|given|recorded|reported|available|documented|specified)",
+    r"(?:(?:the )?[a-z0-9-]+(?: [a-z0-9-]+){0,2} )?(?:(?:is|are) )?(?:still )?pending",
+    r"awaiting(?: [a-z0-9-]+){0,3}",
+    rf"(?:the )?(?:\w+ )?{_DATA_NOUNS} (?:(?:is|are|was|were) )?(?:not (?:yet )?(?:{_VERBS})"
+    r"|unavailable|unknown|pending|missing)",
+    r"no (?:additional |further |other )?(?:data|information|info|details|results?|records?)"
+    rf"(?: (?:(?:is|are|was|were) )?"
+    rf"(?:available|{_VERBS}))?",
+]
+_PLACEHOLDER = re.compile(rf"^(?:{'|'.join(_HEADS)}){_QUALIFIER}$")
 
 _SPACE = re.compile(r"\s+")
 _WOULD = re.compile(r"^(?:would|will|should|may|might)\s+(?:show|reveal|be|demonstrate)\b")
@@ -59,7 +121,8 @@ def normalize_marker(value: str) -> str:
 
 
 def is_unavailable(value: JsonValue) -> bool:
-    """Whether one stored leaf is a placeholder instead of a result.
+    """Whether one stored leaf says that no result exists (the rule in the module
+    docstring).
 
     Args:
         value: a leaf of a record tree (str, bool, number or ``None``); lists and dicts
@@ -67,8 +130,10 @@ def is_unavailable(value: JsonValue) -> bool:
 
     Returns:
         ``True`` for ``None``, empty containers, the markers in
-        :data:`MISSING_VALUE_MARKERS`, and hypothetical phrasing such as
-        ``"would show ..."``.
+        :data:`MISSING_VALUE_MARKERS`, the placeholder phrases of the module docstring
+        and hypothetical phrasing such as ``"would show ..."``; ``False`` for findings,
+        recorded negatives (``"None"``, ``"Negative"``, ``"Not detected"``) included,
+        and for booleans and numbers.
     """
     if value is None:
         return True
@@ -76,7 +141,8 @@ def is_unavailable(value: JsonValue) -> bool:
         return False
     if isinstance(value, str):
         norm = normalize_marker(value)
-        return norm in MISSING_VALUE_MARKERS or bool(_WOULD.match(norm))
+        return (norm in MISSING_VALUE_MARKERS or bool(_PLACEHOLDER.match(norm))
+                or bool(_WOULD.match(norm)))
     if isinstance(value, list):
         return all(is_unavailable(v) for v in value)
     if isinstance(value, dict):

@@ -14,6 +14,12 @@ Graph Construction").
    ``validate=False`` ("w/o counterfactual validation", Table 3) every candidate kept;
 5. consolidation into the graph (:mod:`~clinenv.wrappers.cdeg.consolidate`, Eq. 6).
 
+The graph's ``metadata`` records how it was built: the configuration, the models, the
+source run logs (file name and sha256) and ``construction_cases``, the cases whose
+trajectories built it (:func:`construction_cases`; each revision edge names its own in
+``cases``), which the wrapper keeps apart from the cases it is evaluated on
+(:mod:`clinenv.wrappers.cdeg.heldout`).
+
 A build that ends with no revision edge is not an error here (the graph is still
 valid); :func:`empty_stage` names the stage that emptied it, for the command line.
 """
@@ -84,6 +90,7 @@ class BuildResult:
         report: counts for people: ``trajectories`` (by outcome),
             ``max_trajectories_per_case`` (the most trajectories one case has; 1 means
             every case was run once, so no case can pair a failure with a success),
+            ``construction_cases`` (cases with a trajectory),
             ``errors_skipped``,
             ``superseded_lines``, ``partial_lines``, ``pairing`` (failed, no_success,
             below_threshold, pairs, same_diagnosis, ``scores``: min / median / max of
@@ -109,6 +116,17 @@ def sha256_file(path: str | Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def construction_cases(trajectories: Sequence[Trajectory]) -> dict[str, list[str]]:
+    """The graph's construction cases: ``{dataset: [case_id, ...]}``, every case with a
+    trajectory (paired or not), in order of first appearance; the graph metadata's
+    ``construction_cases`` (read back by
+    :func:`clinenv.wrappers.cdeg.heldout.construction_cases`)."""
+    out: dict[str, dict[str, None]] = {}
+    for tau in trajectories:
+        out.setdefault(tau.dataset, {})[tau.case_id] = None
+    return {dataset: list(ids) for dataset, ids in out.items()}
 
 
 def _limit(keys: tuple[str, ...], on: bool, cap: int | None) -> tuple[str, ...]:
@@ -210,12 +228,14 @@ def build_graph(run_logs: Sequence[str | Path], *, extractor: AtomExtractor,
         # the file name, not the path given: the same logs give the same graph bytes
         # wherever they lie (the sha256 identifies them)
         "sources": [{"name": Path(p).name, "sha256": sha256_file(p)} for p in run_logs],
+        "construction_cases": construction_cases(loaded.trajectories),
     }
     graph = consolidate(items, diagnoses, metadata=metadata)
     report = {
         "trajectories": outcome_counts(loaded.trajectories),
         "max_trajectories_per_case": max(Counter(
             (t.dataset, t.case_id) for t in loaded.trajectories).values(), default=0),
+        "construction_cases": sum(map(len, metadata["construction_cases"].values())),
         "errors_skipped": loaded.n_errors,
         "superseded_lines": loaded.n_superseded,
         "partial_lines": list(loaded.partial_lines),

@@ -10,8 +10,9 @@
   at least one pair with validated missing or ignored evidence (the edge "is added in
   the graph only when counterfactual validation identifies evidence that shifts
   diagnostic preference from D_s to D_t"); its missing / ignored / blocking evidence is
-  the union over the pairs of that (D_s, D_t), ``support`` and ``cases`` count the pairs
-  with promoting evidence, ``context`` is the union of E_s ∩ E_t.
+  the union over the pairs of that (D_s, D_t), ``support`` counts the pairs with
+  promoting evidence, ``cases`` names the cases of all its pairs (promoting ones first),
+  ``context`` is the union of E_s ∩ E_t.
 - E_ED: missing and ignored evidence -> D_t, blocking evidence -> D_s, ``count`` =
   pairs that validated it.
 - E_AE: action -> evidence for every evidence node of an edge, ``count`` = trajectories
@@ -194,7 +195,8 @@ def consolidate(items: Sequence[ValidatedPair], diagnoses: DiagnosisIndex, *,
             missing=tuple(roles["missing"]), ignored=tuple(roles["ignored"]),
             blocking=tuple(roles["blocking"]), context=tuple(roles["context"]),
             support=len(promoting),
-            cases=tuple(dict.fromkeys(m.pair.failed.case_id for m in promoting))))
+            cases=tuple(dict.fromkeys(m.pair.failed.case_id
+                                      for m in [*promoting, *members]))))
     return CDEGraph(
         diagnoses=tuple(DiagnosisNode(node_id=d, label=diagnoses.labels[g],
                                       aliases=tuple(diagnoses.aliases[g]))

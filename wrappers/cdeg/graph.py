@@ -132,8 +132,11 @@ class RevisionEdge(BaseModel):
         ignored: validated ignored-evidence node ids (reappraisal test).
         blocking: validated blocking-evidence node ids (blocking test).
         context: evidence node ids both trajectories of a pair had (not validated).
-        support: number of validated trajectory pairs behind the edge (>= 1).
-        cases: case ids of those pairs.
+        support: number of validated trajectory pairs with promoting (missing or
+            ignored) evidence behind the edge (>= 1).
+        cases: the edge's source cases: the case ids of every validated pair merged
+            into it (those pairs first, then pairs that added only blocking evidence and
+            context); the CDEG wrapper never uses the edge on these cases.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -164,7 +167,8 @@ class CDEGraph(BaseModel):
         diagnoses, evidence, actions: the node lists.
         action_evidence, evidence_diagnosis, revisions: the edge lists.
         metadata: how the graph was built (parameters, similarity model name, source run
-            logs with their sha256, counts); free-form JSON.
+            logs with their sha256, ``construction_cases`` ``{dataset: [case_id, ...]}``,
+            counts); free-form JSON.
 
     Raises:
         pydantic.ValidationError: duplicate node or edge ids, duplicate atom keys, or an

@@ -26,13 +26,22 @@ CDEG paper, "Evidence-State Intervention". Per step, :class:`CDEGDoctor`
      is re-asked once with the guidance appended to e_T, and its new answer is returned
      (the first answer when the new one is empty). This also spends a deferral.
 
+Held out (:mod:`clinenv.wrappers.cdeg.heldout`): at the episode's first step the
+wrapper reads the case (``info["case_id"]``, ``info["dataset"]``) and excludes every
+edge mined from it (the edge's source cases, ``RevisionEdge.cases``) from both
+retrievals, logging ``{"turn", "phase", "kind": "own_case_edges", "case_id", "edges"}``
+when there are such edges; and when the case is one of the graph's construction cases
+it warns, once for all the wrappers sharing one
+:class:`~clinenv.wrappers.cdeg.heldout.OverlapWarner` (one run).
+
 Every assessment is one entry of :meth:`CDEGDoctor.episode_log`: ``{"turn", "phase",
-"kind", "retrieval" ("local" or "global"), "edge", "coverage", "proposed", "matched",
-"evidence", "action", "deferrals"}``
+"kind", "retrieval" ("local" or "global"), "edge", "edge_cases", "coverage", "proposed",
+"matched", "evidence", "action", "deferrals"}``
 with ``kind`` among ``acquire``, ``reappraise``, ``blocked``, ``no_action``, ``none``
 (no diagnosis node matched, or no outgoing edge reaches the coverage threshold;
-``reason`` says which) and ``deferral_limit``; global entries have ``kind="global"``,
-``edge``, ``coverage`` and ``new_evidence`` (the matches that grew S_t).
+``reason`` says which) and ``deferral_limit``; ``edge_cases`` lists the source cases of
+``edge`` (``None`` without an edge); global entries have ``kind="global"``, ``edge``,
+``edge_cases``, ``coverage`` and ``new_evidence`` (the matches that grew S_t).
 """
 
 from __future__ import annotations
@@ -45,6 +54,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from clinenv.embeddings.base import Similarity
 from clinenv.wrappers.cdeg.graph import CDEGraph
+from clinenv.wrappers.cdeg.heldout import OverlapWarner, construction_cases, own_case_edges
 from clinenv.wrappers.cdeg.intervention import Mode, select_intervention
 from clinenv.wrappers.cdeg.retrieval import (
     CoverageBasis,
@@ -131,17 +141,26 @@ class CDEGDoctor(ReaskWrapper):
             :class:`~clinenv.wrappers.cdeg.extractors.DeterministicExtractor`); use the
             extractor the graph was built with.
         config: :class:`CDEGConfig`.
+        overlap: the :class:`~clinenv.wrappers.cdeg.heldout.OverlapWarner` of the run
+            (share one between the wrappers of one run, e.g. the workers of a concurrent
+            run, so that it warns once); default: one of this wrapper's own.
 
     Attributes:
         state: the :class:`~clinenv.wrappers.cdeg.state.EvidenceState` (S_t).
         last_global: the latest global retrieval (:class:`Retrieved` or ``None``).
+        case: ``(dataset, case_id)`` of the episode (``None`` before its first step).
+        excluded: ids of the edges mined from the episode's case (never retrieved).
+
+    Raises:
+        ValueError: the graph's ``metadata["construction_cases"]`` is malformed.
     """
 
     suffix = "+cdeg"
     kind = "cdeg"
 
     def __init__(self, doctor: Any, graph: CDEGraph, *, similarity: Similarity,
-                 extractor: Any = None, config: CDEGConfig | None = None) -> None:
+                 extractor: Any = None, config: CDEGConfig | None = None,
+                 overlap: OverlapWarner | None = None) -> None:
         super().__init__(doctor)
         if extractor is None:
             from clinenv.wrappers.cdeg.extractors import DeterministicExtractor
@@ -159,6 +178,8 @@ class CDEGDoctor(ReaskWrapper):
                         match_polarity=self.cdeg.match_polarity,
                         match_attributes=self.cdeg.match_attributes), extractor)
         self._graph_sha256: str | None = None
+        self.construction = construction_cases(graph)
+        self.overlap = overlap if overlap is not None else OverlapWarner(graph)
         self.on_reset()
 
     def on_reset(self) -> None:
@@ -167,6 +188,8 @@ class CDEGDoctor(ReaskWrapper):
         self.counter = self.index.counter()
         self.last_global: Retrieved | None = None
         self._deferrals = 0
+        self.case: tuple[str, str] | None = None
+        self.excluded: tuple[str, ...] = ()
 
     def wrapper_config(self) -> dict[str, Any]:
         """``{"cdeg": CDEGConfig, "similarity", "extractor", "graph": {"counts",
@@ -182,10 +205,13 @@ class CDEGDoctor(ReaskWrapper):
 
     # ------------------------------------------------------------------- steps
     def observe(self, observation: Mapping[str, Any], info: Mapping[str, Any]) -> None:
-        """Update S_t and run global retrieval (logged when S_t or its result changes)."""
+        """Update S_t and run global retrieval (logged when S_t or its result changes);
+        at the episode's first step, exclude the edges mined from its case."""
         added = self.state.update(info)
         for match in added:
             self.counter.add(match.evidence_id)
+        if self.case is None and info.get("case_id") is not None:
+            self._start_case(str(info.get("dataset") or ""), str(info["case_id"]))
         best = self.index.global_best(self.counter, self.cdeg.coverage_threshold)
         before = self.last_global
         changed = (best is None) != (before is None) or (
@@ -195,8 +221,20 @@ class CDEGDoctor(ReaskWrapper):
         if added or changed:
             self.log({"turn": self.state.turn, "phase": self.state.phase, "kind": "global",
                       "edge": best.edge.edge_id if best else None,
+                      "edge_cases": list(best.edge.cases) if best else None,
                       "coverage": round(best.coverage, 4) if best else None,
                       "new_evidence": [m.to_log() for m in added]})
+
+    def _start_case(self, dataset: str, case_id: str) -> None:
+        self.case = (dataset, case_id)
+        own = own_case_edges(self.index.edges, dataset, case_id, self.construction)
+        if own:
+            self.counter.exclude(own)
+            self.excluded = tuple(self.index.edges[k].edge_id for k in own)
+            self.log({"turn": self.state.turn, "phase": self.state.phase,
+                      "kind": "own_case_edges", "case_id": case_id,
+                      "edges": list(self.excluded)})
+        self.overlap.check(dataset, case_id)
 
     def review(self, observation: Mapping[str, Any], info: Mapping[str, Any],
                action: str) -> Review:
@@ -225,8 +263,8 @@ class CDEGDoctor(ReaskWrapper):
                 phase: str) -> tuple[dict[str, Any], Any]:
         entry: dict[str, Any] = {
             "turn": self.state.turn, "phase": phase, "kind": "none", "retrieval": "local",
-            "edge": None, "coverage": None, "proposed": proposed, "matched": None,
-            "evidence": [], "action": None, "deferrals": self._deferrals}
+            "edge": None, "edge_cases": None, "coverage": None, "proposed": proposed,
+            "matched": None, "evidence": [], "action": None, "deferrals": self._deferrals}
         node = self.diagnoses.match(proposed, info.get("candidates"))
         found = None
         reason = "no_diagnosis_node"
@@ -250,6 +288,6 @@ class CDEGDoctor(ReaskWrapper):
             return entry | {"reason": reason}, None
         intervention = select_intervention(found.edge, self.state, self.graph, mode=mode)
         entry.update(kind=intervention.kind, edge=found.edge.edge_id,
-                     coverage=round(found.coverage, 4),
+                     edge_cases=list(found.edge.cases), coverage=round(found.coverage, 4),
                      evidence=list(intervention.evidence_ids), action=intervention.action)
         return entry, intervention

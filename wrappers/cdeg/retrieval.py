@@ -10,7 +10,8 @@ diagnosis, the proposed diagnosis is matched to a graph diagnosis node D_cur" (t
 the same threshold (localized retrieval, :meth:`EdgeIndex.local_best`). The coverage
 threshold is strict, as the paper words it ("exceeds"): an edge with coverage 3/5 = 0.6
 is not retrieved, 4/5 is. Ties go to the edge with more supporting pairs (``support``),
-then to the earlier edge of the graph file.
+then to the earlier edge of the graph file. An edge the episode's
+:class:`CoverageCounter` excludes (mined from the case being solved) is never retrieved.
 
 Speed: S_t only grows during an episode, so a :class:`CoverageCounter` keeps
 ``|S_t ∩ E_{s->t}|`` of every edge and updates it for the edges that touch each newly
@@ -75,12 +76,20 @@ class CoverageCounter:
 
     Attributes:
         hits: ``int32`` array ``(n_edges,)``, in the index's edge order.
+        excluded: ``bool`` array ``(n_edges,)``: edges this episode must never retrieve
+            (:meth:`exclude`; the edges mined from the case being solved,
+            :func:`clinenv.wrappers.cdeg.heldout.own_case_edges`).
     """
 
     def __init__(self, index: EdgeIndex) -> None:
         self.index = index
         self.hits = np.zeros(len(index.edges), dtype=np.int32)
+        self.excluded = np.zeros(len(index.edges), dtype=bool)
         self._ids: set[str] = set()
+
+    def exclude(self, edges: list[int] | tuple[int, ...]) -> None:
+        """Never retrieve these edges (indices in the index's edge order) this episode."""
+        self.excluded[np.asarray(edges, dtype=np.intp)] = True
 
     def add(self, evidence_id: str) -> None:
         """Add one evidence node to S_t (a repeat changes nothing)."""
@@ -151,6 +160,7 @@ class EdgeIndex:
         if len(candidates) == 0:
             return None
         cov = counter.hits[candidates] / self.sizes[candidates]
+        cov[counter.excluded[candidates]] = -np.inf  # never retrieved
         pick = int(np.argmax(cov))  # first maximum: the tie order of self.order
         if not cov[pick] > threshold:  # strict: "exceeds" (module docstring)
             return None

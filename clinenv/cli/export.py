@@ -1,0 +1,81 @@
+"""``clinenv export LOGS... --out FILE.jsonl|FILE.parquet``: run-log episodes as training
+data, one row per episode (columns, formats and where the messages come from:
+:mod:`clinenv.export`).
+
+``--format messages`` (default) writes the doctor's chat; ``--format tools`` the tool
+view's calls and results. ``.jsonl`` needs nothing; ``.parquet`` needs the extra
+``export`` (``datasets``). Episodes of credentialed data (MIMIC-IV) are refused unless
+``--allow-credentialed``, which prints the data-use warning. The output is written
+whole or not at all; an existing file is replaced only with ``--force``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+from clinenv.cli.errors import CLIError
+
+
+def add_export_parser(sub: Any) -> None:
+    """Add the ``export`` sub-command to ``sub`` (the top-level parser's sub-parsers)."""
+    export = sub.add_parser(
+        "export", help="write run-log episodes as training data (JSON Lines or parquet)",
+        description="One row per finished episode of the run logs: the doctor's messages, "
+                    "reward, outcome, case, seed, group and provenance (clinenv.export).")
+    export.add_argument("logs", nargs="+", type=Path, metavar="LOG",
+                        help="run logs written by clinenv run")
+    export.add_argument("--out", type=Path, required=True, metavar="FILE",
+                        help="output file: .jsonl, or .parquet (extra export)")
+    export.add_argument("--format", dest="fmt", default="messages",
+                        choices=("messages", "tools"),
+                        help="messages: the doctor's chat (default); tools: the tool "
+                             "view's calls and results, for tool-calling models")
+    export.add_argument("--allow-credentialed", action="store_true",
+                        help="also export MIMIC-IV episodes (bound by its data-use "
+                             "agreement: never publish the file)")
+    export.add_argument("--data-dir", default=None, metavar="DIR",
+                        help="folder of the datasets, for logs whose messages are rebuilt")
+    export.add_argument("--force", action="store_true", help="replace an existing --out")
+    export.set_defaults(func=cmd_export)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """``clinenv export``; prints ``exported N episode(s) to FILE`` and returns 0.
+
+    Raises:
+        CLIError: a bad suffix, an existing ``--out`` without ``--force``, parquet
+            without ``datasets``, or a log that cannot be exported (file, line, field).
+    """
+    from clinenv.export import EXTRA_HINT, episode_rows, write_rows
+    from clinenv.runlog import RunLogError
+
+    out: Path = args.out
+    if out.suffix.lower() not in (".jsonl", ".parquet"):
+        raise CLIError(f"--out {out}: must end in .jsonl or .parquet")
+    if out.is_dir():
+        raise CLIError(f"--out {out} is a folder; give a file path")
+    if out.exists() and not args.force:
+        raise CLIError(f"--out {out} exists; pass --force to replace it")
+    if out.suffix.lower() == ".parquet":
+        try:
+            import datasets  # noqa: F401
+        except ImportError:
+            raise CLIError(f"--out {out}: parquet needs the datasets package: "
+                           f"{EXTRA_HINT}; or write .jsonl") from None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            n = write_rows(episode_rows(args.logs, fmt=args.fmt,
+                                        allow_credentialed=args.allow_credentialed,
+                                        data_dir=args.data_dir), out)
+        except RunLogError as err:
+            raise CLIError(str(err)) from None
+        finally:
+            for warning in caught:
+                print(f"clinenv: warning: {warning.message}", file=sys.stderr)
+    print(f"exported {n} episode(s) to {out}")
+    return 0

@@ -1,0 +1,173 @@
+"""``clinenv run --paper-settings``: the EGIP paper's decoding settings and repetitions.
+
+EGIP section 4.1 ("Execution settings") and appendix A.1: every model call allows up to
+200 output tokens, three stochastic repetitions run per configuration, and the
+temperature is 0.05 in the AgentClinic framework and 0.2 in MedAgentSim. clinenv's own
+defaults are temperature 0 (greedy) and one repetition (200 tokens alike).
+
+``--paper-settings`` sets, for the framework of the environment id (``AgentClinic-*`` ->
+``agentclinic``, ``MedAgentSim-*`` -> ``medagentsim``; on ``EGIP-*`` ids, and ``auto``,
+``--framework agentclinic|medagentsim``, default ``agentclinic``, which changes the
+decoding only), the LLM doctor's temperature and max tokens and the run's repetitions.
+A flag given on the command line wins (``--temperature``, ``--max-tokens``,
+``--repetitions``; their argparse default is ``None``, so "given" is exact, also when the
+value equals the paper's). The patient, examiner and judge models keep their own
+generation config (temperature 0, 200 tokens), as without the option. With ``--doctor
+scripted`` no model decodes: the temperature and max tokens are not applied (a note
+says so) and the repetitions are.
+
+:func:`resolve_run_settings` fills the namespace and returns the record written into
+every run-log line as ``paper_settings`` (:attr:`clinenv.runlog.RunContext.
+paper_settings`)::
+
+    {"source": "EGIP 4.1", "framework": "agentclinic",
+     "framework_from": "env id" | "preset" | "--framework" | "default",
+     "paper": {"temperature": 0.05, "max_tokens": 200, "repetitions": 3},
+     "applied": {"temperature": 0.05 | None, "max_tokens": 200 | None, "repetitions": 3},
+     "given": ["--temperature", ...], "applies_to": "doctor" | None, "notes": [...]}
+
+``given`` lists the flags given on the command line (their values are the applied ones);
+``applied`` holds ``None`` for a setting with no model to apply to; ``notes`` are the
+``note:`` lines the run printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from typing import Any
+
+from clinenv.cli.errors import CLIError
+from clinenv.cli.llm_setup import doctor_strategy
+
+#: Sampling temperature of every model call, per framework (EGIP 4.1).
+PAPER_TEMPERATURE: dict[str, float] = {"agentclinic": 0.05, "medagentsim": 0.2}
+#: Stochastic repetitions per configuration (EGIP 4.1, appendix A.1).
+PAPER_REPETITIONS = 3
+#: Output tokens allowed per model call (EGIP 4.1, appendix A.1).
+PAPER_MAX_TOKENS = 200
+#: ``--framework`` choices.
+FRAMEWORKS = tuple(PAPER_TEMPERATURE)
+#: The framework an EGIP id takes without ``--framework``.
+DEFAULT_FRAMEWORK = "agentclinic"
+#: clinenv's repetitions without ``--paper-settings`` or ``--repetitions``.
+DEFAULT_REPETITIONS = 1
+#: Where the values come from, as written into the record.
+SOURCE = "EGIP 4.1"
+
+
+def add_paper_arguments(run: argparse.ArgumentParser) -> None:
+    """Add ``--paper-settings`` and ``--framework`` to the ``run`` parser."""
+    run.add_argument("--paper-settings", action="store_true",
+                     help="use EGIP 4.1's settings: the LLM doctor's temperature by "
+                          "framework (0.05 AgentClinic, 0.2 MedAgentSim), max tokens 200, "
+                          "3 repetitions; --temperature, --max-tokens and --repetitions "
+                          "given explicitly win. Recorded in the run log (paper_settings)")
+    run.add_argument("--framework", choices=FRAMEWORKS, default=None,
+                     help="--paper-settings on an EGIP-* id: whose temperature to use "
+                          f"(default: {DEFAULT_FRAMEWORK}); changes the decoding only. "
+                          "AgentClinic-* and MedAgentSim-* ids fix it themselves")
+
+
+@dataclass
+class RunSettings:
+    """What :func:`resolve_run_settings` decided.
+
+    Attributes:
+        record: the run-log record (module docstring), or ``None`` without
+            ``--paper-settings``.
+        summary: one line for the terminal (``paper settings (EGIP 4.1): ...``), or
+            ``None``.
+        notes: ``note:`` lines for stderr (settings that cannot apply, a vote whose
+            samples would all be greedy).
+    """
+
+    record: dict[str, Any] | None = None
+    summary: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _framework(args: argparse.Namespace, protocol: str) -> tuple[str, str]:
+    """``(framework, where it came from)``; refuses a ``--framework`` that the id or
+    preset contradicts."""
+    given = getattr(args, "framework", None)
+    preset = getattr(args, "preset", None)
+    if protocol in FRAMEWORKS:
+        where = f"--env {args.env}" + (f" --preset {preset}" if preset else "")
+        if given is not None and given != protocol:
+            raise CLIError(f"--framework {given}: {where} runs the {protocol} protocol, "
+                           f"whose paper temperature is {PAPER_TEMPERATURE[protocol]:g}; "
+                           "--framework is for EGIP-* ids")
+        return protocol, "preset" if preset else "env id"
+    if given is not None:
+        return given, "--framework"
+    return DEFAULT_FRAMEWORK, "default"
+
+
+def resolve_run_settings(args: argparse.Namespace, protocol: str) -> RunSettings:
+    """Resolve ``--paper-settings`` and the defaults of the options it sets, in place.
+
+    Sets ``args.repetitions`` always (given, else :data:`PAPER_REPETITIONS` with
+    ``--paper-settings``, else :data:`DEFAULT_REPETITIONS`) and, with
+    ``--paper-settings`` and ``--doctor llm``, ``args.temperature`` and
+    ``args.max_tokens`` where they were not given.
+
+    Args:
+        args: the parsed ``clinenv run`` options (``--temperature``, ``--max-tokens``
+            and ``--repetitions`` are ``None`` when not given).
+        protocol: the protocol of ``--env`` / ``--preset``
+            (:func:`clinenv.cli.llm_setup.env_protocol`).
+
+    Returns:
+        A :class:`RunSettings`.
+
+    Raises:
+        CLIError: ``--framework`` without ``--paper-settings``, or one that contradicts
+            the id's framework.
+    """
+    out = RunSettings()
+    paper = bool(getattr(args, "paper_settings", False))
+    if getattr(args, "framework", None) is not None and not paper:
+        raise CLIError("--framework is used only with --paper-settings (it picks the "
+                       "paper's temperature on an EGIP-* id)")
+    given = [flag for flag, value in (("--temperature", args.temperature),
+                                           ("--max-tokens", args.max_tokens),
+                                           ("--repetitions", args.repetitions))
+                  if value is not None]
+    if args.repetitions is None:
+        args.repetitions = PAPER_REPETITIONS if paper else DEFAULT_REPETITIONS
+    llm = args.doctor == "llm"
+    if paper:
+        framework, origin = _framework(args, protocol)
+        wanted = {"temperature": PAPER_TEMPERATURE[framework],
+                  "max_tokens": PAPER_MAX_TOKENS, "repetitions": PAPER_REPETITIONS}
+        if llm:
+            if args.temperature is None:
+                args.temperature = wanted["temperature"]
+            if args.max_tokens is None:
+                args.max_tokens = wanted["max_tokens"]
+        else:
+            out.notes.append(f"--paper-settings with --doctor {args.doctor}: no model "
+                             f"decodes the doctor's actions, so temperature "
+                             f"{wanted['temperature']:g} and max tokens "
+                             f"{wanted['max_tokens']} are not applied; the repetitions "
+                             f"({args.repetitions}) are")
+    if llm and doctor_strategy(args, protocol) == "vote" and \
+            getattr(args, "vote_temperature", None) is None and not args.temperature:
+        out.notes.append("--strategy vote at temperature 0: its extra samples use the "
+                         "doctor's temperature, and greedy samples agree, so the vote is "
+                         "the Direct answer; give --temperature, --vote-temperature or "
+                         "--paper-settings")
+    if paper:
+        applied = {"temperature": args.temperature if llm else None,
+                   "max_tokens": args.max_tokens if llm else None,
+                   "repetitions": args.repetitions}
+        out.record = {"source": SOURCE, "framework": framework, "framework_from": origin,
+                      "paper": wanted, "applied": applied, "given": given,
+                      "applies_to": "doctor" if llm else None, "notes": list(out.notes)}
+        decoding = (f"temperature {applied['temperature']:g}, max tokens "
+                    f"{applied['max_tokens']}" if llm else "no model decoding")
+        flags = f"; given: {', '.join(given)}" if given else ""
+        out.summary = (f"paper settings ({SOURCE}, {framework} framework): {decoding}, "
+                       f"{args.repetitions} repetition(s){flags}")
+    return out

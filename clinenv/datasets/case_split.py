@@ -1,0 +1,103 @@
+"""A held-out split of a dataset's cases: construction cases (for CDEG graph
+construction, or any experience memory) and evaluation cases, disjoint.
+
+The CDEG paper builds its graph "for each case x in the graph-construction split" and
+evaluates on held-out cases; its baselines' "historical information is restricted to
+the graph-construction split". :func:`split_cases` does the split (pure: no file is
+read or written; ``clinenv data split`` writes the lists, :mod:`clinenv.cli.data`):
+
+- near-duplicate cases stay on one side: a case and the case its
+  :attr:`~clinenv.cases.CaseFlags.near_duplicate_of` names form one group (the loader
+  points every member of a duplicate group at the group's first case,
+  :func:`clinenv.datasets.flags.near_duplicates`);
+- groups are ordered by ``sha256("clinenv.split/<seed>/<first case id>")`` (hex), the
+  same on every machine and for every Python or NumPy version;
+- in that order a group goes to the construction side while the side stays within
+  ``round(fraction × n_cases)`` cases (halves rounded up), else to the evaluation side;
+  with singleton groups the construction side gets exactly that many cases.
+
+Both lists are returned in dataset order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from clinenv.cases import Case
+
+__all__ = ["CaseSplit", "split_cases"]
+
+
+@dataclass(frozen=True)
+class CaseSplit:
+    """A split of one dataset's cases.
+
+    Attributes:
+        construction: construction case ids, in dataset order.
+        evaluation: evaluation case ids, in dataset order (disjoint from
+            ``construction``; together they hold every case).
+        fraction: the requested construction fraction, in (0, 1).
+        seed: the seed (>= 0).
+        n_duplicate_groups: near-duplicate groups of two or more cases (each kept on one
+            side).
+    """
+
+    construction: tuple[str, ...]
+    evaluation: tuple[str, ...]
+    fraction: float
+    seed: int
+    n_duplicate_groups: int = 0
+
+
+def _group_key(seed: int, root: str) -> str:
+    return hashlib.sha256(f"clinenv.split/{seed}/{root}".encode()).hexdigest()
+
+
+def split_cases(cases: Sequence[Case], fraction: float, seed: int = 0) -> CaseSplit:
+    """Split ``cases`` into construction and evaluation cases (module docstring).
+
+    Args:
+        cases: the dataset's cases, in dataset order (distinct ``case_id``).
+        fraction: share of the cases for construction, strictly between 0 and 1.
+        seed: any integer >= 0; the same seed gives the same split.
+
+    Returns:
+        A :class:`CaseSplit`.
+
+    Raises:
+        ValueError: ``fraction`` not a number in (0, 1), ``seed`` not an integer >= 0,
+            duplicate case ids, or a split that leaves one side empty (the message gives
+            the case count and what would have been needed).
+    """
+    if isinstance(fraction, bool) or not isinstance(fraction, int | float) \
+            or not 0.0 < float(fraction) < 1.0:
+        raise ValueError(f"the construction fraction must be a number in (0, 1), got "
+                         f"{fraction!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"the seed must be an integer >= 0, got {seed!r}")
+    ids = [c.case_id for c in cases]
+    if len(set(ids)) != len(ids):
+        raise ValueError("the cases hold a case id twice")
+    groups: dict[str, list[int]] = {}
+    for i, case in enumerate(cases):
+        groups.setdefault(case.flags.near_duplicate_of or case.case_id, []).append(i)
+    n = len(ids)
+    target = math.floor(float(fraction) * n + 0.5)
+    taken: list[int] = []
+    for root in sorted(groups, key=lambda r: _group_key(seed, r)):
+        if len(taken) + len(groups[root]) <= target:
+            taken.extend(groups[root])
+    construction = set(taken)
+    if not construction or len(construction) == n:
+        side = "construction" if not construction else "evaluation"
+        raise ValueError(f"a construction fraction of {fraction:g} leaves no {side} case "
+                         f"({n} cases, {target} for construction); choose a fraction that "
+                         "leaves at least one case on each side")
+    return CaseSplit(
+        construction=tuple(ids[i] for i in sorted(construction)),
+        evaluation=tuple(c for i, c in enumerate(ids) if i not in construction),
+        fraction=float(fraction), seed=seed,
+        n_duplicate_groups=sum(len(g) > 1 for g in groups.values()))

@@ -1,0 +1,610 @@
+"""Episodes of run logs as training data: one row per episode.
+
+:func:`episode_rows` reads run logs (``clinenv run``) and yields one dict per finished
+episode (the line that stands for it, :mod:`clinenv.runlog`; error lines, episodes
+stopped by a model backend, are skipped); :func:`episodes_dataset` makes them a
+``datasets.Dataset`` (extra ``export``), :func:`write_rows` a ``.jsonl`` or
+``.parquet`` file. ``clinenv export`` (:mod:`clinenv.cli.export`) is the command line.
+
+Columns of a row:
+
+- ``messages``: OpenAI chat messages, exactly what the doctor saw and said, in order:
+  the doctor's system prompt, each observation it acted on as a ``user`` turn and each
+  action as an ``assistant`` turn. Where the doctor's instructions changed (the
+  decision call of a terminal strategy has its own system prompt,
+  :data:`clinenv.agents.prompts.DIRECT_SYSTEM`) a ``system`` message stands before that
+  turn. In the ``"view"`` observation format each user turn is the complete doctor
+  view x_t, as a stateless doctor receives it; in ``"delta"`` only what is new. Never
+  the target Y, never a record the doctor did not request, never another seat's
+  prompt (patient, examiner, judge);
+- ``reward`` (float), ``terminated``, ``truncated`` (bool), ``num_turns`` (the
+  doctor's actions: the assistant turns of the chat format), ``answer`` (str or
+  ``None``), ``verdict``, ``correct``, ``exams_ordered`` (the exam ids the examiner
+  answered, in order; the request text for one the records do not hold);
+- ``case_id``, ``seed`` (the episode seed), ``repetition``, ``group_id``
+  (:func:`group_id`: one value per case and run, shared by the case's repetitions in
+  that run and by nothing else);
+- ``env_id``, ``clinenv_version``, ``dataset``, ``dataset_sha256``, ``doctor`` (its
+  name), ``model`` (the LLM doctor's model, else ``None``), ``target`` (Y, only here);
+- ``tool_calls``: the doctor's actions as tool calls of the tool view
+  (:mod:`clinenv.integrations.tools`), OpenAI style ``{"id", "type": "function",
+  "function": {"name", "arguments": JSON string}}``; always a list (``[]`` when none),
+  never null, so Arrow never meets a mix of lists and nulls;
+- ``messages_source``: ``"logged"`` or ``"rebuilt"`` (below).
+
+Where the messages come from. A run log written with ``clinenv run --log-messages``
+holds each model call's ``messages`` and ``raw_reply`` (``llm.calls``,
+:meth:`clinenv.llm.base.ChatResult.to_log`); then the user and system turns are those
+exact texts and each assistant turn is the raw reply, except a reply the client cut
+(flags ``stop_enforced``, ``"wrote_past_turn"``, ``"empty_reply"``), given as the
+environment kept it (the doctor event's text, reasoning removed). A decision of
+several calls (Vote, Full, Discussion) is given as its first call's system and user
+texts and the action the strategy returned. Otherwise (the scripted doctor, an LLM run
+without ``--log-messages``) the messages are *rebuilt*: the logged doctor actions are
+replayed through a fresh environment of the line's ``env_id`` and ``env_spec`` kwargs,
+pinned to the line's case and seed, so every observation text is rendered by the
+environment's own code (not re-rendered from the events, which could drift from what
+it showed); a deterministic patient and examiner answer again, an LLM one is replaced
+by its logged replies; the rebuilt ``events`` (doctor flags aside) and ``evidence`` must
+equal the logged ones, else :class:`ExportError`. The framing is that of the LLM doctor
+(:class:`clinenv.agents.llm_doctor.LLMDoctor`): its system prompt (for a scripted
+doctor, the prompt ``clinenv run --doctor llm`` gives on that environment) and, under
+EGIP, the Direct decision call (its system prompt, then e_T). A rebuilt LLM run without
+reasoning in its replies equals its logged messages.
+
+Formats (``fmt``): ``"messages"`` (above) or ``"tools"``: the same episodes as tool
+calls and tool results of the tool view for SFT of tool-calling models — the
+tool view's system prompt, its opening text as the first user turn, each action as an
+assistant message with ``tool_calls`` and each answer as a ``tool`` message holding the
+delta observation (only what is new); every message has ``tool_calls`` (``[]`` for
+none) and ``tool_call_id`` / ``name`` (``None`` outside tool messages).
+
+Credentialed data (MIMIC-IV, registry name ``mimiciv``) is refused unless
+``allow_credentialed=True`` (CLI ``--allow-credentialed``), which warns about its
+data-use agreement. Replay logs (``clinenv replay``: acquisition and decision by
+different doctors) and doctors whose inputs were not the environment's observations (a
+policy wrapper logging ``doctor_log``, e.g. CDEG) without logged messages are refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import warnings
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clinenv.errors import ClinenvError
+from clinenv.runlog import RunLogError, is_error_line, read_run_log
+
+__all__ = ["CREDENTIALED_DATASETS", "DUA_WARNING", "EXTRA_HINT", "FORMATS", "ExportError",
+           "episode_rows", "episodes_dataset", "group_id", "write_rows"]
+
+#: Export formats: the doctor's text chat, or the tool view's calls and results.
+FORMATS = ("messages", "tools")
+#: Registry names of credentialed datasets (never exported without an explicit opt-in).
+CREDENTIALED_DATASETS = ("mimiciv",)
+#: The warning of an export that includes credentialed episodes.
+DUA_WARNING = (
+    "this export holds MIMIC-IV episodes: they are covered by the PhysioNet credentialed "
+    "data-use agreement; share the file only with credentialed users bound by it, never "
+    "publish it (e.g. on the Hugging Face Hub) and never send it to a third-party service")
+#: How to get the optional dependency of parquet files and ``datasets.Dataset``.
+EXTRA_HINT = "pip install 'clinenv[export]' (the datasets package)"
+_DOCTOR_SEAT = "doctor"
+_CUT_FLAGS = ("wrote_past_turn", "empty_reply")
+
+
+class ExportError(RunLogError):
+    """A run log that cannot be exported; the message names the file, the 1-based line
+    and the field."""
+
+
+# ------------------------------------------------------------------------ public API
+def episode_rows(paths: Iterable[str | Path], *, fmt: str = "messages",
+                 allow_credentialed: bool = False, rebuild: bool = False,
+                 data_dir: str | Path | None = None) -> Iterator[dict[str, Any]]:
+    """One row per finished episode of the run logs ``paths`` (module docstring).
+
+    Args:
+        paths: run-log files; their lines are read in order, files in the given order.
+        fmt: ``"messages"`` or ``"tools"``.
+        allow_credentialed: export MIMIC-IV episodes too (warns, :data:`DUA_WARNING`).
+        rebuild: rebuild the messages by replay even where the log holds them (to check
+            that both agree).
+        data_dir: where the datasets are found for a replay (default: the line's
+            ``env_spec`` kwargs, then ``CLINENV_DATA_DIR``...).
+
+    Yields:
+        Row dicts, JSON-ready.
+
+    Raises:
+        ExportError: a log that cannot be exported (file, line and field named), a
+            credentialed dataset without ``allow_credentialed``, the same file twice,
+            or an episode that two logs of one run both hold.
+        RunLogError: a corrupt log (:func:`clinenv.runlog.read_run_log`).
+        ValueError: an unknown ``fmt``.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"fmt must be one of {FORMATS}, got {fmt!r}")
+    seen_files: dict[Path, str] = {}
+    seen_keys: dict[tuple[str, str, int], tuple[str, int]] = {}
+    warned = False
+    for raw_path in paths:
+        path = Path(raw_path)
+        if not path.is_file():
+            raise ExportError("no such run-log file", path=path)
+        resolved = path.resolve()
+        if resolved in seen_files:
+            raise ExportError(f"given twice (also as {seen_files[resolved]})", path=path)
+        seen_files[resolved] = str(path)
+        log = read_run_log(path)
+        if log.partial_bytes:
+            warnings.warn(f"{path}: ignored a partial last line ({log.partial_bytes} bytes)",
+                          stacklevel=2)
+        standing = log.episodes()
+        numbers = {}
+        for line, number in zip(log.lines, log.line_numbers, strict=True):
+            numbers[(line["case_id"], line["repetition"])] = number
+        for key, line in standing.items():
+            number = numbers[key]
+            if is_error_line(line):
+                continue
+            _check_line(line, path, number)
+            if _credentialed(line):
+                if not allow_credentialed:
+                    raise ExportError(
+                        f"field 'dataset' is {line.get('dataset')!r}, credentialed data "
+                        "(MIMIC-IV data-use agreement): its episodes are exported only with "
+                        "--allow-credentialed (allow_credentialed=True)", path=path,
+                        line=number)
+                if not warned:
+                    warnings.warn(DUA_WARNING, stacklevel=2)
+                    warned = True
+            gid = group_id(line)
+            where = seen_keys.get((gid, *key))
+            if where is not None:
+                raise ExportError(f"episode {key} of this run is also in {where[0]}, line "
+                                  f"{where[1]}; export each episode once", path=path,
+                                  line=number)
+            seen_keys[(gid, *key)] = (str(path), number)
+            yield _row(line, path, number, fmt=fmt, rebuild=rebuild, data_dir=data_dir)
+
+
+def group_id(line: Mapping[str, Any]) -> str:
+    """The group of an episode: ``"<case_id>:<16 hex digits>"``, the digits a sha256 of
+    the run's identity (``env_id``, ``env_spec``, ``dataset``, ``dataset_sha256``,
+    ``doctor``, ``run_seed``, ``scoring_version``, ``clinenv_version``) and the case
+    (``case_id``, ``case_index``).
+
+    The repetitions of one case in one run share it; another case, another seed,
+    doctor, environment or dataset file gives another. A resumed run keeps it (the
+    schedule fields, which resuming may grow, are left out)."""
+    identity = {name: line.get(name) for name in (
+        "env_id", "env_spec", "dataset", "dataset_sha256", "doctor", "run_seed",
+        "scoring_version", "clinenv_version", "case_id", "case_index")}
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True, ensure_ascii=False)
+                            .encode("utf-8")).hexdigest()
+    return f"{line.get('case_id')}:{digest[:16]}"
+
+
+def episodes_dataset(paths: Iterable[str | Path], *, fmt: str = "messages",
+                     allow_credentialed: bool = False,
+                     data_dir: str | Path | None = None) -> Any:
+    """The rows of :func:`episode_rows` as a ``datasets.Dataset`` (``Dataset.from_list``:
+    no generator cache, so a changed log never gives stale rows).
+
+    Raises:
+        ImportError: ``datasets`` is not installed (the message names the extra).
+        ExportError, RunLogError, ValueError: as :func:`episode_rows`.
+    """
+    datasets = _import_datasets("episodes_dataset()")
+    rows = list(episode_rows(paths, fmt=fmt, allow_credentialed=allow_credentialed,
+                             data_dir=data_dir))
+    return datasets.Dataset.from_list(rows)
+
+
+def write_rows(rows: Iterable[Mapping[str, Any]], out: str | Path) -> int:
+    """Write rows to ``out``: ``.jsonl`` (one JSON object a line, UTF-8, no NaN; needs
+    nothing) or ``.parquet`` (through ``datasets``). The file is written whole or not at
+    all (a temporary file renamed at the end).
+
+    Returns:
+        The number of rows written.
+
+    Raises:
+        ValueError: another suffix.
+        ImportError: ``.parquet`` without ``datasets`` (the message names the extra).
+    """
+    out = Path(out)
+    suffix = out.suffix.lower()
+    if suffix not in (".jsonl", ".parquet"):
+        raise ValueError(f"{out}: the output must end in .jsonl or .parquet")
+    datasets = _import_datasets("a .parquet export") if suffix == ".parquet" else None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".part")
+    n = 0
+    try:
+        if datasets is None:
+            with tmp.open("w", encoding="utf-8") as fh:
+                for row in rows:
+                    fh.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
+                    n += 1
+        else:
+            listed = list(rows)
+            n = len(listed)
+            datasets.Dataset.from_list(listed).to_parquet(str(tmp))
+        tmp.replace(out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return n
+
+
+def _import_datasets(what: str) -> Any:
+    try:
+        import datasets
+    except ImportError:
+        raise ImportError(f"{what} needs the datasets package: {EXTRA_HINT}") from None
+    return datasets
+
+
+# ------------------------------------------------------------------------ one row
+_REQUIRED = (("env_id", str), ("seed", int), ("events", list), ("evidence", dict),
+             ("doctor", dict), ("reward", (int, float)), ("terminated", bool),
+             ("truncated", bool), ("steps", int))
+
+
+def _check_line(line: Mapping[str, Any], path: Path, number: int) -> None:
+    for name, kind in _REQUIRED:
+        value = line.get(name)
+        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+            raise ExportError(f"field {name!r} is missing or malformed ({value!r:.60})",
+                              path=path, line=number)
+    if "replay" in line:
+        raise ExportError("field 'replay': a clinenv replay log (its acquisition and its "
+                          "decision come from different doctors); export the source run "
+                          "log instead", path=path, line=number)
+
+
+def _credentialed(line: Mapping[str, Any]) -> bool:
+    from clinenv.datasets.registry import DATASETS, normalize_name
+
+    names = [line.get("dataset")]
+    kwargs = (line.get("env_spec") or {}).get("kwargs") or {}
+    names.append(kwargs.get("dataset"))
+    for name in names:
+        if not isinstance(name, str):
+            continue
+        if normalize_name(name) in CREDENTIALED_DATASETS:
+            return True
+        if Path(name).name in {DATASETS[n].file_name for n in CREDENTIALED_DATASETS}:
+            return True
+    return "mimic" in str(line.get("env_id", "")).lower()
+
+
+def _row(line: Mapping[str, Any], path: Path, number: int, *, fmt: str, rebuild: bool,
+         data_dir: Any) -> dict[str, Any]:
+    doctor = line["doctor"]
+    config = doctor.get("config") if isinstance(doctor.get("config"), Mapping) else {}
+    events = line["events"]
+    actions = [e for e in events if e.get("source") == "doctor"]
+    if len(actions) != line["steps"]:
+        raise ExportError(f"field 'events' holds {len(actions)} doctor actions but 'steps' "
+                          f"is {line['steps']}", path=path, line=number)
+    calls = [c for c in (line.get("llm") or {}).get("calls") or []
+             if c.get("agent") == _DOCTOR_SEAT]
+    logged = bool(calls) and all("messages" in c and "raw_reply" in c for c in calls)
+    replayed = None
+    if fmt == "tools" or rebuild or not logged:
+        if "doctor_log" in line and not logged:
+            raise ExportError("field 'doctor_log': a wrapped doctor (e.g. CDEG) saw more "
+                              "than the environment's observations; export a run written "
+                              "with --log-messages", path=path, line=number)
+        replayed = _replay(line, path, number, data_dir=data_dir,
+                           observation_format="delta" if fmt == "tools" else None)
+    if fmt == "tools":
+        messages = _tool_messages(replayed)
+        source = "rebuilt"
+    elif logged and not rebuild:
+        messages = _logged_messages(calls, actions, line, path, number)
+        source = "logged"
+    else:
+        messages = _rebuilt_messages(replayed, line)
+        source = "rebuilt"
+    exams = [e.get("exam_id") or e.get("request") for e in events
+             if e.get("source") == "measurement"]
+    return {
+        "messages": messages,
+        "reward": float(line["reward"]),
+        "terminated": bool(line["terminated"]),
+        "truncated": bool(line["truncated"]),
+        "num_turns": len(actions),
+        "answer": line.get("answer"),
+        "verdict": line.get("verdict"),
+        "correct": bool(line.get("correct", False)),
+        "exams_ordered": [str(x) for x in exams],
+        "case_id": line["case_id"],
+        "seed": line["seed"],
+        "repetition": line["repetition"],
+        "group_id": group_id(line),
+        "env_id": line["env_id"],
+        "clinenv_version": line.get("clinenv_version"),
+        "dataset": line.get("dataset"),
+        "dataset_sha256": line.get("dataset_sha256"),
+        "doctor": doctor.get("name"),
+        "model": config.get("model") if isinstance(config.get("model"), str) else None,
+        "target": line.get("target"),
+        "tool_calls": _tool_calls(actions),
+        "messages_source": source,
+    }
+
+
+# ---------------------------------------------------------------- logged messages
+def _logged_messages(calls: Sequence[Mapping[str, Any]], actions: Sequence[Mapping],
+                     line: Mapping[str, Any], path: Path, number: int) -> list[dict]:
+    """The chat of the doctor's logged calls (module docstring)."""
+    acquire = [c for c in calls if c.get("purpose") == "acquire"]
+    decide = [c for c in calls if c.get("purpose") != "acquire"]
+    n_steps = len(acquire) + (1 if decide else 0)
+    if n_steps != len(actions):
+        raise ExportError(f"field 'llm.calls': {len(acquire)} doctor acquisition call(s) "
+                          f"and {len(decide)} decision call(s) do not make the "
+                          f"{len(actions)} doctor actions of 'events'", path=path,
+                          line=number)
+    messages: list[dict[str, str]] = []
+    system: str | None = None
+
+    def take(call: Mapping[str, Any], said: str, where: str) -> None:
+        nonlocal system
+        sent = call["messages"]
+        if not (isinstance(sent, list) and sent and isinstance(sent[-1], Mapping)
+                and sent[-1].get("role") == "user"):
+            raise ExportError(f"field '{where}.messages' must end with a user message",
+                              path=path, line=number)
+        head = sent[0].get("content") if sent[0].get("role") == "system" else None
+        if head is not None and head != system:
+            messages.append({"role": "system", "content": head})
+            system = head
+        messages.append({"role": "user", "content": sent[-1]["content"]})
+        messages.append({"role": "assistant", "content": said})
+
+    for i, call in enumerate(acquire):
+        take(call, _said(call, actions[i]), f"llm.calls[{calls.index(call)}]")
+    if decide:
+        first = decide[0]
+        said = _said(first, actions[-1]) if len(decide) == 1 else actions[-1]["text"]
+        take(first, said, f"llm.calls[{calls.index(first)}]")
+    return messages
+
+
+def _said(call: Mapping[str, Any], action: Mapping[str, Any]) -> str:
+    """The assistant text of one call: its raw reply, unless the client cut it (then
+    the environment's record of the action)."""
+    raw = call.get("raw_reply") or [""]
+    flags = call.get("flags") or []
+    if call.get("stop_enforced") or any(f in flags for f in _CUT_FLAGS):
+        return str(action.get("text", ""))
+    return str(raw[0])
+
+
+# ---------------------------------------------------------------- rebuilt messages
+class _LoggedPatient:
+    """A patient that gives the logged replies in order (replay of an LLM patient)."""
+
+    def __init__(self, replies: Sequence[str]) -> None:
+        self._replies = list(replies)
+
+    def reply(self, view: Any) -> str:
+        return self._replies.pop(0) if self._replies else ""
+
+
+class _LoggedExaminer:
+    """An examiner that gives the logged measurement texts in order."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self._texts = list(texts)
+
+    def measure(self, view: Any) -> str:
+        return self._texts.pop(0) if self._texts else ""
+
+
+_DETERMINISTIC_PATIENTS = (None, "retrieval")
+_DETERMINISTIC_EXAMINERS = (None, "lookup", "reader")
+
+
+@dataclass(frozen=True)
+class _Replay:
+    """A replayed episode: ``steps`` = ``[(observation text, phase, doctor event),
+    ...]`` (each observation the doctor acted on, its phase, the logged action that
+    answered it) and ``final``, the observation text after the last action."""
+
+    steps: list[tuple[str, str, Mapping[str, Any]]]
+    final: str
+
+
+def _replay(line: Mapping[str, Any], path: Path, number: int, *, data_dir: Any,
+            observation_format: str | None) -> _Replay:
+    """Replay the logged doctor actions through a fresh environment (module docstring)."""
+    import gymnasium as gym
+
+    spec = line.get("env_spec") or {}
+    kwargs = dict(spec.get("kwargs") or {})
+    events = line["events"]
+    if kwargs.get("patient") not in _DETERMINISTIC_PATIENTS:
+        kwargs["patient"] = _LoggedPatient(
+            [e["reply"] for e in events if e.get("source") == "patient"])
+        kwargs.pop("patient_model", None)
+    if kwargs.get("examiner") not in _DETERMINISTIC_EXAMINERS:
+        kwargs["examiner"] = _LoggedExaminer(
+            [e.get("recorded_value") or "" for e in events if e.get("source") == "measurement"])
+        kwargs.pop("examiner_model", None)
+    kwargs["judge"] = None  # the verdict is logged; the doctor never sees it
+    kwargs.pop("judge_model", None)
+    if data_dir is not None:
+        kwargs["data_dir"] = str(data_dir)
+    if observation_format is not None:
+        kwargs["observation_format"] = observation_format
+    try:
+        env = gym.make(line["env_id"], disable_env_checker=True, **kwargs)
+    except (ClinenvError, gym.error.Error, ValueError, TypeError) as err:
+        raise ExportError(f"field 'env_spec': cannot make {line['env_id']!r} to rebuild the "
+                          f"messages ({err})", path=path, line=number) from None
+    try:
+        try:
+            observation, info = env.reset(seed=line["seed"],
+                                          options={"case_id": line["case_id"]})
+        except (KeyError, IndexError) as err:
+            raise ExportError(f"field 'case_id': {line['case_id']!r} is not in the "
+                              f"dataset ({err})", path=path, line=number) from None
+        steps = []
+        for action in (e for e in events if e.get("source") == "doctor"):
+            steps.append((observation["text"], info.get("phase"), action))
+            observation, _, _, _, info = env.step(action["text"])
+        record = env.unwrapped.episode_record()
+    finally:
+        env.close()
+    _compare(record, line, path, number)
+    return _Replay(steps, observation["text"])
+
+
+def _compare(record: Mapping[str, Any], line: Mapping[str, Any], path: Path,
+             number: int) -> None:
+    """Refuse a replay that did not follow the logged episode."""
+    def plain(events: Sequence[Mapping]) -> list[dict]:
+        return [{k: v for k, v in e.items() if not (k == "flags" and e.get("source")
+                                                    == "doctor")} for e in events]
+
+    ours, theirs = plain(record["events"]), plain(line["events"])
+    for i, (a, b) in enumerate(zip(ours, theirs, strict=False)):
+        if a != b:
+            field = next(k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
+            raise ExportError(f"field 'events[{i}].{field}': the replay through a fresh "
+                              f"environment gave {a.get(field)!r:.80} where the log has "
+                              f"{b.get(field)!r:.80} (another dataset file or clinenv "
+                              "version?); the messages cannot be rebuilt", path=path,
+                              line=number)
+    if len(ours) != len(theirs):
+        raise ExportError(f"field 'events': the replay gave {len(ours)} events, the log "
+                          f"{len(theirs)}; the messages cannot be rebuilt", path=path,
+                          line=number)
+    if record["evidence"] != line["evidence"]:
+        raise ExportError("field 'evidence': the replay's evidence interface differs from "
+                          "the logged one; the messages cannot be rebuilt", path=path,
+                          line=number)
+
+
+def doctor_system_prompt(line: Mapping[str, Any]) -> str:
+    """The doctor's acquisition system prompt for a rebuilt episode: the LLM doctor's
+    own (``doctor.config.prompt``, ``max_questions``), else the one ``clinenv run
+    --doctor llm`` uses on the line's environment (``agentclinic`` with a budget of T
+    under a native protocol, else ``egip``)."""
+    from clinenv.agents.prompts import (
+        AGENTCLINIC_BUDGET_KNOWN,
+        AGENTCLINIC_BUDGET_UNKNOWN,
+        AGENTCLINIC_DOCTOR_SYSTEM,
+        EGIP_DOCTOR_SYSTEM,
+    )
+
+    config = line["doctor"].get("config") or {}
+    if config.get("agent") == "llm_doctor":
+        prompt, budget = config.get("prompt"), config.get("max_questions")
+    else:
+        prompt, budget = ("agentclinic", _rounds(line)) if _native(line) else ("egip", None)
+    if prompt != "agentclinic":
+        return EGIP_DOCTOR_SYSTEM
+    text = (AGENTCLINIC_BUDGET_UNKNOWN if budget is None
+            else AGENTCLINIC_BUDGET_KNOWN.format(n=budget))
+    return AGENTCLINIC_DOCTOR_SYSTEM.format(budget=text)
+
+
+def _native(line: Mapping[str, Any]) -> bool:
+    return bool(line.get("protocol")) and line.get("protocol") != "egip"
+
+
+def _rounds(line: Mapping[str, Any]) -> int:
+    """T of the line's environment (the CLI's default question budget)."""
+    import gymnasium as gym
+
+    kwargs = dict((line.get("env_spec") or {}).get("kwargs") or {})
+    for name in ("patient_model", "judge_model", "examiner_model"):
+        kwargs.pop(name, None)
+    for name, keep in (("patient", _DETERMINISTIC_PATIENTS), ("judge", (None,)),
+                       ("examiner", _DETERMINISTIC_EXAMINERS)):
+        if kwargs.get(name) not in keep:
+            kwargs.pop(name)
+    env = gym.make(line["env_id"], disable_env_checker=True, **kwargs)
+    try:
+        return int(env.unwrapped.config.acquisition_rounds)
+    finally:
+        env.close()
+
+
+def _rebuilt_messages(replay: _Replay, line: Mapping[str, Any]) -> list[dict]:
+    from clinenv.agents.llm_doctor import evidence_part
+    from clinenv.agents.prompts import DIRECT_SYSTEM
+
+    messages = [{"role": "system", "content": doctor_system_prompt(line)}]
+    for text, phase, action in replay.steps:
+        if phase == "decide" and not _native(line):
+            messages.append({"role": "system", "content": DIRECT_SYSTEM})
+            text = evidence_part(text)
+        messages.append({"role": "user", "content": text})
+        messages.append({"role": "assistant", "content": str(action["text"])})
+    return messages
+
+
+# ---------------------------------------------------------------- the tool view
+#: The tool of each routing of a doctor action (``DoctorEvent.routed_as``) and its
+#: argument; an empty action is no tool call.
+_TOOL_OF = {"question": ("ask_patient", "question"), "test_request": ("order_exam", "exam"),
+            "diagnosis": ("submit_diagnosis", "diagnosis"),
+            "clarification": ("submit_diagnosis", "diagnosis")}
+#: The doctor's system prompt of the tool view.
+TOOL_SYSTEM = (
+    "You are the physician in a simulated diagnostic consultation. Gather evidence with "
+    "the tools: ask_patient(question) asks the patient one question, order_exam(exam) "
+    "orders one examination by its id or name (list_exams() lists them); results stay "
+    "hidden until you order them. Call submit_diagnosis(diagnosis) when you are ready: "
+    "you are then shown the acquired evidence and asked for your final answer, which "
+    "you give with submit_diagnosis again. Make exactly one tool call per turn.")
+
+
+def _tool_call(action: Mapping[str, Any], index: int) -> dict[str, Any] | None:
+    """One logged doctor action as an OpenAI tool call of the tool view (``None`` for an
+    empty action)."""
+    tool = _TOOL_OF.get(action.get("routed_as"))
+    if tool is None:
+        return None
+    name, argument = tool
+    return {"id": f"call_{index}", "type": "function",
+            "function": {"name": name, "arguments": json.dumps(
+                {argument: str(action.get("payload", ""))}, ensure_ascii=False)}}
+
+
+def _tool_calls(actions: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    calls = (_tool_call(a, i) for i, a in enumerate(actions))
+    return [c for c in calls if c is not None]
+
+
+def _tool_messages(replay: _Replay) -> list[dict[str, Any]]:
+    """The episode as tool calls and tool results (module docstring)."""
+    def message(role: str, content: str, *, calls: list | None = None,
+                call_id: str | None = None, name: str | None = None) -> dict[str, Any]:
+        return {"role": role, "content": content, "tool_calls": calls or [],
+                "tool_call_id": call_id, "name": name}
+
+    messages = [message("system", TOOL_SYSTEM), message("user", replay.steps[0][0])]
+    results = [text for text, _, _ in replay.steps[1:]] + [replay.final]
+    for index, ((_, _, action), result) in enumerate(zip(replay.steps, results,
+                                                          strict=True)):
+        call = _tool_call(action, index)
+        if call is None:  # no tool call: the next observation is a user turn
+            messages.append(message("assistant", str(action.get("text", ""))))
+            messages.append(message("user", result))
+            continue
+        messages.append(message("assistant", "", calls=[call]))
+        messages.append(message("tool", result, call_id=call["id"],
+                                name=call["function"]["name"]))
+    return messages

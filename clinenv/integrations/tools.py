@@ -1,0 +1,310 @@
+"""The tool view of the doctor's actions, shared by every trainer adapter.
+
+The text protocol stays the source of truth; each tool is one of its actions:
+
+=======================================  =========================================
+tool call                                action text (EGIP section 3.2)
+=======================================  =========================================
+``ask_patient(question)``                the question itself
+``order_exam(exam)``                     ``REQUEST TEST: <exam>`` (an id or a name,
+                                         validated by the runtime like any request)
+``submit_diagnosis(diagnosis)``          ``DIAGNOSIS READY: <diagnosis>``
+``list_exams()``                         none: it shows the displayed menu B and uses
+                                         no round
+=======================================  =========================================
+
+:func:`tool_to_action` and :func:`action_to_tool` map one way and the other
+(:func:`clinenv.protocol.parser.parse_action` reads the text); :data:`TOOL_SCHEMAS` are
+the tools' JSON schemas in OpenAI's function format.
+
+:class:`ToolEpisode` plays one episode through the tools. Its environment is built with
+``observation_format="delta"`` (a tool result is only what is new: the reply or result,
+interface feedback and the round footer, since the trainer keeps the conversation) and
+``premature_diagnosis="decide"``: ``submit_diagnosis`` during acquisition ends it early
+and returns the evidence interface e_T with the request for a final answer; at the
+decision step it is scored and ends the episode. A trained doctor thus decides on the
+same e_T as the Direct, Vote and Full strategies, and its scores stay comparable.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import gymnasium as gym
+
+from clinenv.protocol.parser import parse_action
+from clinenv.protocol.render import render_menu
+
+__all__ = ["TOOL_NAMES", "TOOL_SCHEMAS", "TOOL_SYSTEM_PROMPT", "ToolCall", "ToolEpisode",
+           "action_to_tool", "tool_docstring", "tool_to_action"]
+
+#: name -> (description, {argument: description}); the one source of the schemas and of
+#: the adapters' docstrings (:func:`tool_docstring`).
+_TOOLS: dict[str, tuple[str, dict[str, str]]] = {
+    "ask_patient": ("Ask the patient one question and get the reply. Uses one round.",
+                    {"question": "One question for the patient, in plain words."}),
+    "order_exam": ("Order one examination and get its result. Uses one round.",
+                   {"exam": "The examination's id from the list (such as PE1 or T3) or "
+                            "its name."}),
+    "submit_diagnosis": ("Give your diagnosis. Before the last round this ends evidence "
+                         "gathering and shows the acquired evidence; then call it again "
+                         "with your final answer, which is scored and ends the "
+                         "consultation.",
+                         {"diagnosis": "One diagnosis."}),
+    "list_exams": ("List the examinations you can still order (ids and names). Uses no "
+                   "round.", {}),
+}
+#: The tools, in this order everywhere.
+TOOL_NAMES: tuple[str, ...] = tuple(_TOOLS)
+#: JSON schemas, OpenAI function format (what ``transformers.utils.get_json_schema``
+#: builds from an adapter method with :func:`tool_docstring`).
+TOOL_SCHEMAS: list[dict[str, Any]] = [
+    {"type": "function", "function": {
+        "name": name, "description": text,
+        "parameters": {"type": "object",
+                       "properties": {a: {"type": "string", "description": d}
+                                      for a, d in args.items()},
+                       **({"required": list(args)} if args else {})}}}
+    for name, (text, args) in _TOOLS.items()
+]
+#: System prompt of a tool-calling doctor.
+TOOL_SYSTEM_PROMPT = (
+    "You are the physician in a simulated diagnostic consultation. Act only through tool "
+    "calls, one per turn: ask_patient to ask the patient one question, order_exam to "
+    "order one examination by its id or name, list_exams to see what can still be "
+    "ordered. When you have enough evidence, call submit_diagnosis: you are then shown "
+    "the acquired evidence and asked for your final answer; call submit_diagnosis again "
+    "with it, and that answer is scored. After the last round only submit_diagnosis is "
+    "accepted. The consultation's messages name the text form of each action (a plain "
+    "question, REQUEST TEST: <id or name>, DIAGNOSIS READY: <diagnosis>); use the "
+    "matching tool instead."
+)
+#: Tool result of the scored ``submit_diagnosis`` (the verdict is not shown).
+FINAL_RESULT = "Final answer recorded. The consultation is over."
+_KIND_TO_TOOL = {"question": "ask_patient", "test_request": "order_exam",
+                 "diagnosis": "submit_diagnosis"}
+_TEXT = {"ask_patient": "{}", "order_exam": "REQUEST TEST: {}",
+         "submit_diagnosis": "DIAGNOSIS READY: {}"}
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call: ``name`` in :data:`TOOL_NAMES`, ``arguments`` by parameter name."""
+
+    name: str
+    arguments: dict[str, str] = field(default_factory=dict)
+
+    def to_openai(self, call_id: str) -> dict[str, Any]:
+        """An OpenAI ``tool_calls`` entry (``arguments`` as a JSON string)."""
+        return {"id": call_id, "type": "function",
+                "function": {"name": self.name, "arguments": json.dumps(self.arguments)}}
+
+
+def tool_docstring(name: str) -> str:
+    """A Google-style docstring of tool ``name`` (description, ``Args:``), from which
+    ``transformers.utils.get_json_schema`` builds that tool's :data:`TOOL_SCHEMAS` entry.
+
+    Raises:
+        ValueError: an unknown tool.
+    """
+    text, args = _TOOLS[_check_name(name)]
+    lines = [f"    {a}: {d}" for a, d in args.items()]
+    return text + ("\n\nArgs:\n" + "\n".join(lines) if lines else "")
+
+
+def _check_name(name: str) -> str:
+    if name not in _TOOLS:
+        raise ValueError(f"unknown tool {name!r}; the tools are {', '.join(TOOL_NAMES)}")
+    return name
+
+
+def tool_to_action(name: str, arguments: dict[str, Any] | None = None) -> str | None:
+    """The action text of a tool call (module table); ``None`` for ``list_exams``.
+
+    Args:
+        name: a tool name of :data:`TOOL_NAMES`.
+        arguments: the call's arguments by name (:data:`TOOL_SCHEMAS`); a JSON object
+            string is accepted too (OpenAI's ``function.arguments``).
+
+    Raises:
+        ValueError: an unknown tool; a missing, extra or non-string argument; an empty
+            or multi-line value; or a value that the text protocol would read as another
+            action (a question that is a menu id like ``T3`` or carries ``REQUEST
+            TEST:``), so that the environment always performs the action named.
+    """
+    _check_name(name)
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments or "{}")
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{name}: arguments are not JSON ({err})") from None
+    arguments = {} if arguments is None else arguments
+    if not isinstance(arguments, dict):
+        raise ValueError(f"{name}: arguments must be an object, got {arguments!r}")
+    expected = list(_TOOLS[name][1])
+    if sorted(arguments) != sorted(expected):
+        want = ", ".join(expected) or "no argument"
+        raise ValueError(f"{name} takes {want}; got {', '.join(arguments) or 'none'}")
+    if name == "list_exams":
+        return None
+    (arg,) = expected
+    value = arguments[arg]
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{name}: {arg} must be a non-empty string, got {value!r}")
+    if "\n" in value.strip():
+        raise ValueError(f"{name}: {arg} must be one line")
+    text = _TEXT[name].format(value.strip())
+    read = parse_action(text)
+    if _KIND_TO_TOOL.get(read.kind) != name or (name == "order_exam" and read.test_payload):
+        raise ValueError(f"{name}: {arg} {value!r} reads as another action ({read.kind}); "
+                         f"use {_KIND_TO_TOOL.get(read.kind, 'another tool')} for that")
+    return text
+
+
+def action_to_tool(text: str, *, phase: Literal["acquire", "decide"] = "acquire",
+                   strict: bool = False) -> ToolCall | None:
+    """The tool call of an action text, as the runtime reads it in ``phase``.
+
+    In acquisition a reply with both markers is its exam request (as the runtime routes
+    it); in the decision phase every reply is the answer (``Diagnosis: X`` lines count),
+    so it maps to ``submit_diagnosis``. ``None`` for an empty reply (nothing visible).
+
+    Args:
+        text: the doctor's reply as written (reasoning blocks are removed).
+        phase: ``"acquire"`` or ``"decide"``.
+        strict: AgentClinic's case-sensitive markers (``strict_markers``).
+
+    Raises:
+        ValueError: an unknown phase.
+    """
+    if phase not in ("acquire", "decide"):
+        raise ValueError(f"phase must be 'acquire' or 'decide', got {phase!r}")
+    action = parse_action(text, strict=strict, accept_bare_diagnosis=phase == "decide")
+    if action.kind == "empty":
+        return None
+    if phase == "decide":
+        answer = action.payload if action.kind == "diagnosis" else action.text
+        return ToolCall("submit_diagnosis", {"diagnosis": answer})
+    if action.kind == "diagnosis" and action.test_payload:
+        return ToolCall("order_exam", {"exam": action.test_payload})
+    name = _KIND_TO_TOOL[action.kind]
+    return ToolCall(name, {next(iter(_TOOLS[name][1])): action.payload})
+
+
+class ToolEpisode:
+    """One episode of an EGIP environment played through the tools (module docstring).
+
+    Args:
+        env_id: an EGIP text environment id (``"EGIP-Demo-v0"``, ``"EGIP-MedQA-v0"``...).
+        **env_kwargs: passed to ``gym.make`` (``data_dir``, ``acquisition_rounds``,
+            ``patient``...); ``observation_format`` and ``premature_diagnosis`` are set
+            here.
+
+    Raises:
+        ValueError: a Menu or native-protocol id (not text EGIP), or
+            ``observation_format`` / ``premature_diagnosis`` set to other values.
+        gymnasium.error.Error: an unknown id; environment errors as ``gym.make``.
+
+    The instance owns its environment and a lock, so instances may run in any threads;
+    it can be reused, and :meth:`reset` clears everything.
+    """
+
+    def __init__(self, env_id: str, **env_kwargs: Any) -> None:
+        spec = gym.spec(env_id)
+        if spec.entry_point != "clinenv.env:EGIPEnv" or spec.kwargs.get("preset"):
+            raise ValueError(f"{env_id}: the tool view needs an EGIP text environment "
+                             "(EGIP-<Dataset>-v0), not a Menu or native-protocol id")
+        for key, value in (("observation_format", "delta"), ("premature_diagnosis", "decide")):
+            if env_kwargs.setdefault(key, value) != value:
+                raise ValueError(f"{env_id}: the tool view needs {key}={value!r}, got "
+                                 f"{env_kwargs[key]!r}")
+        self.env_id = env_id
+        self.env = gym.make(env_id, **env_kwargs).unwrapped
+        self._lock = threading.Lock()
+        self._clear()
+
+    def _clear(self) -> None:
+        self.started = False
+        #: The episode's return so far (the terminal score with the default zero costs).
+        self.reward = 0.0
+        self.done = False
+        #: The environment's latest ``info``.
+        self.info: dict[str, Any] = {}
+        #: The executed calls, as :class:`ToolCall` (calls refused with ValueError are not).
+        self.calls: list[ToolCall] = []
+
+    def reset(self, case_id: str | int, seed: int) -> str:
+        """Start the episode of ``(case_id, seed)``; returns the opening text (objective,
+        candidates, menu and the first round's instructions), the same for the same pair
+        in any process or thread.
+
+        Raises:
+            KeyError, IndexError: an unknown case id or index (from the environment).
+        """
+        with self._lock:
+            self._clear()
+            obs, self.info = self.env.reset(seed=int(seed), options={"case_id": case_id})
+            self.started = True
+            return obs["text"]
+
+    def call(self, name: str, arguments: dict[str, Any] | str | None = None) -> str:
+        """Execute one tool call; returns its result text (the delta observation, the
+        menu for ``list_exams``, :data:`FINAL_RESULT` once scored).
+
+        Raises:
+            ValueError: no episode (call :meth:`reset`), the episode is over, an
+                acquisition tool after acquisition ended, or bad arguments
+                (:func:`tool_to_action`). A refused call changes nothing.
+        """
+        text = tool_to_action(name, arguments)
+        with self._lock:
+            if not self.started:
+                raise ValueError("no episode: call reset() first")
+            if self.done:
+                raise ValueError("the episode is over (the final answer was scored); "
+                                 "reset() starts another")
+            phase = self.env.runtime.phase
+            if text is None:
+                result = self._menu_text()
+            elif phase != "acquire" and name != "submit_diagnosis":
+                raise ValueError("evidence gathering is over: call submit_diagnosis with "
+                                 "your final answer")
+            else:
+                obs, reward, terminated, truncated, self.info = self.env.step(text)
+                self.reward += float(reward)
+                self.done = terminated or truncated
+                result = FINAL_RESULT if self.done else obs["text"]
+            self.calls.append(ToolCall(name, dict(json.loads(arguments) if isinstance(
+                arguments, str) else arguments or {})))
+            return result
+
+    def _menu_text(self) -> str:
+        """The displayed menu B, as in the round footer (``list_exams``)."""
+        rt = self.env.runtime
+        if rt.phase != "acquire":
+            return "No examinations: evidence gathering is over."
+        if not rt.config.show_menu:
+            return ("No examination list is offered in this setting; order an examination "
+                    "by its name.")
+        menu = rt.menu()
+        hidden = len(rt.catalog) - len(set(rt.requested)) - len(menu)
+        return render_menu(menu, max(0, hidden), len(rt.catalog))
+
+    def ask_patient(self, question: str) -> str:
+        """``call("ask_patient", {"question": question})``."""
+        return self.call("ask_patient", {"question": question})
+
+    def order_exam(self, exam: str) -> str:
+        """``call("order_exam", {"exam": exam})``."""
+        return self.call("order_exam", {"exam": exam})
+
+    def submit_diagnosis(self, diagnosis: str) -> str:
+        """``call("submit_diagnosis", {"diagnosis": diagnosis})``."""
+        return self.call("submit_diagnosis", {"diagnosis": diagnosis})
+
+    def list_exams(self) -> str:
+        """``call("list_exams")``."""
+        return self.call("list_exams")

@@ -1,0 +1,157 @@
+"""TRL adapter: clinenv as a ``GRPOTrainer(environment_factory=...)`` environment.
+
+Install with ``pip install 'clinenv[trl]'`` (``trl>=1.16``, ``datasets``). Importing
+this module and calling :func:`make_env_factory` needs neither; :func:`task_dataset`
+needs ``datasets``.
+
+TRL (``trl/trainer/grpo_trainer.py``) builds one instance per rollout with the no-arg
+factory and reuses it; before each rollout it calls ``reset(**row)`` with every column
+of the dataset row and appends the returned text to the row's last user message; every
+public method other than ``reset`` and ``get_reward`` becomes a tool, whose JSON schema
+transformers builds from the type hints and the Google-style docstring; a tool that
+raises is answered ``{"error": message}``; ``get_reward()`` is a reward column. GRPO
+groups repeat a row, so a row pins its episode: ``(env_id, case_id, seed)`` gives the
+same opening text in any process. The tools are those of
+:mod:`clinenv.integrations.tools`, whose :class:`~clinenv.integrations.tools.ToolEpisode`
+does the work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from clinenv.case_list import CaseListError, nearest_id, read_case_list
+from clinenv.integrations.tools import TOOL_SYSTEM_PROMPT, ToolEpisode, tool_docstring
+from clinenv.seeding import episode_seed
+
+__all__ = ["TASK_INTRO", "make_env_factory", "task_dataset"]
+
+#: The user message of a task row; TRL appends ``reset``'s opening text right after it.
+TASK_INTRO = ("A new patient is here for a diagnostic consultation. The task and the "
+              "examinations you can order follow.\n\n")
+
+
+def make_env_factory(env_id: str, **env_kwargs: Any) -> type:
+    """A class for ``GRPOTrainer(environment_factory=...)`` over ``env_id``.
+
+    Instances: ``reset(**row) -> str`` (reads ``case_id`` and ``seed``, checks ``env_id``
+    when the row has one, ignores the other columns), the tools ``ask_patient``,
+    ``order_exam``, ``submit_diagnosis`` and ``list_exams`` (each returns its result
+    text; raises ``ValueError`` after the episode ended, before any reset, or on a call
+    the tool view refuses), and ``get_reward() -> float`` (the episode's return: the
+    terminal score with the default zero costs, ``0.0`` while unanswered).
+
+    Args:
+        env_id: an EGIP text environment id, e.g. ``"EGIP-Demo-v0"``.
+        **env_kwargs: environment settings, as for ``gym.make`` (``data_dir``,
+            ``acquisition_rounds``...).
+
+    Raises:
+        ValueError, gymnasium.error.Error: as :class:`~clinenv.integrations.tools.
+            ToolEpisode` (checked here, at once, by building one environment).
+    """
+    ToolEpisode(env_id, **env_kwargs)  # fail here, not inside the trainer
+
+    class ClinenvToolEnv:
+        """One clinenv episode per rollout, through the tool view."""
+
+        def __init__(self) -> None:
+            self._episode = ToolEpisode(env_id, **env_kwargs)
+
+        def reset(self, **row: Any) -> str:
+            """Start the row's episode; returns the doctor's opening text.
+
+            Raises:
+                ValueError: the row has no ``case_id`` or ``seed``, or names another
+                    ``env_id``.
+            """
+            missing = [key for key in ("case_id", "seed") if row.get(key) is None]
+            if missing:
+                raise ValueError(f"reset(**row): the row has no {' or '.join(missing)}; "
+                                 "rows of clinenv.integrations.trl.task_dataset carry "
+                                 "case_id and seed")
+            if row.get("env_id", env_id) != env_id:
+                raise ValueError(f"reset(**row): the row is for {row['env_id']!r}, this "
+                                 f"environment is {env_id!r}")
+            return self._episode.reset(row["case_id"], int(row["seed"]))
+
+        def ask_patient(self, question: str) -> str:
+            return self._episode.ask_patient(question)
+
+        def order_exam(self, exam: str) -> str:
+            return self._episode.order_exam(exam)
+
+        def submit_diagnosis(self, diagnosis: str) -> str:
+            return self._episode.submit_diagnosis(diagnosis)
+
+        def list_exams(self) -> str:
+            return self._episode.list_exams()
+
+        def get_reward(self) -> float:
+            """The episode's return (0.0 until the final answer is scored)."""
+            return self._episode.reward
+
+    for name in ("ask_patient", "order_exam", "submit_diagnosis", "list_exams"):
+        getattr(ClinenvToolEnv, name).__doc__ = tool_docstring(name)
+    ClinenvToolEnv.__qualname__ = ClinenvToolEnv.__name__ = "ClinenvToolEnv"
+    return ClinenvToolEnv
+
+
+def task_dataset(env_id: str, split: str | Path | Sequence[str] | None = None, *,
+                 seed: int = 0, **env_kwargs: Any):
+    """The GRPO task rows of ``env_id``: one per case, in dataset order.
+
+    Columns: ``prompt`` (a system message with :data:`~clinenv.integrations.tools.
+    TOOL_SYSTEM_PROMPT` and the user message :data:`TASK_INTRO`; ``reset`` adds the
+    opening text), ``case_id``, ``seed`` (``episode_seed(seed, 0, case index)``, the seed
+    ``clinenv run --seed`` gives repetition 0 of that case) and ``env_id``.
+
+    Args:
+        env_id: an EGIP text environment id.
+        split: ``None`` (every case), a case-list file (one id per line, as ``clinenv
+            data split`` writes), or a sequence of case ids.
+        seed: the run seed the row seeds derive from (>= 0).
+        **env_kwargs: as for :func:`make_env_factory` (``data_dir``...).
+
+    Raises:
+        ImportError: ``datasets`` is not installed.
+        clinenv.case_list.CaseListError: an unreadable list, an id listed twice, or one
+            the dataset lacks (file, line and the nearest id named).
+        ValueError, gymnasium.error.Error: as :func:`make_env_factory`.
+    """
+    try:
+        from datasets import Dataset
+    except ImportError as err:
+        raise ImportError("task_dataset needs `datasets`: pip install 'clinenv[trl]'") from err
+    pool = ToolEpisode(env_id, **env_kwargs).env.pool
+    ids = [case.case_id for case in pool.cases]
+    if split is None:
+        indices = range(len(ids))
+    elif isinstance(split, str | Path):
+        indices = read_case_list(split).indices(ids, dataset=env_id)
+    else:
+        indices = _list_indices([str(case_id) for case_id in split], ids, env_id)
+    prompt = [{"role": "system", "content": TOOL_SYSTEM_PROMPT},
+              {"role": "user", "content": TASK_INTRO}]
+    return Dataset.from_list([
+        {"prompt": prompt, "case_id": ids[i], "seed": episode_seed(seed, 0, i),
+         "env_id": env_id} for i in indices])
+
+
+def _list_indices(listed: list[str], ids: list[str], env_id: str) -> list[int]:
+    """Dataset indices (ascending) of a list of case ids; refuses repeats and unknowns."""
+    where = {case_id: i for i, case_id in enumerate(ids)}
+    seen: set[str] = set()
+    for n, case_id in enumerate(listed):
+        if case_id in seen:
+            raise CaseListError(f"split item {n}: case id {case_id!r} is listed twice")
+        seen.add(case_id)
+        if case_id not in where:
+            raise CaseListError(f"split item {n}: case id {case_id!r} is not in {env_id} "
+                                f"({len(ids)} cases); the nearest id is "
+                                f"{nearest_id(case_id, ids)!r}")
+    if not listed:
+        raise CaseListError("split: an empty list of case ids")
+    return sorted(where[case_id] for case_id in listed)

@@ -1,0 +1,301 @@
+"""``clinenv export`` and :mod:`clinenv.export`: run-log episodes as training rows.
+
+Every log is written by ``clinenv run`` (its ``main()``): the scripted doctor on the
+demo set (messages rebuilt by replay), and an LLM doctor, patient and judge against a
+real local FakeChatServer with ``--log-messages`` (messages taken from the call
+records). Row values are checked against the log lines and a fresh environment.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+from llm_rollout_helpers import PATIENT_PREFIX, clinic_responder
+
+import clinenv  # noqa: F401  (registers the ids)
+from clinenv.agents.prompts import DIRECT_SYSTEM, EGIP_DOCTOR_SYSTEM, JUDGE_SYSTEM
+from clinenv.cli import main
+from clinenv.export import ExportError, episode_rows, group_id
+from clinenv.llm.fake_server import FakeChatServer
+from clinenv.protocol.evidence import render_evidence
+from clinenv.replay import bundle_from_dict
+
+TOOLS = {"ask_patient": "question", "order_exam": "exam", "submit_diagnosis": "diagnosis"}
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    empty = tmp_path / "no-data"
+    empty.mkdir()
+    monkeypatch.setenv("CLINENV_DATA_DIR", str(empty))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def scripted_run(out: str, *, seed: int, episodes: int = 4, repetitions: int = 2) -> Path:
+    rc = main(["run", "--env", "EGIP-Demo-v0", "--doctor", "scripted", "--seed", str(seed),
+               "--episodes", str(episodes), "--repetitions", str(repetitions), "--quiet",
+               "--out", out])
+    assert rc == 0
+    return Path(out)
+
+
+def lines_of(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x]
+
+
+def export(*args: str) -> int:
+    return main(["export", *args])
+
+
+def read_rows(path: Path) -> list[dict]:
+    return lines_of(path)
+
+
+# ------------------------------------------------------------------ scripted doctor
+def test_rows_match_the_log_and_a_fresh_environment(workdir, capsys):
+    log = scripted_run("run.jsonl", seed=7, episodes=3, repetitions=2)
+    assert export(str(log), "--out", "rows.jsonl") == 0
+    assert "exported 6 episode(s) to rows.jsonl" in capsys.readouterr().out
+    rows, lines = read_rows(workdir / "rows.jsonl"), lines_of(log)
+    assert len(rows) == len(lines) == 6
+    env = gym.make("EGIP-Demo-v0")
+    for row, line in zip(rows, lines, strict=True):
+        doctor_events = [e for e in line["events"] if e["source"] == "doctor"]
+        assert (row["case_id"], row["seed"], row["repetition"]) == (
+            line["case_id"], line["seed"], line["repetition"])
+        assert row["reward"] == line["reward"] and isinstance(row["reward"], float)
+        assert (row["terminated"], row["truncated"]) == (True, False)
+        assert row["num_turns"] == line["steps"] == len(doctor_events)
+        assert row["answer"] == line["answer"] and row["target"] == line["target"]
+        assert row["correct"] == line["correct"]
+        assert row["exams_ordered"] == [e["exam_id"] for e in line["events"]
+                                        if e["source"] == "measurement"]
+        assert row["exams_ordered"] and row["exams_ordered"][0] == "PE1"
+        assert (row["env_id"], row["dataset"], row["doctor"], row["model"]) == (
+            "EGIP-Demo-v0", "demo", "scripted", None)
+        assert row["dataset_sha256"] == line["dataset_sha256"]
+        assert row["clinenv_version"] == clinenv.__version__
+        assert row["messages_source"] == "rebuilt"
+        messages = row["messages"]
+        # system, then (user, assistant) per action, a system before the decision
+        assert messages[0] == {"role": "system", "content": EGIP_DOCTOR_SYSTEM}
+        assert [m["role"] for m in messages[1:-3]] == ["user", "assistant"] * (
+            len(doctor_events) - 1)
+        assert messages[-3] == {"role": "system", "content": DIRECT_SYSTEM}
+        assert [m["role"] for m in messages[-2:]] == ["user", "assistant"]
+        assert [m["content"] for m in messages if m["role"] == "assistant"] == [
+            e["text"] for e in doctor_events]
+        # the first observation is the fresh environment's reset text
+        obs, _ = env.reset(seed=line["seed"], options={"case_id": line["case_id"]})
+        assert messages[1]["content"] == obs["text"]
+        # the decision observation is e_T, rendered from the logged evidence
+        assert messages[-2]["content"] == render_evidence(
+            bundle_from_dict(line["evidence"], path="run.jsonl", line=1))
+    env.close()
+
+
+def test_no_row_holds_the_target_outside_its_column(workdir):
+    log = scripted_run("run.jsonl", seed=0, episodes=17, repetitions=1)
+    checked = 0
+    for row, line in zip(episode_rows([log]), lines_of(log), strict=True):
+        if line["case_flags"]["target_in_records"] or \
+                line["case_flags"]["target_in_patient_facts"] or \
+                line["evidence"]["candidates"]:
+            continue  # the records name the diagnosis, or it is one of the options K
+        target = row["target"].lower()
+        seen = [m["content"] for m in row["messages"] if m["role"] != "assistant"]
+        others = {k: v for k, v in row.items()
+                  if k not in ("target", "messages", "answer", "tool_calls", "verdict")}
+        assert target not in json.dumps(seen, ensure_ascii=False).lower()
+        assert target not in json.dumps(others, ensure_ascii=False).lower()
+        checked += 1
+    assert checked >= 6
+
+
+def test_group_id_ties_the_repetitions_of_a_case_in_one_run_only(workdir):
+    run_a = scripted_run("a.jsonl", seed=1, episodes=3, repetitions=3)
+    run_b = scripted_run("b.jsonl", seed=2, episodes=3, repetitions=2)
+    assert export(str(run_a), str(run_b), "--out", "both.jsonl") == 0
+    rows = read_rows(workdir / "both.jsonl")
+    assert len(rows) == 9 + 6
+    groups: dict[str, set] = {}
+    for row, source in zip(rows, ["a"] * 9 + ["b"] * 6, strict=True):
+        groups.setdefault(row["group_id"], set()).add((source, row["case_id"]))
+        assert row["group_id"].startswith(row["case_id"] + ":")
+    # 3 cases x 2 runs = 6 groups, each one (run, case) only
+    assert len(groups) == 6 and all(len(members) == 1 for members in groups.values())
+    sizes = sorted(sum(r["group_id"] == g for r in rows) for g in groups)
+    assert sizes == [2, 2, 2, 3, 3, 3]
+    # within a group the seeds differ (the repetitions), the case is the same
+    for g in groups:
+        seeds = [r["seed"] for r in rows if r["group_id"] == g]
+        assert len(set(seeds)) == len(seeds)
+    # a resumed run keeps its groups
+    line = lines_of(run_a)[0]
+    assert group_id({**line, "n_cases_scheduled": 99, "n_repetitions": 7}) == \
+        group_id(line)
+
+
+def test_tool_calls_are_always_lists_in_both_formats(workdir):
+    log = scripted_run("run.jsonl", seed=3, episodes=3, repetitions=1)
+    lines = lines_of(log)
+    for fmt in ("messages", "tools"):
+        assert export(str(log), "--out", f"{fmt}.jsonl", "--format", fmt) == 0
+        rows = read_rows(workdir / f"{fmt}.jsonl")
+        for row, line in zip(rows, lines, strict=True):
+            doctor_events = [e for e in line["events"] if e["source"] == "doctor"]
+            assert isinstance(row["tool_calls"], list)
+            assert len(row["tool_calls"]) == len(doctor_events)
+            for call, event in zip(row["tool_calls"], doctor_events, strict=True):
+                name = call["function"]["name"]
+                assert json.loads(call["function"]["arguments"]) == {
+                    TOOLS[name]: event["payload"]}
+            assert row["tool_calls"][0]["function"]["name"] == "ask_patient"
+            assert row["tool_calls"][-1]["function"]["name"] == "submit_diagnosis"
+            if fmt == "tools":
+                assert all(isinstance(m["tool_calls"], list) for m in row["messages"])
+    rows = read_rows(workdir / "tools.jsonl")
+    env = gym.make("EGIP-Demo-v0", observation_format="delta")
+    for row, line in zip(rows, lines, strict=True):
+        messages = row["messages"]
+        assert [m["role"] for m in messages[:2]] == ["system", "user"]
+        calls = [m for m in messages if m["role"] == "assistant"]
+        results = [m for m in messages if m["role"] == "tool"]
+        assert len(calls) == len(results) == row["num_turns"]
+        assert [r["tool_call_id"] for r in results] == [c["tool_calls"][0]["id"]
+                                                        for c in calls]
+        # the tool results are the delta observations of a fresh delta environment
+        obs, _ = env.reset(seed=line["seed"], options={"case_id": line["case_id"]})
+        assert messages[1]["content"] == obs["text"]
+        event = next(e for e in line["events"] if e["source"] == "doctor")
+        obs, *_ = env.step(event["text"])
+        assert results[0]["content"] == obs["text"]
+        assert results[0]["content"].startswith("Patient: ")
+    env.close()
+
+
+# ------------------------------------------------------------------ LLM doctor
+@pytest.fixture
+def llm_log(workdir):
+    with FakeChatServer(clinic_responder()) as server:
+        rc = main(["run", "--env", "EGIP-Demo-v0", "--doctor", "llm", "--patient", "llm",
+                   "--judge", "llm", "--base-url", server.base_url, "--model", "fake",
+                   "--episodes", "2", "--repetitions", "2", "--quiet", "--log-messages",
+                   "--out", "llm.jsonl"])
+    assert rc == 0
+    return workdir / "llm.jsonl"
+
+
+def test_logged_messages_are_the_exact_texts(llm_log):
+    rows = list(episode_rows([llm_log]))
+    lines = lines_of(llm_log)
+    assert len(rows) == 4
+    for row, line in zip(rows, lines, strict=True):
+        calls = [c for c in line["llm"]["calls"] if c["agent"] == "doctor"]
+        assert row["messages_source"] == "logged" and row["model"] == "fake"
+        assert row["doctor"] == "llm-direct"
+        users = [m["content"] for m in row["messages"] if m["role"] == "user"]
+        assistants = [m["content"] for m in row["messages"] if m["role"] == "assistant"]
+        assert users == [c["messages"][-1]["content"] for c in calls]
+        assert assistants == [c["raw_reply"][0] for c in calls]
+        systems = [m["content"] for m in row["messages"] if m["role"] == "system"]
+        assert systems == [calls[0]["messages"][0]["content"],
+                           calls[-1]["messages"][0]["content"]] == [EGIP_DOCTOR_SYSTEM,
+                                                                    DIRECT_SYSTEM]
+        assert assistants[-1].startswith("DIAGNOSIS READY:")
+        # never another seat's prompt (the LLM patient and judge ran too)
+        text = json.dumps(row["messages"], ensure_ascii=False)
+        assert PATIENT_PREFIX.strip() not in text and JUDGE_SYSTEM not in text
+        assert any(c["agent"] == "patient" for c in line["llm"]["calls"])
+
+
+def test_rebuilt_messages_equal_the_logged_ones(llm_log):
+    logged = list(episode_rows([llm_log]))
+    rebuilt = list(episode_rows([llm_log], rebuild=True))
+    assert [r["messages_source"] for r in rebuilt] == ["rebuilt"] * 4
+    assert [r["messages"] for r in rebuilt] == [r["messages"] for r in logged]
+    # the same without the call records: the LLM patient's logged replies are replayed
+    stripped = llm_log.with_name("stripped.jsonl")
+    stripped.write_text("".join(json.dumps({k: v for k, v in line.items() if k != "llm"})
+                                + "\n" for line in lines_of(llm_log)), encoding="utf-8")
+    assert [r["messages"] for r in episode_rows([stripped])] == [
+        r["messages"] for r in logged]
+
+
+# ------------------------------------------------------------------ refusals
+def test_credentialed_data_needs_the_flag_and_warns(workdir, capsys):
+    log = scripted_run("run.jsonl", seed=0, episodes=2, repetitions=1)
+    lines = lines_of(log)
+    lines[1]["dataset"] = "mimiciv"
+    log.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    assert export(str(log), "--out", "x.jsonl") == 2
+    err = capsys.readouterr().err
+    assert "run.jsonl, line 2" in err and "--allow-credentialed" in err
+    assert not (workdir / "x.jsonl").exists()
+    assert export(str(log), "--out", "x.jsonl", "--allow-credentialed") == 0
+    err = capsys.readouterr().err
+    assert "data-use agreement" in err and "never publish" in err
+    assert len(read_rows(workdir / "x.jsonl")) == 2
+
+
+def test_bad_inputs_name_the_file_line_and_field(workdir, capsys):
+    log = scripted_run("run.jsonl", seed=0, episodes=2, repetitions=1)
+    assert export(str(log), str(log), "--out", "x.jsonl") == 2
+    assert "given twice" in capsys.readouterr().err
+    lines = lines_of(log)
+    lines[1]["events"][0]["text"] = "Do you have a headache?"  # not what was asked
+    bad = workdir / "bad.jsonl"
+    bad.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    with pytest.raises(ExportError, match=r"bad.jsonl, line 2: field 'events\[1\]\."):
+        list(episode_rows([bad]))
+    lines[1]["steps"] = 3
+    bad.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    with pytest.raises(ExportError, match=r"line 2: field 'events' holds \d+ doctor"):
+        list(episode_rows([bad]))
+    assert export(str(log), "--out", "x.csv") == 2
+    assert ".jsonl or .parquet" in capsys.readouterr().err
+    assert export(str(log), "--out", "x.jsonl") == 0
+    assert export(str(log), "--out", "x.jsonl") == 2  # exists
+    assert "--force" in capsys.readouterr().err
+
+
+def test_parquet_without_datasets_names_the_extra(workdir, monkeypatch, capsys):
+    log = scripted_run("run.jsonl", seed=0, episodes=1, repetitions=1)
+    monkeypatch.setitem(__import__("sys").modules, "datasets", None)
+    assert export(str(log), "--out", "x.parquet") == 2
+    assert "clinenv[export]" in capsys.readouterr().err
+    from clinenv.export import episodes_dataset
+
+    with pytest.raises(ImportError, match=r"clinenv\[export\]"):
+        episodes_dataset([log])
+    assert export(str(log), "--out", "x.jsonl") == 0  # jsonl needs nothing
+
+
+def _usable_datasets():
+    datasets = pytest.importorskip("datasets", reason="datasets (extra export) not installed")
+    try:
+        datasets.Dataset.from_list([{"a": [1]}])
+    except Exception as err:  # noqa: BLE001 - a broken install here, not our code
+        pytest.skip(f"datasets is installed but cannot build a Dataset here: {err}")
+    return datasets
+
+
+def test_parquet_round_trip_and_episodes_dataset(workdir, llm_log):
+    datasets = _usable_datasets()
+    from clinenv.export import episodes_dataset
+
+    scripted = scripted_run("run.jsonl", seed=0, episodes=2, repetitions=1)
+    for fmt in ("messages", "tools"):
+        assert export(str(scripted), str(llm_log), "--out", f"{fmt}.parquet",
+                      "--format", fmt) == 0
+        assert export(str(scripted), str(llm_log), "--out", f"{fmt}.jsonl",
+                      "--format", fmt) == 0
+        back = datasets.Dataset.from_parquet(str(workdir / f"{fmt}.parquet")).to_list()
+        assert back == read_rows(workdir / f"{fmt}.jsonl")
+    ds = episodes_dataset([scripted, llm_log])
+    assert len(ds) == 6 and ds[0]["tool_calls"] and ds["doctor"][-1] == "llm-direct"
