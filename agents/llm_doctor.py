@@ -77,15 +77,33 @@ from clinenv.agents.terminal_base import (
     turn_plan,
     turn_stops,
 )
-from clinenv.llm.base import ChatModel, GenerationConfig
+from clinenv.llm.base import ChatModel, Choice, GenerationConfig
 from clinenv.protocol.parser import split_reasoning
-from clinenv.protocol.turns import cut_turn
+from clinenv.protocol.turns import cut_turn, stop_strings
 from clinenv.seeding import call_seed
 
 PROMPTS = ("egip", "agentclinic")
 OBSERVATION_FORMATS = ("view", "delta")
 #: First line of the evidence interface (:func:`clinenv.protocol.evidence.render_evidence`).
 EVIDENCE_START = "# Objective (S0)"
+
+
+#: Appended to an action the backend cut at a turn stop (:func:`with_boundary`).
+TURN_END = "<|im_end|>"
+
+
+def with_boundary(choice: Choice) -> str:
+    """The action text of ``choice``: its text, plus :data:`TURN_END` when the backend
+    cut it at one of the doctor's turn stops
+    (:func:`~clinenv.protocol.turns.stop_strings`), so that the environment sees that
+    the model wrote past its turn and flags the step (``wrote_past_turn``) whichever
+    side cut; nothing after the boundary is passed on."""
+    if not choice.stop_enforced or choice.raw_text is None:
+        return choice.text
+    rest = choice.raw_text[len(choice.text):]
+    if any(rest.startswith(s) for s in stop_strings("doctor")):
+        return choice.text + TURN_END
+    return choice.text
 
 
 def evidence_part(text: str) -> str:
@@ -249,7 +267,7 @@ class LLMDoctor:
         result = yield CallRequest("acquire", messages, turn_stops(call_config(
             self.generation, seed=call_seed(episode, turn, "acquire"), n=1), "doctor"))
         choice = result.choices[0]
-        reply = choice.text
+        reply = with_boundary(choice)
         own = cut_turn(split_reasoning(reply)[0], "doctor")
         flags = []
         if not own.text:

@@ -150,6 +150,7 @@ class CasePool:
         if pool.mismatch is not None:
             if verify:
                 raise pool.mismatch
-            warnings.warn(f"{pool.mismatch.summary}; used anyway (verify=False)",  # type: ignore[attr-defined]
-                          ChecksumWarning, stacklevel=3)
+            summary = getattr(pool.mismatch, "summary", str(pool.mismatch))
+            warnings.warn(f"{summary}; used anyway (verify=False)", ChecksumWarning,
+                          stacklevel=3)
         return pool

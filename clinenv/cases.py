@@ -189,8 +189,11 @@ def scan_json_lines(path: str | Path) -> Iterator[tuple[int, Any | CaseFormatErr
 
     Raises:
         FileNotFoundError: the file does not exist.
+        IsADirectoryError: ``path`` is a folder (the message says so).
     """
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a folder, not a JSON Lines file")
     with path.open("rb") as fh:
         for number, raw in enumerate(fh, start=1):
             if number == 1 and raw.startswith(_BOM):
@@ -209,8 +212,10 @@ def scan_json_lines(path: str | Path) -> Iterator[tuple[int, Any | CaseFormatErr
             try:
                 yield number, json.loads(text)
             except json.JSONDecodeError as err:
+                # some messages end in "at" ("Invalid control character at"): no "at at"
+                what = err.msg[:-3] if err.msg.endswith(" at") else err.msg
                 yield number, CaseFormatError(
-                    f"invalid JSON: {err.msg} at column {err.colno}", path=path, line=number
+                    f"invalid JSON: {what} at column {err.colno}", path=path, line=number
                 )
 
 

@@ -144,7 +144,8 @@ async def arun_concurrent(
 
         # One writer thread: whole lines, one at a time, fsync'd off the event loop. The
         # pool shuts down (waiting for a line being written) before the file closes.
-        with RunLogWriter(run.out) as writer, ThreadPoolExecutor(1) as write_thread:
+        # the guard exits last: a stop is counted from the file once every write is done
+        with guard, RunLogWriter(run.out) as writer, ThreadPoolExecutor(1) as write_thread:
 
             async def worker(index: int) -> None:
                 # Ramp-up: workers start RAMP_UP_S apart and build their pair then, so the

@@ -83,7 +83,7 @@ class EGIPSteps:
                 with_judge=self.judge is not None)
             reward, outcome = answer_outcome(rt, score, verdict)
             self._final = {**outcome, **final}
-            text = self._last_obs_text if self.observation_format == "view" else ""
+            text = None if self.observation_format == "view" else ""  # None: repeat e_T
             obs, info = self._emit(text, action_kind="answer",
                                    reasoning=pending.parsed.reasoning)
             info.update(self._final)

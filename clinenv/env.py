@@ -365,7 +365,7 @@ class EGIPEnv(EGIPSteps, NativeSteps, gym.Env):
         rt = self.runtime
         assert rt is not None
         if pending.phase == "done":
-            obs, info = self._emit(self._last_obs_text, action_kind="after_end")
+            obs, info = self._emit(None, action_kind="after_end")
             info.update(self._final)
             return obs, 0.0, True, False, info
         if isinstance(rt, NativeRuntime):
@@ -441,11 +441,16 @@ class EGIPEnv(EGIPSteps, NativeSteps, gym.Env):
             record["target"] = rt.case.target.text
         return record
 
-    def _emit(self, text: str, *, action_kind: str | None,
+    def _emit(self, text: str | None, *, action_kind: str | None,
               reasoning: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
         """The observation of ``text`` and the ``info`` that describes it, in that order,
-        so ``info["text_clipped"]`` is the clipping of this very observation."""
-        observation = self._observation(text)
+        so ``info["text_clipped"]`` is the clipping of this very observation. ``None``
+        repeats the last observation text, with its clipping."""
+        if text is None:
+            observation = {"text": self._last_obs_text,
+                           "exam_mask": exam_mask(self.runtime, self.max_exams)}
+        else:
+            observation = self._observation(text)
         return observation, self._info(action_kind=action_kind, reasoning=reasoning)
 
     def _observation(self, text: str) -> dict[str, Any]:

@@ -53,11 +53,17 @@ EGIP, the Direct decision call (its system prompt, then e_T). A rebuilt LLM run 
 reasoning in its replies equals its logged messages.
 
 Formats (``fmt``): ``"messages"`` (above) or ``"tools"``: the same episodes as tool
-calls and tool results of the tool view for SFT of tool-calling models — the
-tool view's system prompt, its opening text as the first user turn, each action as an
-assistant message with ``tool_calls`` and each answer as a ``tool`` message holding the
-delta observation (only what is new); every message has ``tool_calls`` (``[]`` for
-none) and ``tool_call_id`` / ``name`` (``None`` outside tool messages).
+calls and tool results of the tool view (:mod:`clinenv.integrations.tools`) for SFT of
+tool-calling models — :data:`~clinenv.integrations.tools.TOOL_SYSTEM_PROMPT`, the
+opening text as the first user turn, each action as an assistant message with its
+``tool_calls`` (:func:`~clinenv.integrations.tools.action_to_tool`; an empty action is
+an assistant text and the next observation a user turn) and each answer as a ``tool``
+message holding the delta observation the run's environment gave (only what is new;
+:data:`~clinenv.integrations.tools.FINAL_RESULT` for the scored answer). Every message
+has ``tool_calls`` (``[]`` for none) and ``tool_call_id`` / ``name`` (``None`` outside
+tool messages). The results follow the run's own settings: under EGIP's default
+``premature_diagnosis="clarify"`` a diagnosis during acquisition is answered by the
+clarification, where the live tool view (``"decide"``) would end acquisition.
 
 Credentialed data (MIMIC-IV, registry name ``mimiciv``) is refused unless
 ``allow_credentialed=True`` (CLI ``--allow-credentialed``), which warns about its
@@ -305,7 +311,7 @@ def _row(line: Mapping[str, Any], path: Path, number: int, *, fmt: str, rebuild:
         replayed = _replay(line, path, number, data_dir=data_dir,
                            observation_format="delta" if fmt == "tools" else None)
     if fmt == "tools":
-        messages = _tool_messages(replayed)
+        messages = _tool_messages(replayed, events)
         source = "rebuilt"
     elif logged and not rebuild:
         messages = _logged_messages(calls, actions, line, path, number)
@@ -336,7 +342,7 @@ def _row(line: Mapping[str, Any], path: Path, number: int, *, fmt: str, rebuild:
         "doctor": doctor.get("name"),
         "model": config.get("model") if isinstance(config.get("model"), str) else None,
         "target": line.get("target"),
-        "tool_calls": _tool_calls(actions),
+        "tool_calls": [c for c in _tool_calls(events) if c is not None],
         "messages_source": source,
     }
 
@@ -418,10 +424,12 @@ _DETERMINISTIC_EXAMINERS = (None, "lookup", "reader")
 class _Replay:
     """A replayed episode: ``steps`` = ``[(observation text, phase, doctor event),
     ...]`` (each observation the doctor acted on, its phase, the logged action that
-    answered it) and ``final``, the observation text after the last action."""
+    answered it), ``final``, the observation text after the last action, and ``ended``,
+    whether that action ended the episode."""
 
     steps: list[tuple[str, str, Mapping[str, Any]]]
     final: str
+    ended: bool
 
 
 def _replay(line: Mapping[str, Any], path: Path, number: int, *, data_dir: Any,
@@ -458,15 +466,16 @@ def _replay(line: Mapping[str, Any], path: Path, number: int, *, data_dir: Any,
         except (KeyError, IndexError) as err:
             raise ExportError(f"field 'case_id': {line['case_id']!r} is not in the "
                               f"dataset ({err})", path=path, line=number) from None
-        steps = []
+        steps, ended = [], False
         for action in (e for e in events if e.get("source") == "doctor"):
             steps.append((observation["text"], info.get("phase"), action))
-            observation, _, _, _, info = env.step(action["text"])
+            observation, _, terminated, truncated, info = env.step(action["text"])
+            ended = bool(terminated or truncated)
         record = env.unwrapped.episode_record()
     finally:
         env.close()
     _compare(record, line, path, number)
-    return _Replay(steps, observation["text"])
+    return _Replay(steps, observation["text"], ended)
 
 
 def _compare(record: Mapping[str, Any], line: Mapping[str, Any], path: Path,
@@ -556,50 +565,47 @@ def _rebuilt_messages(replay: _Replay, line: Mapping[str, Any]) -> list[dict]:
 
 
 # ---------------------------------------------------------------- the tool view
-#: The tool of each routing of a doctor action (``DoctorEvent.routed_as``) and its
-#: argument; an empty action is no tool call.
-_TOOL_OF = {"question": ("ask_patient", "question"), "test_request": ("order_exam", "exam"),
-            "diagnosis": ("submit_diagnosis", "diagnosis"),
-            "clarification": ("submit_diagnosis", "diagnosis")}
-#: The doctor's system prompt of the tool view.
-TOOL_SYSTEM = (
-    "You are the physician in a simulated diagnostic consultation. Gather evidence with "
-    "the tools: ask_patient(question) asks the patient one question, order_exam(exam) "
-    "orders one examination by its id or name (list_exams() lists them); results stay "
-    "hidden until you order them. Call submit_diagnosis(diagnosis) when you are ready: "
-    "you are then shown the acquired evidence and asked for your final answer, which "
-    "you give with submit_diagnosis again. Make exactly one tool call per turn.")
+def _phases(events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The phase of each doctor action: ``"decide"`` after the interface's
+    ``decision_phase`` event, else ``"acquire"``."""
+    phase, phases = "acquire", []
+    for event in events:
+        if event.get("source") == "interface" and event.get("kind") == "decision_phase":
+            phase = "decide"
+        elif event.get("source") == "doctor":
+            phases.append(phase)
+    return phases
 
 
-def _tool_call(action: Mapping[str, Any], index: int) -> dict[str, Any] | None:
-    """One logged doctor action as an OpenAI tool call of the tool view (``None`` for an
-    empty action)."""
-    tool = _TOOL_OF.get(action.get("routed_as"))
-    if tool is None:
-        return None
-    name, argument = tool
-    return {"id": f"call_{index}", "type": "function",
-            "function": {"name": name, "arguments": json.dumps(
-                {argument: str(action.get("payload", ""))}, ensure_ascii=False)}}
+def _tool_calls(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any] | None]:
+    """Each doctor action as an OpenAI tool call of the tool view
+    (:func:`clinenv.integrations.tools.action_to_tool`), ``None`` for an empty one."""
+    from clinenv.integrations.tools import action_to_tool
+
+    actions = [e for e in events if e.get("source") == "doctor"]
+    calls = []
+    for index, (action, phase) in enumerate(zip(actions, _phases(events), strict=True)):
+        call = action_to_tool(str(action.get("text", "")), phase=phase)
+        calls.append(None if call is None else call.to_openai(f"call_{index}"))
+    return calls
 
 
-def _tool_calls(actions: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    calls = (_tool_call(a, i) for i, a in enumerate(actions))
-    return [c for c in calls if c is not None]
+def _tool_messages(replay: _Replay, events: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """The episode as tool calls and tool results (module docstring): the tool view's
+    system prompt, the opening text, then per action its call and the delta
+    observation the environment answered (the tool view's final result once scored)."""
+    from clinenv.integrations.tools import FINAL_RESULT, TOOL_SYSTEM_PROMPT
 
-
-def _tool_messages(replay: _Replay) -> list[dict[str, Any]]:
-    """The episode as tool calls and tool results (module docstring)."""
     def message(role: str, content: str, *, calls: list | None = None,
                 call_id: str | None = None, name: str | None = None) -> dict[str, Any]:
         return {"role": role, "content": content, "tool_calls": calls or [],
                 "tool_call_id": call_id, "name": name}
 
-    messages = [message("system", TOOL_SYSTEM), message("user", replay.steps[0][0])]
-    results = [text for text, _, _ in replay.steps[1:]] + [replay.final]
-    for index, ((_, _, action), result) in enumerate(zip(replay.steps, results,
-                                                          strict=True)):
-        call = _tool_call(action, index)
+    messages = [message("system", TOOL_SYSTEM_PROMPT), message("user", replay.steps[0][0])]
+    results = [text for text, _, _ in replay.steps[1:]] + [
+        FINAL_RESULT if replay.ended else replay.final]
+    for (_, _, action), call, result in zip(replay.steps, _tool_calls(events), results,
+                                            strict=True):
         if call is None:  # no tool call: the next observation is a user turn
             messages.append(message("assistant", str(action.get("text", ""))))
             messages.append(message("user", result))

@@ -14,14 +14,20 @@ scheduled episode into an error line within seconds:
   written (a resume runs them again), then the run stops.
 
 Either way the runner (:func:`clinenv.rollouts.run_logged`,
-:func:`clinenv.concurrent.run_concurrent`) raises :class:`RunAborted` once the log holds
-only whole lines: the lines written before stay, no new episode starts, and with
-concurrency the episodes in flight are cancelled without a line.
+:func:`clinenv.concurrent.run_concurrent`, :func:`clinenv.replay_run.replay_run`)
+raises :class:`RunAborted` once the log holds only whole lines: the lines written before
+stay, no new episode starts, and with concurrency the episodes in flight are cancelled
+without a line. The runner writes inside ``with guard:`` (:class:`FailFast` is a context
+manager), so that the error's counts are those of the log file as it is then
+(:meth:`FailFast.recount`): the lines this run wrote (a line whose write was already
+under way when another worker stopped the run included) and the episodes whose latest
+line is an error line, earlier runs' included (a resume runs them again).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,8 +59,13 @@ class RunAborted(ClinenvError):
         case_id: that episode's case.
         n_errors_in_a_row: error episodes in a row at the stop (1 for a configuration
             error, whose episode has no line).
-        n_written: lines written by this run before it stopped.
+        n_written: lines written by this run before it stopped (recounted from the log
+            file by :meth:`FailFast.recount`).
         out: the log file.
+        n_error_episodes: episodes of the log whose latest line is an error line, this
+            run's and earlier runs' (``None`` until recounted): what a resume runs again.
+        n_error_episodes_this_run: those of them whose error line this run wrote
+            (``None`` until recounted).
     """
 
     def __init__(self, *, reason: str, error: Mapping[str, Any], case_id: Any,
@@ -65,16 +76,30 @@ class RunAborted(ClinenvError):
         self.n_errors_in_a_row = n_errors_in_a_row
         self.n_written = n_written
         self.out = out
+        self.n_error_episodes: int | None = None
+        self.n_error_episodes_this_run: int | None = None
+        super().__init__(reason)
+
+    def error_note(self) -> str:
+        """``"; the log holds N episode(s) stopped by a backend error (M written now)"``
+        once recounted and N > 0, else ``""``."""
+        if not self.n_error_episodes:
+            return ""
+        now = self.n_error_episodes_this_run
+        return (f"; {self.out} holds {self.n_error_episodes} episode(s) stopped by a "
+                f"backend error ({now} of them from this run)")
+
+    def __str__(self) -> str:
         detail = self.error.get("detail") or self.error.get("type")
-        if reason == "configuration":
+        if self.reason == "configuration":
             head = (f"the model backend refused a request ({detail}; a configuration "
                     "problem, not an outage)")
         else:
-            head = (f"{n_errors_in_a_row} episode(s) in a row stopped by a backend error "
-                    f"(last: {detail}); the model server seems to be down")
-        super().__init__(f"{head}: {self.error.get('message', '')}; the run stopped, "
-                         f"{out} keeps the {n_written} episode(s) it wrote; resume it to "
-                         "continue (resume=True, or clinenv run --resume)")
+            head = (f"{self.n_errors_in_a_row} episode(s) in a row stopped by a backend "
+                    f"error (last: {detail}); the model server seems to be down")
+        return (f"{head}: {self.error.get('message', '')}; the run stopped, {self.out} "
+                f"keeps the {self.n_written} episode(s) it wrote{self.error_note()}; "
+                "resume it to continue (resume=True, or clinenv run --resume)")
 
 
 def check_max_consecutive_errors(value: int | None) -> int | None:
@@ -95,6 +120,10 @@ class FailFast:
     """The fail-fast rule of one run: call :meth:`before_write` with each new episode
     record, write its line, then call :meth:`after_write` with the line.
 
+    Use it as a context manager around the writing (``with guard, RunLogWriter(out)
+    as writer:``, entered after the log was checked and repaired): a :class:`RunAborted`
+    leaving the block is recounted from the file (:meth:`recount`).
+
     Attributes:
         out: the log file (for the messages).
         max_consecutive_errors: error episodes in a row that stop the run (>= 1), or
@@ -102,6 +131,8 @@ class FailFast:
         in_a_row: error lines written in a row so far.
         n_written: lines written so far.
         stopped: set once the run must stop; concurrent workers then take no new episode.
+        start_size: size in bytes of the log when the block was entered (its lines
+            before are earlier runs').
     """
 
     out: Path
@@ -109,9 +140,45 @@ class FailFast:
     in_a_row: int = 0
     n_written: int = 0
     stopped: bool = False
+    start_size: int = 0
 
     def __post_init__(self) -> None:
         check_max_consecutive_errors(self.max_consecutive_errors)
+
+    def __enter__(self) -> FailFast:
+        self.start_size = self.out.stat().st_size if self.out.is_file() else 0
+        return self
+
+    def __exit__(self, kind: Any, err: BaseException | None, tb: Any) -> None:
+        if isinstance(err, RunAborted):
+            self.recount(err)
+
+    def recount(self, err: RunAborted) -> RunAborted:
+        """Set ``err``'s counts from the log file as it is now (module docstring):
+        ``n_written``, ``n_error_episodes`` and ``n_error_episodes_this_run``. A log
+        that cannot be read keeps the counts kept while writing. Returns ``err``."""
+        try:
+            data = self.out.read_bytes()
+        except OSError:
+            return err
+        before = data[:self.start_size].count(b"\n")
+        latest: dict[tuple[Any, Any], tuple[int, bool]] = {}
+        written = 0
+        for number, raw in enumerate(data.split(b"\n"), start=1):
+            try:
+                line = json.loads(raw)
+            except ValueError:  # a blank line, or a partial last line
+                continue
+            if not isinstance(line, dict):
+                continue
+            written += number > before
+            key = (line.get("case_id"), line.get("repetition"))
+            latest[key] = (number, is_error_line(line))
+        errors = [number for number, error in latest.values() if error]
+        err.n_written = written
+        err.n_error_episodes = len(errors)
+        err.n_error_episodes_this_run = sum(number > before for number in errors)
+        return err
 
     def before_write(self, record: Mapping[str, Any]) -> None:
         """Stop before writing an episode that met a non-retryable backend error.

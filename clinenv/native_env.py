@@ -131,7 +131,7 @@ class NativeSteps:
         self._final = {**outcome, **keys, "end_reason": rt.end_reason}
         routing = pending.routing
         assert isinstance(routing, NativeRouting)
-        obs, info = self._emit(self._last_obs_text, action_kind=routing.kind,
+        obs, info = self._emit(None, action_kind=routing.kind,
                                reasoning=routing.reasoning)
         info.update(self._final)
         return (obs, float(reward) + pending.reward, True,

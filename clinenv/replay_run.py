@@ -324,7 +324,7 @@ async def _replay(source: Any, make_doctor: Callable[[], Any], *, use_async: boo
     if on_start is not None:
         on_start(len(todo))
     items: Iterator[SourceEpisode] = iter(todo)
-    with RunLogWriter(out) as writer:
+    with guard, RunLogWriter(out) as writer:  # guard: counts a stop from the file
 
         async def worker(index: int) -> None:
             own = doctor0 if index == 0 else make_doctor()

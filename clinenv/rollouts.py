@@ -373,7 +373,7 @@ def run_logged(
                       env_id=env_id, paper_settings=paper_settings, cases=cases)
     if on_start is not None:
         on_start(len(run.todo))
-    with RunLogWriter(run.out) as writer:
+    with guard, RunLogWriter(run.out) as writer:  # guard: counts a stop from the file
         for item in run.todo:
             index, _, ep_seed = item
             record = run_episode(env, doctor, case_id=index, seed=ep_seed)

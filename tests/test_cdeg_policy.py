@@ -159,7 +159,7 @@ def test_acquire_prompts_the_menu_action_that_yields_missing_evidence():
     (entry,) = finals(doctor)
     # |S_t ∩ E_R1| / |E_R1| = |{E1, E2, E4}| / |{E3, E1, E2, E4, E5}| = 3/5
     assert entry == {"turn": 3, "phase": "acquire", "kind": "acquire", "retrieval": "local",
-                     "edge": "R1",
+                     "edge": "R1", "edge_cases": [],
                      "coverage": 0.6, "proposed": "acute bronchitis",
                      "matched": {"id": "D1", "label": "acute bronchitis",
                                  "method": "exact", "score": 1.0},

@@ -30,12 +30,13 @@ def clinenv(tmp_path: Path, *args: str, data_dir: Path | None = None,
             check: int | None = 0) -> subprocess.CompletedProcess:
     """Run ``python -m clinenv ARGS`` in ``tmp_path`` with a hermetic data setup.
 
-    ``CLINENV_DATA_DIR`` is ``data_dir`` or an empty folder; the user cache is in tmp.
+    ``CLINENV_DATA_DIR`` is ``data_dir`` or unset (a set one must hold the file); the
+    user cache is in tmp.
     """
-    empty = tmp_path / "empty-data"
-    empty.mkdir(exist_ok=True)
     env = dict(os.environ)
-    env["CLINENV_DATA_DIR"] = str(data_dir or empty)
+    env.pop("CLINENV_DATA_DIR", None)
+    if data_dir is not None:
+        env["CLINENV_DATA_DIR"] = str(data_dir)
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
     env["PYTHONIOENCODING"] = "utf-8"
     proc = subprocess.run([sys.executable, "-m", "clinenv", *args], cwd=tmp_path, env=env,

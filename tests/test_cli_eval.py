@@ -146,7 +146,10 @@ def test_plot_without_matplotlib_is_a_clear_error(tmp_path, logs):
     proc = run_cli(tmp_path, "eval", str(logs["native_alpha"]), "--plot", code=2,
                    env_extra={"PYTHONPATH": path})
     assert "pip install 'clinenv[plot]'" in one_error_line(proc)
-    assert not (tmp_path / "reports").exists()  # nothing written before the check
+    # the tables come first: printed and written, only the figure is missing
+    assert "native" in proc.stdout
+    assert (tmp_path / "reports" / "accuracy.csv").is_file()
+    assert not (tmp_path / "reports" / "accuracy.png").exists()
 
 
 # ------------------------------------------------------------ logs from clinenv run
@@ -207,9 +210,8 @@ def test_eval_and_compare_on_logs_from_clinenv_run(demo_logs):
     assert float(row["difference_pp"]) == pytest.approx(delta, abs=1e-6)
     assert float(row["ci_low"]) <= float(row["difference_pp"]) <= float(row["ci_high"])
     assert 0 < float(row["p_value"]) <= float(row["p_holm"]) <= 1
-    check_png(demo_logs / "out" / "correction_regression.png")
-    assert "wrote out/comparison.md, out/comparison.csv, out/correction_regression.png" \
-        in proc.stdout
+    check_png(demo_logs / "out" / "comparison.png")
+    assert "wrote out/comparison.md, out/comparison.csv, out/comparison.png" in proc.stdout
 
 
 def test_truncated_log_counts_missing_episodes_as_not_correct(demo_logs):
@@ -267,7 +269,8 @@ def test_compare_with_explicit_pairs_and_by_stratum(tmp_path, logs):
     assert [(r["stratum"], r["n_cases"]) for r in rows] == [
         ("diagnosis", "3"), ("etiology", "1"), ("other", "1")]
     assert "Holm-adjusted over the 3 comparison(s)" in proc.stdout
-    check_png(tmp_path / "reports" / "correction_regression.png")
+    check_png(tmp_path / "reports" / "comparison.png")
+    check_png(tmp_path / "reports" / "comparison_by_question_type.png")
 
     proc = run_cli(tmp_path, "compare", str(logs["native_alpha"]), str(logs["egip_alpha"]),
                    "--pair", "egip=nobody", code=2)

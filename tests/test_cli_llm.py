@@ -40,9 +40,7 @@ SECRET = "sk-clinenv-test-never-logged-4711"
 @pytest.fixture
 def workdir(tmp_path, monkeypatch):
     """An empty working folder, no dataset folder, an empty user cache."""
-    empty = tmp_path / "no-data"
-    empty.mkdir()
-    monkeypatch.setenv("CLINENV_DATA_DIR", str(empty))
+    monkeypatch.delenv("CLINENV_DATA_DIR", raising=False)  # a set one must hold the file
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("CLINENV_TEST_KEY", SECRET)
     monkeypatch.chdir(tmp_path)
@@ -287,8 +285,10 @@ def test_server_down_stops_after_max_consecutive_errors_and_resume_finishes(
     assert code == 2 and err.count("\n") == 1, err
     assert err.startswith("clinenv: error: 3 episode(s) in a row stopped by a backend "
                           f"error (connection; --base-url {url}, model fake-model): ")
-    assert err.rstrip().endswith("3 episode(s) of this run are in down.jsonl; continue "
-                                 "later with --resume (it runs the error episodes again)")
+    assert err.rstrip().endswith("3 episode(s) of this run are in down.jsonl, which now "
+                                 "holds 3 episode(s) stopped by a backend error (3 from "
+                                 "this run); continue later with --resume (it runs the "
+                                 "error episodes again)")
     lines = read_run_log(workdir / "down.jsonl").lines
     assert [(x["case_id"], x["error"]["detail"]) for x in lines] == [
         (f"demo-0{i}", "connection") for i in (1, 2, 3)]

@@ -93,9 +93,10 @@ def test_exploration_names_the_doctor_and_is_refused_with_other_doctors(workdir,
     assert exit_info.value.code == 2
 
 
-def test_readme_offline_cdeg_sequence_builds_a_graph_and_intervenes(workdir, capsys):
-    """The README's offline CDEG commands: a non-empty graph (the revision of case demo-12)
-    and interventions in the wrapped run's log, which turn demo-12 correct."""
+def test_cdeg_built_and_run_on_the_same_cases_skips_each_cases_own_edges(workdir, capsys):
+    """Construction and wrapped run on all 17 demo cases (not held out): the graph's one
+    revision comes from demo-12, so the wrapper never uses it there and no case changes
+    (the held-out README sequence is tests/test_cdeg_heldout.py)."""
     assert main(["run", "--env", "EGIP-Demo-v0", "--exploration", "0.5", "--exam-budget", "3",
                  "--repetitions", "6", "--premature-diagnosis", "decide", "--quiet",
                  "--out", "runs/construct.jsonl"]) == 0
@@ -114,10 +115,10 @@ def test_readme_offline_cdeg_sequence_builds_a_graph_and_intervenes(workdir, cap
              for n in ("plain", "cdeg")}
     kinds = [(case, e["kind"]) for case, x in lines["cdeg"].items()
              for e in x["doctor_log"] if e["kind"] in ("acquire", "reappraise")]
-    # the guided acquisition changes the proposal to D_t: no reappraisal is needed
-    assert kinds == [("demo-12", "acquire")]
+    assert kinds == []
+    assert [e["kind"] for e in lines["cdeg"]["demo-12"]["doctor_log"]][0] == "own_case_edges"
     assert (lines["plain"]["demo-12"]["verdict"], lines["cdeg"]["demo-12"]["verdict"]) == (
-        "wrong", "correct")
+        "wrong", "wrong")
 
 
 def test_cdeg_build_of_single_runs_says_k_must_exceed_1(workdir, capsys):

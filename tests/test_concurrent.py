@@ -455,7 +455,8 @@ def test_bad_max_consecutive_errors_is_refused_before_anything_is_written(tmp_pa
 
 # ------------------------------------------------------------------ signatures
 PLAN_OPTIONS = ["out", "seed", "episodes", "repetitions", "resume", "retry_errors",
-                "env_id", "max_consecutive_errors", "progress", "on_start"]
+                "env_id", "max_consecutive_errors", "progress", "on_start",
+                "paper_settings", "cases"]
 
 
 @pytest.mark.parametrize("runner", [run_logged, run_concurrent, arun_concurrent])

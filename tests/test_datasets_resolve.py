@@ -138,8 +138,9 @@ def test_local_checksum_mismatch(cache, tmp_path):
     with pytest.warns(UserWarning, match="should hold 107 records"):
         cases, report = load_cases_with_report("medqa", tmp_path / "d", verify=False,
                                                strict=False)
-    assert len(cases) == 2 and report.warnings == [
+    assert len(cases) == 2 and report.warnings[1:] == [
         "dataset 'medqa' should hold 107 records, loaded 2"]
+    assert "case medqa-0001 (line 1) differs" in report.warnings[0]  # the verify=False warning
 
 
 def test_download_verified_into_cache(cache, tmp_path, monkeypatch):
@@ -210,7 +211,8 @@ def test_verify_dataset_reports_mismatch(cache, tmp_path):
     assert result == {
         "name": "medqa", "path": str(path), "sha256": sha256_file(path),
         "expected": DATASETS["medqa"].sha256, "expected_records": 107, "n_records": 2,
-        "ok": False,
+        "ok": False, "same_records": False,
+        "difference": "case medqa-0001 (line 1) differs from the pinned record",
     }
     with pytest.raises(DatasetNotFoundError):
         verify_dataset("nejm_ext", tmp_path / "d")

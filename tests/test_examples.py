@@ -111,6 +111,82 @@ def test_llm_doctor_server_against_a_local_server(tmp_path):
     assert len((tmp_path / "run.jsonl").read_text(encoding="utf-8").splitlines()) == 3
 
 
+def run_server_example(cwd: Path, data_dir: Path | None, *args: str
+                       ) -> subprocess.CompletedProcess:
+    """``python .../examples/llm_doctor_server.py ARGS`` run from ``cwd`` as a user would
+    (the default ``--out`` then lands in ``cwd/runs/``), offline and hermetic."""
+    env = dict(os.environ, XDG_CACHE_HOME=str(cwd / "cache"), PYTHONIOENCODING="utf-8")
+    env.pop("CLINENV_DATA_DIR", None)
+    if data_dir is not None:
+        env["CLINENV_DATA_DIR"] = str(data_dir)
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "llm_doctor_server.py"), *args],
+                          cwd=cwd, env=env, capture_output=True, text=True,
+                          encoding="utf-8", timeout=120)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+@needs_shared_data(MEDQA_FILE)
+def test_llm_doctor_server_rerun_on_other_data(tmp_path):
+    """Run on the demo cases, then again with MedQA configured: the default log names
+    the environment and the model, so the second run starts its own log; pointed at the
+    first run's log, it refuses in one line (exit 2) and leaves that log alone."""
+    from llm_rollout_helpers import clinic_responder
+
+    from clinenv.llm.fake_server import FakeChatServer
+
+    demo_log = tmp_path / "runs" / "llm_doctor_server_EGIP-Demo-v0_fake-model.jsonl"
+    medqa_log = tmp_path / "runs" / "llm_doctor_server_EGIP-MedQA-v0_fake-model.jsonl"
+    with FakeChatServer(clinic_responder()) as server:
+        common = ("--base-url", server.base_url, "--model", "fake-model", "--episodes", "2")
+        first = run_server_example(tmp_path, None, *common)
+        second = run_server_example(tmp_path, SHARED_DATA, *common)
+        before = demo_log.read_text(encoding="utf-8")
+        third = run_server_example(tmp_path, SHARED_DATA, *common, "--out",
+                                   str(demo_log))
+    assert first.returncode == second.returncode == 0, (first.stderr, second.stderr)
+    assert first.stdout.splitlines()[-1].endswith(f"log {demo_log.relative_to(tmp_path)}")
+    assert second.stdout.splitlines()[-1].startswith("EGIP-MedQA-v0: accuracy ")
+    assert second.stdout.splitlines()[-1].endswith(
+        f"log {medqa_log.relative_to(tmp_path)}")
+    assert len(before.splitlines()) == 2
+    assert len(medqa_log.read_text(encoding="utf-8").splitlines()) == 2
+    assert third.returncode == 2
+    assert third.stderr == (f"error: {demo_log}, line 1: env_id is \"EGIP-Demo-v0\" but "
+                            "this run has \"EGIP-MedQA-v0\"; refusing to resume a "
+                            "different run into the same log (use another --out file)\n")
+    assert demo_log.read_text(encoding="utf-8") == before
+
+
+def test_llm_doctor_server_rerun_with_another_model(tmp_path):
+    """The same log with another --model: one line naming the field that differs, in
+    full (exit 2); without --out, the other model gets its own default log."""
+    from llm_rollout_helpers import clinic_responder
+
+    from clinenv.llm.fake_server import FakeChatServer
+
+    log = tmp_path / "run.jsonl"
+    with FakeChatServer(clinic_responder()) as server:
+        url = ("--base-url", server.base_url, "--episodes", "1")
+        first = run_server_example(tmp_path, None, *url, "--model", "org/fake-model",
+                                   "--out", str(log))
+        refused = run_server_example(tmp_path, None, *url, "--model", "other-model",
+                                     "--out", str(log))
+        own = run_server_example(tmp_path, None, *url, "--model", "other-model")
+        folder = run_server_example(tmp_path, None, *url, "--model", "m", "--out",
+                                    str(tmp_path))
+    assert first.returncode == 0 and len(log.read_text(encoding="utf-8").splitlines()) == 1
+    assert refused.returncode == 2
+    assert refused.stderr == (f"error: {log}, line 1: doctor.config.model is "
+                              "\"org/fake-model\" but this run has \"other-model\"; "
+                              "refusing to resume a different run into the same log (use "
+                              "another --out file)\n")
+    assert own.returncode == 0, own.stderr
+    assert (tmp_path / "runs" / "llm_doctor_server_EGIP-Demo-v0_other-model.jsonl").is_file()
+    assert folder.returncode == 2
+    assert folder.stderr == f"error: {tmp_path}: Is a directory\n"
+
+
 def test_llm_doctor_server_stops_on_a_refused_request(tmp_path):
     """A server that answers 404 (a wrong --base-url or --model): the run stops at the
     first refused request (fail fast) and the example prints the reason on stderr, one
@@ -192,8 +268,9 @@ def test_cdeg_end_to_end(tmp_path):
         encoding="utf-8")))
     assert "python examples/cdeg_end_to_end.py" in doc
     out = run_example("cdeg_end_to_end.py", tmp_path).stdout
-    assert "construction runs: 102 episodes" in out
-    assert "R1: allergic contact dermatitis -> herpes zoster" in out
-    assert ("intervention: demo-12 seed 100 turn 7 (acquire): acquire on R1" in out
-            and "'name': 'Vesicle Swab PCR'" in out)
-    assert "episode answer: 'Herpes zoster' (correct)" in out
+    # held out: 9 construction cases x 6 repetitions; they validate no revision edge
+    assert "split: 9 construction cases, 8 held-out evaluation cases" in out
+    assert "construction runs: 54 episodes" in out
+    assert "'revisions': 0" in out
+    assert ("no intervention on the 8 held-out cases in 10 seeds each: the construction "
+            "cases gave no validated revision edge") in out

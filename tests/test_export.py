@@ -19,6 +19,7 @@ import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.prompts import DIRECT_SYSTEM, EGIP_DOCTOR_SYSTEM, JUDGE_SYSTEM
 from clinenv.cli import main
 from clinenv.export import ExportError, episode_rows, group_id
+from clinenv.integrations.tools import FINAL_RESULT, TOOL_SYSTEM_PROMPT
 from clinenv.llm.fake_server import FakeChatServer
 from clinenv.protocol.evidence import render_evidence
 from clinenv.replay import bundle_from_dict
@@ -163,7 +164,9 @@ def test_tool_calls_are_always_lists_in_both_formats(workdir):
     env = gym.make("EGIP-Demo-v0", observation_format="delta")
     for row, line in zip(rows, lines, strict=True):
         messages = row["messages"]
+        assert messages[0]["content"] == TOOL_SYSTEM_PROMPT
         assert [m["role"] for m in messages[:2]] == ["system", "user"]
+        assert messages[-1]["role"] == "tool" and messages[-1]["content"] == FINAL_RESULT
         calls = [m for m in messages if m["role"] == "assistant"]
         results = [m for m in messages if m["role"] == "tool"]
         assert len(calls) == len(results) == row["num_turns"]
@@ -248,10 +251,11 @@ def test_bad_inputs_name_the_file_line_and_field(workdir, capsys):
     assert export(str(log), str(log), "--out", "x.jsonl") == 2
     assert "given twice" in capsys.readouterr().err
     lines = lines_of(log)
-    lines[1]["events"][0]["text"] = "Do you have a headache?"  # not what was asked
+    lines[1]["events"][1]["reply"] = "No."  # not what the patient of this case says
     bad = workdir / "bad.jsonl"
     bad.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
-    with pytest.raises(ExportError, match=r"bad.jsonl, line 2: field 'events\[1\]\."):
+    with pytest.raises(ExportError,
+                       match=r"bad.jsonl, line 2: field 'events\[1\]\.reply'.*'No\.'"):
         list(episode_rows([bad]))
     lines[1]["steps"] = 3
     bad.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")

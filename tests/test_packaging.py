@@ -101,7 +101,8 @@ def test_installed_wheel_runs_the_command(wheel, tmp_path):
     assert Path(where.stdout.strip()) == site / "clinenv" / "cli" / "run.py"
     usage = run("-m", "clinenv", "--help")
     assert usage.returncode == 0, usage.stderr
-    assert usage.stdout.startswith("usage: clinenv [-h] {run,replay,data,eval,compare,cdeg}")
+    assert usage.stdout.startswith(
+        "usage: clinenv [-h] {run,replay,data,eval,compare,cdeg,export}")
     listing = run("-m", "clinenv", "data", "list")
     assert listing.returncode == 0, listing.stderr
     demo = next(line for line in listing.stdout.splitlines() if line.startswith("demo "))

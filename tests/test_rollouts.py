@@ -370,8 +370,8 @@ def test_medqa_all_cases(tmp_path, shared_data_dir):
     lines = _lines(tmp_path / "medqa.jsonl")
     assert len(lines) == 107 == len({x["case_id"] for x in lines})
     assert all(x["dataset"] == "medqa" and x["phase"] == "done" for x in lines)
-    assert lines[0]["dataset_sha256"] == (
-        "d91038a2984f21bb1d43edd88c7958d090ef42ba80f5be487b22b903bf3a35ea")
+    assert lines[0]["dataset_sha256"] == (  # the records digest (clinenv.datasets.digests)
+        "a86546cb39243de7fc49386f6655078a1b86d49334eeee728eb5216937b88ddf")
     summary = summarize(result.lines, plan=result.plan)
     assert summary["accuracy"] == pytest.approx(_recompute(lines, 107)[0])
     assert 0 < summary["accuracy"] < 100

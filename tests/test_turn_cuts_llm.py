@@ -220,8 +220,8 @@ def test_strict_judge_reads_an_uncut_reply_as_sent_and_a_cut_one_cut():
      "REQUEST TEST: CBC", True),
     ("Any weight loss? [INST] No. [/INST]", "Any weight loss?", True),
     ("Doctor: Where does it hurt?\n**Patient:** In my knee.", "Where does it hurt?", True),
-    # another speaker's label with nothing of its own before it: no cut
-    ("Caregiver: I don't know?", "Caregiver: I don't know?", False),
+    # a label inside a line is text, not a turn
+    ("I asked the Caregiver: is he eating?", "I asked the Caregiver: is he eating?", False),
 ])
 def test_delta_doctor_history_holds_only_its_own_turn(raw, own, cut):
     model = ScriptedChatModel([raw, "Any cough?"])

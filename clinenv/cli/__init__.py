@@ -3,7 +3,8 @@
 Usage::
 
     clinenv run [--env ID|auto] [--doctor scripted|llm] [--exploration X] [--episodes N]
-                [--repetitions R] [--paper-settings [--framework agentclinic|medagentsim]]
+                [--cases FILE] [--repetitions R]
+                [--paper-settings [--framework agentclinic|medagentsim]]
                 [--seed S] [--out FILE] [--resume [--no-retry-errors]] [--data-dir DIR]
                 [--allow-download] [--no-verify]
                 [--concurrency N] [--max-consecutive-errors N] [--quiet]
@@ -25,12 +26,13 @@ Usage::
     clinenv data list [--data-dir DIR]
     clinenv data verify [NAME ...] [--data-dir DIR]
     clinenv data download NAME
+    clinenv data split DATASET --construction FRAC [--seed S] --out DIR [--force]
     clinenv eval RUN.jsonl [LABEL=RUN.jsonl ...] [--out-dir DIR] [--plot] [--by STRATUM]
                 [--resamples N] [--seed S]
     clinenv compare BASE.jsonl METHOD.jsonl [METHOD2.jsonl ...] [--pair METHOD=BASE ...]
                 [--by STRATUM] [--resamples N] [--flips N] [--seed S] [--intersect]
                 [--out-dir DIR] [--plot]
-    clinenv cdeg build RUN.jsonl [RUN2.jsonl ...] --out graph.json [--force]
+    clinenv cdeg build RUN.jsonl [RUN2.jsonl ...] [--out graph.json] [--force]
                 [--similarity lexical|sapbert|minilm|MODEL] [--verifier lexical|llm]
                 [--extractor deterministic|llm] [--pair-threshold X]
                 [--diagnosis-threshold X] [--no-validation] [--no-missing] [--no-ignored]

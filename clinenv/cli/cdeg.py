@@ -2,14 +2,17 @@
 and a look inside it (CDEG paper, "Counterfactual Diagnostic Evidence Graph
 Construction").
 
-``build RUN.jsonl [RUN2.jsonl ...] --out graph.json`` reads ``clinenv run`` logs with K
+``build RUN.jsonl [RUN2.jsonl ...] [--out graph.json]`` reads ``clinenv run`` logs with K
 repetitions per case, pairs failed with successful trajectories (``--pair-similarity``,
 default the ``--similarity`` spec with encoders given ``max_length``
 :data:`~clinenv.embeddings.factory.PAIR_MAX_LENGTH`; ``--pair-threshold``), extracts
 evidence atoms (``--extractor``), validates candidates with ``--verifier``
 (``--no-validation`` and ``--no-missing / --no-ignored / --no-blocking`` are the Table 3
-ablations) and writes the graph atomically. It refuses to overwrite ``--out`` unless
-``--force``. The LLM options (``--backend``, ``--base-url``, ``--model``...) are those
+ablations) and writes the graph atomically to ``--out`` (default
+``runs/<first log's name>.cdeg.json``, :func:`default_graph_path`; ``runs/`` is
+git-ignored), creating its folder when missing (the summary says so). It refuses to
+overwrite ``--out`` unless ``--force``, and an ``--out`` that is a folder or lies under a
+file. The LLM options (``--backend``, ``--base-url``, ``--model``...) are those
 of ``clinenv run`` and serve ``--verifier llm`` and ``--extractor llm``.
 
 With ``--similarity lexical`` (the default, no model) the diagnosis threshold defaults
@@ -48,7 +51,8 @@ from clinenv.wrappers.cdeg.thresholds import (
 )
 
 __all__ = ["add_cdeg_parser", "add_cdeg_run_arguments", "cdeg_wrapper", "cmd_cdeg_build",
-           "cmd_cdeg_inspect", "format_build_summary", "format_inspect"]
+           "cmd_cdeg_inspect", "default_graph_path", "format_build_summary",
+           "format_inspect"]
 
 
 def add_cdeg_parser(sub: Any) -> None:
@@ -60,8 +64,9 @@ def add_cdeg_parser(sub: Any) -> None:
     build = inner.add_parser("build", help="build a graph from run logs")
     build.add_argument("logs", nargs="+", type=Path, metavar="RUN.jsonl",
                        help="run logs of clinenv run (K repetitions per case)")
-    build.add_argument("--out", type=Path, required=True, metavar="FILE",
-                       help="graph file to write (JSON)")
+    build.add_argument("--out", type=Path, default=None, metavar="FILE",
+                       help="graph file to write (JSON; default: runs/<first log's "
+                            "name>.cdeg.json; a missing folder is created)")
     build.add_argument("--force", action="store_true", help="overwrite an existing --out")
     build.add_argument("--similarity", default="lexical", metavar="SPEC",
                        help="diagnosis merging: lexical (default, no model), sapbert, "
@@ -126,7 +131,39 @@ def graph_format(path: Path) -> str | None:
     return found[1] if found else None
 
 
+def default_graph_path(log: Path) -> Path:
+    """The default ``--out`` of ``cdeg build``: ``runs/<log name without .jsonl>.cdeg.json``
+    (``runs/construct.jsonl`` -> ``runs/construct.cdeg.json``), relative to the working
+    folder."""
+    name = log.name[:-len(".jsonl")] if log.name.endswith(".jsonl") else log.stem
+    return Path("runs", f"{name or 'graph'}.cdeg.json")
+
+
+def _missing_folder(out: Path) -> Path | None:
+    """The folder of ``out`` when it does not exist yet (it is created on save), else
+    ``None``.
+
+    Raises:
+        CLIError: ``out`` is a folder, or the nearest existing ancestor of its folder is
+            not a folder (the folder cannot be created).
+    """
+    if out.is_dir():
+        raise CLIError(f"--out {out} is a folder; give a file path (e.g. {out / 'graph.json'})")
+    if out.parent.is_dir():
+        return None
+    for above in (out.parent, *out.parent.parents):
+        if above.exists():
+            if not above.is_dir():
+                raise CLIError(f"--out {out}: {above} is a file, not a folder" + (
+                    "" if above == out.parent else f", so {out.parent} cannot be created"))
+            break
+    return out.parent
+
+
 def _check_build_args(args: argparse.Namespace) -> None:
+    if args.out is None:
+        args.out = default_graph_path(args.logs[0])
+    args.created_folder = _missing_folder(args.out)
     if args.out.exists() and not args.force:
         raise CLIError(f"--out {args.out} exists; use --force to overwrite it")
     for path in args.logs:
@@ -196,8 +233,13 @@ def cmd_cdeg_build(args: argparse.Namespace) -> int:
         raise CLIError(str(err)) from None
     finally:
         setup.close()
-    result.graph.save(args.out)
+    try:
+        result.graph.save(args.out)
+    except OSError as err:
+        raise CLIError(f"--out {args.out}: {err.strerror or err}") from None
     print(format_build_summary(result.report, args.out, time.perf_counter() - start))
+    if args.created_folder is not None:
+        print(f"  created       folder {args.created_folder} (it did not exist)")
     if getattr(extractor, "n_fallbacks", 0):
         print(f"  extractor fallbacks {extractor.n_fallbacks} (LLM replies unusable)")
     return _build_status(result.report, args.out)

@@ -8,9 +8,10 @@ dataset name, or a dataset that cannot be downloaded, is a :class:`CLIError` (ex
 and ``DIR/evaluation.txt`` (disjoint case lists, one ``case_id`` per line, dataset
 order; near-duplicate cases on one side: :func:`clinenv.datasets.case_split.split_cases`)
 and ``DIR/split.json`` (:data:`SPLIT_FORMAT`: ``dataset``, ``dataset_file``,
-``dataset_sha256``, ``construction_fraction``, ``seed``, ``counts`` {cases,
-construction, evaluation, near_duplicate_groups}, ``files`` and their ``sha256``, the
-digests ``clinenv run --cases`` records). It refuses to overwrite those files unless
+``dataset_sha256`` (the digest run logs record as ``dataset_sha256``),
+``dataset_file_sha256`` (of the file's bytes), ``construction_fraction``, ``seed``,
+``counts`` {cases, construction, evaluation, near_duplicate_groups}, ``files`` and their
+``sha256``, the digests ``clinenv run --cases`` records). It refuses to overwrite those files unless
 ``--force``.
 """
 
@@ -220,6 +221,8 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     from clinenv.case_list import write_case_list
     from clinenv.datasets import load_cases_with_report, sha256_file
     from clinenv.datasets.case_split import split_cases
+    from clinenv.datasets.registry import get_spec
+    from clinenv.datasets.resolve import dataset_identity, is_path_like
     from clinenv.errors import ClinenvError
 
     out: Path = args.out
@@ -233,6 +236,9 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     try:
         cases, report = load_cases_with_report(args.dataset, args.data_dir,
                                                allow_download=args.allow_download)
+        # the digest run logs record as dataset_sha256 (clinenv.case_pool.CasePool.get)
+        identity = dataset_identity(report.path, None if is_path_like(args.dataset)
+                                    else get_spec(args.dataset))
     except ClinenvError as err:
         raise CLIError(str(err)) from None
     try:
@@ -246,7 +252,8 @@ def cmd_data_split(args: argparse.Namespace) -> int:
         "format": SPLIT_FORMAT,
         "dataset": cases[0].dataset,
         "dataset_file": Path(report.path).name,
-        "dataset_sha256": sha256_file(report.path),
+        "dataset_sha256": identity.records_sha256,
+        "dataset_file_sha256": identity.file_sha256,
         "construction_fraction": split.fraction,
         "seed": split.seed,
         "counts": {"cases": len(cases), "construction": len(split.construction),

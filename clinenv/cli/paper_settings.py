@@ -131,9 +131,9 @@ def resolve_run_settings(args: argparse.Namespace, protocol: str) -> RunSettings
         raise CLIError("--framework is used only with --paper-settings (it picks the "
                        "paper's temperature on an EGIP-* id)")
     given = [flag for flag, value in (("--temperature", args.temperature),
-                                           ("--max-tokens", args.max_tokens),
-                                           ("--repetitions", args.repetitions))
-                  if value is not None]
+                                      ("--max-tokens", args.max_tokens),
+                                      ("--repetitions", args.repetitions))
+             if value is not None]
     if args.repetitions is None:
         args.repetitions = PAPER_REPETITIONS if paper else DEFAULT_REPETITIONS
     llm = args.doctor == "llm"

@@ -23,6 +23,9 @@ raw replies (``messages``, ``raw_reply``; :meth:`clinenv.llm.base.ChatResult.to_
 by setting :attr:`~clinenv.llm.base.ChatModel.log_messages` on the models it builds.
 ``--preset NAME`` runs a named preset (:mod:`clinenv.protocol.presets`), e.g.
 ``--env EGIP-MedQA-v0 --preset egip-no-menu``; the default ``--out`` then names it.
+``--cases FILE`` runs only the case ids listed in FILE (:mod:`clinenv.case_list`, e.g. a
+list written by ``clinenv data split``), in dataset order with the seeds they have in a
+full run; every line records the list as ``case_list`` and ``--resume`` checks it.
 ``--paper-settings [--framework agentclinic|medagentsim]`` applies EGIP 4.1's decoding
 and repetitions (:mod:`clinenv.cli.paper_settings`; recorded as ``paper_settings`` in
 every line), and ``--vote-temperature T`` sets the vote strategy's sampling temperature
@@ -310,7 +313,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 def aborted_message(err: Any, args: argparse.Namespace) -> str:
     """The one-line error of a run stopped by :class:`clinenv.fail_fast.RunAborted`:
     what happened, the server and model(s), the server's message (whitespace collapsed,
-    at most :data:`MESSAGE_CHARS` characters), and how to continue."""
+    at most :data:`MESSAGE_CHARS` characters), the lines this run wrote and the
+    episodes of the log whose latest line is an error line (counted from the file, so
+    earlier runs' error lines and lines of workers that finished are included), and how
+    to continue."""
     message = " ".join(str(err.error.get("message", "")).split())
     if len(message) > MESSAGE_CHARS:
         message = message[:MESSAGE_CHARS - 3] + "..."
@@ -325,6 +331,9 @@ def aborted_message(err: Any, args: argparse.Namespace) -> str:
     where += ", model " + ", ".join(models) if models else ""
     detail = err.error.get("detail") or err.error.get("type")
     kept = f"{err.n_written} episode(s) of this run are in {err.out}"
+    if getattr(err, "n_error_episodes", None):  # counted from the log (clinenv.fail_fast)
+        kept += (f", which now holds {err.n_error_episodes} episode(s) stopped by a backend "
+                 f"error ({err.n_error_episodes_this_run} from this run)")
     if err.reason == "configuration":
         return (f"the model server refused a request ({detail}: a configuration problem, "
                 f"not an outage; check {where} and the API key): {message}; run stopped, "

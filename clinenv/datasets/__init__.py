@@ -155,7 +155,7 @@ def load_cases_with_report(
     schema = spec.schema if spec is not None else _sniff_schema(path)
     report = LoadReport(path=str(path), dataset=dataset, schema=schema)
     if mismatch is not None:
-        message = f"{mismatch.summary}; used anyway (verify=False)"  # type: ignore[attr-defined]
+        message = f"{getattr(mismatch, 'summary', mismatch)}; used anyway (verify=False)"
         report.warnings.append(message)
         warnings.warn(message, ChecksumWarning, stacklevel=3)
     if schema == "canonical":

@@ -140,3 +140,13 @@ def get_spec(name: str) -> DatasetSpec:
             f"unknown dataset {name!r}; known datasets: {known}. "
             "Pass a file path to load any other file."
         ) from None
+
+
+def records_digest_of(sha256: str | None) -> str | None:
+    """The records digest a run log's ``dataset_sha256`` stands for: a pinned file's raw
+    sha256 (what clinenv wrote before run logs recorded the records digest) maps to that
+    dataset's ``records_sha256``; any other value is returned as it is."""
+    for spec in DATASETS.values():
+        if sha256 is not None and sha256 == spec.sha256 and spec.records_sha256:
+            return spec.records_sha256
+    return sha256

@@ -113,7 +113,7 @@ def checksum_error(path: str | Path, spec: DatasetSpec, actual: str, *,
         head = (f"{path}: the records differ from the pinned dataset {spec.name!r} "
                 f"({spec.file_name})" + (f": {where}" if where else "")
                 + f" (records sha256 expected {spec.records_sha256}, got {records}; file "
-                f"sha256 {actual})")
+                f"sha256 expected {spec.sha256}, got {actual})")
     err = ChecksumError(
         f"{head}. The file is corrupt, truncated, edited or a different version; replace "
         f"it (e.g. `clinenv data download {spec.name}`), or {OVERRIDE_HINT}."
@@ -233,25 +233,25 @@ def _candidates(spec: DatasetSpec, data_dir: str | Path | None) -> list[tuple[st
 
 def folder_error(path: Path, what: str) -> DatasetFolderError:
     """The error for a folder found where a file should be (``what``: which file)."""
-    return DatasetFolderError(f"{path} is a folder, not {what}; give the path of the "
-                                "file itself")
+    return DatasetFolderError(f"{path} is a folder, not {what}; a JSON Lines file must "
+                              "stand at that path")
 
 
 def data_dir_error(spec: DatasetSpec, folder: Path,
                    data_dir: str | Path | None = None) -> DataDirError:
     """The error for a ``$CLINENV_DATA_DIR`` that cannot supply ``spec``'s file."""
     if not folder.exists():
-        problem = "does not exist"
+        problem, fix = "does not exist", f"create it and put {spec.file_name} in it"
     elif not folder.is_dir():
         problem = "is a file, not a folder"
+        fix = f"set it to the folder that holds {spec.file_name} (e.g. {folder.parent})"
     else:
-        problem = f"holds no {spec.file_name}"
+        problem, fix = f"holds no {spec.file_name}", f"put {spec.file_name} in it"
     also = "" if data_dir is None else f" (nor does the data_dir argument {data_dir})"
     return DataDirError(
         f"${ENV_VAR} is set to {folder}, which {problem}{also}, so dataset {spec.name!r} "
-        f"({spec.display_name}) cannot be loaded: put {spec.file_name} in {folder}, point "
-        f"${ENV_VAR} at the folder that holds it, or unset {ENV_VAR} to use the user "
-        f"cache ({cache_dir()})"
+        f"({spec.display_name}) cannot be loaded: {fix}, point ${ENV_VAR} at another "
+        f"folder that holds it, or unset {ENV_VAR} to use the user cache ({cache_dir()})"
     )
 
 
@@ -369,8 +369,9 @@ def resolve_dataset(
         DataDirError: ``$CLINENV_DATA_DIR`` is set but the folder is missing, is a file,
             or lacks the file (and ``data_dir`` does not hold it).
         DatasetFolderError: a folder stands where the file should be.
-        DatasetNotFoundError: unknown name, a path that is not a file, or no file found (and no download allowed or possible); the
-            message says where it looked and how to get the file.
+        DatasetNotFoundError: unknown name, a path that is not a file, or no file found
+            (and no download allowed or possible); the message says where it looked and
+            how to get the file.
         ChecksumError: a file was found but its records differ from the pinned ones; the
             message names the first differing case.
     """

@@ -23,6 +23,7 @@ widening, and long labels are wrapped. Comparison figures grow in height only.
 from __future__ import annotations
 
 import math
+import re
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -85,10 +86,31 @@ def _footnote(fig: Any, text: str) -> None:
     fig.supxlabel(text, fontsize=7, color="#555555", x=0.01, ha="left")
 
 
+_BREAK = re.compile(r".+?(?:[\s/_-]|(?=\[)|$)")
+
+
 def _wrap(text: str, width: int) -> str:
-    """``text`` wrapped at ``width`` characters (words longer than that are broken)."""
-    return "\n".join(textwrap.wrap(text, width=max(6, width), break_on_hyphens=False)
-                     or [text])
+    """``text`` on lines of at most ``width`` characters, broken after a space, ``-``,
+    ``/`` or ``_`` or before ``[`` (``llm-direct`` / ``[Qwen2.5-7B-Instruct]``); a piece
+    longer than ``width`` is cut. Joining the lines (with a space where a space was
+    dropped) gives ``text`` back."""
+    width = max(6, width)
+    lines: list[str] = []
+    line = ""
+    for piece in _BREAK.findall(text):
+        while len(piece.rstrip()) > width:  # a piece that fits no line: cut it
+            if line:
+                lines.append(line.rstrip())
+                line = ""
+            lines.append(piece[:width])
+            piece = piece[width:]
+        if line and len((line + piece).rstrip()) > width:
+            lines.append(line.rstrip())
+            line = ""
+        line += piece
+    if line.strip() or not lines:
+        lines.append(line.rstrip())
+    return "\n".join(lines)
 
 
 def _cells(source: Table | Sequence[AccuracyCell]) -> list[AccuracyCell]:
@@ -109,6 +131,11 @@ def plot_accuracy(source: Table | Sequence[AccuracyCell], path: str | Path, *,
     over repetitions, since missing episodes are 0, not left out), and the error bar is
     the percentile interval of that case-cluster bootstrap, drawn only when it has
     spread.
+
+    Layout: at most :data:`MAX_WIDTH_PX` pixels wide. Groups (datasets, or dataset and
+    stratum) that do not fit one row continue on further panels below, on the same
+    scale; tick and legend labels are wrapped. In each panel a method's bars are one
+    ``BarContainer`` labelled with the method label.
 
     Args:
         source: :func:`~clinenv.evaluation.reports.accuracy_table` or its cells.
@@ -133,16 +160,19 @@ def plot_accuracy(source: Table | Sequence[AccuracyCell], path: str | Path, *,
         [None] * len(cells))
     intervals = [(c, accuracy_ci(c.matrix, n_resamples=n_resamples, confidence=confidence,
                                  seed=s)) for c, s in zip(cells, seeds, strict=True)]
-    per_column = 0.55 * len(labels) + 0.4  # inches of one dataset / stratum group
+    bar_in = max(0.3, min(0.55, 1.8 / len(labels)))  # narrower bars for many methods
+    per_column = bar_in * len(labels) + 0.4  # inches of one dataset / stratum group
     legend_in = 2.4
     fit = max(1, int((_MAX_WIDTH_IN - 1.0 - legend_in) // per_column))
     n_panels = math.ceil(len(columns) / fit)
     span = min(fit, len(columns))  # groups per panel (the last may hold fewer)
-    fig = _figure(max(6.0, 1.0 + legend_in + per_column * span), 0.6 + 3.9 * n_panels)
+    panel_in = 3.9 if n_panels == 1 else 3.2
+    fig = _figure(max(6.0, 1.0 + legend_in + per_column * span), 0.7 + panel_in * n_panels)
     axes = fig.subplots(n_panels, 1, squeeze=False, sharey=True)[:, 0]
     colors = [f"C{i % 10}" for i in range(len(labels))]
     width = 0.8 / len(labels)
     tick_chars = int(13 * per_column)
+    handles: dict[str, Any] = {}  # method label -> its first non-empty bars (legend)
     no_bar = 0
     for panel, ax in enumerate(axes):
         shown = columns[panel * fit:(panel + 1) * fit]
@@ -169,8 +199,9 @@ def plot_accuracy(source: Table | Sequence[AccuracyCell], path: str | Path, *,
                 ax.annotate(f"{value:.1f}", (x, ci.high if spread else value),
                             xytext=(0, 3), textcoords="offset points", ha="center",
                             va="bottom", fontsize=8 if len(labels) < 6 else 7)
-            ax.bar(xs, ys, width * 0.92, color=colors[j],
-                   label=_wrap(label, 28) if panel == 0 else None)
+            bars = ax.bar(xs, ys, width * 0.92, color=colors[j], label=label)
+            if xs:
+                handles.setdefault(label, bars)
             if err_x:
                 ax.errorbar(err_x, err_y, yerr=[lows, highs], fmt="none",
                             ecolor="#222222", elinewidth=1.2, capsize=4)
@@ -187,8 +218,10 @@ def plot_accuracy(source: Table | Sequence[AccuracyCell], path: str | Path, *,
     axes[0].set_title(f"Accuracy with {100 * confidence:g}% case-bootstrap CI"
                       + (f" ({len(columns)} groups in {n_panels} rows)" if n_panels > 1
                          else ""), fontsize=11)
-    fig.legend(title="Method", fontsize=8, title_fontsize=9, loc="outside right upper",
-               frameon=False)
+    shown_labels = [label for label in labels if label in handles]
+    fig.legend([handles[label] for label in shown_labels],
+               [_wrap(label, 36) for label in shown_labels], title="Method", fontsize=8,
+               title_fontsize=9, loc="outside right upper", frameon=False)
     _footnote(fig, "Bars: accuracy, the mean over cases of each case's mean correctness "
               "(missing scheduled episodes count as not correct). Error bars: percentile interval "
               f"of {n_resamples:,} case-cluster bootstrap resamples (repetitions resampled "
@@ -205,7 +238,7 @@ def _comparisons(source: Table | Sequence[Comparison], what: str) -> list[Compar
     return comps
 
 
-def _row_name(c: Comparison, chars: int = 30) -> str:
+def _row_name(c: Comparison, chars: int = 32) -> str:
     """``method vs base`` (wrapped) over ``(dataset[, stratum], n cases)``."""
     where = c.dataset if c.stratum is None else f"{c.dataset}, {c.stratum}"
     cases = f"{c.n_cases} case" + ("" if c.n_cases == 1 else "s")

@@ -55,6 +55,7 @@ from typing import Any
 
 import numpy as np
 
+from clinenv.datasets.registry import records_digest_of
 from clinenv.errors import ClinenvError
 from clinenv.evaluation.labels import doctor_model, method_label, with_models
 from clinenv.evaluation.metrics import VERDICTS, is_unparsed, is_unscored
@@ -177,7 +178,9 @@ class Run:
         env_id: the environment id of the lines.
         doctor: ``{"name", "config"}`` of the doctor policy.
         run_seed: the run seed (``None`` when the lines have none).
-        dataset_sha256: sha256 of the dataset file (``None`` for in-memory cases).
+        dataset_sha256: records digest of the dataset file (``None`` for in-memory
+            cases); a pinned file's byte digest, which older logs hold, is read as its
+            records digest (:func:`clinenv.datasets.registry.records_digest_of`).
         records: the run-log lines, one per episode (the standing line: an error line
             followed by a later line of its episode is replaced by it).
         sources: ``(file, 1-based line)`` of each record.
@@ -469,7 +472,7 @@ def _to_run(group: _Group) -> Run:
         label=group.label, dataset=first["dataset"], env_id=str(first.get("env_id")),
         doctor=first.get("doctor") or {"name": group.label, "config": {}},
         run_seed=first.get("run_seed"),
-        dataset_sha256=first.get("dataset_sha256"), records=tuple(records),
+        dataset_sha256=records_digest_of(first.get("dataset_sha256")), records=tuple(records),
         sources=tuple(group.episodes.where.values()), partial_bytes=group.partial_bytes,
         n_cases_scheduled=len(ids), schedule_inferred=inferred,
         n_superseded=group.episodes.n_superseded, _case_ids=tuple(ids),

@@ -46,7 +46,8 @@ def make_env_factory(env_id: str, **env_kwargs: Any) -> type:
     Args:
         env_id: an EGIP text environment id, e.g. ``"EGIP-Demo-v0"``.
         **env_kwargs: environment settings, as for ``gym.make`` (``data_dir``,
-            ``acquisition_rounds``...).
+            ``acquisition_rounds``, ``patient="llm"``...); each instance builds its own
+            environment from them, so pass seats by name, not as shared objects.
 
     Raises:
         ValueError, gymnasium.error.Error: as :class:`~clinenv.integrations.tools.

@@ -12,6 +12,10 @@ prompt would, rendered verbatim, forge them. Two rules, applied by every rendere
 - :func:`one_line` -- the doctor's words inside an environment line (a question shown as
   the context of a patient reply, a request name): newlines become `` / ``.
 
+The simulators' replies get the same care (:func:`indent_lines`): a patient reply's
+further lines are indented, as examination results already are, so an LLM patient
+cannot forge an observation line of e_T (``[O9] Measurement ...``) or a heading.
+
 :func:`echoes_prompt` flags a reply that restates the environment's view (a heading,
 a round marker or footer, an observation line or a role line of its own), for
 ``info["action_flags"]`` (``"echoes_prompt"``).
@@ -46,6 +50,13 @@ def quote_lines(text: str) -> str:
     """``text`` with every line after the first prefixed by :data:`QUOTE_PREFIX`."""
     first, *rest = text.split("\n")
     return "\n".join([first, *(QUOTE_PREFIX + line for line in rest)])
+
+
+def indent_lines(text: str, prefix: str = "    ") -> str:
+    """``text`` with every line after the first indented by ``prefix``: a seat's reply
+    (a patient's, a measurement agent's) inside a view, so that none of its lines
+    stands at the start of a line as the environment's own lines do."""
+    return text.replace("\n", "\n" + prefix)
 
 
 def one_line(text: str) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from clinenv.protocol.doctor_text import one_line
+from clinenv.protocol.doctor_text import indent_lines, one_line
 from clinenv.protocol.history import Event, MeasurementEvent, PatientEvent
 
 #: Terminal instructions shared by every strategy (EGIP appendix A.2).
@@ -144,7 +144,8 @@ def render_evidence(bundle: EvidenceBundle, *, instructions: bool = True) -> str
         lines.append("(none)")
     for o in bundle.observations:
         if o.source == "Patient":
-            lines.append(f"[{o.obs_id}] Patient, asked \"{one_line(o.context)}\": {o.content}")
+            lines.append(f"[{o.obs_id}] Patient, asked \"{one_line(o.context)}\": "
+                         + indent_lines(o.content or ""))
         elif o.availability == "not_recorded":
             lines.append(f"[{o.obs_id}] Measurement {one_line(o.context)}: "
                          "not recorded (unknown)")

@@ -54,7 +54,7 @@ from clinenv.protocol.measurement_view import MeasurementView, Speaker, exam_inf
 from clinenv.protocol.native_config import NEJM_NATIVE_QUESTION, NativeConfig
 from clinenv.protocol.parser import clean_payload, parse_action, split_reasoning
 from clinenv.protocol.prepared import PreparedCase
-from clinenv.protocol.turns import cut_turn
+from clinenv.protocol.turns import TurnCut, cut_turn, speaker_line
 from clinenv.protocol.views import FrozenFacts, PatientView
 
 Phase = Literal["acquire", "decide", "done"]
@@ -132,11 +132,34 @@ def moderator_answer(utterance: str | None, *, strict_markers: bool = True) -> s
     if not isinstance(utterance, str):
         return None
     visible, _ = split_reasoning(utterance)
-    own = cut_turn(visible, "doctor").text
-    action = parse_action(own, strict=strict_markers)
+    own = own_turn(visible, strict_markers=strict_markers).text
+    action = parse_action(own, strict=strict_markers, speaker_lines=False)
     if action.kind != "diagnosis":
         return None
     return action.payload.strip() or None
+
+
+def own_turn(visible: str, *, strict_markers: bool = True) -> TurnCut:
+    """The native doctor's own turn in ``visible`` (reasoning already removed).
+
+    Cut at chat-template tokens and at a new line opening another speaker's turn
+    (:func:`~clinenv.protocol.turns.cut_turn`), except that a speaker line followed by
+    the diagnosis marker does not end the turn: AgentClinic reads ``DIAGNOSIS READY``
+    anywhere in the utterance, so a final answer that lists ``Patient: ...`` findings
+    first stays a diagnosis (the native protocol's rule; EGIP's acquisition phase cuts
+    there).
+    """
+    own = cut_turn(visible, "doctor")
+    if own.wrote_past_turn and own.boundary and own.boundary.endswith(":"):
+        whole = cut_turn(visible, "doctor", speaker_lines=False)
+        # the marker must stand on a line of the doctor's, not in the other speaker's
+        lines = [ln for ln in whole.text.splitlines()[1:] if not speaker_line(ln)]
+        marked = any(DIAGNOSIS_MARKER in ln if strict_markers else
+                     parse_action(ln, speaker_lines=False).kind == "diagnosis"
+                     for ln in lines)
+        if marked:
+            return whole
+    return own
 
 
 _FOLLOWING = re.compile(r"^(which|what)\s+of\s+the\s+following\s+", re.IGNORECASE)
@@ -332,20 +355,22 @@ class NativeRuntime:
     def _classify(self, text: str) -> tuple[str, str | None, NativeKind]:
         """``(visible, reasoning, kind)``; the diagnosis marker is checked first."""
         visible, reasoning = split_reasoning(text if isinstance(text, str) else str(text))
-        own = cut_turn(visible, "doctor")  # an invented next turn is never the doctor's
-        visible = own.text
-        self.action_flags = (*own.flags, *(("echoes_prompt",) if echoes_prompt(visible)
-                                           else ()))
+        own = own_turn(visible, strict_markers=self.config.strict_markers)
+        visible = own.text  # an invented next turn is never the doctor's
         limit = self.config.max_action_chars
         if len(visible) > limit:
             visible = visible[:limit]
-        if not visible.strip():
+        parsed = parse_action(visible, strict=self.config.strict_markers,
+                              speaker_lines=False)
+        kind: NativeKind = "empty" if not visible.strip() else parsed.kind
+        # flagged, not refused: the native loop answers whatever the utterance says
+        placeholder = (() if "placeholder" not in parsed.flags else
+                       ("placeholder_answer",) if kind == "diagnosis" else
+                       ("placeholder_request",))
+        self.action_flags = (*own.flags, *(("echoes_prompt",) if echoes_prompt(visible)
+                                           else ()), *placeholder)
+        if kind == "empty":
             return "", reasoning, "empty"
-        if self.config.strict_markers:
-            kind = ("diagnosis" if DIAGNOSIS_MARKER in visible else
-                    "test_request" if TEST_MARKER in visible else "question")
-        else:
-            kind = parse_action(visible).kind
         return visible, reasoning, kind
 
     def _end(self, turn: int, visible: str, reasoning: str | None) -> None:

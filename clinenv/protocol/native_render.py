@@ -45,7 +45,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from clinenv.protocol.doctor_text import quote_lines
+from clinenv.protocol.doctor_text import indent_lines, quote_lines
 from clinenv.protocol.history import (
     DoctorEvent,
     Event,
@@ -80,9 +80,9 @@ def render_native_event(event: Event) -> str:
     if isinstance(event, DoctorEvent):
         return f"Doctor: {quote_lines(event.text) or '(nothing)'}"
     if isinstance(event, PatientEvent):
-        return f"Patient: {event.reply}"
+        return "Patient: " + indent_lines(event.reply, "  ")
     if isinstance(event, MeasurementEvent):
-        return f"Measurement: {event.recorded_value or ''}"
+        return "Measurement: " + indent_lines(event.recorded_value or "", "  ")
     if isinstance(event, InterfaceEvent):
         return f"Interface: {event.message}"
     raise TypeError(f"not a history event: {event!r}")

@@ -23,7 +23,9 @@ empty action (B04).
 The visible text is then cut to the doctor's own turn
 (:func:`clinenv.protocol.turns.cut_turn`): a reply that goes on past an end-of-turn
 token or into another speaker's line is read only up to there (flag
-``"wrote_past_turn"``), and a leading ``Doctor:`` is stripped. Further flags
+``"wrote_past_turn"``), and a leading ``Doctor:`` is stripped. A terminal answer
+(``speaker_lines=False``) is cut at chat-template tokens only, since a final answer may
+list ``Patient: ...`` findings before its ``DIAGNOSIS READY:`` line. Further flags
 (:attr:`DoctorAction.flags`): ``"placeholder"`` (the marker's payload is a template
 placeholder, :func:`clinenv.protocol.placeholders.is_placeholder`) and
 ``"echoes_prompt"`` (the reply restates the environment's view,
@@ -37,7 +39,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from clinenv.protocol.doctor_text import echoes_prompt
-from clinenv.protocol.placeholders import is_placeholder
+from clinenv.protocol.placeholders import has_placeholder, is_placeholder
 from clinenv.protocol.turns import cut_turn
 
 ActionKind = Literal["question", "test_request", "diagnosis", "empty"]
@@ -173,11 +175,12 @@ def _placeholder(raw: str | None, payload: str | None) -> bool:
     if raw is None:
         return False
     first = raw.strip().split("\n", 1)[0]
-    return is_placeholder(first) or (payload != first and is_placeholder(payload))
+    return has_placeholder(first) or (payload != first and is_placeholder(payload))
 
 
 def parse_action(
-    raw: str, *, strict: bool = False, accept_bare_diagnosis: bool = False
+    raw: str, *, strict: bool = False, accept_bare_diagnosis: bool = False,
+    speaker_lines: bool = True,
 ) -> DoctorAction:
     """Parse one doctor utterance. Never raises.
 
@@ -186,6 +189,9 @@ def parse_action(
         strict: AgentClinic-compatible case-sensitive markers (see module docstring).
         accept_bare_diagnosis: also accept ``Diagnosis: X`` / ``Final diagnosis: X`` lines
             (lenient mode only; used for the terminal answer).
+        speaker_lines: end the doctor's turn at a new line opening another speaker's
+            turn too (:func:`~clinenv.protocol.turns.cut_turn`); ``False`` cuts at
+            chat-template tokens only (a final answer listing ``Patient: ...`` findings).
 
     Returns:
         The parsed :class:`DoctorAction`.
@@ -193,7 +199,7 @@ def parse_action(
     if not isinstance(raw, str):
         raw = "" if raw is None else str(raw)
     visible, reasoning = split_reasoning(raw)
-    turn = cut_turn(visible, "doctor")
+    turn = cut_turn(visible, "doctor", speaker_lines=speaker_lines)
     visible = turn.text
     flags = (*turn.flags, *(("echoes_prompt",) if echoes_prompt(visible) else ()))
     action = _parse_visible(visible, reasoning, strict, accept_bare_diagnosis)

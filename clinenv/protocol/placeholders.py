@@ -14,8 +14,9 @@ its shape, so that a new prompt cannot reopen the hole:
 - it is a filler: ``...``, ``…``, ``N/A``, ``TBD``, ``X``, ``?`` and the like
   (:data:`FILLERS`).
 
-A test walks every prompt string clinenv ships and asserts that each bracketed span in
-it, and its inner text, is a placeholder. During acquisition a placeholder request gets
+A test walks every prompt string clinenv ships and asserts that each ``<...>`` span in
+it, its inner text, and the template text after each marker (``REQUEST TEST: followed
+by its name``) is a placeholder. During acquisition a placeholder request gets
 interface feedback; at the decision step a placeholder is no answer (verdict
 ``unscored``, flag ``placeholder_answer``), never sent to a judge, never a vote.
 """
@@ -31,7 +32,8 @@ TEMPLATE_WORDS: Final = frozenset({
     "here", "insert", "put", "write", "enter", "fill", "in", "type",
     "diagnosis", "diagnoses", "dx", "answer", "option", "letter", "choice", "label",
     "candidate", "conclusion", "name", "names", "full", "specific", "of", "or", "and",
-    "to", "for", "with", "examination", "examinations", "exam", "exams", "test", "tests",
+    "to", "for", "with", "followed", "by", "its",
+    "examination", "examinations", "exam", "exams", "test", "tests",
     "id", "ids", "number", "request", "order", "text", "value",
     "reason", "short", "brief", "citing", "observation", "observations", "condition",
     "disease", "illness", "problem", "here's", "e", "g", "eg", "example", "something",
@@ -40,7 +42,7 @@ TEMPLATE_WORDS: Final = frozenset({
 #: Fillers that stand for an answer without being one (compared case-insensitively,
 #: after markdown and surrounding punctuation are removed).
 FILLERS: Final = frozenset({
-    "", "...", "…", "n/a", "na", "n.a", "tbd", "tba", "todo", "x", "xx", "xxx", "?",
+    "...", "…", "n/a", "na", "n.a", "tbd", "tba", "todo", "x", "xx", "xxx", "?",
     "??", "???", "-", "--", "—", "_", "__", "___", "blank", "null",
 })  # fmt: skip
 
@@ -56,8 +58,13 @@ _EDGE = " \t*_`'\"“”‘’.;:,!"
 
 def _core(text: str) -> str:
     """The first line of ``text`` without markdown emphasis and edge punctuation."""
+    return _line(text).strip(_EDGE)
+
+
+def _line(text: str) -> str:
+    """The first line of ``text`` without markdown emphasis and surrounding spaces."""
     line = text.strip().split("\n", 1)[0]
-    return line.replace("**", "").replace("__", "").strip(_EDGE)
+    return line.replace("**", "").replace("__", "").strip(" \t*`")
 
 
 def is_placeholder(text: str | None) -> bool:
@@ -66,21 +73,35 @@ def is_placeholder(text: str | None) -> bool:
 
     ``is_placeholder("<single diagnosis>")``, ``is_placeholder("your diagnosis here")``
     and ``is_placeholder("N/A")`` are true; ``is_placeholder("Myasthenia gravis")`` and
-    ``is_placeholder("[PE1]")`` are false. ``None`` is not a placeholder (no payload).
+    ``is_placeholder("[PE1]")`` are false. ``None``, an empty text and markdown alone
+    (``"**"``) are no payload, not a placeholder.
     """
     if text is None:
         return False
-    core = _core(str(text))
+    line = _line(str(text))
+    if not line:
+        return False
+    if line.lower() in FILLERS or line.strip(".…-—_?") == "":
+        return True
+    core = line.strip(_EDGE)
     if _MENU_ID.fullmatch(core) or _OPTION_LETTER.fullmatch(core):
         return False
-    if core.lower() in FILLERS or core.strip(".…-_ ") == "":
+    if core.lower() in FILLERS:
         return True
     close = _BRACKETS.get(core[:1])
     if close and core.endswith(close) and core[1:-1].count(core[0]) == 0:
         core = core[1:-1].strip(_EDGE)
-        if core.lower() in FILLERS:
+        if core.lower() in FILLERS or core.strip(".…-—_?") == "":
             return True
     return _template_only(core)
+
+
+def has_placeholder(text: str | None) -> bool:
+    """:func:`is_placeholder`, or the text holds a template span that is one
+    (``<single diagnosis> (e.g. Gout)``, ``<id or name> (for example``)."""
+    if text is None:
+        return False
+    return is_placeholder(text) or any(is_placeholder(s) for s in placeholder_spans(text))
 
 
 def _template_only(text: str) -> bool:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from clinenv.protocol.catalog import CatalogEntry
-from clinenv.protocol.doctor_text import one_line, quote_lines
+from clinenv.protocol.doctor_text import indent_lines, one_line, quote_lines
 from clinenv.protocol.evidence import render_candidates, render_evidence
 from clinenv.protocol.history import (
     DoctorEvent,
@@ -55,8 +55,9 @@ def render_event(event: Event, asked: str | None = None) -> str:
         return f"Doctor: {quote_lines(event.text)}"
     if isinstance(event, PatientEvent):
         if event.question_context != asked:
-            return f"Patient (asked \"{one_line(event.question_context)}\"): {event.reply}"
-        return f"Patient: {event.reply}"
+            return (f"Patient (asked \"{one_line(event.question_context)}\"): "
+                    + indent_lines(event.reply, "  "))
+        return "Patient: " + indent_lines(event.reply, "  ")
     if isinstance(event, MeasurementEvent):
         if event.result_availability == "not_recorded":
             return f"Examiner [{one_line(event.request)}]: {NOT_RECORDED_TEXT}"

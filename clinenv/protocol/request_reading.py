@@ -14,6 +14,8 @@ payload                                     reading
 ``PE2 - to check reflexes``, ``T1: CBC``    ``exam`` with the id alone (``PE2``, ``T1``)
 ``T3 uptake``                               ``exam`` as written (the words after an id
                                             without a separator are part of a name)
+``PE-1``, ``T #3``                          ``exam`` with the id it means (``PE1``, ``T3``)
+``1``, ``Exam 2``, ``Test #3``              ``invalid_id``: not a menu id (feedback)
 ``for example ECG``, a long sentence        ``not_a_name`` (feedback)
 anything else                               ``exam`` as written
 ==========================================  ================================================
@@ -26,9 +28,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from clinenv.protocol.exam_matching import ExamMatch, ExamMatcher
-from clinenv.protocol.placeholders import is_placeholder, placeholder_spans
+from clinenv.protocol.placeholders import has_placeholder
 
-Reading = Literal["exam", "placeholder", "multiple", "not_a_name"]
+Reading = Literal["exam", "placeholder", "multiple", "not_a_name", "invalid_id"]
 
 #: More words than this is a sentence, not an examination name.
 MAX_NAME_WORDS = 12
@@ -36,10 +38,16 @@ MAX_NAME_WORDS = 12
 _ID = r"\[?\s*(?:PE|T)\s*\d+\s*\]?"
 _LEADING_ID = re.compile(rf"^({_ID})(?=$|[\s\-–—:(,;.])(.*)$", re.IGNORECASE | re.DOTALL)
 _ANY_ID = re.compile(rf"(?<![\w-])({_ID})(?![\w-])", re.IGNORECASE)
+#: An id written loosely (``PE-1``, ``T #3``): the id it means.
+_LOOSE_ID = re.compile(r"^\[?\s*(PE|T)\s*[-#_.]\s*(\d+)\s*\]?$", re.IGNORECASE)
+#: A number or a numbered exam that is not a menu id (``1``, ``#2``, ``Exam 1``,
+#: ``Test #3``, ``Option 2``).
+_NOT_AN_ID = re.compile(r"^(?:(?:exam(?:ination)?|test|option|item|no\.?|number)\s*)?#?\s*\d+$",
+                        re.IGNORECASE)
 _SEPARATED = re.compile(r"^\s*(?:[-–—:(,;.]|to\b|for\b|in\s+order\b|so\b|because\b)",
                         re.IGNORECASE)
 _LIST = re.compile(r"\s*(?:,|;|\+|&|\band\b|\bplus\b|\s/\s)\s*", re.IGNORECASE)
-_EXAMPLE = re.compile(r"\b(?:for\s+example|e\.\s?g\.|such\s+as|for\s+instance)\b",
+_EXAMPLE = re.compile(r"\b(?:for\s+example\b|e\.\s?g\.|such\s+as\b|for\s+instance\b)",
                       re.IGNORECASE)
 
 
@@ -74,11 +82,16 @@ def read_request(payload: str, matcher: ExamMatcher) -> RequestReading:
             recorded examination, and whether the words after an id name its entry.
     """
     text = payload.strip()
-    if is_placeholder(text) or any(is_placeholder(s) for s in placeholder_spans(text)):
+    if has_placeholder(text):
         return RequestReading("placeholder", text)
+    loose = _LOOSE_ID.match(text)
+    if loose:
+        text = f"{loose.group(1).upper()}{loose.group(2)}"
     whole = matcher.match(text)
     if whole.status == "matched" and whole.score >= 100.0:  # an id or an exact name
         return RequestReading("exam", text, match=whole)
+    if _NOT_AN_ID.match(text):
+        return RequestReading("invalid_id", text)
     ids = list(dict.fromkeys(_norm_id(m) for m in _ANY_ID.findall(text)))
     if len(ids) > 1:
         return RequestReading("multiple", text, tuple(ids))

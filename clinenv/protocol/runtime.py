@@ -245,6 +245,10 @@ class EGIPRuntime:
             return self._feedback(turn, action, "test_request", "multiple_request",
                                   f"'{action.payload}' names several examinations; request "
                                   "one examination at a time.")
+        if reading.reading == "invalid_id":
+            return self._feedback(turn, action, "test_request", "invalid_request",
+                                  f"'{action.payload}' is not an examination id. Use an id "
+                                  "from the list (such as PE1 or T3), or a name.")
         if reading.reading == "not_a_name":
             return self._feedback(turn, action, "test_request", "unclear_request",
                                   "Write only the examination's id or name after REQUEST "
@@ -356,9 +360,12 @@ class EGIPRuntime:
             raise RuntimeError(f"submit_answer() called in phase {self.phase!r}")
         turn = self.turn + 1
         strict = self.config.strict_markers
-        action = self._parse(text, turn, strict=strict, accept_bare_diagnosis=not strict)
+        action = self._parse(text, turn, strict=strict, accept_bare_diagnosis=not strict,
+                             speaker_lines=False)
         answer = action.payload if action.kind == "diagnosis" else None
-        if answer is None and action.kind == "question" and not strict:
+        # what is left of a reply cut at a turn boundary is never taken as a bare answer
+        if (answer is None and action.kind == "question" and not strict
+                and "wrote_past_turn" not in action.flags):
             lines = [ln for ln in action.text.splitlines() if ln.strip()]
             if len(lines) == 1 and len(lines[0]) <= 120:
                 answer = action.payload.strip(" .")

@@ -1,0 +1,262 @@
+"""The TRL adapter against the real TRL: GRPOTrainer(environment_factory=...).train().
+
+Runs in the ``.venv-trl`` environment (``pip install -e '.[test,trl]'`` over torch 2.13.0
+CPU; ``.ci/run`` builds it); elsewhere it skips. The model is a two-layer Qwen3 with
+random weights from a config and the tokenizer a byte-level BPE trained here on the
+demo cases' opening texts, with TRL's Qwen3 chat template (TRL parses tool calls only
+for the templates it lists).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+trl = pytest.importorskip("trl", reason="TRL is not installed: run in .venv-trl "
+                                         "(pip install -e '.[test,trl]'), as .ci/run does")
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+import gymnasium as gym  # noqa: E402
+import numpy as np  # noqa: E402
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
+from trl.chat_template_utils import qwen3_chat_template  # noqa: E402
+
+import clinenv  # noqa: E402,F401
+from clinenv.integrations import tools as tool_view  # noqa: E402
+from clinenv.integrations.tools import TOOL_SCHEMAS, TOOL_SYSTEM_PROMPT  # noqa: E402
+from clinenv.integrations.trl import TASK_INTRO, make_env_factory, task_dataset  # noqa: E402
+
+ENV_ID = "EGIP-Demo-v0"
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>",
+            "<tool_response>", "</tool_response>", "<think>", "</think>"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    """A ChatML tokenizer: byte-level BPE (1,000 tokens) trained on the opening texts."""
+    episode = tool_view.ToolEpisode(ENV_ID)
+    corpus = [TOOL_SYSTEM_PROMPT, TASK_INTRO, json.dumps(TOOL_SCHEMAS)]
+    for case in episode.env.pool.cases:
+        corpus.append(episode.reset(case.case_id, 0))
+        corpus.append(episode.submit_diagnosis(case.target.text))
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.train_from_iterator(corpus, trainers.BpeTrainer(
+        vocab_size=1000, special_tokens=SPECIALS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>",
+                                               pad_token="<|endoftext|>")
+    tok.chat_template = qwen3_chat_template
+    return tok
+
+
+def tiny_model(tok):
+    torch.manual_seed(0)
+    config = transformers.Qwen3Config(
+        vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=1, head_dim=16,
+        max_position_embeddings=8192, pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id, bos_token_id=None)
+    return transformers.AutoModelForCausalLM.from_config(config)
+
+
+def grpo_args(tmp_path, **kw):
+    return trl.GRPOConfig(
+        output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=4,
+        num_generations=2, learning_rate=1e-4, logging_steps=1, report_to="none",
+        use_cpu=True, save_strategy="no", seed=0, **kw)
+
+
+def recording_factory(log):
+    """The adapter's class, logging each reset row and each reward (not a tool)."""
+    base = make_env_factory(ENV_ID)
+
+    class Recorded(base):
+        def reset(self, **row):
+            log["resets"].append(row)
+            return super().reset(**row)
+
+        def get_reward(self):
+            value = super().get_reward()
+            log["rewards"].append((self._episode.env.runtime.case.case_id, value))
+            return value
+
+    Recorded.__name__ = base.__name__  # the reward column keeps its name
+    return Recorded
+
+
+def test_tool_schemas_trl_builds_equal_the_tool_view(tokenizer):
+    env = make_env_factory(ENV_ID)()
+    public = sorted(n for n in dir(env) if not n.startswith("_"))
+    assert public == ["ask_patient", "get_reward", "list_exams", "order_exam", "reset",
+                      "submit_diagnosis"]
+    for schema in TOOL_SCHEMAS:
+        built = transformers.utils.get_json_schema(getattr(env, schema["function"]["name"]))
+        assert built["function"].pop("return") == {"type": "string"}
+        assert built == schema
+    assert trl.chat_template_utils.supports_tool_calling(tokenizer)
+
+
+def test_grpo_train_with_the_environment_factory(tmp_path, tokenizer):
+    rows = task_dataset(ENV_ID, split=["demo-02", "demo-09", "demo-13", "demo-16"])
+    log = {"resets": [], "rewards": []}
+    trainer = trl.GRPOTrainer(model=tiny_model(tokenizer), processing_class=tokenizer,
+                              args=grpo_args(tmp_path, max_completion_length=24),
+                              train_dataset=rows,
+                              environment_factory=recording_factory(log))
+    assert trainer.reward_func_names == ["ClinenvToolEnv"]  # the only reward: the env's
+    trainer.train()
+    assert trainer.state.global_step == 1
+    reset_ids = [row["case_id"] for row in log["resets"]]
+    assert len(reset_ids) == 4 and set(reset_ids) <= set(rows["case_id"])
+    assert reset_ids[0::2] == reset_ids[1::2]  # each row twice: one GRPO group
+    by_id = {r["case_id"]: r for r in rows}
+    for row in log["resets"]:  # every column of the row reached reset
+        assert row["seed"] == by_id[row["case_id"]]["seed"]
+        assert row["env_id"] == ENV_ID and row["prompt"][0]["content"] == TOOL_SYSTEM_PROMPT
+    assert [case for case, _ in log["rewards"]] == reset_ids
+    logged = trainer.state.log_history[0]
+    mean = sum(v for _, v in log["rewards"]) / len(log["rewards"])
+    assert logged["rewards/ClinenvToolEnv/mean"] == pytest.approx(mean)
+    assert logged["reward"] == pytest.approx(mean)
+
+
+#: Scripted doctor turns per case: (tool, arguments) in order; the last is scored.
+SCRIPTS = {
+    "demo-01": [("ask_patient", {"question": "How long have you had the cough?"}),
+                ("order_exam", {"exam": "Chest X-Ray"}),
+                ("list_exams", {}),
+                ("submit_diagnosis", {"diagnosis": "pneumonia"}),
+                ("submit_diagnosis", {"diagnosis": "Lobar pneumonia"})],
+    "demo-05": [("order_exam", {"exam": "PE1"}),
+                ("ask_patient", {"question": "Where exactly is the pain?"}),
+                ("submit_diagnosis", {"diagnosis": "gastroenteritis"}),
+                ("submit_diagnosis", {"diagnosis": "Viral gastroenteritis"})],
+}
+
+
+def scripted_generation(tok, objectives):
+    """A stand-in for the model's sampling: each rollout's next turn, as token ids."""
+
+    def generate(self, prompt_ids, images, multimodal_fields, num_generations,
+                 has_tool_images=False):
+        out = []
+        for ids in prompt_ids:
+            text = tok.decode(ids)
+            case = next(c for c, objective in objectives.items() if objective in text)
+            turn = text.count("<tool_response>")
+            if turn < len(SCRIPTS[case]):
+                name, args = SCRIPTS[case][turn]
+                call = json.dumps({"name": name, "arguments": args})
+                reply = f"<tool_call>\n{call}\n</tool_call><|im_end|>"
+            else:  # after the final answer's result: a plain reply ends the rollout
+                reply = "Thank you.<|im_end|>"
+            out.append(tok.encode(reply, add_special_tokens=False))
+        return out, None
+
+    return generate
+
+
+def text_protocol_score(case_id, seed, script):
+    """The terminal reward of the same actions as text, in a plain environment."""
+    env = gym.make(ENV_ID, premature_diagnosis="decide").unwrapped
+    env.reset(seed=seed, options={"case_id": case_id})
+    texts = [tool_view.tool_to_action(name, args) for name, args in script]
+    for text in [t for t in texts if t is not None]:
+        _, reward, terminated, _, info = env.step(text)
+    assert terminated
+    return reward, info["verdict"]
+
+
+def test_tool_calls_go_through_trl_parsing_and_execution(tmp_path, tokenizer, monkeypatch):
+    rows = task_dataset(ENV_ID, split=list(SCRIPTS))
+    pool = tool_view.ToolEpisode(ENV_ID).env.pool
+    objectives = {case_id: pool.case(case_id).objective for case_id in SCRIPTS}
+    executed = []
+    call = tool_view.ToolEpisode.call
+
+    def recording_call(self, name, arguments=None):
+        result = call(self, name, arguments)
+        executed.append((id(self), self.env.runtime.case.case_id, name, dict(arguments or {}),
+                         result))
+        return result
+
+    monkeypatch.setattr(tool_view.ToolEpisode, "call", recording_call)
+    monkeypatch.setattr(trl.GRPOTrainer, "_generate_single_turn",
+                        scripted_generation(tokenizer, objectives))
+    log = {"resets": [], "rewards": []}
+    trainer = trl.GRPOTrainer(model=tiny_model(tokenizer), processing_class=tokenizer,
+                              args=grpo_args(tmp_path, max_completion_length=4096),
+                              train_dataset=rows,
+                              environment_factory=recording_factory(log))
+    trainer.train()
+    # each rollout ran its case's whole script, with the arguments TRL parsed
+    episodes: dict[int, list] = {}
+    for key, case_id, name, args, _ in executed:
+        episodes.setdefault(key, [case_id]).append((name, args))
+    assert sorted((calls[0], calls[1:]) for calls in episodes.values()) == sorted(
+        (case_id, script) for case_id, script in SCRIPTS.items() for _ in range(2))
+    assert {name for _, _, name, _, _ in executed} == set(tool_view.TOOL_NAMES)
+    early = next(r for _, c, n, _, r in executed if n == "submit_diagnosis" and c == "demo-01")
+    assert "# Acquired observations" in early and "[O2] Measurement T4 Chest X-Ray" in early
+    expected = {c: text_protocol_score(c, rows[i]["seed"], SCRIPTS[c])
+                for i, c in enumerate(rows["case_id"])}
+    assert expected == {"demo-01": (1.0, "correct"), "demo-05": (0.0, "wrong")}
+    assert sorted(log["rewards"]) == sorted(
+        (c, expected[c][0]) for c in SCRIPTS for _ in range(2))
+    logged = trainer.state.log_history[0]
+    assert logged["rewards/ClinenvToolEnv/mean"] == pytest.approx(0.5)
+    assert logged["reward_std"] > 0  # rewards differ across groups
+    assert logged["tools/call_frequency"] == pytest.approx(
+        sum(len(s) for s in SCRIPTS.values()) / 2)
+    assert logged["tools/failure_frequency"] == 0
+
+
+def test_adapter_instances_follow_the_tool_view():
+    env = make_env_factory(ENV_ID)()
+    with pytest.raises(ValueError, match="no episode"):
+        env.order_exam("T1")
+    row = task_dataset(ENV_ID, split=["demo-03"])[0]
+    assert env.reset(**row) == tool_view.ToolEpisode(ENV_ID).reset("demo-03", row["seed"])
+    assert env.submit_diagnosis("Botulism").startswith("Interface: Acquisition ended early")
+    with pytest.raises(ValueError, match="evidence gathering is over"):
+        env.ask_patient("Any fever?")
+    env.submit_diagnosis("Guillain-Barre syndrome")
+    assert env.get_reward() == 1.0
+    with pytest.raises(ValueError, match="episode is over"):
+        env.list_exams()
+    assert env.get_reward() == 1.0
+    assert re.search(r"Round 1 of 19", env.reset(case_id="demo-03", seed=1, other=3))
+    assert env.get_reward() == 0.0  # reset clears the episode
+    with pytest.raises(ValueError, match="the row has no seed"):
+        env.reset(case_id="demo-03", prompt=[])
+    with pytest.raises(ValueError, match="the row is for 'EGIP-MedQA-v0'"):
+        env.reset(case_id="demo-03", seed=0, env_id="EGIP-MedQA-v0")
+
+
+def test_task_dataset_rows_pin_cases_and_seeds(tmp_path):
+    rows = task_dataset(ENV_ID)
+    assert rows.column_names == ["prompt", "case_id", "seed", "env_id"]
+    assert rows["case_id"] == [f"demo-{i:02d}" for i in range(1, 18)]
+    # the seed rule, computed here from SeedSequence directly
+    assert rows["seed"] == [int(np.random.SeedSequence([0, 0, i]).generate_state(1)[0])
+                            & 0x7FFF_FFFF for i in range(17)]
+    assert rows[0]["prompt"] == [{"role": "system", "content": TOOL_SYSTEM_PROMPT},
+                                 {"role": "user", "content": TASK_INTRO}]
+    assert task_dataset(ENV_ID, seed=4)["seed"][3] != rows["seed"][3]
+    listed = tmp_path / "construction.txt"
+    listed.write_text("demo-11\n# held out below\n\ndemo-02\n", encoding="utf-8")
+    assert task_dataset(ENV_ID, split=listed)["case_id"] == ["demo-02", "demo-11"]
+    assert task_dataset(ENV_ID, split=str(listed))["seed"] == [rows["seed"][1], rows["seed"][10]]
+    listed.write_text("demo-02\ndemo-7\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"construction.txt, line 2: case id 'demo-7' is not "
+                                         r"in EGIP-Demo-v0 .* nearest id .* 'demo-07'"):
+        task_dataset(ENV_ID, split=listed)
+    with pytest.raises(ValueError, match="split item 1: case id 'demo-02' is listed twice"):
+        task_dataset(ENV_ID, split=["demo-02", "demo-02"])
+    with pytest.raises(ValueError, match="nearest id is 'demo-12'"):
+        task_dataset(ENV_ID, split=["demo-12x"])

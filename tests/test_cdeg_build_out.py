@@ -1,0 +1,107 @@
+"""Where ``clinenv cdeg build`` writes its graph: ``runs/<first log's name>.cdeg.json``
+by default (git-ignored), a missing ``--out`` folder created and reported, and an
+``--out`` that cannot be a file refused before anything is built.
+
+The construction log is the README's offline one, written by a real ``clinenv run``
+(the sampling scripted doctor on the demo set, 6 repetitions); the builds run through
+:func:`clinenv.cli.main` in a temporary working folder.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from test_cli_eval import run_cli
+
+from clinenv.cli import main
+from clinenv.cli.cdeg import default_graph_path
+from clinenv.wrappers.cdeg.graph import CDEGraph
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def construct_log(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("construct")
+    run_cli(folder, "run", "--env", "EGIP-Demo-v0", "--exploration", "0.5", "--exam-budget",
+            "3", "--repetitions", "6", "--premature-diagnosis", "decide", "--quiet",
+            "--out", "construct.jsonl")
+    return folder / "construct.jsonl"
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch, construct_log) -> Path:
+    shutil.copy(construct_log, tmp_path / "construct.jsonl")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def summary_lines(out: str) -> dict[str, str]:
+    """``{first word: rest}`` of the build summary's indented lines."""
+    return {line.split()[0]: line.split(None, 1)[1] for line in out.splitlines()
+            if line.startswith("  ")}
+
+
+def test_default_out_is_under_runs_and_says_it_created_the_folder(workdir, capsys):
+    assert not (workdir / "runs").exists()
+    assert main(["cdeg", "build", "construct.jsonl", "--quiet"]) == 0
+    lines = summary_lines(capsys.readouterr().out)
+    graph = workdir / "runs" / "construct.cdeg.json"
+    assert lines["wrote"].startswith("runs/construct.cdeg.json in ")
+    assert lines["created"] == "folder runs (it did not exist)"
+    # the README's demo graph: 2 diagnoses, 19 evidence atoms, 1 revision
+    assert CDEGraph.load(graph).counts()["revisions"] == 1
+    assert sorted(p.name for p in workdir.iterdir()) == ["construct.jsonl", "runs"]
+
+    # the folder exists now: no "created" line; the graph is never overwritten silently
+    assert main(["cdeg", "build", "construct.jsonl", "--quiet"]) == 2
+    assert capsys.readouterr().err == (
+        "clinenv: error: --out runs/construct.cdeg.json exists; use --force to "
+        "overwrite it\n")
+    assert main(["cdeg", "build", "construct.jsonl", "--quiet", "--force"]) == 0
+    assert "created" not in summary_lines(capsys.readouterr().out)
+
+
+def test_out_into_missing_nested_folders(workdir, capsys):
+    assert main(["cdeg", "build", "construct.jsonl", "--quiet", "--out",
+                 "graphs/demo/g.json"]) == 0
+    lines = summary_lines(capsys.readouterr().out)
+    assert lines["created"] == "folder graphs/demo (it did not exist)"
+    assert lines["wrote"].startswith("graphs/demo/g.json in ")
+    assert (workdir / "graphs" / "demo" / "g.json").is_file()
+    assert not (workdir / "runs").exists()  # --out given: nothing under runs/
+
+
+def test_out_that_cannot_be_a_file_is_refused_before_the_build(workdir, capsys):
+    (workdir / "afile").write_text("not a folder\n", encoding="utf-8")
+    (workdir / "graphs").mkdir()
+    cases = {
+        "afile/g.json": "--out afile/g.json: afile is a file, not a folder",
+        "afile/sub/g.json": "--out afile/sub/g.json: afile is a file, not a folder, so "
+                            "afile/sub cannot be created",
+        "graphs": "--out graphs is a folder; give a file path (e.g. graphs/graph.json)",
+    }
+    for out, message in cases.items():
+        assert main(["cdeg", "build", "construct.jsonl", "--quiet", "--out", out]) == 2
+        captured = capsys.readouterr()
+        assert captured.err == f"clinenv: error: {message}\n"
+        assert captured.out == ""  # refused before building: no summary
+    assert sorted(p.name for p in workdir.iterdir()) == ["afile", "construct.jsonl",
+                                                         "graphs"]
+    assert not any((workdir / "graphs").iterdir())
+
+
+def test_default_graph_path_and_that_the_repository_ignores_it():
+    assert default_graph_path(Path("runs/construct.jsonl")) == Path(
+        "runs/construct.cdeg.json")
+    assert default_graph_path(Path("/data/logs/medqa.llm.jsonl")) == Path(
+        "runs/medqa.llm.cdeg.json")
+    assert default_graph_path(Path("a/b.log")) == Path("runs/b.cdeg.json")
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    ignored = subprocess.run(["git", "check-ignore", "-q", "runs/construct.cdeg.json"],
+                             cwd=ROOT, capture_output=True)
+    assert ignored.returncode == 0  # runs/ is in .gitignore
