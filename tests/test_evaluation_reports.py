@@ -99,7 +99,8 @@ def test_parse_run_spec(tmp_path):
 def test_mixed_runs_in_one_file_are_refused_with_file_and_line(tmp_path):
     path = write_log(tmp_path / "mixed.jsonl", log_lines("alpha", "native", NATIVE_ALPHA),
                      log_lines("alpha", "egip", EGIP_ALPHA))
-    with pytest.raises(RunsError, match="mixed runs in one file: doctor is") as info:
+    with pytest.raises(RunsError, match='mixed runs in one file: doctor.name is "egip" '
+                                        'here but "native" on line 1') as info:
         load_runs([path])
     # 12 native lines, so line 13 is the first egip line
     assert info.value.path == str(path) and info.value.line == 13
@@ -182,7 +183,8 @@ def test_two_runs_with_one_label_are_refused(tmp_path, logs):
     other = write_log(tmp_path / "other.jsonl",
                       log_lines("alpha", "native", NATIVE_ALPHA, exploration=0.3))
     with pytest.raises(RunsError, match="two different runs are labelled 'native' on "
-                                        "dataset 'alpha': doctor is .*LABEL=path"):
+                                        "dataset 'alpha': doctor.config.exploration is 0.3 "
+                                        "here but 0.0 in .*LABEL=path"):
         load_runs([logs["native_alpha"], other])
     assert len(load_runs([logs["native_alpha"], f"explore={other}"])) == 2
 

@@ -221,7 +221,9 @@ def test_resume_refuses_a_different_run(demo_env, tmp_path, change):
         doctor = ScriptedDoctor(n_questions=2)
     else:
         kwargs["seed"] = 2
-    field = {"env_id": "env_id", "doctor": "doctor", "seed": "run_seed"}[change]
+    # the message names the differing field in full (doctor.config.n_questions)
+    field = {"env_id": "env_id", "doctor": r"doctor\.config\.n_questions",
+             "seed": "run_seed"}[change]
     with pytest.raises(RunLogError, match=rf"log\.jsonl, line 1: {field} is"):
         run_logged(demo_env, doctor, out=out, **kwargs)
     assert out.read_bytes() == before
