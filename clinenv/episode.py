@@ -251,15 +251,23 @@ def episode_llm(env: Any, doctor: Any) -> dict[str, Any] | None:
 
 
 def call_totals(calls: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """``{"n_calls", "prompt_tokens", "completion_tokens", "latency_s"}`` of call records.
+    """``{"n_calls", "n_requests", "prompt_tokens", "prompt_tokens_sent",
+    "completion_tokens", "latency_s"}`` of call records.
 
     Token sums skip calls that did not report them and are ``None`` when none did;
-    ``latency_s`` is the sum of the calls' wall seconds (float).
+    ``prompt_tokens_sent`` counts the prompt of every attempt that reached the server
+    (retries included; a call record without the field counts its ``prompt_tokens``);
+    ``n_requests`` the HTTP requests or engine calls (retries and top-ups included; 1 per
+    call without the field); ``latency_s`` is the sum of the calls' wall seconds (float).
     """
-    def total(key: str) -> int | None:
-        known = [int(c[key]) for c in calls if c.get(key) is not None]
+    def total(key: str, fallback: str | None = None) -> int | None:
+        known = [int(c[key] if c.get(key) is not None else c[fallback]) for c in calls
+                 if c.get(key) is not None or (fallback and c.get(fallback) is not None)]
         return sum(known) if known else None
 
-    return {"n_calls": len(calls), "prompt_tokens": total("prompt_tokens"),
+    return {"n_calls": len(calls),
+            "n_requests": sum(int(c.get("n_requests") or 1) for c in calls),
+            "prompt_tokens": total("prompt_tokens"),
+            "prompt_tokens_sent": total("prompt_tokens_sent", "prompt_tokens"),
             "completion_tokens": total("completion_tokens"),
             "latency_s": float(sum(float(c.get("latency_s") or 0.0) for c in calls))}

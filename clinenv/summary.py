@@ -169,9 +169,11 @@ def llm_totals(lines: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
     """Model calls of a run from its lines' ``llm`` fields; ``None`` when no line has one.
 
     Returns:
-        ``{"n_calls", "prompt_tokens", "completion_tokens", "mean_latency_s"}``: totals
-        over the lines (tokens ``None`` when never reported) and the mean wall seconds
-        per call (``nan`` without calls).
+        ``{"n_calls", "n_requests", "prompt_tokens", "prompt_tokens_sent",
+        "completion_tokens", "mean_latency_s"}``: totals over the lines (tokens ``None``
+        when never reported; ``n_requests`` and ``prompt_tokens_sent`` count retried
+        attempts too, and fall back to ``n_calls`` and ``prompt_tokens`` for lines
+        written without them) and the mean wall seconds per call (``nan`` without calls).
     """
     fields = [line["llm"] for line in lines if isinstance(line.get("llm"), Mapping)]
     if not fields:
@@ -183,6 +185,13 @@ def llm_totals(lines: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
         return sum(known) if known else None
 
     latency = sum(float(f.get("latency_s") or 0.0) for f in fields)
-    return {"n_calls": n_calls, "prompt_tokens": total("prompt_tokens"),
+    sent = [int(f["prompt_tokens_sent"] if f.get("prompt_tokens_sent") is not None
+                else f["prompt_tokens"]) for f in fields
+            if f.get("prompt_tokens_sent") is not None or f.get("prompt_tokens") is not None]
+    return {"n_calls": n_calls,
+            "n_requests": sum(int(f.get("n_requests") or f.get("n_calls") or 0)
+                              for f in fields),
+            "prompt_tokens_sent": sum(sent) if sent else None,
+            "prompt_tokens": total("prompt_tokens"),
             "completion_tokens": total("completion_tokens"),
             "mean_latency_s": latency / n_calls if n_calls else math.nan}

@@ -122,3 +122,24 @@ def test_the_client_itself_never_retries(fake_server):  # noqa: F811
     model = model_for(fake_server, max_retries=4)
     assert model._sync_client().max_retries == 0
     assert model.describe()["max_retries"] == 4
+
+
+def test_run_totals_count_retried_requests_and_the_tokens_sent():
+    from clinenv.cli.run_summary import format_llm_totals
+    from clinenv.episode import call_totals
+    from clinenv.summary import llm_totals
+
+    calls = [{"n_requests": 3, "prompt_tokens": 5, "prompt_tokens_sent": 15,
+              "completion_tokens": 2, "latency_s": 1.5},
+             {"n_requests": 1, "prompt_tokens": 7, "completion_tokens": 1, "latency_s": 0.5},
+             {"latency_s": 0.25}]  # a record written before the fields existed
+    totals = call_totals(calls)
+    assert (totals["n_calls"], totals["n_requests"]) == (3, 5)
+    assert (totals["prompt_tokens"], totals["prompt_tokens_sent"]) == (12, 22)
+    run = llm_totals([{"llm": totals}, {"llm": {"n_calls": 1, "prompt_tokens": 4,
+                                               "completion_tokens": 1, "latency_s": 1.0}}])
+    assert (run["n_calls"], run["n_requests"], run["prompt_tokens_sent"]) == (4, 6, 26)
+    line = format_llm_totals(run)
+    assert "prompt tokens 16" in line and "6 requests (retries and top-ups)" in line
+    assert "prompt tokens sent 26" in line
+    assert "requests" not in format_llm_totals(llm_totals([{"llm": call_totals(calls[1:2])}]))

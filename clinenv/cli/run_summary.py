@@ -50,13 +50,18 @@ def format_summary(summary: dict[str, Any], *, title: str) -> str:
 
 def format_llm_totals(totals: dict[str, Any]) -> str:
     """One summary line of :func:`clinenv.rollouts.llm_totals`: model calls, prompt and
-    completion tokens (``n/a`` when a backend reports none) and mean latency (s)."""
+    completion tokens (``n/a`` when a backend reports none), mean latency (s) and, when
+    calls were retried, the requests and the prompt tokens the servers were sent."""
     def tokens(key: str) -> str:
         return "n/a" if totals[key] is None else str(totals[key])
 
+    retried = ""
+    if totals.get("n_requests", totals["n_calls"]) > totals["n_calls"]:
+        retried = (f"; {totals['n_requests']} requests (retries and top-ups), prompt tokens sent "
+                   f"{tokens('prompt_tokens_sent')}")
     return (f"  llm calls   {totals['n_calls']} (prompt tokens {tokens('prompt_tokens')}, "
             f"completion tokens {tokens('completion_tokens')}, mean latency "
-            f"{_fmt_num(totals['mean_latency_s'])} s)")
+            f"{_fmt_num(totals['mean_latency_s'])} s{retried})")
 
 
 def print_run_end(summary: dict[str, Any], lines: list[dict[str, Any]], out: Path, *,
