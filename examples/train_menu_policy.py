@@ -9,19 +9,21 @@ with the same budget). Menus differ from case to case, so an action's features n
 its index:
 
 - an examination: a hashed bag of words of its menu name and group (``"Chest CT
-  (Imaging)"``) and its kind (``PE``/``T`` id prefix), repeated in a second block once the
-  evidence already names a diagnosis (:func:`~clinenv.agents.evidence_reading.named_diagnosis`);
-- a history question: the words ``question`` and ``asked`` (already in the view), in
-  the same two blocks;
-- an answer slot with candidates K (NEJM): the share of the candidate's words found in the
-  evidence and whether it is the best such candidate. Without K (MedQA) the env has one
-  answer action, which copies the diagnosis a record names (else abstains), so only the
-  acquisition is learned; the held-out accuracy is then also given without the cases
-  whose records name the target (``target_in_records``), where the copy is a leak.
+  (Imaging)"``) and its kind (``PE``/``T``, the id's prefix); a history question: the
+  word ``question``, plus ``asked`` once it is in the view. These go to a first block of
+  weights while the evidence names no diagnosis, to a second one once it does
+  (:func:`~clinenv.agents.evidence_reading.named_diagnosis`);
+- an answer slot with candidates K (NEJM): a hashed bag of the candidate's words, the
+  share of them found in the evidence and whether it is the best such candidate. Without
+  K (MedQA) the env has one answer action, which copies the diagnosis a record names
+  (else abstains), so only the acquisition is learned; held-out accuracy is then also
+  given without the cases whose records name the target (``target_in_records``), where
+  that copy is a leak.
 
 The acquisition budget is ``ROUNDS`` (``acquisition_rounds``; EGIP's 19 rounds would
 let every policy order the whole menu of these cases, leaving nothing to learn). The
-return is the terminal score (1 correct, else 0). Same ``--seed``, same curve.
+return is the terminal score (1 correct, else 0). Greedy ties go to the lower index (with
+untrained weights: catalog order). Same ``--seed``, same curve.
 
 Run from the repository root (offline on the demo cases; MedQA and NEJM need
 ``CLINENV_DATA_DIR``)::
@@ -44,6 +46,7 @@ from clinenv.agents.evidence_reading import candidate_scores, evidence_text, nam
 from clinenv.agents.scripted_doctor import ScriptedDoctor
 from clinenv.datasets.case_split import split_cases
 from clinenv.episode import run_episode
+from clinenv.errors import DatasetNotFoundError
 from clinenv.registration import MENU_IDS
 
 DIM = 512  # features per block (two blocks: before / after a diagnosis is named)
@@ -66,15 +69,17 @@ def action_features(env, obs, info) -> tuple[np.ndarray, np.ndarray]:
     found = bool(named_diagnosis(evidence))
     names = {entry["id"]: entry["name"] for entry in info["menu"]}
     cands = info.get("candidates") or []
-    scores = candidate_scores(cands, evidence) if cands else []
+    overlap = candidate_scores(cands, evidence) if cands else []
     phi = np.zeros((valid.size, 2 * DIM + 2))
     for row, index in enumerate(valid):
         utterance = env.utterance(int(index))
         if utterance.startswith("DIAGNOSIS READY: "):
             k = index - valid[0]
-            if scores:
-                phi[row, -2] = scores[k]
-                phi[row, -1] = float(scores[k] == max(scores) > 0)
+            if overlap:
+                phi[row, -2] = overlap[k]
+                phi[row, -1] = float(overlap[k] == max(overlap) > 0)
+                for word in re.findall(r"[a-z0-9]+", cands[k].lower()):
+                    phi[row, _slot("answer:" + word)] += 1.0
             continue
         if utterance.startswith("REQUEST TEST: "):
             exam_id = utterance.removeprefix("REQUEST TEST: ")
@@ -99,9 +104,28 @@ def log_prob_grad(theta: np.ndarray, phi: np.ndarray, k: int) -> tuple[float, np
     return float(np.log(p[k])), phi[k] - p @ phi
 
 
-def play(env, case_id: str, seed: int, choose) -> tuple[float, list, dict]:
+def reinforce_gradient(theta: np.ndarray, steps: list, ret: float,
+                       baseline: float) -> np.ndarray:
+    """REINFORCE with a baseline for one episode (terminal reward, no discount):
+    ``(G - b) * sum_t grad log pi(a_t | s_t)`` over the ``(phi, k)`` steps."""
+    return (ret - baseline) * sum(log_prob_grad(theta, phi, k)[1] for phi, k in steps)
+
+
+def sampled(theta, rng):
+    return lambda phi: int(rng.choice(len(phi), p=softmax(phi @ theta)))
+
+
+def greedy(theta):
+    return lambda phi: int(np.argmax(phi @ theta))
+
+
+def uniform(rng):
+    return lambda phi: int(rng.integers(len(phi)))
+
+
+def play(env, case_id: str, seed: int, choose) -> tuple[float, list]:
     """One episode; ``choose(phi) -> k`` picks among the valid actions. Returns the
-    return, the ``(phi, k)`` steps and the final info."""
+    return and the ``(phi, k)`` steps."""
     obs, info = env.reset(seed=seed, options={"case_id": case_id})
     steps, total, done = [], 0.0, False
     while not done:
@@ -110,12 +134,21 @@ def play(env, case_id: str, seed: int, choose) -> tuple[float, list, dict]:
         steps.append((phi, k))
         obs, reward, terminated, truncated, info = env.step(int(valid[k]))
         total, done = total + reward, terminated or truncated
-    return total, steps, info
+    return total, steps
+
+
+def scores(env, case_ids, choose, seed: int = 0) -> dict[str, float]:
+    """``{case_id: return}`` of one episode per case."""
+    return {c: play(env, c, seed, choose)[0] for c in case_ids}
+
+
+def mean(values: dict[str, float]) -> float:
+    return float(np.mean(list(values.values())))
 
 
 def accuracy(correct: dict[str, float], leaky: set[str]) -> str:
     """``"all x %"`` and, when some cases name their target, ``"w/o target_in_records"``."""
-    text = f"{100 * np.mean(list(correct.values())):.1f} % of {len(correct)}"
+    text = f"{100 * mean(correct):.1f} % of {len(correct)}"
     clean = [v for c, v in correct.items() if c not in leaky]
     if len(clean) < len(correct):
         text += (f" (w/o target_in_records: {100 * np.mean(clean):.1f} % of {len(clean)})"
@@ -135,40 +168,32 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     if args.episodes < 1 or args.seed < 0:
         parser.error("--episodes must be >= 1 and --seed >= 0")
-    env = gym.make(f"EGIP-{args.dataset}-Menu-v0", acquisition_rounds=ROUNDS).unwrapped
+    try:
+        env = gym.make(f"EGIP-{args.dataset}-Menu-v0", acquisition_rounds=ROUNDS).unwrapped
+    except DatasetNotFoundError as err:
+        parser.exit(2, f"error: {err}\n")
     cases = env.egip.pool.cases
     split = split_cases(cases, FRACTION, args.seed)
     leaky = {c.case_id for c in cases if c.flags.target_in_records}
     rng = np.random.default_rng(args.seed)
-    theta = np.zeros(2 * DIM + 2)
-    baseline, returns = 0.0, []
-    n_checks = min(10, args.episodes)
-    checks = {round(args.episodes * (j + 1) / n_checks) for j in range(n_checks)}
-
-    def greedy(phi):
-        return int(np.argmax(phi @ theta))
-
-    def heldout(choose, seed=0):
-        return {c: play(env, c, seed, choose)[0] for c in split.evaluation}
-
-    heldout_curve = [(0, float(np.mean(list(heldout(greedy).values()))))]
+    theta, baseline, returns = np.zeros(2 * DIM + 2), 0.0, []
+    checks = {round(args.episodes * (j + 1) / 10) for j in range(10)}
+    heldout_curve = [(0, mean(scores(env, split.evaluation, greedy(theta))))]
     for episode in range(1, args.episodes + 1):
         case_id = split.construction[rng.integers(len(split.construction))]
-        sample = lambda phi: int(rng.choice(len(phi), p=softmax(phi @ theta)))  # noqa: E731
-        ret, steps, _ = play(env, case_id, int(rng.integers(2**31)), sample)
-        grad = sum(log_prob_grad(theta, phi, k)[1] for phi, k in steps)
-        theta = theta + LR * (ret - baseline) * grad
+        ret, steps = play(env, case_id, int(rng.integers(2**31)), sampled(theta, rng))
+        theta = theta + LR * reinforce_gradient(theta, steps, ret, baseline)
         baseline += BASELINE_RATE * (ret - baseline)
         returns.append(ret)
         if episode in checks:
-            heldout_curve.append((episode, float(np.mean(list(heldout(greedy).values())))))
+            heldout_curve.append((episode, mean(scores(env, split.evaluation, greedy(theta)))))
     block = max(1, args.episodes // 10)
     curve = [(i + block, float(np.mean(returns[i:i + block])))
              for i in range(0, args.episodes - block + 1, block)]
 
-    trained = heldout(greedy)
-    runs = [heldout(lambda phi, r=np.random.default_rng(args.seed + s): int(
-        r.integers(len(phi))), seed=s) for s in range(5)]
+    trained = scores(env, split.evaluation, greedy(theta))
+    runs = [scores(env, split.evaluation, uniform(np.random.default_rng(args.seed + s)), s)
+            for s in range(5)]  # the random policy: mean of 5 seeded runs
     rand = {c: float(np.mean([r[c] for r in runs])) for c in split.evaluation}
     text_env = gym.make(f"EGIP-{args.dataset}-v0", acquisition_rounds=ROUNDS)
     doctor = ScriptedDoctor(n_questions=0, exam_budget=ROUNDS)
@@ -203,10 +228,10 @@ def plot(args, curve, heldout_curve, rand, scripted) -> Path | None:
     out = args.out or Path("runs") / f"train_menu_policy_{args.dataset}.png"
     out.parent.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(*zip(*curve), marker="o", label="training return (block mean)")
-    ax.plot(*zip(*heldout_curve), marker="s", label="held-out accuracy (greedy)")
-    ax.axhline(np.mean(list(rand.values())), color="gray", ls="--", label="held-out random")
-    ax.axhline(np.mean(list(scripted.values())), color="k", ls=":",
+    ax.plot(*zip(*curve, strict=True), marker="o", label="training return (block mean)")
+    ax.plot(*zip(*heldout_curve, strict=True), marker="s", label="held-out accuracy (greedy)")
+    ax.axhline(mean(rand), color="gray", ls="--", label="held-out random")
+    ax.axhline(mean(scripted), color="k", ls=":",
                label="held-out scripted")
     ax.set(xlabel="training episode", ylabel="return / accuracy", ylim=(-0.05, 1.05),
            title=f"REINFORCE on EGIP-{args.dataset}-Menu-v0 (T={ROUNDS}, seed {args.seed})")

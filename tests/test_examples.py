@@ -239,8 +239,9 @@ def test_llm_doctor_engine_stops_after_backend_errors_in_a_row(tmp_path, monkeyp
     assert err == ("5 episode(s) in a row stopped by a backend error (last: engine_error); "
                    "the model server seems to be down: vLLM engine call failed: "
                    f"RuntimeError: CUDA error; the run stopped, {log} keeps the 5 "
-                   "episode(s) it wrote; resume it to continue (resume=True, or "
-                   "clinenv run --resume)\n")
+                   f"episode(s) it wrote; {log} holds 5 episode(s) stopped by a backend "
+                   "error (5 of them from this run); resume it to continue (resume=True, "
+                   "or clinenv run --resume)\n")
     assert out.splitlines()[1:] == [f"demo-0{i}: None -> unscored" for i in range(1, 6)]
     lines = log.read_text(encoding="utf-8").splitlines()
     assert len(lines) == 5 and all('"engine_error"' in line for line in lines)
