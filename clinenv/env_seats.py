@@ -6,7 +6,9 @@ built by :mod:`clinenv.simulators`):
 - ``patient``: the deterministic retrieval patient (default, ``"retrieval"``), ``"llm"``
   with ``patient_model=`` (an :class:`~clinenv.agents.llm_patient.LLMPatient` that sees
   only the patient view: P and the permitted dialogue, never M or Y), or any object with
-  ``reply(PatientView) -> str`` (and optionally ``async areply``);
+  ``reply(PatientView) -> str`` (and optionally ``async areply``), e.g.
+  :class:`~clinenv.agents.patient_cache.CachedPatient`, an LLM patient whose replies are
+  cached by facts, dialogue, question and settings (opt-in; repeated rows replay it);
 - ``judge``: ``None`` (the deterministic scorer, :func:`clinenv.scoring.score_answer`),
   ``"llm"`` with ``judge_model=`` (an :class:`~clinenv.agents.judge.LLMJudge`), or any
   object with ``judge(answer, target)`` (and optionally ``async ajudge``) returning a

@@ -33,7 +33,7 @@ def run_example(name: str, tmp_path: Path, data_dir: Path | None = None,
 
 @pytest.mark.parametrize("name", ["one_episode.py", "plug_in_policy.py", "load_cases.py",
                                   "plug_in_ten_lines.py", "llm_doctor_server.py",
-                                  "llm_doctor_engine.py"])
+                                  "llm_doctor_engine.py", "train_menu_policy.py"])
 def test_example_has_a_docstring_saying_how_to_run_it(name):
     doc = ast.get_docstring(ast.parse((EXAMPLES / name).read_text(encoding="utf-8")))
     assert doc and f"python examples/{name}" in doc

@@ -155,3 +155,27 @@ def test_wrapper_refuses_what_it_cannot_wrap():
         CachedPatient(object())
     with pytest.raises(TypeError, match="cache must be a PatientReplyCache"):
         CachedPatient(LLMPatient(counting_model()), cache={})
+
+
+def test_astep_uses_the_async_patient_and_the_same_cache():
+    import asyncio
+
+    model, cache = counting_model(), PatientReplyCache()
+
+    async def episode():
+        env = env_with(CachedPatient(LLMPatient(model), cache))
+        env.reset(seed=3, options={"case_id": "demo-02"})
+        texts = []
+        for question in QUESTIONS[:2]:
+            obs, *_ = await env.astep(question)
+            texts.append(obs["text"])
+        return texts
+
+    first = asyncio.run(episode())
+    second = asyncio.run(episode())
+    assert first == second and len(model.calls) == 2 and cache.hits == 2
+    assert "Patient: Reply 0." in first[0] and "Patient: Reply 1." in first[1]
+    # the sync path shares the keys: the same dialogue hits
+    sync, _ = play(env_with(CachedPatient(LLMPatient(model), cache)), QUESTIONS[:2],
+                   case_id="demo-02")
+    assert sync[1:] == first and len(model.calls) == 2

@@ -127,3 +127,24 @@ def test_missing_dataset_is_one_clear_error(tmp_path):
     assert proc.stderr.startswith("error: dataset 'nejm' (NEJM): file agentclinic_nejm.jsonl "
                                   "not found.")
     assert "CLINENV_DATA_DIR" in proc.stderr and not proc.stdout
+
+
+def test_without_matplotlib_the_curve_is_printed_and_no_png_written(tmp_path):
+    fake = tmp_path / "fake"
+    (fake / "matplotlib").mkdir(parents=True)
+    (fake / "matplotlib" / "__init__.py").write_text("raise ImportError('no matplotlib')\n")
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), PYTHONPATH=str(fake))
+    env.pop("CLINENV_DATA_DIR", None)
+    png = tmp_path / "curve.png"
+    proc = subprocess.run([sys.executable, "examples/train_menu_policy.py", "--episodes", "10",
+                           "--seed", "1", "--out", str(png)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == ("EGIP-Demo-Menu-v0, T=3: 12 construction / 5 held-out cases, "
+                        "10 episodes, seed 1")
+    assert lines[1].startswith("training return (mean over blocks of 1 episodes): ")
+    assert len(lines[1].split(": ")[1].split()) == 10
+    assert [ln.split(":")[0] for ln in lines[3:]] == [
+        "held-out  trained", "held-out   random", "held-out scripted"]
+    assert not png.exists() and "learning curve" not in proc.stdout

@@ -30,16 +30,20 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import gymnasium as gym
 
+from clinenv.case_list import CaseListError, nearest_id, read_case_list
 from clinenv.protocol.parser import parse_action
 from clinenv.protocol.render import render_menu
+from clinenv.seeding import episode_seed
 
 __all__ = ["TOOL_NAMES", "TOOL_SCHEMAS", "TOOL_SYSTEM_PROMPT", "ToolCall", "ToolEpisode",
-           "action_to_tool", "tool_docstring", "tool_to_action"]
+           "action_to_tool", "task_rows", "tool_docstring", "tool_to_action"]
 
 #: name -> (description, {argument: description}); the one source of the schemas and of
 #: the adapters' docstrings (:func:`tool_docstring`).
@@ -281,6 +285,34 @@ class ToolEpisode:
                 arguments, str) else arguments or {})))
             return result
 
+    def step_text(self, reply: str) -> str:
+        """Step with one reply of the text protocol (EGIP section 3.2): a question,
+        ``REQUEST TEST: <id or name>`` or ``DIAGNOSIS READY: <diagnosis>``; in the
+        decision phase every reply is the answer. Returns the delta observation, or
+        :data:`FINAL_RESULT` once the answer is scored. The reply is recorded in
+        :attr:`calls` as :func:`action_to_tool` reads it (an empty reply is not).
+
+        Raises:
+            TypeError: ``reply`` is not a string.
+            ValueError: no episode (call :meth:`reset`) or the episode is over.
+        """
+        if not isinstance(reply, str):
+            raise TypeError(f"reply must be a string, got {type(reply).__name__}")
+        with self._lock:
+            if not self.started:
+                raise ValueError("no episode: call reset() first")
+            if self.done:
+                raise ValueError("the episode is over (the final answer was scored); "
+                                 "reset() starts another")
+            call = action_to_tool(reply, phase="decide" if self.env.runtime.phase == "decide"
+                                  else "acquire")
+            obs, reward, terminated, truncated, self.info = self.env.step(reply)
+            self.reward += float(reward)
+            self.done = terminated or truncated
+            if call is not None:
+                self.calls.append(call)
+            return FINAL_RESULT if self.done else obs["text"]
+
     def _menu_text(self) -> str:
         """The displayed menu B, as in the round footer (``list_exams``)."""
         rt = self.env.runtime
@@ -308,3 +340,50 @@ class ToolEpisode:
     def list_exams(self) -> str:
         """``call("list_exams")``."""
         return self.call("list_exams")
+
+
+def task_rows(env_id: str, split: str | Path | Sequence[str] | None = None, *,
+              seed: int = 0, **env_kwargs: Any) -> list[dict[str, Any]]:
+    """The episodes a trainer's rows pin: one ``{"case_id", "seed", "env_id"}`` per case
+    of ``env_id``, in dataset order; ``seed`` is ``episode_seed(seed, 0, case index)``,
+    the seed ``clinenv run --seed`` gives repetition 0 of that case.
+
+    Args:
+        env_id: an EGIP text environment id.
+        split: ``None`` (every case), a case-list file (one id per line, as ``clinenv
+            data split`` writes), or a sequence of case ids.
+        seed: the run seed the row seeds derive from (>= 0).
+        **env_kwargs: as for :class:`ToolEpisode` (``data_dir``...).
+
+    Raises:
+        clinenv.case_list.CaseListError: an unreadable list, an id listed twice, or one
+            the dataset lacks (file, line and the nearest id named).
+        ValueError, gymnasium.error.Error: as :class:`ToolEpisode`.
+    """
+    pool = ToolEpisode(env_id, **env_kwargs).env.pool
+    ids = [case.case_id for case in pool.cases]
+    if split is None:
+        indices: Sequence[int] = range(len(ids))
+    elif isinstance(split, str | Path):
+        indices = read_case_list(split).indices(ids, dataset=env_id)
+    else:
+        indices = _list_indices([str(case_id) for case_id in split], ids, env_id)
+    return [{"case_id": ids[i], "seed": episode_seed(seed, 0, i), "env_id": env_id}
+            for i in indices]
+
+
+def _list_indices(listed: list[str], ids: list[str], env_id: str) -> list[int]:
+    """Dataset indices (ascending) of a list of case ids; refuses repeats and unknowns."""
+    where = {case_id: i for i, case_id in enumerate(ids)}
+    seen: set[str] = set()
+    for n, case_id in enumerate(listed):
+        if case_id in seen:
+            raise CaseListError(f"split item {n}: case id {case_id!r} is listed twice")
+        seen.add(case_id)
+        if case_id not in where:
+            raise CaseListError(f"split item {n}: case id {case_id!r} is not in {env_id} "
+                                f"({len(ids)} cases); the nearest id is "
+                                f"{nearest_id(case_id, ids)!r}")
+    if not listed:
+        raise CaseListError("split: an empty list of case ids")
+    return sorted(where[case_id] for case_id in listed)

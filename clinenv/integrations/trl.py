@@ -22,9 +22,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from clinenv.case_list import CaseListError, nearest_id, read_case_list
-from clinenv.integrations.tools import TOOL_SYSTEM_PROMPT, ToolEpisode, tool_docstring
-from clinenv.seeding import episode_seed
+from clinenv.integrations.tools import (
+    TOOL_SYSTEM_PROMPT,
+    ToolEpisode,
+    task_rows,
+    tool_docstring,
+)
 
 __all__ = ["TASK_INTRO", "make_env_factory", "task_dataset"]
 
@@ -126,33 +129,8 @@ def task_dataset(env_id: str, split: str | Path | Sequence[str] | None = None, *
         from datasets import Dataset
     except ImportError as err:
         raise ImportError("task_dataset needs `datasets`: pip install 'clinenv[trl]'") from err
-    pool = ToolEpisode(env_id, **env_kwargs).env.pool
-    ids = [case.case_id for case in pool.cases]
-    if split is None:
-        indices = range(len(ids))
-    elif isinstance(split, str | Path):
-        indices = read_case_list(split).indices(ids, dataset=env_id)
-    else:
-        indices = _list_indices([str(case_id) for case_id in split], ids, env_id)
     prompt = [{"role": "system", "content": TOOL_SYSTEM_PROMPT},
               {"role": "user", "content": TASK_INTRO}]
-    return Dataset.from_list([
-        {"prompt": prompt, "case_id": ids[i], "seed": episode_seed(seed, 0, i),
-         "env_id": env_id} for i in indices])
+    return Dataset.from_list([{"prompt": prompt, **row}
+                              for row in task_rows(env_id, split, seed=seed, **env_kwargs)])
 
-
-def _list_indices(listed: list[str], ids: list[str], env_id: str) -> list[int]:
-    """Dataset indices (ascending) of a list of case ids; refuses repeats and unknowns."""
-    where = {case_id: i for i, case_id in enumerate(ids)}
-    seen: set[str] = set()
-    for n, case_id in enumerate(listed):
-        if case_id in seen:
-            raise CaseListError(f"split item {n}: case id {case_id!r} is listed twice")
-        seen.add(case_id)
-        if case_id not in where:
-            raise CaseListError(f"split item {n}: case id {case_id!r} is not in {env_id} "
-                                f"({len(ids)} cases); the nearest id is "
-                                f"{nearest_id(case_id, ids)!r}")
-    if not listed:
-        raise CaseListError("split: an empty list of case ids")
-    return sorted(where[case_id] for case_id in listed)

@@ -1,0 +1,119 @@
+"""verifiers adapter: clinenv as a verifiers v1 taskset and environment.
+
+Install with ``pip install 'clinenv[verifiers]'`` (``verifiers>=0.4,<0.5``, Python >=
+3.11). verifiers loads a taskset by id from a top-level module; the module
+``clinenv_verifiers`` re-exports these classes, so the taskset id is
+``clinenv-verifiers``: ``vf-eval clinenv-verifiers --env.taskset.env-id EGIP-MedQA-v0``.
+
+The doctor plays the text protocol (EGIP section 3.2), as verifiers' own engine-stepped
+taskset does (``verifiers/v1/tasksets/textarena``: the game runs host-side in
+``Env.run`` and each reply is its move): the tool-less ``null`` harness chats, and a
+tool view would need an MCP tool server per rollout. Each task's prompt is the
+episode's opening text (:meth:`~clinenv.integrations.tools.ToolEpisode.reset`) and its
+``info`` the row ``{case_id, seed, env_id}`` (:func:`~clinenv.integrations.tools.
+task_rows`); :class:`ClinenvEnv` replays that episode, steps it with each reply
+(:meth:`~clinenv.integrations.tools.ToolEpisode.step_text`) and sends back the delta
+observation as the next user turn, until the final answer is scored. It records the
+episode's return as the reward ``clinenv_reward`` (the terminal score), the turns and
+exams as metrics, and the environment's final ``info`` and the doctor's actions (as
+tool calls) under ``trace.info["clinenv"]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import verifiers.v1 as vf
+from pydantic import Field
+
+from clinenv.agents.prompts import EGIP_DOCTOR_SYSTEM
+from clinenv.integrations.tools import ToolEpisode, task_rows
+
+__all__ = ["ClinenvEnv", "ClinenvTaskset"]  # one Taskset and one Env (verifiers' loader)
+
+
+class ClinenvTasksetConfig(vf.TasksetConfig):
+    """Which episodes load (``--env.taskset.*``)."""
+
+    env_id: str = "EGIP-Demo-v0"
+    """An EGIP text environment id."""
+    split: str | list[str] | None = None
+    """A case-list file (``clinenv data split``) or case ids; ``None``: every case."""
+    seed: int = Field(0, ge=0)
+    """The run seed the episode seeds derive from (``clinenv run --seed``)."""
+    env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """``gym.make`` settings (``data_dir``, ``acquisition_rounds``...)."""
+
+
+class ClinenvData(vf.TaskData):
+    info: dict[str, Any]
+    """``{"case_id", "seed", "env_id"}``: the episode the prompt opens."""
+
+
+class ClinenvTask(vf.Task[ClinenvData, vf.State, vf.TaskConfig]):
+    @property
+    def key(self) -> str:
+        """``<env_id>/<case_id>/<seed>``: the episode, independent of the load order."""
+        info = self.data.info
+        return f"{info['env_id']}/{info['case_id']}/{info['seed']}"
+
+
+class ClinenvTaskset(vf.Taskset[ClinenvTask, ClinenvTasksetConfig]):
+    """One task per case: prompt = the opening text, system prompt = the EGIP doctor's.
+
+    Raises (on iteration):
+        clinenv.case_list.CaseListError, ValueError, gymnasium.error.Error: as
+            :func:`~clinenv.integrations.tools.task_rows`.
+    """
+
+    def load(self):
+        cfg = self.config
+        episode = ToolEpisode(cfg.env_id, **cfg.env_kwargs)
+        for row in task_rows(cfg.env_id, cfg.split, seed=cfg.seed, **cfg.env_kwargs):
+            yield ClinenvTask(ClinenvData(
+                id=str(row["case_id"]), name=f"{cfg.env_id}/{row['case_id']}",
+                prompt=episode.reset(row["case_id"], row["seed"]),
+                system_prompt=EGIP_DOCTOR_SYSTEM, info=row), cfg.task)
+
+
+class ClinenvEnvConfig(vf.EnvConfig):
+    doctor: vf.AgentConfig = vf.AgentConfig(harness={"id": "null"})
+    """The doctor seat (``--env.doctor.*``): tool-less chat by default."""
+
+
+class ClinenvEnv(vf.Env[ClinenvEnvConfig]):
+    """Steps a clinenv episode with the doctor's replies (module docstring)."""
+
+    async def run(self, task: ClinenvTask, agents: vf.Agents) -> None:
+        """Play one episode.
+
+        Raises:
+            ValueError: the task's prompt is not the episode's opening text (made by
+                other data or settings; the episode would not be the one prompted).
+        """
+        info = task.data.info
+        kwargs = getattr(self.taskset.config, "env_kwargs", {})
+        episode = ToolEpisode(info["env_id"], **kwargs)
+        opening = episode.reset(info["case_id"], int(info["seed"]))
+        if opening != task.data.prompt:
+            raise ValueError(f"task {task.data.name}: its prompt is not the opening text "
+                             f"of {info} with these settings; reload the taskset")
+        turns = 0
+        async with agents.doctor.interaction(task) as interaction:
+            segment = await interaction.turn()
+            while not segment.terminated:
+                turns += 1
+                obs = await asyncio.to_thread(episode.step_text, segment.last_reply)
+                if episode.done:
+                    break
+                segment = await interaction.turn(obs)
+        trace = interaction.trace
+        trace.record_reward("clinenv_reward", episode.reward, 1.0)
+        trace.record_metric("turns", turns)
+        trace.record_metric("exams_ordered",
+                            sum(call.name == "order_exam" for call in episode.calls))
+        trace.record_metric("finished", float(episode.done))
+        trace.info["clinenv"] = {
+            **info, "finished": episode.done, "env_info": dict(episode.info),
+            "calls": [{"name": c.name, "arguments": c.arguments} for c in episode.calls]}

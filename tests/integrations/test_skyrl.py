@@ -1,0 +1,198 @@
+"""The SkyRL adapter against the real skyrl-gym: environments made as SkyRL's generator
+makes them (``skyrl_gym.make(env_class, env_config=..., extras=row + max_turns)``), then
+``init(prompt)`` and ``step(reply)`` with scripted doctors' replies.
+
+Runs in the ``.venv-skyrl`` environment (``pip install -e '.[test,skyrl]'``; ``.ci/run``
+builds it); elsewhere it skips. Reference values come from a plain ``gym.make`` of the
+same environment stepped with the same replies, and by hand from the demo records.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+skyrl_gym = pytest.importorskip(
+    "skyrl_gym", reason="skyrl-gym is not installed: run in .venv-skyrl "
+                        "(pip install -e '.[test,skyrl]'), as .ci/run does")
+
+import gymnasium as gym  # noqa: E402
+import numpy as np  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+from skyrl_gym.envs.base_text_env import BaseTextEnv  # noqa: E402
+
+import clinenv  # noqa: E402,F401
+from clinenv.agents.prompts import EGIP_DOCTOR_SYSTEM  # noqa: E402
+from clinenv.integrations.skyrl import (  # noqa: E402
+    ClinenvTextEnv,
+    register_clinenv,
+    task_rows,
+)
+from clinenv.integrations.tools import ToolEpisode  # noqa: E402
+from clinenv.integrations.trl import TASK_INTRO  # noqa: E402
+
+ENV_ID = "EGIP-Demo-v0"
+# Targets as written in clinenv/datasets/data/demo.jsonl.
+PNEUMONIA, STEMI, APPENDICITIS = ("Lobar pneumonia",
+                                  "Acute inferior ST-elevation myocardial infarction",
+                                  "Acute appendicitis")
+# (case, replies, terminal score by hand): exact target = 1, another disease = 0.
+EPISODES = [
+    ("demo-01", ["What brings you here today?", "REQUEST TEST: T4",
+                 f"DIAGNOSIS READY: {PNEUMONIA}", f"DIAGNOSIS READY: {PNEUMONIA}"], 1.0),
+    ("demo-02", ["REQUEST TEST: PE1", "Where exactly is the pain?",
+                 "DIAGNOSIS READY: Asthma", "DIAGNOSIS READY: Asthma"], 0.0),
+    ("demo-05", ["REQUEST TEST: Vital Signs", f"DIAGNOSIS READY: {APPENDICITIS}",
+                 f"Diagnosis: {APPENDICITIS}"], 1.0),
+    ("demo-02", ["DIAGNOSIS READY: myocardial infarction, inferior STEMI",
+                 f"DIAGNOSIS READY: {STEMI}"], 1.0),
+]
+
+
+def seed_of(case_index: int) -> int:
+    """``clinenv run --seed 0``'s seed of repetition 0 (numpy SeedSequence, 31 bits)."""
+    return int(np.random.SeedSequence([0, 0, case_index]).generate_state(1)[0]) & 0x7FFFFFFF
+
+
+def reference(case_id, seed, replies):
+    """(opening text, observation texts, step rewards, terminated) of a plain gym env."""
+    env = gym.make(ENV_ID, observation_format="delta", premature_diagnosis="decide")
+    obs, _ = env.reset(seed=seed, options={"case_id": case_id})
+    texts, rewards, done = [], [], False
+    for reply in replies:
+        o, r, term, trunc, _ = env.step(reply)
+        texts.append(o["text"])
+        rewards.append(float(r))
+        done = term or trunc
+    return obs["text"], texts, rewards, done
+
+
+def make(case_id, seed=7, max_turns=30, env_config=None, **extra):
+    """As SkyRL's generator: the row's extras plus max_turns."""
+    register_clinenv()
+    extras = {"data_source": ENV_ID,
+              "extra_info": {"case_id": case_id, "seed": seed, "env_id": ENV_ID},
+              "max_turns": max_turns, **extra}
+    return skyrl_gym.make("clinenv", env_config=env_config, extras=extras)
+
+
+def play(env, replies):
+    outs = [env.step(reply) for reply in replies]
+    return outs
+
+
+PROMPT = [{"role": "system", "content": EGIP_DOCTOR_SYSTEM},
+          {"role": "user", "content": TASK_INTRO}]
+
+
+@pytest.mark.parametrize("case_id, replies, score", EPISODES)
+def test_rewards_are_the_terminal_scores(case_id, replies, score):
+    env = make(case_id)
+    assert isinstance(env, BaseTextEnv) and isinstance(env, ClinenvTextEnv)
+    messages, info = env.init(PROMPT)
+    opening, texts, rewards, done = reference(case_id, 7, replies)
+    assert done and sum(rewards) == score
+    assert messages[0] == PROMPT[0] and messages[1]["content"] == TASK_INTRO + opening
+    assert info["case_id"] == case_id
+    outs = play(env, replies)
+    assert [o["reward"] for o in outs] == [0.0] * (len(replies) - 1) + [score]
+    assert [o["done"] for o in outs] == [False] * (len(replies) - 1) + [True]
+    # Delta observations as user turns; none after the final answer.
+    assert [o["observations"] for o in outs[:-1]] == [[{"role": "user", "content": t}]
+                                                      for t in texts[:-1]]
+    assert outs[-1]["observations"] == []
+    last = outs[-1]["metadata"]
+    assert last["correct"] is (score == 1.0) and last["clinenv_done"] is True
+    assert last["calls"][-1]["name"] == "submit_diagnosis"
+    assert env.get_metrics()["reward"] == score
+
+
+def test_opening_equals_the_tool_view_reset_and_rows_pin_it():
+    rows = task_rows(ENV_ID, ["demo-03", "demo-01"])
+    assert [r["extra_info"]["case_id"] for r in rows] == ["demo-01", "demo-03"]
+    assert [r["extra_info"]["seed"] for r in rows] == [seed_of(0), seed_of(2)]
+    for row in rows:
+        assert row["env_class"] == "clinenv" and row["prompt"] == PROMPT
+        # SkyRL's dataset passes every column but prompt and env_class as extras.
+        extras = {k: v for k, v in row.items() if k not in ("prompt", "env_class")}
+        env = skyrl_gym.make(register_clinenv(), env_config=None, extras=extras)
+        first, _ = env.init(row["prompt"])
+        again, _ = skyrl_gym.make("clinenv", env_config=None, extras=extras).init(row["prompt"])
+        info = row["extra_info"]
+        assert first == again
+        assert first[-1]["content"] == TASK_INTRO + ToolEpisode(ENV_ID).reset(
+            info["case_id"], info["seed"])
+    # A prompt without a user message gets the opening as one.
+    env = make("demo-04", seed=3)
+    messages, _ = env.init([{"role": "system", "content": "S"}])
+    assert messages[1] == {"role": "user", "content": reference("demo-04", 3, [])[0]}
+
+
+def test_no_state_leaks_between_instances_or_episodes():
+    a, b = make("demo-01"), make("demo-02")
+    a.init(PROMPT)
+    b.init(PROMPT)
+    (_, right, _), (_, wrong, _) = EPISODES[0], EPISODES[1]
+    outs_a, outs_b = [], []
+    for i in range(max(len(right), len(wrong))):  # interleaved
+        if i < len(right):
+            outs_a.append(a.step(right[i]))
+        if i < len(wrong):
+            outs_b.append(b.step(wrong[i]))
+    assert outs_a[-1]["reward"] == 1.0 and outs_b[-1]["reward"] == 0.0
+    assert outs_b[-1]["metadata"]["n_exams_requested"] == 1
+    # init again: a fresh episode with the turn count and history cleared.
+    a.init(PROMPT)
+    assert a.turns == 0 and a.episode.calls == [] and a.episode.reward == 0.0
+    out = a.step(wrong[0])
+    assert out["reward"] == 0.0 and not out["done"]
+    assert out["metadata"]["calls"] == [{"name": "order_exam", "arguments": {"exam": "PE1"}}]
+
+
+def test_thread_pool_gives_the_sequential_rewards():
+    def run(spec):
+        case_id, replies, _ = spec
+        env = make(case_id)
+        env.init(PROMPT)
+        return [o["reward"] for o in play(env, replies)][-1]
+
+    specs = EPISODES * 4
+    with ThreadPoolExecutor(8) as pool:
+        rewards = list(pool.map(run, specs))
+    assert rewards == [score for _, _, score in specs]
+
+
+def test_max_turns_ends_an_unfinished_episode_with_zero():
+    env = make("demo-01", max_turns=2)
+    env.init(PROMPT)
+    first = env.step("How long have you had the cough?")
+    second = env.step("REQUEST TEST: T4")
+    assert not first["done"] and second["done"] and second["reward"] == 0.0
+    assert second["observations"] == [] and second["metadata"]["clinenv_done"] is False
+    assert env.get_metrics() == {"reward": 0.0, "turns": 2, "exams_ordered": 1,
+                                 "finished": 0.0}
+
+
+def test_env_config_settings_reach_the_environment():
+    config = OmegaConf.create({"env_id": ENV_ID, "acquisition_rounds": 2})
+    env = skyrl_gym.make(register_clinenv(), env_config=config,
+                         extras={"case_id": "demo-06", "seed": 1, "max_turns": 9})
+    messages, _ = env.init([])
+    assert "Round 1 of 2." in messages[0]["content"]
+    outs = play(env, ["REQUEST TEST: T1", "Any tiredness?"])
+    # After the last round the decision step asks for the answer; the answer ends it.
+    assert "DIAGNOSIS READY: <single diagnosis>" in outs[-1]["observations"][0]["content"]
+    final = env.step("DIAGNOSIS READY: Iron deficiency anemia")
+    assert final["done"] and final["reward"] == 1.0
+    with pytest.raises(ValueError, match="episode is over"):
+        env.step("anything")
+
+
+def test_register_is_idempotent_and_rows_must_name_the_episode():
+    assert register_clinenv() == register_clinenv() == "clinenv"
+    assert register_clinenv("clinenv-medqa") == "clinenv-medqa"
+    with pytest.raises(ValueError, match="no case_id, seed"):
+        skyrl_gym.make("clinenv", env_config={"env_id": ENV_ID}, extras={"max_turns": 3})
+    with pytest.raises(ValueError, match="no env_id"):
+        skyrl_gym.make("clinenv", env_config=None, extras={"case_id": "demo-01", "seed": 0})

@@ -1,0 +1,202 @@
+"""The verifiers adapter against the real verifiers 0.4 (v1): the taskset and the
+environment loaded by verifiers' own plugin loader from the id ``clinenv-verifiers``,
+and ``ClinenvEnv.run`` played by fake agents (scripted doctors behind verifiers'
+``Interaction`` surface: bare ``turn()`` first, then ``turn(message)``, each returning a
+real ``vf.Segment`` and writing to a real ``vf.Trace``). verifiers' own harnesses run
+through ``uv`` fetched from the network, which these machines cannot reach.
+
+Runs in the ``.venv-verifiers`` environment (``pip install -e '.[test,verifiers]'``;
+``.ci/run`` builds it); elsewhere it skips. Reference values come from a plain
+``gym.make`` of the same environment stepped with the same replies, and by hand from
+the demo records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import pytest
+
+vf = pytest.importorskip(
+    "verifiers.v1", reason="verifiers is not installed: run in .venv-verifiers "
+                           "(pip install -e '.[test,verifiers]', Python >= 3.11), as "
+                           ".ci/run does")
+
+import gymnasium as gym  # noqa: E402
+import numpy as np  # noqa: E402
+from verifiers.v1.utils.loaders import load_environment, resolve_env_config  # noqa: E402
+
+import clinenv  # noqa: E402,F401
+from clinenv.agents.prompts import EGIP_DOCTOR_SYSTEM  # noqa: E402
+from clinenv.integrations.tools import ToolEpisode  # noqa: E402
+from clinenv.integrations.verifiers import (  # noqa: E402
+    ClinenvEnv,
+    ClinenvTaskset,
+    ClinenvTasksetConfig,
+)
+
+ENV_ID = "EGIP-Demo-v0"
+CASES = ["demo-01", "demo-02", "demo-05", "demo-13"]
+# Targets as written in clinenv/datasets/data/demo.jsonl.
+TARGET = {"demo-01": "Lobar pneumonia",
+          "demo-02": "Acute inferior ST-elevation myocardial infarction",
+          "demo-05": "Acute appendicitis", "demo-13": "Pulmonary embolism"}
+
+
+def seed_of(case_index: int) -> int:
+    """``clinenv run --seed 0``'s seed of repetition 0 (numpy SeedSequence, 31 bits)."""
+    return int(np.random.SeedSequence([0, 0, case_index]).generate_state(1)[0]) & 0x7FFFFFFF
+
+
+def replies_for(case_id: str, answer: str) -> list[str]:
+    return ["What brings you in today?", "REQUEST TEST: PE1",
+            f"DIAGNOSIS READY: {answer}", f"DIAGNOSIS READY: {answer}"]
+
+
+# (case, replies, terminal score by hand): exact target = 1, another disease = 0.
+EPISODES = [
+    ("demo-01", replies_for("demo-01", TARGET["demo-01"]), 1.0),
+    ("demo-02", replies_for("demo-02", "Acute gout"), 0.0),
+    ("demo-05", ["REQUEST TEST: Vital Signs", f"DIAGNOSIS READY: {TARGET['demo-05']}",
+                 f"Diagnosis: {TARGET['demo-05']}"], 1.0),
+    ("demo-13", replies_for("demo-13", "Community-acquired pneumonia"), 0.0),
+]
+
+
+def reference(case_id, seed, replies):
+    """(opening text, observation texts, return, terminated) of a plain gym env."""
+    env = gym.make(ENV_ID, observation_format="delta", premature_diagnosis="decide")
+    obs, _ = env.reset(seed=seed, options={"case_id": case_id})
+    texts, total, done = [], 0.0, False
+    for reply in replies:
+        o, r, term, trunc, _ = env.step(reply)
+        texts.append(o["text"])
+        total += float(r)
+        done = term or trunc
+    return obs["text"], texts, total, done
+
+
+class FakeInteraction:
+    """verifiers' ``Interaction`` surface over scripted replies."""
+
+    def __init__(self, task, replies):
+        self.trace = vf.Trace(task=vf.TraceTask(type=type(task).__name__, data=task.data),
+                              agent=vf.AgentInfo(config=vf.AgentConfig()))
+        self.replies = list(replies)
+        self.received: list[str | None] = []
+
+    async def turn(self, message=None):
+        if not self.received and message is not None:
+            raise ValueError("a prompted task opens with a bare turn()")
+        self.received.append(message)
+        await asyncio.sleep(0)  # let concurrent episodes interleave
+        if not self.replies:
+            return vf.Segment(messages=[], terminated=True)
+        return vf.Segment(messages=[vf.AssistantMessage(content=self.replies.pop(0))])
+
+
+class FakeDoctor:
+    def __init__(self, replies):
+        self.replies = replies
+        self.interactions: list[FakeInteraction] = []
+
+    @contextlib.asynccontextmanager
+    async def interaction(self, task):
+        it = FakeInteraction(task, self.replies)
+        self.interactions.append(it)
+        yield it
+        it.trace.stop("user_closed")
+
+
+class FakeAgents:
+    def __init__(self, replies):
+        self.doctor = FakeDoctor(replies)
+
+
+@pytest.fixture(scope="module")
+def env():
+    config = resolve_env_config({"taskset": {"id": "clinenv-verifiers", "env_id": ENV_ID,
+                                             "split": CASES}})
+    return load_environment(config)
+
+
+@pytest.fixture(scope="module")
+def tasks(env):
+    return {task.data.info["case_id"]: task for task in env.taskset}
+
+
+def play(env, task, replies):
+    agents = FakeAgents(replies)
+    asyncio.run(env.run(task, agents))
+    (it,) = agents.doctor.interactions
+    return it
+
+
+def test_loader_resolves_the_taskset_and_env(env, tasks):
+    assert type(env) is ClinenvEnv and isinstance(env.taskset, ClinenvTaskset)
+    assert env.config.doctor.harness.id == "null"
+    assert list(tasks) == CASES
+    indices = {"demo-01": 0, "demo-02": 1, "demo-05": 4, "demo-13": 12}
+    for case_id, task in tasks.items():
+        assert task.data.info == {"case_id": case_id, "seed": seed_of(indices[case_id]),
+                                  "env_id": ENV_ID}
+        assert task.key == f"{ENV_ID}/{case_id}/{seed_of(indices[case_id])}"
+
+
+def test_task_prompt_is_the_reset_text(tasks):
+    for case_id, task in tasks.items():
+        seed = task.data.info["seed"]
+        assert task.data.prompt == ToolEpisode(ENV_ID).reset(case_id, seed)
+        assert task.data.prompt == reference(case_id, seed, [])[0]
+        assert task.data.system_prompt == EGIP_DOCTOR_SYSTEM
+    # Another iteration (and another taskset object) gives the same tasks.
+    again = ClinenvTaskset(ClinenvTasksetConfig(env_id=ENV_ID, split=CASES))
+    assert [t.data for t in again] == [t.data for t in tasks.values()]
+
+
+@pytest.mark.parametrize("case_id, replies, score", EPISODES)
+def test_reward_is_the_terminal_score(env, tasks, case_id, replies, score):
+    task = tasks[case_id]
+    it = play(env, task, replies)
+    _, texts, total, done = reference(case_id, task.data.info["seed"], replies)
+    assert done and total == score
+    assert it.trace.rewards["clinenv_reward"].score == score
+    # The doctor saw the delta observations as its user turns, none after the answer.
+    assert it.received == [None, *texts[:-1]]
+    record = it.trace.info["clinenv"]
+    assert record["finished"] is True and record["env_info"]["correct"] is (score == 1.0)
+    assert record["calls"][-1] == {"name": "submit_diagnosis",
+                                   "arguments": {"diagnosis": TARGET[case_id] if score
+                                                 else replies[-1].split(": ", 1)[1]}}
+    assert it.trace.metrics["turns"] == len(replies)
+    assert it.trace.metrics["exams_ordered"] == 1.0
+
+
+def test_a_doctor_that_stops_early_scores_zero(env, tasks):
+    it = play(env, tasks["demo-01"], ["REQUEST TEST: T4", "Any chest pain?"])
+    assert it.trace.rewards["clinenv_reward"].score == 0.0
+    assert it.trace.metrics["finished"] == 0.0 and len(it.received) == 3
+
+
+def test_concurrent_episodes_do_not_share_state(env, tasks):
+    async def run_all():
+        runs = [FakeAgents(replies) for _, replies, _ in EPISODES * 3]
+        await asyncio.gather(*(env.run(tasks[case_id], agents)
+                               for (case_id, _, _), agents in zip(EPISODES * 3, runs,
+                                                                  strict=True)))
+        return [agents.doctor.interactions[0] for agents in runs]
+
+    its = asyncio.run(run_all())
+    assert [it.trace.rewards["clinenv_reward"].score for it in its] == \
+        [score for _, _, score in EPISODES * 3]
+    # Each episode's own history: one exam each, its own answer.
+    assert [it.trace.info["clinenv"]["env_info"]["n_exams_requested"] for it in its] == \
+        [1] * len(its)
+
+
+def test_a_prompt_from_other_settings_is_refused(env, tasks):
+    task = tasks["demo-02"]
+    stale = task.with_data(prompt=task.data.prompt.replace("Round 1 of 19", "Round 1 of 5"))
+    with pytest.raises(ValueError, match="not the opening text"):
+        asyncio.run(env.run(stale, FakeAgents(["x"])))
