@@ -225,3 +225,16 @@ def dataset_kwargs(monkeypatch, tmp_path):
                                                        spec.schema))}
 
     return kwargs
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch) -> Path:
+    """An empty working folder: ``CLINENV_DATA_DIR`` names an empty folder (so nothing
+    but the bundled demo set is found), an empty user cache, the folder as the current
+    directory. Test modules that need another set-up define their own ``workdir``."""
+    empty = tmp_path / "no-data"
+    empty.mkdir()
+    monkeypatch.setenv("CLINENV_DATA_DIR", str(empty))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path

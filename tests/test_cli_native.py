@@ -2,23 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
-
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.scripted_doctor import EXAM_NAMES
 from clinenv.cli import main
 from clinenv.runlog import read_run_log
-
-
-@pytest.fixture
-def workdir(tmp_path, monkeypatch):
-    """An empty working folder without datasets (the demo set is bundled)."""
-    empty = tmp_path / "no-data"
-    empty.mkdir()
-    monkeypatch.setenv("CLINENV_DATA_DIR", str(empty))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 def test_preset_runs_the_no_menu_ablation_and_names_the_default_log(workdir, capsys):

@@ -27,15 +27,6 @@ from clinenv.replay import bundle_from_dict
 TOOLS = {"ask_patient": "question", "order_exam": "exam", "submit_diagnosis": "diagnosis"}
 
 
-@pytest.fixture
-def workdir(tmp_path, monkeypatch):
-    empty = tmp_path / "no-data"
-    empty.mkdir()
-    monkeypatch.setenv("CLINENV_DATA_DIR", str(empty))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
 
 def scripted_run(out: str, *, seed: int, episodes: int = 4, repetitions: int = 2) -> Path:
     rc = main(["run", "--env", "EGIP-Demo-v0", "--doctor", "scripted", "--seed", str(seed),

@@ -23,15 +23,6 @@ INVENTED = "\nDoctor: Anything else you want to tell me?"
 MSGS = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
 
 
-@pytest.fixture
-def workdir(tmp_path, monkeypatch):
-    empty = tmp_path / "no-data"
-    empty.mkdir()
-    monkeypatch.setenv("CLINENV_DATA_DIR", str(empty))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
 
 @pytest.fixture
 def talkative_server():

@@ -30,16 +30,6 @@ EVIDENCE = ("# Objective\nA 54-year-old with epigastric pain radiating to the ba
             "# Observations\nO1 Measurement: Lipase: 1,200 U/L (recorded)")
 
 
-@pytest.fixture
-def workdir(tmp_path, monkeypatch):
-    """An empty working folder with no dataset folder and an empty user cache."""
-    empty = tmp_path / "no-data"
-    empty.mkdir()
-    monkeypatch.setenv("CLINENV_DATA_DIR", str(empty))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
 
 def run(capsys, env, *args):
     """``clinenv run --env env ...``: (exit code, stdout, stderr)."""
