@@ -54,10 +54,13 @@ reasoning in its replies equals its logged messages.
 
 Formats (``fmt``): ``"messages"`` (above) or ``"tools"``: the same episodes as tool
 calls and tool results of the tool view (:mod:`clinenv.integrations.tools`) for SFT of
-tool-calling models — :data:`~clinenv.integrations.tools.TOOL_SYSTEM_PROMPT`, the
-opening text as the first user turn, each action as an assistant message with its
-``tool_calls`` (:func:`~clinenv.integrations.tools.action_to_tool`; an empty action is
-an assistant text and the next observation a user turn) and each answer as a ``tool``
+tool-calling models — :data:`~clinenv.integrations.tools.TOOL_SYSTEM_PROMPT`, then
+:data:`~clinenv.integrations.tools.TASK_INTRO` with the opening text appended as the
+first user turn (byte for byte the prompt that a GRPO row of
+:func:`clinenv.integrations.trl.task_dataset` shows once TRL appended ``reset``'s text),
+each action as an assistant message with its ``tool_calls``
+(:func:`~clinenv.integrations.tools.action_to_tool`; an empty action is an assistant
+text and the next observation a user turn) and each answer as a ``tool``
 message holding the delta observation the run's environment gave (only what is new;
 :data:`~clinenv.integrations.tools.FINAL_RESULT` for the scored answer). Every message
 has ``tool_calls`` (``[]`` for none) and ``tool_call_id`` / ``name`` (``None`` outside
@@ -82,6 +85,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
+
+from clinenv.agents.llm_doctor import evidence_part
+from clinenv.agents.prompts import (
+    AGENTCLINIC_BUDGET_KNOWN,
+    AGENTCLINIC_BUDGET_UNKNOWN,
+    AGENTCLINIC_DOCTOR_SYSTEM,
+    DIRECT_SYSTEM,
+    EGIP_DOCTOR_SYSTEM,
+)
+from clinenv.datasets.registry import DATASETS, normalize_name
 from clinenv.errors import ClinenvError
 from clinenv.runlog import RunLogError, is_error_line, read_run_log
 
@@ -275,8 +289,6 @@ def _check_line(line: Mapping[str, Any], path: Path, number: int) -> None:
 
 
 def _credentialed(line: Mapping[str, Any]) -> bool:
-    from clinenv.datasets.registry import DATASETS, normalize_name
-
     names = [line.get("dataset")]
     kwargs = (line.get("env_spec") or {}).get("kwargs") or {}
     names.append(kwargs.get("dataset"))
@@ -435,8 +447,6 @@ class _Replay:
 def _replay(line: Mapping[str, Any], path: Path, number: int, *, data_dir: Any,
             observation_format: str | None) -> _Replay:
     """Replay the logged doctor actions through a fresh environment (module docstring)."""
-    import gymnasium as gym
-
     spec = line.get("env_spec") or {}
     kwargs = dict(spec.get("kwargs") or {})
     events = line["events"]
@@ -509,13 +519,6 @@ def doctor_system_prompt(line: Mapping[str, Any]) -> str:
     own (``doctor.config.prompt``, ``max_questions``), else the one ``clinenv run
     --doctor llm`` uses on the line's environment (``agentclinic`` with a budget of T
     under a native protocol, else ``egip``)."""
-    from clinenv.agents.prompts import (
-        AGENTCLINIC_BUDGET_KNOWN,
-        AGENTCLINIC_BUDGET_UNKNOWN,
-        AGENTCLINIC_DOCTOR_SYSTEM,
-        EGIP_DOCTOR_SYSTEM,
-    )
-
     config = line["doctor"].get("config") or {}
     if config.get("agent") == "llm_doctor":
         prompt, budget = config.get("prompt"), config.get("max_questions")
@@ -534,8 +537,6 @@ def _native(line: Mapping[str, Any]) -> bool:
 
 def _rounds(line: Mapping[str, Any]) -> int:
     """T of the line's environment (the CLI's default question budget)."""
-    import gymnasium as gym
-
     kwargs = dict((line.get("env_spec") or {}).get("kwargs") or {})
     for name in ("patient_model", "judge_model", "examiner_model"):
         kwargs.pop(name, None)
@@ -551,9 +552,6 @@ def _rounds(line: Mapping[str, Any]) -> int:
 
 
 def _rebuilt_messages(replay: _Replay, line: Mapping[str, Any]) -> list[dict]:
-    from clinenv.agents.llm_doctor import evidence_part
-    from clinenv.agents.prompts import DIRECT_SYSTEM
-
     messages = [{"role": "system", "content": doctor_system_prompt(line)}]
     for text, phase, action in replay.steps:
         if phase == "decide" and not _native(line):
@@ -580,6 +578,8 @@ def _phases(events: Sequence[Mapping[str, Any]]) -> list[str]:
 def _tool_calls(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any] | None]:
     """Each doctor action as an OpenAI tool call of the tool view
     (:func:`clinenv.integrations.tools.action_to_tool`), ``None`` for an empty one."""
+    # Imported here: the core never imports clinenv.integrations (its adapters sit behind
+    # extras; DESIGN "Training and scale-out"); the tool view is needed only at export.
     from clinenv.integrations.tools import action_to_tool
 
     actions = [e for e in events if e.get("source") == "doctor"]
@@ -592,16 +592,23 @@ def _tool_calls(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any] | No
 
 def _tool_messages(replay: _Replay, events: Sequence[Mapping[str, Any]]) -> list[dict]:
     """The episode as tool calls and tool results (module docstring): the tool view's
-    system prompt, the opening text, then per action its call and the delta
-    observation the environment answered (the tool view's final result once scored)."""
-    from clinenv.integrations.tools import FINAL_RESULT, TOOL_SYSTEM_PROMPT
+    system prompt, the task row's user message with the opening text appended, then
+    per action its call and the delta observation the environment answered (the tool
+    view's final result once scored)."""
+    from clinenv.integrations.tools import FINAL_RESULT, TASK_INTRO, TOOL_SYSTEM_PROMPT
 
     def message(role: str, content: str, *, calls: list | None = None,
                 call_id: str | None = None, name: str | None = None) -> dict[str, Any]:
         return {"role": role, "content": content, "tool_calls": calls or [],
                 "tool_call_id": call_id, "name": name}
 
-    messages = [message("system", TOOL_SYSTEM_PROMPT), message("user", replay.steps[0][0])]
+    # The first two messages are the GRPO prompt TRL shows for the same episode: the task
+    # row [system TOOL_SYSTEM_PROMPT, user TASK_INTRO] (clinenv.integrations.trl.
+    # task_dataset) with reset's text appended to the last message's content by plain
+    # string concatenation (trl 1.16, trl/trainer/grpo_trainer.py,
+    # GRPOTrainer._generate_and_score_completions).
+    messages = [message("system", TOOL_SYSTEM_PROMPT),
+                message("user", TASK_INTRO + replay.steps[0][0])]
     results = [text for text, _, _ in replay.steps[1:]] + [
         FINAL_RESULT if replay.ended else replay.final]
     for (_, _, action), call, result in zip(replay.steps, _tool_calls(events), results,

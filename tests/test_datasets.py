@@ -154,7 +154,7 @@ def test_explicit_path_with_registry_file_name_uses_registry_name():
 # --------------------------------------------------------------------------- flags
 def test_flag_counts_medqa():
     counts = _flag_counts(load_cases("medqa", DATA))
-    assert counts["target_in_records"] == 16
+    assert counts["target_in_records"] == 17
     assert counts["caregiver_voice"] == 19
     assert counts["no_recorded_tests"] == 2  # Test_Results is {} on lines 69 and 106
     assert counts["near_duplicate_of"] == 0

@@ -19,7 +19,7 @@ import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.prompts import DIRECT_SYSTEM, EGIP_DOCTOR_SYSTEM, JUDGE_SYSTEM
 from clinenv.cli import main
 from clinenv.export import ExportError, episode_rows, group_id
-from clinenv.integrations.tools import FINAL_RESULT, TOOL_SYSTEM_PROMPT
+from clinenv.integrations.tools import FINAL_RESULT, TASK_INTRO, TOOL_SYSTEM_PROMPT
 from clinenv.llm.fake_server import FakeChatServer
 from clinenv.protocol.evidence import render_evidence
 from clinenv.replay import bundle_from_dict
@@ -165,7 +165,7 @@ def test_tool_calls_are_always_lists_in_both_formats(workdir):
                                                         for c in calls]
         # the tool results are the delta observations of a fresh delta environment
         obs, _ = env.reset(seed=line["seed"], options={"case_id": line["case_id"]})
-        assert messages[1]["content"] == obs["text"]
+        assert messages[1]["content"] == TASK_INTRO + obs["text"]  # as a GRPO row shows it
         event = next(e for e in line["events"] if e["source"] == "doctor")
         obs, *_ = env.step(event["text"])
         assert results[0]["content"] == obs["text"]

@@ -6,8 +6,13 @@ They follow the leak and quality notes of the AgentClinic audit
 
 - ``target_in_records``: the normalized target text, or its main noun phrase when the
   target has two or more words, occurs in some record leaf of M as a whole-word,
-  case-insensitive match (accents folded, hyphens read as spaces). Negated mentions
-  ("no appendicitis") count too: the flag means "the record text names the target".
+  case-insensitive match (accents folded, hyphens read as spaces); or an abbreviation
+  the target gives in brackets (``"Benign paroxysmal positional vertigo (BPPV)"``:
+  ``BPPV``; :func:`target_abbreviations`) occurs as a whole word with its own
+  capitals, so ``(ALL)`` is not found in "all". A record that spells out a target
+  given only as an abbreviation is not found (no expansion list is kept). Negated
+  mentions ("no appendicitis") count too: the flag means "the record text names the
+  target".
 - ``target_in_patient_facts``: the same test over the leaves of P.
 - ``patient_facts_contain_findings``: (NEJM role cards only) some clause of
   ``patient_info`` names a test or examination *and* a result word (showed, revealed,
@@ -49,12 +54,17 @@ _CLAUSE_CUT = re.compile(
     re.IGNORECASE,
 )
 _PARENS = re.compile(r"\s*[(\[][^)\]]*[)\]]")
+_BRACKETED = re.compile(r"[(\[]\s*([^)\]]*?)\s*[)\]]")
+#: A bracketed abbreviation: one word of letters and digits (inner hyphens allowed),
+#: starting with a capital, with at least two capitals and no lower-case run longer than
+#: one letter (BPPV, NSTEMI, IgA, COVID-19; not "Type 2", "right", "pH").
+_ABBREVIATION = re.compile(
+    r"(?=(?:[^A-Z]*[A-Z]){2})[A-Z](?:[A-Z0-9]|[a-z](?![a-z])|-(?=[A-Za-z0-9]))+")
 
 
 def fold(text: str) -> str:
     """Lower-case, strip accents, read ``-``/``_``/dashes as spaces, collapse spaces."""
-    text = unicodedata.normalize("NFKD", text)
-    text = "".join(ch for ch in text if not unicodedata.combining(ch))
+    text = _fold_accents(text)
     text = text.replace("\u2019", "'").replace("\u2018", "'")
     text = re.sub(r"[-_\u2010-\u2015]+", " ", text.lower())
     return re.sub(r"\s+", " ", text).strip()
@@ -89,6 +99,25 @@ def target_phrases(target: str) -> list[str]:
     return phrases
 
 
+def target_abbreviations(target: str) -> list[str]:
+    """The abbreviations the target gives in brackets, capitals kept, accents folded.
+
+    ``"Benign Paroxysmal Positional Vertigo (BPPV)"`` → ``["BPPV"]``;
+    ``"Pneumonia (right lower lobe)"`` → ``[]``.
+    """
+    found = []
+    for inner in _BRACKETED.findall(target):
+        word = _fold_accents(inner)
+        if _ABBREVIATION.fullmatch(word) and word not in found:
+            found.append(word)
+    return found
+
+
+def _fold_accents(text: str) -> str:
+    text = unicodedata.normalize("NFKD", text)
+    return "".join(ch for ch in text if not unicodedata.combining(ch))
+
+
 def iter_leaf_texts(tree: JsonValue) -> Iterator[str]:
     """Every string leaf of a record tree (dict values and list items, depth first)."""
     if isinstance(tree, str):
@@ -102,15 +131,24 @@ def iter_leaf_texts(tree: JsonValue) -> Iterator[str]:
 
 
 def names_target(target: str, tree: JsonValue) -> bool:
-    """Whether any string leaf of ``tree`` names ``target`` (whole-word match)."""
+    """Whether any string leaf of ``tree`` names ``target``: one of its
+    :func:`target_phrases` as whole words of the folded leaf, or one of its
+    :func:`target_abbreviations` as a whole word of the leaf with accents folded and
+    capitals kept (module docstring, ``target_in_records``)."""
     patterns = [
         re.compile(r"(?<!\w)" + r"\s+".join(map(re.escape, p.split())) + r"(?!\w)")
         for p in target_phrases(target)
     ]
-    if not patterns:
+    abbreviations = [re.compile(r"(?<![^\W_])" + re.escape(a) + r"(?![^\W_])")
+                     for a in target_abbreviations(target)]
+    if not patterns and not abbreviations:
         return False
-    leaves = [fold(leaf) for leaf in iter_leaf_texts(tree)]
-    return any(pat.search(leaf) for pat in patterns for leaf in leaves)
+    leaves = list(iter_leaf_texts(tree))
+    folded = [fold(leaf) for leaf in leaves]
+    if any(pat.search(leaf) for pat in patterns for leaf in folded):
+        return True
+    kept = [_fold_accents(leaf) for leaf in leaves]
+    return any(pat.search(leaf) for pat in abbreviations for leaf in kept)
 
 
 _AGE = re.compile(

@@ -8,7 +8,9 @@ environment per trajectory with ``skyrl_gym.make(env_class, env_config=<the
 environment.skyrl_gym.<env_class> config>, extras=<the row's columns other than prompt
 and env_class, plus max_turns>)``, calls ``init(prompt)`` with the row's chat messages,
 then ``step(reply)`` with each model reply until ``done``, from a thread pool. The
-doctor plays the text protocol (EGIP section 3.2) through
+doctor plays the text protocol (EGIP section 3.2), instructed by
+:data:`~clinenv.integrations.tools.TEXT_SYSTEM_PROMPT` (``DIAGNOSIS READY:`` during
+acquisition ends it early), through
 :meth:`~clinenv.integrations.tools.ToolEpisode.step_text`: delta observations (only what
 is new) as user messages; reward 0.0 on every step but the last, which carries the
 episode's return (the terminal score); the environment's ``info`` and the doctor's
@@ -25,9 +27,7 @@ from typing import Any
 from skyrl_gym.envs import register, registration
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
-from clinenv.agents.prompts import EGIP_DOCTOR_SYSTEM
 from clinenv.integrations import tools
-from clinenv.integrations.trl import TASK_INTRO
 
 __all__ = ["ENV_CLASS", "ClinenvTextEnv", "register_clinenv", "task_rows"]
 
@@ -112,12 +112,12 @@ def task_rows(env_id: str, split: str | Path | Sequence[str] | None = None, *,
               **env_kwargs: Any) -> list[dict[str, Any]]:
     """SkyRL dataset rows, one per case (write them with ``datasets.Dataset.from_list(rows)
     .to_parquet(...)``): ``data_source`` (``env_id``), ``prompt`` (system
-    :data:`~clinenv.agents.prompts.EGIP_DOCTOR_SYSTEM`, user
-    :data:`~clinenv.integrations.trl.TASK_INTRO`; ``init`` adds the opening text),
+    :data:`~clinenv.integrations.tools.TEXT_SYSTEM_PROMPT`, user
+    :data:`~clinenv.integrations.tools.TASK_INTRO`; ``init`` adds the opening text),
     ``env_class`` and ``extra_info`` (``case_id``, ``seed``, ``env_id``). Arguments and
     errors as :func:`clinenv.integrations.tools.task_rows`."""
-    prompt = [{"role": "system", "content": EGIP_DOCTOR_SYSTEM},
-              {"role": "user", "content": TASK_INTRO}]
+    prompt = [{"role": "system", "content": tools.TEXT_SYSTEM_PROMPT},
+              {"role": "user", "content": tools.TASK_INTRO}]
     return [{"data_source": env_id, "prompt": prompt, "env_class": env_class,
              "extra_info": row}
             for row in tools.task_rows(env_id, split, seed=seed, **env_kwargs)]

@@ -24,6 +24,19 @@ interface feedback and the round footer, since the trainer keeps the conversatio
 and returns the evidence interface e_T with the request for a final answer; at the
 decision step it is scored and ends the episode. A trained doctor thus decides on the
 same e_T as the Direct, Vote and Full strategies, and its scores stay comparable.
+
+Prompts: a tool-calling doctor gets :data:`TOOL_SYSTEM_PROMPT`; a doctor that writes the
+actions as text (the verifiers and SkyRL adapters, :meth:`ToolEpisode.step_text`) gets
+:data:`TEXT_SYSTEM_PROMPT`, which says what ``"decide"`` does with ``DIAGNOSIS READY:``
+during acquisition (the evaluated doctors' :data:`clinenv.agents.prompts.EGIP_DOCTOR_SYSTEM`
+is written for EGIP's default ``"clarify"``, where it is replaced by a clarification
+question). A trainer's row prompt ends with the user message :data:`TASK_INTRO`, to
+which the opening text is appended.
+
+LLM patient: ``ToolEpisode(..., patient_cache=cache)`` wraps the environment's
+:class:`~clinenv.agents.llm_patient.LLMPatient` in a
+:class:`~clinenv.agents.patient_cache.CachedPatient` over ``cache``, so the rows a
+trainer repeats replay the same patient replies.
 """
 
 from __future__ import annotations
@@ -37,13 +50,16 @@ from typing import Any, Literal
 
 import gymnasium as gym
 
+from clinenv.agents.llm_patient import LLMPatient
+from clinenv.agents.patient_cache import CachedPatient, PatientReplyCache
 from clinenv.case_list import CaseListError, nearest_id, read_case_list
 from clinenv.protocol.parser import parse_action
 from clinenv.protocol.render import render_menu
 from clinenv.seeding import episode_seed
 
-__all__ = ["TOOL_NAMES", "TOOL_SCHEMAS", "TOOL_SYSTEM_PROMPT", "ToolCall", "ToolEpisode",
-           "action_to_tool", "task_rows", "tool_docstring", "tool_to_action"]
+__all__ = ["TASK_INTRO", "TEXT_SYSTEM_PROMPT", "TOOL_NAMES", "TOOL_SCHEMAS",
+           "TOOL_SYSTEM_PROMPT", "ToolCall", "ToolEpisode", "action_to_tool", "task_rows",
+           "tool_docstring", "tool_to_action"]
 
 #: name -> (description, {argument: description}); the one source of the schemas and of
 #: the adapters' docstrings (:func:`tool_docstring`).
@@ -86,6 +102,27 @@ TOOL_SYSTEM_PROMPT = (
     "question, REQUEST TEST: <id or name>, DIAGNOSIS READY: <diagnosis>); use the "
     "matching tool instead."
 )
+#: System prompt of a doctor that writes its actions as text (EGIP section 3.2) in a
+#: tool-view episode (:meth:`ToolEpisode.step_text`: ``premature_diagnosis="decide"``,
+#: delta observations); the verifiers and SkyRL adapters' doctor.
+TEXT_SYSTEM_PROMPT = (
+    "You are the physician in a simulated diagnostic consultation. The first message "
+    "shows the task and the examinations you can order; each later message shows what "
+    "is new: the patient's reply or an examination's result, and the next round. "
+    "Results stay hidden until you order them.\n"
+    "Reply with exactly one action and nothing else:\n"
+    "- a single question for the patient, in plain words; or\n"
+    "- REQUEST TEST: <examination id or name> to order one examination; or\n"
+    "- DIAGNOSIS READY: <diagnosis> once you have enough evidence. This ends evidence "
+    "gathering early: you are then shown the acquired evidence and asked for your final "
+    "answer, as you are after the last round.\n"
+    "Give the final answer as DIAGNOSIS READY: <one diagnosis>; that answer is scored and "
+    "ends the consultation."
+)
+#: The user message of a trainer's task row (TRL, SkyRL); the episode's opening text is
+#: appended to it (TRL: ``reset``'s return value; SkyRL: ``init``).
+TASK_INTRO = ("A new patient is here for a diagnostic consultation. The task and the "
+              "examinations you can order follow.\n\n")
 #: Tool result of the scored ``submit_diagnosis`` (the verdict is not shown).
 FINAL_RESULT = "Final answer recorded. The consultation is over."
 _KIND_TO_TOOL = {"question": "ask_patient", "test_request": "order_exam",
@@ -203,6 +240,12 @@ class ToolEpisode:
 
     Args:
         env_id: an EGIP text environment id (``"EGIP-Demo-v0"``, ``"EGIP-MedQA-v0"``...).
+        patient_cache: a :class:`~clinenv.agents.patient_cache.PatientReplyCache`: when
+            the environment's patient is an
+            :class:`~clinenv.agents.llm_patient.LLMPatient` (``patient="llm"``), it is
+            wrapped in a :class:`~clinenv.agents.patient_cache.CachedPatient` over this
+            cache (share one cache between episodes); any other patient is left as it
+            is (the retrieval patient is deterministic already). ``None``: no cache.
         **env_kwargs: passed to ``gym.make`` (``data_dir``, ``acquisition_rounds``,
             ``patient``...); ``observation_format`` and ``premature_diagnosis`` are set
             here.
@@ -210,13 +253,18 @@ class ToolEpisode:
     Raises:
         ValueError: a Menu or native-protocol id (not text EGIP), or
             ``observation_format`` / ``premature_diagnosis`` set to other values.
+        TypeError: ``patient_cache`` is not a PatientReplyCache.
         gymnasium.error.Error: an unknown id; environment errors as ``gym.make``.
 
     The instance owns its environment and a lock, so instances may run in any threads;
     it can be reused, and :meth:`reset` clears everything.
     """
 
-    def __init__(self, env_id: str, **env_kwargs: Any) -> None:
+    def __init__(self, env_id: str, *, patient_cache: PatientReplyCache | None = None,
+                 **env_kwargs: Any) -> None:
+        if patient_cache is not None and not isinstance(patient_cache, PatientReplyCache):
+            raise TypeError("patient_cache must be a PatientReplyCache, got "
+                            f"{type(patient_cache).__name__}")
         spec = gym.spec(env_id)
         if spec.entry_point != "clinenv.env:EGIPEnv" or spec.kwargs.get("preset"):
             raise ValueError(f"{env_id}: the tool view needs an EGIP text environment "
@@ -227,6 +275,8 @@ class ToolEpisode:
                                  f"{env_kwargs[key]!r}")
         self.env_id = env_id
         self.env = gym.make(env_id, **env_kwargs).unwrapped
+        if patient_cache is not None and isinstance(self.env.patient, LLMPatient):
+            self.env.patient = CachedPatient(self.env.patient, patient_cache)
         self._lock = threading.Lock()
         self._clear()
 

@@ -14,6 +14,10 @@ groups repeat a row, so a row pins its episode: ``(env_id, case_id, seed)`` give
 same opening text in any process. The tools are those of
 :mod:`clinenv.integrations.tools`, whose :class:`~clinenv.integrations.tools.ToolEpisode`
 does the work.
+
+TRL's async trainer calls ``reset`` and the tools from thread pools: each instance owns
+its environment and lock, and instances share only the optional LLM-patient reply cache
+(``patient_cache=``), whose store is guarded by its own lock.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from clinenv.agents.patient_cache import PatientReplyCache
 from clinenv.integrations.tools import (
+    TASK_INTRO,
     TOOL_SYSTEM_PROMPT,
     ToolEpisode,
     task_rows,
@@ -31,12 +37,10 @@ from clinenv.integrations.tools import (
 
 __all__ = ["TASK_INTRO", "make_env_factory", "task_dataset"]
 
-#: The user message of a task row; TRL appends ``reset``'s opening text right after it.
-TASK_INTRO = ("A new patient is here for a diagnostic consultation. The task and the "
-              "examinations you can order follow.\n\n")
 
-
-def make_env_factory(env_id: str, **env_kwargs: Any) -> type:
+def make_env_factory(env_id: str, *,
+                     patient_cache: bool | PatientReplyCache | str | Path | None = None,
+                     **env_kwargs: Any) -> type:
     """A class for ``GRPOTrainer(environment_factory=...)`` over ``env_id``.
 
     Instances: ``reset(**row) -> str`` (reads ``case_id`` and ``seed``, checks ``env_id``
@@ -44,25 +48,43 @@ def make_env_factory(env_id: str, **env_kwargs: Any) -> type:
     ``order_exam``, ``submit_diagnosis`` and ``list_exams`` (each returns its result
     text; raises ``ValueError`` after the episode ended, before any reset, or on a call
     the tool view refuses), and ``get_reward() -> float`` (the episode's return: the
-    terminal score with the default zero costs, ``0.0`` while unanswered).
+    terminal score with the default zero costs, ``0.0`` while unanswered). The class
+    attribute ``patient_cache`` is the shared cache (``None`` when off); it is no method,
+    so TRL does not make it a tool.
 
     Args:
         env_id: an EGIP text environment id, e.g. ``"EGIP-Demo-v0"``.
+        patient_cache: the LLM patient's reply cache (opt-in,
+            :mod:`clinenv.agents.patient_cache`), so that the rollouts of a repeated
+            row hear the same patient: ``None`` or ``False`` (off), ``True`` (one
+            in-memory cache shared by every instance of the returned class), a
+            :class:`~clinenv.agents.patient_cache.PatientReplyCache` (shared as given),
+            or a path (a ``.jsonl`` cache file, loaded when it exists and appended to).
+            Each instance wraps its environment's LLM patient (``patient="llm"``) in a
+            :class:`~clinenv.agents.patient_cache.CachedPatient` over it; another
+            patient is left as it is.
         **env_kwargs: environment settings, as for ``gym.make`` (``data_dir``,
-            ``acquisition_rounds``, ``patient="llm"``...); each instance builds its own
-            environment from them, so pass seats by name, not as shared objects.
+            ``acquisition_rounds``, ``patient="llm"`` with ``patient_model=``...); each
+            instance builds its own environment (and patient) from them, so pass seats
+            by name, not as shared objects.
 
     Raises:
-        ValueError, gymnasium.error.Error: as :class:`~clinenv.integrations.tools.
-            ToolEpisode` (checked here, at once, by building one environment).
+        TypeError: ``patient_cache`` of another type.
+        ValueError: a cache file that does not parse (file, line and field named); as
+            :class:`~clinenv.integrations.tools.ToolEpisode`.
+        gymnasium.error.Error: as :class:`~clinenv.integrations.tools.ToolEpisode`
+            (checked here, at once, by building one environment).
     """
+    cache = _patient_cache(patient_cache)
     ToolEpisode(env_id, **env_kwargs)  # fail here, not inside the trainer
 
     class ClinenvToolEnv:
         """One clinenv episode per rollout, through the tool view."""
 
+        patient_cache = cache
+
         def __init__(self) -> None:
-            self._episode = ToolEpisode(env_id, **env_kwargs)
+            self._episode = ToolEpisode(env_id, patient_cache=cache, **env_kwargs)
 
         def reset(self, **row: Any) -> str:
             """Start the row's episode; returns the doctor's opening text.
@@ -101,6 +123,20 @@ def make_env_factory(env_id: str, **env_kwargs: Any) -> type:
         getattr(ClinenvToolEnv, name).__doc__ = tool_docstring(name)
     ClinenvToolEnv.__qualname__ = ClinenvToolEnv.__name__ = "ClinenvToolEnv"
     return ClinenvToolEnv
+
+
+def _patient_cache(value: Any) -> PatientReplyCache | None:
+    """The cache ``make_env_factory(patient_cache=value)`` shares (its docstring)."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return PatientReplyCache()
+    if isinstance(value, PatientReplyCache):
+        return value
+    if isinstance(value, str | Path):
+        return PatientReplyCache(value)
+    raise TypeError("patient_cache must be None, a bool, a PatientReplyCache or a path, "
+                    f"got {type(value).__name__}")
 
 
 def task_dataset(env_id: str, split: str | Path | Sequence[str] | None = None, *,

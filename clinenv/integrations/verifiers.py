@@ -8,10 +8,12 @@ Install with ``pip install 'clinenv[verifiers]'`` (``verifiers>=0.4,<0.5``, Pyth
 The doctor plays the text protocol (EGIP section 3.2), as verifiers' own engine-stepped
 taskset does (``verifiers/v1/tasksets/textarena``: the game runs host-side in
 ``Env.run`` and each reply is its move): the tool-less ``null`` harness chats, and a
-tool view would need an MCP tool server per rollout. Each task's prompt is the
-episode's opening text (:meth:`~clinenv.integrations.tools.ToolEpisode.reset`) and its
-``info`` the row ``{case_id, seed, env_id}`` (:func:`~clinenv.integrations.tools.
-task_rows`); :class:`ClinenvEnv` replays that episode, steps it with each reply
+tool view would need an MCP tool server per rollout. Each task's system prompt is
+:data:`~clinenv.integrations.tools.TEXT_SYSTEM_PROMPT` (``DIAGNOSIS READY:`` during
+acquisition ends it early), its prompt the episode's opening text
+(:meth:`~clinenv.integrations.tools.ToolEpisode.reset`) and its ``info`` the row
+``{case_id, seed, env_id}`` (:func:`~clinenv.integrations.tools.task_rows`);
+:class:`ClinenvEnv` replays that episode, steps it with each reply
 (:meth:`~clinenv.integrations.tools.ToolEpisode.step_text`) and sends back the delta
 observation as the next user turn, until the final answer is scored. It records the
 episode's return as the reward ``clinenv_reward`` (the terminal score), the turns and
@@ -27,8 +29,7 @@ from typing import Any
 import verifiers.v1 as vf
 from pydantic import Field
 
-from clinenv.agents.prompts import EGIP_DOCTOR_SYSTEM
-from clinenv.integrations.tools import ToolEpisode, task_rows
+from clinenv.integrations.tools import TEXT_SYSTEM_PROMPT, ToolEpisode, task_rows
 
 __all__ = ["ClinenvEnv", "ClinenvTaskset"]  # one Taskset and one Env (verifiers' loader)
 
@@ -60,7 +61,9 @@ class ClinenvTask(vf.Task[ClinenvData, vf.State, vf.TaskConfig]):
 
 
 class ClinenvTaskset(vf.Taskset[ClinenvTask, ClinenvTasksetConfig]):
-    """One task per case: prompt = the opening text, system prompt = the EGIP doctor's.
+    """One task per case: prompt = the opening text, system prompt =
+    :data:`~clinenv.integrations.tools.TEXT_SYSTEM_PROMPT` (the text-protocol doctor of
+    the tool view, where ``DIAGNOSIS READY:`` during acquisition ends it early).
 
     Raises (on iteration):
         clinenv.case_list.CaseListError, ValueError, gymnasium.error.Error: as
@@ -74,7 +77,7 @@ class ClinenvTaskset(vf.Taskset[ClinenvTask, ClinenvTasksetConfig]):
             yield ClinenvTask(ClinenvData(
                 id=str(row["case_id"]), name=f"{cfg.env_id}/{row['case_id']}",
                 prompt=episode.reset(row["case_id"], row["seed"]),
-                system_prompt=EGIP_DOCTOR_SYSTEM, info=row), cfg.task)
+                system_prompt=TEXT_SYSTEM_PROMPT, info=row), cfg.task)
 
 
 class ClinenvEnvConfig(vf.EnvConfig):

@@ -23,14 +23,16 @@ from omegaconf import OmegaConf  # noqa: E402
 from skyrl_gym.envs.base_text_env import BaseTextEnv  # noqa: E402
 
 import clinenv  # noqa: E402,F401
-from clinenv.agents.prompts import EGIP_DOCTOR_SYSTEM  # noqa: E402
 from clinenv.integrations.skyrl import (  # noqa: E402
     ClinenvTextEnv,
     register_clinenv,
     task_rows,
 )
-from clinenv.integrations.tools import ToolEpisode  # noqa: E402
-from clinenv.integrations.trl import TASK_INTRO  # noqa: E402
+from clinenv.integrations.tools import (  # noqa: E402
+    TASK_INTRO,
+    TEXT_SYSTEM_PROMPT,
+    ToolEpisode,
+)
 
 ENV_ID = "EGIP-Demo-v0"
 # Targets as written in clinenv/datasets/data/demo.jsonl.
@@ -82,7 +84,7 @@ def play(env, replies):
     return outs
 
 
-PROMPT = [{"role": "system", "content": EGIP_DOCTOR_SYSTEM},
+PROMPT = [{"role": "system", "content": TEXT_SYSTEM_PROMPT},
           {"role": "user", "content": TASK_INTRO}]
 
 
@@ -127,6 +129,22 @@ def test_opening_equals_the_tool_view_reset_and_rows_pin_it():
     env = make("demo-04", seed=3)
     messages, _ = env.init([{"role": "system", "content": "S"}])
     assert messages[1] == {"role": "user", "content": reference("demo-04", 3, [])[0]}
+
+
+def test_the_rows_prompt_states_what_an_early_diagnosis_does():
+    (row,) = task_rows(ENV_ID, ["demo-05"])
+    assert ("DIAGNOSIS READY: <diagnosis> once you have enough evidence. This ends "
+            "evidence gathering early: you are then shown the acquired evidence and asked "
+            "for your final answer") in row["prompt"][0]["content"]
+    env = make("demo-05")
+    env.init(row["prompt"])
+    early = env.step(f"DIAGNOSIS READY: {APPENDICITIS}")  # round 1, as the prompt allows
+    (shown,) = early["observations"]
+    assert not early["done"] and early["reward"] == 0.0
+    assert shown["content"].startswith("Interface: Acquisition ended early at your request")
+    assert "# Acquired observations" in shown["content"]
+    final = env.step(f"DIAGNOSIS READY: {APPENDICITIS}")
+    assert final["done"] and final["reward"] == 1.0
 
 
 def test_no_state_leaks_between_instances_or_episodes():

@@ -9,6 +9,7 @@ for the templates it lists).
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 
@@ -25,6 +26,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # 
 from trl.chat_template_utils import qwen3_chat_template  # noqa: E402
 
 import clinenv  # noqa: E402,F401
+from clinenv.cli import main  # noqa: E402
 from clinenv.integrations import tools as tool_view  # noqa: E402
 from clinenv.integrations.tools import TOOL_SCHEMAS, TOOL_SYSTEM_PROMPT  # noqa: E402
 from clinenv.integrations.trl import TASK_INTRO, make_env_factory, task_dataset  # noqa: E402
@@ -92,8 +94,13 @@ def recording_factory(log):
 def test_tool_schemas_trl_builds_equal_the_tool_view(tokenizer):
     env = make_env_factory(ENV_ID)()
     public = sorted(n for n in dir(env) if not n.startswith("_"))
-    assert public == ["ask_patient", "get_reward", "list_exams", "order_exam", "reset",
-                      "submit_diagnosis"]
+    assert public == ["ask_patient", "get_reward", "list_exams", "order_exam",
+                      "patient_cache", "reset", "submit_diagnosis"]
+    # TRL makes a tool of each public function but reset and get_reward
+    assert sorted(n for n, _ in inspect.getmembers(type(env), inspect.isfunction)
+                  if not n.startswith("_")) == ["ask_patient", "get_reward", "list_exams",
+                                                "order_exam", "reset", "submit_diagnosis"]
+    assert env.patient_cache is None
     for schema in TOOL_SCHEMAS:
         built = transformers.utils.get_json_schema(getattr(env, schema["function"]["name"]))
         assert built["function"].pop("return") == {"type": "string"}
@@ -260,3 +267,36 @@ def test_task_dataset_rows_pin_cases_and_seeds(tmp_path):
         task_dataset(ENV_ID, split=["demo-02", "demo-02"])
     with pytest.raises(ValueError, match="nearest id is 'demo-12'"):
         task_dataset(ENV_ID, split=["demo-12x"])
+
+
+def trl_prompt(row, reset_text):
+    """The prompt TRL generates from for a row: ``reset``'s text appended to the last
+    message's content by string concatenation, the other messages as they are (trl
+    1.16, trl/trainer/grpo_trainer.py, GRPOTrainer._generate_and_score_completions:
+    ``prompt[:-1] + [{**prompt[-1], "content": content + observation}]``)."""
+    prompt = row["prompt"]
+    return prompt[:-1] + [{**prompt[-1], "content": prompt[-1]["content"] + reset_text}]
+
+
+def test_tools_export_starts_as_the_grpo_prompt(workdir, tokenizer):
+    """SFT rows of ``clinenv export --format tools`` open with the very messages GRPO
+    shows for the same episode, so SFT and GRPO train on one prompt."""
+    assert main(["run", "--env", ENV_ID, "--doctor", "scripted", "--seed", "0",
+                 "--episodes", "3", "--quiet", "--out", "run.jsonl"]) == 0
+    assert main(["export", "run.jsonl", "--format", "tools", "--out", "sft.jsonl"]) == 0
+    exported = [json.loads(x) for x in (workdir / "sft.jsonl").read_text(
+        encoding="utf-8").splitlines()]
+    rows = task_dataset(ENV_ID)  # run seed 0, repetition 0: the rows' seeds
+    env = make_env_factory(ENV_ID)()
+    assert [e["case_id"] for e in exported] == rows["case_id"][:3]
+    for sft, row in zip(exported, rows, strict=False):
+        assert sft["seed"] == row["seed"]
+        grpo = trl_prompt(row, env.reset(**row))
+        head = [{"role": m["role"], "content": m["content"]} for m in sft["messages"][:2]]
+        assert json.dumps(head).encode() == json.dumps(grpo).encode()
+        assert head[1]["content"].startswith(TASK_INTRO + "# Task\n")
+        # the export's extra keys (tool_calls [], tool_call_id and name None) render
+        # nothing: the chat template gives the same text as for the GRPO prompt
+        assert tokenizer.apply_chat_template(sft["messages"][:2], tools=TOOL_SCHEMAS,
+                                             tokenize=False) == \
+            tokenizer.apply_chat_template(grpo, tools=TOOL_SCHEMAS, tokenize=False)

@@ -28,8 +28,7 @@ import numpy as np  # noqa: E402
 from verifiers.v1.utils.loaders import load_environment, resolve_env_config  # noqa: E402
 
 import clinenv  # noqa: E402,F401
-from clinenv.agents.prompts import EGIP_DOCTOR_SYSTEM  # noqa: E402
-from clinenv.integrations.tools import ToolEpisode  # noqa: E402
+from clinenv.integrations.tools import TEXT_SYSTEM_PROMPT, ToolEpisode  # noqa: E402
 from clinenv.integrations.verifiers import (  # noqa: E402
     ClinenvEnv,
     ClinenvTaskset,
@@ -149,7 +148,7 @@ def test_task_prompt_is_the_reset_text(tasks):
         seed = task.data.info["seed"]
         assert task.data.prompt == ToolEpisode(ENV_ID).reset(case_id, seed)
         assert task.data.prompt == reference(case_id, seed, [])[0]
-        assert task.data.system_prompt == EGIP_DOCTOR_SYSTEM
+        assert task.data.system_prompt == TEXT_SYSTEM_PROMPT
     # Another iteration (and another taskset object) gives the same tasks.
     again = ClinenvTaskset(ClinenvTasksetConfig(env_id=ENV_ID, split=CASES))
     assert [t.data for t in again] == [t.data for t in tasks.values()]
@@ -171,6 +170,19 @@ def test_reward_is_the_terminal_score(env, tasks, case_id, replies, score):
                                                  else replies[-1].split(": ", 1)[1]}}
     assert it.trace.metrics["turns"] == len(replies)
     assert it.trace.metrics["exams_ordered"] == 1.0
+
+
+def test_the_system_prompt_states_what_an_early_diagnosis_does(env, tasks):
+    task = tasks["demo-05"]
+    assert ("DIAGNOSIS READY: <diagnosis> once you have enough evidence. This ends "
+            "evidence gathering early: you are then shown the acquired evidence and asked "
+            "for your final answer") in task.data.system_prompt
+    answer = f"DIAGNOSIS READY: {TARGET['demo-05']}"
+    it = play(env, task, [answer, answer])  # diagnoses in round 1, as the prompt allows
+    assert it.received[1].startswith("Interface: Acquisition ended early at your request")
+    assert "# Acquired observations" in it.received[1]
+    assert it.trace.rewards["clinenv_reward"].score == 1.0
+    assert it.trace.metrics["turns"] == 2 and it.trace.metrics["finished"] == 1.0
 
 
 def test_a_doctor_that_stops_early_scores_zero(env, tasks):
