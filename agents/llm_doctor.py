@@ -25,7 +25,7 @@ sees the doctor's model, so this flag is in the run log's call records
 Decision phase (``"decide"``): ``observation["text"]`` is the evidence interface e_T
 (in ``"delta"`` format, the part from ``# Objective (S0)`` on); the doctor delegates to
 its terminal strategy and returns its action line. Strategies
-(:func:`clinenv.agents.terminal_base.make_strategy`): ``"direct"``, ``"vote"`` and
+(:func:`clinenv.agents.terminal.make_strategy`): ``"direct"``, ``"vote"`` and
 ``"full"`` (EGIP eq. 5, appendix A.2), and ``"discussion"`` (MedAgentSim's final-turn
 multi-doctor discussion, :mod:`clinenv.agents.terminal_discussion`: several doctor
 personas give opinions and a summarizing call follows the majority; meant for
@@ -63,6 +63,7 @@ from clinenv.agents.prompts import (
     AGENTCLINIC_DOCTOR_SYSTEM,
     EGIP_DOCTOR_SYSTEM,
 )
+from clinenv.agents.terminal import make_strategy
 from clinenv.agents.terminal_base import (
     CallRequest,
     Plan,
@@ -72,7 +73,6 @@ from clinenv.agents.terminal_base import (
     base_seed,
     call_config,
     check_evidence,
-    make_strategy,
     run_plan,
     turn_plan,
     turn_stops,

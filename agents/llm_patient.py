@@ -1,6 +1,6 @@
 """The LLM patient simulator: a chat model answers the doctor from the patient view only.
 
-Opt-in alternative to the retrieval patient (:mod:`clinenv.agents.patient_retrieval`).
+Opt-in alternative to the retrieval patient (:mod:`clinenv.env.retrieval_patient`).
 It receives only a :class:`~clinenv.protocol.views.PatientView`: the patient facts P
 (target-naming sentences already withheld) and the permitted dialogue, never the
 records M or the target Y (EGIP section 3.2).
@@ -24,7 +24,7 @@ went on past it (:func:`read_patient_reply`); then :func:`clean_reply`: a leadin
 ``Patient:`` label is stripped; a reply that speaks as the doctor (a ``Doctor:`` line)
 keeps only the patient's own words and is flagged ``"speaks_as_doctor"`` (also when the
 part cut off, by the seat or by the backend at a stop string, holds a ``Doctor:``
-line); an empty reply becomes :data:`~clinenv.agents.patient_retrieval.NOT_SURE` and is
+line); an empty reply becomes :data:`~clinenv.env.retrieval_patient.NOT_SURE` and is
 flagged ``"empty_reply"``; a reply that repeats an earlier own reply word for word is
 flagged ``"repeats_own_reply"`` (the opening — its first reply — included). The flags
 depend on the reply's text only. They go to the call records
@@ -43,7 +43,6 @@ from collections.abc import Mapping
 from pydantic import JsonValue
 
 from clinenv.agents.chat_seat import ChatSeat
-from clinenv.agents.patient_retrieval import NOT_SURE
 from clinenv.agents.prompts import (
     PATIENT_OPENING,
     PATIENT_SYSTEM,
@@ -51,6 +50,7 @@ from clinenv.agents.prompts import (
     PATIENT_VOICE_SELF,
 )
 from clinenv.agents.terminal_base import CallRequest, Plan, arun_plan, run_plan
+from clinenv.env.retrieval_patient import NOT_SURE
 from clinenv.llm.base import ChatModel, GenerationConfig
 from clinenv.protocol.parser import split_reasoning
 from clinenv.protocol.turns import cut_turn

@@ -27,7 +27,7 @@ flags, so ``info["patient_flags"]`` is the same as on the call that filled it.
 Call records: a miss leaves the wrapped patient's record (:meth:`LLMPatient.drain_calls`)
 with ``cache_key`` added; a hit leaves no record, because call records count model calls
 (their tokens, latency and requests feed the run log's totals,
-:func:`clinenv.episode.call_totals`); hits and misses are counted on the cache
+:func:`clinenv.runs.episode.call_totals`); hits and misses are counted on the cache
 (:attr:`PatientReplyCache.hits`, :attr:`PatientReplyCache.misses`).
 
 Threads: the cache's dictionary and counters are guarded by a lock. Two threads that miss

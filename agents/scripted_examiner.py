@@ -1,7 +1,7 @@
 """A scripted policy for the examiner seat of the PettingZoo game (``examiner_0``).
 
 It reports the ``# Stored record`` section of its observation
-(:func:`clinenv.multiagent.seat_views.render_examiner_view`) verbatim: a faithful
+(:func:`clinenv.protocol.seat_views.render_examiner_view`) verbatim: a faithful
 examiner, equivalent to record lookup O, driven through the seat. Replace it by an LLM
 measurement agent to study examiner behaviour.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from clinenv.multiagent.seat_views import RECORD_HEADER
+from clinenv.protocol.seat_views import RECORD_HEADER
 
 #: Reply when the observation holds no stored record (nothing was requested).
 NO_RECORD = "No examination was requested."

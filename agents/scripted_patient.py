@@ -1,6 +1,6 @@
 """A scripted policy for the patient seat of the PettingZoo game (``patient_0``).
 
-It reads only its own observation text (:func:`clinenv.multiagent.seat_views.
+It reads only its own observation text (:func:`clinenv.protocol.seat_views.
 render_patient_view`): the ``Field: value`` lines of the ``# Patient facts`` section and
 the doctor's question. The reply is the value of the fact line sharing the most content
 words with the question (a word is compared by its first :data:`PREFIX` letters, over the
@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from clinenv.multiagent.seat_views import FACTS_HEADER, QUESTION_HEADER
+from clinenv.protocol.seat_views import FACTS_HEADER, QUESTION_HEADER
 
 #: Reply when no fact shares a word with the question.
 NOT_SURE = "I'm not sure."

@@ -5,7 +5,8 @@ Direct (:mod:`clinenv.agents.terminal_direct`), Vote
 (:mod:`clinenv.agents.terminal_vote`) and Full (:mod:`clinenv.agents.terminal_full`) are
 alternatives over the same e_T (EGIP section 3.3, appendix A.2); Discussion
 (:mod:`clinenv.agents.terminal_discussion`) is MedAgentSim's final-turn multi-doctor
-discussion over the same input; :func:`make_strategy` builds one by name.
+discussion over the same input; :func:`clinenv.agents.terminal.make_strategy` builds one
+by name.
 
 Call plans
 ----------
@@ -306,33 +307,3 @@ class TerminalStrategy(abc.ABC):
     def describe(self) -> dict[str, Any]:
         """JSON-ready description for run logs: ``name`` and the strategy's parameters."""
         return {"name": self.name}
-
-
-#: Names :func:`make_strategy` accepts.
-STRATEGY_NAMES = ("direct", "vote", "full", "discussion")
-
-
-def make_strategy(name: str, **kwargs: Any) -> TerminalStrategy:
-    """A terminal strategy by name: ``"direct"``, ``"vote"``, ``"full"`` (EGIP appendix
-    A.2) or ``"discussion"`` (MedAgentSim's final-turn multi-doctor discussion,
-    :mod:`clinenv.agents.terminal_discussion`).
-
-    Args:
-        name: the strategy name (case-insensitive).
-        **kwargs: the strategy's parameters (e.g. ``make_strategy("vote", n_samples=5)``).
-
-    Raises:
-        ValueError: an unknown name.
-        TypeError: a parameter the strategy does not take.
-    """
-    from clinenv.agents.terminal_direct import Direct
-    from clinenv.agents.terminal_discussion import Discussion
-    from clinenv.agents.terminal_full import Full
-    from clinenv.agents.terminal_vote import Vote
-
-    strategies: dict[str, type[TerminalStrategy]] = {"direct": Direct, "vote": Vote,
-                                                     "full": Full, "discussion": Discussion}
-    key = name.strip().lower() if isinstance(name, str) else name
-    if key not in strategies:
-        raise ValueError(f"strategy must be one of {sorted(strategies)}, got {name!r}")
-    return strategies[key](**kwargs)

@@ -44,8 +44,8 @@ import numpy as np
 import clinenv  # noqa: F401  (registers the environment ids)
 from clinenv.agents.scripted_doctor import ScriptedDoctor
 from clinenv.embeddings.similarity import EncoderSimilarity
-from clinenv.episode import run_episode
 from clinenv.protocol.catalog import Catalog
+from clinenv.runs.episode import run_episode
 from clinenv.wrappers.cdeg.atoms import EvidenceAtom
 from clinenv.wrappers.cdeg.extractors import DeterministicExtractor
 from clinenv.wrappers.cdeg.graph import (

@@ -43,7 +43,7 @@ import clinenv  # noqa: F401  (registers the environment ids)
 from clinenv.agents.scripted_doctor import ScriptedDoctor
 from clinenv.datasets import resolve_dataset
 from clinenv.errors import DatasetNotFoundError
-from clinenv.rollouts import run_episode
+from clinenv.runs.logged import run_episode
 
 TARGET_STEPS_PER_S = 5_000
 TARGET_MB_PER_ENV = 2.0

@@ -1,15 +1,15 @@
 """Episodes per minute of an LLM doctor against a server: sequential versus concurrent.
 
 Starts the project's OpenAI-compatible fake server in a subprocess (``python -m
-clinenv.llm.fake_server --delay-ms 200 --responder clinician``: every request takes a
+clinenv.testing.fake_server --delay-ms 200 --responder clinician``: every request takes a
 fixed 200 ms, the reply is a deterministic EGIP doctor's) and runs, in one process and
 one run, an :class:`~clinenv.agents.llm_doctor.LLMDoctor` with the Direct strategy over
 :class:`~clinenv.llm.openai_backend.OpenAIChatModel` on ``EGIP-MedQA-v0``:
 
 1. **sequential**: one episode at a time, with the synchronous client
-   (:func:`clinenv.rollouts.run_logged`), as AgentClinic runs;
+   (:func:`clinenv.runs.logged.run_logged`), as AgentClinic runs;
 2. **concurrent**: ``--concurrency`` episodes at once in one asyncio loop
-   (:func:`clinenv.concurrent.run_concurrent`).
+   (:func:`clinenv.runs.concurrent.run_concurrent`).
 
 For each phase it prints episodes per minute, the requests sent, and three views of
 where the time goes (``delay`` is the server's fixed time per request):
@@ -21,7 +21,7 @@ where the time goes (``delay`` is the server's fixed time per request):
   flight: one request at a time keeps it near 0 %, so it hides client-side queueing;
 - **ideal vs actual wall**: ``ideal = ramp-up + requests x delay / workers``, where
   ``workers = min(concurrency, episodes)`` and ``ramp-up`` is the time to the first
-  request plus ``(workers - 1) x RAMP_UP_S`` (:data:`clinenv.concurrent.RAMP_UP_S`,
+  request plus ``(workers - 1) x RAMP_UP_S`` (:data:`clinenv.runs.concurrent.RAMP_UP_S`,
   the workers' staggered start); ``efficiency = ideal / actual``. What is missing from
   the ideal is time the server could have been serving more requests;
 - **per-episode share outside its own server calls**:
@@ -65,11 +65,11 @@ import gymnasium as gym
 
 import clinenv  # noqa: F401  (registers the EGIP environment ids)
 from clinenv.agents.llm_doctor import LLMDoctor
-from clinenv.concurrent import RAMP_UP_S, run_concurrent
 from clinenv.datasets import resolve_dataset
 from clinenv.errors import DatasetNotFoundError
 from clinenv.llm.openai_backend import OpenAIChatModel
-from clinenv.rollouts import run_logged
+from clinenv.runs.concurrent import RAMP_UP_S, run_concurrent
+from clinenv.runs.logged import run_logged
 
 PREFERRED, FALLBACK = "EGIP-MedQA-v0", "EGIP-Demo-v0"
 
@@ -94,7 +94,7 @@ def union_seconds(intervals: Sequence[Sequence[float]], start: float, end: float
 def start_server(delay_ms: float) -> tuple[subprocess.Popen, str]:
     """The fake server subprocess and its base URL (from its ``READY <url>`` line)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "clinenv.llm.fake_server", "--delay-ms", str(delay_ms),
+        [sys.executable, "-m", "clinenv.testing.fake_server", "--delay-ms", str(delay_ms),
          "--responder", "clinician"], stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline() if proc.stdout else ""
     if not line.startswith("READY "):

@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 
 from clinenv.cases import Case, CaseFlags, Records, Target, read_cases, write_cases
 from clinenv.datasets import load_cases
-from clinenv.registration import EGIP_IDS, register_all
+from clinenv.env.registration import EGIP_IDS, register_all
 
 register_all()
 

@@ -65,7 +65,7 @@ class Records(_Frozen):
             the rule that tells groups from tests.
 
     Leaves are display strings; placeholders such as ``"Pending"`` are kept verbatim and
-    classified as unavailable at lookup time (:mod:`clinenv.protocol.availability`).
+    classified as unavailable at lookup time (:mod:`clinenv.datasets.availability`).
     """
 
     physical_exam: dict[str, JsonValue] = Field(default_factory=dict)

@@ -6,7 +6,7 @@
   crash (never touching complete lines); :meth:`RunLog.episodes` gives the line that
   stands for each episode.
 
-Line schema :data:`SCHEMA`; see :mod:`clinenv.rollouts` for the fields.
+Line schema :data:`SCHEMA`; see :mod:`clinenv.runs.logged` for the fields.
 
 One line per episode ``(case_id, repetition)``, with one exception, the *supersession
 rule*: an error line (:func:`is_error_line`, an episode stopped by a model backend) may
@@ -14,7 +14,7 @@ be followed by a later line for the same episode (a retry written by a resumed r
 and the later line then stands for the episode; the error line stays in the file as a
 record of the failure. Any other repeated key (a second line after a line that is not
 an error line) is an error for every reader (:meth:`RunLog.episodes`,
-:func:`clinenv.rollouts.prepare_run`, :func:`clinenv.evaluation.runs.load_runs`).
+:func:`clinenv.runs.logged.prepare_run`, :func:`clinenv.evaluation.runs.load_runs`).
 """
 
 from __future__ import annotations
@@ -408,7 +408,7 @@ def episode_key(line: Mapping[str, Any]) -> KEY:
 class EpisodeLines:
     """The line that stands for each episode, fed line by line: the one implementation of
     the supersession rule (module docstring), used by :meth:`RunLog.episodes`,
-    :func:`clinenv.rollouts.summarize` and :func:`clinenv.evaluation.runs.load_runs`.
+    :func:`clinenv.runs.logged.summarize` and :func:`clinenv.evaluation.runs.load_runs`.
 
     Attributes:
         lines: ``{(case_id, repetition): standing line}``, keys in order of first line.
@@ -443,11 +443,11 @@ class EpisodeLines:
 
 def is_error_line(line: Mapping[str, Any]) -> bool:
     """The line is an *error line*: an episode stopped by a model backend that still
-    failed after its retries (it has the field ``error``; see :mod:`clinenv.rollouts`).
+    failed after its retries (it has the field ``error``; see :mod:`clinenv.runs.logged`).
 
     Under the supersession rule (module docstring) a later line of the same episode may
     replace it, and a resumed run runs it again
-    (:func:`clinenv.rollouts.prepare_run`, ``retry_errors``).
+    (:func:`clinenv.runs.logged.prepare_run`, ``retry_errors``).
     """
     return "error" in line
 

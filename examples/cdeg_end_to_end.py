@@ -41,8 +41,8 @@ from clinenv.agents.scripted_doctor import ScriptedDoctor
 from clinenv.case_list import read_case_list, write_case_list
 from clinenv.datasets.case_split import split_cases
 from clinenv.embeddings.lexical import LEXICAL_THRESHOLDS, LexicalSimilarity
-from clinenv.episode import run_episode
-from clinenv.rollouts import run_logged
+from clinenv.runs.episode import run_episode
+from clinenv.runs.logged import run_logged
 from clinenv.wrappers.cdeg.build import BuildConfig, build_graph
 from clinenv.wrappers.cdeg.extractors import DeterministicExtractor
 from clinenv.wrappers.cdeg.heldout import ConstructionOverlapWarning

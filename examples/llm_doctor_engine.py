@@ -7,7 +7,7 @@ for many episodes at once prefer ``vllm serve`` and the server example, which le
 server batch the requests of concurrent episodes. Without vLLM installed the script
 stops at once with the message of :class:`~clinenv.llm.base.BackendUnavailableError`
 naming the extra to install. A run that stops early (fail fast,
-:mod:`clinenv.fail_fast`: five episodes in a row met a backend error, such as a failing
+:mod:`clinenv.runs.fail_fast`: five episodes in a row met a backend error, such as a failing
 engine call) prints the reason on stderr and exits with code 2; the log keeps every line
 written before. Without MedQA data
 (``CLINENV_DATA_DIR``) the bundled demo cases are used, with a note. The choice of
@@ -33,7 +33,7 @@ import clinenv  # noqa: F401  (registers the EGIP environment ids)
 from clinenv.agents.llm_doctor import LLMDoctor
 from clinenv.llm.base import BackendUnavailableError
 from clinenv.llm.vllm_backend import VLLMChatModel
-from clinenv.rollouts import RunAborted, run_logged
+from clinenv.runs.logged import RunAborted, run_logged
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,7 +11,7 @@ then run from the repository root::
 
 Each episode runs :class:`~clinenv.agents.llm_doctor.LLMDoctor` (the EGIP doctor prompt,
 the Direct terminal strategy) through ``--concurrency`` episodes at once
-(:func:`clinenv.concurrent.run_concurrent`), so the server batches their requests. Every
+(:func:`clinenv.runs.concurrent.run_concurrent`), so the server batches their requests. Every
 episode is one line of the run log ``--out`` (with the model calls, tokens and latency
 under ``llm``); the script prints each verdict as it arrives, then accuracy and the
 model-call totals. Without MedQA data (``CLINENV_DATA_DIR`` pointing at a folder with
@@ -23,7 +23,7 @@ characters other than letters, digits, ``-``, ``_``, ``.`` replaced by ``-``), s
 on other data or with another model starts its own log. The log is continued when it
 exists: missing episodes run, and so do episodes that a server outage stopped (error
 lines; their new lines supersede them). A run that stops early (fail fast,
-:mod:`clinenv.fail_fast`: the server refused a request, e.g. a wrong ``--base-url`` or
+:mod:`clinenv.runs.fail_fast`: the server refused a request, e.g. a wrong ``--base-url`` or
 ``--model``, or five episodes in a row met a backend error) prints the reason on stderr
 and exits with code 2; the log keeps every line written before, so fix the cause and run
 the same command again. An ``--out`` log of another run (other data, model or settings),
@@ -41,11 +41,11 @@ import gymnasium as gym
 
 import clinenv  # noqa: F401  (registers the EGIP environment ids)
 from clinenv.agents.llm_doctor import LLMDoctor
-from clinenv.concurrent import run_concurrent
 from clinenv.datasets import resolve_dataset
 from clinenv.errors import ClinenvError, DatasetNotFoundError
 from clinenv.llm.openai_backend import OpenAIChatModel
-from clinenv.rollouts import RunAborted, RunResult, llm_totals, summarize
+from clinenv.runs.concurrent import run_concurrent
+from clinenv.runs.logged import RunAborted, RunResult, llm_totals, summarize
 
 
 def pick_env() -> str:

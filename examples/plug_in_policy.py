@@ -9,7 +9,7 @@ below asks one question, requests the first two examinations of the menu
 The environment is made with ``premature_diagnosis="decide"``: the policy's first
 ``DIAGNOSIS READY`` ends acquisition (under the EGIP default it would be replaced by a
 clarification question), and the answer given from the evidence interface is scored.
-:func:`clinenv.rollouts.run_episode` runs it and the scripted doctor over a few demo
+:func:`clinenv.runs.logged.run_episode` runs it and the scripted doctor over a few demo
 cases; the script prints each verdict and both accuracies.
 
 Run from the repository root (offline)::
@@ -25,7 +25,7 @@ import gymnasium as gym
 
 import clinenv  # noqa: F401  (registers the EGIP environment ids)
 from clinenv.agents.scripted_doctor import ScriptedDoctor
-from clinenv.rollouts import run_episode
+from clinenv.runs.logged import run_episode
 
 
 class TwoTestDoctor:

@@ -31,7 +31,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
-from clinenv.spaces import UnicodeText, clip_text
+from clinenv.env.spaces import UnicodeText, clip_text
 
 #: Longest role name ("assistant" is 9 characters).
 ROLE_CHARS = 16

@@ -23,7 +23,7 @@ The wrapper forwards ``reset`` and, only when the inner doctor has them, ``aact`
 log); ``name`` is the inner name plus a suffix, and ``config()`` describes both, so run
 logs of wrapped and vanilla doctors are told apart and paired by ``clinenv compare``.
 :meth:`ReaskWrapper.episode_log` returns the JSON-ready log of the episode, which
-:mod:`clinenv.episode` stores as the run-log line's ``doctor_log``.
+:mod:`clinenv.runs.episode` stores as the run-log line's ``doctor_log``.
 
 Subclasses implement :meth:`ReaskWrapper.observe` (each step's info, once) and
 :meth:`ReaskWrapper.review` (a generator that yields ``(observation, info)`` re-asks and

@@ -71,7 +71,7 @@ deterministic scorer with LLM agents of the same backend and model, unless
 ``--patient-model`` / ``--judge-model`` name another (one model object per distinct
 name). The API key is read from the environment variable ``--api-key-env`` (default
 ``OPENAI_API_KEY``; ``EMPTY`` when unset) and never written anywhere. ``--concurrency
-N`` (> 1) runs N episodes at once (:func:`clinenv.concurrent.run_concurrent`, also with
+N`` (> 1) runs N episodes at once (:func:`clinenv.runs.concurrent.run_concurrent`, also with
 the scripted doctor); the log is the same as a sequential run's. The summary then also
 gives model calls, tokens and mean latency, and the number of episodes stopped by a
 backend error (kept in the log as unscored error lines). ``--resume`` runs the missing
@@ -81,7 +81,7 @@ episodes and, unless ``--no-retry-errors``, runs those error lines' episodes aga
 the environment's observation format, and ``--prompt agentclinic`` states its question
 budget: ``--max-questions N``, by default the environment's acquisition rounds T.
 
-A run stops early (fail fast, :mod:`clinenv.fail_fast`) when the server refuses a
+A run stops early (fail fast, :mod:`clinenv.runs.fail_fast`) when the server refuses a
 request (HTTP 400, 401, 403, 404 or 422: a wrong ``--base-url``, ``--model`` or API key;
 the line names them and the server's message) or when ``--max-consecutive-errors N``
 (default 5; 0: never) episodes in a row stop with a backend error (the server is down):

@@ -236,7 +236,7 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     try:
         cases, report = load_cases_with_report(args.dataset, args.data_dir,
                                                allow_download=args.allow_download)
-        # the digest run logs record as dataset_sha256 (clinenv.case_pool.CasePool.get)
+        # the digest run logs record as dataset_sha256 (clinenv.env.case_pool.CasePool.get)
         identity = dataset_identity(report.path, None if is_path_like(args.dataset)
                                     else get_spec(args.dataset))
     except ClinenvError as err:

@@ -66,13 +66,13 @@ def choose_env(requested: str, data_dir: Path | None, allow_download: bool,
     import gymnasium as gym
 
     from clinenv.datasets import resolve_dataset
+    from clinenv.env.registration import EGIP_IDS
     from clinenv.errors import (
         ChecksumError,
         DataDirError,
         DatasetFolderError,
         DatasetNotFoundError,
     )
-    from clinenv.registration import EGIP_IDS
 
     if requested != "auto":
         if requested not in gym.registry:
@@ -104,7 +104,7 @@ def nearest_id(requested: str) -> str | None:
     ``None``."""
     from rapidfuzz import fuzz, process
 
-    from clinenv.registration import EGIP_IDS, NATIVE_IDS
+    from clinenv.env.registration import EGIP_IDS, NATIVE_IDS
 
     found = process.extractOne(requested, [*EGIP_IDS, *NATIVE_IDS], scorer=fuzz.ratio,
                                processor=str.casefold, score_cutoff=70)
@@ -113,7 +113,7 @@ def nearest_id(requested: str) -> str | None:
 
 def _ids_hint() -> str:
     """The ids ``--env`` takes: the EGIP ids, then the native-protocol ids."""
-    from clinenv.registration import EGIP_IDS, NATIVE_IDS
+    from clinenv.env.registration import EGIP_IDS, NATIVE_IDS
 
     return "clinenv ids: " + ", ".join([*EGIP_IDS, *NATIVE_IDS]) + " (or 'auto')"
 

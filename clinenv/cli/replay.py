@@ -4,7 +4,7 @@
 the terminal decision of every finished episode of ``RUN.jsonl`` on its evidence
 interface e_T, unchanged (``full``, the rerun control), without the acquired observations,
 or without the candidate labels K (EGIP Table 3 Panel B, appendix C), and writes a new
-run log (:mod:`clinenv.replay`, :mod:`clinenv.replay_run`) whose method label is the
+run log (:mod:`clinenv.runs.replay`, :mod:`clinenv.runs.replay_run`) whose method label is the
 doctor's name with ``/replay``, ``/no-observations`` or ``/no-candidates``; ``clinenv
 compare CONTROL.jsonl ABLATION.jsonl`` then gives the drop with its paired interval.
 
@@ -37,9 +37,9 @@ from clinenv.cli.env_choice import add_dataset_arguments
 from clinenv.cli.errors import CLIError
 from clinenv.cli.llm_setup import LLMSetup, add_llm_arguments, check_llm_args
 from clinenv.cli.run_summary import format_summary, print_run_end
-from clinenv.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS
+from clinenv.runs.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS
 
-#: ``--ablation`` values (dashes) and their :data:`clinenv.replay.ABLATIONS` names.
+#: ``--ablation`` values (dashes) and their :data:`clinenv.runs.replay.ABLATIONS` names.
 ABLATION_CHOICES = {"full": "full", "no-observations": "no_observations",
                     "no-candidates": "no_candidates"}
 
@@ -159,11 +159,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from clinenv.cli.run import aborted_message
-    from clinenv.fail_fast import RunAborted
-    from clinenv.replay import load_source
-    from clinenv.replay_run import replay_run
     from clinenv.runlog import RunLogError
-    from clinenv.summary import summarize
+    from clinenv.runs.fail_fast import RunAborted
+    from clinenv.runs.replay import load_source
+    from clinenv.runs.replay_run import replay_run
+    from clinenv.runs.summary import summarize
 
     check_llm_args(args)
     ablation = ABLATION_CHOICES[args.ablation]

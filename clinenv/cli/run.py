@@ -2,7 +2,7 @@
 
 The command checks every argument before it creates anything (not even the ``runs/``
 folder of the default ``--out``), prints the chosen environment, a progress bar on a
-terminal and the summary, and stops early (fail fast, :mod:`clinenv.fail_fast`) on a
+terminal and the summary, and stops early (fail fast, :mod:`clinenv.runs.fail_fast`) on a
 refused model request or too many backend errors in a row; see the :mod:`clinenv.cli`
 docstring for the options and exit codes.
 
@@ -33,7 +33,7 @@ every line), and ``--vote-temperature T`` sets the vote strategy's sampling temp
 
 Example (offline, the fake server's clinician plays every LLM seat)::
 
-    python -m clinenv.llm.fake_server --responder clinician --port 8011 &
+    python -m clinenv.testing.fake_server --responder clinician --port 8011 &
     clinenv run --env AgentClinic-Demo-v0 --doctor llm --patient llm --examiner llm \
         --judge llm --model fake --base-url http://127.0.0.1:8011/v1
 """
@@ -71,8 +71,8 @@ from clinenv.cli.llm_setup import (
 )
 from clinenv.cli.paper_settings import add_paper_arguments, resolve_run_settings
 from clinenv.cli.run_summary import format_summary, print_run_end
-from clinenv.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS
 from clinenv.protocol.presets import PRESETS
+from clinenv.runs.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS
 
 #: Characters of a server's error message kept in the one-line fail-fast error.
 MESSAGE_CHARS = 400
@@ -199,9 +199,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     """
     from tqdm import tqdm
 
-    from clinenv.concurrent import run_concurrent
-    from clinenv.rollouts import RunAborted, RunLogError, plan_episodes, run_logged
-    from clinenv.summary import summarize
+    from clinenv.runs.concurrent import run_concurrent
+    from clinenv.runs.logged import RunAborted, RunLogError, plan_episodes, run_logged
+    from clinenv.runs.summary import summarize
 
     preset = getattr(args, "preset", None)
     protocol = env_protocol(args.env, preset)
@@ -311,7 +311,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def aborted_message(err: Any, args: argparse.Namespace) -> str:
-    """The one-line error of a run stopped by :class:`clinenv.fail_fast.RunAborted`:
+    """The one-line error of a run stopped by :class:`clinenv.runs.fail_fast.RunAborted`:
     what happened, the server and model(s), the server's message (whitespace collapsed,
     at most :data:`MESSAGE_CHARS` characters), the lines this run wrote and the
     episodes of the log whose latest line is an error line (counted from the file, so
@@ -331,7 +331,7 @@ def aborted_message(err: Any, args: argparse.Namespace) -> str:
     where += ", model " + ", ".join(models) if models else ""
     detail = err.error.get("detail") or err.error.get("type")
     kept = f"{err.n_written} episode(s) of this run are in {err.out}"
-    if getattr(err, "n_error_episodes", None):  # counted from the log (clinenv.fail_fast)
+    if getattr(err, "n_error_episodes", None):  # counted from the log (clinenv.runs.fail_fast)
         kept += (f", which now holds {err.n_error_episodes} episode(s) stopped by a backend "
                  f"error ({err.n_error_episodes_this_run} from this run)")
     if err.reason == "configuration":

@@ -24,7 +24,7 @@ They follow the leak and quality notes of the AgentClinic audit
   identity text (objective plus patient history) against an earlier case is >= 95; the
   value is the first case of that duplicate group.
 - ``no_recorded_tests``: M holds no test result (no tests, or only placeholders such as
-  "Pending", see :func:`clinenv.protocol.availability.is_unavailable`).
+  "Pending", see :func:`clinenv.datasets.availability.is_unavailable`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from pydantic import JsonValue
 from rapidfuzz import fuzz, process
 from rapidfuzz.utils import default_process
 
-from clinenv.protocol.availability import is_unavailable
+from clinenv.datasets.availability import is_unavailable
 
 #: token_set_ratio threshold (0-100) for ``near_duplicate_of``.
 NEAR_DUPLICATE_THRESHOLD = 95.0

@@ -19,7 +19,7 @@ Lenient rule, in strict mode too: a missing ``Physical_Examination_Findings`` or
 ``metadata["missing_keys"]`` (bug report B19). The record then holds no such examination
 or test, so the examiner answers "not recorded" for every request of that kind; a missing
 ``Test_Results`` also sets ``flags.no_recorded_tests``. ("Unavailable" is reserved for a
-stored placeholder value such as ``"Pending"``, see :mod:`clinenv.protocol.availability`.)
+stored placeholder value such as ``"Pending"``, see :mod:`clinenv.datasets.availability`.)
 
 Unknown keys inside ``OSCE_Examination`` (e.g. ``Management_and_Follow_Up``) are kept in
 ``metadata["extra"]``, unknown top-level keys in ``metadata["extra_top_level"]``. The

@@ -9,7 +9,7 @@ loops), so their labels must differ by themselves: :func:`method_label` gives
 ``"scripted@egip-no-menu"``, ``"llm-direct@medagentsim"``). The variant is read from
 the line's ``env_spec`` keyword arguments: an explicit non-EGIP ``protocol`` first, then
 the ``preset`` (given with ``--preset``, or the one a native id registers,
-:data:`clinenv.registration.NATIVE_IDS`). A user's ``LABEL=path`` still wins
+:data:`clinenv.env.registration.NATIVE_IDS`). A user's ``LABEL=path`` still wins
 (:mod:`clinenv.evaluation.runs`).
 
 Runs of the same doctor with different models are different methods too:
@@ -44,7 +44,7 @@ def environment_variant(line: Mapping[str, Any]) -> str | None:
         (``kwargs["preset"]``, or the registered preset of a native ``env_id``) when it is
         not ``"egip"``; else ``None``.
     """
-    from clinenv.registration import NATIVE_IDS
+    from clinenv.env.registration import NATIVE_IDS
 
     spec = line.get("env_spec")
     kwargs = spec.get("kwargs") if isinstance(spec, Mapping) else None

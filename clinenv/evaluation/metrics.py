@@ -1,6 +1,6 @@
 """Evaluation metrics on run-log records and correctness matrices (EGIP section 4.1, CDEG).
 
-Pure functions, no I/O. *Records* are run-log lines or :func:`clinenv.rollouts.run_episode`
+Pure functions, no I/O. *Records* are run-log lines or :func:`clinenv.runs.logged.run_episode`
 records: mappings with at least ``case_id``, ``repetition`` (0-based; absent → 0),
 ``verdict`` (``"correct"``, ``"wrong"``, ``"unscored"``, or absent when the episode did not
 finish → treated as unscored), ``answer``, ``turns``, ``n_exams_requested`` and, for
@@ -270,7 +270,7 @@ def coverage(answers: Iterable[Any]) -> float:
             scheduled)``; a judge reply that could not be read does not uncover an
             identifiable answer), ``None`` (a scheduled output without a record), or an
             answer string (identifiable when non-empty after stripping). ``clinenv
-            run``'s summary (:func:`clinenv.summary.summarize`) passes its records whole,
+            run``'s summary (:func:`clinenv.runs.summary.summarize`) passes its records whole,
             so both report the same coverage.
 
     Returns:

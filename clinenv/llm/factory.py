@@ -5,10 +5,15 @@ Backends are imported only when chosen, so an unused extra need not be installed
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from clinenv.llm.base import ChatModel
 
+#: Where the ``"scripted"`` backend's named responders are resolved (``module:function``;
+#: they live with the test doubles in :mod:`clinenv.testing`, which the LLM layer never
+#: imports by name).
+RESPONDERS = "clinenv.testing.fake_responders:resolve_responder"
 #: Accepted backend names; ``"hf"`` is an alias of ``"transformers"``.
 BACKENDS = ("openai", "vllm", "transformers", "hf", "scripted")
 
@@ -26,7 +31,7 @@ def make_chat_model(backend: str, model: str, **kwargs: Any) -> ChatModel:
             ``dtype``...), or ``"scripted"``
             (:class:`~clinenv.llm.scripted.ScriptedChatModel`: ``replies``, a list or a
             function; without it, ``responder`` names a built-in responder of
-            :mod:`clinenv.llm.fake_responders`, default ``"clinician"``, so an offline run
+            :mod:`clinenv.testing.fake_responders`, default ``"clinician"``, so an offline run
             needs no server). Case and surrounding spaces are ignored.
         model: the model name, path or hub id (for ``"scripted"``, only reported).
         **kwargs: the backend's constructor arguments (``config=`` for all of them).
@@ -63,9 +68,8 @@ def make_chat_model(backend: str, model: str, **kwargs: Any) -> ChatModel:
 
 def _scripted_responder(name: str) -> Any:
     """A fake-server responder adapted to :class:`ScriptedChatModel`'s signature."""
-    from clinenv.llm.fake_responders import resolve_responder
-
-    respond = resolve_responder(name)
+    module, _, attr = RESPONDERS.partition(":")
+    respond = getattr(importlib.import_module(module), attr)(name)
 
     def reply(messages: list[dict[str, str]], config: Any, index: int) -> str:
         result = respond({"messages": messages}, index)

@@ -1,7 +1,7 @@
 """Chat models behind an OpenAI-compatible chat-completions server.
 
 ``vllm serve MODEL``, llama.cpp's server, hosted providers, or the project's own
-:class:`~clinenv.llm.fake_server.FakeChatServer`. Uses the ``openai`` client (extra
+:class:`~clinenv.testing.fake_server.FakeChatServer`. Uses the ``openai`` client (extra
 ``openai``), imported when a model is constructed.
 
 Policies (each one answers a field-bug-reports entry):

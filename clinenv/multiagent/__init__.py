@@ -4,6 +4,6 @@
   ``raw_env``);
 - :mod:`clinenv.multiagent.aec` — the AEC game (turn order, role views, rewards);
 - :mod:`clinenv.multiagent.parallel` — the turn-based Parallel conversion;
-- :mod:`clinenv.multiagent.seat_views` — the patient's and examiner's observation text;
+- :mod:`clinenv.protocol.seat_views` — the patient's and examiner's observation text;
 - :mod:`clinenv.multiagent.fidelity` — the optional fidelity rewards of the seats.
 """

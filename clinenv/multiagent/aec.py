@@ -21,7 +21,7 @@ it is scored like :class:`clinenv.env.EGIPEnv` does and ends the episode for all
 at once (every termination True in the same step; each agent is then stepped with
 ``None`` and ``agents`` becomes ``[]``). With ``max_steps`` set, an episode that reaches
 that many AEC steps before the answer is truncated for all agents at once (no answer:
-doctor reward :data:`clinenv.rewards.UNSCORED`).
+doctor reward :data:`clinenv.env.rewards.UNSCORED`).
 
 Seats. ``patient="external"`` / ``examiner="external"`` (the defaults) give a seat to a
 policy. ``patient="retrieval"`` (or ``"llm"`` with ``patient_model``, or a patient object
@@ -37,15 +37,15 @@ actions are text). ``text`` is the role view R:
 - doctor: exactly the Gymnasium environment's observation (x_t in ``"view"`` format, or
   what is new in ``"delta"`` format); ``exam_mask`` is the menu mask;
 - patient: P with Y withheld, the dialogue and the pending question
-  (:func:`~clinenv.multiagent.seat_views.render_patient_view`); never M or Y;
+  (:func:`~clinenv.protocol.seat_views.render_patient_view`); never M or Y;
 - examiner: the validated request and the matching stored record
-  (:func:`~clinenv.multiagent.seat_views.render_examiner_view`); never P.
+  (:func:`~clinenv.protocol.seat_views.render_examiner_view`); never P.
 
 Seat ``exam_mask`` values are all zero. An agent's observation changes only when it
 becomes the active agent, after its own action (a seat then shows that nothing is
 pending), and at the end of the episode; an idle agent's observation stays unchanged.
 
-Rewards. The doctor's are the Gymnasium environment's: :data:`clinenv.rewards.CORRECT`,
+Rewards. The doctor's are the Gymnasium environment's: :data:`clinenv.env.rewards.CORRECT`,
 ``WRONG`` or ``UNSCORED`` for the terminal answer (judged by the deterministic scorer
 :func:`clinenv.scoring.score_answer`, the Gymnasium environment's default), minus
 ``exam_cost`` per test returned and ``invalid_action_penalty`` per invalid action, each in
@@ -57,14 +57,14 @@ Seats earn 0, or with ``fidelity_weight > 0`` minus that weight per fidelity err
 their reply (:mod:`clinenv.multiagent.fidelity`).
 
 Infos (deterministic: no timings, no token counts). Doctor: the Gymnasium environment's
-info, built by the same code (:mod:`clinenv.doctor_view`): ``case_id``, ``dataset``,
+info, built by the same code (:mod:`clinenv.env.doctor_view`): ``case_id``, ``dataset``,
 ``phase``, ``turn``, ``menu``, ``candidates``, ``n_exams_requested``,
 ``invalid_actions``, ``action_kind``, ``text_clipped``, ``reasoning`` when present, at
 the end ``answer``, ``verdict``, ``correct``, ``abstained``, ``match_score``,
 ``scorer``; with a built-in patient that reports flags (the LLM patient, or any patient
 object with ``last_flags``) also ``patient_flags`` on every doctor step that patient
 answered (field-bug-reports B16: the flags of that reply, ``[]`` when clean; read with
-:func:`clinenv.doctor_view.patient_flags`, as the Gymnasium environment does). Two
+:func:`clinenv.env.doctor_view.patient_flags`, as the Gymnasium environment does). Two
 differences only: with an external seat the doctor's info is refreshed when the round
 closes (after the seat's reply), and a ``max_steps`` truncation ends with
 ``answer=None``, ``verdict="unscored"``, ``correct=False`` and ``truncated_at_step``
@@ -91,24 +91,19 @@ from gymnasium import spaces
 from gymnasium.utils import seeding
 from pettingzoo import AECEnv
 
-from clinenv import rewards
-from clinenv.case_pool import CasePool
 from clinenv.cases import Case
-from clinenv.doctor_view import answer_outcome, doctor_info, exam_mask, patient_flags
-from clinenv.env import DEFAULT_MAX_EXAMS, DEFAULT_MAX_TEXT_CHARS
+from clinenv.env import DEFAULT_MAX_EXAMS, DEFAULT_MAX_TEXT_CHARS, rewards
+from clinenv.env.case_pool import CasePool
+from clinenv.env.doctor_view import doctor_info, exam_mask, patient_flags
+from clinenv.env.egip_loop import EGIPLoop
+from clinenv.env.seats import PendingStep
+from clinenv.env.simulators import make_patient
+from clinenv.env.spaces import UnicodeText, clip_text
 from clinenv.multiagent import fidelity
-from clinenv.multiagent.seat_views import render_examiner_view, render_patient_view
 from clinenv.protocol.config import ProtocolConfig
-from clinenv.protocol.render import (
-    HistoryRenderer,
-    render_delta,
-    render_doctor_view,
-    render_history,
-)
-from clinenv.protocol.runtime import EGIPRuntime, Routing
-from clinenv.scoring import score_answer
-from clinenv.simulators import make_patient
-from clinenv.spaces import UnicodeText, clip_text
+from clinenv.protocol.render import render_history
+from clinenv.protocol.runtime import EGIPRuntime
+from clinenv.protocol.seat_views import render_examiner_view, render_patient_view
 
 DOCTOR = "doctor_0"
 PATIENT = "patient_0"
@@ -126,7 +121,7 @@ class EGIPAECEnv(AECEnv):
         dataset, cases, data_dir, disclosure, allow_download, verify: the case source,
             as in :class:`clinenv.env.EGIPEnv`.
         patient: ``"external"`` (a policy's seat, default), or a built-in patient as
-            accepted by :func:`clinenv.simulators.make_patient` (``"retrieval"``, ``"llm"``, an
+            accepted by :func:`clinenv.env.simulators.make_patient` (``"retrieval"``, ``"llm"``, an
             object with a sync ``reply(PatientView) -> str``).
         patient_model: the chat model of ``patient="llm"``.
         examiner: ``"external"`` (a policy's seat, default) or ``"lookup"`` (record
@@ -230,6 +225,9 @@ class EGIPAECEnv(AECEnv):
         })
         self._action_spaces = {a: UnicodeText(max_text_chars) for a in self.possible_agents}
         self.agents: list[str] = []
+        self.loop = EGIPLoop(self.config, examiner="seat" if examiner == "external" else "lookup",
+                             exam_cost=exam_cost, invalid_action_penalty=invalid_action_penalty,
+                             observation_format=observation_format)
         self.runtime: EGIPRuntime | None = None
         self._np_random: np.random.Generator | None = None
 
@@ -278,10 +276,10 @@ class EGIPAECEnv(AECEnv):
             case = self.pool.case(options["case_id"])
         else:
             case = self.pool.cases[int(self.np_random.integers(len(self.pool.cases)))]
-        prepared = self.pool.prepared(case, accept=self.config.exam_accept,
-                                      suggest=self.config.exam_suggest)
-        self.runtime = EGIPRuntime(prepared, self.config)
-        self._history_text = HistoryRenderer()
+        self._doctor_text: str | None = self.loop.start(
+            self.pool.prepared(case, **self.loop.matching))
+        self._doctor_clipped = False
+        self.runtime = self.loop.runtime
         reset_patient = getattr(self.patient, "reset", None)
         if callable(reset_patient):  # as EGIPEnv: drawn after the case
             reset_patient(seed=int(self.np_random.integers(2**31 - 1)))
@@ -292,9 +290,8 @@ class EGIPAECEnv(AECEnv):
         self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
         self.terminations = dict.fromkeys(self.agents, False)
         self.truncations = dict.fromkeys(self.agents, False)
-        self._pending: Routing | None = None
+        self._pending: PendingStep | None = None
         self._steps = 0
-        self._since = 0
         self._final: dict[str, Any] = {}
         self._doctor_kind: str | None = None
         self._doctor_reasoning: str | None = None
@@ -375,83 +372,76 @@ class EGIPAECEnv(AECEnv):
 
     # ------------------------------------------------------------- turns
     def _doctor_step(self, text: str) -> None:
-        rt = self.runtime
-        assert rt is not None
-        self._since = len(rt.history)
+        pending = self.loop.route(text)
+        self._pending = pending
         self._patient_flags = None
-        if rt.phase == "decide":
-            parsed = rt.submit_answer(text)
-            reward, self._final = answer_outcome(rt, score_answer(rt.answer, rt.case))
-            self.rewards[DOCTOR] += reward
-            self._doctor_kind, self._doctor_reasoning = "answer", parsed.reasoning
-            self.terminations = dict.fromkeys(self.agents, True)
-            return
-        invalid_before = rt.invalid_actions
-        routing = rt.route(text)
-        self._doctor_kind = routing.action.kind
-        self._doctor_reasoning = routing.action.reasoning
-        self.rewards[DOCTOR] -= self.invalid_action_penalty * (rt.invalid_actions
-                                                               - invalid_before)
-        if routing.to == "patient":
-            if self.patient is None:
-                self._hand_over(PATIENT, routing)
-                return
-            rt.answer_patient(routing, str(self.patient.reply(
-                rt.patient_view(routing.question or ""))))
-            self._patient_flags = patient_flags(self.patient)
-        elif routing.to == "examiner":
-            if routing.entries and self.examiner == "external":
-                self._hand_over(EXAMINER, routing)  # charged when the result comes back
-                return
-            rt.answer_exam(routing)
-            self.rewards[DOCTOR] -= self.exam_cost * len(routing.entries)
-        self._refresh_doctor()
-        self.agent_selection = DOCTOR
+        if pending.patient_view is not None and self.patient is None:
+            self._hand_over(PATIENT)
+        elif pending.examiner_view is not None:
+            self._hand_over(EXAMINER)  # charged when the result comes back
+        else:
+            if pending.patient_view is not None:
+                pending.reply = self.patient.reply(pending.patient_view)
+            self._close_round()
 
-    def _hand_over(self, seat: str, routing: Routing) -> None:
-        self._pending = routing
+    def _hand_over(self, seat: str) -> None:
+        assert self._pending is not None and self._pending.routing is not None
+        action = self._pending.routing.action
+        self._doctor_kind, self._doctor_reasoning = action.kind, action.reasoning
         self._refresh_seat(seat)
         self.agent_selection = seat
 
+    def _close_round(self) -> None:
+        """The loop's second half: the doctor's reward, text and (at the end) outcome."""
+        assert self._pending is not None
+        step = self.loop.finish(self._pending)
+        self._pending = None
+        self.rewards[DOCTOR] += step.reward
+        self._doctor_kind, self._doctor_reasoning = step.action_kind, step.reasoning
+        if step.patient_replied and self.patient is not None:
+            self._patient_flags = patient_flags(self.patient)
+        self._doctor_text = step.text
+        if step.terminated:
+            self._final = step.outcome
+            self.terminations = dict.fromkeys(self.agents, True)
+        self._refresh_doctor()
+        self.agent_selection = DOCTOR
+
     def _seat_step(self, seat: str, text: str) -> None:
-        rt = self.runtime
-        routing = self._pending
-        assert rt is not None and routing is not None
+        rt, pending = self.runtime, self._pending
+        assert rt is not None and pending is not None and pending.routing is not None
         limit = self.config.max_action_chars
         reply = text[:limit]
         state: dict[str, Any] = {"reply_clipped": len(text) > limit}
         if seat == PATIENT:
             errors = fidelity.patient_leaks(reply, self._leakable) if self.fidelity_weight else []
-            rt.answer_patient(routing, reply)
+            pending.reply = reply
         else:
-            view = rt.examiner_view(routing)
+            view = pending.examiner_view
+            assert view is not None
             errors = (fidelity.examiner_errors(reply, view.record, (view.request,
                                                                     view.exam_id or "",
                                                                     view.name))
                       if self.fidelity_weight else [])
-            rt.answer_exam(routing, result_text=reply)
-            self.rewards[DOCTOR] -= self.exam_cost * len(routing.entries)
+            pending.measurement = reply
         if self.fidelity_weight:
             state["fidelity_errors"] = errors
             self.rewards[seat] -= self.fidelity_weight * len(errors)
         self._seat_state[seat] = state
-        self._pending = None
+        self._close_round()
         self._refresh_seat(seat)
-        self._refresh_doctor()
-        self.agent_selection = DOCTOR
 
     # ------------------------------------------------------- observations
     def _refresh_doctor(self) -> None:
         """The doctor's observation and info for the current state (the Gymnasium env's)."""
         rt = self.runtime
         assert rt is not None
-        if rt.phase == "done":
-            text = self._texts.get(DOCTOR, "") if self.observation_format == "view" else ""
-        elif self.observation_format == "view" or DOCTOR not in self._texts:
-            text = render_doctor_view(rt, self._history_text)
+        text = self._doctor_text
+        if text is None:  # the loop repeats the last text (the end, in view format)
+            text, clipped = self._texts.get(DOCTOR, ""), self._doctor_clipped
         else:
-            text = render_delta(rt, self._since)
-        text, clipped = clip_text(text, self.max_text_chars)
+            text, clipped = clip_text(text, self.max_text_chars)
+        self._doctor_text, self._doctor_clipped = None, clipped
         self._texts[DOCTOR] = text
         self._doctor_mask = exam_mask(rt, self.max_exams)
         info = doctor_info(rt, action_kind=self._doctor_kind, text_clipped=clipped,
@@ -464,13 +454,16 @@ class EGIPAECEnv(AECEnv):
     def _refresh_seat(self, seat: str) -> None:
         rt = self.runtime
         assert rt is not None
-        pending = self._pending is not None and (seat == PATIENT) == (
-            self._pending.to == "patient")
+        waiting = self._pending
         if seat == PATIENT:
-            question = (self._pending.question or "") if pending else ""
-            text = render_patient_view(rt.patient_view(question), pending=pending)
+            view = None if waiting is None else waiting.patient_view
+            pending = view is not None
+            text = render_patient_view(view if view is not None else rt.patient_view(""),
+                                       pending=pending)
         else:
-            text = render_examiner_view(rt.examiner_view(self._pending) if pending else None)
+            view = None if waiting is None else waiting.examiner_view
+            pending = view is not None
+            text = render_examiner_view(view)
         self._texts[seat], clipped = clip_text(text, self.max_text_chars)
         self._infos[seat] = {
             "case_id": rt.case.case_id,

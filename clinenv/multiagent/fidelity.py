@@ -19,7 +19,7 @@ Each error is a string ``"<kind>: <what>"``:
   units ignored) that neither the stored record (keys and values) nor the request (its
   text, exam id and name) holds; and ``"invented: result for unavailable <field>"``
   for each unavailable leaf of the record (``"Pending"``, ``"Not provided"``...,
-  :func:`clinenv.protocol.availability.is_unavailable`) when the reply acknowledges no
+  :func:`clinenv.datasets.availability.is_unavailable`) when the reply acknowledges no
   unavailability (none of :data:`UNAVAILABLE_WORDS`): reporting "Normal flora, no
   pathogens." for a pending culture invents a result (unavailable leaves are not results;
   EGIP section 3.2, record lookup O).
@@ -37,7 +37,7 @@ from collections.abc import Iterable, Iterator
 from pydantic import JsonValue
 
 from clinenv.cases import Records
-from clinenv.protocol.availability import is_unavailable
+from clinenv.datasets.availability import is_unavailable
 
 _SPACE = re.compile(r"\s+")
 _DIGIT = re.compile(r"\d")

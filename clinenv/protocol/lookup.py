@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import JsonValue
 
 from clinenv.cases import Records
-from clinenv.protocol.availability import is_unavailable
+from clinenv.datasets.availability import is_unavailable
 from clinenv.protocol.catalog import CatalogEntry, readable_name
 from clinenv.protocol.history import Availability
 

@@ -203,7 +203,7 @@ class NativeRouting:
 class NativeRuntime:
     """One native episode over ``case`` with settings ``config``.
 
-    Attributes read by the environment and :mod:`clinenv.doctor_view`: ``case``,
+    Attributes read by the environment and :mod:`clinenv.env.doctor_view`: ``case``,
     ``config``, ``catalog``, ``history``, ``requested`` (one entry per measurement
     request), ``turn``, ``phase``, ``invalid_actions``, ``answer`` (the whole final
     utterance, or ``None``), ``stopped_early``, ``end_reason`` (``None``,

@@ -3,7 +3,7 @@
 The catalog A, the exam-name index, the menu's priority order and the patient facts
 (with target-naming sentences withheld) depend only on the case and two matching
 thresholds, so they are built once and shared by every episode of the case
-(:meth:`clinenv.case_pool.CasePool.prepared`).
+(:meth:`clinenv.env.case_pool.CasePool.prepared`).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ preset                          what it sets
 ==============================  ==========================================================
 
 The ids ``AgentClinic-<Dataset>-v0`` and ``MedAgentSim-<Dataset>-v0`` register the last
-two (:mod:`clinenv.registration`).
+two (:mod:`clinenv.env.registration`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The replay runner: one terminal decision per source episode, written to a new run log.
 
-See :mod:`clinenv.replay` for the ablations, the source checks and the line format. Here:
+See :mod:`clinenv.runs.replay` for the ablations, the source checks and the line format. Here:
 
 - :func:`decide_and_score` — the terminal decision of one episode on the (ablated) e_T,
   scored as :class:`clinenv.env.EGIPEnv` scores it: the runtime's decision-phase parser
@@ -9,18 +9,18 @@ See :mod:`clinenv.replay` for the ablations, the source checks and the line form
   when the ablation removed them (``use_candidates=False``: an option letter is then a
   free answer, never the option the doctor did not see) --, then the optional judge on
   the answer (a chosen candidate as its label, only when K was shown) and the target,
-  and the shared verdict rule :func:`clinenv.terminal_outcome.terminal_outcome`. The
+  and the shared verdict rule :func:`clinenv.env.terminal_outcome.terminal_outcome`. The
   judge's seed is ``call_seed(episode seed, "replay", "judge")``;
 - :func:`replay_run` / :func:`areplay_run` — the whole replay with resume (``resume``
   continues an output log of the same replay: same doctor, source file, ablation and
   judge; missing episodes and, with ``retry_errors``, error lines are run again and the
   new line supersedes the error line) and concurrency (``concurrency`` doctors at once
   under asyncio, through ``doctor.aact``). A doctor whose backend fails after its retries
-  gives an error line; the fail-fast rule of :mod:`clinenv.fail_fast` stops the run on a
+  gives an error line; the fail-fast rule of :mod:`clinenv.runs.fail_fast` stops the run on a
   refused request or too many errors in a row.
 
 The reward of a replayed line is the source's acquisition reward (its ``reward`` minus
-the terminal reward of its verdict, :mod:`clinenv.rewards`) plus the replay's terminal
+the terminal reward of its verdict, :mod:`clinenv.env.rewards`) plus the replay's terminal
 reward; ``timing`` and ``llm`` are the only non-deterministic fields.
 """
 
@@ -33,15 +33,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clinenv import rewards
-from clinenv.doctor_view import answer_outcome
-from clinenv.episode import call_totals, error_dict, run_without_loop
-from clinenv.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS, FailFast
+from clinenv.env import rewards
+from clinenv.env.doctor_view import answer_outcome
+from clinenv.env.simulators import accepts_seed, make_judge
+from clinenv.env.spaces import clip_text
+from clinenv.env.terminal_outcome import NOT_JUDGED, terminal_outcome
 from clinenv.llm.base import BackendError
 from clinenv.protocol.evidence import render_evidence
 from clinenv.protocol.history import event_to_dict
 from clinenv.protocol.runtime import EGIPRuntime
-from clinenv.replay import (
+from clinenv.runlog import RunLogWriter, doctor_config, is_error_line, read_run_log
+from clinenv.runs.episode import call_totals, error_dict, run_without_loop
+from clinenv.runs.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS, FailFast
+from clinenv.runs.replay import (
     NAME_SUFFIXES,
     ReplayError,
     ReplaySource,
@@ -49,12 +53,8 @@ from clinenv.replay import (
     ablate,
     load_source,
 )
-from clinenv.runlog import RunLogWriter, doctor_config, is_error_line, read_run_log
 from clinenv.scoring import SCORING_VERSION, score_answer
 from clinenv.seeding import call_seed
-from clinenv.simulators import accepts_seed, make_judge
-from clinenv.spaces import clip_text
-from clinenv.terminal_outcome import NOT_JUDGED, terminal_outcome
 
 __all__ = ["ReplayResult", "areplay_run", "decide_and_score", "replay_doctor", "replay_run"]
 
@@ -66,7 +66,7 @@ _TERMINAL = {"correct": rewards.CORRECT, "wrong": rewards.WRONG}
 def replay_doctor(doctor: Any, ablation: str, source: ReplaySource) -> dict[str, Any]:
     """The ``doctor`` field of the replay's lines: the doctor's
     :func:`~clinenv.runlog.doctor_config`, its name suffixed by
-    :data:`~clinenv.replay.NAME_SUFFIXES` and its config extended with ``replay``:
+    :data:`~clinenv.runs.replay.NAME_SUFFIXES` and its config extended with ``replay``:
     ``{"ablation", "source": file name, "source_sha256"}``."""
     base = doctor_config(doctor)
     return {"name": base["name"] + NAME_SUFFIXES[ablation],
@@ -83,11 +83,11 @@ async def decide_and_score(episode: SourceEpisode, doctor: Any, *, ablation: str
         episode: the source episode.
         doctor: a doctor policy (``reset(seed=)``, ``act``; ``aact`` with ``use_async``;
             ``drain_calls`` when it records model calls).
-        ablation: one of :data:`~clinenv.replay.ABLATIONS`.
+        ablation: one of :data:`~clinenv.runs.replay.ABLATIONS`.
         judge: ``None`` (the deterministic scorer) or a judge object (``judge`` /
             ``ajudge``).
         use_async: await ``aact`` / ``ajudge`` when present; otherwise nothing awaits,
-            so :func:`~clinenv.episode.run_without_loop` can drive it.
+            so :func:`~clinenv.runs.episode.run_without_loop` can drive it.
 
     Returns:
         ``{"outcome": outcome keys, "reward": terminal reward, "calls", "terminal_events",
@@ -152,7 +152,7 @@ async def decide_and_score(episode: SourceEpisode, doctor: Any, *, ablation: str
 
 def _line(episode: SourceEpisode, decided: dict[str, Any], *, doctor: dict[str, Any],
           settings: dict[str, Any], source: ReplaySource) -> dict[str, Any]:
-    """The output line of one replayed episode (see :mod:`clinenv.replay`)."""
+    """The output line of one replayed episode (see :mod:`clinenv.runs.replay`)."""
     src = episode.line
     line = {k: v for k, v in src.items() if k not in _DROPPED}
     line["scoring_version"] = SCORING_VERSION  # the replay's own verdicts
@@ -249,16 +249,16 @@ def replay_run(source: str | Path | ReplaySource, make_doctor: Callable[[], Any]
     """Replay the terminal decisions of a run log under an ablation (module docstring).
 
     Args:
-        source: the source run log, or a :class:`~clinenv.replay.ReplaySource`.
+        source: the source run log, or a :class:`~clinenv.runs.replay.ReplaySource`.
         make_doctor: factory of a fresh doctor; one per concurrent worker, all with the
             same config (for an LLM doctor: the same model, strategy and generation).
         out: the output log (JSON Lines); new or empty unless ``resume``.
-        ablation: one of :data:`~clinenv.replay.ABLATIONS`.
+        ablation: one of :data:`~clinenv.runs.replay.ABLATIONS`.
         judge: ``None`` / ``"deterministic"``, ``"llm"`` (with ``judge_model``; one judge
             per worker) or a judge object (shared).
         judge_model: the chat model of ``judge="llm"``.
         data_dir, allow_download: where the source's dataset is found
-            (:func:`~clinenv.replay.load_source`).
+            (:func:`~clinenv.runs.replay.load_source`).
         resume: continue an output log of the same replay.
         retry_errors: when resuming, replay the episodes whose line is an error line.
         concurrency: decisions in flight at once (>= 1; 1 runs without an event loop).
@@ -273,7 +273,7 @@ def replay_run(source: str | Path | ReplaySource, make_doctor: Callable[[], Any]
     Raises:
         ReplayError: the source cannot be replayed, or ``out`` is another replay's log.
         FileExistsError: ``out`` is not empty and ``resume`` is false.
-        RunAborted: fail fast (:mod:`clinenv.fail_fast`); the log keeps whole lines.
+        RunAborted: fail fast (:mod:`clinenv.runs.fail_fast`); the log keeps whole lines.
         RuntimeError: ``concurrency`` > 1 inside a running event loop (use
             :func:`areplay_run`).
         ValueError: an unknown ablation, a bad ``concurrency``, doctors with different

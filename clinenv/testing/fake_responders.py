@@ -1,4 +1,4 @@
-"""Built-in responders of the fake chat server (:mod:`clinenv.llm.fake_server`).
+"""Built-in responders of the fake chat server (:mod:`clinenv.testing.fake_server`).
 
 A responder is ``responder(body, index) -> str | dict``: called once per returned
 choice with the request's JSON body and the choice index within the request. A ``str``
@@ -11,7 +11,7 @@ Built-ins, selectable by name (:data:`RESPONDERS`): ``"ok"`` (replies ``OK``),
 ``"clinician"`` (:func:`clinician_responder`).
 
 The clinician plays every LLM seat of clinenv, so that an offline run (``python -m
-clinenv.llm.fake_server --responder clinician``, or the ``"scripted"`` backend) goes
+clinenv.testing.fake_server --responder clinician``, or the ``"scripted"`` backend) goes
 through every agent with well-formed replies. It tells the seats apart by the request's
 system prompt (:func:`role_of`, the exact texts of :mod:`clinenv.agents.prompts`) and
 reads nothing but the request's messages; the same request always gets the same reply
@@ -26,11 +26,11 @@ role           reply
                conversation, then :data:`FALLBACK_QUESTION`; on an EGIP view without a
                menu (the "w/o menu" ablation, ``preset="egip-no-menu"``: its footer
                asks for ``REQUEST TEST: <examination name>``) ``REQUEST TEST: <name>``
-               for the first of :data:`~clinenv.llm.fake_native.NATIVE_EXAMS` (the
+               for the first of :data:`~clinenv.testing.fake_native.NATIVE_EXAMS` (the
                scripted doctor's by-name plan) not yet requested, then
                :data:`FALLBACK_QUESTION`; on a native observation
                (AgentClinic / MedAgentSim) a question, requests by name and its own
-               ``DIAGNOSIS READY`` line (:func:`clinenv.llm.fake_native.
+               ``DIAGNOSIS READY`` line (:func:`clinenv.testing.fake_native.
                native_doctor_reply`); when the last user message is an evidence
                interface e_T or another decision input (it holds
                :data:`DECISION_MARKER`), the decision line as for ``direct``
@@ -60,7 +60,7 @@ role           reply
                measurement access"): ``RESULTS: ...`` with the records the request
                names, read from the records in its system prompt, else the normal
                readings (or not recorded) reply of the prompt's rule
-               (:func:`clinenv.llm.fake_native.measurement_reply`)
+               (:func:`clinenv.testing.fake_native.measurement_reply`)
 ``discussion``   MedAgentSim's team (:data:`~clinenv.agents.terminal_discussion.
                TEAM_SYSTEM`): an opinion is the decision line as for ``direct``; the
                summary is ``DIAGNOSIS READY: <the first of its proposals by count>``
@@ -70,7 +70,7 @@ The *evidence label* of e_T is the first candidate label (its ``A.`` prefix remo
 when e_T lists candidates, else the first line of the last recorded measurement result;
 of a native decision input (MedAgentSim's transcript, also inside a discussion call) the
 diagnosis its ``Patient:`` / ``Measurement:`` lines name
-(:func:`clinenv.llm.fake_native.native_label`); else none (``direct`` and ``doctor``
+(:func:`clinenv.testing.fake_native.native_label`); else none (``direct`` and ``doctor``
 then answer ``Unknown``). Admissible ids are those of
 :func:`clinenv.agents.terminal_full.admissible_ids` (S0, patient statements and
 recorded results; never unknown observations).
@@ -100,7 +100,9 @@ from clinenv.agents.prompts import (
 )
 from clinenv.agents.terminal_discussion import TEAM_SYSTEM
 from clinenv.agents.terminal_full import admissible_ids
-from clinenv.llm.fake_native import (
+from clinenv.protocol.evidence import CANDIDATES_HEADING
+from clinenv.protocol.render import ACTION_FORMAT_NO_MENU
+from clinenv.testing.fake_native import (
     NATIVE_EXAMS,
     TRANSCRIPT_HEADING,
     is_native_view,
@@ -109,8 +111,6 @@ from clinenv.llm.fake_native import (
     native_label,
     summary_label,
 )
-from clinenv.protocol.evidence import CANDIDATES_HEADING
-from clinenv.protocol.render import ACTION_FORMAT_NO_MENU
 
 #: ``responder(body, index) -> str | dict`` (see the module docstring).
 Responder = Callable[[dict, int], "str | dict"]

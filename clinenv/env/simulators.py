@@ -12,14 +12,26 @@ simulators are opt-in.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Callable
 from typing import Any
+
+from clinenv.env.record_reader import NativeRecordReader
+from clinenv.env.retrieval_patient import RetrievalPatient
+from clinenv.llm.base import ChatModel
 
 #: ``patient=`` names; anything else must be a patient object.
 PATIENT_KINDS = ("retrieval", "llm")
 #: ``judge=`` names; anything else must be a judge object.
 JUDGE_KINDS = ("deterministic", "llm")
+#: The model-backed seats of ``"llm"``, by entry-point string (``module:attr``): they
+#: live in :mod:`clinenv.agents`, which the environment never imports by name.
+LLM_SEATS = {
+    "patient": "clinenv.agents.llm_patient:LLMPatient",
+    "judge": "clinenv.agents.judge:LLMJudge",
+    "examiner": "clinenv.agents.measurement_agent:LLMMeasurementAgent",
+}
 #: ``examiner=`` names; anything else must be an examiner object. ``"lookup"`` is record
 #: lookup O (EGIP section 3.2), answered inside the runtime (no simulator object).
 EXAMINER_KINDS = ("lookup", "reader", "llm")
@@ -34,7 +46,7 @@ def make_patient(patient: Any, patient_model: Any = None) -> Any:
         patient_model: a :class:`~clinenv.llm.base.ChatModel`, only with ``"llm"``.
 
     Returns:
-        A :class:`~clinenv.agents.patient_retrieval.RetrievalPatient`, an
+        A :class:`~clinenv.env.retrieval_patient.RetrievalPatient`, an
         :class:`~clinenv.agents.llm_patient.LLMPatient`, or ``patient`` itself.
 
     Raises:
@@ -43,19 +55,10 @@ def make_patient(patient: Any, patient_model: Any = None) -> Any:
             neither ``reply`` nor ``areply``.
     """
 
-    def retrieval() -> Any:
-        from clinenv.agents.patient_retrieval import RetrievalPatient
-
-        return RetrievalPatient()
-
-    def llm(model: Any) -> Any:
-        from clinenv.agents.llm_patient import LLMPatient
-
-        return LLMPatient(model)
-
     return _build("patient", patient, patient_model, kinds=PATIENT_KINDS,
                   kinds_text=f"one of {PATIENT_KINDS} or a patient object",
-                  default=retrieval, llm=llm, methods=("reply", "areply"),
+                  default=RetrievalPatient, llm=lambda model: _llm_seat("patient")(model),
+                  methods=("reply", "areply"),
                   method_text="a reply(view) -> str method (or async areply)")
 
 
@@ -77,14 +80,11 @@ def make_judge(judge: Any, judge_model: Any = None, *, strict: bool = False) -> 
         ValueError: as :func:`make_patient`, for ``judge`` and ``judge_model``.
     """
 
-    def llm(model: Any) -> Any:
-        from clinenv.agents.judge import LLMJudge
-
-        return LLMJudge(model, strict=strict)
-
     return _build("judge", judge, judge_model, kinds=JUDGE_KINDS,
                   kinds_text=f"None, one of {JUDGE_KINDS} or a judge object",
-                  default=lambda: None, llm=llm, methods=("judge", "ajudge"),
+                  default=lambda: None,
+                  llm=lambda model: _llm_seat("judge")(model, strict=strict),
+                  methods=("judge", "ajudge"),
                   method_text="a judge(answer, target) method (or async ajudge)")
 
 
@@ -94,7 +94,7 @@ def make_examiner(examiner: Any, examiner_model: Any = None, *, native: bool = F
     Args:
         examiner: ``None`` (``"lookup"`` under EGIP, ``"reader"`` under a native
             protocol), ``"lookup"`` (record lookup O, EGIP only), ``"reader"`` (the
-            deterministic :class:`~clinenv.agents.measurement_agent.NativeRecordReader`
+            deterministic :class:`~clinenv.env.record_reader.NativeRecordReader`
             stand-in), ``"llm"`` (an :class:`~clinenv.agents.measurement_agent.
             LLMMeasurementAgent` over ``examiner_model``), or an object with
             ``measure(MeasurementView) -> str`` (optionally ``async ameasure``).
@@ -110,16 +110,6 @@ def make_examiner(examiner: Any, examiner_model: Any = None, *, native: bool = F
             ``"lookup"`` with a native protocol.
     """
 
-    def reader() -> Any:
-        from clinenv.agents.measurement_agent import NativeRecordReader
-
-        return NativeRecordReader()
-
-    def llm(model: Any) -> Any:
-        from clinenv.agents.measurement_agent import LLMMeasurementAgent
-
-        return LLMMeasurementAgent(model)
-
     if examiner is None:
         examiner = "reader" if native else "lookup"
     if examiner == "lookup" and native:
@@ -128,11 +118,18 @@ def make_examiner(examiner: Any, examiner_model: Any = None, *, native: bool = F
     if examiner == "reader":
         if examiner_model is not None:
             raise ValueError("examiner_model is used only with examiner='llm'")
-        return reader()
+        return NativeRecordReader()
     return _build("examiner", examiner, examiner_model, kinds=EXAMINER_KINDS,
                   kinds_text=f"None, one of {EXAMINER_KINDS} or an examiner object",
-                  default=lambda: None, llm=llm, methods=("measure", "ameasure"),
+                  default=lambda: None, llm=lambda model: _llm_seat("examiner")(model),
+                  methods=("measure", "ameasure"),
                   method_text="a measure(view) -> str method (or async ameasure)")
+
+
+def _llm_seat(role: str) -> Any:
+    """The class :data:`LLM_SEATS` names for ``role``, imported on first use."""
+    module, _, attr = LLM_SEATS[role].partition(":")
+    return getattr(importlib.import_module(module), attr)
 
 
 def accepts_seed(judge: Any) -> bool:
@@ -158,8 +155,6 @@ def _build(role: str, value: Any, model: Any, *, kinds: tuple[str, ...], kinds_t
     if value == "llm":
         if model is None:
             raise ValueError(f"{role}='llm' needs {role}_model=<clinenv.llm.ChatModel>")
-        from clinenv.llm.base import ChatModel
-
         if not isinstance(model, ChatModel):
             raise ValueError(f"{role}_model must be a clinenv.llm.ChatModel, "
                              f"got {type(model).__name__}")

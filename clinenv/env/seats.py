@@ -1,7 +1,7 @@
 """The simulator seats of :class:`clinenv.env.EGIPEnv`: who answers the doctor, and how.
 
 Simulators and judges (offline and deterministic by default, LLM-backed ones opt-in;
-built by :mod:`clinenv.simulators`):
+built by :mod:`clinenv.env.simulators`):
 
 - ``patient``: the deterministic retrieval patient (default, ``"retrieval"``), ``"llm"``
   with ``patient_model=`` (an :class:`~clinenv.agents.llm_patient.LLMPatient` that sees
@@ -50,7 +50,7 @@ from typing import Any
 from clinenv.protocol.measurement_view import MeasurementView
 from clinenv.protocol.native import NativeRouting
 from clinenv.protocol.runtime import Routing
-from clinenv.protocol.views import PatientView
+from clinenv.protocol.views import ExaminerView, PatientView
 from clinenv.scoring import Score
 
 __all__ = ["PendingStep", "afill_seats", "check_sync_seats", "drain_seat_calls",
@@ -63,8 +63,9 @@ class PendingStep:
     :meth:`EGIPEnv._finish <clinenv.env.EGIPEnv._finish>`.
 
     ``patient_view`` is set when the patient must reply (the caller stores ``reply``);
-    ``measurement_view`` when the examiner (a measurement agent) must answer (the caller
-    stores ``measurement``);
+    ``measurement_view`` when the examiner (a measurement agent) must answer, or
+    ``examiner_view`` when an examiner seat must report a stored record (the caller
+    stores ``measurement``, the result text, in both);
     ``judged`` when the judge must rule on ``answer`` against ``target`` (the caller
     stores ``judgement``).
     """
@@ -76,6 +77,7 @@ class PendingStep:
     patient_view: PatientView | None = None
     reply: Any = None
     measurement_view: MeasurementView | None = None
+    examiner_view: ExaminerView | None = None
     measurement: Any = None
     parsed: Any = None
     score: Score | None = None

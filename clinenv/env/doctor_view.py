@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from clinenv import rewards
+from clinenv.env import rewards
 from clinenv.protocol.evidence import observation_of
 from clinenv.protocol.runtime import EGIPRuntime
 from clinenv.scoring import Score
@@ -125,7 +125,7 @@ def answer_outcome(rt: EGIPRuntime, score: Score, verdict: str | None = None, *,
             :func:`clinenv.protocol.native.moderator_answer`, or ``None``).
 
     Returns:
-        ``(reward, outcome)``: :data:`clinenv.rewards.CORRECT`, ``WRONG`` or ``UNSCORED``
+        ``(reward, outcome)``: :data:`clinenv.env.rewards.CORRECT`, ``WRONG`` or ``UNSCORED``
         by verdict, and ``{"answer", "scored_answer", "verdict", "correct",
         "abstained", "placeholder", "answer_status", "match_score" (0-100 string
         similarity), "scorer": "deterministic"}``. ``answer_status`` is

@@ -19,7 +19,7 @@ Spaces (EGIP section 3.2, the doctor view x_t = R(s0, K, h_t, menu)):
   cut to the protocol's ``max_action_chars`` once reasoning is removed), invalid text
   gets interface feedback, never an exception.
 
-``exam_mask`` and ``info`` are built by :mod:`clinenv.doctor_view` (shared with the
+``exam_mask`` and ``info`` are built by :mod:`clinenv.env.doctor_view` (shared with the
 PettingZoo doctor seat). ``info`` holds only deterministic values (no timings or token
 counts): ``case_id``, ``dataset``, ``phase``, ``turn``, ``menu`` (list of ``{"id",
 "name"}``), ``candidates`` (K, doctor-visible, or ``None``), ``n_exams_requested``,
@@ -47,16 +47,17 @@ while the environment only receives the (empty) action and answers it with inter
 feedback.
 
 Simulators and judges (the patient, the examiner, the judge; offline and deterministic
-by default, LLM-backed ones opt-in) fill their seats as :mod:`clinenv.env_seats`
+by default, LLM-backed ones opt-in) fill their seats as :mod:`clinenv.env.seats`
 describes; the same module says how ``step`` and ``astep`` share one implementation and
 where model call records go (:meth:`EGIPEnv.drain_llm_calls`, never ``info``).
 
-Protocols (``protocol=`` or ``preset=``, :mod:`clinenv.protocol.presets`): ``"egip"``
-(everything above), or the native loops ``"agentclinic"`` and ``"medagentsim"``
-(:mod:`clinenv.protocol.native`, settings :class:`~clinenv.protocol.native_config.
-NativeConfig`; their step halves and ``info`` keys in :mod:`clinenv.native_env`).
+Protocols (``protocol=`` or ``preset=``, :mod:`clinenv.protocol.presets`) choose the
+loop once, at construction (:mod:`clinenv.env.loop`): ``"egip"`` (everything above,
+:class:`~clinenv.env.egip_loop.EGIPLoop`), or the native loops ``"agentclinic"`` and
+``"medagentsim"`` (:class:`~clinenv.env.native_loop.NativeLoop`, settings
+:class:`~clinenv.protocol.native_config.NativeConfig`, its ``info`` keys there).
 ``docs/protocols.md`` lists every difference from EGIP with the setting that controls it.
-Verdicts (the scorer's, a judge's ruling) follow :mod:`clinenv.terminal_outcome` in
+Verdicts (the scorer's, a judge's ruling) follow :mod:`clinenv.env.terminal_outcome` in
 both.
 
 """
@@ -69,17 +70,19 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from clinenv import rewards
-from clinenv.case_pool import CasePool
 from clinenv.cases import Case
-from clinenv.doctor_view import (
+from clinenv.env import rewards
+from clinenv.env.case_pool import CasePool
+from clinenv.env.doctor_view import (
     doctor_info,
     exam_mask,
     patient_flags,
     reports_flags,
 )
-from clinenv.egip_steps import EGIPSteps
-from clinenv.env_seats import (
+from clinenv.env.egip_loop import EGIPLoop
+from clinenv.env.loop import Loop
+from clinenv.env.native_loop import NativeLoop
+from clinenv.env.seats import (
     PendingStep,
     afill_seats,
     check_sync_seats,
@@ -87,35 +90,25 @@ from clinenv.env_seats import (
     fill_seats,
     reset_seats,
 )
-from clinenv.native_env import NativeSteps
-from clinenv.protocol.config import ProtocolConfig
+from clinenv.env.simulators import accepts_seed, make_examiner, make_judge, make_patient
+from clinenv.env.spaces import UnicodeText, clip_text
+from clinenv.env.terminal_outcome import JUDGE_TO_VERDICT
 from clinenv.protocol.history import event_to_dict
 from clinenv.protocol.native import NativeRuntime
-from clinenv.protocol.native_render import render_native_view
 from clinenv.protocol.presets import PROTOCOLS, protocol_settings
-from clinenv.protocol.render import (
-    HistoryRenderer,
-    render_doctor_view,
-    render_history,
-)
+from clinenv.protocol.render import render_history
 from clinenv.protocol.runtime import EGIPRuntime
-from clinenv.simulators import accepts_seed, make_examiner, make_judge, make_patient
-from clinenv.spaces import UnicodeText, clip_text
-from clinenv.terminal_outcome import JUDGE_TO_VERDICT
 
 #: Case metadata keys copied into episode records for stratified evaluation (e.g. the
 #: NEJM_Ext question type, EGIP appendix F).
 STRATA_KEYS = ("question_type", "specialty")
 DEFAULT_MAX_EXAMS = 64
-#: EGIP's exam-matching thresholds, which the native runtimes' catalogs use too (a frozen
-#: settings object, safe to share).
-_EGIP_DEFAULTS = ProtocolConfig()
 DEFAULT_MAX_TEXT_CHARS = 65_536
 __all__ = ["DEFAULT_MAX_EXAMS", "DEFAULT_MAX_TEXT_CHARS", "EGIPEnv", "JUDGE_TO_VERDICT",
            "PROTOCOLS", "STRATA_KEYS"]
 
 
-class EGIPEnv(EGIPSteps, NativeSteps, gym.Env):
+class EGIPEnv(gym.Env):
     """Gymnasium environment for EGIP diagnosis episodes.
 
     Args:
@@ -244,6 +237,17 @@ class EGIPEnv(EGIPSteps, NativeSteps, gym.Env):
         # Actions may carry long reasoning blocks; the visible part is cut to
         # config.max_action_chars after the reasoning is removed.
         self.action_space = UnicodeText(max_text_chars)
+        if self._native:
+            self.loop: Loop = NativeLoop(self.protocol, self.config,
+                                         judged=self.judge is not None, exam_cost=exam_cost,
+                                         invalid_action_penalty=invalid_action_penalty,
+                                         observation_format=observation_format)
+        else:
+            self.loop = EGIPLoop(self.config, judged=self.judge is not None,
+                                 examiner="lookup" if self.examiner is None else "agent",
+                                 exam_cost=exam_cost,
+                                 invalid_action_penalty=invalid_action_penalty,
+                                 observation_format=observation_format)
         self.runtime: EGIPRuntime | NativeRuntime | None = None
         self._last_obs_text = ""
         self._final: dict[str, Any] = {}
@@ -268,21 +272,14 @@ class EGIPEnv(EGIPSteps, NativeSteps, gym.Env):
             case = self.pool.case(options["case_id"])
         else:
             case = self.pool.cases[int(self.np_random.integers(len(self.pool.cases)))]
-        if self._native:
-            prepared = self.pool.prepared(case, accept=_EGIP_DEFAULTS.exam_accept,
-                                          suggest=_EGIP_DEFAULTS.exam_suggest)
-            self.runtime = NativeRuntime(prepared, self.config)
-        else:
-            prepared = self.pool.prepared(case, accept=self.config.exam_accept,
-                                          suggest=self.config.exam_suggest)
-            self.runtime = EGIPRuntime(prepared, self.config)
+        text = self.loop.start(self.pool.prepared(case, **self.loop.matching))
+        self.runtime = self.loop.runtime
         self._final = {}  # an episode cut by a judge error never shows the last outcome
         self._flagged_replies = []
-        self._history_text = HistoryRenderer()
         # simulator seeds, drawn after the case (B08c)
         self._judge_seed = reset_seats(self.patient, self.examiner, self.np_random,
                                        self._judge_takes_seed)
-        return self._emit(self._view_text(), action_kind=None)
+        return self._emit(text, action_kind=None)
 
     def step(self, action: str):
         """Apply one doctor action; see the module docstring. Never raises on any text.
@@ -308,7 +305,7 @@ class EGIPEnv(EGIPSteps, NativeSteps, gym.Env):
 
         Same semantics, return value and errors as :meth:`step` (one implementation:
         :meth:`_route`, then the simulator, then :meth:`_finish`); many episodes can run
-        at once in one loop (:mod:`clinenv.concurrent`).
+        at once in one loop (:mod:`clinenv.runs.concurrent`).
         """
         pending = self._route(action)
         await afill_seats(self, pending, self._judge_kwargs())
@@ -353,12 +350,9 @@ class EGIPEnv(EGIPSteps, NativeSteps, gym.Env):
             raise gym.error.ResetNeeded("call reset() before step()")
         if not isinstance(action, str):
             action = "" if action is None else str(action)
-        pending = PendingStep(since=len(rt.history), phase=rt.phase)
         if rt.phase == "done":
-            return pending
-        if isinstance(rt, NativeRuntime):
-            return self._route_native(rt, action, pending)
-        return self._route_egip(rt, action, pending)
+            return PendingStep(since=len(rt.history), phase="done")
+        return self.loop.route(action)
 
     def _finish(self, pending: PendingStep):
         """Second half of a step: apply the simulator's answer; the 5-tuple of ``step``."""
@@ -368,15 +362,20 @@ class EGIPEnv(EGIPSteps, NativeSteps, gym.Env):
             obs, info = self._emit(None, action_kind="after_end")
             info.update(self._final)
             return obs, 0.0, True, False, info
-        if isinstance(rt, NativeRuntime):
-            return self._finish_native(rt, pending)
-        return self._finish_egip(rt, pending)
+        step = self.loop.finish(pending)
+        flags = self._reply_flags(rt.turn) if step.patient_replied else None
+        obs, info = self._emit(step.text, action_kind=step.action_kind,
+                               reasoning=step.reasoning)
+        if flags is not None:
+            info["patient_flags"] = flags
+        if step.terminated:
+            self._final = step.outcome
+            info.update(self._final)
+        return obs, step.reward, step.terminated, False, info
 
     def _view_text(self) -> str:
-        """The complete doctor view x_t of the current phase (reset observation)."""
-        if isinstance(self.runtime, NativeRuntime):
-            return render_native_view(self.runtime)
-        return render_doctor_view(self.runtime, self._history_text)
+        """The complete doctor view x_t of the current state (the loop's)."""
+        return self.loop.view()
 
     def _reply_flags(self, turn: int) -> list[str] | None:
         """The flags of the patient's latest reply (``last_flags``; B16), or ``None`` for
@@ -429,8 +428,8 @@ class EGIPEnv(EGIPSteps, NativeSteps, gym.Env):
             "case_strata": {key: rt.case.metadata[key] for key in STRATA_KEYS
                             if key in rt.case.metadata},
         }
-        if self._native:
-            record["protocol"] = self.protocol
+        if self.loop.protocol != "egip":
+            record["protocol"] = self.loop.protocol
         if self._reports_flags:
             record["patient_flags"] = [{"turn": e["turn"], "flags": list(e["flags"])}
                                        for e in self._flagged_replies]
@@ -462,8 +461,6 @@ class EGIPEnv(EGIPSteps, NativeSteps, gym.Env):
         assert self.runtime is not None
         info = doctor_info(self.runtime, action_kind=action_kind, text_clipped=self._clipped,
                            reasoning=reasoning)
-        if self._native:  # the native doctor never sees the candidate labels
-            info["candidates"] = None
-            info["protocol"] = self.protocol
+        info.update(self.loop.info_keys())
         return info
 

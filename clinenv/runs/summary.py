@@ -6,7 +6,7 @@
 - :func:`standing_records` — each episode once: an error line superseded by a later line
   of its episode (a retry on resume, :mod:`clinenv.runlog`) is left out;
 - :func:`llm_totals` — model calls, tokens and mean latency of a run from its lines'
-  ``llm`` fields (:mod:`clinenv.episode`).
+  ``llm`` fields (:mod:`clinenv.runs.episode`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def summarize(
     n_unscored / n_scheduled)``.
 
     Args:
-        records: run-log lines or :func:`clinenv.episode.run_episode` records
+        records: run-log lines or :func:`clinenv.runs.episode.run_episode` records
             (``verdict``, ``turns``, ``n_exams_requested`` and, for run-log lines,
             ``repetition``; a record without ``repetition`` counts as repetition 0, one
             without ``verdict`` as unscored). Records with ``case_id`` and

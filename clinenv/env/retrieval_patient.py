@@ -49,8 +49,8 @@ from dataclasses import dataclass
 from pydantic import JsonValue
 from rapidfuzz import fuzz, process
 
-from clinenv.agents.patient_voice import as_caregiver, as_patient, finish_sentence
-from clinenv.protocol.availability import is_unavailable
+from clinenv.datasets.availability import is_unavailable
+from clinenv.env.patient_voice import as_caregiver, as_patient, finish_sentence
 from clinenv.protocol.views import FrozenFacts, PatientView
 
 #: Reply when no fact answers the question.

@@ -1,6 +1,6 @@
 """The clinician responder's native seats: measurement agent, native doctor, discussion.
 
-Parts of :func:`clinenv.llm.fake_responders.clinician_responder` for the native
+Parts of :func:`clinenv.testing.fake_responders.clinician_responder` for the native
 AgentClinic / MedAgentSim protocols (:mod:`clinenv.protocol.native`) and the EGIP
 "native measurement access" ablation (EGIP Table 3A). Like the rest of the clinician,
 they read nothing but the request's messages and give the same reply to the same request:
@@ -41,7 +41,6 @@ from clinenv.agents.evidence_reading import (
     last_native_turn,
     named_diagnosis,
 )
-from clinenv.agents.measurement_agent import NORMAL_READINGS, NOT_RECORDED, NativeRecordReader
 from clinenv.agents.prompts import (
     MEASUREMENT_RULE_NORMAL,
     MEASUREMENT_SYSTEM,
@@ -49,6 +48,7 @@ from clinenv.agents.prompts import (
 )
 from clinenv.agents.scripted_doctor import EXAM_NAMES, HISTORY_QUESTIONS
 from clinenv.cases import Records
+from clinenv.env.record_reader import NORMAL_READINGS, NOT_RECORDED, NativeRecordReader
 from clinenv.protocol.measurement_view import MeasurementView
 
 #: The native doctor's first utterance (to the patient).

@@ -1,0 +1,141 @@
+"""The EGIP loop (EGIP sections 3.2-3.3): T acquisition rounds, then one decision on e_T.
+
+:meth:`EGIPLoop.route` hands the doctor action to the
+:class:`~clinenv.protocol.runtime.EGIPRuntime`. In the acquisition phase a question asks
+for the patient's reply; a validated exam request is answered by record lookup O
+(``examiner="lookup"``), or sent to a measurement agent (``"agent"``: the "native
+measurement access" ablation, EGIP Table 3A, its answer recorded as ``"generated"``), or
+to an examiner seat that reports the stored record (``"seat"``: the PettingZoo game's
+external examiner); a request with no record is answered "not recorded" by the
+interface in every mode. ``exam_cost`` (per test returned) and ``invalid_action_penalty``
+(per invalid action) are subtracted. In the decision phase the terminal answer is scored
+against Y with the candidate labels K shown (an option letter counts as option K_i, and
+reaches a judge as its label). :meth:`EGIPLoop.finish` records the seats' answers and
+renders the doctor's text (the whole view x_t, or only what is new); the terminal reward
+is that of the verdict (:mod:`clinenv.env.terminal_outcome`, :mod:`clinenv.env.rewards`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from clinenv.env.doctor_view import answer_outcome
+from clinenv.env.loop import LoopStep
+from clinenv.env.seats import PendingStep
+from clinenv.env.terminal_outcome import NOT_JUDGED, terminal_outcome
+from clinenv.protocol.config import ProtocolConfig
+from clinenv.protocol.prepared import PreparedCase
+from clinenv.protocol.render import HistoryRenderer, render_delta, render_doctor_view
+from clinenv.protocol.runtime import EGIPRuntime
+from clinenv.scoring import score_answer
+
+__all__ = ["EXAMINER_MODES", "EGIPLoop"]
+
+#: Who answers a validated exam request (module docstring).
+EXAMINER_MODES = ("lookup", "agent", "seat")
+
+
+class EGIPLoop:
+    """The EGIP protocol loop (:class:`~clinenv.env.loop.Loop`; module docstring).
+
+    Args:
+        config: the protocol settings (T, menu, matching thresholds...).
+        examiner: one of :data:`EXAMINER_MODES`.
+        judged: a judge rules on identifiable answers (non-answers and abstentions stay
+            unscored without asking it).
+        exam_cost, invalid_action_penalty: non-negative reward shaping (see
+            :class:`clinenv.env.EGIPEnv`).
+        observation_format: ``"view"`` (x_t each step) or ``"delta"`` (what is new).
+
+    Raises:
+        ValueError: an unknown ``examiner`` mode.
+    """
+
+    protocol = "egip"
+
+    def __init__(self, config: ProtocolConfig, *, examiner: str = "lookup",
+                 judged: bool = False, exam_cost: float = 0.0,
+                 invalid_action_penalty: float = 0.0,
+                 observation_format: Literal["view", "delta"] = "view") -> None:
+        if examiner not in EXAMINER_MODES:
+            raise ValueError(f"examiner must be one of {EXAMINER_MODES}, got {examiner!r}")
+        self.config = config
+        self.examiner = examiner
+        self.judged = judged
+        self.exam_cost = float(exam_cost)
+        self.invalid_action_penalty = float(invalid_action_penalty)
+        self.observation_format = observation_format
+        self.matching = {"accept": config.exam_accept, "suggest": config.exam_suggest}
+        self.runtime: EGIPRuntime | None = None
+        self._history = HistoryRenderer()
+
+    def start(self, prepared: PreparedCase) -> str:
+        self.runtime = EGIPRuntime(prepared, self.config)
+        self._history = HistoryRenderer()
+        return self.view()
+
+    def view(self) -> str:
+        assert self.runtime is not None
+        return render_doctor_view(self.runtime, self._history)
+
+    def info_keys(self) -> dict[str, Any]:
+        return {}
+
+    def route(self, action: str) -> PendingStep:
+        rt = self.runtime
+        assert rt is not None
+        pending = PendingStep(since=len(rt.history), phase=rt.phase)
+        if rt.phase == "decide":
+            pending.parsed = rt.submit_answer(action)
+            pending.score = score_answer(rt.answer, rt.case)  # K shown: letters count
+            # A candidate chosen by letter ("B", "C. ...") reaches the judge as its label:
+            # a bare letter means nothing without the candidate list.
+            chose_option = pending.score.method == "option" and pending.score.matched
+            pending.answer = pending.score.matched if chose_option else rt.answer
+            pending.target = rt.case.target.text
+            pending.judged = self.judged and pending.score.verdict != "unscored"
+            return pending
+        invalid_before = rt.invalid_actions
+        routing = rt.route(action)
+        pending.routing = routing
+        if routing.to == "patient":
+            pending.patient_view = rt.patient_view(routing.question or "")
+        elif routing.to == "examiner":
+            if self.examiner == "agent":
+                pending.measurement_view = rt.measurement_view(routing)
+            elif self.examiner == "seat" and routing.entries:
+                pending.examiner_view = rt.examiner_view(routing)
+            else:
+                rt.answer_exam(routing)  # record lookup O; "not recorded" without a record
+            pending.reward -= self.exam_cost * len(routing.entries)
+        pending.reward -= self.invalid_action_penalty * (rt.invalid_actions - invalid_before)
+        return pending
+
+    def finish(self, pending: PendingStep) -> LoopStep:
+        rt = self.runtime
+        assert rt is not None
+        if pending.phase == "decide":
+            score = pending.score
+            assert score is not None and pending.parsed is not None
+            verdict, judge_keys = terminal_outcome(
+                score, pending.judgement if pending.judged else NOT_JUDGED,
+                with_judge=self.judged)
+            reward, outcome = answer_outcome(rt, score, verdict)
+            return LoopStep(None if self.observation_format == "view" else "",
+                            float(reward), True, "answer", pending.parsed.reasoning,
+                            {**outcome, **judge_keys})
+        routing = pending.routing
+        assert routing is not None
+        if pending.patient_view is not None:
+            rt.answer_patient(routing, "" if pending.reply is None else str(pending.reply))
+        elif pending.measurement_view is not None:
+            rt.answer_measurement(routing, pending.measurement_view, "" if
+                                  pending.measurement is None else str(pending.measurement))
+        elif pending.examiner_view is not None:
+            rt.answer_exam(routing, result_text="" if pending.measurement is None
+                           else str(pending.measurement))
+        text = (render_doctor_view(rt, self._history) if self.observation_format == "view"
+                else render_delta(rt, pending.since))
+        return LoopStep(text, float(pending.reward), False, routing.action.kind,
+                        routing.action.reasoning,
+                        patient_replied=pending.patient_view is not None)

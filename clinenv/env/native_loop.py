@@ -1,0 +1,140 @@
+"""The native AgentClinic / MedAgentSim loops, as published (``protocol="agentclinic"`` or
+``"medagentsim"``).
+
+The :class:`~clinenv.protocol.native.NativeRuntime` routes the doctor's whole utterance
+(:class:`~clinenv.protocol.native.NativeRouting`): ``REQUEST TEST`` sends it to the
+examiner (a measurement agent), anything else goes to the patient, ``DIAGNOSIS READY``
+ends the episode. What the native doctor gets (:mod:`clinenv.protocol.native_render`):
+its starting information, the transcript and the latest response; no menu (``exam_mask``
+all zeros, ``info["menu"] == []``) and no candidate labels (``info["candidates"] is
+None``). The diagnosis is read from the final utterance as AgentClinic's moderator reads
+it (:func:`~clinenv.protocol.native.moderator_answer`: the doctor's own turn, the first
+line after the marker; ``info["scored_answer"]``; ``info["answer"]`` is the whole
+utterance) and scored without the candidate labels the doctor never saw (an option
+letter is a free answer), then sent to the judge. No identifiable answer (a template
+placeholder, an abstention, nothing after the marker) is not judged; its verdict follows
+``strict_yes`` (``"wrong"`` by default) and it is unscored in U and coverage
+(``info["answer_status"]``). The last ``info`` has ``end_reason`` (``"diagnosis"`` or
+``"no_diagnosis"``: an unfinished episode, verdict
+:attr:`~clinenv.protocol.native_config.NativeConfig.unfinished`, ``"wrong"`` by default).
+MedAgentSim's last turn is a decision phase (``info["phase"] == "decide"``) whose
+observation is the transcript plus a discussion instruction.
+
+Rewards: ``exam_cost`` once per measurement REQUEST (one utterance, however many tests
+it names: the native loop parses no test names), ``invalid_action_penalty`` per empty
+utterance; the terminal reward is that of the verdict (:mod:`clinenv.env.rewards`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from clinenv.env.doctor_view import answer_outcome
+from clinenv.env.loop import LoopStep
+from clinenv.env.seats import PendingStep
+from clinenv.env.terminal_outcome import NOT_JUDGED, terminal_outcome
+from clinenv.protocol.config import ProtocolConfig
+from clinenv.protocol.native import NativeRouting, NativeRuntime, moderator_answer
+from clinenv.protocol.native_config import NativeConfig
+from clinenv.protocol.native_render import render_native_delta, render_native_view
+from clinenv.protocol.prepared import PreparedCase
+from clinenv.scoring import score_answer
+
+__all__ = ["NativeLoop"]
+
+#: The native runtimes' catalogs use EGIP's exam-matching thresholds.
+_EGIP_MATCHING = ProtocolConfig()
+
+
+class NativeLoop:
+    """A native protocol loop (:class:`~clinenv.env.loop.Loop`; module docstring).
+
+    Args:
+        protocol: ``"agentclinic"`` or ``"medagentsim"``.
+        config: the native settings (``max_turns``, ``strict_yes``...).
+        judged: a judge rules on identifiable answers.
+        exam_cost, invalid_action_penalty: non-negative reward shaping.
+        observation_format: ``"view"`` or ``"delta"``.
+    """
+
+    def __init__(self, protocol: str, config: NativeConfig, *, judged: bool = False,
+                 exam_cost: float = 0.0, invalid_action_penalty: float = 0.0,
+                 observation_format: Literal["view", "delta"] = "view") -> None:
+        self.protocol = protocol
+        self.config = config
+        self.judged = judged
+        self.exam_cost = float(exam_cost)
+        self.invalid_action_penalty = float(invalid_action_penalty)
+        self.observation_format = observation_format
+        self.matching = {"accept": _EGIP_MATCHING.exam_accept,
+                         "suggest": _EGIP_MATCHING.exam_suggest}
+        self.runtime: NativeRuntime | None = None
+
+    def start(self, prepared: PreparedCase) -> str:
+        self.runtime = NativeRuntime(prepared, self.config)
+        return self.view()
+
+    def view(self) -> str:
+        assert self.runtime is not None
+        return render_native_view(self.runtime)
+
+    def info_keys(self) -> dict[str, Any]:
+        # the native doctor never sees the candidate labels
+        return {"candidates": None, "protocol": self.protocol}
+
+    def route(self, action: str) -> PendingStep:
+        rt = self.runtime
+        assert rt is not None
+        pending = PendingStep(since=len(rt.history), phase=rt.phase)
+        invalid_before = rt.invalid_actions
+        routing = rt.submit_answer(action) if rt.phase == "decide" else rt.route(action)
+        pending.routing = routing
+        if routing.to == "patient":
+            pending.patient_view = rt.patient_view(routing.text)
+        elif routing.to == "examiner":
+            pending.measurement_view = rt.measurement_view(routing.text)
+            pending.reward -= self.exam_cost  # per request (module docstring)
+        elif routing.to == "judge":  # the diagnosis the moderator reads in the utterance
+            answer = moderator_answer(rt.answer, strict_markers=self.config.strict_markers)
+            pending.score = score_answer(answer, rt.case, use_candidates=False)
+            pending.answer, pending.target = answer, rt.case.target.text
+            # no identifiable answer (none, placeholder, abstention): never judged
+            pending.judged = self.judged and pending.score.verdict != "unscored"
+        pending.reward -= self.invalid_action_penalty * (rt.invalid_actions - invalid_before)
+        return pending
+
+    def finish(self, pending: PendingStep) -> LoopStep:
+        rt = self.runtime
+        routing = pending.routing
+        assert rt is not None and isinstance(routing, NativeRouting)
+        if routing.to == "patient":
+            rt.answer_patient(routing, "" if pending.reply is None else str(pending.reply))
+        elif routing.to == "examiner":
+            rt.answer_measurement(routing, "" if pending.measurement is None
+                                  else str(pending.measurement))
+        replied = routing.to == "patient"
+        if rt.phase == "done":
+            reward, outcome = self._outcome(pending)
+            return LoopStep(None, reward + pending.reward, True, routing.kind,
+                            routing.reasoning, outcome, patient_replied=replied)
+        text = (render_native_view(rt) if self.observation_format == "view"
+                else render_native_delta(rt))
+        return LoopStep(text, float(pending.reward), False, routing.kind, routing.reasoning,
+                        patient_replied=replied)
+
+    def _outcome(self, pending: PendingStep) -> tuple[float, dict[str, Any]]:
+        """The verdict of the last step: :func:`~clinenv.env.terminal_outcome.
+        terminal_outcome` with ``strict=strict_yes``; an episode without a diagnosis gets
+        the ``unfinished`` verdict and is never judged."""
+        rt, cfg = self.runtime, self.config
+        assert rt is not None
+        score = (pending.score if pending.score is not None
+                 else score_answer(None, rt.case, use_candidates=False))
+        judgement = pending.judgement if pending.judged else NOT_JUDGED
+        verdict, keys = terminal_outcome(score, judgement, strict=cfg.strict_yes,
+                                         with_judge=self.judged)
+        if rt.answer is None:
+            verdict = cfg.unfinished
+        reward, outcome = answer_outcome(rt, score, verdict, scored_answer=pending.answer
+                                         if pending.score is not None else None)
+        return float(reward), {**outcome, **keys, "end_reason": rt.end_reason}

@@ -1,0 +1,97 @@
+"""Vector environments for the text environments (field-bug-reports B13).
+
+Gymnasium's ``AsyncVectorEnv`` puts observations in shared memory by default. Text does
+not survive that: a ``Text`` observation comes back as ``'000...'`` without an error,
+and a :class:`~clinenv.env.spaces.UnicodeText` one raises ``KeyError`` on the first
+character outside its sampling charset (gym-pettingzoo-conventions section 1.5).
+
+- :func:`make_vec` builds ``sync`` or ``async`` vector envs for any registered id and
+  always turns shared memory off for ``async``;
+- importing this module (done by ``import clinenv``) makes shared memory for a
+  ``UnicodeText`` space fail at construction with a message saying what to do, so that a
+  plain ``gym.make_vec(id, n, vectorization_mode="async")`` can never return corrupt text.
+
+Sub-environments are built by ``gym.make`` inside each worker (picklable factories; the
+case pool is loaded once per process).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import gymnasium as gym
+from gymnasium.vector.utils.shared_memory import create_shared_memory
+
+from clinenv.env.spaces import UnicodeText
+
+VectorMode = Literal["sync", "async"]
+
+
+def make_vec(env_id: str, num_envs: int, *, mode: VectorMode = "sync",
+             autoreset_mode: gym.vector.AutoresetMode | str | None = None,
+             **kwargs: Any) -> gym.vector.VectorEnv:
+    """``num_envs`` copies of ``env_id`` as one vector environment.
+
+    Args:
+        env_id: a registered id (``"EGIP-MedQA-v0"``, ``"EGIP-MedQA-Menu-v0"``...).
+        num_envs: number of sub-environments (>= 1).
+        mode: ``"sync"`` (one process) or ``"async"`` (one worker process per
+            sub-environment, always without shared memory).
+        autoreset_mode: Gymnasium's autoreset mode (default ``NEXT_STEP``; LLM loops
+            often prefer ``SAME_STEP`` or ``DISABLED``), as accepted by
+            :func:`autoreset`.
+        **kwargs: environment arguments, as for ``gym.make``.
+
+    Returns:
+        A ``SyncVectorEnv`` or ``AsyncVectorEnv``. Its ``text`` observations are tuples of
+        strings; actions of a text id are a tuple of strings.
+
+    Raises:
+        ValueError: an unknown ``mode`` or ``autoreset_mode``, or ``num_envs < 1``.
+        gymnasium.error.Error: an unknown id.
+    """
+    if mode not in ("sync", "async"):
+        raise ValueError(f"mode must be 'sync' or 'async', got {mode!r}")
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
+    vector_kwargs: dict[str, Any] = {}
+    if mode == "async":
+        vector_kwargs["shared_memory"] = False
+    if autoreset_mode is not None:
+        vector_kwargs["autoreset_mode"] = autoreset(autoreset_mode)
+    return gym.make_vec(env_id, num_envs, vectorization_mode=mode,
+                        vector_kwargs=vector_kwargs, **kwargs)
+
+
+def autoreset(mode: gym.vector.AutoresetMode | str) -> gym.vector.AutoresetMode:
+    """Gymnasium's ``AutoresetMode`` from the enum, its value or its name.
+
+    Args:
+        mode: an ``AutoresetMode``, a value (``"NextStep"``, ``"SameStep"``,
+            ``"Disabled"``) or a name (``"NEXT_STEP"``, ``"SAME_STEP"``, ``"DISABLED"``);
+            strings are matched case-insensitively, ignoring ``_``, ``-`` and spaces.
+
+    Raises:
+        ValueError: anything else; the message lists the accepted names.
+    """
+    if isinstance(mode, gym.vector.AutoresetMode):
+        return mode
+    if isinstance(mode, str):
+        key = "".join(ch for ch in mode.casefold() if ch not in "_- ")
+        for member in gym.vector.AutoresetMode:
+            if key in (member.name.casefold().replace("_", ""), member.value.casefold()):
+                return member
+    names = ", ".join(m.name for m in gym.vector.AutoresetMode)
+    raise ValueError(f"autoreset_mode must be one of {names} (or their values "
+                     f"{[m.value for m in gym.vector.AutoresetMode]}), got {mode!r}")
+
+
+@create_shared_memory.register(UnicodeText)
+def _refuse_shared_memory(space: UnicodeText, n: int = 1, ctx: Any = None) -> Any:
+    """Shared memory cannot carry Unicode text: refuse instead of corrupting it (B13)."""
+    raise TypeError(
+        "A UnicodeText observation cannot be placed in AsyncVectorEnv's shared memory "
+        "(text would come back corrupted). Use clinenv.env.vector.make_vec(id, n, "
+        "mode='async'), or gym.make_vec(..., vectorization_mode='async', "
+        "vector_kwargs={'shared_memory': False}), or the sync mode."
+    )

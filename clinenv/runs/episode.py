@@ -1,0 +1,273 @@
+"""One episode: a doctor policy through a Gymnasium EGIP environment, timed and recorded.
+
+- :func:`run_episode` — one episode, synchronously (``doctor.act`` → ``env.step``);
+- :func:`play_episode` — the one episode loop, over awaitable moves; it serves
+  :func:`run_episode` (through :func:`awaitable` and :func:`run_without_loop`, no event
+  loop) and :func:`clinenv.runs.concurrent.arun_episode` (``doctor.aact`` → ``env.astep``);
+- :class:`EpisodeTally` — the bookkeeping and clock of a running episode, and its record;
+- :func:`error_dict`, :func:`episode_llm`, :func:`call_totals` — the ``error`` and
+  ``llm`` fields of a record.
+
+The record is ``env.unwrapped.episode_record()`` (see
+:meth:`clinenv.env.EGIPEnv.episode_record`; with an LLM patient it holds
+``patient_flags``) plus ``reward``, ``steps``, ``terminated``, ``truncated``, ``timing``
+and, when present, ``llm``, ``doctor_log`` and ``error``:
+
+- ``timing`` = ``{"reset_s", "doctor_s", "env_s", "total_s"}``, wall seconds;
+- ``llm`` (when the doctor has ``drain_calls`` — an LLM doctor — or the environment has
+  an LLM patient or judge): ``{"n_calls", "prompt_tokens", "completion_tokens",
+  "latency_s", "calls"}``, where ``calls`` holds one
+  :meth:`clinenv.llm.base.ChatResult.to_log` record per model call, each with ``agent``
+  (``"doctor"``, ``"patient"`` or ``"judge"``), in the order doctor, patient, judge; token
+  sums are ``None`` when no call reported them, ``latency_s`` sums the calls' wall
+  seconds. A doctor reply cut by ``max_tokens`` is visible only here
+  (``calls[*].truncated``; field-bug-reports B04a): the environment never sees the
+  doctor's model;
+- ``doctor_log`` (when the doctor has an ``episode_log()`` method, e.g. a policy
+  wrapper such as CDEG that logs its interventions): the JSON-ready value it returns,
+  read once at the end of the episode;
+- ``error`` = ``{"type", "message", "backend", "detail"}`` when a model backend failed
+  after its retries (:class:`clinenv.llm.base.BackendError`): the episode stops there
+  (``terminated`` false, ``verdict`` ``"unscored"``, ``correct`` false, events up to the
+  failure) instead of raising.
+
+``timing`` and ``llm`` are the only non-deterministic fields: the same seed, environment
+and doctor (and deterministic model replies) give identical records apart from them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from clinenv.llm.base import BackendError
+
+__all__ = [
+    "EpisodeTally", "awaitable", "call_totals", "episode_llm", "error_dict",
+    "play_episode", "run_episode", "run_without_loop",
+]
+
+
+def run_episode(
+    env: Any,
+    doctor: Any,
+    *,
+    case_id: str | int,
+    seed: int | None,
+    max_steps: int = 100_000,
+) -> dict[str, Any]:
+    """Run one episode: ``doctor.act`` → ``env.step`` until the episode ends.
+
+    The environment is reset with ``seed`` and ``options={"case_id": case_id}``; the
+    doctor is reset with the same seed. Timings are measured here and go only into the
+    returned record, never into the environment's ``info``.
+
+    Args:
+        env: a Gymnasium environment whose ``unwrapped`` is
+            :class:`clinenv.env.EGIPEnv` (wrappers allowed).
+        doctor: a :class:`clinenv.agents.base.DoctorPolicy`.
+        case_id: a ``case_id`` string or a 0-based case index.
+        seed: the episode seed (see :func:`clinenv.seeding.episode_seed`).
+        max_steps: safety cap on ``env.step`` calls; an episode that reaches it stops
+            with ``"truncated": True`` (EGIP episodes end by themselves far earlier).
+
+    Returns:
+        The episode record (module docstring): ``env.unwrapped.episode_record()``
+        (``case_id``, ``dataset``, ``phase``, ``turns``, ``n_exams_requested``,
+        ``invalid_actions``, ``events``, ``evidence``, ``answer`` and, when finished,
+        ``verdict``, ``correct``, ``match_score``) plus ``reward`` (sum of step rewards,
+        float), ``steps`` (``env.step`` calls), ``terminated``, ``truncated``, ``timing``
+        (``env_s`` covers ``env.step`` only) and, when present, ``llm`` and ``error``. A
+        :class:`~clinenv.llm.base.BackendError` of the doctor, patient or judge ends the
+        episode as an error record instead of propagating.
+
+    Raises:
+        KeyError, IndexError: unknown case id or index (from ``env.reset``).
+    """
+    return run_without_loop(play_episode(
+        env, doctor, awaitable(doctor.act), awaitable(env.step),
+        case_id=case_id, seed=seed, max_steps=max_steps))
+
+
+async def play_episode(env: Any, doctor: Any, act: Callable[..., Awaitable[Any]],
+                       step: Callable[[Any], Awaitable[tuple]], *, case_id: str | int,
+                       seed: int | None, max_steps: int) -> dict[str, Any]:
+    """The one episode loop of :func:`run_episode` and
+    :func:`clinenv.runs.concurrent.arun_episode`: reset, then ``await act(observation, info)``
+    → ``await step(action)`` until the episode ends, timed by an :class:`EpisodeTally`.
+
+    Args:
+        env: the environment (reset here with ``seed`` and ``options={"case_id": ...}``).
+        doctor: the doctor policy (reset here with ``seed``).
+        act: the doctor's move, awaited (``doctor.aact``, or :func:`awaitable` of
+            ``doctor.act``).
+        step: the environment's move, awaited, returning Gymnasium's 5-tuple.
+        case_id, seed, max_steps: as in :func:`run_episode`.
+
+    Returns:
+        The record of :func:`run_episode`; a :class:`~clinenv.llm.base.BackendError`
+        of either move makes it an error record.
+    """
+    tally = EpisodeTally()
+    observation, info = env.reset(seed=seed, options={"case_id": case_id})
+    doctor.reset(seed=seed)
+    tally.reset_done()
+    try:
+        while not tally.should_stop(max_steps):
+            t0 = tally.clock()
+            action = await act(observation, info)
+            t1 = tally.clock()
+            observation, reward, terminated, truncated, info = await step(action)
+            tally.add_step(reward, terminated, truncated, doctor_s=t1 - t0,
+                           env_s=tally.clock() - t1)
+    except BackendError as err:
+        tally.error = err
+    return tally.record(env, doctor)
+
+
+def awaitable(function: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+    """``function`` as a coroutine function that calls it at once (never suspends)."""
+    async def call(*args: Any) -> Any:
+        return function(*args)
+
+    return call
+
+
+def run_without_loop(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """The result of a coroutine that never suspends, run without an event loop.
+
+    :func:`run_episode` drives :func:`play_episode` with :func:`awaitable` moves this
+    way, so the synchronous and the asynchronous runner share one loop and work inside
+    a running event loop too (no nested loop, field-bug-reports B10).
+
+    Raises:
+        RuntimeError: the coroutine suspended (it awaited real I/O); it is closed.
+    """
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value
+    coroutine.close()
+    raise RuntimeError("a synchronous episode awaited pending I/O; use "
+                       "clinenv.runs.concurrent.arun_episode for awaitable moves")
+
+
+@dataclass
+class EpisodeTally:
+    """Bookkeeping of one running episode of :func:`play_episode` (so
+    :func:`run_episode` and :func:`clinenv.runs.concurrent.arun_episode` return the same
+    record).
+
+    Attributes:
+        start: ``time.perf_counter()`` at the start; times below are wall seconds.
+        reset_s, doctor_s, env_s: time in ``reset``, in the doctor, in the environment.
+        reward: sum of step rewards.
+        steps: ``env.step`` calls so far.
+        terminated, truncated: the episode's end flags.
+        error: the backend error that stopped the episode, if any.
+    """
+
+    start: float = field(default_factory=time.perf_counter)
+    reset_s: float = 0.0
+    doctor_s: float = 0.0
+    env_s: float = 0.0
+    reward: float = 0.0
+    steps: int = 0
+    terminated: bool = False
+    truncated: bool = False
+    error: BackendError | None = None
+
+    @staticmethod
+    def clock() -> float:
+        """The clock of every timing (``time.perf_counter``)."""
+        return time.perf_counter()
+
+    def reset_done(self) -> None:
+        """Mark the end of ``env.reset`` and ``doctor.reset``."""
+        self.reset_s = self.clock() - self.start
+
+    def should_stop(self, max_steps: int) -> bool:
+        """The episode is over, or reached ``max_steps`` (then it is truncated)."""
+        if self.terminated or self.truncated:
+            return True
+        if self.steps >= max_steps:
+            self.truncated = True
+            return True
+        return False
+
+    def add_step(self, reward: float, terminated: bool, truncated: bool, *,
+                 doctor_s: float, env_s: float) -> None:
+        """Count one ``env.step``."""
+        self.reward += float(reward)
+        self.steps += 1
+        self.terminated, self.truncated = bool(terminated), bool(truncated)
+        self.doctor_s += doctor_s
+        self.env_s += env_s
+
+    def record(self, env: Any, doctor: Any) -> dict[str, Any]:
+        """The episode record (see :func:`run_episode`); drains the model call records."""
+        record = env.unwrapped.episode_record()
+        record.update(reward=self.reward, steps=self.steps, terminated=self.terminated,
+                      truncated=self.truncated)
+        if self.error is not None:
+            record.update(terminated=False, verdict="unscored", correct=False,
+                          error=error_dict(self.error))
+        llm = episode_llm(env, doctor)
+        if llm is not None:
+            record["llm"] = llm
+        doctor_log = getattr(doctor, "episode_log", None)
+        if callable(doctor_log):
+            record["doctor_log"] = doctor_log()
+        record["timing"] = {"reset_s": self.reset_s, "doctor_s": self.doctor_s,
+                            "env_s": self.env_s, "total_s": self.clock() - self.start}
+        return record
+
+
+def error_dict(err: BaseException) -> dict[str, Any]:
+    """``{"type", "message", "backend", "detail"}`` of an exception, for a log line
+    (``backend`` and ``detail`` are ``""`` when the exception has none)."""
+    return {"type": type(err).__name__, "message": str(err),
+            "backend": getattr(err, "backend", "") or "",
+            "detail": getattr(err, "detail", "") or ""}
+
+
+def episode_llm(env: Any, doctor: Any) -> dict[str, Any] | None:
+    """The ``llm`` field of an episode record, or ``None`` without any LLM agent.
+
+    Drains ``doctor.drain_calls()`` (records get ``agent="doctor"`` unless they name
+    one) and ``env.unwrapped.drain_llm_calls()`` (patient, judge).
+    """
+    drain = getattr(doctor, "drain_calls", None)
+    unwrapped = env.unwrapped
+    env_llm = bool(getattr(unwrapped, "has_llm_agents", False))
+    if not callable(drain) and not env_llm:
+        return None
+    calls = [{"agent": "doctor", **call} for call in drain()] if callable(drain) else []
+    if env_llm:
+        calls += unwrapped.drain_llm_calls()
+    return call_totals(calls) | {"calls": calls}
+
+
+def call_totals(calls: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``{"n_calls", "n_requests", "prompt_tokens", "prompt_tokens_sent",
+    "completion_tokens", "latency_s"}`` of call records.
+
+    Token sums skip calls that did not report them and are ``None`` when none did;
+    ``prompt_tokens_sent`` counts the prompt of every attempt that reached the server
+    (retries included; a call record without the field counts its ``prompt_tokens``);
+    ``n_requests`` the HTTP requests or engine calls (retries and top-ups included; 1 per
+    call without the field); ``latency_s`` is the sum of the calls' wall seconds (float).
+    """
+    def total(key: str, fallback: str | None = None) -> int | None:
+        known = [int(c[key] if c.get(key) is not None else c[fallback]) for c in calls
+                 if c.get(key) is not None or (fallback and c.get(fallback) is not None)]
+        return sum(known) if known else None
+
+    return {"n_calls": len(calls),
+            "n_requests": sum(int(c.get("n_requests") or 1) for c in calls),
+            "prompt_tokens": total("prompt_tokens"),
+            "prompt_tokens_sent": total("prompt_tokens_sent", "prompt_tokens"),
+            "completion_tokens": total("completion_tokens"),
+            "latency_s": float(sum(float(c.get("latency_s") or 0.0) for c in calls))}

@@ -1,0 +1,387 @@
+"""Logged runs: a doctor policy over a schedule of episodes, with a crash-safe run log.
+
+Pieces, smallest first:
+
+- :func:`episode_seed` (from :mod:`clinenv.seeding`) — the seed of one scheduled episode;
+- :func:`plan_episodes` — the deterministic schedule of (case, repetition, seed);
+- the run log (:mod:`clinenv.runlog`) — one JSON object per line and per episode;
+- :func:`prepare_run` — the plan of a logged run and the resume checks, shared by
+  :func:`run_logged` (one episode at a time) and :func:`clinenv.runs.concurrent.run_concurrent`
+  (many episodes at once under asyncio);
+- :func:`run_logged` — the whole run with resume and fail-fast stops
+  (:mod:`clinenv.runs.fail_fast`), as used by ``clinenv run``.
+
+One episode is :mod:`clinenv.runs.episode` (:func:`run_episode`); the run summaries are
+:mod:`clinenv.runs.summary` (:func:`summarize`, :func:`llm_totals`). Both are re-exported
+here, so ``from clinenv.runs.logged import run_episode, summarize`` keeps working.
+
+Run-log line (schema :data:`clinenv.runlog.SCHEMA`), UTF-8, ``ensure_ascii=False``::
+
+    schema, case_id, case_index, repetition, seed, run_seed, env_id, env_spec, dataset,
+    dataset_sha256, clinenv_version, doctor {name, config}, n_cases_scheduled,
+    n_repetitions, turns, n_exams_requested,
+    invalid_actions, stopped_early, phase, answer, verdict, correct, match_score, reward,
+    steps, terminated, truncated, events, evidence, case_flags, case_strata, target,
+    scorer, timing; and when present: judge_verdict, patient_flags, llm, error,
+    paper_settings
+
+that is, the run's context (:class:`clinenv.runlog.RunContext`) and the episode record
+(:mod:`clinenv.runs.episode`, which describes ``timing``, ``llm`` and ``error``).
+``scorer`` is ``"deterministic"`` or ``"llm-judge"``; ``judge_verdict`` (with an LLM
+judge) is ``"correct"``, ``"wrong"``, ``"unparsed"`` or ``None`` (no answer to judge);
+``patient_flags`` (with an LLM patient) lists its flagged replies
+(:meth:`clinenv.env.EGIPEnv.episode_record`).
+
+An *error line* (one with ``error``) is an episode stopped by a model backend that still
+failed after its retries: unfinished (``terminated`` false, ``verdict`` ``"unscored"``,
+``correct`` false, events up to the failure). The run goes on with the next episode, the
+summary counts the errors (``n_errors``), and the episode stays in the accuracy
+denominator — unless the error says the run cannot work (a refused request) or too many
+episodes fail in a row (an outage): then the run stops (:mod:`clinenv.runs.fail_fast`).
+Resuming the run (``resume=True``, ``clinenv run --resume``) runs exactly the scheduled
+episodes that have no line or whose latest line is an error line and appends their new
+lines (``retry_errors=False``, ``--no-retry-errors``, keeps error lines as they are). A
+log holds one line per episode except for this retry: a later line of an episode
+supersedes an earlier *error* line, and only such a line (the supersession rule of
+:mod:`clinenv.runlog`); readers take the latest line, so a retried episode counts once,
+with its new verdict.
+
+``timing`` (wall seconds) and ``llm`` are the only non-deterministic fields: two runs
+with the same seed, environment and doctor (and deterministic model replies) write
+identical lines apart from ``timing`` and ``llm``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from clinenv.case_list import CaseList
+from clinenv.runlog import (
+    KEY,
+    RunContext,
+    RunLog,
+    RunLogError,
+    RunLogWriter,
+    is_error_line,
+    read_run_log,
+)
+from clinenv.runs.episode import (
+    EpisodeTally,
+    awaitable,
+    call_totals,
+    episode_llm,
+    error_dict,
+    play_episode,
+    run_episode,
+    run_without_loop,
+)
+from clinenv.runs.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS, FailFast, RunAborted
+from clinenv.runs.summary import llm_totals, standing_records, summarize
+from clinenv.seeding import episode_seed
+
+__all__ = [
+    # this module
+    "PreparedRun", "RunResult", "plan_episodes", "prepare_run", "run_logged",
+    # re-exported
+    "EpisodeTally", "RunAborted", "RunLogError", "awaitable", "call_totals",
+    "episode_llm", "episode_seed", "error_dict", "llm_totals", "play_episode",
+    "run_episode", "run_without_loop", "standing_records", "summarize",
+]
+
+
+def plan_episodes(
+    n_cases: int, episodes: int | None, repetitions: int, seed: int,
+    cases: Sequence[int] | None = None,
+) -> list[tuple[int, int, int]]:
+    """The deterministic schedule of a run.
+
+    Order is repetition-major: every case of repetition 0 (in dataset order), then every
+    case of repetition 1, and so on, so an interrupted run holds complete repetitions
+    first.
+
+    Args:
+        n_cases: number of cases in the dataset (>= 1).
+        episodes: use the first ``episodes`` cases (1..n_cases); ``None`` means all.
+        repetitions: repetitions per case (>= 1).
+        seed: the run seed (>= 0); see :func:`episode_seed`.
+        cases: instead of the first ``episodes``, exactly these case indices (a case
+            list, :mod:`clinenv.case_list`), scheduled in dataset order; an episode's
+            seed is the one it has in a run over all cases.
+
+    Returns:
+        ``[(case_index, repetition, episode_seed), ...]`` of length
+        ``episodes * repetitions`` (``len(cases) * repetitions``).
+
+    Raises:
+        ValueError: an argument out of range (the message says which), or ``cases``
+            together with ``episodes``, empty, repeated or out of range.
+    """
+    if n_cases < 1:
+        raise ValueError("the dataset has no cases")
+    if cases is not None:
+        if episodes is not None:
+            raise ValueError("give either episodes (the first N cases) or a case list, "
+                             "not both")
+        indices = sorted(set(cases))
+        if not indices or len(indices) != len(cases) or indices[0] < 0 \
+                or indices[-1] >= n_cases:
+            raise ValueError(f"cases must be distinct indices in 0..{n_cases - 1}, got "
+                             f"{list(cases)[:8]}")
+    else:
+        if episodes is None:
+            episodes = n_cases
+        indices = list(range(episodes))
+    if cases is None and not 1 <= len(indices) <= n_cases:
+        raise ValueError(f"episodes must be in 1..{n_cases} (the dataset has {n_cases} "
+                         f"cases), got {episodes}")
+    if repetitions < 1:
+        raise ValueError(f"repetitions must be >= 1, got {repetitions}")
+    if seed < 0:
+        raise ValueError(f"seed must be >= 0, got {seed}")
+    return [(index, rep, episode_seed(seed, rep, index))
+            for rep in range(repetitions) for index in indices]
+
+
+@dataclass
+class RunResult:
+    """Outcome of :func:`run_logged` and :func:`clinenv.runs.concurrent.run_concurrent`.
+
+    Attributes:
+        plan: the schedule (``[(case_index, repetition, seed), ...]``).
+        lines: the line that stands for each scheduled episode (the latest, see the
+            supersession rule in the module docstring), in plan order.
+        n_new: episodes run now (retried ones included).
+        n_resumed: scheduled episodes kept from the log as they were.
+        n_extra: episodes in the log outside this plan (e.g. from a run with more
+            ``episodes``).
+        partial_bytes: size of a crash-cut last line that was removed (0 if none).
+        n_errors: episodes of this plan whose line is an error line (stopped by a
+            backend error), after any retry.
+        n_retried: episodes of this plan run again because their latest line in the log
+            was an error line (counted in ``n_new``).
+    """
+
+    plan: list[tuple[int, int, int]]
+    lines: list[dict[str, Any]]
+    n_new: int
+    n_resumed: int
+    n_extra: int
+    partial_bytes: int
+    n_errors: int = 0
+    n_retried: int = 0
+
+
+@dataclass
+class PreparedRun:
+    """A checked, planned logged run: what is done, what is left.
+
+    Built by :func:`prepare_run`; the runner runs :attr:`todo`, passes each line to
+    :meth:`add`, and ends with :meth:`result`.
+
+    Attributes:
+        out: the log file.
+        context: the run's :class:`~clinenv.runlog.RunContext` (with its schedule).
+        plan: the whole schedule.
+        todo: the scheduled ``(case_index, repetition, seed)`` to run now, in plan
+            order: those missing from the log and (when retrying) those whose latest
+            line is an error line.
+        done: the line that stands for each episode, by ``(case_id, repetition)``
+            (old ones, replaced or joined by new ones).
+        partial_bytes: size of a crash-cut last line that was removed.
+        n_retried: episodes of :attr:`todo` that have an error line in the log.
+    """
+
+    out: Path
+    context: RunContext
+    plan: list[tuple[int, int, int]]
+    todo: list[tuple[int, int, int]]
+    done: dict[KEY, dict[str, Any]]
+    partial_bytes: int
+    n_retried: int = 0
+
+    def line(self, record: Mapping[str, Any], item: tuple[int, int, int]) -> dict[str, Any]:
+        """The log line of the episode ``item`` = ``(case_index, repetition, seed)``."""
+        index, rep, ep_seed = item
+        return self.context.line(record, case_index=index, repetition=rep, seed=ep_seed)
+
+    def add(self, line: dict[str, Any]) -> None:
+        """Record a new line (already written to the log); it supersedes an error line
+        of the same episode."""
+        self.done[(line["case_id"], line["repetition"])] = line
+
+    def result(self) -> RunResult:
+        """The :class:`RunResult`, lines in plan order.
+
+        Raises:
+            KeyError: a scheduled episode has no line (the run did not finish).
+        """
+        ids = self.context.case_ids
+        wanted = {(ids[i], r) for i, r, _ in self.plan}
+        lines = [self.done[(ids[i], r)] for i, r, _ in self.plan]
+        return RunResult(plan=self.plan, lines=lines, n_new=len(self.todo),
+                         n_resumed=len(self.plan) - len(self.todo),
+                         n_extra=len(set(self.done) - wanted),
+                         partial_bytes=self.partial_bytes,
+                         n_errors=sum(map(is_error_line, lines)), n_retried=self.n_retried)
+
+
+def prepare_run(
+    env: Any,
+    doctor: Any,
+    *,
+    out: str | Path,
+    seed: int = 0,
+    episodes: int | None = None,
+    repetitions: int = 1,
+    resume: bool = False,
+    retry_errors: bool = True,
+    env_id: str | None = None,
+    paper_settings: Mapping[str, Any] | None = None,
+    cases: CaseList | None = None,
+) -> PreparedRun:
+    """Plan a logged run and check an existing log against it (nothing is run).
+
+    :func:`run_logged`, :func:`clinenv.runs.concurrent.run_concurrent` and
+    :func:`clinenv.runs.concurrent.arun_concurrent` take these keyword arguments too and pass
+    them here.
+
+    With ``resume=True`` an existing log is read (a partial last line is cut off), every
+    line is checked against this run (:meth:`RunContext.check`), and left to do are
+    exactly the scheduled ``(case_id, repetition)`` keys missing from it and, with
+    ``retry_errors``, those whose latest line is an error line (an episode stopped by a
+    backend error; its new line is appended and supersedes it, see the module
+    docstring).
+
+    Args:
+        env: the environment; with ``doctor`` it gives the run's context
+            (environment id and spec, dataset, doctor config).
+        doctor: the doctor policy.
+        out: the log file.
+        seed: the run seed (>= 0).
+        episodes: the first N cases in dataset order (``None``: all).
+        repetitions: repetitions per case (>= 1).
+        resume: continue an existing log instead of refusing it.
+        retry_errors: when resuming, run the episodes whose latest line is an error
+            line again (default); false keeps them as they are.
+        env_id: overrides ``env.spec.id`` in the log.
+        paper_settings: JSON-ready record of the paper settings applied, written into
+            every line (:attr:`clinenv.runlog.RunContext.paper_settings`); ``None``: none.
+        cases: run only the cases of this list (:class:`clinenv.case_list.CaseList`,
+            in dataset order; not with ``episodes``); recorded in every line as
+            ``case_list`` and checked on resume (:attr:`RunContext.case_list`).
+
+    Returns:
+        A :class:`PreparedRun`.
+
+    Raises:
+        FileExistsError: ``out`` exists, is not empty, and ``resume`` is false.
+        RunLogError: the existing log is corrupt or from a different run; or it holds a
+            key twice other than after an error line
+            (:meth:`clinenv.runlog.RunLog.episodes`).
+        ValueError: ``episodes``, ``repetitions`` or ``seed`` out of range, or
+            ``episodes`` with ``cases``.
+        clinenv.case_list.CaseListError: a listed case id is not in the dataset (file,
+            line and the nearest id named).
+    """
+    out = Path(out)
+    context = RunContext.from_env(env, doctor, seed=seed, env_id=env_id)
+    indices = None
+    if cases is not None:
+        indices = cases.indices(context.case_ids, dataset=context.dataset)
+        context = replace(context, case_list=cases.to_log(context.case_ids))
+    plan = plan_episodes(len(context.case_ids), episodes, repetitions, seed, indices)
+    context = context.scheduled(len({i for i, _, _ in plan}), repetitions)
+    if paper_settings is not None:
+        context = replace(context, paper_settings=json.loads(json.dumps(paper_settings)))
+    if not resume and out.exists() and out.stat().st_size > 0:
+        raise FileExistsError(f"{out} exists and is not empty; pass --resume to continue "
+                              "it, or choose another --out file")
+    log = read_run_log(out, repair=True) if resume else RunLog(out)
+    context = context.continuing(log.lines)  # a log naming the dataset by its byte digest
+    for line, number in zip(log.lines, log.line_numbers, strict=True):
+        context.check(line, path=out, line_no=number)
+    done = log.episodes()
+    todo, n_retried = [], 0
+    for index, rep, ep_seed in plan:
+        line = done.get((context.case_ids[index], rep))
+        retry = line is not None and retry_errors and is_error_line(line)
+        if line is None or retry:
+            todo.append((index, rep, ep_seed))
+            n_retried += retry
+    return PreparedRun(out=out, context=context, plan=plan, todo=todo, done=done,
+                       partial_bytes=log.partial_bytes, n_retried=n_retried)
+
+
+def run_logged(
+    env: Any,
+    doctor: Any,
+    *,
+    out: str | Path,
+    seed: int = 0,
+    episodes: int | None = None,
+    repetitions: int = 1,
+    resume: bool = False,
+    retry_errors: bool = True,
+    env_id: str | None = None,
+    max_consecutive_errors: int | None = DEFAULT_MAX_CONSECUTIVE_ERRORS,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
+    paper_settings: Mapping[str, Any] | None = None,
+    cases: CaseList | None = None,
+) -> RunResult:
+    """Run a whole schedule, one episode at a time, appending one line per episode to
+    the log (``out``; it and its folder are created when the run starts).
+
+    Args:
+        env: the environment (a Gymnasium environment over :class:`clinenv.env.EGIPEnv`).
+        doctor: the doctor policy.
+        out: the log file (JSON Lines); must be new or empty unless ``resume``.
+        seed: the run seed (>= 0); episode seeds derive from it
+            (:func:`clinenv.seeding.episode_seed`).
+        episodes: run the first N cases in dataset order (``None``: all).
+        repetitions: repetitions per case (>= 1).
+        resume: continue an existing log (:func:`prepare_run`) instead of refusing it.
+        retry_errors: when resuming, run the episodes whose latest line is an error line
+            again (default); false keeps them.
+        env_id: the environment id written to the log (default ``env.spec.id``).
+        max_consecutive_errors: stop the run after this many error episodes in a row
+            (>= 1; ``None``: never); see :mod:`clinenv.runs.fail_fast`.
+        progress: called with each new line after it is written.
+        on_start: called once with the number of episodes about to run.
+        paper_settings: written into every line (:func:`prepare_run`).
+        cases: run only the cases of this case list (:func:`prepare_run`).
+
+    Returns:
+        A :class:`RunResult`. Episodes stopped by a backend error are error lines
+        (module docstring) and counted in ``n_errors``; the run goes on.
+
+    Raises:
+        RunAborted: a non-retryable backend error (the run stops before writing that
+            episode) or ``max_consecutive_errors`` error episodes in a row (written); the
+            log keeps whole lines only (:mod:`clinenv.runs.fail_fast`).
+        FileExistsError, RunLogError: as :func:`prepare_run`.
+        ValueError: ``episodes``, ``repetitions``, ``seed`` or ``max_consecutive_errors``
+            out of range.
+    """
+    guard = FailFast(Path(out), max_consecutive_errors)
+    run = prepare_run(env, doctor, out=out, seed=seed, episodes=episodes,
+                      repetitions=repetitions, resume=resume, retry_errors=retry_errors,
+                      env_id=env_id, paper_settings=paper_settings, cases=cases)
+    if on_start is not None:
+        on_start(len(run.todo))
+    with guard, RunLogWriter(run.out) as writer:  # guard: counts a stop from the file
+        for item in run.todo:
+            index, _, ep_seed = item
+            record = run_episode(env, doctor, case_id=index, seed=ep_seed)
+            guard.before_write(record)
+            line = run.line(record, item)
+            writer.write(line)
+            run.add(line)
+            if progress is not None:
+                progress(line)
+            guard.after_write(line)
+    return run.result()
