@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from clinenv.llm.fake_server import FakeChatServer
+from clinenv.testing.fake_server import FakeChatServer
 
 #: Two short conversations of different lengths (batching and padding tests).
 CONVERSATIONS = [

@@ -34,13 +34,13 @@ from clinenv.agents.prompts import (
     LEDGER_SYSTEM,
     PATIENT_SYSTEM,
 )
-from clinenv.llm.fake_server import (
+from clinenv.llm.openai_backend import OpenAIChatModel
+from clinenv.testing.fake_server import (
     DECISION_MARKER,
     FakeChatServer,
     clinician_responder,
     last_user_text,
 )
-from clinenv.llm.openai_backend import OpenAIChatModel
 
 #: Every reply of the LLM patient.
 PATIENT_REPLY = "It started two days ago and it keeps getting worse."
@@ -75,7 +75,7 @@ def evidence_diagnosis(text: str) -> str:
 
 
 def clinic_responder(judge_reply: str = "Yes") -> Callable[[dict, int], str]:
-    """The responder of a :class:`~clinenv.llm.fake_server.FakeChatServer` (see above)."""
+    """The responder of a :class:`~clinenv.testing.fake_server.FakeChatServer` (see above)."""
     def reply(body: dict, index: int) -> str:
         role = role_of(body)
         text = last_user_text(body)

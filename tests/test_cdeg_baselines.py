@@ -15,7 +15,7 @@ import clinenv  # noqa: F401  (registers the environment ids)
 from clinenv.agents.llm_doctor import LLMDoctor
 from clinenv.agents.scripted_doctor import ScriptedDoctor
 from clinenv.llm.scripted import ScriptedChatModel
-from clinenv.rollouts import run_logged
+from clinenv.runs.logged import run_logged
 from clinenv.wrappers.baselines.experience import (
     TextRetriever,
     Trajectory,
@@ -207,7 +207,7 @@ def test_cli_baseline_self_reflection_logs_each_reask(tmp_path):
     clinician behind a real local server) gets one self-reflection re-ask per episode;
     the scripted doctor, which has no prompt, is refused."""
     from clinenv.cli import main
-    from clinenv.llm.fake_server import FakeChatServer
+    from clinenv.testing.fake_server import FakeChatServer
 
     out = tmp_path / "run.jsonl"
     with FakeChatServer("clinician") as server:

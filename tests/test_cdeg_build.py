@@ -386,7 +386,7 @@ def test_demo_smoke_with_sampling_scripted_doctor(tmp_path):
     validation the graph is non-empty, and both graphs save and load."""
     from clinenv.agents.scripted_doctor import ScriptedDoctor
     from clinenv.embeddings.lexical import LexicalSimilarity
-    from clinenv.rollouts import run_logged
+    from clinenv.runs.logged import run_logged
 
     log = tmp_path / "demo.jsonl"
     run_logged(gym.make("EGIP-Demo-v0"), ScriptedDoctor(exploration=0.5), out=log, seed=0,

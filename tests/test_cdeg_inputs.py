@@ -20,8 +20,8 @@ from clinenv.cli import main
 from clinenv.embeddings.similarity import truncated_texts
 from clinenv.llm.base import Choice
 from clinenv.llm.scripted import ScriptedChatModel
-from clinenv.rollouts import run_logged
 from clinenv.runlog import RunLogError
+from clinenv.runs.logged import run_logged
 from clinenv.wrappers.baselines.experience import load_trajectories as memory_trajectories
 from clinenv.wrappers.cdeg.atoms import EvidenceAtom
 from clinenv.wrappers.cdeg.build import BuildConfig, build_graph

@@ -22,7 +22,7 @@ import numpy as np
 
 import clinenv  # noqa: F401  (registers the environment ids)
 from clinenv.agents.scripted_doctor import ScriptedDoctor
-from clinenv.episode import run_episode
+from clinenv.runs.episode import run_episode
 from clinenv.wrappers.cdeg.atoms import EvidenceAtom
 from clinenv.wrappers.cdeg.graph import (
     ActionEvidenceEdge,

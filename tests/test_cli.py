@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import SHARED_DATA, needs_shared_data
 
-from clinenv.rollouts import episode_seed
+from clinenv.runs.logged import episode_seed
 
 SHARED = SHARED_DATA
 MEDQA_FILE = SHARED / "agentclinic_medqa.jsonl"

@@ -160,7 +160,7 @@ def demo_logs(tmp_path_factory):
     import gymnasium as gym
 
     from clinenv.agents.scripted_doctor import ScriptedDoctor
-    from clinenv.rollouts import run_logged
+    from clinenv.runs.logged import run_logged
 
     folder = tmp_path_factory.mktemp("demo")
     run_cli(folder, "run", "--env", "EGIP-Demo-v0", "--repetitions", "3", "--out",

@@ -1,6 +1,6 @@
 """``clinenv run --doctor llm`` end to end against a real local server.
 
-The server (:class:`~clinenv.llm.fake_server.FakeChatServer`, delay 0) runs in this test
+The server (:class:`~clinenv.testing.fake_server.FakeChatServer`, delay 0) runs in this test
 process on 127.0.0.1; the command runs through :func:`clinenv.cli.main` in process, and
 once as a real ``python -m clinenv`` subprocess.
 """
@@ -27,11 +27,11 @@ import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.llm_doctor import LLMDoctor
 from clinenv.agents.prompts import AGENTCLINIC_DOCTOR_SYSTEM
 from clinenv.cli import EXIT_RUN_ERRORS, main
-from clinenv.llm.fake_responders import role_of as clinician_role
-from clinenv.llm.fake_server import FakeChatServer
 from clinenv.llm.openai_backend import OpenAIChatModel
-from clinenv.rollouts import run_logged
 from clinenv.runlog import read_run_log
+from clinenv.runs.logged import run_logged
+from clinenv.testing.fake_responders import role_of as clinician_role
+from clinenv.testing.fake_server import FakeChatServer
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "sk-clinenv-test-never-logged-4711"
@@ -242,11 +242,14 @@ def test_unavailable_backend_is_one_line(workdir, capsys):
 
 
 # ------------------------------------------------------------------ fail fast
-def free_port():
-    """A port on 127.0.0.1 where nothing listens (connection refused)."""
+@pytest.fixture
+def refused_port():
+    """A socket bound to a port on 127.0.0.1 that never listens (connections are refused),
+    held by the test so that no other process (a parallel test worker) takes the port;
+    ``refused_port.getsockname()[1]`` is the port, ``refused_port.close()`` frees it."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        yield sock
 
 
 @pytest.mark.parametrize("concurrency", ["1", "4"])
@@ -273,11 +276,11 @@ def test_wrong_url_exits_2_at_once_naming_url_model_and_the_server_message(
 
 
 def test_server_down_stops_after_max_consecutive_errors_and_resume_finishes(
-        workdir, capsys):
+        workdir, capsys, refused_port):
     """Server down (connection refused): after --max-consecutive-errors error episodes
     the run stops with exit 2 and says to --resume; once the server is up on that port,
     --resume runs the error episodes again and the rest (exit 0)."""
-    port = free_port()
+    port = refused_port.getsockname()[1]
     url = f"http://127.0.0.1:{port}/v1"
     llm = ("--doctor", "llm", "--base-url", url, "--model", "fake-model", "--max-retries",
            "0", "--episodes", "6", "--out", "down.jsonl", "--quiet")
@@ -292,6 +295,7 @@ def test_server_down_stops_after_max_consecutive_errors_and_resume_finishes(
     lines = read_run_log(workdir / "down.jsonl").lines
     assert [(x["case_id"], x["error"]["detail"]) for x in lines] == [
         (f"demo-0{i}", "connection") for i in (1, 2, 3)]
+    refused_port.close()
     with FakeChatServer(clinic_responder(), port=port):
         code, out, err = run_cli(capsys, *llm, "--resume")
     assert code == 0, err
@@ -299,8 +303,9 @@ def test_server_down_stops_after_max_consecutive_errors_and_resume_finishes(
     assert "errors" not in out
 
 
-def test_max_consecutive_errors_0_never_stops_and_errors_exit_3(workdir, capsys):
-    url = f"http://127.0.0.1:{free_port()}/v1"
+def test_max_consecutive_errors_0_never_stops_and_errors_exit_3(workdir, capsys,
+                                                               refused_port):
+    url = f"http://127.0.0.1:{refused_port.getsockname()[1]}/v1"
     code, out, err = run_cli(
         capsys, "--doctor", "llm", "--base-url", url, "--model", "fake-model",
         "--max-retries", "0", "--episodes", "6", "--max-consecutive-errors", "0",

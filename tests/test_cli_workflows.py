@@ -12,9 +12,9 @@ import clinenv  # noqa: F401  (registers the environment ids)
 from clinenv.cli import main
 from clinenv.evaluation.labels import environment_variant, method_label
 from clinenv.evaluation.runs import load_runs
-from clinenv.llm.fake_responders import FALLBACK_QUESTION, clinician_responder
-from clinenv.llm.fake_server import FakeChatServer
 from clinenv.runlog import read_run_log
+from clinenv.testing.fake_responders import FALLBACK_QUESTION, clinician_responder
+from clinenv.testing.fake_server import FakeChatServer
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
-"""Concurrent rollouts (:mod:`clinenv.concurrent`) with LLM doctors over a real local server.
+"""Concurrent rollouts (:mod:`clinenv.runs.concurrent`) with LLM doctors over a real local server.
 
-Every model call goes over a socket to a :class:`~clinenv.llm.fake_server.FakeChatServer`
+Every model call goes over a socket to a :class:`~clinenv.testing.fake_server.FakeChatServer`
 on 127.0.0.1 whose replies depend only on the request (:mod:`llm_rollout_helpers`), so a
 concurrent run must write exactly the lines of a sequential one (minus ``timing`` and
 ``llm``).
@@ -25,13 +25,13 @@ from llm_rollout_helpers import (
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.llm_doctor import LLMDoctor
 from clinenv.agents.scripted_doctor import ScriptedDoctor
-from clinenv.concurrent import arun_concurrent, arun_episode, run_concurrent
-from clinenv.fail_fast import NON_RETRYABLE_DETAILS, RunAborted
-from clinenv.llm.fake_server import FakeChatServer
 from clinenv.llm.openai_backend import OpenAIChatModel
-from clinenv.rollouts import run_episode, run_logged, summarize
 from clinenv.runlog import read_run_log
+from clinenv.runs.concurrent import arun_concurrent, arun_episode, run_concurrent
+from clinenv.runs.fail_fast import NON_RETRYABLE_DETAILS, RunAborted
+from clinenv.runs.logged import run_episode, run_logged, summarize
 from clinenv.seeding import episode_seed
+from clinenv.testing.fake_server import FakeChatServer
 
 N_DEMO = 17
 
@@ -303,20 +303,17 @@ def test_other_exceptions_stop_the_run_and_keep_whole_lines(tmp_path):
 
 
 # ------------------------------------------------------------------ fail fast
-def closed_port_url():
-    """The URL of a port on 127.0.0.1 where nothing listens (connection refused)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"
-
-
 @pytest.fixture
 def down_model():
-    """The model of the fixtures, but its server is down (every request refused)."""
-    chat = OpenAIChatModel("fake-model", base_url=closed_port_url(), max_retries=0)
-    yield chat
-    chat.close()
+    """The model of the fixtures, but its server is down (every request refused): its URL
+    names a port on 127.0.0.1 that this test holds bound and never listens on, so no
+    other process (a parallel test worker) can take the port meanwhile."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+        chat = OpenAIChatModel("fake-model", base_url=url, max_retries=0)
+        yield chat
+        chat.close()
 
 
 @pytest.fixture

@@ -40,8 +40,8 @@ from gymnasium.utils.env_checker import check_env
 from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, seed_test
 
 import clinenv  # noqa: F401  (registers the ids)
+from clinenv.env.vector import make_vec
 from clinenv.multiagent import egip_v0
-from clinenv.vector import make_vec
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -158,17 +158,19 @@ def fuzz_actions(rng: np.random.Generator, n: int):
     for i in range(n):
         kind = i % 10
         if kind == 0 and i % 50 == 0:
-            yield "".join(rng.choice(list("".join(pools)), size=100_000))  # very long
+            # .tolist(): joining Python strings, not NumPy scalars (the same text, faster)
+            yield "".join(rng.choice(list("".join(pools)), size=100_000).tolist())  # long
         elif kind == 1:
-            yield rng.choice(markers) + "".join(rng.choice(list(rng.choice(pools)),
-                                                          size=int(rng.integers(0, 40))))
+            marker = rng.choice(markers)
+            yield marker + "".join(rng.choice(list(rng.choice(pools)),
+                                              size=int(rng.integers(0, 40))).tolist())
         elif kind == 2:
             yield [None, "", "   ", 42, 3.5, b"REQUEST TEST: PE1", ["x"], "\0"][i % 8]
         elif kind == 3:
             yield f"REQUEST TEST: {rng.choice(['PE', 'T'])}{int(rng.integers(0, 12))}"
         else:
             chars = list("".join(rng.choice(pools, size=2)))
-            yield "".join(rng.choice(chars, size=int(rng.integers(0, 300))))
+            yield "".join(rng.choice(chars, size=int(rng.integers(0, 300))).tolist())
 
 
 def _assert_inside(space, obs, where):

@@ -18,11 +18,11 @@ import pytest
 from conftest import MEDQA_FILE, NEJM_FILE, skip_without_shared_data
 
 import clinenv  # noqa: F401  (registers the ids)
-from clinenv.case_pool import CasePool
 from clinenv.cases import read_cases
 from clinenv.cli import main
 from clinenv.datasets import DATASETS, load_cases, sha256_file, verify_dataset
 from clinenv.datasets.record_digests import RECORD_DIGESTS, RECORDS_SHA256
+from clinenv.env.case_pool import CasePool
 from clinenv.errors import (
     CaseFormatError,
     ChecksumError,

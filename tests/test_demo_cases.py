@@ -35,7 +35,7 @@ import pytest
 from conftest import leaves
 
 from clinenv.cases import Case, read_cases
-from clinenv.protocol.availability import is_unavailable
+from clinenv.datasets.availability import is_unavailable
 
 REPO = Path(__file__).resolve().parents[1]
 OSCE_KEYS = {

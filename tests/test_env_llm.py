@@ -1,6 +1,6 @@
 """The environment with LLM simulators: opt-in patient and judge, ``astep``, seeds, B10.
 
-Model calls go over a real socket to a :class:`~clinenv.llm.fake_server.FakeChatServer`
+Model calls go over a real socket to a :class:`~clinenv.testing.fake_server.FakeChatServer`
 on 127.0.0.1 (delay 0) through :class:`~clinenv.llm.openai_backend.OpenAIChatModel`.
 """
 
@@ -31,10 +31,10 @@ from clinenv.agents.llm_patient import LLMPatient
 from clinenv.agents.prompts import JUDGE_SYSTEM, JUDGE_USER
 from clinenv.agents.scripted_doctor import ScriptedDoctor
 from clinenv.env import EGIPEnv
-from clinenv.llm.fake_server import FakeChatServer
 from clinenv.llm.openai_backend import OpenAIChatModel
 from clinenv.llm.scripted import ScriptedChatModel
-from clinenv.rollouts import run_episode
+from clinenv.runs.logged import run_episode
+from clinenv.testing.fake_server import FakeChatServer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -339,7 +339,7 @@ B10_SCRIPT = textwrap.dedent("""
     import asyncio, gc
     import gymnasium as gym
     import clinenv
-    from clinenv.llm.fake_server import FakeChatServer
+    from clinenv.testing.fake_server import FakeChatServer
     from clinenv.llm.openai_backend import OpenAIChatModel
 
     with FakeChatServer(lambda body, index: "It hurts here.") as server:
@@ -395,7 +395,7 @@ def test_drain_llm_calls_has_timings_info_never(model):
 def test_async_vector_env_with_an_llm_patient_b13(model, server):
     """field-bug-reports B13: sub-environments with an LLM patient pickle into worker
     processes (the model's HTTP clients are rebuilt there) and their text survives."""
-    from clinenv.vector import make_vec
+    from clinenv.env.vector import make_vec
 
     vec = make_vec("EGIP-Demo-v0", 2, mode="async", patient="llm", patient_model=model)
     try:

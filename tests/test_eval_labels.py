@@ -1,7 +1,7 @@
 """Method labels of ``clinenv eval`` / ``compare`` when logs share a doctor name.
 
 Every log here is written by a real ``clinenv run`` (subprocess) with the LLM doctor
-against a real local OpenAI-compatible server (:class:`~clinenv.llm.fake_server.
+against a real local OpenAI-compatible server (:class:`~clinenv.testing.fake_server.
 FakeChatServer` with the deterministic clinic of tests/llm_rollout_helpers.py), under
 different ``--model`` names and temperatures; expected accuracies are recounted from the
 logs' own lines.
@@ -20,7 +20,7 @@ from llm_rollout_helpers import clinic_responder
 from test_cli_eval import one_error_line, read_csv, run_cli
 
 from clinenv.evaluation.labels import doctor_model, model_tags, with_models
-from clinenv.llm.fake_server import FakeChatServer
+from clinenv.testing.fake_server import FakeChatServer
 
 QWEN = "Qwen/Qwen2.5-7B-Instruct"
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"

@@ -96,7 +96,7 @@ def test_plug_in_ten_lines(tmp_path):
 def test_llm_doctor_server_against_a_local_server(tmp_path):
     from llm_rollout_helpers import clinic_responder
 
-    from clinenv.llm.fake_server import FakeChatServer
+    from clinenv.testing.fake_server import FakeChatServer
 
     with FakeChatServer(clinic_responder()) as server:
         out = run_example("llm_doctor_server.py", tmp_path, None, "--base-url",
@@ -133,7 +133,7 @@ def test_llm_doctor_server_rerun_on_other_data(tmp_path):
     first run's log, it refuses in one line (exit 2) and leaves that log alone."""
     from llm_rollout_helpers import clinic_responder
 
-    from clinenv.llm.fake_server import FakeChatServer
+    from clinenv.testing.fake_server import FakeChatServer
 
     demo_log = tmp_path / "runs" / "llm_doctor_server_EGIP-Demo-v0_fake-model.jsonl"
     medqa_log = tmp_path / "runs" / "llm_doctor_server_EGIP-MedQA-v0_fake-model.jsonl"
@@ -163,7 +163,7 @@ def test_llm_doctor_server_rerun_with_another_model(tmp_path):
     full (exit 2); without --out, the other model gets its own default log."""
     from llm_rollout_helpers import clinic_responder
 
-    from clinenv.llm.fake_server import FakeChatServer
+    from clinenv.testing.fake_server import FakeChatServer
 
     log = tmp_path / "run.jsonl"
     with FakeChatServer(clinic_responder()) as server:
@@ -193,7 +193,7 @@ def test_llm_doctor_server_stops_on_a_refused_request(tmp_path):
     line, exit 2, no traceback; the log holds no line."""
     from llm_rollout_helpers import clinic_responder
 
-    from clinenv.llm.fake_server import FakeChatServer
+    from clinenv.testing.fake_server import FakeChatServer
 
     log = tmp_path / "run.jsonl"
     with FakeChatServer(clinic_responder()) as server:

@@ -20,9 +20,9 @@ from clinenv.agents.prompts import DIRECT_SYSTEM, EGIP_DOCTOR_SYSTEM, JUDGE_SYST
 from clinenv.cli import main
 from clinenv.export import ExportError, episode_rows, group_id
 from clinenv.integrations.tools import FINAL_RESULT, TASK_INTRO, TOOL_SYSTEM_PROMPT
-from clinenv.llm.fake_server import FakeChatServer
 from clinenv.protocol.evidence import render_evidence
-from clinenv.replay import bundle_from_dict
+from clinenv.runs.replay import bundle_from_dict
+from clinenv.testing.fake_server import FakeChatServer
 
 TOOLS = {"ask_patient": "question", "order_exam": "exam", "submit_diagnosis": "diagnosis"}
 

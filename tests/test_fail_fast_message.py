@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from clinenv.cli import main
-from clinenv.fail_fast import FailFast, RunAborted
 from clinenv.runlog import RunLogWriter
+from clinenv.runs.fail_fast import FailFast, RunAborted
 
 ERROR = {"type": "BackendError", "message": "connection refused", "backend": "openai",
          "detail": "connection"}
@@ -32,10 +32,13 @@ def workdir(tmp_path, monkeypatch):
     return tmp_path
 
 
-def down_url() -> str:
+@pytest.fixture
+def down_url():
+    """The URL of a port on 127.0.0.1 that the test holds bound and never listens on
+    (connections are refused; no other process can take the port meanwhile)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
 
 
 def run(capsys, url, *args):
@@ -63,8 +66,8 @@ def tail(err: str) -> tuple[int, int, int]:
     return tuple(int(g) for g in found.groups())
 
 
-def test_resume_without_retry_counts_the_earlier_error_lines(workdir, capsys):
-    url = down_url()
+def test_resume_without_retry_counts_the_earlier_error_lines(workdir, capsys, down_url):
+    url = down_url
     code, err = run(capsys, url, "--max-consecutive-errors", "2")
     assert code == 2 and tail(err) == (2, 2, 2)
     code, err = run(capsys, url, "--max-consecutive-errors", "3", "--resume",
@@ -75,10 +78,10 @@ def test_resume_without_retry_counts_the_earlier_error_lines(workdir, capsys):
     assert tail(err) == (3, 5, 3)
 
 
-def test_resume_with_retry_counts_superseded_error_lines_once(workdir, capsys):
+def test_resume_with_retry_counts_superseded_error_lines_once(workdir, capsys, down_url):
     """The retried episodes' new error lines supersede their old ones: the log holds 5
     error lines but 3 error episodes, all of them this run's."""
-    url = down_url()
+    url = down_url
     assert run(capsys, url, "--max-consecutive-errors", "2")[0] == 2
     code, err = run(capsys, url, "--max-consecutive-errors", "3", "--resume")
     assert code == 2
@@ -86,8 +89,8 @@ def test_resume_with_retry_counts_superseded_error_lines_once(workdir, capsys):
     assert tail(err) == (3, 3, 3)
 
 
-def test_concurrent_workers_lines_are_counted(workdir, capsys):
-    code, err = run(capsys, down_url(), "--max-consecutive-errors", "2", "--concurrency",
+def test_concurrent_workers_lines_are_counted(workdir, capsys, down_url):
+    code, err = run(capsys, down_url, "--max-consecutive-errors", "2", "--concurrency",
                     "4")
     assert code == 2
     n_lines, n_errors = log_counts(workdir / "down.jsonl")
@@ -95,12 +98,12 @@ def test_concurrent_workers_lines_are_counted(workdir, capsys):
     assert tail(err) == (n_lines, n_errors, n_errors)
 
 
-def test_configuration_stop_after_earlier_errors_names_them(workdir, capsys):
+def test_configuration_stop_after_earlier_errors_names_them(workdir, capsys, down_url):
     """A resume whose first request is refused (HTTP 404 from a real server on a wrong
     path) writes nothing; the message still says the log holds the earlier errors."""
-    from clinenv.llm.fake_server import FakeChatServer
+    from clinenv.testing.fake_server import FakeChatServer
 
-    assert run(capsys, down_url(), "--max-consecutive-errors", "2")[0] == 2
+    assert run(capsys, down_url, "--max-consecutive-errors", "2")[0] == 2
     with FakeChatServer("clinician") as server:
         wrong = server.base_url[:-len("/v1")] + "/v2"
         code, err = run(capsys, wrong, "--resume")

@@ -139,8 +139,8 @@ def test_async_judge_and_arguments():
 @pytest.mark.skipif(importlib.util.find_spec("openai") is None,
                     reason="the openai client is not installed (extra 'openai')")
 def test_judge_over_a_real_http_server():
-    from clinenv.llm.fake_server import FakeChatServer
     from clinenv.llm.openai_backend import OpenAIChatModel
+    from clinenv.testing.fake_server import FakeChatServer
 
     replies = iter(["**Yes**", "Yes and no", "No."])
     with FakeChatServer(lambda body, index: next(replies)) as server:

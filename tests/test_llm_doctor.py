@@ -284,8 +284,8 @@ def test_terminal_instructions_reach_the_decision_call():
 def test_episode_over_a_real_http_server_with_direct():
     """LLMDoctor + Direct over the OpenAI client and a chat-completions server on
     127.0.0.1: the test request is looked up and the answer scored."""
-    from clinenv.llm.fake_server import FakeChatServer
     from clinenv.llm.openai_backend import OpenAIChatModel
+    from clinenv.testing.fake_server import FakeChatServer
 
     def respond(body, index):
         last = body["messages"][-1]["content"]

@@ -11,15 +11,15 @@ from llm_helpers import fake_server, user  # noqa: F401 - fixture
 
 from clinenv.llm import (
     BackendUnavailableError,
-    FakeChatServer,
     GenerationConfig,
     ScriptedChatModel,
     make_chat_model,
 )
-from clinenv.llm.fake_responders import FALLBACK_QUESTION
+from clinenv.testing.fake_responders import FALLBACK_QUESTION
+from clinenv.testing.fake_server import FakeChatServer
 
 HEAVY = ("openai", "httpx", "httpx2", "torch", "transformers", "vllm",
-         "clinenv.llm.fake_server")
+         "clinenv.testing.fake_server")
 
 
 def test_import_clinenv_llm_imports_no_optional_dependency():

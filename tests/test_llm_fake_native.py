@@ -24,12 +24,12 @@ from clinenv.agents.prompts import (
 )
 from clinenv.agents.scripted_doctor import EXAM_NAMES
 from clinenv.agents.terminal_discussion import SUMMARY_ASK, TEAM_SYSTEM
-from clinenv.case_pool import CasePool
-from clinenv.llm.fake_native import OPENING_QUESTION, measurement_reply
-from clinenv.llm.fake_responders import clinician_responder, role_of
-from clinenv.llm.fake_server import FakeChatServer
+from clinenv.env.case_pool import CasePool
 from clinenv.llm.openai_backend import OpenAIChatModel
 from clinenv.protocol.measurement_view import MeasurementView, exam_information
+from clinenv.testing.fake_native import OPENING_QUESTION, measurement_reply
+from clinenv.testing.fake_responders import clinician_responder, role_of
+from clinenv.testing.fake_server import FakeChatServer
 
 CXR = ("Chest X-Ray: Findings: Dense right lower lobe consolidation with air "
        "bronchograms, consistent with lobar pneumonia; no pleural effusion.")

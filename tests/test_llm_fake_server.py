@@ -33,14 +33,14 @@ from clinenv.agents.prompts import (
     PATIENT_VOICE_SELF,
     PROPOSALS_HEADING,
 )
-from clinenv.llm.fake_responders import (
+from clinenv.protocol.evidence import TERMINAL_INSTRUCTIONS
+from clinenv.testing.fake_responders import (
     DECISION_MARKER,
     FALLBACK_QUESTION,
     clinician_responder,
     role_of,
 )
-from clinenv.llm.fake_server import FakeChatServer
-from clinenv.protocol.evidence import TERMINAL_INSTRUCTIONS
+from clinenv.testing.fake_server import FakeChatServer
 
 
 def post(server: FakeChatServer, body, *, timeout: float = 10.0, raw: bytes | None = None,
@@ -496,7 +496,7 @@ def test_clinician_answers_the_first_nejm_candidate(shared_data_dir):
 # --------------------------------------------------------------------------- CLI
 def test_command_line_prints_ready_serves_stats_and_exits_on_sigterm():
     proc = subprocess.Popen(
-        [sys.executable, "-m", "clinenv.llm.fake_server", "--delay-ms", "5",
+        [sys.executable, "-m", "clinenv.testing.fake_server", "--delay-ms", "5",
          "--responder", "yes", "--port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -520,6 +520,6 @@ def test_command_line_prints_ready_serves_stats_and_exits_on_sigterm():
 
 
 def test_command_line_rejects_unknown_responder():
-    done = subprocess.run([sys.executable, "-m", "clinenv.llm.fake_server", "--responder",
+    done = subprocess.run([sys.executable, "-m", "clinenv.testing.fake_server", "--responder",
                            "oracle"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "invalid choice" in done.stderr

@@ -13,8 +13,8 @@ import pytest
 from llm_helpers import fake_server, user  # noqa: F401 - fixture
 
 from clinenv.llm import BackendError, BackendUnavailableError, GenerationConfig
-from clinenv.llm.fake_server import FakeChatServer
 from clinenv.seeding import call_seed
+from clinenv.testing.fake_server import FakeChatServer
 
 pytest.importorskip("openai")
 import openai  # noqa: E402
@@ -431,7 +431,7 @@ def test_b10_clean_shutdown_leaves_no_warnings_or_loop_errors(transport):
     is closed", no "Task exception was never retrieved")."""
     script = textwrap.dedent("""
         import asyncio, gc
-        from clinenv.llm.fake_server import FakeChatServer
+        from clinenv.testing.fake_server import FakeChatServer
         from clinenv.llm.openai_backend import OpenAIChatModel
         msgs = [{"role": "user", "content": "hi"}]
         with FakeChatServer() as server:

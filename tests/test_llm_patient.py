@@ -15,7 +15,6 @@ from conftest import MEDQA_FILE, leaves
 import clinenv  # noqa: F401  (registers the environment ids)
 from clinenv.agents.llm_doctor import LLMDoctor
 from clinenv.agents.llm_patient import LLMPatient, clean_reply, render_facts
-from clinenv.agents.patient_retrieval import NOT_SURE
 from clinenv.agents.prompts import (
     DIRECT_SYSTEM,
     PATIENT_OPENING,
@@ -25,6 +24,7 @@ from clinenv.agents.prompts import (
 )
 from clinenv.agents.scripted_doctor import ScriptedDoctor
 from clinenv.env import EGIPEnv
+from clinenv.env.retrieval_patient import NOT_SURE
 from clinenv.llm import GenerationConfig, ScriptedChatModel
 from clinenv.protocol.views import PatientView
 from clinenv.seeding import call_seed

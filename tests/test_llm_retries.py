@@ -14,7 +14,7 @@ import pytest
 from llm_helpers import fake_server  # noqa: F401 - fixture
 
 from clinenv.llm import BackendError
-from clinenv.llm.fake_server import FakeChatServer
+from clinenv.testing.fake_server import FakeChatServer
 
 pytest.importorskip("openai")
 from clinenv.llm.openai_backend import (  # noqa: E402
@@ -126,8 +126,8 @@ def test_the_client_itself_never_retries(fake_server):  # noqa: F811
 
 def test_run_totals_count_retried_requests_and_the_tokens_sent():
     from clinenv.cli.run_summary import format_llm_totals
-    from clinenv.episode import call_totals
-    from clinenv.summary import llm_totals
+    from clinenv.runs.episode import call_totals
+    from clinenv.runs.summary import llm_totals
 
     calls = [{"n_requests": 3, "prompt_tokens": 5, "prompt_tokens_sent": 15,
               "completion_tokens": 2, "latency_s": 1.5},

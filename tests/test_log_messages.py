@@ -16,8 +16,8 @@ from llm_rollout_helpers import PATIENT_REPLY, clinic_responder, role_of
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.cli import main
 from clinenv.llm import ChatResult, Choice, ScriptedChatModel
-from clinenv.llm.fake_server import FakeChatServer
 from clinenv.runlog import read_run_log
+from clinenv.testing.fake_server import FakeChatServer
 
 INVENTED = "\nDoctor: Anything else you want to tell me?"
 MSGS = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]

@@ -10,11 +10,11 @@ import re
 import gymnasium as gym
 import pytest
 
+from clinenv.env.registration import EGIP_IDS, NATIVE_IDS
 from clinenv.protocol.doctor_text import echoes_prompt, one_line, quote_lines
 from clinenv.protocol.parser import parse_action
 from clinenv.protocol.placeholders import is_placeholder, placeholder_spans
 from clinenv.protocol.turns import cut_turn, stop_strings
-from clinenv.registration import EGIP_IDS, NATIVE_IDS
 
 # ------------------------------------------------------------------ turn boundaries
 #: (reply, the doctor's own turn): one per chat template, plus speaker lines.

@@ -19,8 +19,8 @@ from conftest import leaves
 import clinenv  # noqa: F401
 from clinenv.multiagent import egip_v0, fidelity
 from clinenv.multiagent.aec import AGENTS, DOCTOR, EXAMINER, PATIENT
-from clinenv.multiagent.seat_views import NO_REQUEST
 from clinenv.protocol.lookup import NOT_RECORDED_TEXT
+from clinenv.protocol.seat_views import NO_REQUEST
 
 pytestmark = pytest.mark.filterwarnings("error")
 

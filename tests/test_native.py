@@ -1,6 +1,6 @@
 """The native AgentClinic / MedAgentSim protocols, the examiner seat and the presets (issue 6).
 
-LLM seats talk over a real socket to a :class:`~clinenv.llm.fake_server.FakeChatServer`
+LLM seats talk over a real socket to a :class:`~clinenv.testing.fake_server.FakeChatServer`
 on 127.0.0.1; assertions read the requests that server received. Expected values are
 computed from the source records (the raw JSON lines) or written by hand.
 """
@@ -16,8 +16,6 @@ import pytest
 from conftest import MEDQA_FILE, NEJM_FILE, leaves, skip_without_shared_data
 
 import clinenv  # noqa: F401  (registers the ids)
-from clinenv import rewards
-from clinenv.agents.measurement_agent import NativeRecordReader
 from clinenv.agents.prompts import (
     JUDGE_SYSTEM,
     JUDGE_USER,
@@ -25,11 +23,12 @@ from clinenv.agents.prompts import (
     MEASUREMENT_RULE_NOT_RECORDED,
     PATIENT_SYSTEM,
 )
-from clinenv.env import EGIPEnv
-from clinenv.llm.fake_server import FakeChatServer
+from clinenv.env import EGIPEnv, rewards
+from clinenv.env.record_reader import NativeRecordReader
 from clinenv.llm.openai_backend import OpenAIChatModel
 from clinenv.protocol.native_render import DISCUSSION_INSTRUCTIONS, FINAL_NOTICE
 from clinenv.protocol.presets import PRESETS, resolve_preset
+from clinenv.testing.fake_server import FakeChatServer
 
 MEASUREMENT_PREFIX = "You report examination and test results"
 PATIENT_PREFIX = PATIENT_SYSTEM.split("{")[0]

@@ -13,17 +13,17 @@ import pytest
 from conftest import MEDQA_FILE, NEJM_FILE, skip_without_shared_data
 
 import clinenv  # noqa: F401  (registers the ids)
-from clinenv.agents.measurement_agent import NativeRecordReader
-from clinenv.agents.patient_retrieval import RetrievalPatient
-from clinenv.case_pool import CasePool
 from clinenv.env import EGIPEnv
+from clinenv.env.case_pool import CasePool
+from clinenv.env.record_reader import NativeRecordReader
+from clinenv.env.retrieval_patient import RetrievalPatient
 from clinenv.evaluation.metrics import coverage
 from clinenv.multiagent.aec import EGIPAECEnv
 from clinenv.protocol.native import RESULTS_NOTE
 from clinenv.protocol.native_render import FINAL_NOTICE
 from clinenv.protocol.views import PatientView
+from clinenv.runs.summary import summarize
 from clinenv.scoring import score_answer
-from clinenv.summary import summarize
 
 
 def raw(file_name: str, index: int) -> dict:

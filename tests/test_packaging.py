@@ -22,11 +22,20 @@ CLI_MODULES = ("__init__", "argtypes", "cdeg", "cdeg_run", "data", "doctors", "e
 def wheel(tmp_path_factory) -> Path:
     """A wheel built from a copy of the source tree without build outputs: setuptools
     reuses ``build/lib``, so a module left there by an older layout (e.g. a former
-    ``clinenv/cli.py``) would otherwise end up in the wheel."""
+    ``clinenv/cli.py``) would otherwise end up in the wheel. Virtual environments in the
+    checkout (``.venv*``, gigabytes) are not copied either."""
     tmp = tmp_path_factory.mktemp("wheel")
     src = tmp / "src"
-    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
-        ".git", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", "runs", "reports"))
+    anywhere = shutil.ignore_patterns("*.egg-info", "__pycache__", ".*_cache")
+    top = {".git", "build", "dist", "runs", "reports"}  # run outputs, not clinenv/runs/
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        skipped = set(anywhere(folder, names))
+        if Path(folder) == ROOT:
+            skipped |= {n for n in names if n in top or n.startswith(".venv")}
+        return skipped
+
+    shutil.copytree(ROOT, src, ignore=ignore)
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp), str(src)],
         capture_output=True, text=True, timeout=600,
@@ -45,7 +54,7 @@ def wheel_names(wheel) -> set[str]:
 
 def test_wheel_maps_agents_and_wrappers_into_clinenv(wheel_names):
     assert "clinenv/agents/scripted_doctor.py" in wheel_names
-    assert "clinenv/agents/patient_retrieval.py" in wheel_names
+    assert "clinenv/agents/llm_patient.py" in wheel_names
     assert "clinenv/wrappers/__init__.py" in wheel_names
     assert "clinenv/protocol/runtime.py" in wheel_names
     assert "clinenv/evaluation/stats.py" in wheel_names

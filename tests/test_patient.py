@@ -1,4 +1,4 @@
-"""Tests for the deterministic retrieval patient :mod:`clinenv.agents.patient_retrieval`."""
+"""Tests for the deterministic retrieval patient :mod:`clinenv.env.retrieval_patient`."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ import re
 import pytest
 from conftest import skip_without_shared_data
 
-import clinenv.agents.patient_retrieval as patient_module
-from clinenv.agents.patient_retrieval import (
+import clinenv.env.retrieval_patient as patient_module
+from clinenv.cases import Case
+from clinenv.env.retrieval_patient import (
     CAREGIVER_PREFIX,
     FIXED_PHRASES,
     NOT_SURE,
     REPHRASE_WORDS,
     RetrievalPatient,
 )
-from clinenv.cases import Case
 from clinenv.protocol.views import PatientView
 
 CHEST_PAIN = {

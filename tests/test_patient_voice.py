@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from clinenv.agents.patient_voice import as_caregiver, as_patient, finish_sentence
+from clinenv.env.patient_voice import as_caregiver, as_patient, finish_sentence
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """Recorded negatives are findings; only values that say no result exists are unavailable.
 
-The rule (:mod:`clinenv.protocol.availability`): a value that reports a finding is a
+The rule (:mod:`clinenv.datasets.availability`): a value that reports a finding is a
 finding ("None", "Negative", "Not detected"...); a value that says no result exists is
 unavailable ("Pending", "Not provided", "Unknown"...). The list below is every MedQA
 and NEJM leaf (records M and patient facts P) the rule makes unavailable, read through
@@ -15,7 +15,7 @@ import pytest
 from conftest import MEDQA_FILE, NEJM_FILE
 
 from clinenv.datasets import load_cases
-from clinenv.protocol.availability import is_unavailable
+from clinenv.datasets.availability import is_unavailable
 from clinenv.protocol.catalog import Catalog
 from clinenv.protocol.lookup import lookup
 

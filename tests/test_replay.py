@@ -2,9 +2,9 @@
 
 The source run is a real ``clinenv run --doctor llm`` on the first 12 demo cases (10
 without candidate labels, 2 with five) against a real local server
-(:class:`~clinenv.llm.fake_server.FakeChatServer` with the deterministic clinic
+(:class:`~clinenv.testing.fake_server.FakeChatServer` with the deterministic clinic
 responder of ``llm_rollout_helpers``); replays go through ``clinenv replay`` and
-:func:`clinenv.replay_run.replay_run`, and every prompt is read back from the server.
+:func:`clinenv.runs.replay_run.replay_run`, and every prompt is read back from the server.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from clinenv.agents.llm_doctor import LLMDoctor
 from clinenv.agents.prompts import DIRECT_SYSTEM
 from clinenv.cli import main
 from clinenv.evaluation.runs import align, load_runs
-from clinenv.llm.fake_server import FakeChatServer
 from clinenv.llm.openai_backend import OpenAIChatModel
-from clinenv.replay import ReplayError, load_source
-from clinenv.replay_run import replay_run
+from clinenv.runs.replay import ReplayError, load_source
+from clinenv.runs.replay_run import replay_run
 from clinenv.seeding import call_seed
+from clinenv.testing.fake_server import FakeChatServer
 
 N_CASES = 12
 #: Demo cases 11 and 12 have five candidate labels; the first option of each is wrong.
@@ -316,7 +316,7 @@ def test_no_candidates_reads_an_option_letter_as_a_free_answer(source):
     with K (the control) the letter is the option and the judge gets its label."""
     import asyncio
 
-    from clinenv.replay_run import decide_and_score
+    from clinenv.runs.replay_run import decide_and_score
 
     ablated = load_source(source[0], ablation="no_candidates")
     full = load_source(source[0], ablation="full")

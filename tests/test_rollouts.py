@@ -1,4 +1,4 @@
-"""Rollouts and run logs (:mod:`clinenv.rollouts`), in process, on real files."""
+"""Rollouts and run logs (:mod:`clinenv.runs.logged`), in process, on real files."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.scripted_doctor import ScriptedDoctor
-from clinenv.rollouts import (
+from clinenv.runlog import SCHEMA, RunContext, RunLogError, RunLogWriter, read_run_log
+from clinenv.runs.logged import (
     awaitable,
     episode_seed,
     plan_episodes,
@@ -21,7 +22,6 @@ from clinenv.rollouts import (
     run_without_loop,
     summarize,
 )
-from clinenv.runlog import SCHEMA, RunContext, RunLogError, RunLogWriter, read_run_log
 
 LINE_KEYS = {
     "schema", "case_id", "case_index", "repetition", "seed", "env_id", "env_spec",
@@ -45,10 +45,10 @@ def demo_env():
 
 
 def test_rollouts_re_exports_the_episode_and_summary_modules():
-    """One concept per module (clinenv.episode, clinenv.summary, clinenv.fail_fast);
-    ``from clinenv.rollouts import ...`` keeps giving the same objects."""
-    import clinenv.rollouts as rollouts
-    from clinenv import episode, fail_fast, summary
+    """One concept per module (clinenv.runs.episode, clinenv.runs.summary, clinenv.runs.fail_fast);
+    ``from clinenv.runs.logged import ...`` keeps giving the same objects."""
+    import clinenv.runs.logged as rollouts
+    from clinenv.runs import episode, fail_fast, summary
 
     for module in (episode, summary):
         for name in module.__all__:

@@ -21,8 +21,8 @@ from clinenv.evaluation import (
     pair_runs,
     scoring_version,
 )
-from clinenv.rollouts import run_logged
 from clinenv.runlog import read_run_log
+from clinenv.runs.logged import run_logged
 from clinenv.scoring import SCORING_VERSION
 
 
@@ -112,8 +112,8 @@ def test_cli_refuses_mixed_versions_unless_told(tmp_path):
 
 @pytest.mark.parametrize("version", [None, 1, 3])
 def test_resume_refuses_a_log_of_another_scoring_version(tmp_path, version):
-    from clinenv.rollouts import run_logged
     from clinenv.runlog import RunLogError
+    from clinenv.runs.logged import run_logged
 
     out = tmp_path / "log.jsonl"
     env = gym.make("EGIP-Demo-v0")

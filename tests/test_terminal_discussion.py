@@ -13,7 +13,8 @@ import pytest
 from llm_helpers import fake_server  # noqa: F401 - fixture
 
 from clinenv.agents.llm_doctor import LLMDoctor
-from clinenv.agents.terminal_base import ABSTENTION_ACTION, NO_ANSWER_ACTION, make_strategy
+from clinenv.agents.terminal import make_strategy
+from clinenv.agents.terminal_base import ABSTENTION_ACTION, NO_ANSWER_ACTION
 from clinenv.agents.terminal_discussion import (
     OPINION_ASK,
     REPAIR_ASK,
@@ -197,7 +198,7 @@ def test_medagentsim_native_decision_phase(fake_server, model):  # noqa: F811
     environment judges."""
     gym = pytest.importorskip("gymnasium")
     assert "MedAgentSim-Demo-v0" in gym.registry  # a broken registration fails here
-    from clinenv.episode import run_episode
+    from clinenv.runs.episode import run_episode
 
     def reply(body: dict, index: int) -> str:
         if body["messages"][0]["content"] == TEAM_SYSTEM:

@@ -19,12 +19,12 @@ from clinenv.agents.prompts import (
     PROPOSALS_HEADING,
     REPAIR_USER,
 )
+from clinenv.agents.terminal import make_strategy
 from clinenv.agents.terminal_base import (
     ABSTENTION,
     ABSTENTION_ACTION,
     NO_ANSWER_ACTION,
     extract_answer,
-    make_strategy,
 )
 from clinenv.agents.terminal_direct import Direct
 from clinenv.agents.terminal_full import Full, admissible_ids, normalize_id, observation_status

@@ -16,7 +16,7 @@ import pytest
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.llm_patient import LLMPatient
 from clinenv.agents.patient_cache import CachedPatient, PatientReplyCache
-from clinenv.agents.patient_retrieval import RetrievalPatient
+from clinenv.env.retrieval_patient import RetrievalPatient
 from clinenv.integrations.tools import ToolEpisode
 from clinenv.integrations.trl import make_env_factory
 from clinenv.llm import ScriptedChatModel

@@ -15,13 +15,14 @@ from clinenv.agents.judge import LLMJudge
 from clinenv.agents.llm_doctor import LLMDoctor
 from clinenv.agents.llm_patient import LLMPatient
 from clinenv.agents.measurement_agent import NO_REPLY, LLMMeasurementAgent
-from clinenv.agents.terminal_base import cut_result, make_strategy
+from clinenv.agents.terminal import make_strategy
+from clinenv.agents.terminal_base import cut_result
 from clinenv.agents.terminal_direct import Direct
 from clinenv.llm import ChatResult, Choice, GenerationConfig, ScriptedChatModel
 from clinenv.llm.base import enforce_stop
-from clinenv.llm.fake_server import FakeChatServer
 from clinenv.protocol.measurement_view import MeasurementView
 from clinenv.protocol.views import PatientView
+from clinenv.testing.fake_server import FakeChatServer
 
 pytest.importorskip("openai")
 from clinenv.llm.openai_backend import OpenAIChatModel  # noqa: E402

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import clinenv  # noqa: F401  (registers the ids and the shared-memory guard)
-from clinenv.vector import autoreset, make_vec
+from clinenv.env.vector import autoreset, make_vec
 
 pytestmark = pytest.mark.filterwarnings("error")
 

@@ -20,10 +20,10 @@ from clinenv.agents.terminal_direct import Direct
 from clinenv.agents.terminal_full import Full
 from clinenv.agents.terminal_vote import Vote
 from clinenv.cases import Case, Target
+from clinenv.env.terminal_outcome import NOT_JUDGED, contradicts_exact, terminal_outcome
 from clinenv.llm import ScriptedChatModel
 from clinenv.protocol.native import moderator_answer
 from clinenv.scoring import is_abstention, is_placeholder_answer, score_answer
-from clinenv.terminal_outcome import NOT_JUDGED, contradicts_exact, terminal_outcome
 
 MG = "Myasthenia gravis"
 OPTIONS = ("Contact dermatitis", "Eczematous drug eruption", "Exogenous ochronosis",
