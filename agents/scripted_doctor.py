@@ -222,7 +222,8 @@ class ScriptedDoctor:
         """The acquisition that ``info["guidance"]`` asks for, if it is possible now:
         a menu entry by id, or (without a menu) the guided action by name."""
         guidance = info.get("guidance")
-        if not isinstance(guidance, Mapping) or info.get("phase") != "acquire":
+        if guidance is None or not isinstance(guidance, Mapping) \
+                or info.get("phase") != "acquire":
             return None
         action = guidance.get("action")
         if isinstance(action, Mapping):

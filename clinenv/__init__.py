@@ -6,17 +6,27 @@ Gymnasium. The main entry points:
 - :func:`clinenv.load_cases` — cases from a named dataset or a file;
 - ``gymnasium.make("EGIP-MedQA-v0")`` — the EGIP environment;
 - the ``clinenv`` command line (``clinenv run``, ``clinenv data``).
+
+The names below other than :data:`EGIP_IDS` (the case model and the dataset loader) are
+imported on first use, so that ``import clinenv`` costs Gymnasium and the id table only.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 __version__ = "0.1.0"
 
-from clinenv.cases import Case, CaseFlags, Records, Target, read_cases, write_cases
-from clinenv.datasets import load_cases
 from clinenv.env.registration import EGIP_IDS, register_all
 
 register_all()
+
+#: Lazily imported names -> the module that defines them.
+_LAZY = {
+    "Case": "clinenv.cases", "CaseFlags": "clinenv.cases", "Records": "clinenv.cases",
+    "Target": "clinenv.cases", "read_cases": "clinenv.cases", "write_cases": "clinenv.cases",
+    "load_cases": "clinenv.datasets",
+}
 
 __all__ = [
     "Case",
@@ -29,3 +39,18 @@ __all__ = [
     "read_cases",
     "write_cases",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

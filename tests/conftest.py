@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -59,26 +58,6 @@ def skip_without_shared_data(*file_names: str) -> Path:
     if reason is not None:
         pytest.skip(reason)
     return SHARED_DATA
-
-
-@pytest.fixture(scope="session", autouse=True)
-def subprocess_bytecode_cache(tmp_path_factory) -> Iterator[Path]:
-    """Child Python processes of the tests (the ``python -m clinenv`` runs, examples,
-    wheel checks) write and reuse compiled bytecode in one folder of this test session.
-
-    ``PYTHONPYCACHEPREFIX`` names that folder (shared by parallel test workers: the
-    parent of a worker's base temp folder) and ``PYTHONDONTWRITEBYTECODE`` is unset for
-    them, so that each child does not compile clinenv's sources again; nothing is written
-    into the checkout. Returns the folder.
-    """
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent
-    folder = root / "pycache"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PYTHONPYCACHEPREFIX", str(folder))
-        patch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
-        yield folder
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""The ``clinenv`` command line, run as a real subprocess (``python -m clinenv``)."""
+"""The ``clinenv`` command line, run as a real subprocess (``python -m clinenv``); argument
+errors, and ids registered by a test, through :func:`clinenv.cli.main` in this process."""
 
 from __future__ import annotations
 
@@ -45,6 +46,29 @@ def clinenv(tmp_path: Path, *args: str, data_dir: Path | None = None,
         assert proc.returncode == check, (proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
+
+
+@pytest.fixture
+def clinenv_main(tmp_path, monkeypatch, capsys):
+    """``clinenv ARGS`` through :func:`clinenv.cli.main` in this process, with the set-up
+    of :func:`clinenv` (``tmp_path`` as the current folder, ``CLINENV_DATA_DIR`` unset, the
+    user cache in tmp). The fixture's value runs it: ``(exit code, stdout, stderr)``; an
+    argparse error's ``SystemExit`` gives its code."""
+    from clinenv.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CLINENV_DATA_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+    def run(*args: str) -> tuple[int, str, str]:
+        try:
+            code = main(list(args))
+        except SystemExit as exit_:
+            code = exit_.code
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
 
 
 def read_lines(path: Path) -> list[dict]:
@@ -213,17 +237,17 @@ BAD_ARGUMENTS = [
 
 
 @pytest.mark.parametrize("args, message", BAD_ARGUMENTS)
-def test_bad_arguments_exit_2(tmp_path, args, message):
-    proc = clinenv(tmp_path, "run", *args, "--out", "l.jsonl", check=2)
-    assert message in proc.stderr
+def test_bad_arguments_exit_2(clinenv_main, tmp_path, args, message):
+    code, out, err = clinenv_main("run", *args, "--out", "l.jsonl")
+    assert code == 2 and message in err
     assert not (tmp_path / "l.jsonl").exists()
 
 
 @pytest.mark.parametrize("args, message", BAD_ARGUMENTS)
-def test_bad_arguments_create_no_runs_folder(tmp_path, args, message):
+def test_bad_arguments_create_no_runs_folder(clinenv_main, tmp_path, args, message):
     """With the default --out (runs/...), nothing is created before the arguments pass."""
-    proc = clinenv(tmp_path, "run", *args, check=2)
-    assert message in proc.stderr
+    code, out, err = clinenv_main("run", *args)
+    assert code == 2 and message in err
     assert not (tmp_path / "runs").exists()
 
 

@@ -1,13 +1,17 @@
-"""``clinenv eval`` and ``clinenv compare`` as real subprocesses (``python -m clinenv``)."""
+"""``clinenv eval`` and ``clinenv compare`` as real subprocesses (``python -m clinenv``);
+the input and argument errors through :func:`clinenv.cli.main` in this process
+(:func:`main_cli`, the same checks on exit code and stderr)."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -27,6 +31,32 @@ def run_cli(cwd: Path, *args: str, code: int = 0, env_extra: dict | None = None
                           capture_output=True, text=True, encoding="utf-8", timeout=300)
     assert proc.returncode == code, (proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def main_cli(cwd: Path, *args: str, code: int = 0) -> subprocess.CompletedProcess:
+    """:func:`clinenv.cli.main` with ARGS in this process, set up like :func:`run_cli`
+    (``cwd`` the current folder, ``cwd/cache`` the user cache, ``CLINENV_DATA_DIR`` an
+    absent folder); checks the exit code (an argparse error's ``SystemExit`` gives its
+    code). stdout and stderr are captured, and every warning raised meanwhile is appended
+    to stderr as Python prints one, so a check on stderr sees it as in a subprocess."""
+    from clinenv.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        patch.chdir(cwd)
+        patch.setenv("XDG_CACHE_HOME", str(cwd / "cache"))
+        patch.setenv("CLINENV_DATA_DIR", str(cwd / "no-data"))
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                returncode = main(list(args))
+            except SystemExit as exit_:
+                returncode = exit_.code
+    stderr = err.getvalue() + "".join(
+        warnings.formatwarning(w.message, w.category, w.filename, w.lineno) for w in seen)
+    proc = subprocess.CompletedProcess(["clinenv", *args], returncode, out.getvalue(), stderr)
+    assert proc.returncode == code, (proc.stdout, proc.stderr)
     return proc
 
 
@@ -79,7 +109,7 @@ def test_eval_by_stratum_writes_a_second_table(tmp_path, logs):
     md = (tmp_path / "out" / "accuracy_by_question_type.md").read_text(encoding="utf-8")
     assert "| alpha | diagnosis | 3 | 33.33 ± 0.00 | 66.67 ± 33.33 |" in md
     assert (tmp_path / "out" / "accuracy.md").is_file()
-    err = run_cli(tmp_path, "eval", str(logs["native_alpha"]), "--by", "specialty", code=2)
+    err = main_cli(tmp_path, "eval", str(logs["native_alpha"]), "--by", "specialty", code=2)
     assert "no case has stratum 'specialty'" in one_error_line(err)
 
 
@@ -106,7 +136,7 @@ def test_compare_prints_and_writes_the_comparison_table(tmp_path, logs):
 def test_compare_refuses_different_case_sets_unless_intersect(tmp_path, logs):
     partial = write_log(tmp_path / "partial.jsonl", log_lines(
         "alpha", "egip", {k: v for k, v in EGIP_ALPHA.items() if k != "a4"}))
-    err = run_cli(tmp_path, "compare", str(logs["native_alpha"]), str(partial), code=2)
+    err = main_cli(tmp_path, "compare", str(logs["native_alpha"]), str(partial), code=2)
     line = one_error_line(err)
     assert "different case sets on 'alpha'" in line and "missing from 'egip': a4" in line
     assert "--intersect" in line
@@ -121,20 +151,20 @@ def test_compare_refuses_different_case_sets_unless_intersect(tmp_path, logs):
 def test_errors_are_one_line_exit_2(tmp_path, logs):
     mixed = write_log(tmp_path / "mixed.jsonl", log_lines("alpha", "native", NATIVE_ALPHA),
                       log_lines("alpha", "egip", EGIP_ALPHA))
-    line = one_error_line(run_cli(tmp_path, "eval", str(mixed), code=2))
+    line = one_error_line(main_cli(tmp_path, "eval", str(mixed), code=2))
     assert f"{mixed}, line 13: mixed runs in one file" in line
-    line = one_error_line(run_cli(tmp_path, "eval", "absent.jsonl", code=2))
+    line = one_error_line(main_cli(tmp_path, "eval", "absent.jsonl", code=2))
     assert "absent.jsonl: no such run-log file" in line
-    line = one_error_line(run_cli(tmp_path, "compare", str(logs["native_alpha"]), code=2))
+    line = one_error_line(main_cli(tmp_path, "compare", str(logs["native_alpha"]), code=2))
     assert "needs a baseline log and at least one method log" in line
-    line = one_error_line(run_cli(tmp_path, "compare", str(logs["native_alpha"]),
-                                  str(logs["egip_beta"]), code=2))
+    line = one_error_line(main_cli(tmp_path, "compare", str(logs["native_alpha"]),
+                                   str(logs["egip_beta"]), code=2))
     assert "no baseline run 'native' on dataset 'beta'" in line
-    line = one_error_line(run_cli(tmp_path, "compare", str(logs["native_alpha"]),
-                                  str(logs["native_alpha"]), code=2))
+    line = one_error_line(main_cli(tmp_path, "compare", str(logs["native_alpha"]),
+                                   str(logs["native_alpha"]), code=2))
     assert "given twice" in line
-    usage = run_cli(tmp_path, "compare", str(logs["native_alpha"]), "x", "--resamples", "0",
-                    code=2)
+    usage = main_cli(tmp_path, "compare", str(logs["native_alpha"]), "x", "--resamples",
+                     "0", code=2)
     assert "must be >= 1" in usage.stderr
 
 
@@ -272,11 +302,11 @@ def test_compare_with_explicit_pairs_and_by_stratum(tmp_path, logs):
     check_png(tmp_path / "reports" / "comparison.png")
     check_png(tmp_path / "reports" / "comparison_by_question_type.png")
 
-    proc = run_cli(tmp_path, "compare", str(logs["native_alpha"]), str(logs["egip_alpha"]),
-                   "--pair", "egip=nobody", code=2)
+    proc = main_cli(tmp_path, "compare", str(logs["native_alpha"]), str(logs["egip_alpha"]),
+                    "--pair", "egip=nobody", code=2)
     assert "no run is labelled 'nobody'" in one_error_line(proc)
-    proc = run_cli(tmp_path, "compare", str(logs["native_alpha"]), str(logs["egip_alpha"]),
-                   "--pair", "egip", code=2)
+    proc = main_cli(tmp_path, "compare", str(logs["native_alpha"]), str(logs["egip_alpha"]),
+                    "--pair", "egip", code=2)
     assert "expected METHOD=BASE" in one_error_line(proc)
 
 
@@ -289,17 +319,17 @@ def test_eval_by_with_plot_plots_the_stratified_table(tmp_path, logs):
 
 def test_small_cli_errors(tmp_path, logs):
     for command in ("eval", "compare"):
-        proc = run_cli(tmp_path, command, str(logs["native_alpha"]),
-                       str(logs["egip_alpha"]), "--by", "", code=2)
+        proc = main_cli(tmp_path, command, str(logs["native_alpha"]),
+                        str(logs["egip_alpha"]), "--by", "", code=2)
         assert "--by needs a case_strata key" in one_error_line(proc)
-    proc = run_cli(tmp_path, "eval", str(logs["native_alpha"].parent), code=2)
+    proc = main_cli(tmp_path, "eval", str(logs["native_alpha"].parent), code=2)
     assert "is a folder, not a run-log file" in one_error_line(proc)
     # a log without doctor.name works when named LABEL=path
     lines = log_lines("alpha", "x", NATIVE_ALPHA)
     for line in lines:
         del line["doctor"]
     anon = write_log(tmp_path / "anon.jsonl", lines)
-    proc = run_cli(tmp_path, "eval", str(anon), code=2)
+    proc = main_cli(tmp_path, "eval", str(anon), code=2)
     assert "LABEL=path" in one_error_line(proc)
     proc = run_cli(tmp_path, "eval", f"mine={anon}")
     assert any(row.startswith("mine ") for row in proc.stdout.splitlines())

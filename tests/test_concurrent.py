@@ -465,7 +465,8 @@ def test_runners_have_explicit_keyword_only_options(runner, tmp_path):
     wanted = PLAN_OPTIONS + ([] if runner is run_logged else ["concurrency"])
     options = {name: p for name, p in params.items() if p.kind is p.KEYWORD_ONLY}
     assert set(options) == set(wanted)
-    assert options["out"].default is inspect.Parameter.empty
+    assert options["out"].default is None  # required unless the RunSpec gives it
+    assert params["spec"].kind is params["spec"].POSITIONAL_OR_KEYWORD
     assert (options["seed"].default, options["repetitions"].default,
             options["retry_errors"].default, options["max_consecutive_errors"].default) == (
         0, 1, True, 5)

@@ -110,7 +110,7 @@ def test_random_and_unicode_actions_never_raise():
             action = env.action_space.sample()
         else:
             n = int(rng.integers(0, 6000))
-            action = "".join(rng.choice(alphabet, size=n))
+            action = "".join(rng.choice(alphabet, size=n).tolist())  # Python str items
         obs, reward, terminated, truncated, info = env.step(action)
         assert env.observation_space.contains(obs)
         if terminated or truncated:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from llm_rollout_helpers import clinic_responder
-from test_cli_eval import one_error_line, read_csv, run_cli
+from test_cli_eval import main_cli, one_error_line, read_csv, run_cli
 
 from clinenv.evaluation.labels import doctor_model, model_tags, with_models
 from clinenv.testing.fake_server import FakeChatServer
@@ -127,7 +127,7 @@ def test_a_wrapped_doctor_is_labelled_by_its_inner_model(llm_logs):
 
 
 def test_same_model_different_settings_names_the_field_in_full(llm_logs):
-    proc = run_cli(llm_logs, "eval", "qwen.jsonl", "qwen_t07.jsonl", code=2)
+    proc = main_cli(llm_logs, "eval", "qwen.jsonl", "qwen_t07.jsonl", code=2)
     line = one_error_line(proc)
     assert line == (
         "clinenv: error: qwen_t07.jsonl, line 1: two different runs are labelled "
@@ -154,7 +154,7 @@ def test_one_file_with_two_models_names_the_model_field(llm_logs):
                      + (llm_logs / "llama.jsonl").read_text(encoding="utf-8"),
                      encoding="utf-8")
     first_llama = len(lines_of(llm_logs / "qwen.jsonl")) + 1
-    line = one_error_line(run_cli(llm_logs, "eval", "mixed.jsonl", code=2))
+    line = one_error_line(main_cli(llm_logs, "eval", "mixed.jsonl", code=2))
     assert line == (f"clinenv: error: mixed.jsonl, line {first_llama}: mixed runs in one file: "
                     f"doctor.config.model is \"{LLAMA}\" here but \"{QWEN}\" on line 1; "
                     "write each run to its own log")

@@ -30,9 +30,9 @@ from eval_fixtures import (
 from clinenv.evaluation import (
     Alignment,
     CaseMismatchError,
+    LogSpec,
     PlotDependencyError,
     RunsError,
-    RunSpec,
     Table,
     accuracy_cells,
     accuracy_ci,
@@ -85,12 +85,12 @@ def test_label_from_the_command_line_overrides_doctor_name(logs):
 
 
 def test_parse_run_spec(tmp_path):
-    assert parse_run_spec("x.jsonl") == RunSpec(tmp_path.__class__("x.jsonl"))
+    assert parse_run_spec("x.jsonl") == LogSpec(tmp_path.__class__("x.jsonl"))
     spec = parse_run_spec("EGIP Direct=runs/a=b.jsonl")
     assert (spec.label, str(spec.path)) == ("EGIP Direct", "runs/a=b.jsonl")
     weird = tmp_path / "k=v.jsonl"  # an existing file whose name has "=" is a path
     weird.write_text("")
-    assert parse_run_spec(str(weird)) == RunSpec(weird)
+    assert parse_run_spec(str(weird)) == LogSpec(weird)
     for bad in ("=x.jsonl", "label="):
         with pytest.raises(RunsError, match="LABEL=PATH"):
             parse_run_spec(bad)

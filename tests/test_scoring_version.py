@@ -8,7 +8,7 @@ import json
 import gymnasium as gym
 import pytest
 from eval_fixtures import EGIP_ALPHA, NATIVE_ALPHA, log_lines, write_log
-from test_cli_eval import one_error_line, run_cli
+from test_cli_eval import main_cli, one_error_line, run_cli
 
 import clinenv  # noqa: F401  (registers the environment ids)
 from clinenv.agents.scripted_doctor import ScriptedDoctor
@@ -100,7 +100,7 @@ def test_cli_refuses_mixed_versions_unless_told(tmp_path):
     new = write_log(tmp_path / "new.jsonl",
                     versioned(log_lines("alpha", "egip", EGIP_ALPHA), 2))
     for command in ("eval", "compare"):
-        line = one_error_line(run_cli(tmp_path, command, str(old), str(new), code=2))
+        line = one_error_line(main_cli(tmp_path, command, str(old), str(new), code=2))
         assert "different scoring versions" in line
         assert f"version 1 ({old})" in line and f"version 2 ({new})" in line
     proc = run_cli(tmp_path, "eval", str(old), str(new), "--mixed-scoring", "--out-dir",

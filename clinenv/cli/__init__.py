@@ -8,6 +8,8 @@ Usage::
                 [--seed S] [--out FILE] [--resume [--no-retry-errors]] [--data-dir DIR]
                 [--allow-download] [--no-verify]
                 [--concurrency N] [--max-consecutive-errors N] [--quiet]
+                [--ray local|auto|ray://HOST:PORT [--ray-runners N]
+                 [--base-url-map FILE | --ray-serve MODEL]]
                 [--backend openai|vllm|transformers] [--base-url URL] [--model M]
                 [--strategy direct|vote|full|discussion] [--prompt egip|agentclinic]
                 [--max-questions N] [--vote-temperature T]
@@ -80,6 +82,10 @@ episodes and, unless ``--no-retry-errors``, runs those error lines' episodes aga
 ``clinenv eval`` counts the episode once, with its new verdict. The LLM doctor works in
 the environment's observation format, and ``--prompt agentclinic`` states its question
 budget: ``--max-questions N``, by default the environment's acquisition rounds T.
+``--ray ADDRESS`` spreads the episodes over Ray runner actors on many machines, each using
+its own node's server (``--base-url``, ``--base-url-map FILE`` or ``--ray-serve MODEL``;
+:mod:`clinenv.distributed`, docs/cluster.md); the log, summary and ``--resume`` are those
+of a run on one machine.
 
 A run stops early (fail fast, :mod:`clinenv.runs.fail_fast`) when the server refuses a
 request (HTTP 400, 401, 403, 404 or 422: a wrong ``--base-url``, ``--model`` or API key;

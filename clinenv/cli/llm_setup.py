@@ -246,7 +246,9 @@ class LLMSetup:
     def model(self, name: str) -> Any:
         """The chat model named ``name`` on ``--backend`` (built once), logging its
         messages when ``--log-messages`` is given (:attr:`~clinenv.llm.base.ChatModel.
-        log_messages`).
+        log_messages`). An ``openai`` model preloads only the client of the calls the
+        run makes (``preload``: asynchronous with ``--concurrency`` > 1, else
+        synchronous; :class:`~clinenv.llm.openai_backend.OpenAIChatModel`).
 
         Raises:
             CLIError: the backend's optional dependency is missing, or it refuses the
@@ -259,9 +261,13 @@ class LLMSetup:
             args = self.args
             kwargs: dict[str, Any] = {}
             if args.backend == "openai":
+                # --concurrency N > 1 makes only asynchronous calls (aiohttp): the openai
+                # client, about a second to import, is then left out of the start
                 kwargs = {"base_url": args.base_url, "timeout_s": args.timeout,
                           "max_retries": args.max_retries,
-                          "api_key": os.environ.get(args.api_key_env) or "EMPTY"}
+                          "api_key": os.environ.get(args.api_key_env) or "EMPTY",
+                          "preload": ("async" if getattr(args, "concurrency", 1) > 1
+                                      else "sync")}
             try:
                 model = make_chat_model(args.backend, name, **kwargs)
             except (LLMError, ImportError, ValueError, OSError) as err:

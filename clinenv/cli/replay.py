@@ -184,7 +184,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     first = source.episodes[0]
     spec = first.line.get("env_spec") or {}
     setup = LLMSetup(args)
-    setup.observation_format = str((spec.get("kwargs") or {}).get("observation_format", "view"))
+    kwargs = spec.get("kwargs") or {}
+    settings = kwargs.get("settings") if isinstance(kwargs.get("settings"), dict) else {}
+    setup.observation_format = str(kwargs.get("observation_format",
+                                              settings.get("observation_format", "view")))
     setup.acquisition_rounds = first.protocol.acquisition_rounds
     bar: Any = None
 

@@ -14,11 +14,15 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DEFAULT_MAX_EXAMS", "DEFAULT_MAX_TEXT_CHARS", "EGIPEnv", "JUDGE_TO_VERDICT",
-           "PROTOCOLS", "STRATA_KEYS"]
+__all__ = ["DEFAULT_MAX_EXAMS", "DEFAULT_MAX_TEXT_CHARS", "EGIPEnv", "EnvSettings",
+           "JUDGE_TO_VERDICT", "PROTOCOLS", "STRATA_KEYS"]
 
 
 def __getattr__(name: str) -> Any:
+    if name == "EnvSettings":
+        from clinenv.env.settings import EnvSettings
+
+        return EnvSettings
     if name in __all__:
         from clinenv.env import environment
 

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from clinenv.env import rewards
-from clinenv.protocol.evidence import observation_of
 from clinenv.protocol.runtime import EGIPRuntime
 from clinenv.scoring import Score
 
@@ -31,10 +30,8 @@ def exam_mask(rt: EGIPRuntime | None, max_exams: int) -> np.ndarray:
     """
     mask = np.zeros(max_exams, dtype=np.int8)
     if rt is not None and rt.config.show_menu and rt.phase == "acquire":
-        done = set(rt.requested)
-        for entry in rt.catalog.entries[:max_exams]:
-            if entry.exam_id not in done:
-                mask[entry.index] = 1
+        open_mask = rt.menu_state().open_mask[:max_exams]  # 1 per unrequested entry
+        mask[:len(open_mask)] = np.frombuffer(open_mask, dtype=np.int8)
     return mask
 
 
@@ -62,8 +59,7 @@ def doctor_info(rt: EGIPRuntime, *, action_kind: str | None, text_clipped: bool,
         "dataset": rt.case.dataset,
         "phase": rt.phase,
         "turn": rt.turn,
-        "menu": [{"id": e.exam_id, "name": e.label} for e in rt.menu()]
-        if rt.phase == "acquire" else [],
+        "menu": _menu_items(rt) if rt.phase == "acquire" else [],
         "candidates": None if rt.case.candidates is None else list(rt.case.candidates),
         "n_exams_requested": len(rt.requested),
         "invalid_actions": rt.invalid_actions,
@@ -75,6 +71,13 @@ def doctor_info(rt: EGIPRuntime, *, action_kind: str | None, text_clipped: bool,
     if reasoning:
         info["reasoning"] = reasoning
     return info
+
+
+def _menu_items(rt: EGIPRuntime) -> list[dict[str, str]]:
+    """``info["menu"]``: fresh ``{"id", "name"}`` dicts of the runtime's menu."""
+    if not rt.config.show_menu:  # the native runtimes never show one
+        return []
+    return [{"id": exam_id, "name": label} for exam_id, label in rt.menu_state().items]
 
 
 def new_observations(rt: EGIPRuntime) -> list[dict[str, Any]]:
@@ -94,16 +97,8 @@ def new_observations(rt: EGIPRuntime) -> list[dict[str, Any]]:
         acquired = acquired or event.source in ("patient", "measurement")
     if not acquired:
         return []
-    out: list[dict[str, Any]] = []
-    number = 0
-    for event in rt.history:
-        if event.source in ("patient", "measurement"):
-            number += 1
-            if event.turn == rt.turn:
-                observation = observation_of(event, number)
-                if observation is not None:
-                    out.append(observation.to_dict())
-    return out
+    turn = rt.turn
+    return [o.to_dict() for o in rt.observations() if o.turn == turn]
 
 
 #: ``scored_answer`` default of :func:`answer_outcome`: the runtime's answer.

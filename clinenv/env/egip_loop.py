@@ -25,7 +25,7 @@ from clinenv.env.seats import PendingStep
 from clinenv.env.terminal_outcome import NOT_JUDGED, terminal_outcome
 from clinenv.protocol.config import ProtocolConfig
 from clinenv.protocol.prepared import PreparedCase
-from clinenv.protocol.render import HistoryRenderer, render_delta, render_doctor_view
+from clinenv.protocol.render import DoctorViewRenderer
 from clinenv.protocol.runtime import EGIPRuntime
 from clinenv.scoring import score_answer
 
@@ -67,16 +67,16 @@ class EGIPLoop:
         self.observation_format = observation_format
         self.matching = {"accept": config.exam_accept, "suggest": config.exam_suggest}
         self.runtime: EGIPRuntime | None = None
-        self._history = HistoryRenderer()
+        self._renderer: DoctorViewRenderer | None = None
 
     def start(self, prepared: PreparedCase) -> str:
         self.runtime = EGIPRuntime(prepared, self.config)
-        self._history = HistoryRenderer()
+        self._renderer = DoctorViewRenderer(self.runtime)
         return self.view()
 
     def view(self) -> str:
-        assert self.runtime is not None
-        return render_doctor_view(self.runtime, self._history)
+        assert self._renderer is not None
+        return self._renderer.view()
 
     def info_keys(self) -> dict[str, Any]:
         return {}
@@ -134,8 +134,9 @@ class EGIPLoop:
         elif pending.examiner_view is not None:
             rt.answer_exam(routing, result_text="" if pending.measurement is None
                            else str(pending.measurement))
-        text = (render_doctor_view(rt, self._history) if self.observation_format == "view"
-                else render_delta(rt, pending.since))
+        assert self._renderer is not None
+        text = (self._renderer.view() if self.observation_format == "view"
+                else self._renderer.delta(pending.since))
         return LoopStep(text, float(pending.reward), False, routing.action.kind,
                         routing.action.reasoning,
                         patient_replied=pending.patient_view is not None)

@@ -90,6 +90,7 @@ from clinenv.env.seats import (
     fill_seats,
     reset_seats,
 )
+from clinenv.env.settings import DEFAULT_MAX_EXAMS, DEFAULT_MAX_TEXT_CHARS, EnvSettings
 from clinenv.env.simulators import accepts_seed, make_examiner, make_judge, make_patient
 from clinenv.env.spaces import UnicodeText, clip_text
 from clinenv.env.terminal_outcome import JUDGE_TO_VERDICT
@@ -102,10 +103,8 @@ from clinenv.protocol.runtime import EGIPRuntime
 #: Case metadata keys copied into episode records for stratified evaluation (e.g. the
 #: NEJM_Ext question type, EGIP appendix F).
 STRATA_KEYS = ("question_type", "specialty")
-DEFAULT_MAX_EXAMS = 64
-DEFAULT_MAX_TEXT_CHARS = 65_536
-__all__ = ["DEFAULT_MAX_EXAMS", "DEFAULT_MAX_TEXT_CHARS", "EGIPEnv", "JUDGE_TO_VERDICT",
-           "PROTOCOLS", "STRATA_KEYS"]
+__all__ = ["DEFAULT_MAX_EXAMS", "DEFAULT_MAX_TEXT_CHARS", "EGIPEnv", "EnvSettings",
+           "JUDGE_TO_VERDICT", "PROTOCOLS", "STRATA_KEYS"]
 
 
 class EGIPEnv(gym.Env):
@@ -123,10 +122,17 @@ class EGIPEnv(gym.Env):
             (:class:`~clinenv.errors.ChecksumError`); ``False`` uses it with a
             :class:`~clinenv.errors.ChecksumWarning` naming the first differing case. A
             copy that differs only in bytes (CRLF, BOM) passes either way.
+        settings: the environment's :class:`~clinenv.env.settings.EnvSettings`
+            (observation_format, max_exams, max_text_chars, invalid_action_penalty,
+            exam_cost, render_mode); or ``None`` and those keyword arguments, which fill
+            it (with ``settings``, one of them other than its default is a
+            :class:`TypeError` naming it). Kept as :attr:`settings`; each field is also an
+            attribute (``env.max_exams``...).
         observation_format: ``"view"`` (complete x_t each step) or ``"delta"``.
-        max_exams: length of ``exam_mask`` (catalog entries beyond it stay requestable by
-            name but have no mask slot).
-        max_text_chars: observation text limit; longer text is clipped (noted in info).
+        max_exams: length of ``exam_mask`` (>= 1; catalog entries beyond it stay
+            requestable by name but have no mask slot).
+        max_text_chars: observation text limit (>= 256); longer text is clipped (noted in
+            info).
         patient: ``None`` or ``"retrieval"`` (the deterministic retrieval patient),
             ``"llm"`` (an LLM patient over ``patient_model``), or an object with
             ``reply(PatientView) -> str`` (optionally ``async areply``, ``reset(seed=)``
@@ -142,9 +148,9 @@ class EGIPEnv(gym.Env):
             the judge: they stay unscored. A judge whose method takes ``seed=`` gets one
             drawn from ``self.np_random`` at reset (after the patient's).
         judge_model: the :class:`~clinenv.llm.base.ChatModel` of ``judge="llm"``.
-        invalid_action_penalty: non-negative amount subtracted from the reward per invalid
-            action (default 0).
-        exam_cost: non-negative amount subtracted per examination test returned under
+        invalid_action_penalty: finite non-negative amount subtracted from the reward per
+            invalid action (default 0).
+        exam_cost: finite non-negative amount subtracted per examination test returned under
             EGIP (a group request costs one per test), per measurement request under a
             native protocol (the whole utterance is one request, whatever it names);
             default 0, i.e. no cost.
@@ -162,8 +168,8 @@ class EGIPEnv(gym.Env):
             examiner but lookup is the "native measurement access" ablation: validated
             requests go to it and its answer is recorded as ``"generated"``.
         examiner_model: the :class:`~clinenv.llm.base.ChatModel` of ``examiner="llm"``.
-        **settings: :class:`~clinenv.protocol.config.ProtocolConfig` fields under EGIP
-            (``acquisition_rounds``, ``menu_limit``, ``show_menu``...), or
+        **protocol_kwargs: :class:`~clinenv.protocol.config.ProtocolConfig` fields
+            under EGIP (``acquisition_rounds``, ``menu_limit``, ``show_menu``...), or
             :class:`~clinenv.protocol.native_config.NativeConfig` fields under a native
             protocol (``max_turns``, ``normal_readings``, ``strict_yes``...).
 
@@ -173,6 +179,7 @@ class EGIPEnv(gym.Env):
         pydantic.ValidationError: an invalid protocol setting.
         ValueError: invalid environment arguments (the message names the argument,
             e.g. ``patient='llm' needs patient_model``), an unknown protocol or preset.
+        TypeError: ``settings`` together with a field keyword other than its default.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
@@ -186,6 +193,7 @@ class EGIPEnv(gym.Env):
         disclosure: str = "presentation",
         allow_download: bool = False,
         verify: bool = True,
+        settings: EnvSettings | None = None,
         observation_format: Literal["view", "delta"] = "view",
         max_exams: int = DEFAULT_MAX_EXAMS,
         max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
@@ -200,30 +208,25 @@ class EGIPEnv(gym.Env):
         preset: str | None = None,
         examiner: Any = None,
         examiner_model: Any = None,
-        **settings: Any,
+        **protocol_kwargs: Any,
     ) -> None:
-        if observation_format not in ("view", "delta"):
-            raise ValueError(f"observation_format must be 'view' or 'delta', "
-                             f"got {observation_format!r}")
-        if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
-        if max_exams < 1 or max_text_chars < 256:
-            raise ValueError("max_exams must be >= 1 and max_text_chars >= 256")
-        if invalid_action_penalty < 0 or exam_cost < 0:
-            raise ValueError("invalid_action_penalty and exam_cost are non-negative amounts "
-                             "subtracted from the reward")
+        self.settings = settings = EnvSettings.resolve(settings, dict(
+            observation_format=observation_format, max_exams=max_exams,
+            max_text_chars=max_text_chars, invalid_action_penalty=invalid_action_penalty,
+            exam_cost=exam_cost, render_mode=render_mode), caller=type(self).__name__)
         self.protocol, self.config, examiner = protocol_settings(
-            preset, settings, protocol=protocol, examiner=examiner)
+            preset, protocol_kwargs, protocol=protocol, examiner=examiner)
         self._native = self.protocol != "egip"
         self.pool = CasePool.get(dataset, cases=cases, data_dir=data_dir,
                                  disclosure=disclosure, allow_download=allow_download,
                                  verify=verify)
-        self.observation_format = observation_format
-        self.max_exams = max_exams
-        self.max_text_chars = max_text_chars
-        self.invalid_action_penalty = float(invalid_action_penalty)
-        self.exam_cost = float(exam_cost)
-        self.render_mode = render_mode
+        # plain attributes, read by the step
+        self.observation_format = settings.observation_format
+        self.max_exams = settings.max_exams
+        self.max_text_chars = settings.max_text_chars
+        self.invalid_action_penalty = settings.invalid_action_penalty
+        self.exam_cost = settings.exam_cost
+        self.render_mode = settings.render_mode
         self.patient = make_patient(patient, patient_model)
         self.judge = make_judge(judge, judge_model,
                                 strict=self._native and self.config.strict_yes)
@@ -231,23 +234,22 @@ class EGIPEnv(gym.Env):
         self._judge_takes_seed = accepts_seed(self.judge)
         self._judge_seed: int | None = None
         self.observation_space = spaces.Dict({
-            "text": UnicodeText(max_text_chars),
-            "exam_mask": spaces.Box(0, 1, (max_exams,), dtype=np.int8),
+            "text": UnicodeText(settings.max_text_chars),
+            "exam_mask": spaces.Box(0, 1, (settings.max_exams,), dtype=np.int8),
         })
         # Actions may carry long reasoning blocks; the visible part is cut to
         # config.max_action_chars after the reasoning is removed.
-        self.action_space = UnicodeText(max_text_chars)
+        self.action_space = UnicodeText(settings.max_text_chars)
+        shaping = dict(exam_cost=settings.exam_cost,
+                       invalid_action_penalty=settings.invalid_action_penalty,
+                       observation_format=settings.observation_format)
         if self._native:
             self.loop: Loop = NativeLoop(self.protocol, self.config,
-                                         judged=self.judge is not None, exam_cost=exam_cost,
-                                         invalid_action_penalty=invalid_action_penalty,
-                                         observation_format=observation_format)
+                                         judged=self.judge is not None, **shaping)
         else:
             self.loop = EGIPLoop(self.config, judged=self.judge is not None,
                                  examiner="lookup" if self.examiner is None else "agent",
-                                 exam_cost=exam_cost,
-                                 invalid_action_penalty=invalid_action_penalty,
-                                 observation_format=observation_format)
+                                 **shaping)
         self.runtime: EGIPRuntime | NativeRuntime | None = None
         self._last_obs_text = ""
         self._final: dict[str, Any] = {}

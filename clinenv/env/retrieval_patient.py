@@ -41,6 +41,7 @@ fingerprint of the tree (never ``id(facts)``, which Python reuses);
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from collections.abc import Iterator, Mapping
@@ -85,6 +86,10 @@ LABEL_WEIGHT = 0.5
 SECOND_MARGIN = 10.0
 #: Fact indexes kept in the shared memo (least recently used dropped first).
 CACHE_SIZE = 1024
+#: Questions whose scored facts each patient keeps (least recently used dropped first),
+#: so a question asked again -- the protocol's fixed clarification questions, a doctor's
+#: repeated question -- is scored once.
+QUESTION_MEMO_SIZE = 64
 
 _BUCKET_OF_KEY = (
     ("medications", re.compile(r"medication|drug|prescri")),
@@ -270,13 +275,18 @@ class _Fact:
     needle: str  # lower-case core of the spoken form, to find it in earlier replies
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # compared and hashed by identity
 class _Index:
     facts: tuple[_Fact, ...]
     vocabulary: tuple[str, ...]  # every stem of P (key labels included)
     postings: tuple[tuple[tuple[int, float], ...], ...]  # per stem: (fact order, weight)
     story: tuple[_Fact, ...]  # primary symptom, history, other symptoms: for open questions
     primary: _Fact | None
+    # the vocabulary by length (stable), with each stem's length and vocabulary position:
+    # the stems a question stem can match lie in one slice of it (_length_window)
+    by_length: tuple[str, ...]
+    lengths: tuple[int, ...]
+    positions: tuple[int, ...]
 
 
 @functools.lru_cache(maxsize=CACHE_SIZE)
@@ -320,12 +330,17 @@ def _build_index(facts: Mapping[str, JsonValue]) -> _Index:
     )
     if primary is not None:
         story.insert(0, primary)
+    vocabulary = tuple(postings)
+    positions = sorted(range(len(vocabulary)), key=lambda i: len(vocabulary[i]))
     return _Index(
         facts=tuple(built),
-        vocabulary=tuple(postings),
+        vocabulary=vocabulary,
         postings=tuple(tuple(weights.items()) for weights in postings.values()),
         story=tuple(story),
         primary=primary,
+        by_length=tuple(vocabulary[i] for i in positions),
+        lengths=tuple(len(vocabulary[i]) for i in positions),
+        positions=tuple(positions),
     )
 
 
@@ -343,6 +358,16 @@ class RetrievalPatient:
         patient = RetrievalPatient.for_facts(case.patient)
         patient.reply(PatientView(facts=case.patient, dialogue=(), question="Do you smoke?"))
     """
+
+    def __init__(self) -> None:
+        # this patient's memo of _candidates (pure: same index and question, same result)
+        self._candidates = functools.lru_cache(maxsize=QUESTION_MEMO_SIZE)(_candidates)
+
+    def __getstate__(self) -> dict:
+        return {}  # a copy (pickle, deepcopy) starts with an empty memo
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__()
 
     @classmethod
     def for_facts(cls, facts: Mapping[str, JsonValue]) -> RetrievalPatient:
@@ -375,7 +400,7 @@ class RetrievalPatient:
         """
         index = self._index(view.facts)
         voice = 1 if view.caregiver_voice else 0
-        earlier = " ".join(reply for _, reply in view.dialogue).lower()
+        earlier = " ".join([reply for _, reply in view.dialogue]).lower()
         last = view.dialogue[-1][1].lower() if view.dialogue else ""
         question = view.question.strip()
         rest = _GREETING.sub("", question)
@@ -386,7 +411,8 @@ class RetrievalPatient:
             chosen = [f for f in index.story if f.needle not in earlier][:2]
         else:
             repeat_ok = bool(view.dialogue) and _same(view.dialogue[-1][0], question)
-            chosen = sorted(_retrieve(index, rest, earlier, "" if repeat_ok else last), key=_order)
+            chosen = sorted(_retrieve(index, rest, earlier, "" if repeat_ok else last,
+                                      self._candidates), key=_order)
         text = " ".join(_say(index, f, voice, opening) for f in chosen) or NOT_SURE
         return CAREGIVER_PREFIX + text if view.caregiver_voice else text
 
@@ -429,40 +455,81 @@ def _routes(question: str) -> tuple[frozenset[str], bool]:
     return frozenset(buckets), onset
 
 
+def _length_window(length: int) -> tuple[int, int]:
+    """The lengths ``(shortest, longest)`` of the stems a stem of ``length`` characters can
+    match: rapidfuzz ``ratio`` is ``100 * (1 - d / (la + lb))`` with the indel distance
+    ``d >= |la - lb|``, so a stem outside these lengths scores below
+    :data:`WORD_SIMILARITY` (the window is kept a little wide against rounding)."""
+    if length < len(_WINDOWS):
+        return _WINDOWS[length]
+
+    def reachable(other: int) -> bool:
+        total = length + other
+        return 100.0 * (total - abs(length - other)) >= WORD_SIMILARITY * total - 1e-6
+
+    shortest = next(n for n in range(1, length + 1) if reachable(n))
+    longest = length
+    while reachable(longest + 1):
+        longest += 1
+    return shortest, longest
+
+
+_WINDOWS: tuple[tuple[int, int], ...] = ()
+_WINDOWS = tuple(_length_window(n) if n else (0, 0) for n in range(65))
+
+
 def _coverage(index: _Index, stems: tuple[str, ...]) -> dict[int, float]:
     """Per fact order, the share (0-100) of the question's stems the fact holds.
 
     A question stem matches a stem of P when their rapidfuzz ``ratio`` is at least
     :data:`WORD_SIMILARITY` (so "diabet" meets "diabetic"), credited by that ratio, times
-    :data:`LABEL_WEIGHT` when the stem comes only from the fact's key.
+    :data:`LABEL_WEIGHT` when the stem comes only from the fact's key. Only the stems of
+    P whose length can reach that ratio are scored (:func:`_length_window`).
     """
     credit: dict[int, float] = {}
+    lengths = index.lengths
     for stem in stems:
+        shortest, longest = _length_window(len(stem))
+        start = bisect.bisect_left(lengths, shortest)
+        stop = bisect.bisect_right(lengths, longest, start)
+        positions = index.positions[start:stop]
         best: dict[int, float] = {}
-        for _, similarity, position in process.extract(
-            stem, index.vocabulary, scorer=fuzz.ratio, score_cutoff=WORD_SIMILARITY, limit=None
+        for _, similarity, at in process.extract(
+            stem, index.by_length[start:stop], scorer=fuzz.ratio,
+            score_cutoff=WORD_SIMILARITY, limit=None
         ):
-            for order, weight in index.postings[position]:
+            for order, weight in index.postings[positions[at]]:
                 best[order] = max(best.get(order, 0.0), similarity * weight)
         for order, similarity in best.items():
             credit[order] = credit.get(order, 0.0) + similarity / len(stems)
     return credit
 
 
-def _retrieve(index: _Index, question: str, earlier: str, last: str) -> list[_Fact]:
-    """The best one or two facts for a question, avoiding a repeat of ``last``."""
+def _candidates(index: _Index, question: str) -> tuple[tuple[int, _Fact], ...]:
+    """The facts of ``index`` that score at least :data:`MIN_SCORE` for ``question``, as
+    ``(-round(score), fact)`` in fact order; a function of the question alone."""
     stems = _stems(question)
     buckets, onset = _routes(question)
     coverage = _coverage(index, stems) if stems else {}
-    scored: list[tuple[float, bool, int, _Fact]] = []
+    bonus = {b: TOPIC_BONUS.get(b, DEFAULT_TOPIC_BONUS) for b in buckets}
+    scored: list[tuple[int, _Fact]] = []
     for fact in index.facts:
         score = coverage.get(fact.order, 0.0)
         routed = fact.topics & buckets
         if routed:
-            score += max(TOPIC_BONUS.get(b, DEFAULT_TOPIC_BONUS) for b in routed)
+            score += max(map(bonus.__getitem__, routed))
         score += ONSET_BONUS if onset and fact.timed else 0.0
         if score >= MIN_SCORE:
-            scored.append((-round(score), fact.needle in earlier, fact.order, fact))
+            scored.append((-round(score), fact))
+    return tuple(scored)
+
+
+def _retrieve(index: _Index, question: str, earlier: str, last: str,
+              candidates=_candidates) -> list[_Fact]:
+    """The best one or two facts for a question, avoiding a repeat of ``last``
+    (``candidates``: :func:`_candidates` or a memo of it)."""
+    scored = [(neg, fact.needle in earlier, fact.order, fact)
+              for neg, fact in candidates(index, question)]
     scored.sort()
     chosen = _top_two(scored)
     if last and chosen and all(f.needle in last for f in chosen):

@@ -69,7 +69,7 @@ from clinenv.runlog import (
 )
 
 __all__ = [
-    "Alignment", "CaseMismatchError", "MixedScoringError", "Run", "RunSpec", "RunsError",
+    "Alignment", "CaseMismatchError", "LogSpec", "MixedScoringError", "Run", "RunsError",
     "align", "check_scoring_versions", "load_runs", "parse_run_spec", "scoring_version",
 ]
 
@@ -142,15 +142,15 @@ class CaseMismatchError(ClinenvError, ValueError):
 
 
 @dataclass(frozen=True)
-class RunSpec:
+class LogSpec:
     """One log file named on the command line, with an optional method label."""
 
     path: Path
     label: str | None = None
 
 
-def parse_run_spec(text: str) -> RunSpec:
-    """``"path"`` or ``"LABEL=path"`` as a :class:`RunSpec`.
+def parse_run_spec(text: str) -> LogSpec:
+    """``"path"`` or ``"LABEL=path"`` as a :class:`LogSpec`.
 
     An argument that names an existing file is a path even when it contains ``=``;
     otherwise the text before the first ``=`` is the label.
@@ -159,12 +159,12 @@ def parse_run_spec(text: str) -> RunSpec:
         RunsError: an empty label or path (``"=x.jsonl"``, ``"label="``).
     """
     if "=" not in text or Path(text).is_file():
-        return RunSpec(Path(text))
+        return LogSpec(Path(text))
     label, _, path = text.partition("=")
     if not label.strip() or not path:
         raise RunsError("expected PATH or LABEL=PATH with a non-empty label and path",
                         path=text)
-    return RunSpec(Path(path), label.strip())
+    return LogSpec(Path(path), label.strip())
 
 
 @dataclass(frozen=True)
@@ -346,12 +346,12 @@ class _Group:
     partial_bytes: int = 0
 
 
-def load_runs(specs: Iterable[RunSpec | str | Path], *,
+def load_runs(specs: Iterable[LogSpec | str | Path], *,
               mixed_scoring: bool = False) -> list[Run]:
     """Read run logs and group their lines into runs by ``(label, dataset)``.
 
     Args:
-        specs: log files, as :class:`RunSpec`, ``"LABEL=path"`` or paths.
+        specs: log files, as :class:`LogSpec`, ``"LABEL=path"`` or paths.
         mixed_scoring: accept lines of different scoring versions (see the module
             docstring); the reports then say so.
 
@@ -367,7 +367,7 @@ def load_runs(specs: Iterable[RunSpec | str | Path], *,
         RunLogError: a line is not valid run-log JSON.
     """
     loaded: set[Path] = set()
-    logs = [_read_checked(spec if isinstance(spec, RunSpec) else parse_run_spec(str(spec)),
+    logs = [_read_checked(spec if isinstance(spec, LogSpec) else parse_run_spec(str(spec)),
                           loaded) for spec in specs]
     labels = with_models([spec.label or method_label(log.lines[0]) for spec, log in logs],
                          [None if spec.label else doctor_model(log.lines[0].get("doctor"))
@@ -401,7 +401,7 @@ def load_runs(specs: Iterable[RunSpec | str | Path], *,
     return runs
 
 
-def _read_checked(spec: RunSpec, loaded: set[Path]) -> tuple[RunSpec, RunLog]:
+def _read_checked(spec: LogSpec, loaded: set[Path]) -> tuple[LogSpec, RunLog]:
     """Read one log and check its lines (:func:`_check_line`, one run per file); adds
     its resolved path to ``loaded``. Raises :class:`RunsError` as :func:`load_runs`."""
     path = str(spec.path)

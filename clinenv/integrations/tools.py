@@ -269,7 +269,13 @@ class ToolEpisode:
         if spec.entry_point != "clinenv.env:EGIPEnv" or spec.kwargs.get("preset"):
             raise ValueError(f"{env_id}: the tool view needs an EGIP text environment "
                              "(EGIP-<Dataset>-v0), not a Menu or native-protocol id")
-        for key, value in (("observation_format", "delta"), ("premature_diagnosis", "decide")):
+        settings = env_kwargs.get("settings")
+        if settings is not None and settings.observation_format != "delta":
+            raise ValueError(f"{env_id}: the tool view needs observation_format='delta', "
+                             f"got settings with {settings.observation_format!r}")
+        fixed = (("premature_diagnosis", "decide"),) if settings is not None else (
+            ("observation_format", "delta"), ("premature_diagnosis", "decide"))
+        for key, value in fixed:
             if env_kwargs.setdefault(key, value) != value:
                 raise ValueError(f"{env_id}: the tool view needs {key}={value!r}, got "
                                  f"{env_kwargs[key]!r}")

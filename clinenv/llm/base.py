@@ -103,13 +103,18 @@ class GenerationConfig(BaseModel):
         return tuple(value)
 
     def merged(self, **overrides: Any) -> GenerationConfig:
-        """A copy with ``overrides`` applied (``None`` values are ignored), validated.
+        """A copy with ``overrides`` applied (``None`` values are ignored), validated;
+        this config itself when no override is given (it is frozen), so a call without
+        overrides costs no copy.
 
         Raises:
             pydantic.ValidationError: an override is out of range or unknown.
         """
+        changes = {k: v for k, v in overrides.items() if v is not None}
+        if not changes:
+            return self
         data = self.model_dump()
-        data.update({k: v for k, v in overrides.items() if v is not None})
+        data.update(changes)
         return GenerationConfig(**data)
 
 

@@ -24,7 +24,7 @@ def make_chat_model(backend: str, model: str, **kwargs: Any) -> ChatModel:
     Args:
         backend: ``"openai"`` (:class:`~clinenv.llm.openai_backend.OpenAIChatModel`:
             ``base_url``, ``api_key``, ``timeout_s``, ``max_retries``,
-            ``reasoning_fallback``), ``"vllm"``
+            ``reasoning_fallback``, ``http_transport``, ``preload``), ``"vllm"``
             (:class:`~clinenv.llm.vllm_backend.VLLMChatModel`: ``engine_kwargs``...),
             ``"transformers"`` or ``"hf"``
             (:class:`~clinenv.llm.hf_backend.TransformersChatModel`: ``device``,

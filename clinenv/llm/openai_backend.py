@@ -1,8 +1,9 @@
 """Chat models behind an OpenAI-compatible chat-completions server.
 
 ``vllm serve MODEL``, llama.cpp's server, hosted providers, or the project's own
-:class:`~clinenv.testing.fake_server.FakeChatServer`. Uses the ``openai`` client (extra
-``openai``), imported when a model is constructed.
+:class:`~clinenv.testing.fake_server.FakeChatServer`. Uses the ``openai`` client for
+synchronous calls and ``aiohttp`` for asynchronous ones (extra ``openai``, which installs
+``openai[aiohttp]``); see *HTTP transports* below.
 
 Policies (each one answers a field-bug-reports entry):
 
@@ -15,7 +16,7 @@ Policies (each one answers a field-bug-reports entry):
   ``x-should-retry: true|false`` is obeyed. A final failure raises
   :class:`~clinenv.llm.base.BackendError` with ``detail`` ``"timeout"``,
   ``"connection"``, ``"http_<status>"`` or ``"malformed"``. ``ChatResult.n_requests``
-  counts every HTTP request sent, retries included (an httpx request hook), and
+  counts every HTTP request sent, retries included, and
   ``ChatResult.attempts`` holds one ``{"outcome", "latency_s"}`` dict per request
   (``"wait_s"`` added before a retry; outcomes ``"ok"``, ``"no_choices"``,
   ``"unreadable"``, ``"timeout"``, ``"connection"``, ``"http_<status>"``, ``"error"``).
@@ -57,22 +58,37 @@ Policies (each one answers a field-bug-reports entry):
   truncated.
 - **Think tags** (B01): ``<think>`` blocks inside the content are kept as sent; the
   protocol parser removes them.
-- **Event loops** (B10): one ``AsyncOpenAI`` client per running event loop (held weakly
+- **Event loops** (B10): one asynchronous client per running event loop (held weakly
   by loop), closed when that loop shuts down its async generators (``asyncio.run`` does
   so before closing the loop) or by :meth:`OpenAIChatModel.close` /
   :meth:`OpenAIChatModel.aclose`; so successive ``asyncio.run`` calls on one model work.
   :meth:`~clinenv.llm.base.ChatModel.generate` uses a separate synchronous client and
   works from any thread, including one that runs an event loop.
-- **HTTP transport** of the asynchronous client: the openai client's own choices,
-  httpx (its default) or aiohttp (its ``DefaultAioHttpClient``, installed by the
-  ``openai[aiohttp]`` extra). At 64 concurrent requests the HTTP stack is most of the
-  client's CPU time, and with aiohttp a request costs roughly a third less client CPU
-  (benchmarks/bench_rollout.py), so fewer requests queue on the client.
-  ``http_transport="auto"`` (default) takes aiohttp when it is installed. Timeouts and
-  error types stay the openai client's; the one difference, aiohttp's
-  refused or dropped connections surfacing as a timeout, is undone here: a failure
-  whose cause is a connection error and no timeout gets ``detail "connection"`` on both
-  transports.
+
+HTTP transports. Every request is ``POST <base_url>/chat/completions`` with the same
+JSON body on either transport (compact UTF-8 JSON, as the openai client encodes it):
+
+- synchronous calls, and asynchronous ones with ``http_transport="httpx"``: the openai
+  client (``OpenAI`` / ``AsyncOpenAI`` over httpx) through its generic ``post``, the body
+  and the reply as plain JSON (the typed ``chat.completions.create`` path costs about
+  40% more client CPU per request);
+- asynchronous calls with ``http_transport="aiohttp"`` (the default when aiohttp is
+  installed): aiohttp alone, one ``ClientSession`` per event loop whose connection pool
+  every concurrent call shares. At 64 concurrent episodes the client's CPU time per
+  request is what queues requests on one core, and the openai client's request layers
+  (request options, URL and header objects, an httpx request converted for aiohttp)
+  cost about three times the HTTP exchange itself (about 3 ms against 0.8 ms per
+  request); nor is the openai package (about a second to import) needed. It sends
+  ``Authorization: Bearer <key>``, ``Content-Type`` and ``Accept: application/json``,
+  ``OpenAI-Organization`` / ``OpenAI-Project`` from ``OPENAI_ORG_ID`` /
+  ``OPENAI_PROJECT_ID`` (as the openai client does) and aiohttp's ``User-Agent``, not
+  the openai client's ``User-Agent`` and ``X-Stainless-*`` telemetry headers. The rest
+  is the openai client's: timeouts (connect and read, ``timeout_s`` each), at most 1000
+  connections (idle ones kept 5 s), proxies from the environment, the error kinds
+  (``"timeout"``: no reply within ``timeout_s``; ``"connection"``: a refused, dropped or
+  failed connection or another transport error; ``"http_<status>"``, with the error
+  text ``"Error code: <status> - <the server's message>"``) and how a 200 body is read
+  (JSON when its content type ends in ``json``, else text).
 """
 
 from __future__ import annotations
@@ -80,6 +96,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import email.utils
+import importlib.util
 import json
 import math
 import os
@@ -87,7 +104,7 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal
 
 from clinenv.llm.base import (
@@ -102,8 +119,9 @@ from clinenv.llm.base import (
 from clinenv.llm.checks import finish_reason, identical_choices_warning
 from clinenv.seeding import call_seed
 
-#: Requests sent by the current call: the request hooks increment the counter of the
-#: call whose context they run in (sync: the calling thread; async: the calling task).
+#: Requests sent by the current call: the openai clients' request hooks and the aiohttp
+#: transport increment the counter of the call whose context they run in (sync: the
+#: calling thread; async: the calling task).
 _REQUEST_COUNTER: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
     "clinenv_openai_request_counter", default=None)
 
@@ -114,22 +132,24 @@ MAX_RETRY_AFTER_S = 60.0
 #: First backoff wait (seconds), doubled per retry up to :data:`MAX_RETRY_DELAY_S`.
 INITIAL_RETRY_DELAY_S = 0.5
 MAX_RETRY_DELAY_S = 8.0
+#: The aiohttp transport's connection limit and keep-alive expiry (seconds): the openai
+#: client's defaults (``DEFAULT_CONNECTION_LIMITS``).
+MAX_CONNECTIONS = 1000
+KEEPALIVE_S = 5.0
+#: Where a ``base_url`` of ``None`` points: ``OPENAI_BASE_URL``, else this (as the
+#: openai client does).
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 ReasoningFallback = Literal["reasoning", "content"]
 HttpTransport = Literal["auto", "aiohttp", "httpx"]
+Preload = Literal["both", "async", "sync"]
 
-
-#: The chat-completions route, relative to ``base_url``. Requests go through the client's
-#: generic ``post`` (its documented way to call any route) with the body as plain JSON and
-#: the reply parsed as plain JSON: the typed ``chat.completions.create`` path costs about
-#: 40% more client CPU per request (request transforms and response models), which is the
-#: bottleneck at 64 concurrent episodes (benchmarks/bench_rollout.py). Retries, timeouts
-#: and error types are the client's own either way.
+#: The chat-completions route, relative to ``base_url``.
 _PATH = "/chat/completions"
 
-
-#: What the client raises when a 200 reply declared as JSON does not decode (the client
-#: calls ``json.loads`` on it); a body of another content type comes back as a ``str``.
+#: What a 200 reply declared as JSON raises when its body does not decode (both
+#: transports call ``json.loads`` on the bytes); a body of another content type comes
+#: back as a ``str``.
 _UNDECODABLE = (json.JSONDecodeError, UnicodeDecodeError)
 
 
@@ -147,6 +167,20 @@ def _import_openai() -> Any:
             "the OpenAI-compatible backend needs the openai client: "
             "pip install 'clinenv[openai]'") from exc
     return openai
+
+
+def _installed(name: str) -> bool:
+    """Whether top-level package ``name`` can be imported (found without importing it)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def aiohttp_available() -> bool:
+    """Whether ``http_transport="aiohttp"`` can be used here (``aiohttp`` is installed;
+    the ``openai`` extra installs it)."""
+    return _installed("aiohttp")
 
 
 def _count_request(request: Any) -> None:
@@ -168,74 +202,82 @@ async def _close_on_loop_shutdown(client: Any) -> AsyncIterator[None]:
         await client.close()
 
 
-def _aiohttp_client_class(openai: Any) -> Any:
-    """openai's aiohttp-backed async HTTP client class, or ``None`` when this openai
-    version lacks it or its ``aiohttp`` extra is not installed (then constructing it
-    raises; a constructed client opens no session before its first request)."""
-    cls = getattr(openai, "DefaultAioHttpClient", None)
-    if cls is None:
+def _encode(body: Mapping[str, Any]) -> bytes:
+    """A request body as the openai client encodes it: compact UTF-8 JSON, no NaN."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"),
+                      allow_nan=False).encode()
+
+
+def _root_url(base_url: str | None) -> str:
+    """``base_url`` (default: ``OPENAI_BASE_URL``, else :data:`DEFAULT_BASE_URL`) with one
+    trailing slash, as the openai client keeps it."""
+    url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+    return url if url.endswith("/") else url + "/"
+
+
+def _env_proxy(url: str) -> str | None:
+    """The proxy the environment names for ``url`` (``<scheme>_proxy``, else
+    ``all_proxy``; none when ``no_proxy`` covers its host), as the openai client's httpx
+    reads them; ``None`` without one."""
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    if not proxy or (parts.hostname and urllib.request.proxy_bypass_environment(
+            parts.hostname, proxies)):
         return None
-    try:
-        cls()
-    except (RuntimeError, ImportError):
-        return None
-    return cls
+    return proxy
 
 
-def aiohttp_available() -> bool:
-    """Whether ``http_transport="aiohttp"`` can be used here (the installed openai client
-    has an aiohttp transport and its ``aiohttp`` extra is installed).
+class _Failure(Exception):
+    """A failed HTTP attempt, whichever client made it (its text: the openai client's).
 
-    Raises:
-        BackendUnavailableError: the ``openai`` package is missing.
+    Attributes:
+        detail: ``"timeout"``, ``"connection"``, ``"http_<status>"``, ``"malformed"`` or
+            ``"error"``.
+        headers: an ``"http_<status>"`` reply's headers (case-insensitive ``get``), else
+            ``None``.
     """
-    return _aiohttp_client_class(_import_openai()) is not None
+
+    def __init__(self, message: str, *, detail: str, headers: Any = None) -> None:
+        super().__init__(message)
+        self.detail = detail
+        self.headers = headers
 
 
-def _causes(exc: BaseException) -> list[BaseException]:
-    """``exc`` and its chain of causes (``__cause__``, else ``__context__``)."""
-    chain: list[BaseException] = []
-    while exc is not None and exc not in chain:
-        chain.append(exc)
-        exc = exc.__cause__ or exc.__context__
-    return chain
-
-
-def _refused_or_dropped(exc: BaseException) -> bool:
-    """Whether an ``APITimeoutError`` is really a connection failure: its causes hold an
-    aiohttp connection error and no timeout (aiohttp's transport reports refused and
-    dropped connections as connect timeouts)."""
-    try:
-        import aiohttp
-    except ImportError:
-        return False
-    causes = _causes(exc)[1:]
-    return (any(isinstance(c, aiohttp.ClientConnectionError) for c in causes)
-            and not any(isinstance(c, TimeoutError) for c in causes))
-
-
-def _detail(exc: Exception) -> str:
-    """The machine-readable kind of a client exception: ``"timeout"``, ``"connection"``,
-    ``"http_<status>"``, ``"malformed"`` or ``"error"``."""
-    openai = _import_openai()
-    if isinstance(exc, openai.APITimeoutError) and _refused_or_dropped(exc):
-        return "connection"
+def _openai_failure(exc: Exception, openai: Any) -> _Failure:
+    """An openai client exception as a :class:`_Failure` (its text kept)."""
     if isinstance(exc, openai.APITimeoutError):
-        return "timeout"
+        return _Failure(str(exc), detail="timeout")
     if isinstance(exc, openai.APIConnectionError):
-        return "connection"
+        return _Failure(str(exc), detail="connection")
     if isinstance(exc, openai.APIStatusError):
-        return f"http_{exc.status_code}"
+        return _Failure(str(exc), detail=f"http_{exc.status_code}",
+                        headers=exc.response.headers)
     if isinstance(exc, openai.APIResponseValidationError):
-        return "malformed"
-    return "error"
+        return _Failure(str(exc), detail="malformed")
+    return _Failure(str(exc), detail="error")
 
 
-def _backend_error(exc: Exception, base_url: str, n_requests: int) -> BackendError:
-    """A client exception as a :class:`BackendError` with a machine-readable detail."""
-    detail = _detail(exc)
-    return BackendError(f"{base_url}: {detail} after {n_requests} request(s): {exc}",
-                        backend=OpenAIChatModel.backend, detail=detail)
+def _status_message(status: int, body: bytes) -> str:
+    """The openai client's text for an HTTP error reply: ``"Error code: <status>"``, then
+    ``" - <message>"`` when the body is JSON with an (``error``) ``message`` string."""
+    text = f"Error code: {status}"
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return text
+    error = data.get("error", data) if isinstance(data, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    return f"{text} - {message}" if isinstance(message, str) and message else text
+
+
+def _backend_error(exc: _Failure, base_url: str, n_requests: int) -> BackendError:
+    """A failed attempt as a :class:`BackendError` with a machine-readable detail."""
+    return BackendError(f"{base_url}: {exc.detail} after {n_requests} request(s): {exc}",
+                        backend=OpenAIChatModel.backend, detail=exc.detail)
 
 
 def retry_after_s(headers: Any) -> float | None:
@@ -258,26 +300,103 @@ def retry_after_s(headers: Any) -> float | None:
         return None
 
 
-def retry_wait_s(exc: Exception, retry: int) -> float | None:
+def retry_wait_s(detail: str, headers: Any, retry: int) -> float | None:
     """Seconds to wait before retry ``retry`` (0-based) of a request that failed with
-    ``exc``, or ``None`` when that failure is not retried (module docstring)."""
-    openai = _import_openai()
+    ``detail`` (``"timeout"``, ``"connection"``, ``"http_<status>"``...; ``headers``: the
+    reply's, for an HTTP error), or ``None`` when that failure is not retried (module
+    docstring)."""
     backoff = min(INITIAL_RETRY_DELAY_S * 2.0 ** min(retry, 60), MAX_RETRY_DELAY_S)
     backoff *= 1 - 0.25 * random.random()
-    if isinstance(exc, openai.APIConnectionError):  # timeouts included
+    if detail in ("timeout", "connection"):
         return backoff
-    if not isinstance(exc, openai.APIStatusError):
+    if not detail.startswith("http_"):
         return None
-    headers = exc.response.headers
+    status = int(detail[5:])
     after = retry_after_s(headers)
     if after is not None and math.isfinite(after) and after > MAX_RETRY_AFTER_S:
         return None
-    should = headers.get("x-should-retry")
-    status = exc.status_code
+    should = headers.get("x-should-retry") if headers is not None else None
     if should == "false" or (should != "true" and status not in (408, 409, 429)
                              and status < 500):
         return None
     return after if after is not None and 0 < after <= MAX_RETRY_AFTER_S else backoff
+
+
+# --------------------------------------------------------------------------- clients
+class _AsyncOpenAIClient:
+    """The openai client's ``AsyncOpenAI`` behind :meth:`apost`; failures raise
+    :class:`_Failure`."""
+
+    def __init__(self, client: Any, openai: Any) -> None:
+        self.client = client
+        self.base_url = str(client.base_url)
+        self._openai = openai
+
+    async def apost(self, body: dict[str, Any]) -> Any:
+        try:
+            return await self.client.post(_PATH, cast_to=object, body=body)
+        except self._openai.OpenAIError as exc:
+            raise _openai_failure(exc, self._openai) from exc
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+def _post(client: Any, openai: Any, body: dict[str, Any]) -> Any:
+    """``body`` posted with the openai client's synchronous ``OpenAI`` ``client``;
+    failures raise :class:`_Failure`."""
+    try:
+        return client.post(_PATH, cast_to=object, body=body)
+    except openai.OpenAIError as exc:
+        raise _openai_failure(exc, openai) from exc
+
+
+class _AioHttpClient:
+    """``POST <base_url>/chat/completions`` with one ``aiohttp.ClientSession`` (made in
+    the running event loop; the module docstring says what it sends and how it fails)."""
+
+    def __init__(self, base_url: str, headers: dict[str, str], timeout_s: float) -> None:
+        import aiohttp
+
+        self.base_url = base_url
+        self._url = base_url + _PATH.lstrip("/")
+        self._headers = headers
+        self._timeout = aiohttp.ClientTimeout(total=None, connect=timeout_s,
+                                              sock_connect=timeout_s, sock_read=timeout_s)
+        # the proxy is looked up once: aiohttp's trust_env would look it up (and read
+        # ~/.netrc) in a worker thread on every request
+        self._proxy = _env_proxy(self._url)
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=MAX_CONNECTIONS,
+                                           keepalive_timeout=KEEPALIVE_S))
+        self._transport_errors = (aiohttp.ClientError, OSError)
+
+    async def apost(self, body: dict[str, Any]) -> Any:
+        data = _encode(body)
+        counter = _REQUEST_COUNTER.get()
+        if counter is not None:
+            counter[0] += 1
+        try:
+            async with self._session.post(self._url, data=data, headers=self._headers,
+                                          timeout=self._timeout, proxy=self._proxy) as reply:
+                raw = await reply.read()
+        except (asyncio.TimeoutError, TimeoutError) as exc:  # aiohttp's timeouts included
+            raise _Failure("Request timed out.", detail="timeout") from exc
+        except self._transport_errors as exc:
+            raise _Failure("Connection error.", detail="connection") from exc
+        if counter is not None and reply.history:  # redirects followed
+            counter[0] += len(reply.history)
+        status = reply.status
+        if status >= 400:
+            raise _Failure(_status_message(status, raw), detail=f"http_{status}",
+                           headers=reply.headers)
+        content_type = reply.headers.get("content-type", "*").split(";")[0]
+        if not content_type.endswith("json"):
+            return raw.decode(reply.charset or "utf-8", errors="replace")
+        return json.loads(raw)
+
+    async def close(self) -> None:
+        await self._session.close()
 
 
 class _Collector:
@@ -446,7 +565,7 @@ class OpenAIChatModel(ChatModel):
     Args:
         model: the model name the server knows (``"Qwen/Qwen3-8B"``, ``"gpt-4o"``...).
         base_url: the server's ``/v1`` URL (``"http://127.0.0.1:8000/v1"``); ``None``
-            uses the client's default (``OPENAI_BASE_URL`` or OpenAI's API).
+            uses ``OPENAI_BASE_URL``, else OpenAI's API (as the openai client does).
         api_key: the key; ``None`` reads ``OPENAI_API_KEY``, else sends ``"EMPTY"``
             (local servers need none).
         timeout_s: seconds per HTTP request (> 0) before it counts as timed out.
@@ -456,12 +575,20 @@ class OpenAIChatModel(ChatModel):
         reasoning_fallback: ``"reasoning"`` (default) or ``"content"``: what a reply with
             empty content but a complete reasoning text becomes (see the module
             docstring, B04).
-        http_transport: the asynchronous client's HTTP transport: ``"auto"`` (default:
-            aiohttp when the ``openai[aiohttp]`` extra is installed, else httpx),
-            ``"aiohttp"`` or ``"httpx"``. The synchronous client always uses httpx. The
-            transport in use is :attr:`async_transport`; it is left out of
+        http_transport: the asynchronous calls' HTTP transport (module docstring):
+            ``"auto"`` (default: aiohttp when installed, else httpx), ``"aiohttp"`` or
+            ``"httpx"`` (the openai client). Synchronous calls always use the openai
+            client. The transport in use is :attr:`async_transport`; it is left out of
             :meth:`describe` (it changes speed, never replies, so a run log resumed on
             a machine without aiohttp still matches).
+        preload: the client libraries the constructor imports, so that a run pays for
+            them before its first request: ``"both"`` (default), ``"async"`` (only the
+            asynchronous transport's: aiohttp, or the openai client for httpx; for a
+            model used only through ``agenerate``, as by
+            :func:`clinenv.runs.concurrent.run_concurrent`, this leaves the openai
+            package, about a second to import, out) or ``"sync"`` (only the openai
+            client). A library left out is imported when its first client is built,
+            before that call's clock starts (``latency_s`` never includes it).
 
     Sends ``temperature``, ``top_p``, ``max_tokens``, ``n``, and when set ``seed`` and
     ``stop`` as top-level request fields, and ``config.extra`` merged into the body
@@ -469,13 +596,13 @@ class OpenAIChatModel(ChatModel):
 
     Attributes:
         async_transport: ``"aiohttp"`` or ``"httpx"``, the transport the asynchronous
-            client uses.
+            calls use.
 
     Raises:
         BackendUnavailableError: the ``openai`` package is missing, or
-            ``http_transport="aiohttp"`` without the ``openai[aiohttp]`` extra.
+            ``http_transport="aiohttp"`` without aiohttp (``openai[aiohttp]``).
         ValueError: ``timeout_s`` <= 0, ``max_retries`` < 0, an unknown
-            ``reasoning_fallback`` or ``http_transport``.
+            ``reasoning_fallback``, ``http_transport`` or ``preload``.
     """
 
     backend = "openai"
@@ -484,8 +611,9 @@ class OpenAIChatModel(ChatModel):
                  timeout_s: float = 60.0, max_retries: int = 3,
                  config: GenerationConfig | None = None,
                  reasoning_fallback: ReasoningFallback = "reasoning",
-                 http_transport: HttpTransport = "auto") -> None:
-        openai = _import_openai()
+                 http_transport: HttpTransport = "auto", preload: Preload = "both") -> None:
+        if not _installed("openai"):
+            _import_openai()  # raises BackendUnavailableError naming the extra
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         if max_retries < 0:
@@ -496,13 +624,19 @@ class OpenAIChatModel(ChatModel):
         if http_transport not in ("auto", "aiohttp", "httpx"):
             raise ValueError("http_transport must be 'auto', 'aiohttp' or 'httpx', got "
                              f"{http_transport!r}")
-        has_aiohttp = _aiohttp_client_class(openai) is not None
+        if preload not in ("both", "async", "sync"):
+            raise ValueError(f"preload must be 'both', 'async' or 'sync', got {preload!r}")
+        has_aiohttp = http_transport != "httpx" and aiohttp_available()
         if http_transport == "aiohttp" and not has_aiohttp:
             raise BackendUnavailableError(
-                "http_transport='aiohttp' needs openai's aiohttp extra: "
-                "pip install 'openai[aiohttp]'")
+                "http_transport='aiohttp' needs aiohttp: pip install 'openai[aiohttp]' "
+                "(or 'clinenv[openai]')")
         self.async_transport: Literal["aiohttp", "httpx"] = (
-            "aiohttp" if http_transport != "httpx" and has_aiohttp else "httpx")
+            "aiohttp" if has_aiohttp else "httpx")
+        if preload != "sync" and self.async_transport == "aiohttp":
+            import aiohttp  # noqa: F401  (imported now, before the first request)
+        if preload != "async" or self.async_transport == "httpx":
+            _import_openai()
         super().__init__(model, config=config)
         self.base_url = base_url
         self.timeout_s = float(timeout_s)
@@ -513,8 +647,8 @@ class OpenAIChatModel(ChatModel):
 
     def _init_clients(self) -> None:
         self._lock = threading.Lock()
-        self._sync: Any = None
-        # loop -> (AsyncOpenAI, shutdown guard); weak keys: a finished loop is not kept.
+        self._sync: Any = None  # the openai client's OpenAI
+        # loop -> (client, shutdown guard); weak keys: a finished loop is not kept.
         self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, Any]] = (
             weakref.WeakKeyDictionary())
         self._closing: set[asyncio.Task] = set()  # close() tasks scheduled on a running loop
@@ -544,6 +678,17 @@ class OpenAIChatModel(ChatModel):
         return {"base_url": self.base_url, "api_key": self._api_key,
                 "timeout": self.timeout_s, "max_retries": 0}
 
+    def _aiohttp_headers(self) -> dict[str, str]:
+        """The aiohttp transport's request headers (module docstring)."""
+        headers = {"Authorization": f"Bearer {self._api_key}",
+                   "Content-Type": "application/json", "Accept": "application/json"}
+        for name, variable in (("OpenAI-Organization", "OPENAI_ORG_ID"),
+                               ("OpenAI-Project", "OPENAI_PROJECT_ID")):
+            value = os.environ.get(variable)
+            if value:
+                headers[name] = value
+        return headers
+
     def _sync_client(self) -> Any:
         with self._lock:
             if self._sync is None:
@@ -551,6 +696,16 @@ class OpenAIChatModel(ChatModel):
                 http = openai.DefaultHttpxClient(event_hooks={"request": [_count_request]})
                 self._sync = openai.OpenAI(http_client=http, **self._client_kwargs())
             return self._sync
+
+    def _new_async_client(self) -> Any:
+        """A fresh asynchronous client of :attr:`async_transport` (in the running loop)."""
+        if self.async_transport == "aiohttp":
+            return _AioHttpClient(_root_url(self.base_url), self._aiohttp_headers(),
+                                  self.timeout_s)
+        openai = _import_openai()
+        http = openai.DefaultAsyncHttpxClient(event_hooks={"request": [_acount_request]})
+        return _AsyncOpenAIClient(
+            openai.AsyncOpenAI(http_client=http, **self._client_kwargs()), openai)
 
     async def _async_client(self) -> Any:
         loop = asyncio.get_running_loop()
@@ -560,19 +715,11 @@ class OpenAIChatModel(ChatModel):
                 return entry[0]
             for stale in [lp for lp in self._async if lp.is_closed()]:
                 del self._async[stale]
-            entry = self._async.get(loop)
-            fresh = entry is None
-            if fresh:
-                openai = _import_openai()
-                http_class = (_aiohttp_client_class(openai) if self.async_transport == "aiohttp"
-                              else openai.DefaultAsyncHttpxClient)
-                http = http_class(event_hooks={"request": [_acount_request]})
-                client = openai.AsyncOpenAI(http_client=http, **self._client_kwargs())
-                entry = (client, _close_on_loop_shutdown(client))
-                self._async[loop] = entry
-        if fresh:
-            await entry[1].__anext__()  # registers the guard with this loop
-        return entry[0]
+            client = self._new_async_client()
+            entry = (client, _close_on_loop_shutdown(client))
+            self._async[loop] = entry
+        await entry[1].__anext__()  # registers the guard with this loop
+        return client
 
     def close(self) -> None:
         """Close the synchronous client and every event loop's asynchronous client.
@@ -616,25 +763,24 @@ class OpenAIChatModel(ChatModel):
     # ------------------------------------------------------------------ calls
     def _generate(self, messages: list[dict[str, str]], config: GenerationConfig) -> ChatResult:
         client = self._sync_client()
+        openai = _import_openai()
         collector = _Collector(self.model, messages, config, self.reasoning_fallback)
         counter = [0]
         token = _REQUEST_COUNTER.set(counter)
         start = time.perf_counter()
-        openai = _import_openai()
         try:
             while (kwargs := collector.next_request()) is not None:
                 retry = 0
                 while True:
                     began = time.perf_counter()
                     try:
-                        completion = client.post(_PATH, cast_to=object, body=kwargs)
+                        completion = _post(client, openai, kwargs)
                     except _UNDECODABLE as exc:
                         collector.attempt("unreadable", began)
                         collector.unreadable(f"body is not valid JSON: {exc}")
                         break
-                    except openai.OpenAIError as exc:
-                        wait = self._failed(collector, exc, began, retry, client, counter)
-                        time.sleep(wait)
+                    except _Failure as exc:
+                        time.sleep(self._failed(collector, exc, began, retry, client, counter))
                         retry += 1
                         continue
                     collector.add(completion, began)
@@ -650,21 +796,20 @@ class OpenAIChatModel(ChatModel):
         counter = [0]
         token = _REQUEST_COUNTER.set(counter)
         start = time.perf_counter()
-        openai = _import_openai()
         try:
             while (kwargs := collector.next_request()) is not None:
                 retry = 0
                 while True:
                     began = time.perf_counter()
                     try:
-                        completion = await client.post(_PATH, cast_to=object, body=kwargs)
+                        completion = await client.apost(kwargs)
                     except _UNDECODABLE as exc:
                         collector.attempt("unreadable", began)
                         collector.unreadable(f"body is not valid JSON: {exc}")
                         break
-                    except openai.OpenAIError as exc:
-                        wait = self._failed(collector, exc, began, retry, client, counter)
-                        await asyncio.sleep(wait)
+                    except _Failure as exc:
+                        await asyncio.sleep(
+                            self._failed(collector, exc, began, retry, client, counter))
                         retry += 1
                         continue
                     collector.add(completion, began)
@@ -673,15 +818,16 @@ class OpenAIChatModel(ChatModel):
             _REQUEST_COUNTER.reset(token)
         return collector.result(self.model, time.perf_counter() - start, counter[0])
 
-    def _failed(self, collector: _Collector, exc: Exception, began: float, retry: int,
+    def _failed(self, collector: _Collector, exc: _Failure, began: float, retry: int,
                 client: Any, counter: list[int]) -> float:
         """Record a failed attempt; return the wait before retry ``retry`` (0-based).
 
         Raises:
             BackendError: the failure is not retried, or the retries are used up.
         """
-        wait = retry_wait_s(exc, retry) if retry < self.max_retries else None
-        collector.attempt(_detail(exc), began, wait_s=wait)
+        wait = (retry_wait_s(exc.detail, exc.headers, retry) if retry < self.max_retries
+                else None)
+        collector.attempt(exc.detail, began, wait_s=wait)
         if wait is None:
             raise _backend_error(exc, str(client.base_url), counter[0]) from exc
         return wait

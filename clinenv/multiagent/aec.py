@@ -92,11 +92,12 @@ from gymnasium.utils import seeding
 from pettingzoo import AECEnv
 
 from clinenv.cases import Case
-from clinenv.env import DEFAULT_MAX_EXAMS, DEFAULT_MAX_TEXT_CHARS, rewards
+from clinenv.env import rewards
 from clinenv.env.case_pool import CasePool
 from clinenv.env.doctor_view import doctor_info, exam_mask, patient_flags
 from clinenv.env.egip_loop import EGIPLoop
 from clinenv.env.seats import PendingStep
+from clinenv.env.settings import DEFAULT_MAX_EXAMS, DEFAULT_MAX_TEXT_CHARS, EnvSettings
 from clinenv.env.simulators import make_patient
 from clinenv.env.spaces import UnicodeText, clip_text
 from clinenv.multiagent import fidelity
@@ -126,6 +127,11 @@ class EGIPAECEnv(AECEnv):
         patient_model: the chat model of ``patient="llm"``.
         examiner: ``"external"`` (a policy's seat, default) or ``"lookup"`` (record
             lookup O).
+        settings: the environment's :class:`~clinenv.env.settings.EnvSettings`
+            (observation_format, max_exams, max_text_chars, invalid_action_penalty,
+            exam_cost, render_mode), as in :class:`clinenv.env.EGIPEnv`; or ``None`` and
+            those keyword arguments, which fill it (with ``settings``, one of them other
+            than its default is a :class:`TypeError`).
         observation_format: the doctor's ``"view"`` or ``"delta"`` text.
         max_exams: length of ``exam_mask`` (>= 1).
         max_text_chars: observation text limit (>= 256); longer text is clipped.
@@ -141,6 +147,7 @@ class EGIPAECEnv(AECEnv):
     Raises:
         ValueError: an invalid argument; the message names it (``protocol=`` and
             ``preset=`` too: the native protocols are in the Gymnasium env only).
+        TypeError: ``settings`` together with a field keyword other than its default.
         pydantic.ValidationError: an invalid protocol setting.
         clinenv.errors.DatasetNotFoundError: the dataset is not available.
     """
@@ -160,6 +167,7 @@ class EGIPAECEnv(AECEnv):
         patient: Any = "external",
         patient_model: Any = None,
         examiner: str = "external",
+        settings: EnvSettings | None = None,
         observation_format: Literal["view", "delta"] = "view",
         max_exams: int = DEFAULT_MAX_EXAMS,
         max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
@@ -171,17 +179,14 @@ class EGIPAECEnv(AECEnv):
         **protocol: Any,
     ) -> None:
         super().__init__()
-        if observation_format not in ("view", "delta"):
-            raise ValueError(f"observation_format must be 'view' or 'delta', "
-                             f"got {observation_format!r}")
-        if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
-        if max_exams < 1 or max_text_chars < 256:
-            raise ValueError("max_exams must be >= 1 and max_text_chars >= 256")
-        for name, value in (("invalid_action_penalty", invalid_action_penalty),
-                            ("exam_cost", exam_cost), ("fidelity_weight", fidelity_weight)):
-            if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        self.settings = settings = EnvSettings.resolve(settings, dict(
+            observation_format=observation_format, max_exams=max_exams,
+            max_text_chars=max_text_chars, invalid_action_penalty=invalid_action_penalty,
+            exam_cost=exam_cost, render_mode=render_mode), caller=type(self).__name__)
+        if not (isinstance(fidelity_weight, int | float) and math.isfinite(fidelity_weight)
+                and fidelity_weight >= 0):
+            raise ValueError(f"fidelity_weight must be a finite number >= 0, "
+                             f"got {fidelity_weight!r}")
         if max_steps is not None and (isinstance(max_steps, bool)
                                       or not isinstance(max_steps, int) or max_steps < 2):
             raise ValueError(f"max_steps must be None or an int >= 2, got {max_steps!r}")
@@ -206,28 +211,30 @@ class EGIPAECEnv(AECEnv):
                 raise ValueError("patient: the PettingZoo environment calls a built-in "
                                  "patient's sync reply(view); this one has only areply")
         self.examiner = examiner
-        self.observation_format = observation_format
-        self.max_exams = max_exams
-        self.max_text_chars = max_text_chars
-        self.invalid_action_penalty = float(invalid_action_penalty)
-        self.exam_cost = float(exam_cost)
+        self.observation_format = settings.observation_format
+        self.max_exams = settings.max_exams
+        self.max_text_chars = settings.max_text_chars
+        self.invalid_action_penalty = settings.invalid_action_penalty
+        self.exam_cost = settings.exam_cost
         self.fidelity_weight = float(fidelity_weight)
         self.max_steps = max_steps
-        self.render_mode = render_mode
+        self.render_mode = settings.render_mode
         self.possible_agents = [DOCTOR]
         if self.patient is None:
             self.possible_agents.append(PATIENT)
         if examiner == "external":
             self.possible_agents.append(EXAMINER)
         self._observation_space = spaces.Dict({
-            "text": UnicodeText(max_text_chars),
-            "exam_mask": spaces.Box(0, 1, (max_exams,), dtype=np.int8),
+            "text": UnicodeText(settings.max_text_chars),
+            "exam_mask": spaces.Box(0, 1, (settings.max_exams,), dtype=np.int8),
         })
-        self._action_spaces = {a: UnicodeText(max_text_chars) for a in self.possible_agents}
+        self._action_spaces = {a: UnicodeText(settings.max_text_chars)
+                               for a in self.possible_agents}
         self.agents: list[str] = []
         self.loop = EGIPLoop(self.config, examiner="seat" if examiner == "external" else "lookup",
-                             exam_cost=exam_cost, invalid_action_penalty=invalid_action_penalty,
-                             observation_format=observation_format)
+                             exam_cost=settings.exam_cost,
+                             invalid_action_penalty=settings.invalid_action_penalty,
+                             observation_format=settings.observation_format)
         self.runtime: EGIPRuntime | None = None
         self._np_random: np.random.Generator | None = None
 

@@ -43,11 +43,15 @@ _ENV_LINE = re.compile(
     r"|Turn\s+\d+\s+of\s+\d+\.|Interface:|Examiner\s*\[|Measurement agent\s*\[)",
     re.IGNORECASE | re.MULTILINE,
 )
+#: :data:`_ENV_LINE` tried at one position (a line start) only.
+_ENV_LINE_AT = re.compile(_ENV_LINE.pattern[1:], re.IGNORECASE)
 _NEWLINES = re.compile(r"\s*\n\s*")
 
 
 def quote_lines(text: str) -> str:
     """``text`` with every line after the first prefixed by :data:`QUOTE_PREFIX`."""
+    if "\n" not in text:
+        return text
     first, *rest = text.split("\n")
     return "\n".join([first, *(QUOTE_PREFIX + line for line in rest)])
 
@@ -62,7 +66,8 @@ def indent_lines(text: str, prefix: str = "    ") -> str:
 def one_line(text: str) -> str:
     """``text`` on one line: each line break (with the spaces around it) becomes
     `` / ``."""
-    return _NEWLINES.sub(" / ", text.strip())
+    text = text.strip()
+    return _NEWLINES.sub(" / ", text) if "\n" in text else text
 
 
 def echoes_prompt(text: str) -> bool:
@@ -70,4 +75,16 @@ def echoes_prompt(text: str) -> bool:
     of its headings (:data:`VIEW_HEADINGS`), a round marker or footer (``[round 2]``,
     ``Round 3 of 19.``), an observation id (``[O1] ...``) or an environment role line
     (``Interface:``, ``Examiner [``)."""
-    return bool(_HEADING.search(text) or _ENV_LINE.search(text))
+    return bool(("#" in text and _HEADING.search(text)) or _env_line(text))
+
+
+def _env_line(text: str) -> bool:
+    """``_ENV_LINE.search(text)``, trying only the line starts (where ``^`` can match)
+    rather than every position."""
+    start = 0
+    while True:
+        if _ENV_LINE_AT.match(text, start):
+            return True
+        start = text.find("\n", start) + 1
+        if not start:
+            return False

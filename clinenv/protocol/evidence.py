@@ -11,7 +11,7 @@ to the objective.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -125,6 +125,34 @@ def build_evidence(
         if observation is not None:
             observations.append(observation)
     return EvidenceBundle(objective, candidates, tuple(observations))
+
+
+class ObservationLog:
+    """The observations of one append-only history h_t, extracted incrementally.
+
+    :meth:`read` takes the history each time and extracts only the events appended since
+    the last call, so an episode reads each event once instead of once per step. The
+    observations are those of :func:`build_evidence` (same ids, same order). A history
+    shorter than the one last read (a different history) is read again from the start.
+    """
+
+    __slots__ = ("_observations", "_seen")
+
+    def __init__(self) -> None:
+        self._observations: list[Observation] = []
+        self._seen = 0
+
+    def read(self, history: Sequence[Event]) -> tuple[Observation, ...]:
+        """The observations of ``history`` (a list that only grows between calls)."""
+        if len(history) < self._seen:
+            self._observations, self._seen = [], 0
+        observations = self._observations
+        for event in history[self._seen:]:
+            observation = observation_of(event, len(observations) + 1)
+            if observation is not None:
+                observations.append(observation)
+        self._seen = len(history)
+        return tuple(observations)
 
 
 def render_candidates(candidates) -> list[str]:

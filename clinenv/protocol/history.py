@@ -16,7 +16,7 @@ them and drops the others (EGIP section 3.3).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
 Availability = Literal["recorded", "unavailable", "not_recorded", "generated"]
@@ -90,9 +90,20 @@ class InterfaceEvent:
 Event = DoctorEvent | PatientEvent | MeasurementEvent | InterfaceEvent
 
 
+#: Field names of each event type, in declaration order (the keys of its dict).
+_FIELD_NAMES = {cls: tuple(f.name for f in fields(cls))
+                for cls in (DoctorEvent, PatientEvent, MeasurementEvent, InterfaceEvent)}
+
+
 def event_to_dict(event: Event) -> dict[str, Any]:
-    """JSON-ready dict of one event (tuples become lists)."""
-    data = asdict(event)
+    """JSON-ready dict of one event: its fields in declaration order, tuples as lists
+    (``flags``, ``source_paths``); the same dict as :func:`dataclasses.asdict` with those
+    conversions."""
+    names = _FIELD_NAMES.get(type(event))
+    if names is None:  # not one of the four event types: the generic conversion
+        data = asdict(event)
+    else:
+        data = {name: getattr(event, name) for name in names}
     if "flags" in data:
         data["flags"] = list(data["flags"])
     if "source_paths" in data:

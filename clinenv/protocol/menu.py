@@ -13,7 +13,8 @@ imaging; microbiology; specialized tests (biopsy, genetics, antibodies...); the 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from clinenv.protocol.catalog import Catalog, CatalogEntry
 
@@ -67,3 +68,41 @@ def build_menu(
     done = set(requested)
     items = [e for e in order if e.exam_id not in done]
     return items if limit is None else items[:limit]
+
+
+@dataclass(frozen=True, slots=True)
+class MenuState:
+    """The menu B(A, h_t) of one set of requested exams, with what the doctor's view,
+    ``info["menu"]`` and ``exam_mask`` read of it. Immutable: a runtime keeps the state
+    of its current requests and builds a new one when they change.
+
+    Attributes:
+        requested: the requested exam ids it was built for, in request order.
+        entries: the menu: unrequested entries in priority order, at most the limit.
+        n_hidden: unrequested entries left out by the limit (>= 0).
+        items: ``(exam_id, label)`` of each entry of ``entries``, in order.
+        open_mask: one byte per entry of A in catalog order, ``1`` where it is
+            unrequested, else ``0`` (the exam mask before it is cut or padded).
+    """
+
+    requested: tuple[str, ...]
+    entries: tuple[CatalogEntry, ...]
+    n_hidden: int
+    items: tuple[tuple[str, str], ...]
+    open_mask: bytes
+
+    @classmethod
+    def build(cls, catalog: Catalog, order: Sequence[CatalogEntry],
+              requested: Sequence[str], limit: int | None) -> MenuState:
+        """The state for ``requested`` over ``catalog`` in priority ``order``
+        (:func:`menu_order`) with display ``limit`` (``None``: no limit).
+
+        Raises:
+            ValueError: ``limit`` is negative.
+        """
+        entries = tuple(build_menu(order, requested, limit))
+        done = set(requested)
+        remaining = len(catalog) - len(done)
+        return cls(tuple(requested), entries, max(0, remaining - len(entries)),
+                   tuple((e.exam_id, e.label) for e in entries),
+                   bytes(e.exam_id not in done for e in catalog.entries))

@@ -42,7 +42,7 @@ from clinenv.cases import Case
 from clinenv.datasets.nejm import final_question
 from clinenv.protocol.catalog import CatalogEntry
 from clinenv.protocol.doctor_text import echoes_prompt
-from clinenv.protocol.evidence import EvidenceBundle, build_evidence
+from clinenv.protocol.evidence import EvidenceBundle, Observation, ObservationLog
 from clinenv.protocol.history import (
     DoctorEvent,
     Event,
@@ -239,6 +239,7 @@ class NativeRuntime:
         self._dialogue: list[tuple[str, str]] = []
         self._notes: list[tuple[int, str]] = []
         self._measurement_history: list[tuple[Speaker, str]] = []
+        self._observation_log = ObservationLog()
         self._enter_decision()
 
     # ----------------------------------------------------------------- views
@@ -256,7 +257,13 @@ class NativeRuntime:
     def evidence(self) -> EvidenceBundle:
         """The episode's observations in e_T form (objective = the native objective, no
         candidates: the native doctor never sees them). For records and evaluation."""
-        return build_evidence(self.objective, None, self.history)
+        return EvidenceBundle(self.objective, None, self.observations())
+
+    def observations(self) -> tuple[Observation, ...]:
+        """The observations of the history so far (``O1``, ``O2``... in order, as
+        :func:`~clinenv.protocol.evidence.build_evidence` extracts them), each event read
+        once per episode."""
+        return self._observation_log.read(self.history)
 
     def patient_view(self, question: str) -> PatientView:
         """The patient's view: its facts, its dialogue, ``question`` (the doctor's own

@@ -40,7 +40,7 @@ from typing import Literal
 
 from clinenv.protocol.doctor_text import echoes_prompt
 from clinenv.protocol.placeholders import has_placeholder, is_placeholder
-from clinenv.protocol.turns import cut_turn
+from clinenv.protocol.turns import own_turn
 
 ActionKind = Literal["question", "test_request", "diagnosis", "empty"]
 
@@ -99,6 +99,8 @@ def split_reasoning(raw: str) -> tuple[str, str | None]:
     part of the prompt template) and an unterminated ``<think>`` (everything after it is
     reasoning, e.g. a reply cut off by ``max_tokens``).
     """
+    if "<" not in raw:  # every tag opens with "<": no reasoning, nothing to remove
+        return raw.strip(), None
     parts: list[str] = []
 
     def _keep(m: re.Match[str]) -> str:
@@ -154,13 +156,30 @@ def clean_payload(text: str) -> str:
     return _strip_unbalanced(line).strip()
 
 
-def _raw_after(pattern: re.Pattern[str], text: str) -> str | None:
-    """The text after ``pattern`` up to another action marker, uncleaned."""
+def _marker_hints(text: str) -> tuple[bool, bool]:
+    """Whether ``text`` may hold a :data:`_DIAG` and a :data:`_TEST` marker.
+
+    Every match of ``_DIAG`` holds "ready" and every match of ``_TEST`` holds "que", in
+    any letter case (no other character folds to these letters under ``IGNORECASE``), so
+    a text whose lower case lacks them needs no search for that marker.
+    """
+    low = text.lower()
+    return "ready" in low, "que" in low
+
+
+def _raw_after(pattern: re.Pattern[str], text: str,
+               hints: tuple[bool, bool] = (True, True)) -> str | None:
+    """The text after ``pattern`` up to another action marker, uncleaned; ``hints``
+    (:func:`_marker_hints` of ``text``) skip the searches for markers it cannot hold."""
     m = pattern.search(text)
     if m is None:
         return None
     rest = text[m.end():]
-    cuts = [n.start() for p in (_DIAG, _TEST) if (n := p.search(rest))]
+    cuts = []
+    if hints[0] and (n := _DIAG.search(rest)):
+        cuts.append(n.start())
+    if hints[1] and (n := _TEST.search(rest)):
+        cuts.append(n.start())
     return rest[: min(cuts)] if cuts else rest
 
 
@@ -199,9 +218,10 @@ def parse_action(
     if not isinstance(raw, str):
         raw = "" if raw is None else str(raw)
     visible, reasoning = split_reasoning(raw)
-    turn = cut_turn(visible, "doctor", speaker_lines=speaker_lines)
-    visible = turn.text
-    flags = (*turn.flags, *(("echoes_prompt",) if echoes_prompt(visible) else ()))
+    visible, cut = own_turn(visible, "doctor", speaker_lines=speaker_lines)
+    flags = ("wrote_past_turn",) if cut else ()
+    if echoes_prompt(visible):
+        flags += ("echoes_prompt",)
     action = _parse_visible(visible, reasoning, strict, accept_bare_diagnosis)
     return action.with_flags(*flags) if flags else action
 
@@ -230,14 +250,18 @@ def _parse_visible(visible: str, reasoning: str | None, strict: bool,
                     else action)
         return DoctorAction("question", visible, visible, reasoning, format_miss=miss)
 
-    flat = _MD_NOISE.sub("", visible)
-    raw_diagnosis = _raw_after(_DIAG, flat)
-    raw_test = _raw_after(_TEST, flat)
+    # every markdown-noise match holds one of * ` # > (most utterances hold none)
+    noisy = "*" in visible or "`" in visible or "#" in visible or ">" in visible
+    flat = _MD_NOISE.sub("", visible) if noisy else visible
+    hints = _marker_hints(flat)
+    raw_diagnosis = _raw_after(_DIAG, flat, hints) if hints[0] else None
+    raw_test = _raw_after(_TEST, flat, hints) if hints[1] else None
     test = None if raw_test is None else clean_payload(raw_test)
-    if test is None and _MENU_ID.match(flat):
-        test = _MENU_ID.match(flat).group(1).replace(" ", "").upper()
+    menu_id = _MENU_ID.match(flat) if test is None else None
+    if menu_id:
+        test = menu_id.group(1).replace(" ", "").upper()
     if raw_diagnosis is None and accept_bare_diagnosis:
-        raw_diagnosis = _raw_after(_BARE_DIAG, flat)
+        raw_diagnosis = _raw_after(_BARE_DIAG, flat, hints)
     if raw_diagnosis is not None:
         diagnosis = clean_payload(raw_diagnosis)
         action = DoctorAction("diagnosis", visible, diagnosis, reasoning, test)

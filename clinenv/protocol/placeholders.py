@@ -53,6 +53,10 @@ _OPTION_LETTER = re.compile(
 _BRACKETS = {"<": ">", "[": "]", "{": "}", "«": "»", "(": ")"}
 _MENU_ID = re.compile(r"(?:PE|T)\s*\d+", re.IGNORECASE)
 _WORD = re.compile(r"[a-z']+|\d+", re.IGNORECASE)
+#: A bracketed template span of a prompt (``<one diagnosis>``, ``[diagnosis]``).
+_SPAN = re.compile(r"<[^<>\n]{1,60}>|\[[^\[\]\n]{1,60}\]")
+#: A chat-template special token (``<|im_end|>``, ``<think>``): not a template span.
+_SPECIAL_TOKEN = re.compile(r"<\|?/?[a-z_]+\|?>")
 _EDGE = " \t*_`'\"“”‘’.;:,!"
 
 
@@ -84,7 +88,8 @@ def is_placeholder(text: str | None) -> bool:
     if line.lower() in FILLERS or line.strip(".…-—_?") == "":
         return True
     core = line.strip(_EDGE)
-    if _MENU_ID.fullmatch(core) or _OPTION_LETTER.fullmatch(core):
+    # a menu id starts with P or T (no other character folds to them)
+    if (core[:1] in "PpTt" and _MENU_ID.fullmatch(core)) or _OPTION_LETTER.fullmatch(core):
         return False
     if core.lower() in FILLERS:
         return True
@@ -107,7 +112,7 @@ def has_placeholder(text: str | None) -> bool:
 def _template_only(text: str) -> bool:
     """Every word of ``text`` is template vocabulary (and there is at least one)."""
     words = _WORD.findall(text.lower())
-    return bool(words) and all(w in TEMPLATE_WORDS for w in words)
+    return bool(words) and TEMPLATE_WORDS.issuperset(words)
 
 
 def placeholder_spans(prompt: str) -> list[str]:
@@ -115,6 +120,7 @@ def placeholder_spans(prompt: str) -> list[str]:
     ``[diagnosis]``, ``{diagnosis}``), for the test that every shipped placeholder is
     rejected. :meth:`str.format` fields that are filled before sending (``{budget}``)
     and menu ids are not listed."""
-    spans = re.findall(r"<[^<>\n]{1,60}>|\[[^\[\]\n]{1,60}\]", prompt)
-    return [s for s in spans if not _MENU_ID.fullmatch(s[1:-1].strip())
-            and not re.fullmatch(r"<\|?/?[a-z_]+\|?>", s)]
+    if "<" not in prompt and "[" not in prompt:  # every span opens with one of them
+        return []
+    return [s for s in _SPAN.findall(prompt) if not _MENU_ID.fullmatch(s[1:-1].strip())
+            and not _SPECIAL_TOKEN.fullmatch(s)]

@@ -1,18 +1,21 @@
 """Per-case protocol artifacts that never change during an episode.
 
-The catalog A, the exam-name index, the menu's priority order and the patient facts
-(with target-naming sentences withheld) depend only on the case and two matching
-thresholds, so they are built once and shared by every episode of the case
-(:meth:`clinenv.env.case_pool.CasePool.prepared`).
+The catalog A, the exam-name index, the menu's priority order, the patient facts (with
+target-naming sentences withheld) and the record lookup O of every catalog entry depend
+only on the case and two matching thresholds, so they are built once and shared,
+read-only, by every episode of the case (:meth:`clinenv.env.case_pool.CasePool.prepared`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from clinenv.cases import Case
 from clinenv.protocol.catalog import Catalog, CatalogEntry
 from clinenv.protocol.exam_matching import ExamMatcher
+from clinenv.protocol.history import Availability
+from clinenv.protocol.lookup import lookup
 from clinenv.protocol.menu import menu_order
 from clinenv.protocol.views import FrozenFacts, withhold_target
 
@@ -27,6 +30,8 @@ class PreparedCase:
         matcher: the exam-name index over A (thresholds fixed at build time).
         menu_order: A sorted by menu priority (the menu filters and cuts this order).
         patient_facts: P as the patient view shows it (target sentences withheld).
+        results: ``{exam_id: (recorded_value_text, availability)}``, the record lookup O
+            (:func:`~clinenv.protocol.lookup.lookup`) of every catalog entry; read-only.
     """
 
     case: Case
@@ -34,6 +39,7 @@ class PreparedCase:
     matcher: ExamMatcher
     menu_order: tuple[CatalogEntry, ...]
     patient_facts: FrozenFacts
+    results: Mapping[str, tuple[str | None, Availability]]
 
     @classmethod
     def build(cls, case: Case, *, accept: float = 88.0, suggest: float = 75.0) -> PreparedCase:
@@ -42,5 +48,6 @@ class PreparedCase:
         matcher = ExamMatcher.for_records(catalog, case.records, accept=accept,
                                           suggest=suggest)
         order = menu_order(catalog)
+        results = {e.exam_id: lookup(case.records, e) for e in catalog}
         return cls(case, catalog, matcher, order,
-                   withhold_target(case.patient, case.target.text))
+                   withhold_target(case.patient, case.target.text), results)

@@ -9,6 +9,11 @@ Two shapes:
   to the last action) plus the current round's menu and instructions, for policies that
   keep their own chat history. It never repeats or rewrites an earlier turn.
 
+:class:`DoctorViewRenderer` gives the same texts for one episode, step after step,
+without redoing what cannot have changed: the header once, each history event once
+(:class:`HistoryRenderer`; h_t is append-only), the menu block once per set of requested
+exams (:class:`~clinenv.protocol.menu.MenuState`).
+
 The doctor-visible history holds the doctor's own (reasoning-free) utterances, patient
 replies, examination results the doctor requested, and interface feedback — never the
 target, never an unrequested record.
@@ -136,6 +141,16 @@ def render_round_footer(runtime) -> str:
     return "\n".join(parts)
 
 
+def _menu_block(state, n_catalog: int) -> tuple[str, str]:
+    """``(menu section + blank line + "# Your turn", action format)`` of the footer
+    for one :class:`~clinenv.protocol.menu.MenuState` (as :func:`render_round_footer`)."""
+    menu = state.entries
+    example = f" (for example REQUEST TEST: {menu[0].exam_id})" if menu else ""
+    head = "\n".join(["# Available examinations (results hidden until requested)",
+                      render_menu(menu, state.n_hidden, n_catalog), "", "# Your turn"])
+    return head, ACTION_FORMAT.format(example=example)
+
+
 def render_header(objective: str, candidates: Sequence[str] | None) -> str:
     """Objective s0 and candidate labels K."""
     lines = ["# Task", objective]
@@ -162,20 +177,78 @@ def render_doctor_view(runtime, history: HistoryRenderer | None = None) -> str:
     return "\n".join(parts)
 
 
+class DoctorViewRenderer:
+    """The doctor's texts of one EGIP episode, rendered incrementally (module docstring).
+
+    :meth:`view` equals ``render_doctor_view(runtime)`` and :meth:`delta` equals
+    ``render_delta(runtime, since)`` at every step; only work that the state since the
+    last call cannot have changed is reused. One renderer per runtime (episode).
+
+    Args:
+        runtime: the episode (an :class:`~clinenv.protocol.runtime.EGIPRuntime`).
+    """
+
+    __slots__ = ("_runtime", "_header", "_history", "_menu_state", "_menu_block")
+
+    def __init__(self, runtime) -> None:
+        self._runtime = runtime
+        self._header = render_header(runtime.case.objective, runtime.case.candidates)
+        self._history = HistoryRenderer()
+        self._menu_state = None
+        self._menu_block = ("", "")
+
+    def view(self) -> str:
+        """x_t for the current phase (:func:`render_doctor_view`)."""
+        rt = self._runtime
+        if rt.phase != "acquire":
+            return render_evidence(rt.evidence())
+        if rt.history:
+            return (f"{self._header}\n\n# Interaction so far\n"
+                    f"{self._history.render(rt.history)}\n\n{self.footer()}")
+        return f"{self._header}\n\n{self.footer()}"
+
+    def delta(self, since: int) -> str:
+        """What is new since history position ``since`` (:func:`render_delta`)."""
+        rt = self._runtime
+        if rt.phase != "acquire":
+            return render_delta(rt, since)
+        body = _delta_body(rt.history, since)
+        return (body + "\n\n" if body else "") + self.footer()
+
+    def footer(self) -> str:
+        """The current round's menu and instructions (:func:`render_round_footer`)."""
+        rt = self._runtime
+        cfg = rt.config
+        if not cfg.show_menu:
+            return (f"# Your turn\nRound {rt.turn + 1} of {cfg.acquisition_rounds}. "
+                    f"{ACTION_FORMAT_NO_MENU}")
+        state = rt.menu_state()
+        if state is not self._menu_state:
+            self._menu_state = state
+            self._menu_block = _menu_block(state, len(rt.catalog))
+        head, action_format = self._menu_block
+        return f"{head}\nRound {rt.turn + 1} of {cfg.acquisition_rounds}. {action_format}"
+
+
+def _delta_body(history: Sequence[Event], since: int) -> str:
+    """The responses of ``history[since:]`` as the doctor sees them (no doctor lines)."""
+    asked = None
+    lines = []
+    for event in history[since:]:
+        if isinstance(event, DoctorEvent):
+            asked = event.payload
+        else:
+            lines.append(render_event(event, asked))
+    return "\n".join(lines)
+
+
 def render_delta(runtime, since: int) -> str:
     """What is new since history position ``since``, plus this round's footer.
 
     In the decision phase the delta is the whole evidence interface e_T (it is the input
     of a new, terminal step, not a rewrite of earlier turns).
     """
-    asked = None
-    lines = []
-    for event in runtime.history[since:]:
-        if isinstance(event, DoctorEvent):
-            asked = event.payload
-        else:
-            lines.append(render_event(event, asked))
-    body = "\n".join(lines)
+    body = _delta_body(runtime.history, since)
     if runtime.phase != "acquire":
         return (body + "\n\n" if body else "") + render_evidence(runtime.evidence())
     return (body + "\n\n" if body else "") + render_round_footer(runtime)

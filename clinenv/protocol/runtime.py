@@ -47,7 +47,7 @@ from typing import Literal
 from clinenv.cases import Case
 from clinenv.protocol import config as cfg
 from clinenv.protocol.catalog import CatalogEntry
-from clinenv.protocol.evidence import EvidenceBundle, build_evidence
+from clinenv.protocol.evidence import EvidenceBundle, Observation, ObservationLog
 from clinenv.protocol.exam_matching import ID_PATTERN
 from clinenv.protocol.history import (
     Availability,
@@ -59,7 +59,7 @@ from clinenv.protocol.history import (
 )
 from clinenv.protocol.lookup import lookup, record_at
 from clinenv.protocol.measurement_view import MeasurementView, Speaker, exam_information
-from clinenv.protocol.menu import build_menu
+from clinenv.protocol.menu import MenuState
 from clinenv.protocol.parser import DoctorAction, parse_action
 from clinenv.protocol.placeholders import is_placeholder
 from clinenv.protocol.prepared import PreparedCase
@@ -96,6 +96,11 @@ class Routing:
     group: str | None = None
 
 
+def _visible_flags(flags: tuple[str, ...]) -> tuple[str, ...]:
+    """The action flags shown in ``info["action_flags"]``: all but ``"placeholder"``."""
+    return tuple(f for f in flags if f != "placeholder") if flags else ()
+
+
 class EGIPRuntime:
     """One EGIP episode over ``case`` with settings ``config``.
 
@@ -118,6 +123,7 @@ class EGIPRuntime:
         self.matcher = case.matcher
         self._menu_order = case.menu_order
         self._patient_facts = case.patient_facts
+        self._results = case.results
         self.history: list[Event] = []
         self.requested: list[str] = []
         self.dialogue: list[tuple[str, str]] = []
@@ -131,13 +137,27 @@ class EGIPRuntime:
         self.action_flags: tuple[str, ...] = ()
         self._measurement_history: list[tuple[Speaker, str]] = []
         self._records_text: str | None = None
+        # derived from the state above, rebuilt when it changes (menu_state, observations)
+        self._menu_state: MenuState | None = None
+        self._observation_log = ObservationLog()
 
     # ----------------------------------------------------------------- views
     def menu(self) -> list[CatalogEntry]:
         """B(A, h_t): unrequested entries in priority order, cut to the display limit."""
         if not self.config.show_menu:
             return []
-        return build_menu(self._menu_order, self.requested, self.config.menu_limit)
+        return list(self.menu_state().entries)
+
+    def menu_state(self) -> MenuState:
+        """The :class:`~clinenv.protocol.menu.MenuState` of the current requests (built
+        when :attr:`requested` changes, else the same object); its ``entries`` are B even
+        when ``show_menu`` is off (:meth:`menu` is then empty)."""
+        state = self._menu_state
+        requested = tuple(self.requested)
+        if state is None or state.requested != requested:
+            state = self._menu_state = MenuState.build(
+                self.catalog, self._menu_order, requested, self.config.menu_limit)
+        return state
 
     def patient_view(self, question: str) -> PatientView:
         """The patient's view for one question: P (target withheld) and the dialogue."""
@@ -185,7 +205,13 @@ class EGIPRuntime:
 
     def evidence(self) -> EvidenceBundle:
         """e_T = E(s0, K, h_t) over the history so far."""
-        return build_evidence(self.case.objective, self.case.candidates, self.history)
+        return EvidenceBundle(self.case.objective, self.case.candidates, self.observations())
+
+    def observations(self) -> tuple[Observation, ...]:
+        """The observations of e_T so far (``O1``, ``O2``... in order), as
+        :func:`~clinenv.protocol.evidence.build_evidence` extracts them from h_t; each
+        event is read once per episode (:class:`~clinenv.protocol.evidence.ObservationLog`)."""
+        return self._observation_log.read(self.history)
 
     # --------------------------------------------------------------- routing
     def route(self, text: str) -> Routing:
@@ -325,10 +351,10 @@ class EGIPRuntime:
             value, found = lookup(self.case.records, None)
             exam_id, name, paths = None, request, ()
         elif len(entries) == 1:
-            value, found = lookup(self.case.records, entries[0])
+            value, found = self._lookup(entries[0])
             exam_id, name, paths = entries[0].exam_id, entries[0].label, (entries[0].source_path,)
         else:
-            parts = [(e, *lookup(self.case.records, e)) for e in entries]
+            parts = [(e, *self._lookup(e)) for e in entries]
             value = "\n".join(f"{e.name}:\n  " + text.replace("\n", "\n  ")
                               for e, text, _ in parts)
             found = ("recorded" if any(a == "recorded" for _, _, a in parts)
@@ -389,6 +415,14 @@ class EGIPRuntime:
         return action
 
     # --------------------------------------------------------------- helpers
+    def _lookup(self, entry: CatalogEntry) -> tuple[str | None, Availability]:
+        """Record lookup O of ``entry``: the prepared case's result for an entry of this
+        catalog, else looked up in the records."""
+        entries = self.catalog.entries
+        if entry.index < len(entries) and entries[entry.index] is entry:
+            return self._results[entry.exam_id]
+        return lookup(self.case.records, entry)
+
     def _route_placeholder(self, turn: int, action: DoctorAction) -> Routing:
         return self._feedback(turn, self._flag(action, "placeholder_request"),
                               action.kind, "placeholder_request",
@@ -399,13 +433,13 @@ class EGIPRuntime:
     def _flag(self, action: DoctorAction, flag: str) -> DoctorAction:
         """``action`` with ``flag`` added; the runtime's :attr:`action_flags` follow."""
         action = action.with_flags(flag)
-        self.action_flags = tuple(f for f in action.flags if f != "placeholder")
+        self.action_flags = _visible_flags(action.flags)
         return action
 
     def _parse(self, text: str, turn: int, **kwargs) -> DoctorAction:
         """Parse ``text``; reasoning is removed *before* the visible text is clipped."""
         action = parse_action(text if isinstance(text, str) else str(text), **kwargs)
-        self.action_flags = tuple(f for f in action.flags if f != "placeholder")
+        self.action_flags = _visible_flags(action.flags)
         limit = self.config.max_action_chars
         reasoning = action.reasoning
         if reasoning and len(reasoning) > MAX_REASONING_CHARS:

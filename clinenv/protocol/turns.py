@@ -133,6 +133,18 @@ def cut_turn(text: str, seat: Seat, *, speaker_lines: bool = True) -> TurnCut:
         A :class:`TurnCut`. ``cut_turn("Why?<|im_end|>Patient: ...", "doctor").text`` is
         ``"Why?"``.
     """
+    return TurnCut(*_cut(text, seat, speaker_lines))
+
+
+def own_turn(text: str, seat: Seat, *, speaker_lines: bool = True) -> tuple[str, bool]:
+    """``(text, wrote_past_turn)`` of :func:`cut_turn`, without building the
+    :class:`TurnCut` (the doctor-action parser reads only these two)."""
+    own, past, _, _ = _cut(text, seat, speaker_lines)
+    return own, past
+
+
+def _cut(text: str, seat: Seat, speaker_lines: bool) -> tuple[str, bool, str | None, bool]:
+    """The fields of :func:`cut_turn`'s :class:`TurnCut`, in order."""
     if not isinstance(text, str):
         text = "" if text is None else str(text)
     stripped = False
@@ -145,7 +157,7 @@ def cut_turn(text: str, seat: Seat, *, speaker_lines: bool = True) -> TurnCut:
     if head and _is_self_label(head.group(1), seat):
         text, stripped = text.lstrip()[head.end():], True
     elif head and speaker_lines and seat == "doctor":  # all of it another speaker's turn
-        return TurnCut("", True, head.group(1).strip() + ":", stripped)
+        return "", True, head.group(1).strip() + ":", stripped
     ends: list[tuple[int, str]] = []
     token = _TOKEN.search(text) if ("<" in text or "[" in text) else None
     if token:
@@ -156,9 +168,9 @@ def cut_turn(text: str, seat: Seat, *, speaker_lines: bool = True) -> TurnCut:
             ends.append((line.start(), line.group(1).strip() + ":"))
             break
     if not ends:
-        return TurnCut(text.strip(), False, None, stripped)
+        return text.strip(), False, None, stripped
     at, boundary = min(ends)
-    return TurnCut(text[:at].strip(), True, boundary, stripped)
+    return text[:at].strip(), True, boundary, stripped
 
 
 def stop_strings(seat: Seat, *, limit: int | None = None) -> tuple[str, ...]:

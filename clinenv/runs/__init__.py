@@ -1,5 +1,7 @@
 """Running episodes: one episode, logged and concurrent runs, summaries and replay.
 
+- :mod:`~clinenv.runs.spec` — :class:`~clinenv.runs.spec.RunSpec`, what a logged run is
+  (log file, schedule, resume and fail-fast rules), shared by the run functions;
 - :mod:`~clinenv.runs.episode` — one episode of a doctor in an environment;
 - :mod:`~clinenv.runs.logged` — a run over cases and repetitions, logged and resumable;
 - :mod:`~clinenv.runs.concurrent` — the same run with many episodes in flight;

@@ -14,7 +14,8 @@ only the model calls are awaited (:meth:`clinenv.env.EGIPEnv.astep`, the doctor'
   ``concurrency`` workers, each with its own environment and doctor (built by the
   factories as the worker starts; workers start :data:`RAMP_UP_S` apart). Plan, resume
   checks and line format are those of :func:`clinenv.runs.logged.run_logged` (shared
-  through :func:`clinenv.runs.logged.prepare_run`): lines are written, durably, in the order
+  through :func:`clinenv.runs.logged.prepare_run` and one
+  :class:`~clinenv.runs.spec.RunSpec`): lines are written, durably, in the order
   episodes finish, and returned in plan order. With deterministic model replies a
   concurrent run writes the same lines as a sequential one, apart from ``timing`` and
   ``llm`` (each episode's seeds come from the schedule, never from the order of
@@ -42,6 +43,7 @@ from clinenv.runlog import RunLogWriter, doctor_config
 from clinenv.runs.episode import awaitable, play_episode
 from clinenv.runs.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS, FailFast
 from clinenv.runs.logged import RunResult, prepare_run
+from clinenv.runs.spec import RunSpec, resolve_spec
 
 __all__ = ["arun_concurrent", "arun_episode", "run_concurrent"]
 
@@ -95,8 +97,9 @@ async def arun_episode(
 async def arun_concurrent(
     make_env: Callable[[], Any],
     make_doctor: Callable[[], Any],
+    spec: RunSpec | None = None,
     *,
-    out: str | Path,
+    out: str | Path | None = None,
     seed: int = 0,
     episodes: int | None = None,
     repetitions: int = 1,
@@ -115,16 +118,18 @@ async def arun_concurrent(
     Same arguments, result and errors as :func:`run_concurrent`, except that it never
     refuses a running loop.
     """
+    spec = resolve_spec(spec, dict(
+        out=out, seed=seed, episodes=episodes, repetitions=repetitions, resume=resume,
+        retry_errors=retry_errors, env_id=env_id,
+        max_consecutive_errors=max_consecutive_errors, paper_settings=paper_settings,
+        cases=cases), caller="arun_concurrent")
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
-    guard = FailFast(Path(out), max_consecutive_errors)
+    guard = FailFast(spec.out, spec.max_consecutive_errors)
     env0, doctor0 = make_env(), make_doctor()
     envs = [env0]  # every environment made here, closed at the end
     try:
-        run = prepare_run(env0, doctor0, out=out, seed=seed, episodes=episodes,
-                          repetitions=repetitions, resume=resume,
-                          retry_errors=retry_errors, env_id=env_id,
-                          paper_settings=paper_settings, cases=cases)
+        run = prepare_run(env0, doctor0, spec)
         if on_start is not None:
             on_start(len(run.todo))
         items: Iterator[tuple[int, int, int]] = iter(run.todo)
@@ -177,8 +182,9 @@ async def arun_concurrent(
 def run_concurrent(
     make_env: Callable[[], Any],
     make_doctor: Callable[[], Any],
+    spec: RunSpec | None = None,
     *,
-    out: str | Path,
+    out: str | Path | None = None,
     seed: int = 0,
     episodes: int | None = None,
     repetitions: int = 1,
@@ -205,7 +211,14 @@ def run_concurrent(
     Args:
         make_env: factory of a fresh environment (e.g. ``lambda: gym.make(ID, ...)``).
         make_doctor: factory of a fresh doctor; every doctor must have the same config.
-        out: the log file (JSON Lines); must be new or empty unless ``resume``.
+        spec: the run's :class:`~clinenv.runs.spec.RunSpec` (out, seed, episodes,
+            repetitions, resume, retry_errors, env_id, max_consecutive_errors,
+            paper_settings, cases); or ``None`` and those keyword arguments, which fill
+            one (with a spec, a field keyword other than its default is a
+            :class:`TypeError` naming it). The spec given to
+            :func:`clinenv.runs.logged.run_logged` writes the same lines.
+        out: the log file (JSON Lines); must be new or empty unless ``resume``; required
+            unless ``spec``.
         seed: the run seed (>= 0); episode seeds derive from it.
         episodes: run the first N cases in dataset order (``None``: all).
         repetitions: repetitions per case (>= 1).
@@ -237,7 +250,13 @@ def run_concurrent(
         RunLogError: the existing log is corrupt or from a different run.
         ValueError: ``episodes``, ``repetitions``, ``seed``, ``concurrency`` or
             ``max_consecutive_errors`` out of range, or doctors with different configs.
+        TypeError: ``spec`` together with a field keyword other than its default.
     """
+    spec = resolve_spec(spec, dict(
+        out=out, seed=seed, episodes=episodes, repetitions=repetitions, resume=resume,
+        retry_errors=retry_errors, env_id=env_id,
+        max_consecutive_errors=max_consecutive_errors, paper_settings=paper_settings,
+        cases=cases), caller="run_concurrent")
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -245,9 +264,15 @@ def run_concurrent(
     else:
         raise RuntimeError("run_concurrent() cannot run inside a running event loop; "
                            "use `await arun_concurrent(...)` there")
-    return asyncio.run(arun_concurrent(
-        make_env, make_doctor, out=out, seed=seed, episodes=episodes,
-        repetitions=repetitions, resume=resume, retry_errors=retry_errors, env_id=env_id,
-        concurrency=concurrency, max_consecutive_errors=max_consecutive_errors,
-        progress=progress, on_start=on_start, paper_settings=paper_settings,
-        cases=cases))
+    results: list[RunResult] = []
+
+    async def main() -> None:
+        # the main task's result stays None: leaving asyncio.run, Python 3.11 repr()s that
+        # task (signal.getsignal on its SIGINT handler), and a RunResult's repr holds
+        # every line (0.1 s at 128 episodes)
+        results.append(await arun_concurrent(make_env, make_doctor, spec,
+                                             concurrency=concurrency, progress=progress,
+                                             on_start=on_start))
+
+    asyncio.run(main())
+    return results[0]

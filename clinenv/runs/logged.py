@@ -3,6 +3,9 @@
 Pieces, smallest first:
 
 - :func:`episode_seed` (from :mod:`clinenv.seeding`) — the seed of one scheduled episode;
+- :class:`~clinenv.runs.spec.RunSpec` — what a run is (log file, schedule, resume and
+  fail-fast rules); :func:`prepare_run` and :func:`run_logged` take one, or its fields
+  as keywords;
 - :func:`plan_episodes` — the deterministic schedule of (case, repetition, seed);
 - the run log (:mod:`clinenv.runlog`) — one JSON object per line and per episode;
 - :func:`prepare_run` — the plan of a logged run and the resume checks, shared by
@@ -53,7 +56,6 @@ identical lines apart from ``timing`` and ``llm``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -80,6 +82,7 @@ from clinenv.runs.episode import (
     run_without_loop,
 )
 from clinenv.runs.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS, FailFast, RunAborted
+from clinenv.runs.spec import RunSpec, resolve_spec
 from clinenv.runs.summary import llm_totals, standing_records, summarize
 from clinenv.seeding import episode_seed
 
@@ -87,7 +90,7 @@ __all__ = [
     # this module
     "PreparedRun", "RunResult", "plan_episodes", "prepare_run", "run_logged",
     # re-exported
-    "EpisodeTally", "RunAborted", "RunLogError", "awaitable", "call_totals",
+    "EpisodeTally", "RunAborted", "RunLogError", "RunSpec", "awaitable", "call_totals",
     "episode_llm", "episode_seed", "error_dict", "llm_totals", "play_episode",
     "run_episode", "run_without_loop", "standing_records", "summarize",
 ]
@@ -232,8 +235,9 @@ class PreparedRun:
 def prepare_run(
     env: Any,
     doctor: Any,
+    spec: RunSpec | None = None,
     *,
-    out: str | Path,
+    out: str | Path | None = None,
     seed: int = 0,
     episodes: int | None = None,
     repetitions: int = 1,
@@ -246,8 +250,8 @@ def prepare_run(
     """Plan a logged run and check an existing log against it (nothing is run).
 
     :func:`run_logged`, :func:`clinenv.runs.concurrent.run_concurrent` and
-    :func:`clinenv.runs.concurrent.arun_concurrent` take these keyword arguments too and pass
-    them here.
+    :func:`clinenv.runs.concurrent.arun_concurrent` take the same ``spec`` or keyword
+    arguments and pass their spec here.
 
     With ``resume=True`` an existing log is read (a partial last line is cut off), every
     line is checked against this run (:meth:`RunContext.check`), and left to do are
@@ -260,7 +264,10 @@ def prepare_run(
         env: the environment; with ``doctor`` it gives the run's context
             (environment id and spec, dataset, doctor config).
         doctor: the doctor policy.
-        out: the log file.
+        spec: the run's :class:`~clinenv.runs.spec.RunSpec`; or ``None`` and the keyword
+            arguments below, which fill one (with a spec, a keyword other than its
+            default is a :class:`TypeError`).
+        out: the log file (required unless ``spec``).
         seed: the run seed (>= 0).
         episodes: the first N cases in dataset order (``None``: all).
         repetitions: repetitions per case (>= 1).
@@ -283,24 +290,32 @@ def prepare_run(
             key twice other than after an error line
             (:meth:`clinenv.runlog.RunLog.episodes`).
         ValueError: ``episodes``, ``repetitions`` or ``seed`` out of range, or
-            ``episodes`` with ``cases``.
+            ``episodes`` with ``cases`` (:class:`~clinenv.runs.spec.RunSpec`; the
+            dataset's size bounds ``episodes``).
+        TypeError: ``spec`` together with a keyword other than its default, or neither
+            ``spec`` nor ``out`` (:func:`~clinenv.runs.spec.resolve_spec`).
         clinenv.case_list.CaseListError: a listed case id is not in the dataset (file,
             line and the nearest id named).
     """
-    out = Path(out)
-    context = RunContext.from_env(env, doctor, seed=seed, env_id=env_id)
+    spec = resolve_spec(spec, dict(
+        out=out, seed=seed, episodes=episodes, repetitions=repetitions, resume=resume,
+        retry_errors=retry_errors, env_id=env_id, paper_settings=paper_settings,
+        cases=cases), caller="prepare_run")
+    out = spec.out
+    context = RunContext.from_env(env, doctor, seed=spec.seed, env_id=spec.env_id)
     indices = None
-    if cases is not None:
-        indices = cases.indices(context.case_ids, dataset=context.dataset)
-        context = replace(context, case_list=cases.to_log(context.case_ids))
-    plan = plan_episodes(len(context.case_ids), episodes, repetitions, seed, indices)
-    context = context.scheduled(len({i for i, _, _ in plan}), repetitions)
-    if paper_settings is not None:
-        context = replace(context, paper_settings=json.loads(json.dumps(paper_settings)))
-    if not resume and out.exists() and out.stat().st_size > 0:
+    if spec.cases is not None:
+        indices = spec.cases.indices(context.case_ids, dataset=context.dataset)
+        context = replace(context, case_list=spec.cases.to_log(context.case_ids))
+    plan = plan_episodes(len(context.case_ids), spec.episodes, spec.repetitions, spec.seed,
+                         indices)
+    context = context.scheduled(len({i for i, _, _ in plan}), spec.repetitions)
+    if spec.paper_settings is not None:  # a JSON copy already (RunSpec)
+        context = replace(context, paper_settings=spec.paper_settings)
+    if not spec.resume and out.exists() and out.stat().st_size > 0:
         raise FileExistsError(f"{out} exists and is not empty; pass --resume to continue "
                               "it, or choose another --out file")
-    log = read_run_log(out, repair=True) if resume else RunLog(out)
+    log = read_run_log(out, repair=True) if spec.resume else RunLog(out)
     context = context.continuing(log.lines)  # a log naming the dataset by its byte digest
     for line, number in zip(log.lines, log.line_numbers, strict=True):
         context.check(line, path=out, line_no=number)
@@ -308,7 +323,7 @@ def prepare_run(
     todo, n_retried = [], 0
     for index, rep, ep_seed in plan:
         line = done.get((context.case_ids[index], rep))
-        retry = line is not None and retry_errors and is_error_line(line)
+        retry = line is not None and spec.retry_errors and is_error_line(line)
         if line is None or retry:
             todo.append((index, rep, ep_seed))
             n_retried += retry
@@ -319,8 +334,9 @@ def prepare_run(
 def run_logged(
     env: Any,
     doctor: Any,
+    spec: RunSpec | None = None,
     *,
-    out: str | Path,
+    out: str | Path | None = None,
     seed: int = 0,
     episodes: int | None = None,
     repetitions: int = 1,
@@ -339,7 +355,13 @@ def run_logged(
     Args:
         env: the environment (a Gymnasium environment over :class:`clinenv.env.EGIPEnv`).
         doctor: the doctor policy.
-        out: the log file (JSON Lines); must be new or empty unless ``resume``.
+        spec: the run's :class:`~clinenv.runs.spec.RunSpec` (out, seed, episodes,
+            repetitions, resume, retry_errors, env_id, max_consecutive_errors,
+            paper_settings, cases); or ``None`` and those keyword arguments, which fill
+            one (with a spec, a field keyword other than its default is a
+            :class:`TypeError` naming it).
+        out: the log file (JSON Lines); must be new or empty unless ``resume``; required
+            unless ``spec``.
         seed: the run seed (>= 0); episode seeds derive from it
             (:func:`clinenv.seeding.episode_seed`).
         episodes: run the first N cases in dataset order (``None``: all).
@@ -366,11 +388,15 @@ def run_logged(
         FileExistsError, RunLogError: as :func:`prepare_run`.
         ValueError: ``episodes``, ``repetitions``, ``seed`` or ``max_consecutive_errors``
             out of range.
+        TypeError: ``spec`` together with a field keyword other than its default.
     """
-    guard = FailFast(Path(out), max_consecutive_errors)
-    run = prepare_run(env, doctor, out=out, seed=seed, episodes=episodes,
-                      repetitions=repetitions, resume=resume, retry_errors=retry_errors,
-                      env_id=env_id, paper_settings=paper_settings, cases=cases)
+    spec = resolve_spec(spec, dict(
+        out=out, seed=seed, episodes=episodes, repetitions=repetitions, resume=resume,
+        retry_errors=retry_errors, env_id=env_id,
+        max_consecutive_errors=max_consecutive_errors, paper_settings=paper_settings,
+        cases=cases), caller="run_logged")
+    guard = FailFast(spec.out, spec.max_consecutive_errors)
+    run = prepare_run(env, doctor, spec)
     if on_start is not None:
         on_start(len(run.todo))
     with guard, RunLogWriter(run.out) as writer:  # guard: counts a stop from the file

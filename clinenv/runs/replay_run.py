@@ -53,6 +53,7 @@ from clinenv.runs.replay import (
     ablate,
     load_source,
 )
+from clinenv.runs.spec import RunSpec, check_unused, resolve_spec
 from clinenv.scoring import SCORING_VERSION, score_answer
 from clinenv.seeding import call_seed
 
@@ -238,8 +239,30 @@ def _existing(out: Path, *, resume: bool, doctor: dict[str, Any], settings: dict
     return done, todo, log.partial_bytes if log else 0
 
 
-def replay_run(source: str | Path | ReplaySource, make_doctor: Callable[[], Any], *,
-               out: str | Path, ablation: str = "full", judge: Any = None,
+#: :class:`~clinenv.runs.spec.RunSpec` fields a replay has no use for: it replays every
+#: decision of the source log, with the source's seeds, environment and settings.
+NOT_REPLAYED = ("seed", "episodes", "repetitions", "env_id", "paper_settings", "cases")
+
+
+def _replay_spec(spec: RunSpec | None, *, caller: str, **given: Any) -> RunSpec:
+    """The replay's spec (``out``, ``resume``, ``retry_errors``,
+    ``max_consecutive_errors``; :func:`~clinenv.runs.spec.resolve_spec`), refusing one
+    that sets a field of :data:`NOT_REPLAYED`."""
+    spec = resolve_spec(spec, given, caller=caller)
+    check_unused(spec, NOT_REPLAYED, caller=caller,
+                 why="replays every episode of the source log with its own seed and "
+                     "environment")
+    return spec
+
+
+def _check_concurrency(concurrency: Any) -> None:
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+
+
+def replay_run(source: str | Path | ReplaySource, make_doctor: Callable[[], Any],
+               spec: RunSpec | None = None, *,
+               out: str | Path | None = None, ablation: str = "full", judge: Any = None,
                judge_model: Any = None, data_dir: str | Path | None = None,
                allow_download: bool = False, resume: bool = False, retry_errors: bool = True,
                concurrency: int = 1,
@@ -252,7 +275,13 @@ def replay_run(source: str | Path | ReplaySource, make_doctor: Callable[[], Any]
         source: the source run log, or a :class:`~clinenv.runs.replay.ReplaySource`.
         make_doctor: factory of a fresh doctor; one per concurrent worker, all with the
             same config (for an LLM doctor: the same model, strategy and generation).
-        out: the output log (JSON Lines); new or empty unless ``resume``.
+        spec: a :class:`~clinenv.runs.spec.RunSpec` giving ``out``, ``resume``,
+            ``retry_errors`` and ``max_consecutive_errors`` (its schedule fields,
+            :data:`NOT_REPLAYED`, must keep their defaults); or ``None`` and those
+            keyword arguments (with a spec, one of them other than its default is a
+            :class:`TypeError`).
+        out: the output log (JSON Lines); new or empty unless ``resume``; required
+            unless ``spec``.
         ablation: one of :data:`~clinenv.runs.replay.ABLATIONS`.
         judge: ``None`` / ``"deterministic"``, ``"llm"`` (with ``judge_model``; one judge
             per worker) or a judge object (shared).
@@ -276,51 +305,65 @@ def replay_run(source: str | Path | ReplaySource, make_doctor: Callable[[], Any]
         RunAborted: fail fast (:mod:`clinenv.runs.fail_fast`); the log keeps whole lines.
         RuntimeError: ``concurrency`` > 1 inside a running event loop (use
             :func:`areplay_run`).
-        ValueError: an unknown ablation, a bad ``concurrency``, doctors with different
-            configs, or an invalid judge setting.
+        ValueError: an unknown ablation, a bad ``concurrency`` or
+            ``max_consecutive_errors``, doctors with different configs, an invalid judge
+            setting, or a spec that sets a field of :data:`NOT_REPLAYED`.
+        TypeError: ``spec`` together with a keyword other than its default, or neither
+            ``spec`` nor ``out``.
     """
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
-    kwargs = dict(out=out, ablation=ablation, judge=judge, judge_model=judge_model,
-                  data_dir=data_dir, allow_download=allow_download, resume=resume,
-                  retry_errors=retry_errors, concurrency=concurrency,
-                  max_consecutive_errors=max_consecutive_errors, progress=progress,
-                  on_start=on_start)
+    spec = _replay_spec(spec, caller="replay_run", out=out, resume=resume,
+                        retry_errors=retry_errors,
+                        max_consecutive_errors=max_consecutive_errors)
+    _check_concurrency(concurrency)
+    options = dict(ablation=ablation, judge=judge, judge_model=judge_model,
+                   data_dir=data_dir, allow_download=allow_download,
+                   concurrency=concurrency, progress=progress, on_start=on_start)
     if concurrency == 1:
-        return run_without_loop(_replay(source, make_doctor, use_async=False, **kwargs))
+        return run_without_loop(_replay(source, make_doctor, spec, use_async=False,
+                                        **options))
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(_replay(source, make_doctor, use_async=True, **kwargs))
+        return asyncio.run(_replay(source, make_doctor, spec, use_async=True, **options))
     raise RuntimeError("replay_run(concurrency > 1) cannot run inside a running event loop; "
                        "use `await areplay_run(...)` there")
 
 
 async def areplay_run(source: str | Path | ReplaySource, make_doctor: Callable[[], Any],
-                      **kwargs: Any) -> ReplayResult:
-    """:func:`replay_run` inside a running event loop (same arguments, result, errors)."""
-    return await _replay(source, make_doctor, use_async=True, **kwargs)
+                      spec: RunSpec | None = None, *, out: str | Path | None = None,
+                      resume: bool = False, retry_errors: bool = True,
+                      max_consecutive_errors: int | None = DEFAULT_MAX_CONSECUTIVE_ERRORS,
+                      concurrency: int = 1, **options: Any) -> ReplayResult:
+    """:func:`replay_run` inside a running event loop (same arguments, result, errors;
+    ``options``: ``ablation``, ``judge``, ``judge_model``, ``data_dir``,
+    ``allow_download``, ``progress``, ``on_start``)."""
+    spec = _replay_spec(spec, caller="areplay_run", out=out, resume=resume,
+                        retry_errors=retry_errors,
+                        max_consecutive_errors=max_consecutive_errors)
+    _check_concurrency(concurrency)
+    return await _replay(source, make_doctor, spec, use_async=True, concurrency=concurrency,
+                         **options)
 
 
-async def _replay(source: Any, make_doctor: Callable[[], Any], *, use_async: bool,
-                  out: str | Path, ablation: str = "full", judge: Any = None,
+async def _replay(source: Any, make_doctor: Callable[[], Any], spec: RunSpec, *,
+                  use_async: bool, ablation: str = "full", judge: Any = None,
                   judge_model: Any = None, data_dir: Any = None, allow_download: bool = False,
-                  resume: bool = False, retry_errors: bool = True, concurrency: int = 1,
-                  max_consecutive_errors: int | None = DEFAULT_MAX_CONSECUTIVE_ERRORS,
-                  progress: Any = None, on_start: Any = None) -> ReplayResult:
+                  concurrency: int = 1, progress: Any = None,
+                  on_start: Any = None) -> ReplayResult:
     if not isinstance(source, ReplaySource):
         source = load_source(source, ablation=ablation, data_dir=data_dir,
                              allow_download=allow_download)
-    out = Path(out)
-    guard = FailFast(out, max_consecutive_errors)
+    out = spec.out
+    guard = FailFast(out, spec.max_consecutive_errors)
     shared_judge = None if isinstance(judge, str) else make_judge(judge, judge_model)
     doctor0 = make_doctor()
     doctor = replay_doctor(doctor0, ablation, source)
     judge0 = make_judge(judge, judge_model) if isinstance(judge, str) else shared_judge
     settings = {"ablation": ablation,
                 "judge": None if judge0 is None else doctor_config(judge0)}
-    done, todo, partial = _existing(out, resume=resume, doctor=doctor, settings=settings,
-                                    source=source, retry_errors=retry_errors)
+    done, todo, partial = _existing(out, resume=spec.resume, doctor=doctor,
+                                    settings=settings, source=source,
+                                    retry_errors=spec.retry_errors)
     if on_start is not None:
         on_start(len(todo))
     items: Iterator[SourceEpisode] = iter(todo)

@@ -1,0 +1,243 @@
+"""One ``vllm serve`` per node, as a subprocess of a node actor that holds the node's GPUs.
+
+vLLM's own Ray executor, started inside a Ray actor or placement group, loses sight of
+the GPUs ("No CUDA GPUs are available"; ray #51242, vllm #14610). So each GPU node gets
+one :class:`VLLMServer` actor, pinned to it (``NodeAffinitySchedulingStrategy``, not
+soft) and holding all of its GPUs (``num_gpus``, so Ray sets ``CUDA_VISIBLE_DEVICES``),
+which runs ::
+
+    vllm serve MODEL --host 127.0.0.1 --port PORT [--tensor-parallel-size G] [ARGS...]
+
+as a child process and returns its URL once ``GET /health`` answers 200. The server
+listens on loopback only: the runners of the same node are its only clients. When no
+node has a GPU (a CPU test cluster), every node gets one.
+
+The child dies with its actor: it stays in the actor's process group, which Ray cleans up
+when the worker exits, and on Linux it also gets ``SIGTERM`` when the actor process
+dies (``PR_SET_PDEATHSIG``). Its output goes to a log file on the node
+(:attr:`VLLMServer.log_path`), whose last lines any startup error quotes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clinenv.errors import ClinenvError
+
+__all__ = ["ServeConfig", "ServeError", "VLLMServer", "serve_command", "server_nodes"]
+
+#: Lines of the server's log quoted by a startup error.
+LOG_TAIL_LINES = 20
+#: Seconds between two health checks while a server starts.
+HEALTH_POLL_S = 0.5
+
+
+class ServeError(ClinenvError, RuntimeError):
+    """A node's ``vllm serve`` did not come up: it exited, or its health check did not
+    answer in time; the message names the node, the command and the log's last lines."""
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """How to serve a model on every node (``clinenv run --ray-serve MODEL``).
+
+    Attributes:
+        model: the model to serve (a Hugging Face id or a path on the nodes); vLLM
+            serves it under this name, which the doctor's ``--model`` must use.
+        port: the port on each node's loopback (1..65535), default 8000; 0 picks a free
+            port on each node (when several nodes share one machine, as in tests).
+        args: extra arguments for ``vllm serve`` (e.g. ``("--max-model-len", "8192")``).
+        executable: the ``vllm`` program (looked up on each node's ``PATH``).
+        startup_timeout_s: seconds to wait for the health check (> 0; loading a large
+            model takes minutes).
+        gpus_per_node: GPUs each server holds (>= 1), ``None``: all of the node's GPUs;
+            more than one adds ``--tensor-parallel-size``.
+
+    Raises:
+        ValueError: an empty model, a port outside 0..65535, a non-positive timeout or
+            GPU count, or an ``args`` entry that is not a string.
+    """
+
+    model: str
+    port: int = 8000
+    args: tuple[str, ...] = ()
+    executable: str = "vllm"
+    startup_timeout_s: float = 1800.0
+    gpus_per_node: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise ValueError(f"model must be a non-empty string, got {self.model!r}")
+        if isinstance(self.port, bool) or not isinstance(self.port, int) \
+                or not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be an integer in 0..65535, got {self.port!r}")
+        if not self.startup_timeout_s > 0:
+            raise ValueError(f"startup_timeout_s must be > 0, got {self.startup_timeout_s!r}")
+        if self.gpus_per_node is not None and (
+                isinstance(self.gpus_per_node, bool) or not isinstance(self.gpus_per_node, int)
+                or self.gpus_per_node < 1):
+            raise ValueError(f"gpus_per_node must be None or an integer >= 1, got "
+                             f"{self.gpus_per_node!r}")
+        args = tuple(self.args)
+        if not all(isinstance(a, str) for a in args):
+            raise ValueError(f"args must be strings, got {list(args)!r}")
+        object.__setattr__(self, "args", args)
+
+    def url(self, port: int) -> str:
+        """The base URL of a server on ``port`` of the node's loopback."""
+        return f"http://127.0.0.1:{port}/v1"
+
+
+def serve_command(config: ServeConfig, port: int, gpus: int) -> list[str]:
+    """The command line of one node's server (module docstring)."""
+    command = [config.executable, "serve", config.model, "--host", "127.0.0.1",
+               "--port", str(port)]
+    if gpus > 1:
+        command += ["--tensor-parallel-size", str(gpus)]
+    return command + list(config.args)
+
+
+def server_nodes(nodes: Sequence[Any], config: ServeConfig) -> list[tuple[Any, int]]:
+    """``[(node, gpus), ...]``: the nodes that get a server and the GPUs each holds —
+    every node with a GPU, or every node when none has one (0 GPUs)."""
+    with_gpus = [node for node in nodes if node.gpus > 0]
+    if not with_gpus:
+        return [(node, 0) for node in nodes]
+    return [(node, min(node.gpus, config.gpus_per_node or node.gpus)) for node in with_gpus]
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """Ask Linux to send SIGTERM to this child when its parent dies."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as reply:  # noqa: S310 - loopback only
+            return reply.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+class VLLMServer:
+    """The node actor of one node's ``vllm serve`` (module docstring); wrapped with
+    ``ray.remote`` by :mod:`clinenv.distributed.driver`, or used directly.
+
+    Args:
+        config: what to serve.
+        gpus: the GPUs this actor holds (0 on a CPU node).
+    """
+
+    def __init__(self, config: ServeConfig, gpus: int = 0) -> None:
+        self.config = config
+        self.gpus = int(gpus)
+        self.process: subprocess.Popen | None = None
+        self.port = 0
+        self.log_path: Path | None = None
+
+    def start(self) -> dict[str, Any]:
+        """Start the server and wait for its health check.
+
+        Returns:
+            ``{"url", "port", "pid", "log", "command", "cuda_visible_devices"}``.
+
+        Raises:
+            ServeError: the program is missing, exited before it was healthy, or was not
+                healthy within ``startup_timeout_s`` (then it is stopped).
+        """
+        if self.process is not None:
+            return self.info()
+        config = self.config
+        self.port = config.port or _free_port()
+        command = serve_command(config, self.port, self.gpus)
+        fd, name = tempfile.mkstemp(prefix="clinenv-vllm-", suffix=".log")
+        self.log_path = Path(name)
+        try:
+            self.process = subprocess.Popen(  # noqa: S603 - our own command line
+                command, stdin=subprocess.DEVNULL, stdout=fd, stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent)  # noqa: PLW1509 - only a prctl call
+        except FileNotFoundError:
+            raise ServeError(f"{self._where()}: {config.executable!r} is not on PATH; "
+                             "install vLLM on every GPU node") from None
+        finally:
+            os.close(fd)
+        health = f"http://127.0.0.1:{self.port}/health"
+        deadline = time.monotonic() + config.startup_timeout_s
+        while not _healthy(health):
+            code = self.process.poll()
+            if code is not None:
+                raise ServeError(f"{self._where()}: `{' '.join(command)}` exited with code "
+                                 f"{code} before its health check answered{self._tail()}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise ServeError(f"{self._where()}: `{' '.join(command)}` did not answer "
+                                 f"{health} within {config.startup_timeout_s:g} s"
+                                 f"{self._tail()}")
+            time.sleep(HEALTH_POLL_S)
+        return self.info()
+
+    def info(self) -> dict[str, Any]:
+        """The running server: ``{"url", "port", "pid", "log", "command",
+        "cuda_visible_devices"}``."""
+        return {"url": self.config.url(self.port), "port": self.port,
+                "pid": None if self.process is None else self.process.pid,
+                "log": str(self.log_path), "command": serve_command(self.config, self.port,
+                                                                    self.gpus),
+                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+
+    def stop(self, grace_s: float = 30.0) -> None:
+        """Stop the server (SIGTERM, then SIGKILL after ``grace_s``). Idempotent."""
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def _where(self) -> str:
+        node = "local"
+        try:
+            import ray
+
+            if ray.is_initialized():
+                node = ray.get_runtime_context().get_node_id()
+        except ImportError:  # used without Ray
+            pass
+        return f"node {node} ({socket.gethostname()})"
+
+    def _tail(self) -> str:
+        if self.log_path is None:
+            return ""
+        try:
+            lines = self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return ""
+        tail = "\n".join(lines[-LOG_TAIL_LINES:])
+        return f"; log {self.log_path}:\n{tail}" if tail else f"; log {self.log_path} is empty"

@@ -1,0 +1,251 @@
+"""One settings object for the run functions (:mod:`clinenv.runs.spec`), on real logs.
+
+A :class:`RunSpec` and the same fields given as keywords write byte-identical run logs
+(``timing`` masked: wall seconds), through every run function; a bad field is refused
+with its name before anything is written; a spec together with a field keyword is a
+:class:`TypeError` naming the field.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import json
+import re
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import clinenv  # noqa: F401  (registers the ids)
+from clinenv.agents.scripted_doctor import ScriptedDoctor
+from clinenv.case_list import read_case_list, write_case_list
+from clinenv.runs.concurrent import arun_concurrent, run_concurrent
+from clinenv.runs.logged import prepare_run, run_logged
+from clinenv.runs.replay_run import NOT_REPLAYED, areplay_run, replay_run
+from clinenv.runs.spec import KEYWORD_DEFAULTS, RunSpec
+from clinenv.seeding import episode_seed
+
+#: ``timing`` is the one field of a scripted run that differs between two equal runs.
+TIMING = re.compile(r'"timing": \{[^{}]*\}')
+#: Three demo cases, listed out of dataset order (a run schedules them in dataset order).
+LISTED = ["demo-09", "demo-02", "demo-05"]
+
+
+def demo_env():
+    return gym.make("EGIP-Demo-v0")
+
+
+def log_bytes(path):
+    """The log's bytes with every ``timing`` object replaced by a fixed token."""
+    return TIMING.sub('"timing": T', path.read_text(encoding="utf-8"))
+
+
+@pytest.fixture
+def case_list(tmp_path):
+    return read_case_list(write_case_list(tmp_path / "three.txt", LISTED))
+
+
+def full_options(out, cases):
+    """Every RunSpec field away from its default (except ``episodes``: not with cases)."""
+    return dict(out=out, seed=5, repetitions=2, env_id="EGIP-Demo-v0", resume=False,
+                retry_errors=False, max_consecutive_errors=3,
+                paper_settings={"temperature": 0.7, "framework": "egip"}, cases=cases)
+
+
+# ------------------------------------------------------------------ same logs
+def test_spec_and_keywords_write_byte_identical_logs(tmp_path, case_list):
+    by_kwargs = run_logged(demo_env(), ScriptedDoctor(),
+                           **full_options(tmp_path / "kwargs.jsonl", case_list))
+    spec = RunSpec(**full_options(tmp_path / "spec.jsonl", case_list))
+    by_spec = run_logged(demo_env(), ScriptedDoctor(), spec)
+    assert log_bytes(tmp_path / "spec.jsonl") == log_bytes(tmp_path / "kwargs.jsonl")
+    # what the spec asked for, pinned from its fields: the listed cases in dataset order
+    # (indices 1, 4, 8), repetition-major, with their full-run seeds
+    lines = [json.loads(x) for x in (tmp_path / "spec.jsonl").read_text("utf-8").splitlines()]
+    assert [(x["case_id"], x["repetition"]) for x in lines] == [
+        ("demo-02", 0), ("demo-05", 0), ("demo-09", 0),
+        ("demo-02", 1), ("demo-05", 1), ("demo-09", 1)]
+    assert [x["seed"] for x in lines] == [episode_seed(5, r, i) for r in (0, 1)
+                                          for i in (1, 4, 8)]
+    assert {x["run_seed"] for x in lines} == {5}
+    assert all(x["paper_settings"] == {"temperature": 0.7, "framework": "egip"}
+               for x in lines)
+    assert all(x["case_list"]["case_ids"] == ["demo-02", "demo-05", "demo-09"]
+               for x in lines)
+    assert by_spec.plan == by_kwargs.plan and by_spec.n_new == 6
+
+
+def test_one_spec_gives_the_same_lines_sequentially_and_concurrently(tmp_path):
+    spec = RunSpec(out=tmp_path / "seq.jsonl", seed=2, episodes=6)
+    seq = run_logged(demo_env(), ScriptedDoctor(), spec)
+    con = run_concurrent(demo_env, ScriptedDoctor,
+                         dataclasses.replace(spec, out=tmp_path / "con.jsonl"), concurrency=3)
+
+    async def inside():
+        return await arun_concurrent(demo_env, ScriptedDoctor,
+                                     dataclasses.replace(spec, out=tmp_path / "acon.jsonl"),
+                                     concurrency=2)
+
+    acon = asyncio.run(inside())
+
+    def masked(lines):
+        return [{k: v for k, v in x.items() if k != "timing"} for x in lines]
+
+    assert len(seq.lines) == 6
+    assert masked(con.lines) == masked(seq.lines) == masked(acon.lines)
+
+
+def test_resume_from_a_spec(tmp_path):
+    spec = RunSpec(out=tmp_path / "run.jsonl", episodes=3)
+    run_logged(demo_env(), ScriptedDoctor(), spec)
+    more = run_logged(demo_env(), ScriptedDoctor(),
+                      dataclasses.replace(spec, episodes=5, resume=True))
+    assert (more.n_new, more.n_resumed) == (2, 3)
+    prepared = prepare_run(demo_env(), ScriptedDoctor(), dataclasses.replace(
+        spec, episodes=5, resume=True))
+    assert prepared.todo == [] and len(prepared.plan) == 5
+
+
+def test_replay_takes_a_spec(tmp_path):
+    source = tmp_path / "source.jsonl"
+    run_logged(demo_env(), ScriptedDoctor(), out=source, episodes=4)
+    replay_run(source, ScriptedDoctor, out=tmp_path / "kwargs.jsonl",
+               max_consecutive_errors=2)
+    replay_run(source, ScriptedDoctor, RunSpec(out=tmp_path / "spec.jsonl",
+                                               max_consecutive_errors=2))
+
+    async def inside():
+        return await areplay_run(source, ScriptedDoctor, RunSpec(out=tmp_path / "a.jsonl"),
+                                 concurrency=2)
+
+    assert asyncio.run(inside()).n_new == 4
+    assert log_bytes(tmp_path / "spec.jsonl") == log_bytes(tmp_path / "kwargs.jsonl")
+    for name in NOT_REPLAYED:
+        value = {"seed": 1, "episodes": 2, "repetitions": 2, "env_id": "X",
+                 "paper_settings": {}, "cases": read_case_list(
+                     write_case_list(tmp_path / "one.txt", ["demo-01"]))}[name]
+        with pytest.raises(ValueError, match=rf"RunSpec\.{name}="):
+            replay_run(source, ScriptedDoctor, RunSpec(out=tmp_path / "x.jsonl",
+                                                       **{name: value}))
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+# ------------------------------------------------------------------ bad values
+BAD = [
+    ("seed", -1, ValueError, r"seed must be >= 0, got -1"),
+    ("seed", 1.5, ValueError, r"seed must be an integer >= 0"),
+    ("seed", True, ValueError, r"seed must be an integer >= 0"),
+    ("repetitions", 0, ValueError, r"repetitions must be >= 1, got 0"),
+    ("repetitions", "2", ValueError, r"repetitions must be an integer >= 1"),
+    ("episodes", 0, ValueError, r"episodes must be None \(all cases\) or an integer >= 1"),
+    ("resume", "yes", ValueError, r"resume must be True or False, got 'yes'"),
+    ("retry_errors", 0, ValueError, r"retry_errors must be True or False"),
+    ("env_id", "", ValueError, r"env_id must be None or a non-empty string"),
+    ("max_consecutive_errors", 0, ValueError,
+     r"max_consecutive_errors must be an integer >= 1 or None, got 0"),
+    ("out", 3, TypeError, r"out must be a file path"),
+    ("paper_settings", ["a"], TypeError, r"paper_settings must be None or a JSON-ready"),
+    ("paper_settings", {"model": object()}, TypeError, r"paper_settings must be JSON-ready"),
+    ("cases", [0, 1], TypeError, r"cases must be None or a clinenv\.case_list\.CaseList"),
+]
+
+
+@pytest.mark.parametrize(("field", "value", "error", "message"), BAD)
+def test_a_bad_field_is_named_before_anything_is_written(tmp_path, field, value, error,
+                                                        message):
+    out = tmp_path / "x.jsonl"
+    options = {"out": out, field: value}
+    with pytest.raises(error, match=message):
+        RunSpec(**options)
+    runners = [lambda: run_logged(demo_env(), ScriptedDoctor(), **options),
+               lambda: run_concurrent(demo_env, ScriptedDoctor, **options)]
+    if field != "max_consecutive_errors":  # prepare_run does not stop runs
+        runners.append(lambda: prepare_run(demo_env(), ScriptedDoctor(), **options))
+    for runner in runners:
+        with pytest.raises(error, match=message):
+            runner()
+    assert not out.exists()
+
+
+def test_episodes_beyond_the_dataset_and_episodes_with_cases(tmp_path, case_list):
+    with pytest.raises(ValueError, match=r"episodes must be in 1\.\.17 \(the dataset has 17"):
+        run_logged(demo_env(), ScriptedDoctor(), RunSpec(out=tmp_path / "x.jsonl",
+                                                         episodes=18))
+    with pytest.raises(ValueError, match="give either episodes .* or a case list, not both"):
+        RunSpec(out=tmp_path / "x.jsonl", episodes=2, cases=case_list)
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_unknown_field_and_frozen_spec(tmp_path):
+    with pytest.raises(TypeError, match="bogus"):
+        RunSpec(out=tmp_path / "x.jsonl", bogus=1)
+    spec = RunSpec(out=tmp_path / "x.jsonl")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.seed = 3
+    with pytest.raises(ValueError, match="seed must be >= 0"):
+        dataclasses.replace(spec, seed=-2)  # a variant is checked again
+
+
+def test_values_are_normalised(tmp_path):
+    settings = {"temperature": 0.7}
+    spec = RunSpec(out=str(tmp_path / "x.jsonl"), seed=np.int64(3), episodes=np.int32(2),
+                   paper_settings=settings)
+    settings["temperature"] = 0.0  # the spec keeps its own JSON copy
+    assert spec.out == tmp_path / "x.jsonl" and type(spec.seed) is int and spec.seed == 3
+    assert type(spec.episodes) is int and spec.paper_settings == {"temperature": 0.7}
+
+
+# ------------------------------------------------------------------ spec and keywords
+RUNNERS = {
+    "run_logged": lambda spec, **kw: run_logged(demo_env(), ScriptedDoctor(), spec, **kw),
+    "prepare_run": lambda spec, **kw: prepare_run(demo_env(), ScriptedDoctor(), spec, **kw),
+    "run_concurrent": lambda spec, **kw: run_concurrent(demo_env, ScriptedDoctor, spec, **kw),
+    "arun_concurrent": lambda spec, **kw: asyncio.run(
+        arun_concurrent(demo_env, ScriptedDoctor, spec, **kw)),
+}
+
+
+FIELD_VALUES = [("out", "other.jsonl"), ("seed", 4), ("episodes", 2), ("repetitions", 3),
+                ("resume", True), ("retry_errors", False), ("env_id", "EGIP-Demo-v0"),
+                ("max_consecutive_errors", None), ("paper_settings", {"a": 1})]
+
+
+@pytest.mark.parametrize(("name", "field", "value"), [
+    (name, field, value) for name in RUNNERS for field, value in FIELD_VALUES
+    if not (name == "prepare_run" and field == "max_consecutive_errors")])
+def test_spec_and_a_field_keyword_is_a_type_error(tmp_path, name, field, value):
+    spec = RunSpec(out=tmp_path / "x.jsonl", seed=1)
+    with pytest.raises(TypeError, match=rf"{name}\(\) got both spec= and {field}="):
+        RUNNERS[name](spec, **{field: value})
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_keywords_at_their_defaults_leave_the_spec_alone(tmp_path):
+    spec = RunSpec(out=tmp_path / "x.jsonl", seed=7, episodes=2)
+    result = run_logged(demo_env(), ScriptedDoctor(), spec, seed=0, repetitions=1,
+                        progress=None)
+    assert [s for _, _, s in result.plan] == [episode_seed(7, 0, 0), episode_seed(7, 0, 1)]
+
+
+def test_no_log_file_and_a_spec_of_another_type(tmp_path):
+    with pytest.raises(TypeError, match=r"run_logged\(\) needs the run log: pass out="):
+        run_logged(demo_env(), ScriptedDoctor())
+    with pytest.raises(TypeError, match=r"replay_run\(\) needs the run log"):
+        replay_run(tmp_path / "missing.jsonl", ScriptedDoctor)
+    with pytest.raises(TypeError, match="spec must be a clinenv.runs.spec.RunSpec, got dict"):
+        run_concurrent(demo_env, ScriptedDoctor, {"out": tmp_path / "x.jsonl"})
+
+
+@pytest.mark.parametrize("runner", [run_logged, prepare_run, run_concurrent, arun_concurrent])
+def test_keyword_defaults_are_the_spec_defaults(runner):
+    """The rule "a keyword other than its default" needs one default per field."""
+    params = inspect.signature(runner).parameters
+    assert list(params)[2] == "spec" and params["spec"].default is None
+    assert {name: params[name].default for name in KEYWORD_DEFAULTS if name in params} == {
+        name: value for name, value in KEYWORD_DEFAULTS.items() if name in params}
+    assert KEYWORD_DEFAULTS == {
+        "out": None, "seed": 0, "episodes": None, "repetitions": 1, "resume": False,
+        "retry_errors": True, "env_id": None, "max_consecutive_errors": 5,
+        "paper_settings": None, "cases": None}
