@@ -28,11 +28,11 @@ def exam_mask(rt: EGIPRuntime | None, max_exams: int) -> np.ndarray:
     otherwise (no episode, decision phase, after the end, or without a menu). Catalog
     entries beyond ``max_exams`` have no slot.
     """
-    mask = np.zeros(max_exams, dtype=np.int8)
-    if rt is not None and rt.config.show_menu and rt.phase == "acquire":
-        open_mask = rt.menu_state().open_mask[:max_exams]  # 1 per unrequested entry
-        mask[:len(open_mask)] = np.frombuffer(open_mask, dtype=np.int8)
-    return mask
+    if rt is None or not rt.config.show_menu or rt.phase != "acquire":
+        return np.zeros(max_exams, dtype=np.int8)
+    # one byte per catalog entry, 1 where unrequested; cut or zero-padded to max_exams
+    slots = (rt.menu_state().open_mask + bytes(max_exams))[:max_exams]
+    return np.frombuffer(slots, dtype=np.int8).copy()
 
 
 def doctor_info(rt: EGIPRuntime, *, action_kind: str | None, text_clipped: bool,
@@ -90,14 +90,14 @@ def new_observations(rt: EGIPRuntime) -> list[dict[str, Any]]:
         return []
     # the round's events are at the end of the history (the round that ends acquisition
     # may close with an interface event after its observations)
-    acquired = False
-    for event in reversed(rt.history):
-        if getattr(event, "turn", None) != rt.turn:
-            break
-        acquired = acquired or event.source in ("patient", "measurement")
-    if not acquired:
-        return []
     turn = rt.turn
+    for event in reversed(rt.history):
+        if getattr(event, "turn", None) != turn:
+            return []  # the round acquired nothing
+        if event.source in ("patient", "measurement"):
+            break
+    else:
+        return []
     return [o.to_dict() for o in rt.observations() if o.turn == turn]
 
 

@@ -360,7 +360,8 @@ class RetrievalPatient:
     """
 
     def __init__(self) -> None:
-        # this patient's memo of _candidates (pure: same index and question, same result)
+        # this patient's memos of two pure functions of the question (and the index)
+        self._reading = functools.lru_cache(maxsize=QUESTION_MEMO_SIZE)(_read_question)
         self._candidates = functools.lru_cache(maxsize=QUESTION_MEMO_SIZE)(_candidates)
 
     def __getstate__(self) -> dict:
@@ -403,11 +404,11 @@ class RetrievalPatient:
         earlier = " ".join([reply for _, reply in view.dialogue]).lower()
         last = view.dialogue[-1][1].lower() if view.dialogue else ""
         question = view.question.strip()
-        rest = _GREETING.sub("", question)
-        opening = not _TOKEN.search(rest.lower()) or bool(_OPEN_QUESTION.match(rest))
+        rest, kind = self._reading(question)
+        opening = kind == "opening"
         if opening:
             chosen = _opening(index, earlier, last)
-        elif _CONTINUE.match(rest):
+        elif kind == "continue":
             chosen = [f for f in index.story if f.needle not in earlier][:2]
         else:
             repeat_ok = bool(view.dialogue) and _same(view.dialogue[-1][0], question)
@@ -415,6 +416,15 @@ class RetrievalPatient:
                                       self._candidates), key=_order)
         text = " ".join(_say(index, f, voice, opening) for f in chosen) or NOT_SURE
         return CAREGIVER_PREFIX + text if view.caregiver_voice else text
+
+
+def _read_question(question: str) -> tuple[str, str]:
+    """``(question without its greeting, kind)``: kind ``"opening"`` (a greeting or an
+    open question), ``"continue"`` ("Tell me more") or ``"question"``."""
+    rest = _GREETING.sub("", question)
+    if not _TOKEN.search(rest.lower()) or _OPEN_QUESTION.match(rest):
+        return rest, "opening"
+    return rest, "continue" if _CONTINUE.match(rest) else "question"
 
 
 def _say(index: _Index, fact: _Fact, voice: int, opening: bool) -> str:

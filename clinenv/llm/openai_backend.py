@@ -392,7 +392,10 @@ class _AioHttpClient:
                            headers=reply.headers)
         content_type = reply.headers.get("content-type", "*").split(";")[0]
         if not content_type.endswith("json"):
-            return raw.decode(reply.charset or "utf-8", errors="replace")
+            try:
+                return raw.decode(reply.charset or "utf-8", errors="replace")
+            except LookupError:  # a charset Python does not know
+                return raw.decode("utf-8", errors="replace")
         return json.loads(raw)
 
     async def close(self) -> None:

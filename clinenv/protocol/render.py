@@ -85,25 +85,36 @@ class HistoryRenderer:
     changes; re-rendering it every step would make an episode quadratic in its length.
     """
 
-    __slots__ = ("_lines", "_seen", "_turn", "_asked")
+    __slots__ = ("_text", "_seen", "_turn", "_asked")
 
     def __init__(self) -> None:
-        self._lines: list[str] = []
+        self._text = ""
         self._seen = 0
         self._turn: int | None = None
         self._asked: str | None = None
 
     def render(self, events: Sequence[Event]) -> str:
         """The history text for ``events`` (a list that only grows between calls)."""
+        new = self.new_lines(events)
+        if new:
+            joined = "\n".join(new)
+            self._text = f"{self._text}\n{joined}" if self._text else joined
+        return self._text
+
+    def new_lines(self, events: Sequence[Event]) -> list[str]:
+        """The lines of the events appended to ``events`` since the last call, in order
+        (round headers included); the text of :meth:`render` is all lines so far, joined
+        by newlines."""
+        lines = []
         for event in events[self._seen:]:
             if event.turn != self._turn:
                 self._turn = event.turn
-                self._lines.append(f"[round {event.turn}]")
+                lines.append(f"[round {event.turn}]")
             if isinstance(event, DoctorEvent):
                 self._asked = event.payload
-            self._lines.append(render_event(event, self._asked))
+            lines.append(render_event(event, self._asked))
         self._seen = len(events)
-        return "\n".join(self._lines)
+        return lines
 
 
 def render_history(events: Iterable[Event]) -> str:
@@ -188,12 +199,14 @@ class DoctorViewRenderer:
         runtime: the episode (an :class:`~clinenv.protocol.runtime.EGIPRuntime`).
     """
 
-    __slots__ = ("_runtime", "_header", "_history", "_menu_state", "_menu_block")
+    __slots__ = ("_runtime", "_header", "_history", "_body", "_menu_state", "_menu_block")
 
     def __init__(self, runtime) -> None:
         self._runtime = runtime
         self._header = render_header(runtime.case.objective, runtime.case.candidates)
         self._history = HistoryRenderer()
+        # the view up to its footer: header and history so far ("" before any event)
+        self._body = ""
         self._menu_state = None
         self._menu_block = ("", "")
 
@@ -202,10 +215,12 @@ class DoctorViewRenderer:
         rt = self._runtime
         if rt.phase != "acquire":
             return render_evidence(rt.evidence())
-        if rt.history:
-            return (f"{self._header}\n\n# Interaction so far\n"
-                    f"{self._history.render(rt.history)}\n\n{self.footer()}")
-        return f"{self._header}\n\n{self.footer()}"
+        new = self._history.new_lines(rt.history)
+        if new:  # appended: earlier rounds are never rendered again
+            joined = "\n".join(new)
+            self._body = (f"{self._body}\n{joined}" if self._body else
+                          f"{self._header}\n\n# Interaction so far\n{joined}")
+        return f"{self._body or self._header}\n\n{self.footer()}"
 
     def delta(self, since: int) -> str:
         """What is new since history position ``since`` (:func:`render_delta`)."""
