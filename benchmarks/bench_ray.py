@@ -57,6 +57,7 @@ from clinenv.agents.scripted_doctor import ScriptedDoctor
 from clinenv.distributed import RunnerParts, run_ray
 from clinenv.llm.openai_backend import OpenAIChatModel
 from clinenv.runs.concurrent import run_concurrent
+from clinenv.testing.fake_server import spawn_server
 
 ENV_ID = "EGIP-Demo-v0"
 N_CASES = 17  # the demo cases
@@ -94,18 +95,6 @@ def in_namespace(argv: list[str]) -> int:
         print("bench_ray: unshare is missing; run inside a loopback-only network namespace",
               file=sys.stderr)
         return 2
-
-
-def start_server(delay_ms: float) -> tuple[subprocess.Popen, str]:
-    """The fake server subprocess and its base URL (from its ``READY <url>`` line)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "clinenv.testing.fake_server", "--delay-ms", str(delay_ms),
-         "--responder", "clinician"], stdout=subprocess.PIPE, text=True)
-    line = proc.stdout.readline() if proc.stdout else ""
-    if not line.startswith("READY "):
-        proc.kill()
-        raise RuntimeError(f"fake server did not start (got {line!r})")
-    return proc, line.split(None, 1)[1].strip()
 
 
 def schedule(n_episodes: int) -> tuple[int, int]:
@@ -170,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{ENV_ID}, LLM doctor (direct), {cases} cases x {reps} repetitions, "
           f"{args.delay_ms:g} ms per request, {args.concurrency} episodes at once per "
           f"runner; both Ray nodes share this machine's cores", flush=True)
-    server, base_url = start_server(args.delay_ms)
+    server, base_url = spawn_server(args.delay_ms)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)

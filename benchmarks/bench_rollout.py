@@ -83,6 +83,7 @@ from clinenv.errors import DatasetNotFoundError
 from clinenv.llm.openai_backend import OpenAIChatModel
 from clinenv.runs.concurrent import RAMP_UP_S, run_concurrent
 from clinenv.runs.logged import run_logged
+from clinenv.testing.fake_server import spawn_server
 
 PREFERRED, FALLBACK = "EGIP-MedQA-v0", "EGIP-Demo-v0"
 
@@ -102,18 +103,6 @@ def union_seconds(intervals: Sequence[Sequence[float]], start: float, end: float
     if cur_b is not None:
         total += cur_b - cur_a
     return total
-
-
-def start_server(delay_ms: float) -> tuple[subprocess.Popen, str]:
-    """The fake server subprocess and its base URL (from its ``READY <url>`` line)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "clinenv.testing.fake_server", "--delay-ms", str(delay_ms),
-         "--responder", "clinician"], stdout=subprocess.PIPE, text=True)
-    line = proc.stdout.readline() if proc.stdout else ""
-    if not line.startswith("READY "):
-        proc.kill()
-        raise RuntimeError(f"fake server did not start (got {line!r})")
-    return proc, line.split(None, 1)[1].strip()
 
 
 def server_intervals(base_url: str) -> list[list[float]]:
@@ -252,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"note: MedQA not found (set CLINENV_DATA_DIR to a folder with "
               f"agentclinic_medqa.jsonl); using {FALLBACK}", flush=True)
     n_cases = len(gym.make(env_id).unwrapped.pool.cases)
-    proc, base_url = start_server(args.delay_ms)
+    proc, base_url = spawn_server(args.delay_ms)
     model = OpenAIChatModel("fake-model", base_url=base_url, timeout_s=60.0,
                             http_transport=args.http_transport)
     print(f"{env_id}: LLMDoctor (Direct) over {base_url}, {args.delay_ms:g} ms per request, "

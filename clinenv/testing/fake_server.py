@@ -29,6 +29,7 @@ import argparse
 import json
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -441,6 +442,20 @@ class FakeChatServer:
 
 
 # --------------------------------------------------------------------------- CLI
+def spawn_server(delay_ms: float = 0.0, responder: str = "clinician"
+                 ) -> tuple[subprocess.Popen, str]:
+    """The command-line server in a subprocess and its base URL (its ``READY <url>``
+    line); the caller terminates it. Raises :class:`RuntimeError` if it does not start."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "clinenv.testing.fake_server", "--delay-ms", str(delay_ms),
+         "--responder", responder], stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline() if proc.stdout else ""
+    if not line.startswith("READY "):
+        proc.kill()
+        raise RuntimeError(f"fake server did not start (got {line!r})")
+    return proc, line.split(None, 1)[1].strip()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: serve until SIGTERM or Ctrl-C; prints ``READY <base_url>`` first."""
     parser = argparse.ArgumentParser(
