@@ -91,6 +91,8 @@ def _capitalize(text: str) -> str:
 
 
 def _second_to_first(sentence: str) -> str:
+    if "you" not in sentence.lower():  # every pattern holds "you" (no other character
+        return sentence  # folds to these letters)
     for pattern, replacement in _YOU_FORMS:
         sentence = pattern.sub(replacement, sentence)
     return sentence

@@ -34,9 +34,13 @@ a 1-month history of X"; "Patient denies X" -> "I don't have X"; "you" in role c
 "I"). With ``caregiver_voice`` the parent answers: :data:`CAREGIVER_PREFIX` plus the fact
 in the third person ("The patient has been fussy" -> "My child has been fussy").
 
-The index of a facts tree is built once and cached per patient instance under a hashable
-fingerprint of the tree (never ``id(facts)``, which Python reuses);
-:meth:`RetrievalPatient.for_facts` builds it ahead of the first reply.
+The index of a facts tree is built once and shared, read-only, by every patient of the
+process under a hashable fingerprint of the tree (never ``id(facts)``, which Python
+reuses); :meth:`RetrievalPatient.for_facts` builds it ahead of the first reply. It keeps
+the stems of P sorted by length, so a question stem is compared only with the stems long
+or short enough to reach :data:`WORD_SIMILARITY`. Each patient also keeps the facts that
+qualify for its last :data:`QUESTION_MEMO_SIZE` questions (a pure function of the index
+and the question): a question asked again is not scored again.
 """
 
 from __future__ import annotations

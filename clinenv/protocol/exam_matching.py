@@ -135,6 +135,9 @@ class ExamMatcher:
         self._component: dict[str, list[_Target]] = {}
         self._choices: list[str] = []
         self._choice_target: list[_Target] = []
+        # the (immutable) match of each public id, built once
+        self._by_id = {e.exam_id.lower(): ExamMatch("matched", (e,), None, (e,), 100.0)
+                       for e in catalog}
 
         def add(form: str, target: _Target) -> None:
             bucket = self._exact.setdefault(form, [])
@@ -175,10 +178,8 @@ class ExamMatcher:
         text = request.strip().strip("*_`'\"").strip()
         id_match = ID_PATTERN.match(text)
         if id_match:
-            entry = self.catalog.get(id_match.group(1).replace(" ", ""))
-            if entry is None:
-                return ExamMatch("invalid_id")
-            return ExamMatch("matched", (entry,), None, (entry,), 100.0)
+            match = self._by_id.get(id_match.group(1).replace(" ", "").lower())
+            return ExamMatch("invalid_id") if match is None else match
         norm = _expand(normalize_name(text))
         if not norm:
             return ExamMatch("miss")

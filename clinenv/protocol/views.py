@@ -106,6 +106,8 @@ def withhold_target(facts: Mapping[str, JsonValue], target: str) -> FrozenFacts:
     def names(text: str) -> bool:
         return names_target(target, text)
 
+    if not names_target(target, dict(facts)):  # no leaf names it (most cases): P as given
+        return FrozenFacts(facts)
     return FrozenFacts({k: _withhold(v, names) for k, v in facts.items()})
 
 
