@@ -70,6 +70,17 @@ class CasePool:
                 prepared = self._prepared.setdefault(key, built)
         return prepared
 
+    def __getstate__(self) -> dict:
+        """Pickled without the prepared-case cache and its lock (rebuilt on use)."""
+        state = self.__dict__.copy()
+        del state["_prepared_lock"]
+        state["_prepared"] = {}
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._prepared_lock = threading.Lock()
+
     def __len__(self) -> int:
         return len(self.cases)
 

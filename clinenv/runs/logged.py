@@ -177,6 +177,14 @@ class RunResult:
     n_errors: int = 0
     n_retried: int = 0
 
+    def __repr__(self) -> str:
+        """Counts only (a run's lines can be megabytes; Python's asyncio.run repr()s the
+        main task's result on the way out)."""
+        return (f"RunResult(episodes={len(self.lines)}, n_new={self.n_new}, "
+                f"n_resumed={self.n_resumed}, n_extra={self.n_extra}, "
+                f"n_errors={self.n_errors}, n_retried={self.n_retried}, "
+                f"partial_bytes={self.partial_bytes})")
+
 
 @dataclass
 class PreparedRun:

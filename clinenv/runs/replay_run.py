@@ -206,6 +206,12 @@ class ReplayResult:
     n_skipped: int
     partial_bytes: int
 
+    def __repr__(self) -> str:
+        """Counts only, as :meth:`clinenv.runs.logged.RunResult.__repr__`."""
+        return (f"ReplayResult(out={str(self.out)!r}, episodes={len(self.lines)}, "
+                f"n_new={self.n_new}, n_resumed={self.n_resumed}, n_errors={self.n_errors}, "
+                f"n_skipped={self.n_skipped}, partial_bytes={self.partial_bytes})")
+
 
 def _existing(out: Path, *, resume: bool, doctor: dict[str, Any], settings: dict[str, Any],
               source: ReplaySource, retry_errors: bool) -> tuple[dict, list, int]:
