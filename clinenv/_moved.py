@@ -18,6 +18,8 @@ ALIASES = {
     "clinenv.terminal_outcome": "clinenv.env.terminal_outcome",
     "clinenv.registration": "clinenv.env.registration",
     "clinenv.llm.fake_server": "clinenv.testing.fake_server",
+    "clinenv.wrappers.menu_action": "clinenv.wrappers.env.menu_action",
+    "clinenv.wrappers.chat_history": "clinenv.wrappers.env.chat_history",
 }
 
 

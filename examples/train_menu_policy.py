@@ -1,7 +1,7 @@
 """REINFORCE with a baseline, numpy only, on the menu-index environment.
 
 A linear softmax policy over the valid actions of ``EGIP-<Dataset>-Menu-v0``
-(:class:`clinenv.wrappers.menu_action.MenuActionEnv`) is trained on the construction
+(:class:`clinenv.wrappers.env.menu_action.MenuActionEnv`) is trained on the construction
 cases of a :func:`clinenv.datasets.case_split.split_cases` split (fraction 0.7, the
 ``--seed``) and evaluated greedily on the held-out cases against a uniform random policy
 over the same mask and the scripted doctor (menu order, no questions, on the text env

@@ -9,7 +9,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import clinenv  # noqa: F401
-from clinenv.wrappers.chat_history import ChatHistory
+from clinenv.wrappers.env.chat_history import ChatHistory
 
 pytestmark = pytest.mark.filterwarnings("error")
 

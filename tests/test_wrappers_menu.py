@@ -19,7 +19,7 @@ from gymnasium.utils.env_checker import check_env
 
 import clinenv  # noqa: F401
 from clinenv.agents.scripted_doctor import HISTORY_QUESTIONS
-from clinenv.wrappers.menu_action import MenuActionEnv
+from clinenv.wrappers.env.menu_action import MenuActionEnv
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -174,7 +174,7 @@ def test_accepts_the_env_of_gym_make_and_steps_through_its_wrappers():
 
 
 def test_refuses_what_it_cannot_drive():
-    from clinenv.wrappers.chat_history import ChatHistory
+    from clinenv.wrappers.env.chat_history import ChatHistory
 
     with pytest.raises(ValueError, match="env must be an EGIPEnv.*CartPoleEnv"):
         MenuActionEnv(gym.make("CartPole-v1"))

@@ -1,9 +1,9 @@
-"""Policy and environment wrappers (CDEG and its baselines; Gymnasium wrappers).
+"""Wrappers, named by what they wrap (installed as ``clinenv.wrappers``).
 
-Installed as ``clinenv.wrappers``. Gymnasium wrappers:
-
-- :mod:`clinenv.wrappers.menu_action` — a Discrete menu-index doctor action with the
-  canonical ``action_mask`` (ids ``EGIP-<Dataset>-Menu-v0``), for classic RL baselines;
-- :mod:`clinenv.wrappers.chat_history` — the episode as role/content chat messages, for
-  chat-template policies.
+- :mod:`clinenv.wrappers.env` — Gymnasium wrappers of an environment: the menu-index
+  action (``menu_action``) and the chat-message view (``chat_history``);
+- doctor-policy wrappers, which wrap a :class:`~clinenv.agents.base.DoctorPolicy` and
+  re-ask it before its final answer: :mod:`clinenv.wrappers.cdeg` (CDEG's policy
+  wrapper, graph and construction pipeline), :mod:`clinenv.wrappers.baselines` (the
+  CDEG paper's baselines), sharing :mod:`clinenv.wrappers.reask`.
 """

@@ -2,7 +2,7 @@
 
 One line per variant. ``EGIP-<Dataset>-v0`` builds :class:`clinenv.env.EGIPEnv` (text
 actions); ``EGIP-<Dataset>-Menu-v0`` builds
-:class:`clinenv.wrappers.menu_action.MenuActionEnv` (a Discrete menu-index action with
+:class:`clinenv.wrappers.env.menu_action.MenuActionEnv` (a Discrete menu-index action with
 ``action_mask``, for classic RL baselines) over the same dataset. On cases without
 candidate labels (MedQA, MIMIC-IV) its answer action can only submit a diagnosis named
 in the acquired evidence (``info["answer_source"] == "evidence"``), which is copied
@@ -30,7 +30,7 @@ from __future__ import annotations
 import gymnasium as gym
 
 ENTRY_POINT = "clinenv.env:EGIPEnv"
-MENU_ENTRY_POINT = "clinenv.wrappers.menu_action:MenuActionEnv"
+MENU_ENTRY_POINT = "clinenv.wrappers.env.menu_action:MenuActionEnv"
 
 #: Environment id -> dataset registry name (text actions).
 EGIP_IDS: dict[str, str] = {
