@@ -9,7 +9,7 @@ model call. :class:`ChatSeat` holds what those seats do alike:
   run logs (never an API key);
 - :meth:`ChatSeat.reset` with the episode seed and :meth:`ChatSeat.call_config`, the
   settings of one call with ``call_seed(seed, index, purpose)`` (the reset seed, else the
-  generation config's; with neither, no seed is sent: field-bug-reports B08) and the
+  generation config's; with neither, no seed is sent) and the
   seat's turn stop strings after the configured ones
   (:func:`~clinenv.agents.terminal_base.turn_stops` with :attr:`ChatSeat.seat`);
 - the call records (:meth:`ChatSeat.drain_calls`).

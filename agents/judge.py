@@ -10,7 +10,7 @@ reads: the parsed answer under EGIP (a chosen candidate as its label), the diagn
 the moderator reads in the final utterance under the native protocols
 (:func:`clinenv.protocol.native.moderator_answer`).
 
-Reading the reply (:func:`parse_verdict`, field-bug-reports B07), lenient default:
+Reading the reply (:func:`parse_verdict`), lenient default:
 
 1. ``<think>`` blocks, markdown (``*``, ``_``, ``#``, backticks) and surrounding
    whitespace are removed; nothing left -> ``"unparsed"``;
@@ -27,7 +27,7 @@ The answer word ``no`` (in steps 2 and 4) is a ``no`` that is not followed, on t
 line, by a word: before a word it is a determiner (``"No doubt, they are the same
 condition."``, ``"No difference; same disease."``, ``"there is no question"``), which
 says nothing about the verdict, so such replies are ``"unparsed"`` and the judge is
-asked again, never read as ``"wrong"`` (field-bug-reports B07). ``"No doubt."`` alone
+asked again, never read as ``"wrong"``. ``"No doubt."`` alone
 is ``"unparsed"`` too: it answers no yes/no question, and reading idioms as agreement
 is the kind of guess this parser avoids. ``yes`` has no such use and counts wherever it
 stands as a word.
@@ -89,7 +89,7 @@ def parse_verdict(text: str, *, strict: bool = False) -> JudgeLabel:
         strict: AgentClinic's exact ``"yes"`` rule (see the module docstring).
 
     Returns:
-        The verdict; rules in the module docstring (field-bug-reports B07).
+        The verdict; rules in the module docstring.
     """
     text = text if isinstance(text, str) else ""
     if strict:

@@ -9,14 +9,14 @@ Acquisition phase (``info["phase"] == "acquire"``, EGIP section 3.2):
   trainers do; the environment must use the same format.
 
 The reply is returned as the action; the environment's parser reads markers, markdown
-and ``<think>`` blocks (field-bug-reports B01, B05) and cuts it to the doctor's turn.
+and ``<think>`` blocks and cuts it to the doctor's turn.
 Every call sends the doctor's turn stop strings after the configured ones
 (:func:`~clinenv.agents.terminal_base.turn_stops`). The doctor's own record of its turn
 is cut too (:func:`~clinenv.protocol.turns.cut_turn`, seat ``"doctor"``): in
 ``"delta"`` format its history holds only the cut text, so a patient turn the model
 invented never enters it, and a cut call's record has the flag ``"wrote_past_turn"``.
 
-A reply cut by ``max_tokens`` with no visible content is returned as ``""`` (B04a): the
+A reply cut by ``max_tokens`` with no visible content is returned as ``""``: the
 environment answers with interface feedback and the round counts toward T; its call
 record has ``truncated=True`` and ``flags`` ``["empty_reply"]``. The environment never
 sees the doctor's model, so this flag is in the run log's call records
@@ -46,7 +46,7 @@ model call. MedAgentSim's last turn is a decision phase: the observation is the
 transcript plus a discussion instruction, passed whole to the terminal strategy
 (``"discussion"`` there, or any other).
 
-Seeds (B08c): every call carries ``call_seed(episode_seed, turn, purpose)`` with
+Seeds: every call carries ``call_seed(episode_seed, turn, purpose)`` with
 ``turn = info["turn"]``; the episode seed comes from :meth:`LLMDoctor.reset` (else the
 generation config's seed; with neither, no seed is sent).
 """
@@ -273,7 +273,7 @@ class LLMDoctor:
         if not own.text:
             flags.append("empty_reply")
             if choice.truncated:
-                reply = ""  # B04(a): no action; the env gives feedback, the round counts
+                reply = ""  # no action; the env gives feedback, the round counts
         flags += own.flags
         if self.observation_format == "delta":
             self._history.append({"role": "assistant", "content": own.text})

@@ -5,7 +5,7 @@ It receives only a :class:`~clinenv.protocol.views.PatientView`: the patient fac
 (target-naming sentences already withheld) and the permitted dialogue, never the
 records M or the target Y (EGIP section 3.2).
 
-Messages (:meth:`LLMPatient.messages_for`, field-bug-reports B16):
+Messages (:meth:`LLMPatient.messages_for`):
 
 1. system: :data:`~clinenv.agents.prompts.PATIENT_SYSTEM` with the rendered facts and
    the voice (the patient, or a caregiver when ``view.caregiver_voice``);
@@ -29,7 +29,7 @@ flagged ``"empty_reply"``; a reply that repeats an earlier own reply word for wo
 flagged ``"repeats_own_reply"`` (the opening — its first reply — included). The flags
 depend on the reply's text only. They go to the call records
 (:meth:`LLMPatient.drain_calls`) and, through :attr:`LLMPatient.last_flags`, to the
-environment's ``info["patient_flags"]`` and episode record (field-bug-reports B16).
+environment's ``info["patient_flags"]`` and episode record.
 
 Seeds: ``call_seed(seed, n_questions_before, "patient")`` with the seed of
 :meth:`LLMPatient.reset` (else the generation config's; with neither, none is sent).

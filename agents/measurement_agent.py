@@ -32,7 +32,7 @@ from clinenv.protocol.measurement_view import MeasurementView
 from clinenv.protocol.parser import split_reasoning
 from clinenv.protocol.turns import cut_turn
 
-#: The LLM agent's answer when its reply had no visible text (B04).
+#: The LLM agent's answer when its reply had no visible text.
 NO_REPLY = "RESULTS: (no result was reported)"
 _SPEAKERS = {"doctor": "Doctor", "measurement": "You", "patient": "Patient"}
 

@@ -125,7 +125,7 @@ PATIENT_VOICE_CAREGIVER = (
     "The patient is a young child who cannot answer for themselves. You are the parent "
     "who brought the child in: answer on the child's behalf and speak of \"my child\"."
 )
-#: Opens the first user turn, before the patient has said anything (B16 layout).
+#: Opens the first user turn, before the patient has said anything.
 PATIENT_OPENING = "(The doctor comes into the consulting room.)"
 
 # ---------------------------------------------------------------------- measurement

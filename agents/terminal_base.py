@@ -187,7 +187,7 @@ def extract_answer(text: str) -> str | None:
     ``accept_bare_diagnosis=True``): ``DIAGNOSIS READY: X`` in any case and through
     markdown, ``Diagnosis: X`` / ``Final diagnosis: X`` lines, or a reply that is one
     short line (at most :data:`MAX_BARE_ANSWER_CHARS` characters). ``<think>`` blocks are
-    ignored (field-bug-reports B01); an empty reply has no answer (B04).
+    ignored; an empty reply has no answer.
     """
     action = parse_action(text if isinstance(text, str) else "", accept_bare_diagnosis=True)
     if action.kind == "diagnosis":

@@ -33,7 +33,7 @@ def episode_seed(seed: int, repetition: int, case_index: int) -> int:
 
 
 def call_seed(seed: int | None, *keys: int | str) -> int | None:
-    """The sampling seed of one model call inside an episode (field-bug-reports B08).
+    """The sampling seed of one model call inside an episode.
 
     Derived from the episode seed and the call's position (e.g. turn and purpose) with
     :class:`numpy.random.SeedSequence`, so every request of a seeded episode carries a

@@ -267,7 +267,7 @@ def test_b04a_truncated_reasoning_gives_no_answer(fake_server):  # noqa: F811
     assert choice.reasoning == "Weighing Addison disease against..."
     assert not choice.from_reasoning
     assert result.to_log()["truncated"] is True
-    assert any("B04" in w for w in result.warnings)
+    assert any("cut by max_tokens inside reasoning" in w for w in result.warnings)
 
 
 @pytest.mark.parametrize("field", ["reasoning", "reasoning_content"])

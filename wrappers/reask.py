@@ -60,7 +60,7 @@ def final_answer(action: str, phase: str) -> str | None:
 
     In the acquisition phase only a ``DIAGNOSIS READY:`` marker counts (parsed by
     :func:`clinenv.protocol.parser.parse_action`: markdown and ``<think>`` blocks are
-    handled, field-bug-reports B01, B05); in the decision phase every answer is final:
+    handled); in the decision phase every answer is final:
     the diagnosis payload (bare ``Diagnosis: X`` lines accepted) or else the visible text.
     An empty action gives ``None``.
     """

@@ -13,8 +13,8 @@ mode:
   all-MiniLM-L6-v2).
 
 The tokenizer pads on the right whatever its saved setting, so position 0 holds [CLS] in
-every row and a batched embedding equals the one-by-one embedding (field-bug-reports
-B20). Texts longer than ``max_length`` tokens are truncated; the encoder counts them in
+every row and a batched embedding equals the one-by-one embedding. Texts longer than
+``max_length`` tokens are truncated; the encoder counts them in
 :attr:`TransformersEncoder.truncated` and logs a warning the first time. Rows are
 L2-normalized float32.
 """
@@ -112,7 +112,7 @@ class TransformersEncoder:
         if self.tokenizer.pad_token is None:
             raise EncoderLoadError(f"tokenizer of {self.model_id!r} has no pad token; "
                                    "batched encoding needs one")
-        self.tokenizer.padding_side = "right"  # [CLS] at position 0 in every row (B20)
+        self.tokenizer.padding_side = "right"  # [CLS] at position 0 in every row
         self.model.to(self.device)
         self.model.eval()
         self.dim = int(self.model.config.hidden_size)

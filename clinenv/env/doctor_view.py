@@ -4,7 +4,7 @@
 (the PettingZoo doctor seat) give the doctor the same ``exam_mask``, the same ``info``
 keys and the same terminal outcome; both build them here from the
 :class:`~clinenv.protocol.runtime.EGIPRuntime`, and both read a built-in patient's reply
-flags (``info["patient_flags"]``, field-bug-reports B16) with :func:`patient_flags`. The
+flags (``info["patient_flags"]``) with :func:`patient_flags`. The
 observation text (the role view R, :mod:`clinenv.protocol.render`) is chosen by each
 environment.
 """
@@ -149,13 +149,12 @@ def answer_outcome(rt: EGIPRuntime, score: Score, verdict: str | None = None, *,
 def reports_flags(patient: Any) -> bool:
     """Whether ``patient`` reports the flags of its replies: it has a ``last_flags``
     attribute (the LLM patient, :class:`~clinenv.agents.llm_patient.LLMPatient`, or any
-    patient object with one; the retrieval patient and ``None`` have none). Source:
-    field-bug-reports B16."""
+    patient object with one; the retrieval patient and ``None`` have none)."""
     return hasattr(patient, "last_flags")
 
 
 def patient_flags(patient: Any) -> list[str] | None:
-    """The doctor's ``info["patient_flags"]`` after ``patient`` replied (B16).
+    """The doctor's ``info["patient_flags"]`` after ``patient`` replied.
 
     Read right after the reply: ``patient.last_flags`` holds the flags of the latest
     reply only.

@@ -30,7 +30,7 @@ counts): ``case_id``, ``dataset``, ``phase``, ``turn``, ``menu`` (list of ``{"id
 ``scorer`` (``"deterministic"`` or ``"llm-judge"``); with a judge also ``judge_verdict``
 (``"correct"`` / ``"wrong"`` / ``"unparsed"``, ``None`` when the judge was not asked).
 
-``info["patient_flags"]`` (field-bug-reports B16) is present on every step that a
+``info["patient_flags"]`` is present on every step that a
 flag-reporting patient answered — the LLM patient, or any patient object with a
 ``last_flags`` attribute (the flags of its latest reply): a list of strings, ``[]`` for a
 clean reply, else among ``"speaks_as_doctor"`` (the reply spoke as the doctor; only the
@@ -40,11 +40,10 @@ the reply's text only, so identical replies give identical infos. The episode re
 keeps the flagged replies as ``patient_flags``: ``[{"turn", "flags"}, ...]``.
 
 What the environment cannot see is not in ``info``: a doctor reply cut by ``max_tokens``
-(field-bug-reports B04a) comes from the doctor's own model, so it is flagged in the
-doctor's call records — the run log's ``llm.calls[*].truncated`` (and ``flags``
-``"empty_reply"`` when nothing visible was left; :mod:`clinenv.agents.llm_doctor`) —
-while the environment only receives the (empty) action and answers it with interface
-feedback.
+comes from the doctor's own model, so it is flagged in the doctor's call records — the run
+log's ``llm.calls[*].truncated`` (and ``flags`` ``"empty_reply"`` when nothing visible was
+left; :mod:`clinenv.agents.llm_doctor`) — while the environment only receives the (empty)
+action and answers it with interface feedback.
 
 Simulators and judges (the patient, the examiner, the judge; offline and deterministic
 by default, LLM-backed ones opt-in) fill their seats as :mod:`clinenv.env.seats`
@@ -138,7 +137,7 @@ class EGIPEnv(gym.Env):
             ``reply(PatientView) -> str`` (optionally ``async areply``, ``reset(seed=)``
             and ``last_flags``, the flags of its latest reply for
             ``info["patient_flags"]``). A patient with ``reset`` is reset at every ``reset`` with
-            a seed drawn from ``self.np_random`` after the case (B08c); so, without
+            a seed drawn from ``self.np_random`` after the case; so, without
             a pinned case, an LLM patient changes the case sequence of unseeded resets.
         patient_model: the :class:`~clinenv.llm.base.ChatModel` of ``patient="llm"``
             (required there, refused otherwise).
@@ -278,7 +277,7 @@ class EGIPEnv(gym.Env):
         self.runtime = self.loop.runtime
         self._final = {}  # an episode cut by a judge error never shows the last outcome
         self._flagged_replies = []
-        # simulator seeds, drawn after the case (B08c)
+        # simulator seeds, drawn after the case
         self._judge_seed = reset_seats(self.patient, self.examiner, self.np_random,
                                        self._judge_takes_seed)
         return self._emit(text, action_kind=None)
@@ -287,7 +286,7 @@ class EGIPEnv(gym.Env):
         """Apply one doctor action; see the module docstring. Never raises on any text.
 
         The patient answers through its sync ``reply`` and the judge through ``judge``;
-        no event loop is used, so this is safe inside a running loop (B10).
+        no event loop is used, so this is safe inside a running loop.
 
         Raises:
             gymnasium.error.ResetNeeded: no episode (call ``reset`` first).
@@ -380,7 +379,7 @@ class EGIPEnv(gym.Env):
         return self.loop.view()
 
     def _reply_flags(self, turn: int) -> list[str] | None:
-        """The flags of the patient's latest reply (``last_flags``; B16), or ``None`` for
+        """The flags of the patient's latest reply (``last_flags``), or ``None`` for
         a patient that reports none; a flagged reply is kept for the episode record."""
         flags = patient_flags(self.patient)
         if flags:
@@ -407,7 +406,7 @@ class EGIPEnv(gym.Env):
         ``invalid_actions``, ``stopped_early``, ``events``, ``evidence``, ``answer``,
         ``case_flags``, ``case_strata``; with a flag-reporting patient (the LLM patient)
         ``patient_flags``, the flagged replies so far as ``[{"turn": int, "flags":
-        [str, ...]}, ...]`` (``[]`` when none; B16, see the module docstring). Once the
+        [str, ...]}, ...]`` (``[]`` when none; see the module docstring). Once the
         episode is over the record also holds the outcome keys of ``info`` and the
         reference target Y (``target``) for post-hoc evaluation; never pass a record to
         an agent.

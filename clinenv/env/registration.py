@@ -18,8 +18,8 @@ how-to-get-it error (:class:`clinenv.errors.DatasetNotFoundError`).
 
 Episodes end by themselves after T acquisition rounds and one decision step, so no
 ``TimeLimit`` is added (``max_episode_steps`` is ``None``). Registering also imports
-:mod:`clinenv.env.vector`, which makes async vector envs refuse shared memory for text
-(field-bug-reports B13); use :func:`clinenv.env.vector.make_vec`.
+:mod:`clinenv.env.vector`, which makes async vector envs refuse shared memory for text;
+use :func:`clinenv.env.vector.make_vec`.
 
 The PettingZoo game is not registered (PettingZoo has no registry): use
 :mod:`clinenv.multiagent.egip_v0`.
@@ -67,7 +67,7 @@ MENU_IDS: dict[str, str] = {
 def register_all() -> None:
     """Register every id in :data:`EGIP_IDS`, :data:`MENU_IDS` and :data:`NATIVE_IDS`
     (idempotent)."""
-    import clinenv.env.vector  # noqa: F401  (installs the shared-memory guard, B13)
+    import clinenv.env.vector  # noqa: F401  (installs the shared-memory guard)
 
     for ids, entry_point in ((EGIP_IDS, ENTRY_POINT), (MENU_IDS, MENU_ENTRY_POINT)):
         for env_id, dataset in ids.items():

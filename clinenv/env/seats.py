@@ -25,20 +25,19 @@ built by :mod:`clinenv.env.simulators`):
 update the runtime, say which simulator must answer), the patient's reply, the examiner's
 answer or the judge's verdict (sync ``reply``/``measure``/``judge`` in ``step``, awaited
 ``areply``/``ameasure``/``ajudge`` in ``astep`` when present), then ``EGIPEnv._finish``
-(observation, reward, info).
-``step`` never touches an event loop, so it is safe inside a running loop (a notebook, an
-async trainer) with the LLM patient, whose sync ``reply`` uses the model's sync client
-(field-bug-reports B10); a patient, judge or examiner that is async-only (``areply``
-without ``reply``, ``ajudge`` without ``judge``, ``ameasure`` without ``measure``)
-makes ``step`` raise a :class:`TypeError` saying to use ``await
-env.unwrapped.astep(action)``, before the episode changes. Model call records (timings,
-tokens) of the LLM patient and judge are collected with :meth:`clinenv.env.EGIPEnv.drain_llm_calls`
-for the run log and never appear in ``info``. The environment does not own
-``patient_model`` / ``judge_model``: close them yourself (``with model: ...``).
+(observation, reward, info). ``step`` never touches an event loop, so it is safe inside a
+running loop (a notebook, an async trainer) with the LLM patient, whose sync ``reply``
+uses the model's sync client; a patient, judge or examiner that is async-only (``areply``
+without ``reply``, ``ajudge`` without ``judge``, ``ameasure`` without ``measure``) makes
+``step`` raise a :class:`TypeError` saying to use ``await env.unwrapped.astep(action)``,
+before the episode changes. Model call records (timings, tokens) of the LLM patient and
+judge are collected with :meth:`clinenv.env.EGIPEnv.drain_llm_calls` for the run log and
+never appear in ``info``. The environment does not own ``patient_model`` /
+``judge_model``: close them yourself (``with model: ...``).
 
 This module holds the seat mechanics: :class:`PendingStep` (a step between its two
 halves), :func:`check_sync_seats`, :func:`fill_seats` / :func:`afill_seats` (the
-simulators' answers), :func:`reset_seats` (the simulators' seeds, B08c) and
+simulators' answers), :func:`reset_seats` (the simulators' seeds) and
 :func:`drain_seat_calls`.
 """
 
@@ -137,7 +136,7 @@ async def afill_seats(env: Any, pending: PendingStep, judge_kwargs: dict[str, An
 def reset_seats(patient: Any, examiner: Any, rng: Any, judge_takes_seed: bool) -> int | None:
     """Reset the patient and the examiner with seeds drawn from ``rng`` (the
     environment's ``np_random``, after the case: the case of a reset never depends on the
-    simulators, and the same reset seed gives the same simulator seeds, B08c); returns
+    simulators, and the same reset seed gives the same simulator seeds); returns
     the judge's seed (drawn between them), or ``None`` for a judge without ``seed=``.
 
     Seeds are ints in ``0 .. 2**31 - 2``; the order is patient, judge, examiner (EGIP's

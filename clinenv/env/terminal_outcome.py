@@ -9,7 +9,7 @@ Rules (:func:`terminal_outcome`):
 
 - no judge was asked: the verdict is the scorer's (:class:`~clinenv.scoring.Score`);
 - a judge ruled: its verdict label, read through :data:`JUDGE_TO_VERDICT`; a label that
-  is not one of them is ``"unparsed"``, never read as a verdict (field-bug-reports B07),
+  is not one of them is ``"unparsed"``, never read as a verdict,
   and ``"unparsed"`` is unscored, never silently wrong;
 - ``strict`` (AgentClinic's moderator rule, the native protocols' ``strict_yes``): only
   ``"correct"`` counts, every other verdict -- the judge's or the scorer's, unscored
@@ -32,7 +32,7 @@ __all__ = ["JUDGE_TO_VERDICT", "NOT_JUDGED", "contradicts_exact", "judge_label",
            "terminal_outcome"]
 
 #: Judge verdict labels and the environment verdict each maps to (``unparsed`` is
-#: unscored; field-bug-reports B07).
+#: unscored).
 JUDGE_TO_VERDICT: Final = {"correct": "correct", "wrong": "wrong", "unparsed": "unscored"}
 
 
@@ -50,7 +50,7 @@ NOT_JUDGED: Final = _NotJudged()
 
 def judge_label(judgement: Any) -> str:
     """The judge's verdict label: ``judgement.verdict`` (or ``judgement`` itself) as a
-    string when it is a key of :data:`JUDGE_TO_VERDICT`, else ``"unparsed"`` (B07)."""
+    string when it is a key of :data:`JUDGE_TO_VERDICT`, else ``"unparsed"``."""
     label = str(getattr(judgement, "verdict", judgement))
     return label if label in JUDGE_TO_VERDICT else "unparsed"
 

@@ -1,4 +1,4 @@
-"""Vector environments for the text environments (field-bug-reports B13).
+"""Vector environments for the text environments.
 
 Gymnasium's ``AsyncVectorEnv`` puts observations in shared memory by default. Text does
 not survive that: a ``Text`` observation comes back as ``'000...'`` without an error,
@@ -88,7 +88,7 @@ def autoreset(mode: gym.vector.AutoresetMode | str) -> gym.vector.AutoresetMode:
 
 @create_shared_memory.register(UnicodeText)
 def _refuse_shared_memory(space: UnicodeText, n: int = 1, ctx: Any = None) -> Any:
-    """Shared memory cannot carry Unicode text: refuse instead of corrupting it (B13)."""
+    """Shared memory cannot carry Unicode text: refuse instead of corrupting it."""
     raise TypeError(
         "A UnicodeText observation cannot be placed in AsyncVectorEnv's shared memory "
         "(text would come back corrupted). Use clinenv.env.vector.make_vec(id, n, "

@@ -77,7 +77,7 @@ class GenerationConfig(BaseModel):
             appendix A.1).
         top_p: in (0, 1].
         seed: per-request sampling seed, or ``None``; backends that ignore seeds are
-            reported, not trusted (field-bug-reports B08).
+            reported, not trusted.
         stop: stop strings (the text is cut before the first one).
         n: >= 1 choices wanted; a backend that returns fewer is topped up.
         extra: backend-specific fields merged into the request (e.g. vLLM's ``top_k``).
@@ -137,7 +137,7 @@ class Choice:
         reasoning: a separate reasoning text returned by the server (``reasoning`` /
             ``reasoning_content`` fields), else ``None``. Never shown to other agents.
         from_reasoning: ``text`` was taken from ``reasoning`` because the server returned
-            no content but a complete answer there (field-bug-reports B04(b); flagged in
+            no content but a complete answer there (flagged in
             :attr:`ChatResult.warnings`).
         raw_text: the reply as the model wrote it when ``text`` was cut afterwards (at a
             stop string, :func:`enforce_stop`, or at a turn boundary, by a seat); ``None``

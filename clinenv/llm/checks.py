@@ -1,4 +1,4 @@
-"""Checks every backend applies to the choices it got back (field-bug-reports B08).
+"""Checks every backend applies to the choices it got back.
 
 Servers and engines silently drop sampling parameters: they return fewer choices than
 ``n``, or ``n`` identical ones at a temperature above zero. Backends call these helpers
@@ -34,20 +34,19 @@ def finish_reason(value: object) -> str:
 
 
 def identical_choices_warning(choices: Sequence[Choice], config: GenerationConfig) -> str | None:
-    """The warning for ``n > 1`` identical choices sampled at a temperature above zero
-    (field-bug-reports B08b), else ``None``.
+    """The warning for ``n > 1`` identical choices sampled at a temperature above zero,
+    else ``None``.
 
     Such a reply usually means the server ignored ``n`` or the seed and repeated one
     sample; a majority vote over it would count one sample ``n`` times.
     """
     if len(choices) > 1 and config.temperature > 0 and len({c.text for c in choices}) == 1:
         return (f"all {len(choices)} choices are identical at temperature "
-                f"{config.temperature:g}: the backend may be ignoring n or the seed "
-                "(field-bug-reports B08)")
+                f"{config.temperature:g}: the backend may be ignoring n or the seed")
     return None
 
 
 def too_few_choices_message(got: int, wanted: int) -> str:
     """The text of the error raised when a backend cannot collect ``n`` choices."""
     return (f"got {got} of n={wanted} choices; a reply with fewer samples is never "
-            "treated as n samples (field-bug-reports B08)")
+            "treated as n samples")

@@ -5,7 +5,7 @@
 synchronous calls and ``aiohttp`` for asynchronous ones (extra ``openai``, which installs
 ``openai[aiohttp]``); see *HTTP transports* below.
 
-Policies (each one answers a field-bug-reports entry):
+Policies:
 
 - **Retries**: bounded retries with exponential backoff, done here (the openai client
   is built with ``max_retries=0``) so that each attempt is seen: timeouts, connection
@@ -32,14 +32,14 @@ Policies (each one answers a field-bug-reports entry):
   (:func:`~clinenv.llm.base.enforce_stop`), since some servers ignore ``stop`` and
   return text past it: such a choice is cut, gets ``finish_reason="stop"`` and
   ``stop_enforced=True``, and its record's ``flags`` get ``"wrote_past_turn"``.
-- **Fewer choices than n** (B08a): further requests ask for the missing count, the k-th
+- **Fewer choices than n**: further requests ask for the missing count, the k-th
   with a distinct seed derived from the call's seed (:func:`clinenv.seeding.call_seed`
   with keys ``"top-up", k``) when the call has one. Every non-empty reply adds at least
   one choice, so at most ``n - 1`` top-ups follow (``n + 1`` requests in all with the
   one repeat of an empty reply, retries aside); a reply is never used as more samples
   than it holds. Noted in ``ChatResult.warnings``.
-- **Identical choices** at temperature > 0 with n > 1 (B08b): a warning.
-- **No choices** (B09): one more request; a second empty reply raises
+- **Identical choices** at temperature > 0 with n > 1: a warning.
+- **No choices**: one more request; a second empty reply raises
   ``BackendError(detail="no_choices")``, never an ``IndexError``.
 - **Unreadable replies**: a 200 reply whose body is not JSON (broken or cut JSON under
   ``content-type: application/json``, or another content type), is JSON but not an
@@ -48,7 +48,7 @@ Policies (each one answers a field-bug-reports entry):
   (the contract of :class:`~clinenv.llm.base.BackendError`), never a
   ``json.JSONDecodeError`` escaping into a rollout. The one repeat for an empty reply
   and the one for an unreadable reply are counted apart.
-- **content null / reasoning** (B04): ``None`` content becomes ``""`` with the finish
+- **content null / reasoning**: ``None`` content becomes ``""`` with the finish
   reason kept. The server's ``reasoning`` / ``reasoning_content`` text is kept apart in
   :attr:`Choice.reasoning`. When the content is empty, the reasoning holds text and the
   finish reason is ``"stop"``, the default ``reasoning_fallback="reasoning"`` takes the
@@ -56,9 +56,9 @@ Policies (each one answers a field-bug-reports entry):
   ``reasoning_fallback="content"`` keeps ``""`` (with a warning). A reply cut by
   ``max_tokens`` (``"length"``) never falls back: its text stays ``""`` and it is
   truncated.
-- **Think tags** (B01): ``<think>`` blocks inside the content are kept as sent; the
+- **Think tags**: ``<think>`` blocks inside the content are kept as sent; the
   protocol parser removes them.
-- **Event loops** (B10): one asynchronous client per running event loop (held weakly
+- **Event loops**: one asynchronous client per running event loop (held weakly
   by loop), closed when that loop shuts down its async generators (``asyncio.run`` does
   so before closing the loop) or by :meth:`OpenAIChatModel.close` /
   :meth:`OpenAIChatModel.aclose`; so successive ``asyncio.run`` calls on one model work.
@@ -195,7 +195,7 @@ async def _acount_request(request: Any) -> None:
 
 async def _close_on_loop_shutdown(client: Any) -> AsyncIterator[None]:
     """An async generator parked at its ``yield`` until the loop shuts down its async
-    generators; then it closes ``client`` on that loop (B10)."""
+    generators; then it closes ``client`` on that loop."""
     try:
         yield
     finally:
@@ -452,7 +452,7 @@ class _Collector:
         if missing <= 0:
             return None
         seed = cfg.seed
-        if self.choices:  # a top-up request (B08a); each reply adds >= 1 choice
+        if self.choices:  # a top-up request; each reply adds >= 1 choice
             self.top_ups += 1
             seed = call_seed(cfg.seed, "top-up", self.top_ups)
         kwargs: dict[str, Any] = {
@@ -484,19 +484,19 @@ class _Collector:
             self.unreadable(f"no 'choices' list in {str(completion)[:200]!r}")
             return
         tokens = self._usage(completion)
-        if not choices:  # B09
+        if not choices:
             self.attempt("no_choices", start, prompt_tokens=tokens)
             self.empty_replies += 1
             if self.empty_replies > 1:
-                raise BackendError("server returned no choices twice (field-bug-reports B09)",
+                raise BackendError("server returned no choices twice",
                                    backend="openai", detail="no_choices")
-            self.warnings.append("server returned no choices; request repeated once (B09)")
+            self.warnings.append("server returned no choices; request repeated once")
             return
         self.attempt("ok", start, prompt_tokens=tokens)
         missing = self.config.n - len(self.choices)
         if len(choices) < missing:
             self.warnings.append(f"server returned {len(choices)} of {missing} requested "
-                                 "choices; topping up (B08)")
+                                 "choices; topping up")
         for raw in list(choices)[:missing]:
             self.choices.append(enforce_stop(self._choice(raw, len(self.choices)),
                                              self.config.stop))
@@ -526,18 +526,18 @@ class _Collector:
         reason = finish_reason(_field(raw, "finish_reason", str))
         if text.strip() or reasoning is None:
             return Choice(text=text, finish_reason=reason, reasoning=reasoning)
-        # Empty content with reasoning text (B04).
+        # Empty content with reasoning text.
         if reason == "length":
             self.warnings.append(f"choice {position}: cut by max_tokens inside reasoning; "
-                                 "no answer (B04)")
+                                 "no answer")
             return Choice(text="", finish_reason=reason, reasoning=reasoning)
         if reason == "stop" and self.fallback == "reasoning":
             self.warnings.append(f"choice {position}: no content; the reasoning text is "
-                                 "used as the answer (B04)")
+                                 "used as the answer")
             return Choice(text=reasoning, finish_reason=reason, reasoning=reasoning,
                           from_reasoning=True)
         self.warnings.append(f"choice {position}: no content, only reasoning; answer left "
-                             "empty (B04)")
+                             "empty")
         return Choice(text="", finish_reason=reason, reasoning=reasoning)
 
     def result(self, configured_model: str, latency_s: float, n_requests: int) -> ChatResult:
@@ -577,7 +577,7 @@ class OpenAIChatModel(ChatModel):
         config: default :class:`GenerationConfig`.
         reasoning_fallback: ``"reasoning"`` (default) or ``"content"``: what a reply with
             empty content but a complete reasoning text becomes (see the module
-            docstring, B04).
+            docstring).
         http_transport: the asynchronous calls' HTTP transport (module docstring):
             ``"auto"`` (default: aiohttp when installed, else httpx), ``"aiohttp"`` or
             ``"httpx"`` (the openai client). Synchronous calls always use the openai

@@ -80,7 +80,7 @@ def to_chat_result(output: Any, config: GenerationConfig, *, model: str,
     Reads ``output.outputs[i].text``, ``.finish_reason`` (``"stop"``/``"length"``/
     ``"abort"``/``None`` -> ``"stop"``/``"length"``/``"error"``/``"unknown"``) and
     ``.token_ids`` (completion tokens), and ``output.prompt_token_ids``. Adds the
-    identical-choices warning (field-bug-reports B08b). ``config.stop`` is enforced on
+    identical-choices warning. ``config.stop`` is enforced on
     each text (:func:`~clinenv.llm.base.enforce_stop`; the engine stops there already,
     so this only marks an output that went past one), unless ``config.extra`` sets
     ``include_stop_str_in_output``.

@@ -63,7 +63,7 @@ info, built by the same code (:mod:`clinenv.env.doctor_view`): ``case_id``, ``da
 the end ``answer``, ``verdict``, ``correct``, ``abstained``, ``match_score``,
 ``scorer``; with a built-in patient that reports flags (the LLM patient, or any patient
 object with ``last_flags``) also ``patient_flags`` on every doctor step that patient
-answered (field-bug-reports B16: the flags of that reply, ``[]`` when clean; read with
+answered (the flags of that reply, ``[]`` when clean; read with
 :func:`clinenv.env.doctor_view.patient_flags`, as the Gymnasium environment does). Two
 differences only: with an external seat the doctor's info is refreshed when the round
 closes (after the seat's reply), and a ``max_steps`` truncation ends with

@@ -8,7 +8,7 @@ PettingZoo's ``turn_based_aec_to_parallel`` fits, but its ``reset`` infos lack
 job without those defects:
 
 - every live agent submits an action each step; only the active agent's action is
-  applied; the others' actions are ignored (documented no-ops, field-bug-reports B14);
+  applied; the others' actions are ignored (documented no-ops);
 - ``infos[agent]["active_agent"]`` names the agent whose action the next step applies,
   from ``reset`` on (``None`` once the episode is over);
 - rewards of a step are the rewards the AEC step produced, for every agent alive before

@@ -242,7 +242,7 @@ def run_concurrent(
 
     Raises:
         RuntimeError: called inside a running event loop (use ``await
-            arun_concurrent(...)`` there; B10: no nested loop, no deadlock).
+            arun_concurrent(...)`` there: no nested loop, no deadlock).
         RunAborted: a non-retryable backend error or ``max_consecutive_errors`` error
             episodes in a row; no new episode starts, the episodes in flight are
             cancelled without a line, the log keeps whole lines only.

@@ -21,7 +21,7 @@ and, when present, ``llm``, ``doctor_log`` and ``error``:
   (``"doctor"``, ``"patient"`` or ``"judge"``), in the order doctor, patient, judge; token
   sums are ``None`` when no call reported them, ``latency_s`` sums the calls' wall
   seconds. A doctor reply cut by ``max_tokens`` is visible only here
-  (``calls[*].truncated``; field-bug-reports B04a): the environment never sees the
+  (``calls[*].truncated``): the environment never sees the
   doctor's model;
 - ``doctor_log`` (when the doctor has an ``episode_log()`` method, e.g. a policy
   wrapper such as CDEG that logs its interventions): the JSON-ready value it returns,
@@ -140,7 +140,7 @@ def run_without_loop(coroutine: Coroutine[Any, Any, Any]) -> Any:
 
     :func:`run_episode` drives :func:`play_episode` with :func:`awaitable` moves this
     way, so the synchronous and the asynchronous runner share one loop and work inside
-    a running event loop too (no nested loop, field-bug-reports B10).
+    a running event loop too (no nested loop).
 
     Raises:
         RuntimeError: the coroutine suspended (it awaited real I/O); it is closed.

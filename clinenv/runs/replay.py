@@ -27,9 +27,9 @@ not e_T, are refused. The source file is never modified.
 The decision (:mod:`clinenv.runs.replay_run`): the doctor is reset with the episode seed
 and acts once in the decision phase on the rendered e_T (``info["turn"]`` is the line's
 ``turns``), so an :class:`~clinenv.agents.llm_doctor.LLMDoctor` sends the prompt, config
-and per-call seeds of the original run (the control's prompt equals the original one;
-B08c). The answer is scored as the environment scores it, with the protocol settings of
-the line's ``env_spec`` (its preset resolved) and, optionally, a judge.
+and per-call seeds of the original run (the control's prompt equals the original one). The
+answer is scored as the environment scores it, with the protocol settings of the line's
+``env_spec`` (its preset resolved) and, optionally, a judge.
 
 Output lines (schema :data:`clinenv.runlog.SCHEMA`) are the source lines with the same
 ``events``, ``evidence`` and context fields; the outcome fields (``answer``, ``verdict``,

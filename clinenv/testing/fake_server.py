@@ -3,8 +3,7 @@
 :class:`FakeChatServer` answers ``POST /v1/chat/completions`` on 127.0.0.1 with replies
 from a *responder* function, after an adjustable delay, and can be told to fail the next
 requests (HTTP errors, hangs, odd JSON or raw bytes) so that clients' retries and their
-handling of odd replies can be exercised against a real socket (field-bug-reports B04,
-B08, B09).
+handling of odd replies can be exercised against a real socket.
 
 A responder is ``responder(body, index) -> str | dict``, called once per returned choice
 (a ``str`` is the content; a ``dict`` is the whole ``message`` plus an optional
@@ -195,7 +194,7 @@ class FakeChatServer:
         host: interface to bind (default loopback only).
         port: port to bind; 0 picks a free one.
         model: the model name reported in replies and by ``GET /v1/models``.
-        ignore_n: return one choice whatever ``n`` says (field-bug-reports B08a).
+        ignore_n: return one choice whatever ``n`` says.
         system_fingerprint: reported in every reply.
 
     Attributes:
@@ -305,8 +304,8 @@ class FakeChatServer:
         - ``hang_s``: sleep that many seconds (after :attr:`delay_s`) before answering
           normally, to trigger client timeouts;
         - ``body``: return this JSON object with status 200 instead of a completion
-          (e.g. ``{"choices": []}``, field-bug-reports B09; or a message with
-          ``content: null`` and ``reasoning``, B04);
+          (e.g. ``{"choices": []}``; or a message with
+          ``content: null`` and ``reasoning``);
         - ``raw``: return these bytes with status 200 and the header ``Content-Type:
           <content_type>`` (default ``application/json``), e.g. a cut JSON body
           ``b'{"choices": [ {"index":0,'``, a JSON list, or HTML from a proxy.
