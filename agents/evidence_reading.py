@@ -103,6 +103,7 @@ def native_evidence(text: str) -> str:
       then the ``# Latest response`` text (the reply to the doctor's last utterance);
     - ``""`` for a view with no interaction yet.
     """
+    text = text if text.startswith("\n") else "\n" + text  # a heading on the first line
     start = text.find(_TRANSCRIPT)
     if start >= 0:
         body = text[start + len(_TRANSCRIPT):]
@@ -130,7 +131,7 @@ def evidence_text(text: str) -> str:
     if start >= 0:
         end = text.find(_INSTRUCTIONS, start)
         return text[start + len(_OBSERVATIONS):end if end >= 0 else None]
-    if _TRANSCRIPT in text or (text.startswith(TASK_HEADER) and _LATEST in text):
+    if _TRANSCRIPT in "\n" + text or (text.startswith(TASK_HEADER) and _LATEST in text):
         return native_evidence(text)
     if text.startswith(TASK_HEADER):
         return history_section(text)

@@ -29,7 +29,9 @@ its terminal strategy and returns its action line. Strategies
 ``"full"`` (EGIP eq. 5, appendix A.2), and ``"discussion"`` (MedAgentSim's final-turn
 multi-doctor discussion, :mod:`clinenv.agents.terminal_discussion`: several doctor
 personas give opinions and a summarizing call follows the majority; meant for
-MedAgentSim's decision phase, and usable on e_T as well).
+MedAgentSim's decision phase, and usable on e_T as well), and ``"medagentsim"``
+(MedAgentSim's final turn as published: the discussion, answer options built from it and
+a consensus, :mod:`clinenv.agents.terminal_medagentsim`).
 
 Prompts (:mod:`clinenv.agents.prompts`): ``"egip"`` (one action per reply, no early
 diagnosis) or ``"agentclinic"`` (AgentClinic's rules in this project's words: a question
@@ -44,7 +46,7 @@ marker during acquisition, so under ``"agentclinic"`` (where the diagnosis must 
 within the turns) :meth:`LLMDoctor.act` refuses with a :class:`ValueError` before any
 model call. MedAgentSim's last turn is a decision phase: the observation is the
 transcript plus a discussion instruction, passed whole to the terminal strategy
-(``"discussion"`` there, or any other).
+(``"medagentsim"`` there, or any other).
 
 Seeds: every call carries ``call_seed(episode_seed, turn, purpose)`` with
 ``turn = info["turn"]``; the episode seed comes from :meth:`LLMDoctor.reset` (else the
@@ -125,7 +127,7 @@ class LLMDoctor:
     Args:
         model: the chat model.
         strategy: a :class:`~clinenv.agents.terminal_base.TerminalStrategy` or its name
-            (``"direct"``, ``"vote"``, ``"full"`` or ``"discussion"``).
+            (``"direct"``, ``"vote"``, ``"full"``, ``"discussion"`` or ``"medagentsim"``).
         prompt: ``"egip"`` or ``"agentclinic"``.
         observation_format: ``"view"`` or ``"delta"``; must match the environment's.
         config: generation settings of every call (default ``model.config``).

@@ -30,13 +30,13 @@ the EGIP evidence interface e_T, or the native transcript with its instruction):
 Opinions are read without ``<think>`` blocks (field-bug-reports B01) and through markdown
 (B05); an empty reply names nothing (B04). Every call has its own seed (B08).
 
-Deviations from the published code, each deliberate:
+This is a variant; the published final turn is the ``"medagentsim"`` strategy
+(:mod:`clinenv.agents.terminal_medagentsim`, the default on the MedAgentSim ids).
+Deviations of this variant from the published code, each deliberate:
 
 - its middle step (a structured question, answer options, a chain-of-thought
-  choice-shuffle ensemble whose pick is handed to the final call) is left out: in the
-  published version the options are built from the reference diagnosis Y, which a
-  terminal strategy never sees (EGIP section 3: Y is never in a doctor-facing input);
-  the proposals by count stand in for that pick;
+  choice-shuffle ensemble whose pick is handed to the final call) is left out; the
+  proposals by count stand in for that pick;
 - the summary must answer with ``DIAGNOSIS READY: <diagnosis>``; a reply without it gets
   one repair, then no answer, instead of being scored as it stands;
 - ``rounds`` > 1 is an option (default 1, as published); prompts are this project's words.

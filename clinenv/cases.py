@@ -80,6 +80,11 @@ class CaseFlags(_Frozen):
             lookup can reveal the answer (AgentClinic weakness W4).
         target_in_patient_facts: the patient facts P name the target; the patient view
             withholds those sentences.
+        target_in_menu: a test name, group name or examination section the menu shows
+            names the target, so the menu hints it before any request
+            (:func:`clinenv.datasets.flags.target_in_menu`; the ``target_in_menu``
+            setting of :class:`clinenv.protocol.config.ProtocolConfig` leaves such cases
+            out or words their group names neutrally).
         patient_facts_contain_findings: P holds examination or test findings (NEJM role
             cards sometimes do, weakness W5).
         caregiver_voice: the patient is too young to self-report; a caregiver answers.
@@ -91,6 +96,7 @@ class CaseFlags(_Frozen):
 
     target_in_records: bool = False
     target_in_patient_facts: bool = False
+    target_in_menu: bool = False
     patient_facts_contain_findings: bool = False
     caregiver_voice: bool = False
     near_duplicate_of: str | None = None
@@ -180,7 +186,7 @@ def scan_json_lines(path: str | Path) -> Iterator[tuple[int, Any | CaseFormatErr
 
     The one low-level JSON Lines reader of the package: :func:`iter_json_lines` raises
     the first error it yields, lenient dataset loading collects them and reads on. The
-    file is read as UTF-8 whatever the locale (bug report B18); a leading byte-order mark
+    file is read as UTF-8 whatever the locale; a leading byte-order mark
     is accepted; a missing final newline is fine; blank lines are skipped.
 
     A bad line gives a :class:`~clinenv.errors.CaseFormatError` naming the file and line:

@@ -42,6 +42,15 @@ Rules, in order (see :func:`score_answer`):
    hedge words (``"likely"``, ``"probable"``, ``"suspected"``...) are dropped from that
    first item.
 
+Optional ICD normalization (off unless an ``icd_map`` is given; CDEG Eq. 3 maps
+diagnoses "to the same ICD-aligned label space as the reference diagnosis"): before
+rules 2-4, when the answer (its whole text, an abbreviation form, else the first item
+of a hedged list) and the target both map to an ICD code, the codes decide: the same
+code is ``"correct"``, different codes ``"wrong"`` (:attr:`Score.method` ``"icd"``,
+:attr:`Score.matched` the answer's code). When either side is unknown to the map the
+rules above apply unchanged. The map is any object with ``code(text) -> str | None``
+(:class:`CodeMap`; the user-file reader is :class:`clinenv.icd_map.IcdMap`).
+
 The gold answer always scores full marks: ``score_answer(case.target.text, case)`` is
 correct for every case (tested on every MedQA target and NEJM option).
 """
@@ -51,7 +60,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from rapidfuzz import fuzz
 
@@ -73,7 +82,7 @@ DEFAULT_THRESHOLD = 90.0
 SCORING_VERSION = 2
 
 Verdict = Literal["correct", "wrong", "unscored"]
-Method = Literal["exact", "acronym", "option", "fuzzy", "none"]
+Method = Literal["exact", "acronym", "option", "fuzzy", "icd", "none"]
 #: Whether a terminal output holds an identifiable answer (:attr:`Score.status`):
 #: ``"answer"``, or why not: ``"no_answer"`` (none, empty, or only formatting),
 #: ``"placeholder"`` (a template placeholder) or ``"abstained"`` (an explicit decline).
@@ -128,6 +137,13 @@ _QUALIFIER_WORDS = frozenset(
 )  # fmt: skip
 
 
+class CodeMap(Protocol):
+    """What the ICD hook of :func:`score_answer` needs: a diagnosis text's code, or
+    ``None`` when unknown (:class:`clinenv.icd_map.IcdMap`)."""
+
+    def code(self, text: str) -> str | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Score:
     """The verdict on one terminal answer.
@@ -143,7 +159,8 @@ class Score:
             ``None`` when nothing matched.
         method: how the verdict was reached: ``"exact"``, ``"acronym"`` (parenthetical
             abbreviation or initials), ``"option"`` (a candidate was chosen), ``"fuzzy"``,
-            or ``"none"`` (nothing matched, or unscored).
+            ``"icd"`` (answer and target both map to an ICD code, which decided), or
+            ``"none"`` (nothing matched, or unscored).
         abstained: the answer declares that no diagnosis can be given ("Undetermined",
             "I am not sure", "insufficient information" ...); such an answer is
             ``"unscored"``: it is not an identifiable answer (EGIP 4.1, appendix A.2).
@@ -389,8 +406,39 @@ def is_placeholder_answer(answer: str) -> bool:
     return is_placeholder(answer) or is_placeholder(cleaned)
 
 
+def _answer_code(cleaned: str, target: str, icd_map: CodeMap) -> str | None:
+    """The ICD code of a cleaned answer: its whole text or an abbreviation form, else the
+    first item of a hedged list (separators found in ``target`` are not split on)."""
+    for text in (cleaned, _clean(_first_item(cleaned, target.lower()))):
+        for form in (text, *_forms(text)):
+            code = icd_map.code(form) if form else None
+            if code is not None:
+                return code
+    return None
+
+
+def icd_score(answer: str, target: str, icd_map: CodeMap) -> Score | None:
+    """The verdict of the ICD codes when both the answer and the target text map to one
+    (the module docstring's ICD rule), else ``None``. ``answer`` is an identifiable
+    answer (not unscored)."""
+    target = _clean(target)
+    target_code = next((c for c in (icd_map.code(f) for f in (target, *_forms(target)))
+                        if c is not None), None)
+    if target_code is None:
+        return None
+    cleaned = _clean(answer)
+    code = _answer_code(cleaned, target, icd_map)
+    if code is None:
+        return None
+    normalized = _lower_form(cleaned)
+    if code == target_code:
+        return Score("correct", 100.0, normalized, code, "icd")
+    similarity = fuzz.token_sort_ratio(_fuzzy_key(normalized), _fuzzy_key(_lower_form(target)))
+    return Score("wrong", float(similarity), normalized, code, "icd")
+
+
 def score_answer(answer: str | None, case: Case, *, threshold: float = DEFAULT_THRESHOLD,
-                 use_candidates: bool = True) -> Score:
+                 use_candidates: bool = True, icd_map: CodeMap | None = None) -> Score:
     """Score a terminal answer against the case's reference target Y.
 
     Args:
@@ -403,6 +451,8 @@ def score_answer(answer: str | None, case: Case, *, threshold: float = DEFAULT_T
             protocols and the ``no_candidates`` replay ablation (EGIP Table 3B) -- so
             a bare ``"C"`` is a free answer scored against the target text (wrong), never
             option C.
+        icd_map: optional ICD normalization (module docstring); ``None`` (default)
+            leaves the rules unchanged. An option letter is never looked up.
 
     Returns:
         A :class:`Score`. ``verdict`` is ``"unscored"`` for ``None``, empty or
@@ -421,8 +471,12 @@ def score_answer(answer: str | None, case: Case, *, threshold: float = DEFAULT_T
         return Score("unscored", 0.0, normalized, None, "none")
     if is_abstention(answer):
         return Score("unscored", 0.0, normalized, None, "none", abstained=True)
-    target = _clean(case.target.text)
     options = case.candidates if use_candidates else None
+    if icd_map is not None and not (options and _LETTER.match(cleaned)):
+        by_code = icd_score(answer, case.target.text, icd_map)
+        if by_code is not None:
+            return by_code
+    target = _clean(case.target.text)
     if options and case.target.option_index is not None:
         choice = _choose_option(cleaned, options, threshold)
         if choice is None:

@@ -170,7 +170,7 @@ def test_replay_collapses_doctor_differences_into_one_warning(workdir, capsys):
 
 
 # ------------------------------------------------- MedAgentSim strategy (finding 6)
-def test_llm_doctor_strategy_defaults_to_discussion_on_medagentsim(workdir):
+def test_llm_doctor_strategy_defaults_to_medagentsim_on_medagentsim(workdir):
     with FakeChatServer("clinician") as server:
         common = ["--doctor", "llm", "--base-url", server.base_url, "--model", "fake",
                   "--episodes", "1", "--quiet"]
@@ -181,9 +181,9 @@ def test_llm_doctor_strategy_defaults_to_discussion_on_medagentsim(workdir):
         assert main(["run", "--env", "MedAgentSim-Demo-v0", *common]) == 0
     names = [read_run_log(f).lines[0]["doctor"]["name"]
              for f in ("d.jsonl", "x.jsonl", "a.jsonl")]
-    assert names == ["llm-discussion", "llm-direct", "llm-direct"]
+    assert names == ["llm-medagentsim", "llm-direct", "llm-direct"]
     assert [p.name for p in (workdir / "runs").iterdir()] == [
-        "MedAgentSim-Demo-v0_llm-discussion-fake_seed0.jsonl"]
+        "MedAgentSim-Demo-v0_llm-medagentsim-fake_seed0.jsonl"]
 
 
 # ------------------------------------------------------------------------------ nits

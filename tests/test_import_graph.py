@@ -23,7 +23,8 @@ SOURCES = {"clinenv": ROOT / "clinenv", "clinenv.agents": ROOT / "agents",
            "clinenv.wrappers": ROOT / "wrappers"}
 #: Beside the core: they may import the core, never the reverse.
 BESIDE = {"clinenv.agents", "clinenv.wrappers", "clinenv.integrations", "clinenv.cli",
-          "clinenv.testing", "clinenv.export", "clinenv.distributed", "clinenv.__main__"}
+          "clinenv.testing", "clinenv.export", "clinenv.distributed", "clinenv.__main__",
+          "clinenv.audit"}
 #: What the protocol package (EGIP's letters) may never import.
 PROTOCOL_FORBIDDEN = ("gymnasium", "pettingzoo", "clinenv.env", "clinenv.runs",
                       "clinenv.agents", "clinenv.wrappers", "clinenv.cli",

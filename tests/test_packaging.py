@@ -76,6 +76,14 @@ def test_wheel_ships_every_package_of_the_source_tree(wheel_names):
     assert sorted(expected - wheel_names) == []
 
 
+def test_wheel_ships_the_report_assets(wheel_names):
+    """The HTML report inlines its stylesheet and script from package data."""
+    static = ROOT / "clinenv" / "report" / "static"
+    expected = {f"clinenv/report/static/{p.name}" for p in static.iterdir() if p.is_file()}
+    assert {"clinenv/report/static/report.css", "clinenv/report/static/report.js"} <= expected
+    assert sorted(expected - wheel_names) == []
+
+
 def test_wheel_ships_the_demo_cases(wheel_names):
     assert "clinenv/datasets/data/demo.jsonl" in wheel_names
     assert not any(n.endswith(("agentclinic_medqa.jsonl", "agentclinic_nejm.jsonl"))
@@ -110,8 +118,9 @@ def test_installed_wheel_runs_the_command(wheel, tmp_path):
     assert Path(where.stdout.strip()) == site / "clinenv" / "cli" / "run.py"
     usage = run("-m", "clinenv", "--help")
     assert usage.returncode == 0, usage.stderr
-    assert usage.stdout.startswith(
-        "usage: clinenv [-h] {run,replay,data,eval,compare,cdeg,export}")
+    # argparse wraps the line at the terminal width: compared with spaces collapsed
+    assert " ".join(usage.stdout.split()).startswith(
+        "usage: clinenv [-h] {run,replay,data,eval,compare,cdeg,export,report,audit}")
     listing = run("-m", "clinenv", "data", "list")
     assert listing.returncode == 0, listing.stderr
     demo = next(line for line in listing.stdout.splitlines() if line.startswith("demo "))

@@ -109,7 +109,7 @@ def test_medagentsim_id_runs_at_02_every_call_of_the_discussion(workdir, server,
     assert set(sent(server, "temperature")) == {0.2}
     assert set(sent(server, "max_tokens")) == {200}
     lines = read_run_log(workdir / "ms.jsonl").lines
-    assert len(lines) == 3 and lines[0]["doctor"]["name"] == "llm-discussion"
+    assert len(lines) == 3 and lines[0]["doctor"]["name"] == "llm-medagentsim"
     assert lines[0]["paper_settings"]["framework"] == "medagentsim"
     assert lines[0]["paper_settings"]["applied"]["temperature"] == 0.2
     check_seeds(server, lines)

@@ -11,13 +11,14 @@ Usage::
                 [--ray local|auto|ray://HOST:PORT [--ray-runners N]
                  [--base-url-map FILE | --ray-serve MODEL]]
                 [--backend openai|vllm|transformers] [--base-url URL] [--model M]
-                [--strategy direct|vote|full|discussion] [--prompt egip|agentclinic]
+                [--strategy direct|vote|full|discussion|medagentsim] [--prompt egip|agentclinic]
                 [--max-questions N] [--vote-temperature T]
                 [--temperature T] [--max-tokens N] [--api-key-env NAME] [--timeout S]
                 [--max-retries N] [--patient retrieval|llm] [--patient-model M]
                 [--examiner lookup|llm] [--examiner-model M]
                 [--judge deterministic|llm] [--judge-model M] [--preset NAME]
-                [--premature-diagnosis clarify|decide]
+                [--premature-diagnosis clarify|decide] [--dataset FILE] [--icd-map FILE]
+                [--knowledge-source FILE]
                 [--cdeg graph.json [--cdeg-similarity S] [--cdeg-mode M] ...]
                 [--baseline self-reflection|trajectory-rag|flat-experience
                  --experience RUN.jsonl ...]
@@ -38,11 +39,19 @@ Usage::
                 [--similarity lexical|sapbert|minilm|MODEL] [--verifier lexical|llm]
                 [--extractor deterministic|llm] [--pair-threshold X]
                 [--diagnosis-threshold X] [--no-validation] [--no-missing] [--no-ignored]
-                [--no-blocking] [--max-candidates N] [--seed S] [--quiet]
+                [--no-blocking] [--max-candidates N] [--seed S] [--icd-map FILE] [--quiet]
                 [--backend B] [--base-url URL] [--model M] [--temperature T] ...
     clinenv cdeg inspect graph.json [--top N]
+    clinenv cdeg scale RUN.jsonl [RUN2.jsonl ...] --eval-cases FILE [--fractions F,F,...]
+                [--seed S] [--out-dir DIR] [--force] [--plot] [--resamples N]
+                [--run-args="RUN OPTIONS"] [--build-args="BUILD OPTIONS"]
     clinenv export RUN.jsonl [RUN2.jsonl ...] --out FILE.jsonl|FILE.parquet
                 [--format messages|tools] [--allow-credentialed] [--data-dir DIR] [--force]
+    clinenv report RUN.jsonl [LABEL=RUN.jsonl ...] [--out FILE.html] [--pair METHOD=BASE ...]
+                [--intersect] [--resamples N] [--flips N] [--seed S] [--no-figures]
+                [--allow-credentialed]
+    clinenv audit ENV_ID [--patient retrieval|llm] [--examiner default|lookup|reader|llm]
+                [--preset NAME] [--cases FILE] [--limit N] [--json FILE|-] [--data-dir DIR]
 
 ``python -m clinenv`` is the same program. ``clinenv run`` prints a note on the chosen
 environment (``env: ID (why)``), a progress bar on a terminal, and the summary;
@@ -52,7 +61,7 @@ the default ``--out``) until every argument has been checked.
 ``--env`` also takes the native protocols' ids (``AgentClinic-<Dataset>-v0``,
 ``MedAgentSim-<Dataset>-v0``; docs/protocols.md): there the LLM doctor's ``--prompt``
 defaults to ``agentclinic`` and, on the MedAgentSim ids, its ``--strategy`` to
-``discussion`` (MedAgentSim's multi-doctor discussion; ``--strategy direct`` still
+``medagentsim`` (MedAgentSim's published final turn; ``--strategy direct`` still
 works), ``--examiner llm`` makes the measurement agent an LLM (the
 published setting; offline a record reader stands in), and ``--preset NAME`` selects an
 EGIP ablation (``egip-no-menu``, ``egip-native-measurement``;
@@ -65,7 +74,7 @@ histories (EGIP Table 3B).
 ``--doctor scripted --exploration X`` (0..1) makes the scripted doctor a seeded sampling
 policy, whose K repetitions per case feed ``clinenv cdeg build`` offline.
 ``--doctor llm`` runs :class:`~clinenv.agents.llm_doctor.LLMDoctor` with the terminal
-``--strategy`` (default ``direct``; ``discussion`` on the MedAgentSim ids) over a chat
+``--strategy`` (default ``direct``; ``medagentsim`` on the MedAgentSim ids) over a chat
 model of ``--backend`` (default ``openai``: an OpenAI-compatible server at
 ``--base-url``, e.g. ``vllm serve``; ``--model`` is the name the server knows).
 ``--patient llm`` and ``--judge llm`` replace the retrieval patient and the
@@ -144,6 +153,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from clinenv.cli.audit import add_audit_parser
 from clinenv.cli.cdeg import add_cdeg_parser
 from clinenv.cli.data import add_data_parser, cmd_data_download, cmd_data_list, cmd_data_verify
 from clinenv.cli.doctors import DOCTOR_CHOICES, DOCTORS
@@ -160,6 +170,7 @@ from clinenv.cli.evaluate import SIMILARITY_ENCODERS, add_eval_parsers, cmd_comp
 from clinenv.cli.export import add_export_parser
 from clinenv.cli.llm_setup import BACKENDS, LLMSetup, check_llm_args
 from clinenv.cli.replay import add_replay_parser
+from clinenv.cli.report import add_report_parser
 from clinenv.cli.run import MESSAGE_CHARS, aborted_message, add_run_parser, cmd_run
 from clinenv.cli.run_summary import format_llm_totals, format_summary
 
@@ -182,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Clinical diagnosis cases as EGIP environments: run doctor policies, "
                     "manage datasets and report on run logs.")
     sub = parser.add_subparsers(dest="command",
-                                metavar="{run,replay,data,eval,compare,cdeg,export}")
+                                metavar="{run,replay,data,eval,compare,cdeg,export,report,audit}")
     sub.required = True
     add_run_parser(sub)
     add_replay_parser(sub)
@@ -190,6 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_parsers(sub)
     add_cdeg_parser(sub)
     add_export_parser(sub)
+    add_report_parser(sub)
+    add_audit_parser(sub)
     return parser
 
 

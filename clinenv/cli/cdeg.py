@@ -28,6 +28,9 @@ errors or unreadable replies; the graph is written, the line says so).
 ``inspect graph.json [--top N]`` prints node and edge counts and the top revisions by
 support, each with its evidence texts and acquisition actions.
 
+``scale RUN.jsonl ... --eval-cases FILE [--fractions 0.1,0.5,1.0]`` is the
+experience-scaling study (CDEG Figure 3), :mod:`clinenv.cli.cdeg_scale`.
+
 :func:`add_cdeg_run_arguments` and :func:`cdeg_wrapper`, the ``--cdeg`` options of
 ``clinenv run``, live in :mod:`clinenv.cli.cdeg_run` (re-exported here).
 """
@@ -43,6 +46,7 @@ from typing import Any
 
 from clinenv.cli.argtypes import count, number
 from clinenv.cli.cdeg_run import add_cdeg_run_arguments, cdeg_wrapper
+from clinenv.cli.cdeg_scale import add_scale_parser
 from clinenv.cli.errors import CLIError
 from clinenv.cli.llm_setup import BACKENDS, LLM_HELP, LLMSetup, add_connection_arguments
 from clinenv.wrappers.cdeg.thresholds import (
@@ -56,10 +60,10 @@ __all__ = ["add_cdeg_parser", "add_cdeg_run_arguments", "cdeg_wrapper", "cmd_cde
 
 
 def add_cdeg_parser(sub: Any) -> None:
-    """Add the ``cdeg`` sub-command (``build``, ``inspect``) to ``sub``."""
+    """Add the ``cdeg`` sub-command (``build``, ``inspect``, ``scale``) to ``sub``."""
     cdeg = sub.add_parser("cdeg", help="build or inspect a CDEG graph file",
                           description="Build a CDEG graph from run logs, or inspect one.")
-    inner = cdeg.add_subparsers(dest="cdeg_command", metavar="{build,inspect}")
+    inner = cdeg.add_subparsers(dest="cdeg_command", metavar="{build,inspect,scale}")
     inner.required = True
     build = inner.add_parser("build", help="build a graph from run logs")
     build.add_argument("logs", nargs="+", type=Path, metavar="RUN.jsonl",
@@ -100,6 +104,10 @@ def add_cdeg_parser(sub: Any) -> None:
                        help="test at most N candidates of each set per pair")
     build.add_argument("--seed", type=count(0), default=0, metavar="S",
                        help="seed of the LLM verifier and extractor calls (default: 0)")
+    build.add_argument("--icd-map", type=Path, default=None, metavar="FILE",
+                       help="ICD mapping (docs/cdeg.md): a trajectory whose diagnosis and "
+                            "target both map to a code is a success iff the codes agree "
+                            "(CDEG Eq. 3)")
     build.add_argument("--quiet", action="store_true", help="no progress bar")
     llm = build.add_argument_group("LLM (--verifier llm, --extractor llm)")
     helps = LLM_HELP
@@ -116,6 +124,7 @@ def add_cdeg_parser(sub: Any) -> None:
     inspect.add_argument("--top", type=count(1), default=5, metavar="N",
                          help="revisions to show (default: 5)")
     inspect.set_defaults(func=cmd_cdeg_inspect)
+    add_scale_parser(inner, build)
 
 
 #: A graph file written by ``cdeg build`` starts with its format tag.
@@ -129,6 +138,24 @@ def graph_format(path: Path) -> str | None:
         head = fh.read(256).decode("utf-8", errors="replace")
     found = _GRAPH_HEAD.match(head)
     return found[1] if found else None
+
+
+def read_icd_map(path: Path | None) -> Any:
+    """The :class:`~clinenv.icd_map.IcdMap` of ``--icd-map FILE``, or ``None``.
+
+    Raises:
+        CLIError: the file is missing, a folder, or malformed (file, line, column named).
+    """
+    if path is None:
+        return None
+    from clinenv.icd_map import IcdMapError, load_icd_map
+
+    try:
+        return load_icd_map(path)
+    except FileNotFoundError:
+        raise CLIError(f"--icd-map {path}: no such file") from None
+    except (OSError, IcdMapError) as err:
+        raise CLIError(f"--icd-map: {err}") from None
 
 
 def default_graph_path(log: Path) -> Path:
@@ -199,6 +226,7 @@ def cmd_cdeg_build(args: argparse.Namespace) -> int:
     from clinenv.wrappers.cdeg.verifier import LexicalVerifier, LLMVerifier
 
     _check_build_args(args)
+    icd_map = read_icd_map(args.icd_map)
     pair_spec = args.pair_similarity or args.similarity
     try:
         similarity = make_similarity(args.similarity)
@@ -228,7 +256,8 @@ def cmd_cdeg_build(args: argparse.Namespace) -> int:
             max_candidates_per_pair=args.max_candidates)
         result = build_graph(args.logs, extractor=extractor, verifier=verifier,
                              similarity=similarity, pair_similarity=pair_similarity,
-                             config=config, progress=not args.quiet and sys.stderr.isatty())
+                             config=config, progress=not args.quiet and sys.stderr.isatty(),
+                             icd_map=icd_map)
     except (RunLogError, FileNotFoundError, ValueError) as err:
         raise CLIError(str(err)) from None
     finally:
@@ -240,6 +269,9 @@ def cmd_cdeg_build(args: argparse.Namespace) -> int:
     print(format_build_summary(result.report, args.out, time.perf_counter() - start))
     if args.created_folder is not None:
         print(f"  created       folder {args.created_folder} (it did not exist)")
+    if icd_map is not None:
+        print(f"  icd map       {args.icd_map}: {result.report['icd_outcomes']} trajectory "
+              "outcomes decided by ICD code")
     if getattr(extractor, "n_fallbacks", 0):
         print(f"  extractor fallbacks {extractor.n_fallbacks} (LLM replies unusable)")
     return _build_status(result.report, args.out)

@@ -25,6 +25,18 @@ and Holm p beside correction and regression (``comparison.png``,
 the tables are still printed and written, then the command says what to install and
 exits 2.
 
+``compare --sensitivity`` adds EGIP appendix B's shared-answer sensitivity analysis
+(``sensitivity.md`` / ``.csv``: effect bounds and conservative envelope per pair, the
+label pool taken over every log given, and Δ with every unscored baseline output counted
+correct, appendix B.1's extreme assumption; with ``--by`` also
+``sensitivity_by_<STRATUM>.md/.csv``; :mod:`clinenv.evaluation.sensitivity`).
+``compare --reviewer-labels FILE`` adds the reviewer-support table of EGIP Table 4 with
+the correct-and-jointly-supported yield of Eq. 6 and dataset-stratified source-case
+bootstrap intervals (``review.md`` / ``.csv``, ``--review-resamples``, default 20000)
+and, with two or more reviewers, their agreement and Cohen's kappa (``agreement.md`` /
+``.csv``); the file format is in :mod:`clinenv.evaluation.reviewer_labels` and
+docs/analyses.md.
+
 Both refuse logs scored under different scoring versions (``scoring_version`` of the
 lines, :data:`clinenv.scoring.SCORING_VERSION`; a line without it is version 1): the
 message names both versions and the files. ``--mixed-scoring`` reports them anyway, with
@@ -98,8 +110,8 @@ def add_eval_parsers(sub: Any) -> None:
                                     "coverage, methods x datasets (EGIP Table 1).")
     ev.add_argument("logs", nargs="+", metavar="RUN.jsonl", help=logs_help)
     ev.add_argument("--by", default=None, metavar="STRATUM",
-                    help="also report per stratum of this case_strata key "
-                         "(e.g. question_type; with --plot also plotted)")
+                    help="also report per stratum of this case_strata key or case flag "
+                         "(e.g. question_type, target_in_menu; with --plot also plotted)")
     ev.add_argument("--similarity", choices=sorted(SIMILARITY_ENCODERS), default=None,
                     help="add answer-reference similarity columns (CDEG 'Sim.'); "
                          "'lexical' is a hashing bag-of-words stand-in, not a clinical "
@@ -126,13 +138,26 @@ def add_eval_parsers(sub: Any) -> None:
                           "(repeatable, e.g. one pair per framework); without it every "
                           "log is compared with the first log's label")
     cmp.add_argument("--by", default=None, metavar="STRATUM",
-                     help="also compare per stratum of this case_strata key "
-                          "(e.g. question_type; EGIP Table 7)")
+                     help="also compare per stratum of this case_strata key or case flag "
+                          "(e.g. question_type, EGIP Table 7; target_in_menu)")
     cmp.add_argument("--flips", type=count(1), default=20_000, metavar="N",
                      help="sign-flip randomizations per comparison (default: 20000)")
     cmp.add_argument("--intersect", action="store_true",
                      help="compare the cases both logs hold instead of refusing different "
                           "case sets")
+    cmp.add_argument("--sensitivity", action="store_true",
+                     help="also report the shared-answer scoring sensitivity: effect bounds, "
+                          "conservative envelopes, and the difference with every unscored "
+                          "baseline output counted correct (EGIP appendix B; "
+                          "sensitivity.md/csv)")
+    cmp.add_argument("--reviewer-labels", type=Path, default=None, metavar="FILE",
+                     help="CSV of reviewer ratings (dataset,case_id,method,repetition,"
+                          "reviewer,rating with S/U/C/I/A; see docs/analyses.md): also "
+                          "report the correct-and-jointly-supported yield (EGIP Eq. 6, "
+                          "Table 4; review.md/csv) and Cohen's kappa (agreement.md/csv)")
+    cmp.add_argument("--review-resamples", type=count(1), default=20_000, metavar="N",
+                     help="dataset-stratified source-case bootstrap resamples of the "
+                          "--reviewer-labels intervals (default: 20000)")
     cmp.set_defaults(func=cmd_compare)
 
 
@@ -148,7 +173,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from clinenv.evaluation.reports import accuracy_table
 
     _check_by(args.by)
-    runs = _load_runs(args.logs, mixed_scoring=args.mixed_scoring)
+    runs = _with_flag_strata(_load_runs(args.logs, mixed_scoring=args.mixed_scoring), args.by)
     try:
         encoder, sim_name = None, "similarity"
         if args.similarity:
@@ -185,7 +210,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     pair_labels = [_parse_pair(text) for text in args.pair or ()]
     if not args.methods and not pair_labels:
         raise CLIError("compare needs a baseline log and at least one method log")
-    runs = _load_runs([args.base, *args.methods], mixed_scoring=args.mixed_scoring)
+    runs = _with_flag_strata(_load_runs([args.base, *args.methods],
+                                        mixed_scoring=args.mixed_scoring), args.by)
     try:
         if pair_labels:
             pairs = pair_runs(runs, pairs=pair_labels)
@@ -197,6 +223,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if args.by is not None:
             tables.append((_stem("comparison_by_", args.by),
                            comparison_table(pairs, by=args.by, **options)))
+        tables += _analyses(args, runs, pairs, options)
     except (ClinenvError, ValueError) as err:
         raise CLIError(str(err)) from None
     written = _show_and_write(tables, args.out_dir)
@@ -205,9 +232,36 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
         _require_matplotlib(written)
         for stem, table in tables:
-            written.append(_plot(plot_comparison, table, args.out_dir / f"{stem}.png"))
+            if stem.startswith("comparison"):
+                written.append(_plot(plot_comparison, table, args.out_dir / f"{stem}.png"))
     _written(written)
     return 0
+
+
+def _analyses(args: argparse.Namespace, runs: Sequence[Any], pairs: Sequence[Any],
+              options: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The tables of ``--sensitivity`` and ``--reviewer-labels`` (none without them)."""
+    tables: list[tuple[str, Any]] = []
+    if args.sensitivity:
+        from clinenv.evaluation.sensitivity import label_pool, sensitivity_table
+
+        pool = label_pool(runs)
+        tables.append(("sensitivity", sensitivity_table(pairs, pool=pool, **options)))
+        if args.by is not None:
+            tables.append((_stem("sensitivity_by_", args.by),
+                           sensitivity_table(pairs, pool=pool, by=args.by, **options)))
+    if args.reviewer_labels is not None:
+        from clinenv.evaluation.review import agreement_table, review_pairs, review_table
+        from clinenv.evaluation.reviewer_labels import read_reviewer_labels
+
+        labels = read_reviewer_labels(args.reviewer_labels)
+        sample = review_pairs(pairs, labels, intersect=args.intersect,
+                              mixed_scoring=args.mixed_scoring)
+        tables.append(("review", review_table(sample, n_resamples=args.review_resamples,
+                                              seed=args.seed)))
+        if len(labels.reviewers) > 1:
+            tables.append(("agreement", agreement_table(labels)))
+    return tables
 
 
 def _require_matplotlib(written: Sequence[Path]) -> None:
@@ -240,9 +294,43 @@ def _load_runs(logs: Sequence[str], *, mixed_scoring: bool = False) -> list[Any]
     return runs
 
 
+def _with_flag_strata(runs: Sequence[Any], by: str | None) -> list[Any]:
+    """``--by`` a case flag (a :class:`clinenv.cases.CaseFlags` field such as
+    ``target_in_menu`` or ``target_in_records``) that no line's ``case_strata`` holds:
+    the runs with each line's ``case_flags[by]`` as that stratum (``"True"`` /
+    ``"False"``; a line without the flag, from an older log, is in no stratum). Other
+    ``--by`` values leave the runs as they are.
+
+    Raises:
+        CLIError: no line of the logs records the flag (logs written before it existed).
+    """
+    from dataclasses import replace
+
+    from clinenv.cases import CaseFlags
+
+    if by not in CaseFlags.model_fields or any(
+            by in (r.get("case_strata") or {}) for run in runs for r in run.records):
+        return list(runs)
+    if not any(by in (r.get("case_flags") or {}) for run in runs for r in run.records):
+        logs = ", ".join(p for run in runs for p in run.paths)
+        raise CLIError(f"--by {by}: no line of {logs} records case_flags.{by} (logs written "
+                       "before that flag existed); run the cases again to stratify by it")
+    out = []
+    for run in runs:
+        records = []
+        for rec in run.records:
+            value = (rec.get("case_flags") or {}).get(by)
+            strata = dict(rec.get("case_strata") or {})
+            if value is not None:
+                strata[by] = str(value)
+            records.append({**rec, "case_strata": strata})
+        out.append(replace(run, records=tuple(records)))
+    return out
+
+
 def _check_by(by: str | None) -> None:
     if by is not None and not by.strip():
-        raise CLIError("--by needs a case_strata key, e.g. --by question_type")
+        raise CLIError("--by needs a case_strata key or case flag, e.g. --by question_type")
 
 
 def _stem(prefix: str, by: str) -> str:

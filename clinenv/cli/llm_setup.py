@@ -9,8 +9,9 @@ variable ``--api-key-env`` and never written anywhere.
 ``--prompt`` has no fixed default: the LLM doctor uses ``agentclinic`` on an environment
 that runs a native protocol (AgentClinic, MedAgentSim: the diagnosis must come within
 the turns) and ``egip`` otherwise (:meth:`LLMSetup.match_env`). Nor has ``--strategy``:
-the terminal strategy F is ``discussion`` (MedAgentSim's multi-doctor discussion) on an
-environment running the MedAgentSim protocol and ``direct`` otherwise; an explicit
+the terminal strategy F is ``medagentsim`` (MedAgentSim's final turn as published:
+discussion, answer options, consensus) on an environment running the MedAgentSim
+protocol and ``direct`` otherwise; an explicit
 ``--strategy`` (also ``direct`` on MedAgentSim) is kept (:func:`doctor_strategy`).
 """
 
@@ -43,7 +44,7 @@ LLM_HELP: dict[str, str] = {
     "max_retries": "retries per request on timeouts, 429 and 5xx (default: 3)",
 }
 #: ``--strategy`` choices (terminal strategies F, EGIP eq. 5, and MedAgentSim's discussion).
-STRATEGIES = ("direct", "vote", "full", "discussion")
+STRATEGIES = ("direct", "vote", "full", "discussion", "medagentsim")
 
 
 def add_llm_arguments(run: argparse.ArgumentParser, *, patient: bool = True,
@@ -65,9 +66,10 @@ def add_llm_arguments(run: argparse.ArgumentParser, *, patient: bool = True,
     llm.add_argument("--base-url", default=None, metavar="URL", help=LLM_HELP["base_url"])
     llm.add_argument("--model", default=None, metavar="M", help=LLM_HELP["model"])
     llm.add_argument("--strategy", choices=STRATEGIES, default=None,
-                     help="terminal decision strategy F (EGIP eq. 5; default: discussion on "
-                          "the MedAgentSim-* ids, else direct); discussion: MedAgentSim's "
-                          "multi-doctor discussion")
+                     help="terminal decision strategy F (EGIP eq. 5; default: medagentsim on "
+                          "the MedAgentSim-* ids, else direct); medagentsim: MedAgentSim's "
+                          "published final turn (discussion, answer options, consensus); "
+                          "discussion: the discussion without the option step")
     llm.add_argument("--prompt", choices=PROMPTS, default=None,
                      help="doctor prompt (default: agentclinic on the native ids "
                           "AgentClinic-* and MedAgentSim-*, else egip)")
@@ -150,11 +152,11 @@ def doctor_prompt(args: argparse.Namespace, protocol: str) -> str:
 
 def doctor_strategy(args: argparse.Namespace, protocol: str) -> str:
     """``--strategy``, or its default for an environment running ``protocol``:
-    ``"discussion"`` under MedAgentSim, else ``"direct"``."""
+    ``"medagentsim"`` under MedAgentSim, else ``"direct"``."""
     given = getattr(args, "strategy", None)  # ``clinenv cdeg build`` has no --strategy
     if given:
         return given
-    return "discussion" if protocol == "medagentsim" else "direct"
+    return "medagentsim" if protocol == "medagentsim" else "direct"
 
 
 def check_llm_args(args: argparse.Namespace, protocol: str = "egip") -> None:

@@ -9,7 +9,7 @@ docstring for the options and exit codes.
 ``--env`` also takes the native-protocol ids (``AgentClinic-<Dataset>-v0``,
 ``MedAgentSim-<Dataset>-v0``; :mod:`clinenv.protocol.native`). There the LLM doctor uses
 the ``agentclinic`` prompt unless ``--prompt`` is given, and on the MedAgentSim ids the
-``discussion`` terminal strategy unless ``--strategy`` is given (``--strategy direct``
+``medagentsim`` terminal strategy unless ``--strategy`` is given (``--strategy direct``
 stays allowed) (an explicit ``--prompt egip`` is
 refused on the AgentClinic ids: that prompt forbids the diagnosis marker the episode
 ends on), and ``--examiner llm [--examiner-model M]`` puts the LLM measurement agent in
@@ -21,6 +21,11 @@ marker (EGIP ids; the setting the CDEG wrapper's acquisition guidance is meant f
 ``--log-messages`` keeps, in every call record of the run log, the messages sent and the
 raw replies (``messages``, ``raw_reply``; :meth:`clinenv.llm.base.ChatResult.to_log`),
 by setting :attr:`~clinenv.llm.base.ChatModel.log_messages` on the models it builds.
+``--dataset FILE`` runs the cases of a file (e.g. MIMIC-IDx-style admissions,
+:mod:`clinenv.datasets.mimic_idx`) under the id's protocol; ``--icd-map FILE`` scores
+answers through a user-supplied ICD mapping and
+``--knowledge-source FILE`` enables CDEG's knowledge retrieval (EGIP ids;
+:mod:`clinenv.icd_map`, :mod:`clinenv.protocol.extra_actions`, docs/cdeg.md).
 ``--preset NAME`` runs a named preset (:mod:`clinenv.protocol.presets`), e.g.
 ``--env EGIP-MedQA-v0 --preset egip-no-menu``; the default ``--out`` then names it.
 ``--cases FILE`` runs only the case ids listed in FILE (:mod:`clinenv.case_list`, e.g. a
@@ -101,6 +106,17 @@ def add_run_parser(sub: Any) -> None:
                           "'clarify' (EGIP default) replaces it by a clarification question, "
                           "'decide' lets the doctor stop early (the CDEG setting, where the "
                           "doctor decides when it has enough evidence)")
+    run.add_argument("--icd-map", type=Path, default=None, metavar="FILE",
+                     help="EGIP ids: score the answer through a user-supplied ICD mapping "
+                          "(clinenv.icd_map/1, docs/cdeg.md): answer and target that map "
+                          "to codes are the same diagnosis iff the codes agree")
+    run.add_argument("--dataset", type=Path, default=None, metavar="FILE",
+                     help="run the cases of this file instead of the id's dataset (any "
+                          "schema clinenv reads: OSCE, NEJM, MIMIC-IDx-style, canonical; "
+                          "docs/cdeg.md)")
+    run.add_argument("--knowledge-source", type=Path, default=None, metavar="FILE",
+                     help="EGIP ids: enable RETRIEVE KNOWLEDGE: <query>, answered from this "
+                          "user-supplied file (clinenv.knowledge/1, docs/cdeg.md)")
     run.add_argument("--doctor", default="scripted", choices=sorted(DOCTOR_CHOICES),
                      help="doctor policy (default: scripted); llm needs --model and, with "
                           "the openai backend, --base-url")
@@ -227,6 +243,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"{env_part}_{doctor_label(args, protocol)}_seed{args.seed}.jsonl")
     if out.is_dir():
         raise CLIError(f"--out {out} is a folder; give a file path")
+    if args.icd_map is not None and not args.icd_map.is_file():
+        raise CLIError(f"--icd-map {args.icd_map}: no such file")
+    if args.dataset is not None and not args.dataset.is_file():
+        raise CLIError(f"--dataset {args.dataset}: no such file")
+    if args.knowledge_source is not None and not args.knowledge_source.is_file():
+        raise CLIError(f"--knowledge-source {args.knowledge_source}: no such file")
     if not args.quiet:
         print(f"env: {env_id} ({reason})", flush=True)
         if settings.summary:
@@ -244,6 +266,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             setup.env_kwargs["preset"] = preset
         if args.premature_diagnosis is not None:
             setup.env_kwargs["premature_diagnosis"] = args.premature_diagnosis
+        if args.icd_map is not None:
+            setup.env_kwargs["icd_map"] = str(args.icd_map)
+        if args.knowledge_source is not None:
+            setup.env_kwargs["knowledge_source"] = str(args.knowledge_source)
+        if args.dataset is not None:
+            setup.env_kwargs["dataset"] = str(args.dataset)
         spare = [make_env(env_id, args.data_dir, args.allow_download, verify,
                           **setup.env_kwargs)]
         env = spare[0]

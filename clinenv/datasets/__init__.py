@@ -10,8 +10,9 @@ Entry points:
   fetch and check dataset files (used by ``clinenv data``);
 - :data:`DATASETS` / :class:`DatasetSpec` — the registry.
 
-Schemas: OSCE (:mod:`.osce`), NEJM (:mod:`.nejm`, test text split by :mod:`.nejm_split`)
-and canonical (``Case`` JSON Lines, :func:`clinenv.cases.read_cases`). Flags are
+Schemas: OSCE (:mod:`.osce`), NEJM (:mod:`.nejm`, test text split by :mod:`.nejm_split`),
+user-supplied MIMIC-IDx-style admissions (:mod:`.mimic_idx`, by path only) and canonical
+(``Case`` JSON Lines, :func:`clinenv.cases.read_cases`). Flags are
 computed by :mod:`.flags`. Files are always read as UTF-8 (bug report B18).
 """
 
@@ -26,6 +27,7 @@ from pathlib import Path
 from clinenv.cases import Case, no_cases_error, read_cases, scan_json_lines
 from clinenv.datasets.flags import iter_leaf_texts, near_duplicates
 from clinenv.datasets.lenient import LoadReport
+from clinenv.datasets.mimic_idx import case_from_mimic_idx, is_mimic_idx
 from clinenv.datasets.nejm import DISCLOSURES, Disclosure, case_from_nejm
 from clinenv.datasets.nejm_split import split_test_findings
 from clinenv.datasets.osce import case_from_osce
@@ -83,6 +85,8 @@ def _sniff_schema(path: Path) -> str:
         if isinstance(obj, dict):
             if "OSCE_Examination" in obj:
                 return "osce"
+            if is_mimic_idx(obj):
+                return "mimic_idx"
             if {"answers", "question", "patient_info", "physical_exams"} & obj.keys():
                 return "nejm"
             if "case_id" in obj and "target" in obj:
@@ -104,12 +108,20 @@ def _load_records(path: Path, schema: str, dataset: str, report: LoadReport, str
                   disclosure: Disclosure) -> list[Case]:
     cases: list[Case] = []
     index = 0
+    seen: dict[str, int] = {}
     for line, obj in scan_json_lines(path):
         index += 1
         try:
             if isinstance(obj, CaseFormatError):
                 raise obj
-            if schema == "nejm":
+            if schema == "mimic_idx":
+                case = case_from_mimic_idx(obj, dataset=dataset, path=path, line=line)
+                if case.case_id in seen:
+                    raise CaseFormatError(f"hadm_id {case.metadata['hadm_id']!r} is already "
+                                          f"on line {seen[case.case_id]}", path=path,
+                                          line=line, field="hadm_id")
+                seen[case.case_id] = line
+            elif schema == "nejm":
                 case = case_from_nejm(obj, dataset=dataset, index=index, disclosure=disclosure,
                                       path=path, line=line)
             else:
@@ -189,8 +201,10 @@ def load_cases(
     cache, then (only with ``allow_download=True``) a download checked against the pinned
     sha256. A path is read as it is; its schema (OSCE, NEJM or canonical) is taken from
     the registry when the file name is a registry file name, and otherwise from its first
-    record. Case ids are ``f"{dataset}-{index:04d}"`` with the record's 1-based position
-    in the file (canonical files keep their own ids).
+    record (OSCE, NEJM, MIMIC-IDx-style :mod:`.mimic_idx` or canonical). Case ids are
+    ``f"{dataset}-{index:04d}"`` with the record's 1-based position in the file
+    (canonical files keep their own ids; MIMIC-IDx-style ids are
+    ``f"{dataset}-{hadm_id}"``).
 
     Args:
         name_or_path: registry name, or path of a JSON Lines file.

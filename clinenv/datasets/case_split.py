@@ -10,6 +10,9 @@ read or written; ``clinenv data split`` writes the lists, :mod:`clinenv.cli.data
   :attr:`~clinenv.cases.CaseFlags.near_duplicate_of` names form one group (the loader
   points every member of a duplicate group at the group's first case,
   :func:`clinenv.datasets.flags.near_duplicates`);
+- so do one patient's cases: cases with the same ``metadata["patient_id"]`` (set by
+  the MIMIC-IDx-style loader, :mod:`clinenv.datasets.mimic_idx`; the CDEG paper splits
+  "at the patient level") join one group; a group is named by its first case;
 - groups are ordered by ``sha256("clinenv.split/<seed>/<first case id>")`` (hex), the
   same on every machine and for every Python or NumPy version;
 - in that order a group goes to the construction side while the side stays within
@@ -56,6 +59,41 @@ def _group_key(seed: int, root: str) -> str:
     return hashlib.sha256(f"clinenv.split/{seed}/{root}".encode()).hexdigest()
 
 
+def _n_duplicate_groups(cases: Sequence[Case]) -> int:
+    """Near-duplicate groups of two or more cases (patient groups not counted)."""
+    sizes: dict[str, int] = {}
+    for case in cases:
+        key = case.flags.near_duplicate_of or case.case_id
+        sizes[key] = sizes.get(key, 0) + 1
+    return sum(n > 1 for n in sizes.values())
+
+
+def _group_roots(cases: Sequence[Case]) -> list[str]:
+    """Each case's group name (module docstring): ``near_duplicate_of`` or the case's
+    own id, and for a patient's cases the name of the patient's first group."""
+    keys = [c.flags.near_duplicate_of or c.case_id for c in cases]
+    parent: dict[str, str] = {}
+    seen: dict[str, int] = {}
+
+    def find(x: str) -> str:
+        parent.setdefault(x, x)
+        seen.setdefault(x, len(seen))
+        while parent[x] != x:
+            parent[x] = x = parent[parent[x]]
+        return x
+
+    patients: dict[str, str] = {}
+    for case, key in zip(cases, keys, strict=True):
+        root = find(key)
+        patient = case.metadata.get("patient_id")
+        if isinstance(patient, str):
+            other = find(patients.setdefault(patient, root))
+            if other != root:  # the group met first names the merged group
+                first, second = sorted((root, other), key=seen.__getitem__)
+                parent[second] = first
+    return [find(key) for key in keys]
+
+
 def split_cases(cases: Sequence[Case], fraction: float, seed: int = 0) -> CaseSplit:
     """Split ``cases`` into construction and evaluation cases (module docstring).
 
@@ -82,8 +120,8 @@ def split_cases(cases: Sequence[Case], fraction: float, seed: int = 0) -> CaseSp
     if len(set(ids)) != len(ids):
         raise ValueError("the cases hold a case id twice")
     groups: dict[str, list[int]] = {}
-    for i, case in enumerate(cases):
-        groups.setdefault(case.flags.near_duplicate_of or case.case_id, []).append(i)
+    for i, root in enumerate(_group_roots(cases)):
+        groups.setdefault(root, []).append(i)
     n = len(ids)
     target = math.floor(float(fraction) * n + 0.5)
     taken: list[int] = []
@@ -100,4 +138,4 @@ def split_cases(cases: Sequence[Case], fraction: float, seed: int = 0) -> CaseSp
         construction=tuple(ids[i] for i in sorted(construction)),
         evaluation=tuple(c for i, c in enumerate(ids) if i not in construction),
         fraction=float(fraction), seed=seed,
-        n_duplicate_groups=sum(len(g) > 1 for g in groups.values()))
+        n_duplicate_groups=_n_duplicate_groups(cases))

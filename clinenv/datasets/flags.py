@@ -14,6 +14,12 @@ They follow the leak and quality notes of the AgentClinic audit
   mentions ("no appendicitis") count too: the flag means "the record text names the
   target".
 - ``target_in_patient_facts``: the same test over the leaves of P.
+- ``target_in_menu``: a name the menu can show — a test name, its group name, or a
+  physical-examination section — names the target (:func:`names_target_in_menu`):
+  one of :func:`target_phrases` with every content word present in the name in any
+  order (case, accents, ``_``/``-`` and a plural ``s`` ignored), or a bracketed
+  abbreviation of the target as a whole word with its own capitals. The names are the
+  keys the catalog (:mod:`clinenv.protocol.catalog`) makes them from (:func:`menu_names`).
 - ``patient_facts_contain_findings``: (NEJM role cards only) some clause of
   ``patient_info`` names a test or examination *and* a result word (showed, revealed,
   found, noted, came back, normal, positive...), and is not a clause about what the
@@ -64,7 +70,7 @@ _ABBREVIATION = re.compile(
 
 def fold(text: str) -> str:
     """Lower-case, strip accents, read ``-``/``_``/dashes as spaces, collapse spaces."""
-    text = _fold_accents(text)
+    text = fold_accents(text)
     text = text.replace("\u2019", "'").replace("\u2018", "'")
     text = re.sub(r"[-_\u2010-\u2015]+", " ", text.lower())
     return re.sub(r"\s+", " ", text).strip()
@@ -107,13 +113,14 @@ def target_abbreviations(target: str) -> list[str]:
     """
     found = []
     for inner in _BRACKETED.findall(target):
-        word = _fold_accents(inner)
+        word = fold_accents(inner)
         if _ABBREVIATION.fullmatch(word) and word not in found:
             found.append(word)
     return found
 
 
-def _fold_accents(text: str) -> str:
+def fold_accents(text: str) -> str:
+    """``text`` with accents removed (NFKD, combining marks dropped); case kept."""
     text = unicodedata.normalize("NFKD", text)
     return "".join(ch for ch in text if not unicodedata.combining(ch))
 
@@ -147,7 +154,7 @@ def names_target(target: str, tree: JsonValue) -> bool:
     folded = [fold(leaf) for leaf in leaves]
     if any(pat.search(leaf) for pat in patterns for leaf in folded):
         return True
-    kept = [_fold_accents(leaf) for leaf in leaves]
+    kept = [fold_accents(leaf) for leaf in leaves]
     return any(pat.search(leaf) for pat in abbreviations for leaf in kept)
 
 
@@ -219,6 +226,86 @@ def patient_facts_contain_findings(text: str) -> bool:
         if _TEST_NOUN.search(kept) and _RESULT_WORD.search(kept):
             return True
     return False
+
+
+#: Words a target phrase may hold that a menu name need not repeat ("of", "the"...).
+_NAME_STOPWORDS = frozenset("a an and the of in on to for or by from at".split())
+_WORD = re.compile(r"[^\W_]+")
+
+
+def _name_words(text: str) -> list[str]:
+    """Folded words of a name or phrase: possessive ``'s`` dropped, a plural ``s`` cut
+    from words of 4+ letters (not ``ss``), so "Kidney stones" meets "Kidney_Stone_Panel"
+    and "Crohn's" meets "Crohns"."""
+    words = []
+    for word in _WORD.findall(fold(text).replace("'s ", " ").replace("'", "")):
+        if len(word) >= 4 and word.endswith("s") and not word.endswith("ss"):
+            word = word[:-1]
+        words.append(word)
+    return words
+
+
+def menu_names(physical_exam: JsonValue, tests: JsonValue) -> list[str]:
+    """The source keys the menu's names come from, in record order, without repeats.
+
+    Every top-level key of the physical examination and of the tests, and every key
+    one level under a top-level test key whose value is an object. The catalog shows a
+    top-level key as an entry or as the group of its children, and those children as
+    entries (:class:`clinenv.protocol.catalog.Catalog`), so every name and group name of
+    the menu is in this list; a child of a test the catalog keeps whole is listed too
+    (it is shown with that test's result, not in the menu), which can only add a flag.
+    The datasets layer sits below the protocol, so the catalog itself is not used.
+
+    Args:
+        physical_exam: the ``physical_exam`` tree of M (``{section: tree}``).
+        tests: the ``tests`` tree of M.
+    """
+    names: dict[str, None] = {}
+    for tree, nested in ((physical_exam, False), (tests, True)):
+        if not isinstance(tree, dict):
+            continue
+        for key, value in tree.items():
+            names[key] = None
+            if nested and isinstance(value, dict):
+                names.update(dict.fromkeys(value))
+    return list(names)
+
+
+def names_target_in_menu(target: str, names: Sequence[str]) -> list[str]:
+    """The names, of ``names``, that name ``target`` (module docstring,
+    ``target_in_menu``), in input order.
+
+    A name names the target when every content word (not "of", "the"...) of one of
+    :func:`target_phrases` occurs among the name's words in any order, case, accents,
+    ``_``/``-`` and a plural ``s`` ignored (``"Lupus_Erythematosus_Systemic"`` names
+    "Systemic lupus erythematosus"; ``"Varicella_Specific_Tests"`` names "Varicella"),
+    or when one of :func:`target_abbreviations` occurs in it as a whole word with its own
+    capitals (``"BPPV_Provocation"``). An empty target or name names nothing.
+
+    Args:
+        target: the reference target Y.
+        names: menu names or source keys (:func:`menu_names`).
+    """
+    phrases = []
+    for phrase in target_phrases(target):
+        words = frozenset(w for w in _name_words(phrase) if w not in _NAME_STOPWORDS)
+        if words and words not in phrases:
+            phrases.append(words)
+    abbreviations = [re.compile(r"(?<![^\W_])" + re.escape(a) + r"(?![^\W_])")
+                     for a in target_abbreviations(target)]
+    found = []
+    for name in names:
+        words = set(_name_words(name))
+        if any(phrase <= words for phrase in phrases) or any(
+                pat.search(fold_accents(name)) for pat in abbreviations):
+            found.append(name)
+    return found
+
+
+def target_in_menu(target: str, physical_exam: JsonValue, tests: JsonValue) -> bool:
+    """Whether a name the menu can show names the target (``CaseFlags.target_in_menu``):
+    :func:`names_target_in_menu` over :func:`menu_names`."""
+    return bool(names_target_in_menu(target, menu_names(physical_exam, tests)))
 
 
 def no_recorded_tests(tests: JsonValue) -> bool:

@@ -26,7 +26,7 @@ class LoadReport:
     Attributes:
         path: the file that was read.
         dataset: the dataset name given to the cases.
-        schema: ``"osce"``, ``"nejm"`` or ``"canonical"``.
+        schema: ``"osce"``, ``"nejm"``, ``"mimic_idx"`` or ``"canonical"``.
         n_loaded: number of cases returned.
         skipped: ``(line, reason)`` for every line skipped in lenient mode.
         warnings: other problems that did not stop the load (e.g. a record count that

@@ -49,6 +49,7 @@ from clinenv.datasets.flags import (
     names_target,
     no_recorded_tests,
     patient_facts_contain_findings,
+    target_in_menu,
 )
 from clinenv.datasets.nejm_split import split_test_findings
 from clinenv.datasets.osce import json_type, source_metadata
@@ -233,6 +234,7 @@ def case_from_nejm(
         "flags": {
             "target_in_records": names_target(target, tests),
             "target_in_patient_facts": names_target(target, patient),
+            "target_in_menu": target_in_menu(target, {}, tests),
             "patient_facts_contain_findings": patient_facts_contain_findings(patient_info),
             "caregiver_voice": caregiver_voice(sentences[0] if sentences else vignette),
             "non_diagnostic_target": question is not None and not asks_for_diagnosis(question),

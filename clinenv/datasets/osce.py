@@ -38,6 +38,7 @@ from clinenv.datasets.flags import (
     iter_leaf_texts,
     names_target,
     no_recorded_tests,
+    target_in_menu,
 )
 from clinenv.errors import CaseFormatError
 
@@ -170,6 +171,7 @@ def case_from_osce(
         "flags": {
             "target_in_records": names_target(diagnosis, [physical_exam, tests]),
             "target_in_patient_facts": names_target(diagnosis, patient),
+            "target_in_menu": target_in_menu(diagnosis, physical_exam, tests),
             "caregiver_voice": caregiver_voice(_demographics(patient, objective)),
             "no_recorded_tests": no_recorded_tests(tests),
         },

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from clinenv.cases import Case
@@ -59,6 +59,7 @@ class CasePool:
             raise ValueError(f"{name}: duplicate case ids")
         self._prepared: dict[tuple[str, float, float], PreparedCase] = {}
         self._prepared_lock = threading.Lock()
+        self._derived: dict[str, CasePool] = {}
 
     def prepared(self, case: Case, *, accept: float, suggest: float) -> PreparedCase:
         """The shared protocol artifacts of ``case`` (built on first use; thread-safe)."""
@@ -80,6 +81,40 @@ class CasePool:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._prepared_lock = threading.Lock()
+
+    def derived(self, key: str, build: Callable[[tuple[Case, ...]], Sequence[Case]]
+                ) -> CasePool:
+        """The pool of the cases ``build(self.cases)`` returns, made once per ``key`` and
+        shared like this one (a setting that changes which cases are played or how they
+        read, e.g. ``target_in_menu``); it is named ``"<name> (<key>)"`` and keeps this
+        pool's digests.
+
+        Raises:
+            ValueError: ``build`` returns no case.
+        """
+        with self._prepared_lock:
+            pool = self._derived.get(key)
+        if pool is None:
+            built = CasePool(build(self.cases), f"{self.name} ({key})", self.sha256,
+                             sha256_aliases=self.sha256_aliases, mismatch=self.mismatch)
+            with self._prepared_lock:
+                pool = self._derived.setdefault(key, built)
+        return pool
+
+    def with_target_in_menu(self, setting: str) -> CasePool:
+        """This pool under ``ProtocolConfig.target_in_menu``: itself for ``"keep"``, else
+        the shared :meth:`derived` pool of
+        :func:`clinenv.protocol.menu.menu_setting_cases` (``"exclude"``, ``"neutral"``).
+
+        Raises:
+            ValueError: an unknown setting, or ``"exclude"`` leaving no case.
+        """
+        if setting == "keep":
+            return self
+        from clinenv.protocol.menu import menu_setting_cases
+
+        return self.derived(f"target_in_menu={setting}", lambda cases: menu_setting_cases(
+            cases, setting, name=self.name))
 
     def __len__(self) -> int:
         return len(self.cases)

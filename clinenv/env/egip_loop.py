@@ -10,9 +10,13 @@ external examiner); a request with no record is answered "not recorded" by the
 interface in every mode. ``exam_cost`` (per test returned) and ``invalid_action_penalty``
 (per invalid action) are subtracted. In the decision phase the terminal answer is scored
 against Y with the candidate labels K shown (an option letter counts as option K_i, and
-reaches a judge as its label). :meth:`EGIPLoop.finish` records the seats' answers and
-renders the doctor's text (the whole view x_t, or only what is new); the terminal reward
-is that of the verdict (:mod:`clinenv.env.terminal_outcome`, :mod:`clinenv.env.rewards`).
+reaches a judge as its label); with ``config.icd_map`` the scorer first maps answer and
+target to ICD codes (:mod:`clinenv.icd_map`). CDEG's extra actions (``REVIEW HISTORY``,
+``RETRIEVE KNOWLEDGE:``; :mod:`clinenv.protocol.extra_actions`) are routed when
+``config.history_review`` / ``config.knowledge_source`` enable them.
+:meth:`EGIPLoop.finish` records the seats' answers and renders the doctor's text (the
+whole view x_t, or only what is new); the terminal reward is that of the verdict
+(:mod:`clinenv.env.terminal_outcome`, :mod:`clinenv.env.rewards`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from clinenv.env.doctor_view import answer_outcome
 from clinenv.env.loop import LoopStep
 from clinenv.env.seats import PendingStep
 from clinenv.env.terminal_outcome import NOT_JUDGED, terminal_outcome
+from clinenv.icd_map import load_icd_map
 from clinenv.protocol.config import ProtocolConfig
+from clinenv.protocol.extra_actions import KnowledgeSource, read_extra_action
 from clinenv.protocol.prepared import PreparedCase
 from clinenv.protocol.render import DoctorViewRenderer
 from clinenv.protocol.runtime import EGIPRuntime
@@ -49,6 +55,9 @@ class EGIPLoop:
 
     Raises:
         ValueError: an unknown ``examiner`` mode.
+        clinenv.icd_map.IcdMapError, OSError: ``config.icd_map`` cannot be read.
+        clinenv.errors.CaseFormatError, OSError: ``config.knowledge_source`` cannot be
+            read.
     """
 
     protocol = "egip"
@@ -66,6 +75,9 @@ class EGIPLoop:
         self.invalid_action_penalty = float(invalid_action_penalty)
         self.observation_format = observation_format
         self.matching = {"accept": config.exam_accept, "suggest": config.exam_suggest}
+        self.icd_map = None if config.icd_map is None else load_icd_map(config.icd_map)
+        self.knowledge = (None if config.knowledge_source is None
+                          else KnowledgeSource.from_file(config.knowledge_source))
         self.runtime: EGIPRuntime | None = None
         self._renderer: DoctorViewRenderer | None = None
 
@@ -87,7 +99,8 @@ class EGIPLoop:
         pending = PendingStep(since=len(rt.history), phase=rt.phase)
         if rt.phase == "decide":
             pending.parsed = rt.submit_answer(action)
-            pending.score = score_answer(rt.answer, rt.case)  # K shown: letters count
+            pending.score = score_answer(rt.answer, rt.case,  # K shown: letters count
+                                         icd_map=self.icd_map)
             # A candidate chosen by letter ("B", "C. ...") reaches the judge as its label:
             # a bare letter means nothing without the candidate list.
             chose_option = pending.score.method == "option" and pending.score.matched
@@ -96,7 +109,13 @@ class EGIPLoop:
             pending.judged = self.judged and pending.score.verdict != "unscored"
             return pending
         invalid_before = rt.invalid_actions
-        routing = rt.route(action)
+        extra = read_extra_action(action) if (self.config.history_review
+                                              or self.knowledge is not None) else None
+        if extra is not None and not (self.config.history_review if extra.kind ==
+                                      "history_review" else self.knowledge is not None):
+            extra = None  # only the other extra action is enabled: read as usual
+        routing = (rt.route(action) if extra is None
+                   else rt.route_extra(action, extra, self.knowledge))
         pending.routing = routing
         if routing.to == "patient":
             pending.patient_view = rt.patient_view(routing.question or "")

@@ -219,6 +219,8 @@ class EGIPEnv(gym.Env):
         self.pool = CasePool.get(dataset, cases=cases, data_dir=data_dir,
                                  disclosure=disclosure, allow_download=allow_download,
                                  verify=verify)
+        if not self._native:  # the menu setting (off by default: "keep")
+            self.pool = self.pool.with_target_in_menu(self.config.target_in_menu)
         # plain attributes, read by the step
         self.observation_format = settings.observation_format
         self.max_exams = settings.max_exams

@@ -13,6 +13,13 @@
   tables (EGIP Table 1; EGIP Tables 5/7/8 and CDEG Table 2), rendered by
   :mod:`~clinenv.evaluation.table`; :mod:`~clinenv.evaluation.plots` — figures
   (matplotlib, imported only when a figure is drawn).
+- :mod:`~clinenv.evaluation.sensitivity` — EGIP appendix B shared-answer sensitivity:
+  effect bounds and the conservative envelope (Tables 5/6), and Δ with the baseline's
+  unscored outputs counted correct (appendix B.1);
+- :mod:`~clinenv.evaluation.reviewer_labels` (the reviewer-label file),
+  :mod:`~clinenv.evaluation.review` (correct-and-jointly-supported yield, EGIP Eq. 6 and
+  Table 4, with :func:`~clinenv.evaluation.stats.stratified_bootstrap_ci`) and
+  :mod:`~clinenv.evaluation.agreement` (Cohen's kappa between reviewers).
 """
 
 from clinenv.evaluation.metrics import (
@@ -41,9 +48,11 @@ from clinenv.evaluation.stats import (
     paired_bootstrap_ci,
     paired_differences,
     sign_flip_test,
+    stratified_bootstrap_ci,
 )
 
 # isort: split
+from clinenv.evaluation.agreement import Agreement, cohen_kappa
 from clinenv.evaluation.comparison import (
     Comparison,
     accuracy_ci,
@@ -64,6 +73,22 @@ from clinenv.evaluation.reports import (
     accuracy_cells,
     accuracy_table,
 )
+from clinenv.evaluation.review import (
+    ReviewPair,
+    ReviewSample,
+    YieldRow,
+    agreement_table,
+    correct_supported_yield,
+    review_pairs,
+    review_table,
+    yield_rows,
+)
+from clinenv.evaluation.reviewer_labels import (
+    RATINGS,
+    ReviewerLabelError,
+    ReviewerLabels,
+    read_reviewer_labels,
+)
 from clinenv.evaluation.runs import (
     Alignment,
     CaseMismatchError,
@@ -75,6 +100,15 @@ from clinenv.evaluation.runs import (
     load_runs,
     parse_run_spec,
     scoring_version,
+)
+from clinenv.evaluation.sensitivity import (
+    LabelPool,
+    Sensitivity,
+    effect_bounds,
+    label_pool,
+    sensitivity,
+    sensitivity_table,
+    unscored_correct_difference,
 )
 
 # --- end of runs, reports, plots exports ---
@@ -91,6 +125,29 @@ __all__ = [
     "paired_bootstrap_ci",
     "paired_differences",
     "sign_flip_test",
+    "stratified_bootstrap_ci",
+    # sensitivity, reviewer labels, review, agreement
+    "Agreement",
+    "LabelPool",
+    "RATINGS",
+    "ReviewPair",
+    "ReviewSample",
+    "ReviewerLabelError",
+    "ReviewerLabels",
+    "Sensitivity",
+    "YieldRow",
+    "agreement_table",
+    "cohen_kappa",
+    "correct_supported_yield",
+    "effect_bounds",
+    "label_pool",
+    "read_reviewer_labels",
+    "review_pairs",
+    "review_table",
+    "sensitivity",
+    "sensitivity_table",
+    "unscored_correct_difference",
+    "yield_rows",
     "Encoder",
     "HashingEncoder",
     "accuracy",

@@ -34,6 +34,9 @@ Sources:
   reported Holm p over 28 tests is 0.0014 = 28 / 20,001, i.e. the Monte-Carlo p value is
   ``(1 + #{|T*| >= |T|}) / (n_resamples + 1)``).
 - CDEG "Metrics", Eq. 8: Correction = N_fix / N_V−, Regression = N_reg / N_V+.
+- EGIP §4.5 / appendix E: 20,000 dataset-stratified source-case bootstrap resamples of
+  pooled pair outcomes (:func:`stratified_bootstrap_ci`), each case carrying all its
+  paired outputs and model–framework records.
 
 All differences are reported in **percentage points** (proportions × 100).
 """
@@ -49,11 +52,13 @@ import numpy as np
 __all__ = [
     "CorrectionRegression",
     "PairedCI",
+    "bootstrap_case_means",
     "case_means",
     "correction_regression",
     "holm",
     "paired_bootstrap_ci",
     "sign_flip_test",
+    "stratified_bootstrap_ci",
 ]
 
 #: Elements of one chunk of resampled indices or signs (bounds memory: ~32 MB of int64).
@@ -211,16 +216,8 @@ class PairedCI:
 
 
 def _bootstrap_means(d: np.ndarray, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """Means of ``d`` over ``n_resamples`` case resamples (with replacement), computed in
-    chunks of an ``(rows, n_cases)`` index matrix."""
-    n = d.size
-    rows = max(1, _CHUNK_ELEMENTS // n)
-    out = np.empty(n_resamples)
-    for start in range(0, n_resamples, rows):
-        stop = min(n_resamples, start + rows)
-        idx = rng.integers(0, n, size=(stop - start, n))
-        out[start:stop] = d[idx].sum(axis=1)
-    return out / n
+    """Means of ``d`` over ``n_resamples`` case resamples (with replacement)."""
+    return bootstrap_case_means(d, n_resamples, rng)
 
 
 def paired_bootstrap_ci(a: Any, b: Any, n_resamples: int = 10_000, confidence: float = 0.95,
@@ -268,6 +265,106 @@ def paired_bootstrap_ci(a: Any, b: Any, n_resamples: int = 10_000, confidence: f
     means = _bootstrap_means(d, n_resamples, _rng(seed))
     alpha = (1.0 - confidence) / 2.0
     low, high = np.quantile(means, [alpha, 1.0 - alpha])
+    return PairedCI(low=100.0 * float(low), high=100.0 * float(high), **common)
+
+
+def bootstrap_case_means(values: np.ndarray, n_resamples: int,
+                         rng: np.random.Generator) -> np.ndarray:
+    """Means over case resamples of one or more per-case statistics, with the same
+    resampled case indices for every statistic.
+
+    Args:
+        values: ``(n_cases,)`` or ``(n_cases, k)`` per-case statistics.
+        n_resamples: resamples to draw.
+        rng: the generator; for a 1-D ``values`` the draws are those of
+            :func:`paired_bootstrap_ci` with the same generator.
+
+    Returns:
+        ``(n_resamples,)`` or ``(n_resamples, k)`` resample means.
+    """
+    values = np.asarray(values, dtype=float)
+    n = values.shape[0]
+    rows = max(1, _CHUNK_ELEMENTS // n)
+    out = np.empty((n_resamples, *values.shape[1:]))
+    for start in range(0, n_resamples, rows):
+        stop = min(n_resamples, start + rows)
+        idx = rng.integers(0, n, size=(stop - start, n))
+        out[start:stop] = values[idx].sum(axis=1)
+    return out / n
+
+
+def stratified_bootstrap_ci(numerators: Any, denominators: Any, strata: Any, *,
+                            n_resamples: int = 20_000, confidence: float = 0.95,
+                            seed: Seed = None) -> PairedCI:
+    """A pooled ratio ``100 * sum(x_i) / sum(n_i)`` with a dataset-stratified cluster
+    bootstrap percentile interval (EGIP §4.5 and appendix E).
+
+    Each cluster ``i`` is a source case; ``x_i`` sums an outcome over the case's records
+    (e.g. the per-pair differences ``y_j^Direct − y_j^Native`` of its paired outputs,
+    over every model–framework configuration) and ``n_i`` counts those records (the
+    pairs). A resample draws, **within each stratum** (dataset), as many cases as the
+    stratum holds, with replacement, so every resample keeps the datasets' case counts;
+    a drawn case brings all its records. The statistic of a resample is its pooled
+    ratio; the interval is the percentile interval (``numpy.quantile``, linear
+    interpolation, at ``(1 ∓ confidence) / 2``), pointwise and unadjusted.
+
+    Args:
+        numerators: ``(n_cases,)`` per-case sums ``x_i`` (any real values).
+        denominators: ``(n_cases,)`` per-case record counts ``n_i`` (positive).
+        strata: ``(n_cases,)`` stratum labels (hashable; e.g. dataset names).
+        n_resamples: bootstrap resamples (positive integer; the paper uses 20,000).
+        confidence: nominal coverage, strictly between 0 and 1.
+        seed: anything :func:`numpy.random.default_rng` accepts.
+
+    Returns:
+        A :class:`PairedCI` whose ``difference`` is the pooled ratio (percent or
+        percentage points, as ``x`` is a 0/1 outcome or a difference of two), ``n_cases``
+        the number of clusters and ``method`` ``"dataset-stratified source-case
+        percentile bootstrap"``. ``degenerate`` is true (bounds equal to the statistic)
+        when no resample can differ: every stratum has one case, or within each stratum
+        every case has the same ratio ``x_i / n_i`` and the same ``n_i``.
+
+    Raises:
+        ValueError: lengths differ, no case, a non-finite ``x_i``, an ``n_i`` that is not
+            positive, ``n_resamples < 1`` or ``confidence`` not in (0, 1).
+    """
+    n_resamples = _check_resamples(n_resamples)
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence!r}")
+    x = np.asarray(numerators, dtype=float).ravel()
+    n = np.asarray(denominators, dtype=float).ravel()
+    labels = list(np.asarray(strata, dtype=object).ravel())
+    if not (x.size == n.size == len(labels)):
+        raise ValueError(f"numerators, denominators and strata must have the same length, "
+                         f"got {x.size}, {n.size} and {len(labels)}")
+    if x.size == 0:
+        raise ValueError("no cases to resample")
+    if not np.isfinite(x).all():
+        i = int(np.flatnonzero(~np.isfinite(x))[0])
+        raise ValueError(f"numerators must be finite; case {i} has {x[i]!r}")
+    if not (np.isfinite(n).all() and (n > 0).all()):
+        i = int(np.flatnonzero(~(np.isfinite(n) & (n > 0)))[0])
+        raise ValueError(f"denominators must be positive; case {i} has {n[i]!r}")
+    value = 100.0 * float(x.sum() / n.sum())
+    method = "dataset-stratified source-case percentile bootstrap"
+    common = dict(difference=value, n_cases=int(x.size), n_resamples=n_resamples,
+                  confidence=float(confidence), method=method)
+    groups: dict[Any, list[int]] = {}
+    for i, label in enumerate(labels):
+        groups.setdefault(label, []).append(i)
+    if all(len(rows) == 1 or (np.ptp(n[rows]) == 0 and np.ptp(x[rows] / n[rows]) <= _TOL)
+           for rows in groups.values()):
+        return PairedCI(low=value, high=value, degenerate=True, **common)
+    rng = _rng(seed)
+    sum_x = np.zeros(n_resamples)
+    sum_n = np.zeros(n_resamples)
+    for rows in groups.values():  # strata in order of first appearance
+        both = np.column_stack([x[rows], n[rows]])
+        means = bootstrap_case_means(both, n_resamples, rng)
+        sum_x += means[:, 0] * len(rows)
+        sum_n += means[:, 1] * len(rows)
+    alpha = (1.0 - confidence) / 2.0
+    low, high = np.quantile(sum_x / sum_n, [alpha, 1.0 - alpha])
     return PairedCI(low=100.0 * float(low), high=100.0 * float(high), **common)
 
 

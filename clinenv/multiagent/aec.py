@@ -200,7 +200,7 @@ class EGIPAECEnv(AECEnv):
         self.config = ProtocolConfig(**protocol)
         self.pool = CasePool.get(dataset, cases=cases, data_dir=data_dir,
                                  disclosure=disclosure, allow_download=allow_download,
-                                 verify=verify)
+                                 verify=verify).with_target_in_menu(self.config.target_in_menu)
         if isinstance(patient, str) and patient == "external":
             if patient_model is not None:
                 raise ValueError("patient_model is used only with patient='llm'")

@@ -5,9 +5,10 @@ Every knob is an environment kwarg too (``gym.make("EGIP-MedQA-v0", menu_limit=1
 
 from __future__ import annotations
 
+import os
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 #: Fixed clarification question that replaces a repeated valid test request (EGIP 3.2).
 REPEAT_CLARIFICATION = (
@@ -43,6 +44,20 @@ class ProtocolConfig(BaseModel):
             inactive without a menu, so that feedback never reveals unlisted names.
         max_action_chars: the visible utterance (after reasoning blocks are removed) is
             cut to this length; the cut is noted in the history.
+        target_in_menu: cases whose menu names the target
+            (:func:`clinenv.datasets.flags.target_in_menu`): ``"keep"`` (default, the
+            paper's setting) plays them as recorded; ``"exclude"`` leaves them out of the
+            environment's cases; ``"neutral"`` words the group names that name the
+            target neutrally (:func:`clinenv.protocol.menu.neutral_group_names`).
+        icd_map: path of a user-supplied ICD mapping file (``clinenv.icd_map/1``,
+            :mod:`clinenv.icd_map`); the terminal answer is then scored through
+            it (the ICD rule of :mod:`clinenv.scoring`). ``None`` (default): off.
+        history_review: enable CDEG's ``REVIEW HISTORY`` action, the record request of
+            the case's clinical history (:mod:`clinenv.protocol.extra_actions`; on in the
+            ``cdeg-30`` preset).
+        knowledge_source: path of a user-supplied knowledge source
+            (``clinenv.knowledge/1``); enables ``RETRIEVE KNOWLEDGE: <query>``, answered
+            from that file only. ``None`` (default): off.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -56,3 +71,13 @@ class ProtocolConfig(BaseModel):
     exam_accept: float = Field(default=88.0, ge=0, le=100)
     exam_suggest: float = Field(default=75.0, ge=0, le=100)
     max_action_chars: int = Field(default=4096, ge=16)
+    target_in_menu: Literal["keep", "exclude", "neutral"] = "keep"
+    icd_map: str | None = None
+    history_review: bool = False
+    knowledge_source: str | None = None
+
+    @field_validator("icd_map", "knowledge_source", mode="before")
+    @classmethod
+    def _path_text(cls, value: object) -> object:
+        """A path object (``pathlib.Path``) is given as its text."""
+        return os.fspath(value) if isinstance(value, os.PathLike) else value

@@ -11,7 +11,12 @@ section 3.2). Resolution, in order:
 4. fuzzy matching (rapidfuzz ``WRatio``) over the same names: a unique best target
    scoring >= ``accept`` matches; several targets within ``margin`` of a best score
    >= ``accept`` are ``ambiguous``; a best score in ``[suggest, accept)`` is ``unclear``
-   (the closest names are offered, nothing is looked up);
+   (the closest names are offered, nothing is looked up). A request of
+   :data:`SHORT_REQUEST` characters or fewer is matched only by names that hold it as a
+   whole word or, from 3 characters, as the start of a word ("CT" finds "Chest CT",
+   "Abd" "Abdominal Examination"); a name that holds it only inside a word ("ALL" in
+   "Barium Swallow", "Na" in "Urinalysis" or "Nail Examination") can make it
+   ``unclear``, never ``matched``;
 5. otherwise a ``miss``: the record lookup answers "not recorded" (never "normal").
 """
 
@@ -43,6 +48,7 @@ TEST_ABBREVIATIONS: dict[str, str] = {
     "eeg": "electroencephalogram",
     "emg": "electromyography",
     "abg": "arterial blood gas",
+    "cr": "creatinine",
     "echo": "echocardiogram",
     "lp": "lumbar puncture",
     "csf": "cerebrospinal fluid analysis",
@@ -58,6 +64,10 @@ _GENERIC_COMPONENTS = frozenset(
     {"findings", "finding", "result", "results", "impression", "report", "description",
      "interpretation", "value", "values", "other", "notes", "comment", "comments"}
 )
+#: Normalized requests this short (characters) are fuzzy-matched only by names that hold
+#: them as a whole word or (3+ characters) as the start of a word: a short request is a
+#: word or an abbreviation cut from one, never a fragment from inside a word.
+SHORT_REQUEST = 4
 #: An id-shaped request: ``T3``, ``[PE1]``, ``pe 2``.
 ID_PATTERN = re.compile(r"^\[?\s*((?:pe|t)\s*\d+)\s*\]?$", re.IGNORECASE)
 
@@ -191,6 +201,11 @@ class ExamMatcher:
             return ExamMatch("miss")
         scored = process.extract(norm, self._choices, scorer=fuzz.WRatio, limit=16,
                                  score_cutoff=self.suggest)
+        if len(norm) <= SHORT_REQUEST:  # a fragment inside a word is at most unclear
+            edge = f" {norm}" if len(norm) >= 3 else f" {norm} "
+            cap = min(self.suggest, self.accept - self.margin - 0.5)
+            scored = [s if edge in f" {s[0]} " else (s[0], min(s[1], cap), s[2])
+                      for s in scored]
         best: dict[_Target, float] = {}
         for _choice, score, idx in scored:
             target = self._choice_target[idx]

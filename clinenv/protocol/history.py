@@ -27,7 +27,8 @@ class DoctorEvent:
     """The doctor's utterance in round ``turn`` and the action it was routed as.
 
     ``routed_as`` is one of ``question``, ``test_request``, ``diagnosis``, ``empty``,
-    ``clarification`` (the action was replaced by a fixed clarification question).
+    ``clarification`` (the action was replaced by a fixed clarification question),
+    ``knowledge_query`` (CDEG's knowledge retrieval, :mod:`clinenv.protocol.extra_actions`).
     ``flags`` are the action's flags (``info["action_flags"]``: ``"wrote_past_turn"``,
     ``"echoes_prompt"``, ``"placeholder_request"``, ``"placeholder_answer"``...).
     """

@@ -8,6 +8,12 @@ remains requestable by id or name.
 Priority tiers (lower first; source order within a tier): vital signs; other
 physical-exam sections; basic laboratory panels; other blood and urine tests; ECG and
 imaging; microbiology; specialized tests (biopsy, genetics, antibodies...); the rest.
+
+Menus that name the diagnosis: some records name a test group after the target
+(``Varicella_Specific_Tests`` on a chickenpox case), so the menu hints it before any
+request (flag ``target_in_menu``). :func:`menu_setting_cases` applies the setting
+``ProtocolConfig.target_in_menu`` (off by default): leave such cases out, or word their
+group names neutrally (:func:`neutral_group_names`).
 """
 
 from __future__ import annotations
@@ -16,7 +22,10 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from clinenv.protocol.catalog import Catalog, CatalogEntry
+from pydantic import JsonValue
+
+from clinenv.cases import Case
+from clinenv.protocol.catalog import Catalog, CatalogEntry, normalize_name
 
 _TIERS: tuple[tuple[int, re.Pattern[str]], ...] = tuple(
     (tier, re.compile(pattern, re.IGNORECASE))
@@ -106,3 +115,111 @@ class MenuState:
         return cls(tuple(requested), entries, max(0, remaining - len(entries)),
                    tuple((e.exam_id, e.label) for e in entries),
                    bytes(e.exam_id not in done for e in catalog.entries))
+
+
+# ---------------------------------------------------------- menus that name the target
+#: ``ProtocolConfig.target_in_menu`` values.
+TARGET_IN_MENU_SETTINGS = ("keep", "exclude", "neutral")
+#: The name a test group (and an examination section) gets when what is left of it
+#: without the target's words is empty or template vocabulary only ("Specific Tests",
+#: which the request parser would read as a placeholder).
+NEUTRAL_GROUP_NAME = "Test_panel"
+NEUTRAL_SECTION_NAME = "Examination_section"
+
+
+def _neutral_name(key: str, target: str, taken: set[str], fallback: str) -> str:
+    """``key`` without the words of ``target`` (``Varicella_Serology`` -> ``Serology``),
+    ``fallback`` when that is empty or a placeholder
+    (:func:`clinenv.protocol.placeholders.is_placeholder`), made unique against the
+    normalized names in ``taken`` by a number (``Test_panel_2``)."""
+    from clinenv.datasets.flags import target_phrases
+    from clinenv.protocol.placeholders import is_placeholder
+
+    drop = {w for p in target_phrases(target) for w in normalize_name(p).split()}
+    kept = [w for w in re.split(r"[_\s]+", key) if w and normalize_name(w) not in drop
+            and normalize_name(w) not in ("of", "the", "and", "for", "to", "in")]
+    base = "_".join(kept)
+    if not base or is_placeholder(" ".join(kept)):
+        base = fallback
+    name, n = base, 1
+    while normalize_name(name) in taken:
+        n += 1
+        name = f"{base}_{n}"
+    return name
+
+
+def _renamed(tree: dict[str, JsonValue], target: str, fallback: str
+             ) -> tuple[dict[str, JsonValue], dict[str, str]]:
+    from clinenv.datasets.flags import names_target_in_menu
+
+    taken = {normalize_name(k) for k in tree}
+    out: dict[str, JsonValue] = {}
+    renamed: dict[str, str] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and value and names_target_in_menu(target, [key]):
+            new = _neutral_name(key, target, taken, fallback)
+            taken.add(normalize_name(new))
+            renamed[key] = new
+            key = new
+        out[key] = value
+    return out, renamed
+
+
+def neutral_group_names(case: Case) -> Case:
+    """``case`` with its group names worded neutrally (``target_in_menu="neutral"``).
+
+    A group name is a top-level key of the tests or of the physical examination whose
+    value holds named results (an object): a catalog group, or a test kept whole whose
+    sub-results the lookup shows. Each one that names the target
+    (:func:`clinenv.datasets.flags.names_target_in_menu`) loses the target's words
+    (``Varicella_Serology`` -> ``Serology``; :data:`NEUTRAL_GROUP_NAME`, or
+    :data:`NEUTRAL_SECTION_NAME` for a section, when nothing but template words is left,
+    as of ``Varicella_Specific_Tests``; numbered when the name is taken). Test names
+    and every result are kept, so a test named after the target (``Varicella_PCR``)
+    still names it: leave such cases out with ``"exclude"``. The renamed keys are in
+    ``metadata["renamed_groups"]`` (old -> new); the case itself is not changed (a copy
+    is returned; the same object when nothing is renamed).
+    """
+    from clinenv.cases import Records
+
+    target = case.target.text
+    exam, renamed_exam = _renamed(dict(case.records.physical_exam), target,
+                                  NEUTRAL_SECTION_NAME)
+    tests, renamed_tests = _renamed(dict(case.records.tests), target, NEUTRAL_GROUP_NAME)
+    if not renamed_exam and not renamed_tests:
+        return case
+    metadata = {**case.metadata, "renamed_groups": {**renamed_exam, **renamed_tests}}
+    return case.model_copy(update={"records": Records(physical_exam=exam, tests=tests),
+                                   "metadata": metadata})
+
+
+def menu_setting_cases(cases: Sequence[Case], setting: str, *, name: str = "the dataset"
+                       ) -> list[Case]:
+    """The cases an environment plays under ``ProtocolConfig.target_in_menu``.
+
+    Args:
+        cases: the dataset's cases.
+        setting: ``"keep"`` (all, as recorded), ``"exclude"`` (those whose menu does not
+            name the target, :func:`clinenv.datasets.flags.target_in_menu`, computed
+            from the records so that a canonical file without the flag is read alike) or
+            ``"neutral"`` (all, through :func:`neutral_group_names`).
+        name: the dataset's name, for the message.
+
+    Raises:
+        ValueError: an unknown setting, or ``"exclude"`` leaving no case.
+    """
+    from clinenv.datasets.flags import target_in_menu
+
+    if setting not in TARGET_IN_MENU_SETTINGS:
+        raise ValueError(f"target_in_menu must be one of {TARGET_IN_MENU_SETTINGS}, "
+                         f"got {setting!r}")
+    if setting == "keep":
+        return list(cases)
+    if setting == "neutral":
+        return [neutral_group_names(c) for c in cases]
+    kept = [c for c in cases if not target_in_menu(c.target.text, c.records.physical_exam,
+                                                     c.records.tests)]
+    if not kept:
+        raise ValueError(f"target_in_menu='exclude' leaves no case of {name}: the menu of "
+                         f"each of its {len(cases)} cases names the target")
+    return kept

@@ -60,6 +60,11 @@ class NativeConfig(BaseModel):
             text-only; only ``True`` is supported (images are remote, not offline).
         nejm_ext_images: AgentClinic never sends images for NEJM_Ext (W7); only
             ``False`` is supported.
+        decision_objective: ``final_turn="discussion"`` only: the decision observation
+            opens with ``# Task`` (the starting information). MedAgentSim's final
+            discussion never sees it (its prompt holds the last reply and the doctor's
+            own history; ``Objective_for_Doctor`` sits in the doctor's per-turn system
+            prompt only), hence ``False``; ``True`` shows it.
         max_action_chars: the visible utterance (reasoning removed, B01) is cut to this
             length.
         show_menu: always ``False``: the native doctor gets no examination menu (W2).
@@ -80,6 +85,7 @@ class NativeConfig(BaseModel):
     nejm_question: Literal["fixed", "final"] = "fixed"
     discard_image_reply: Literal[True] = True
     nejm_ext_images: Literal[False] = False
+    decision_objective: bool = False
     max_action_chars: int = Field(default=4096, ge=16)
     show_menu: Literal[False] = False
 

@@ -24,8 +24,10 @@ Acquisition-phase layout (``observation_format="view"``)::
 ``"delta"``: the ``# Latest response`` and ``# Your turn`` blocks only.
 
 Decision phase (MedAgentSim, ``info["phase"] == "decide"``) -- the contract with the
-doctor's ``"discussion"`` terminal strategy: ``observation["text"]`` is ``# Task``
-(objective), ``# Consultation transcript`` (every event of the episode, one
+doctor's terminal strategy (``"medagentsim"``, the published final turn, or
+``"discussion"``): ``observation["text"]`` is ``# Task`` (objective; only with
+``decision_objective=True``: MedAgentSim's discussion never sees it), ``# Consultation
+transcript`` (every event of the episode, one
 ``Speaker: text`` line each, in order) and ``# Final discussion`` holding
 :data:`DISCUSSION_INSTRUCTIONS`, the last section; ``info["protocol"] ==
 "medagentsim"``, ``info["candidates"] is None``. The strategy answers with one action
@@ -34,7 +36,7 @@ containing ``DIAGNOSIS READY: <diagnosis>``; that whole action is judged.
 ``"delta"`` format, decision phase -- the one observation that repeats earlier turns: it
 is the latest response followed by the whole decision observation above, transcript
 included, not only the new discussion instruction. The terminal strategies (the
-``"discussion"`` strategy of :mod:`clinenv.agents.terminal_discussion`, Direct, Vote,
+``"medagentsim"`` and ``"discussion"`` strategies of :mod:`clinenv.agents`, Direct, Vote,
 Full) read the case from this one observation text, not from a chat history, so it must
 hold the transcript -- as EGIP's delta decision observation holds the whole e_T. Earlier
 turns are repeated, never rewritten.
@@ -110,9 +112,11 @@ def render_native_view(runtime: NativeRuntime) -> str:
     :class:`~clinenv.protocol.native.NativeRuntime` (layouts in the module docstring)."""
     head = f"# Task\n{runtime.objective}"
     if runtime.phase != "acquire":
-        return (f"{head}\n\n# Consultation transcript\n"
-                f"{render_transcript(runtime.history) or '(nothing was said)'}\n\n"
-                f"# Final discussion\n{DISCUSSION_INSTRUCTIONS}")
+        return "\n\n".join([
+            *([head] if runtime.config.decision_objective else []),
+            "# Consultation transcript\n"
+            + (render_transcript(runtime.history) or "(nothing was said)"),
+            f"# Final discussion\n{DISCUSSION_INSTRUCTIONS}"])
     parts = [head]
     if runtime.history:
         parts.append("# Interaction so far\n" + render_transcript(runtime.history[:-1]

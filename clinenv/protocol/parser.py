@@ -42,7 +42,9 @@ from clinenv.protocol.doctor_text import echoes_prompt
 from clinenv.protocol.placeholders import has_placeholder, is_placeholder
 from clinenv.protocol.turns import own_turn
 
-ActionKind = Literal["question", "test_request", "diagnosis", "empty"]
+#: ``"knowledge_query"``: CDEG's knowledge retrieval (:mod:`clinenv.protocol.extra_actions`),
+#: made by the runtime, never by :func:`parse_action`.
+ActionKind = Literal["question", "test_request", "diagnosis", "empty", "knowledge_query"]
 
 _THINK_BLOCK = re.compile(r"<think>(.*?)</think>", re.IGNORECASE | re.DOTALL)
 _THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)

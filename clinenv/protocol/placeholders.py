@@ -37,7 +37,7 @@ TEMPLATE_WORDS: Final = frozenset({
     "id", "ids", "number", "request", "order", "text", "value",
     "reason", "short", "brief", "citing", "observation", "observations", "condition",
     "disease", "illness", "problem", "here's", "e", "g", "eg", "example", "something",
-    "placeholder",
+    "placeholder", "majority", "vote", "consensus",
 })  # fmt: skip
 #: Fillers that stand for an answer without being one (compared case-insensitively,
 #: after markdown and surrounding punctuation are removed).

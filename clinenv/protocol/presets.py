@@ -22,6 +22,14 @@ preset                          what it sets
                                 native AgentClinic loop (:mod:`clinenv.protocol.native`)
 ``medagentsim``                 ``protocol="medagentsim"``, ``examiner="reader"``: the
                                 same, with the final turn replaced by a discussion
+``cdeg-30``                     ``acquisition_rounds=29``, ``premature_diagnosis=
+                                "decide"``, ``history_review=True``: the CDEG paper's
+                                budget ("All methods use a maximum interaction budget
+                                of 30 turns"; 29 acquisition rounds and the decision
+                                turn), the doctor deciding when to stop (a diagnosis
+                                marker ends acquisition early), and its clinical-history
+                                review action (:mod:`clinenv.protocol.extra_actions`;
+                                knowledge retrieval needs ``knowledge_source=FILE``)
 ==============================  ==========================================================
 
 The ids ``AgentClinic-<Dataset>-v0`` and ``MedAgentSim-<Dataset>-v0`` register the last
@@ -36,6 +44,8 @@ from typing import Any
 from clinenv.protocol.config import ProtocolConfig
 from clinenv.protocol.native_config import NativeConfig
 
+#: The CDEG paper's interaction budget in turns ("Implementation Details").
+CDEG_TURNS = 30
 #: ``protocol=`` values: EGIP (default) and the native loops (:mod:`clinenv.protocol.native`).
 PROTOCOLS = ("egip", "agentclinic", "medagentsim")
 #: Preset name -> environment kwargs (read-only).
@@ -45,6 +55,8 @@ PRESETS: MappingProxyType[str, MappingProxyType[str, Any]] = MappingProxyType({
     "egip-native-measurement": MappingProxyType({"examiner": "reader"}),
     "agentclinic": MappingProxyType({"protocol": "agentclinic", "examiner": "reader"}),
     "medagentsim": MappingProxyType({"protocol": "medagentsim", "examiner": "reader"}),
+    "cdeg-30": MappingProxyType({"acquisition_rounds": CDEG_TURNS - 1,
+                                 "premature_diagnosis": "decide", "history_review": True}),
 })
 
 

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from clinenv.protocol.catalog import CatalogEntry
 from clinenv.protocol.doctor_text import indent_lines, one_line, quote_lines
 from clinenv.protocol.evidence import render_candidates, render_evidence
+from clinenv.protocol.extra_actions import extra_actions_hint
 from clinenv.protocol.history import (
     DoctorEvent,
     Event,
@@ -135,6 +136,13 @@ def render_menu(menu: Sequence[CatalogEntry], n_hidden: int = 0, n_catalog: int 
     return "\n".join(lines)
 
 
+def _extras(cfg) -> str:
+    """The footer's sentence on CDEG's extra actions, when enabled
+    (:func:`clinenv.protocol.extra_actions.extra_actions_hint`)."""
+    return extra_actions_hint(getattr(cfg, "history_review", False),
+                              getattr(cfg, "knowledge_source", None) is not None)
+
+
 def render_round_footer(runtime) -> str:
     """Menu and instructions for the current acquisition round."""
     cfg = runtime.config
@@ -148,7 +156,8 @@ def render_round_footer(runtime) -> str:
         example = f" (for example REQUEST TEST: {menu[0].exam_id})" if menu else ""
         action_format = ACTION_FORMAT.format(example=example)
     parts += ["# Your turn",
-              f"Round {runtime.turn + 1} of {cfg.acquisition_rounds}. {action_format}"]
+              f"Round {runtime.turn + 1} of {cfg.acquisition_rounds}. {action_format}"
+              + _extras(cfg)]
     return "\n".join(parts)
 
 
@@ -236,13 +245,14 @@ class DoctorViewRenderer:
         cfg = rt.config
         if not cfg.show_menu:
             return (f"# Your turn\nRound {rt.turn + 1} of {cfg.acquisition_rounds}. "
-                    f"{ACTION_FORMAT_NO_MENU}")
+                    f"{ACTION_FORMAT_NO_MENU}{_extras(cfg)}")
         state = rt.menu_state()
         if state is not self._menu_state:
             self._menu_state = state
             self._menu_block = _menu_block(state, len(rt.catalog))
         head, action_format = self._menu_block
-        return f"{head}\nRound {rt.turn + 1} of {cfg.acquisition_rounds}. {action_format}"
+        return (f"{head}\nRound {rt.turn + 1} of {cfg.acquisition_rounds}. {action_format}"
+                f"{_extras(cfg)}")
 
 
 def _delta_body(history: Sequence[Event], since: int) -> str:

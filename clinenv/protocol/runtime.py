@@ -49,6 +49,7 @@ from clinenv.protocol import config as cfg
 from clinenv.protocol.catalog import CatalogEntry
 from clinenv.protocol.evidence import EvidenceBundle, Observation, ObservationLog
 from clinenv.protocol.exam_matching import ID_PATTERN
+from clinenv.protocol.extra_actions import HISTORY_RECORD, ExtraAction, KnowledgeSource
 from clinenv.protocol.history import (
     Availability,
     DoctorEvent,
@@ -257,6 +258,27 @@ class EGIPRuntime:
             self._note(turn, "format_miss", action.format_miss)
         self._doctor(turn, action, "question")
         return Routing("patient", action, question=action.payload)
+
+    def route_extra(self, text: str, extra: ExtraAction,
+                    knowledge: KnowledgeSource | None) -> Routing:
+        """Route one of CDEG's extra actions (acquisition phase;
+        :mod:`clinenv.protocol.extra_actions`): a history review is the record request
+        of :data:`~clinenv.protocol.extra_actions.HISTORY_RECORD` (the doctor's words kept
+        in the history); a knowledge query is answered from ``knowledge`` (never from
+        the case) as an interface event of kind ``"knowledge"`` and closes the round."""
+        turn = self.turn + 1
+        action = self._parse(text, turn)
+        if extra.kind == "history_review":
+            return self._route_test(turn, DoctorAction(
+                "test_request", action.text, HISTORY_RECORD, action.reasoning,
+                flags=action.flags))
+        asked = DoctorAction("knowledge_query", action.text, extra.payload,
+                             action.reasoning, flags=action.flags)
+        self._doctor(turn, asked, "knowledge_query")
+        self._note(turn, "knowledge", knowledge.answer(extra.payload) if knowledge else
+                   "Knowledge retrieval is not available in this setting.")
+        self._finish()
+        return Routing("interface", asked)
 
     def _route_test(self, turn: int, action: DoctorAction) -> Routing:
         menu_shown = self.config.show_menu

@@ -55,6 +55,7 @@ from typing import Any
 
 from clinenv.cases import Case
 from clinenv.errors import ClinenvError
+from clinenv.icd_map import cached_icd_map
 from clinenv.protocol.config import ProtocolConfig
 from clinenv.protocol.evidence import EvidenceBundle, Observation
 from clinenv.protocol.prepared import PreparedCase
@@ -262,6 +263,12 @@ def _episode(line: Mapping[str, Any], number: int, path: Path, pools: _Pools) ->
     except ValueError as err:
         raise ReplayError(f"field 'env_spec.kwargs' holds invalid protocol settings: "
                           f"{' '.join(str(err).split())[:300]}", path=path, line=number) from None
+    if protocol.icd_map is not None:  # the answer is scored through it, as in the run
+        try:
+            cached_icd_map(protocol.icd_map)
+        except (OSError, ClinenvError) as err:
+            raise ReplayError(f"field 'env_spec.kwargs.icd_map': the run's ICD mapping "
+                              f"cannot be read: {err}", path=path, line=number) from None
     pool = pools.get(dataset, str(kwargs.get("disclosure", "presentation")), path=path,
                      line=number)
     expected_sha = line.get("dataset_sha256")

@@ -5,7 +5,8 @@ See :mod:`clinenv.runs.replay` for the ablations, the source checks and the line
 - :func:`decide_and_score` — the terminal decision of one episode on the (ablated) e_T,
   scored as :class:`clinenv.env.EGIPEnv` scores it: the runtime's decision-phase parser
   (``strict_markers`` and the rest of the line's protocol settings), the deterministic
-  scorer :func:`clinenv.scoring.score_answer` on the case -- without the candidate labels
+  scorer :func:`clinenv.scoring.score_answer` on the case (through the run's ``icd_map``
+  when its settings name one) -- without the candidate labels
   when the ablation removed them (``use_candidates=False``: an option letter is then a
   free answer, never the option the doctor did not see) --, then the optional judge on
   the answer (a chosen candidate as its label, only when K was shown) and the target,
@@ -38,6 +39,7 @@ from clinenv.env.doctor_view import answer_outcome
 from clinenv.env.simulators import accepts_seed, make_judge
 from clinenv.env.spaces import clip_text
 from clinenv.env.terminal_outcome import NOT_JUDGED, terminal_outcome
+from clinenv.icd_map import cached_icd_map
 from clinenv.llm.base import BackendError
 from clinenv.protocol.evidence import render_evidence
 from clinenv.protocol.history import event_to_dict
@@ -124,7 +126,9 @@ async def decide_and_score(episode: SourceEpisode, doctor: Any, *, ablation: str
     rt.turn, rt.phase = int(line["turns"]), "decide"  # the decision step of the source
     rt.submit_answer(action if isinstance(action, str) else str(action))
     # K is read only when the doctor saw it (no_candidates removes it: EGIP Table 3B)
-    score = score_answer(rt.answer, rt.case, use_candidates=bundle.candidates is not None)
+    score = score_answer(rt.answer, rt.case, use_candidates=bundle.candidates is not None,
+                         icd_map=None if episode.protocol.icd_map is None
+                         else cached_icd_map(episode.protocol.icd_map))
     judgement: Any = NOT_JUDGED
     if judge is not None:
         if score.verdict != "unscored":  # non-answers and abstentions are never judged

@@ -27,12 +27,23 @@ they read nothing but the request's messages and give the same reply to the same
   ``None``;
 - :func:`summary_label` -- the team's diagnosis in the summary call of MedAgentSim's
   discussion (:mod:`clinenv.agents.terminal_discussion`): the first entry of its
-  ``Proposals by count:`` line, else ``None``.
+  ``Proposals by count:`` line, else ``None``;
+- the calls of MedAgentSim's published final turn
+  (:mod:`clinenv.agents.terminal_medagentsim`): :func:`question_reply` (the structured
+  question: one template sentence, plus "Findings are consistent with <label>." when
+  the case names a diagnosis, :func:`native_label`), :func:`candidates_reply` (the
+  distinct diagnoses of the opinions' ``DIAGNOSIS READY:`` lines, as a JSON list),
+  :func:`choice_reply` (``Answer: [X]`` for the shown option the question names after
+  "consistent with", case-insensitively; otherwise a reply without a letter) and
+  :func:`consensus_reply` (``DIAGNOSIS READY: <pick>`` when the request hands over a
+  pick that is not padding; otherwise :data:`NO_CONSENSUS`, a reply without the marker:
+  the published loop leaves that output unscored).
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import re
 from collections.abc import Iterable
 
@@ -41,12 +52,14 @@ from clinenv.agents.evidence_reading import (
     last_native_turn,
     named_diagnosis,
 )
+from clinenv.agents.medagentsim_options import CANDIDATES_ASK, PADDING
 from clinenv.agents.prompts import (
     MEASUREMENT_RULE_NORMAL,
     MEASUREMENT_SYSTEM,
     MEASUREMENT_USER,
 )
 from clinenv.agents.scripted_doctor import EXAM_NAMES, HISTORY_QUESTIONS
+from clinenv.agents.terminal_medagentsim import CONSENSUS_ASK
 from clinenv.cases import Records
 from clinenv.env.record_reader import NORMAL_READINGS, NOT_RECORDED, NativeRecordReader
 from clinenv.protocol.measurement_view import MeasurementView
@@ -150,3 +163,52 @@ def summary_label(text: str) -> str | None:
     (``"none"`` reads as ``None``)."""
     found = _PROPOSALS.search(text)
     return found.group(1).strip() if found else None
+
+
+#: The published consensus reply of the clinician when no option was picked: no marker.
+NO_CONSENSUS = "The team could not agree on a final diagnosis for this patient."
+#: Heads the opinions in the candidate call (:data:`CANDIDATES_ASK`).
+_OPINIONS_HEAD = CANDIDATES_ASK.split("{opinions}")[0].split("{question}")[1]
+#: Introduces the pick in the consensus call (:data:`CONSENSUS_ASK`).
+_PICK_HEAD = CONSENSUS_ASK.split("{pick}")[0].split("{opinions}")[1]
+_MARKED = re.compile(r"DIAGNOSIS READY:\s*(.+)")
+_SHOWN = re.compile(r"^([A-D])\. (.+)$", re.MULTILINE)
+_PADDED = re.compile("^" + re.escape(PADDING).replace(r"\{k\}", r"\d+") + "$")
+
+
+def question_reply(text: str) -> str:
+    """The structured question for a question request ``text`` (module docstring)."""
+    label = native_label([text])
+    found = f" Findings are consistent with {label}." if label else ""
+    return ("Provide the most likely final diagnosis for the following patient, who was "
+            f"seen in the consultation above.{found} What is the final diagnosis for this "
+            "patient?")
+
+
+def candidates_reply(text: str) -> str:
+    """The distinct diagnoses the opinions of a candidate request name, as JSON."""
+    opinions = text.split(_OPINIONS_HEAD, 1)[-1]
+    named = [m.strip() for m in _MARKED.findall(opinions)]
+    return json.dumps([n for n in dict.fromkeys(named) if n and n != "Unknown"])
+
+
+def choice_reply(text: str) -> str:
+    """``Answer: [X]`` for the shown option the question names (module docstring)."""
+    named = named_diagnosis(text.split("\nA. ", 1)[0])
+    for letter, option in _SHOWN.findall(text):
+        if named and option.strip().lower() == named.lower():
+            return f"The findings fit {option.strip()} best. Answer: [{letter}]"
+    return "None of these options can be chosen from the findings given."
+
+
+def is_consensus(text: str) -> bool:
+    """``text`` is the user message of the published consensus call."""
+    return text.startswith(CONSENSUS_ASK.split("{opinions}")[0])
+
+
+def consensus_reply(text: str) -> str:
+    """The published consensus reply (module docstring)."""
+    pick = text.split(_PICK_HEAD, 1)[1].split("\n", 1)[0].strip() if _PICK_HEAD in text else ""
+    if pick and not _PADDED.match(pick):
+        return f"After the discussion the team agrees.\nDIAGNOSIS READY: {pick}"
+    return NO_CONSENSUS

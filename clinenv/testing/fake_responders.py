@@ -83,6 +83,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from clinenv.agents.medagentsim_options import CANDIDATES_ASK, CHOICE_SYSTEM, REASONER_SYSTEM
 from clinenv.agents.prompts import (
     AGENTCLINIC_DOCTOR_SYSTEM,
     CONSENSUS_SYSTEM,
@@ -105,10 +106,15 @@ from clinenv.protocol.render import ACTION_FORMAT_NO_MENU
 from clinenv.testing.fake_native import (
     NATIVE_EXAMS,
     TRANSCRIPT_HEADING,
+    candidates_reply,
+    choice_reply,
+    consensus_reply,
+    is_consensus,
     is_native_view,
     measurement_reply,
     native_doctor_reply,
     native_label,
+    question_reply,
     summary_label,
 )
 
@@ -146,6 +152,7 @@ _ROLE_PREFIXES = (
     ("consensus", CONSENSUS_SYSTEM), ("doctor", EGIP_DOCTOR_SYSTEM),
     ("doctor", _prefix(AGENTCLINIC_DOCTOR_SYSTEM)),
     ("measurement", _prefix(MEASUREMENT_SYSTEM)), ("discussion", TEAM_SYSTEM),
+    ("reasoner", REASONER_SYSTEM), ("choice", CHOICE_SYSTEM),
 )
 #: The diagnosis marker inside a native moderator's "given diagnosis" (the whole final
 #: utterance).
@@ -225,7 +232,8 @@ def _decision(text: str) -> str:
 def role_of(body: dict) -> str:
     """The clinenv seat a request comes from, by its system prompt (the first message):
     ``"patient"``, ``"judge"``, ``"direct"``, ``"council"``, ``"ledger"``, ``"consensus"``,
-    ``"measurement"``, ``"discussion"`` or ``"doctor"`` (the EGIP or AgentClinic doctor
+    ``"measurement"``, ``"discussion"``, ``"reasoner"`` and ``"choice"`` (MedAgentSim's
+    option step) or ``"doctor"`` (the EGIP or AgentClinic doctor
     prompt, any other system prompt, or none). A prompt template matches on its text
     before the first ``{field}``."""
     messages = body.get("messages") or []
@@ -382,6 +390,13 @@ def clinician_responder(body: dict, index: int) -> str:
         return _judge(body)
     if role == "measurement":
         return measurement_reply(content_text(messages[0].get("content")), text)
+    if role == "reasoner":  # MedAgentSim's option step (question, candidates)
+        return (candidates_reply(text) if text.startswith(CANDIDATES_ASK.split("{")[0])
+                else question_reply(text))
+    if role == "choice":
+        return choice_reply(text)
+    if role == "discussion" and is_consensus(text):
+        return consensus_reply(text)
     if role == "discussion" and summary_label(text):
         return f"DIAGNOSIS READY: {summary_label(text)}"
     if role == "council":

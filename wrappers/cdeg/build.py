@@ -39,6 +39,7 @@ from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from clinenv.embeddings.base import Similarity
 from clinenv.embeddings.similarity import truncated_texts
+from clinenv.scoring import CodeMap
 from clinenv.wrappers.cdeg.candidates import CandidateSets, candidate_sets, evidence_set
 from clinenv.wrappers.cdeg.consolidate import DiagnosisIndex, ValidatedPair, consolidate
 from clinenv.wrappers.cdeg.extractors import AtomExtractor
@@ -136,7 +137,8 @@ def _limit(keys: tuple[str, ...], on: bool, cap: int | None) -> tuple[str, ...]:
 def build_graph(run_logs: Sequence[str | Path], *, extractor: AtomExtractor,
                 verifier: Verifier, similarity: Similarity,
                 config: BuildConfig | None = None, progress: bool = False,
-                pair_similarity: Similarity | None = None) -> BuildResult:
+                pair_similarity: Similarity | None = None,
+                icd_map: CodeMap | None = None) -> BuildResult:
     """Build a CDEG from run logs (module docstring).
 
     Args:
@@ -153,6 +155,10 @@ def build_graph(run_logs: Sequence[str | Path], *, extractor: AtomExtractor,
             ``similarity``); give an encoder with a long ``max_length``
             (:func:`clinenv.embeddings.factory.make_similarity`), or truncated
             histories all look alike (``report["pairing"]["truncated"]`` counts them).
+        icd_map: ICD normalization of the outcomes (Eq. 3;
+            :func:`~clinenv.wrappers.cdeg.trajectories.load_trajectories`); recorded in
+            the metadata as ``icd_map`` (its name and code count) and counted in
+            ``report["icd_outcomes"]``.
 
     Returns:
         A :class:`BuildResult`.
@@ -167,7 +173,7 @@ def build_graph(run_logs: Sequence[str | Path], *, extractor: AtomExtractor,
     if not run_logs:
         raise ValueError("build_graph needs at least one run log")
     pair_similarity = pair_similarity or similarity
-    loaded = load_trajectories(run_logs)
+    loaded = load_trajectories(run_logs, icd_map=icd_map)
     pairing = pair_trajectories(loaded.trajectories, pair_similarity,
                                 threshold=config.pair_threshold)
     diagnoses = DiagnosisIndex(similarity, config.diagnosis_threshold)
@@ -230,9 +236,13 @@ def build_graph(run_logs: Sequence[str | Path], *, extractor: AtomExtractor,
         "sources": [{"name": Path(p).name, "sha256": sha256_file(p)} for p in run_logs],
         "construction_cases": construction_cases(loaded.trajectories),
     }
+    if icd_map is not None:
+        metadata["icd_map"] = {"name": Path(str(getattr(icd_map, "name", "icd map"))).name,
+                               "codes": len(getattr(icd_map, "codes", ()))}
     graph = consolidate(items, diagnoses, metadata=metadata)
     report = {
         "trajectories": outcome_counts(loaded.trajectories),
+        "icd_outcomes": sum(t.by_icd for t in loaded.trajectories),
         "max_trajectories_per_case": max(Counter(
             (t.dataset, t.case_id) for t in loaded.trajectories).values(), default=0),
         "construction_cases": sum(map(len, metadata["construction_cases"].values())),

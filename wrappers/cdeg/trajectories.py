@@ -25,6 +25,13 @@ order:
 - ``"unscored"`` — verdict ``"unscored"`` for another reason (an unparsed LLM-judge
   verdict): correctness unknown.
 
+With an ICD mapping (``icd_map``, :class:`clinenv.icd_map.IcdMap`; CDEG Eq. 3
+maps each final diagnosis "to the same ICD-aligned label space as the reference
+diagnosis"), a trajectory whose D(τ) and logged ``target`` both map to a code is a
+success when the codes agree and a failure when they differ, whatever the verdict
+(:func:`clinenv.scoring.icd_score`); :attr:`Trajectory.by_icd` says so. Abstentions stay
+abstentions.
+
 Only successes and failures are paired; abstentions and unscored trajectories are
 counted in the build report (:func:`outcome_counts`). Error lines still standing (a
 backend failure without a retry) are skipped and counted as ``"error"``.
@@ -39,6 +46,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from clinenv.runlog import RunLogError, is_error_line, read_run_log
+from clinenv.scoring import CodeMap, icd_score
 from clinenv.wrappers.reask import final_answer
 
 #: Allowed :attr:`Trajectory.outcome` values (module docstring).
@@ -66,6 +74,8 @@ class Trajectory:
             acquisition order; ``context`` is the question asked (Patient) or the exam
             name (Measurement).
         source: ``"<file>:<line>"`` of the run-log line.
+        by_icd: the outcome was decided by ICD codes (module docstring), not the
+            logged verdict.
     """
 
     case_id: str
@@ -76,6 +86,7 @@ class Trajectory:
     history: str
     observations: tuple[Mapping[str, Any], ...]
     source: str
+    by_icd: bool = False
 
     def error(self, message: str) -> RunLogError:
         """A :class:`~clinenv.runlog.RunLogError` naming this trajectory's file and
@@ -107,9 +118,11 @@ class LoadedRuns:
     partial_lines: tuple[str, ...]
 
 
-def load_trajectories(paths: Sequence[str | Path]) -> LoadedRuns:
+def load_trajectories(paths: Sequence[str | Path], *,
+                      icd_map: CodeMap | None = None) -> LoadedRuns:
     """Read run logs (``clinenv run`` output, schema ``clinenv.runlog/1``) into
-    trajectories; K repetitions of a case may come from one file or several.
+    trajectories; K repetitions of a case may come from one file or several;
+    ``icd_map`` relabels outcomes by ICD code (module docstring).
 
     Raises:
         FileNotFoundError: a log does not exist.
@@ -136,13 +149,15 @@ def load_trajectories(paths: Sequence[str | Path]) -> LoadedRuns:
             if is_error_line(line):
                 n_errors += 1
                 continue
-            out.append(trajectory_from_line(line, path=path, line_no=number))
+            out.append(trajectory_from_line(line, path=path, line_no=number,
+                                            icd_map=icd_map))
     return LoadedRuns(tuple(out), n_errors, n_superseded, tuple(partial))
 
 
 def trajectory_from_line(line: Mapping[str, Any], *, path: str | Path,
-                         line_no: int) -> Trajectory:
-    """One run-log line (not an error line) as a :class:`Trajectory`.
+                         line_no: int, icd_map: CodeMap | None = None) -> Trajectory:
+    """One run-log line (not an error line) as a :class:`Trajectory`; ``icd_map``
+    relabels the outcome by ICD code (module docstring).
 
     Raises:
         RunLogError: a missing or malformed field (named in the message with the file
@@ -177,11 +192,18 @@ def trajectory_from_line(line: Mapping[str, Any], *, path: str | Path,
         outcome: Outcome = "abstained"
     else:
         outcome = _VERDICTS.get(verdict, "unscored")  # type: ignore[assignment]
+    target = line.get("target")
+    by_code = (icd_score(diagnosis, target, icd_map) if icd_map is not None
+               and outcome != "abstained" and isinstance(target, str) and target.strip()
+               else None)
+    if by_code is not None:
+        outcome = "success" if by_code.correct else "failure"
     return Trajectory(
         case_id=str(case_id), repetition=repetition,
         dataset=str(line.get("dataset") or ""), answer=diagnosis,
         outcome=outcome, history=trajectory_text(observations),
-        observations=tuple(dict(o) for o in observations), source=f"{path}:{line_no}")
+        observations=tuple(dict(o) for o in observations), source=f"{path}:{line_no}",
+        by_icd=by_code is not None)
 
 
 #: Characters of one observation's content kept in a τ_pre text.

@@ -1,0 +1,260 @@
+"""MedAgentSim's final turn as published: discussion, answer options, consensus.
+
+Source: MedAgentSim (Almansoori et al., MICCAI 2025), public code
+``MAXNORM8650/MedAgentSim`` (``DoctorAgent.inference_doctor`` hands the doctor's last
+turn to ``internal_discussion``). The strategy ``"medagentsim"`` is the default terminal
+strategy F on the ``MedAgentSim-<Dataset>-v0`` ids; its calls, in order:
+
+1. **opinions** (``purpose="discussion"``): ``n_doctors`` (5) calls, one per persona
+   (``Doctor 1`` ...), under the team system prompt
+   (:data:`~clinenv.agents.terminal_discussion.TEAM_SYSTEM`); each sees the case text
+   (the decision observation) and its own ask, not the others' opinions;
+2. **the answer-option step** (``answer_options=True``,
+   :mod:`clinenv.agents.medagentsim_options`): one ``"question"`` call, one
+   ``"candidates"`` call, then :data:`~clinenv.agents.medagentsim_options.OPTION_SAMPLES`
+   ``"options"`` calls (choice-shuffle ensemble) whose majority is the pick;
+3. **consensus** (``purpose="summary"``): the opinions and the pick, with the ask for a
+   final diagnosis (:data:`CONSENSUS_ASK`; without a pick :data:`CONSENSUS_ASK_NO_PICK`);
+   like MedAgentSim's team system prompt it names the form ``DIAGNOSIS READY: [final
+   diagnosis by majority vote]`` once, but nothing checks or repairs the reply.
+
+The published defects, each an argument, all on by default (the published loop) and off
+under EGIP (whose ids decide with Direct; ``docs/protocols.md``):
+
+- ``require_marker=False``: the consensus reply is the doctor's last utterance as it
+  stands. Without ``DIAGNOSIS READY`` the published loop never reaches its moderator (its
+  check ``_inf_id == total_inferences`` is never true), so the episode ends unfinished
+  and the output is *unscored* (EGIP Table 8's U for native MedAgentSim). ``True``
+  reads the reply leniently (:func:`~clinenv.agents.terminal_base.extract_answer`) and
+  sends ``DIAGNOSIS READY: <answer>``, or no answer;
+- ``repair=False``: no repair call (with ``require_marker=True``, ``True`` allows one
+  repair of an unreadable consensus, as the ``"discussion"`` strategy does);
+- ``answer_options=True``: the middle step above (``False`` leaves it out: the
+  consensus sees the opinions only).
+
+Every call has its own seed (``call_seed(seed, purpose, ...)``); opinions, the question
+and the candidates are read without ``<think>`` blocks, and so is the consensus reply
+when the moderator reads it (:func:`clinenv.protocol.native.moderator_answer`).
+
+No call receives the reference target Y: :meth:`MedAgentSimDiscussion.plan` sees the
+decision observation only, and the options come from the model's own candidate list.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from clinenv.agents.medagentsim_options import (
+    CANDIDATES_ASK,
+    CHOICE_SYSTEM,
+    OPTION_SAMPLES,
+    QUESTION_ASK,
+    REASONER_SYSTEM,
+    choice_prompt,
+    majority,
+    option_orders,
+    parse_candidates,
+    parse_letter,
+    shuffled_options,
+)
+from clinenv.agents.terminal_base import (
+    ABSTENTION_ACTION,
+    NO_ANSWER_ACTION,
+    CallRequest,
+    Plan,
+    TerminalDecision,
+    TerminalStrategy,
+    base_seed,
+    call_config,
+    extract_answer,
+)
+from clinenv.agents.terminal_discussion import (
+    CASE_HEADING,
+    DEFAULT_DOCTORS,
+    OPINION_ASK,
+    REPAIR_ASK,
+    TEAM_SYSTEM,
+)
+from clinenv.llm.base import ChatResult, GenerationConfig
+from clinenv.protocol.native import moderator_answer
+from clinenv.protocol.parser import split_reasoning
+from clinenv.scoring import is_abstention, is_placeholder_answer
+from clinenv.seeding import call_seed
+
+#: The consensus call's user message with the pick of the option step.
+CONSENSUS_ASK = (
+    "The doctors discussed the case:\n\n{opinions}\n\nThe analysis of the answer options "
+    "points to: {pick}\n\nFrom this discussion and these findings, give the final "
+    "diagnosis. The team's conclusion is written as DIAGNOSIS READY: [final diagnosis by "
+    "majority vote]."
+)
+#: The consensus call's user message without a pick (``answer_options=False``, or no
+#: option was picked).
+CONSENSUS_ASK_NO_PICK = (
+    "The doctors discussed the case:\n\n{opinions}\n\nFrom this discussion and these "
+    "findings, give the final diagnosis. The team's conclusion is written as DIAGNOSIS "
+    "READY: [final diagnosis by majority vote]."
+)
+
+
+def _opinions(opinions: Sequence[dict[str, Any]]) -> str:
+    """``"Doctor i: <visible opinion>"`` lines, one per opinion."""
+    return "\n".join(f"{o['persona']}: {o['text'] or '(no opinion given)'}" for o in opinions)
+
+
+class MedAgentSimDiscussion(TerminalStrategy):
+    """MedAgentSim's final turn as published (see the module docstring).
+
+    Args:
+        n_doctors: doctors in the discussion (1..50; MedAgentSim: 5).
+        answer_options: run the answer-option step (published: yes).
+        option_samples: chain-of-thought samples of the choice-shuffle ensemble (1..19;
+            published: 5).
+        require_marker: normalize the consensus to one ``DIAGNOSIS READY:`` line
+            (published: no, the reply stands as it is).
+        repair: one repair call of an unreadable consensus; needs ``require_marker``
+            (published: no).
+
+    Raises:
+        ValueError: an argument out of range, or ``repair`` without ``require_marker``.
+    """
+
+    name = "medagentsim"
+
+    def __init__(self, n_doctors: int = DEFAULT_DOCTORS, *, answer_options: bool = True,
+                 option_samples: int = OPTION_SAMPLES, require_marker: bool = False,
+                 repair: bool = False) -> None:
+        for label, value, top in (("n_doctors", n_doctors, 50),
+                                  ("option_samples", option_samples, 19)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+                raise ValueError(f"{label} must be an integer in 1..{top}, got {value!r}")
+        if repair and not require_marker:
+            raise ValueError("repair=True needs require_marker=True (a reply that stands as "
+                             "it is is never repaired)")
+        self.personas = tuple(f"Doctor {i}" for i in range(1, n_doctors + 1))
+        self.answer_options = bool(answer_options)
+        self.option_samples = option_samples
+        self.require_marker = bool(require_marker)
+        self.repair = bool(repair)
+
+    def describe(self) -> dict[str, Any]:
+        """``name`` and every argument (``personas`` for ``n_doctors``)."""
+        return {"name": self.name, "personas": list(self.personas),
+                "answer_options": self.answer_options, "option_samples": self.option_samples,
+                "require_marker": self.require_marker, "repair": self.repair}
+
+    def plan(self, evidence_text: str, *, candidates: list[str] | None, seed: int | None,
+             config: GenerationConfig) -> Plan[TerminalDecision]:
+        """Yield the opinion, option-step and consensus calls; return the decision.
+        ``candidates`` (K) are not used: the published step builds its own options."""
+        base = base_seed(seed, config)
+        calls: list[dict[str, Any]] = []
+        case_block = f"{CASE_HEADING}\n{evidence_text}"
+        opinions: list[dict[str, Any]] = []
+        for i, persona in enumerate(self.personas, start=1):
+            reply = yield CallRequest("discussion", [
+                {"role": "system", "content": TEAM_SYSTEM},
+                {"role": "user", "content": f"{case_block}\n\n"
+                                            f"{OPINION_ASK.format(persona=persona)}"}],
+                call_config(config, seed=call_seed(base, "discussion", 1, i), n=1))
+            answer = extract_answer(reply.text)
+            opinions.append({"round": 1, "persona": persona, "answer": answer,
+                             "text": split_reasoning(reply.text)[0].strip()})
+            calls.append(reply.to_log(purpose="discussion", round=1, persona=persona,
+                                      answers=[answer], flags=[] if answer else ["unparsed"]))
+        detail: dict[str, Any] = {"opinions": [opinions]}
+        pick = None
+        if self.answer_options:
+            pick = yield from self._option_step(case_block, _opinions(opinions), base,
+                                                config, calls, detail)
+        ask = (CONSENSUS_ASK.format(opinions=_opinions(opinions), pick=pick) if pick
+               else CONSENSUS_ASK_NO_PICK.format(opinions=_opinions(opinions)))
+        messages = [{"role": "system", "content": TEAM_SYSTEM},
+                    {"role": "user", "content": ask}]
+        reply = yield CallRequest("summary", messages,
+                                  call_config(config, seed=call_seed(base, "summary"), n=1))
+        detail["consensus"] = [reply.text]
+        if not self.require_marker:
+            return self._as_published(reply, calls, detail)
+        return (yield from self._normalized(reply, messages, base, config, calls, detail))
+
+    # ------------------------------------------------------------------ steps
+    def _option_step(self, case_block: str, opinions: str, base: int | None,
+                     config: GenerationConfig, calls: list[dict[str, Any]],
+                     detail: dict[str, Any]) -> Plan[str | None]:
+        """The question, candidate and multiple-choice calls; returns the pick's text."""
+        reply = yield CallRequest("question", [
+            {"role": "system", "content": REASONER_SYSTEM},
+            {"role": "user", "content": QUESTION_ASK.format(case=case_block,
+                                                            opinions=opinions)}],
+            call_config(config, seed=call_seed(base, "question"), n=1))
+        question = split_reasoning(reply.text)[0].strip()
+        calls.append(reply.to_log(purpose="question"))
+        reply = yield CallRequest("candidates", [
+            {"role": "system", "content": REASONER_SYSTEM},
+            {"role": "user", "content": CANDIDATES_ASK.format(question=question,
+                                                              opinions=opinions)}],
+            call_config(config, seed=call_seed(base, "candidates"), n=1))
+        names = parse_candidates(reply.text)
+        calls.append(reply.to_log(purpose="candidates", answers=names))
+        rng = random.Random(call_seed(base, "options"))
+        options = shuffled_options(names, rng)
+        picks: list[str | None] = []
+        for k, order in enumerate(option_orders(rng, self.option_samples), start=1):
+            user, letters = choice_prompt(question, options, order)
+            reply = yield CallRequest("options", [
+                {"role": "system", "content": CHOICE_SYSTEM},
+                {"role": "user", "content": user}],
+                call_config(config, seed=call_seed(base, "options", k), n=1))
+            shown = parse_letter(reply.text)
+            picks.append(letters["ABCD".index(shown)] if shown else None)
+            calls.append(reply.to_log(purpose="options", order=order, answers=[picks[-1]],
+                                      flags=[] if shown else ["unparsed"]))
+        letter = majority(picks)
+        pick = options[letter] if letter else None
+        detail.update({"question": question, "options": options, "picks": picks,
+                       "pick": pick})
+        return pick
+
+    def _as_published(self, reply: ChatResult, calls: list[dict[str, Any]],
+                      detail: dict[str, Any]) -> TerminalDecision:
+        """The consensus reply as the action; ``answer`` is what the moderator reads in
+        it (``None`` without the marker: the runtime ends the episode unfinished)."""
+        text = reply.text.strip()
+        answer = moderator_answer(text)
+        calls.append(reply.to_log(purpose="summary", answers=[answer],
+                                  flags=[] if answer else ["unmarked"]))
+        detail["outcome"] = "marked" if answer else "unmarked"
+        abstained = answer is not None and is_abstention(answer)
+        return TerminalDecision(text, None if abstained else answer, abstained, calls, detail)
+
+    def _normalized(self, reply: ChatResult, messages: list[dict[str, str]],
+                    base: int | None, config: GenerationConfig,
+                    calls: list[dict[str, Any]], detail: dict[str, Any]
+                    ) -> Plan[TerminalDecision]:
+        """``require_marker``: read the reply leniently, repair once if allowed."""
+        purpose = "summary"
+        while True:
+            answer = extract_answer(reply.text)
+            flags = [] if answer else ["unparsed"]
+            if answer and is_placeholder_answer(answer):
+                answer, flags = None, ["placeholder"]
+            calls.append(reply.to_log(purpose=purpose, answers=[answer], flags=flags))
+            if answer or purpose == "repair" or not self.repair:
+                break
+            messages = [*messages, {"role": "assistant", "content": reply.text},
+                        {"role": "user", "content": REPAIR_ASK}]
+            purpose = "repair"
+            reply = yield CallRequest(purpose, messages, call_config(
+                config, seed=call_seed(base, purpose), n=1))
+            detail["consensus"].append(reply.text)
+        if answer is None:
+            detail["outcome"] = "unparsed"
+            return TerminalDecision(NO_ANSWER_ACTION, None, False, calls, detail)
+        if is_abstention(answer):
+            detail["outcome"] = "abstained"
+            return TerminalDecision(ABSTENTION_ACTION, None, True, calls, detail)
+        detail["outcome"] = "accepted"
+        return TerminalDecision(f"DIAGNOSIS READY: {answer}", answer, False, calls, detail)

@@ -1,0 +1,111 @@
+"""``clinenv report LOGS... [--out report.html]``: one self-contained HTML page of runs.
+
+The page (:mod:`clinenv.report`) holds the accuracy table with CIs and coverage and the
+paired comparisons of ``clinenv eval`` / ``clinenv compare`` with their figures, every
+episode (filterable by method, dataset, case, verdict, flag and stratum) and the same
+case under two methods side by side. Logs are named as for ``eval`` (``LABEL=path``);
+the comparisons pair every log with the first log's label on its dataset, or
+``--pair METHOD=BASE`` (repeatable). The figures need matplotlib (``pip install
+'clinenv[plot]'``); ``--no-figures`` builds the page without them.
+
+MIMIC-IV episodes are refused (exit 2, naming file, line and field) unless
+``--allow-credentialed``, which prints the data-use warning on stderr and shows it at the
+top of the page. The page is written whole or not at all (a temporary file renamed over
+``--out``); an existing ``--out`` is replaced, as ``eval`` replaces its tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from clinenv.cli.argtypes import count
+from clinenv.cli.errors import CLIError
+
+#: Default ``--out``, beside ``clinenv eval``'s tables.
+DEFAULT_OUT = Path("reports") / "report.html"
+
+
+def add_report_parser(sub: Any) -> None:
+    """Add the ``report`` sub-command to ``sub`` (the top-level parser's sub-parsers)."""
+    rep = sub.add_parser(
+        "report", help="one self-contained HTML page: tables, figures and every episode",
+        description="An HTML report of run logs: the accuracy table with CIs and coverage, "
+                    "the paired comparisons and their figures, every episode's transcript, "
+                    "evidence interface, answer and verdict, and the same case under two "
+                    "methods side by side. No server or network is needed to view it.")
+    rep.add_argument("logs", nargs="+", metavar="RUN.jsonl",
+                     help="run log (JSON Lines from clinenv run); LABEL=path names its "
+                          "method; the first log's method is the comparisons' baseline")
+    rep.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="FILE",
+                     help=f"the HTML file to write (default: {DEFAULT_OUT})")
+    rep.add_argument("--pair", action="append", default=None, metavar="METHOD=BASE",
+                     help="compare the runs labelled METHOD with those labelled BASE "
+                          "(repeatable); default: every log against the first log's label")
+    rep.add_argument("--intersect", action="store_true",
+                     help="compare the cases both logs of a pair hold instead of refusing "
+                          "different case sets")
+    rep.add_argument("--resamples", type=count(1), default=10_000, metavar="N",
+                     help="case-cluster bootstrap resamples (default: 10000)")
+    rep.add_argument("--flips", type=count(1), default=20_000, metavar="N",
+                     help="sign-flip randomizations per comparison (default: 20000)")
+    rep.add_argument("--seed", type=count(0), default=0, metavar="S",
+                     help="seed of the bootstrap and randomization streams (default: 0)")
+    rep.add_argument("--mixed-scoring", action="store_true",
+                     help="pool or pair logs scored under different scoring versions")
+    rep.add_argument("--no-figures", action="store_true",
+                     help="leave the figures out (no matplotlib needed)")
+    rep.add_argument("--allow-credentialed", action="store_true",
+                     help="also write MIMIC-IV episodes (bound by its data-use agreement: "
+                          "never publish the report)")
+    rep.set_defaults(func=cmd_report)
+
+
+def _parse_pair(text: str) -> tuple[str, str]:
+    method, sep, base = text.partition("=")
+    if not sep or not method.strip() or not base.strip():
+        raise CLIError(f"--pair {text!r}: expected METHOD=BASE (two method labels)")
+    return method.strip(), base.strip()
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """``clinenv report``; prints ``wrote FILE (N episodes, R runs, P compared pairs,
+    SIZE MB)`` and returns 0.
+
+    Raises:
+        CLIError: a folder as ``--out``, a malformed ``--pair``, a log that cannot be
+            evaluated (as ``eval``), credentialed lines without ``--allow-credentialed``,
+            missing matplotlib without ``--no-figures``, or an ``--out`` that cannot be
+            written.
+    """
+    from clinenv.errors import ClinenvError
+    from clinenv.evaluation.plots import PlotDependencyError
+    from clinenv.report import build_report, write_report
+
+    out: Path = args.out
+    if out.is_dir():
+        raise CLIError(f"--out {out} is a folder; give a file path such as {out / 'report.html'}")
+    pairs = [_parse_pair(text) for text in args.pair or ()]
+    try:
+        report = build_report(args.logs, pairs=pairs or None, intersect=args.intersect,
+                              n_resamples=args.resamples, n_flips=args.flips,
+                              seed=args.seed, mixed_scoring=args.mixed_scoring,
+                              allow_credentialed=args.allow_credentialed,
+                              with_figures=not args.no_figures)
+    except PlotDependencyError as err:
+        raise CLIError(f"{err}; or pass --no-figures for a report without figures"
+                       ) from None
+    except (ClinenvError, ValueError) as err:
+        raise CLIError(str(err)) from None
+    for warning in report.warnings:
+        print(f"clinenv: warning: {warning}", file=sys.stderr)
+    try:
+        path = write_report(report, out)
+    except OSError as err:
+        raise CLIError(f"--out {out}: {err}") from None
+    size = path.stat().st_size / 1e6
+    print(f"wrote {path} ({report.n_episodes} episodes, {report.n_runs} runs, "
+          f"{report.n_pairs} compared pairs, {size:.2f} MB)")
+    return 0

@@ -1,0 +1,50 @@
+"""Credentialed data in a report: MIMIC-IV episodes only with an explicit opt-in.
+
+AgentClinic-MIMIC-IV cases are derived from MIMIC-IV, which PhysioNet shares only with
+credentialed users under a data-use agreement (:data:`clinenv.datasets.registry.
+MIMIC_ACCESS_NOTE`); a report holds the case text and the model's output, so it is
+itself covered by that agreement. A line is *credentialed* when its ``dataset`` (or its
+``env_spec.kwargs.dataset``) is a registry dataset that cannot be downloaded (one with an
+access note: ``mimiciv``), that dataset's file name, or any name that normalizes to one
+starting with ``mimic`` (MIMIC-derived user cases, e.g. MIMIC-IDx-style files).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import PurePath
+from typing import Any
+
+from clinenv.datasets.registry import DATASETS, normalize_name
+
+__all__ = ["DUA_WARNING", "is_credentialed"]
+
+#: The warning printed (and shown in the page) when a report holds credentialed episodes.
+DUA_WARNING = (
+    "this report holds MIMIC-IV episodes: they are covered by the PhysioNet credentialed "
+    "data-use agreement; share the file only with credentialed users bound by it, never "
+    "publish it and never upload it to a third-party service")
+
+_CREDENTIALED = tuple(name for name, spec in DATASETS.items() if spec.access_note)
+_CREDENTIALED_FILES = frozenset(DATASETS[name].file_name for name in _CREDENTIALED)
+
+
+def _names(record: Mapping[str, Any]) -> list[str]:
+    names = [record.get("dataset")]
+    spec = record.get("env_spec")
+    kwargs = spec.get("kwargs") if isinstance(spec, dict) else None
+    if isinstance(kwargs, dict):
+        names.append(kwargs.get("dataset"))
+    return [n for n in names if isinstance(n, str) and n.strip()]
+
+
+def is_credentialed(record: Mapping[str, Any]) -> bool:
+    """Whether a run-log line holds credentialed (MIMIC-derived) data; see the module
+    docstring for the rule."""
+    for name in _names(record):
+        if PurePath(name).name in _CREDENTIALED_FILES:
+            return True
+        key = normalize_name(PurePath(name).stem if name.endswith(".jsonl") else name)
+        if key in _CREDENTIALED or key.replace("_", "").startswith("mimic"):
+            return True
+    return False

@@ -1,0 +1,32 @@
+"""The page's inline assets: its style sheet and its script, read from package data.
+
+``static/report.css`` and ``static/report.js`` ship inside the package (setup.cfg
+``package_data``) and are written into every page verbatim, so a report needs no server
+and fetches nothing. The script parses the data island (:mod:`clinenv.report.island`),
+draws the tables, figures, filters, the paginated episode list, one episode at a time and
+the side-by-side view, and writes log text only through ``textContent``. When the page
+is ready it sets ``document.body.dataset.ready = "1"`` and
+``window.__reportTimings = {start, firstEpisode, ready}`` (``performance.now()``
+milliseconds), which the browser tests and ``benchmarks/bench_report.py`` read.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+
+__all__ = ["REPORT_CSS", "REPORT_JS"]
+
+
+def _asset(name: str, closing_tag: str) -> str:
+    """The asset's text; it must not hold its element's closing tag (it is inlined)."""
+    text = files("clinenv.report").joinpath("static", name).read_text(encoding="utf-8")
+    if closing_tag in text.lower():
+        raise RuntimeError(f"clinenv/report/static/{name} holds {closing_tag!r}, which "
+                           "would end its inline element")
+    return text
+
+
+#: The page's style sheet.
+REPORT_CSS = _asset("report.css", "</style")
+#: The page's script.
+REPORT_JS = _asset("report.js", "</script")

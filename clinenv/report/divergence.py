@@ -1,0 +1,67 @@
+"""The same case under two methods: where their acquisition first differs.
+
+The report shows two episodes of one ``(case_id, repetition)`` side by side (e.g. the
+native AgentClinic loop against EGIP) and marks the first turn where the doctors' questions
+or requested exams differ. :func:`doctor_actions` reduces an episode to its acquisition
+actions per turn; :func:`first_divergence` compares two of them.
+
+A question is compared by its text (case-folded, whitespace collapsed); a requested exam
+by the exam's name as the measurement event resolved it (case-folded: the native
+``REQUEST TEST: Vital signs`` and EGIP's ``PE1`` both resolve to "Vital Signs"), or the
+request text when no result event follows. Clarification replies and the diagnosis are
+not acquisition and are left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["doctor_actions", "first_divergence"]
+
+Actions = dict[int, tuple[tuple[str, str], ...]]
+
+
+def _fold(text: Any) -> str:
+    return " ".join(str(text or "").split()).casefold()
+
+
+def doctor_actions(record: Mapping[str, Any]) -> Actions:
+    """``{turn: ((kind, key), ...)}`` of a run-log line's ``events``, turns ascending.
+
+    ``kind`` is ``"question"`` or ``"exam"``; ``key`` as the module docstring says.
+    Turns without a question or exam request are absent.
+    """
+    turns: dict[int, list[tuple[str, str]]] = {}
+    pending: dict[int, int] = {}
+    events = record.get("events")
+    for event in events if isinstance(events, list) else ():
+        if not isinstance(event, dict):
+            continue
+        turn = event.get("turn")
+        if isinstance(turn, bool) or not isinstance(turn, int):
+            continue
+        source, routed = event.get("source"), event.get("routed_as")
+        if source == "doctor" and routed == "question":
+            turns.setdefault(turn, []).append(("question", _fold(event.get("text"))))
+        elif source == "doctor" and routed == "test_request":
+            turns.setdefault(turn, []).append(
+                ("exam", _fold(event.get("payload") or event.get("text"))))
+            pending[turn] = len(turns[turn]) - 1
+        elif source == "measurement" and turn in pending:
+            name = event.get("name") or event.get("request")
+            turns[turn][pending.pop(turn)] = ("exam", _fold(name))
+    return {t: tuple(turns[t]) for t in sorted(turns)}
+
+
+def first_divergence(a: Actions, b: Actions) -> int | None:
+    """The first turn (1-based, as logged) at which ``a`` and ``b`` differ, or ``None``.
+
+    The turns of both are walked in ascending order; a turn with actions in one and none
+    (or others) in the other differs. So when one doctor stops acquiring earlier, the
+    first turn the other still acquires is the divergence.
+    """
+    for turn in sorted(set(a) | set(b)):
+        if a.get(turn, ()) != b.get(turn, ()):
+            return turn
+    return None
