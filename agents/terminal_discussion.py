@@ -27,8 +27,8 @@ the EGIP evidence interface e_T, or the native transcript with its instruction):
    summary that explicitly declines ("Undetermined") abstains
    (:data:`~clinenv.agents.terminal_base.ABSTENTION_ACTION`, ``abstained`` true).
 
-Opinions are read without ``<think>`` blocks (field-bug-reports B01) and through markdown
-(B05); an empty reply names nothing (B04). Every call has its own seed (B08).
+Opinions are read without ``<think>`` blocks and through markdown; an empty reply names
+nothing. Every call has its own seed.
 
 This is a variant; the published final turn is the ``"medagentsim"`` strategy
 (:mod:`clinenv.agents.terminal_medagentsim`, the default on the MedAgentSim ids).

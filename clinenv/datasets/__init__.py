@@ -13,7 +13,7 @@ Entry points:
 Schemas: OSCE (:mod:`.osce`), NEJM (:mod:`.nejm`, test text split by :mod:`.nejm_split`),
 user-supplied MIMIC-IDx-style admissions (:mod:`.mimic_idx`, by path only) and canonical
 (``Case`` JSON Lines, :func:`clinenv.cases.read_cases`). Flags are
-computed by :mod:`.flags`. Files are always read as UTF-8 (bug report B18).
+computed by :mod:`.flags`. Files are always read as UTF-8.
 """
 
 from __future__ import annotations

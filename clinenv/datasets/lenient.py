@@ -3,7 +3,7 @@
 ``strict=True`` (the default everywhere) stops at the first bad line with a
 :class:`~clinenv.errors.CaseFormatError` naming file, line and field. ``strict=False``
 skips bad lines and records ``(line, reason)`` in a :class:`LoadReport`, so a user file
-with a trailing comma or a stray markdown fence (AgentClinic issue #7, bug report B19)
+with a trailing comma or a stray markdown fence (AgentClinic issue #7)
 still loads its good records and says what it dropped.
 
 Lines are read by :func:`clinenv.cases.scan_json_lines`, the package's one JSON Lines

@@ -16,7 +16,7 @@ OSCE key                          case field
 
 Lenient rule, in strict mode too: a missing ``Physical_Examination_Findings`` or
 ``Test_Results`` (or a ``null`` one) becomes ``{}`` and is listed in
-``metadata["missing_keys"]`` (bug report B19). The record then holds no such examination
+``metadata["missing_keys"]``. The record then holds no such examination
 or test, so the examiner answers "not recorded" for every request of that kind; a missing
 ``Test_Results`` also sets ``flags.no_recorded_tests``. ("Unavailable" is reserved for a
 stored placeholder value such as ``"Pending"``, see :mod:`clinenv.datasets.availability`.)

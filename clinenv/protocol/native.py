@@ -26,8 +26,8 @@ The loop (AgentClinic's script, lines 570-659, as summarized in this project's n
   internal discussion) must carry the marker.
 
 Deviations, all documented in ``docs/protocols.md``: ``<think>`` blocks are removed
-before routing (field-bug-reports B01), and an empty utterance gets interface feedback
-instead of being sent to the patient (B04); the turn still counts.
+before routing, and an empty utterance gets interface feedback
+instead of being sent to the patient; the turn still counts.
 
 Phases: ``"acquire"`` (-> ``"decide"`` for MedAgentSim) -> ``"done"``.
 """

@@ -33,7 +33,7 @@ class NativeConfig(BaseModel):
             (AgentClinic, weakness W9); ``False`` uses the lenient EGIP parser (case and
             markdown tolerant). The diagnosis marker is checked first either way.
         strict_yes: with ``judge="llm"``, only a judge reply that is exactly ``yes``
-            (lower-cased) is correct (AgentClinic's moderator rule; B07); every other
+            (lower-cased) is correct (AgentClinic's moderator rule); every other
             verdict is wrong. ``False`` uses the lenient judge, whose unparsed replies
             stay unscored.
         unfinished: the verdict of an episode that ends without a diagnosis marker:
@@ -65,7 +65,7 @@ class NativeConfig(BaseModel):
             discussion never sees it (its prompt holds the last reply and the doctor's
             own history; ``Objective_for_Doctor`` sits in the doctor's per-turn system
             prompt only), hence ``False``; ``True`` shows it.
-        max_action_chars: the visible utterance (reasoning removed, B01) is cut to this
+        max_action_chars: the visible utterance (reasoning removed) is cut to this
             length.
         show_menu: always ``False``: the native doctor gets no examination menu (W2).
     """

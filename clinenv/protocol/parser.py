@@ -17,8 +17,8 @@ Two modes:
 
 Reasoning blocks (``<think>...</think>``, also empty, repeated or unterminated) are
 removed before parsing; their text is returned in ``DoctorAction.reasoning`` and is never
-routed to the patient or examiner (field report B01). A reply that is all reasoning is an
-empty action (B04).
+routed to the patient or examiner. A reply that is all reasoning is an
+empty action.
 
 The visible text is then cut to the doctor's own turn
 (:func:`clinenv.protocol.turns.cut_turn`): a reply that goes on past an end-of-turn

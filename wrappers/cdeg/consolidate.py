@@ -58,8 +58,7 @@ MAX_ALIASES = 5
 def normalize_diagnosis(text: str) -> str:
     """Markdown marks (``*``, ``_``, ``#``, backticks) removed, then
     :func:`~clinenv.wrappers.cdeg.atoms.normalize_concept` (lower case, single spaces,
-    no trailing punctuation): ``"**Acute Pancreatitis.**"`` -> ``"acute pancreatitis"``
-    (field-bug-reports B05)."""
+    no trailing punctuation): ``"**Acute Pancreatitis.**"`` -> ``"acute pancreatitis"``."""
     return normalize_concept(re.sub(r"[*_#`]", " ", str(text)))
 
 

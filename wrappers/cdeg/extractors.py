@@ -77,7 +77,7 @@ _ATOMS = TypeAdapter(list[EvidenceAtom])
 
 def parse_atoms(reply: str) -> list[EvidenceAtom]:
     """Read an LLM reply as a JSON list of atoms (``<think>`` blocks and code fences are
-    ignored, field-bug-reports B01).
+    ignored).
 
     Raises:
         ValueError: no JSON list, or an atom with a missing, unknown or invalid field.

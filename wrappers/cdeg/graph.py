@@ -288,7 +288,7 @@ class CDEGraph(BaseModel):
         Raises:
             FileNotFoundError: no such file.
             IsADirectoryError: ``path`` is a folder.
-            GraphFileError: not UTF-8 (with the byte offset; field-bug-reports B18), a
+            GraphFileError: not UTF-8 (with the byte offset), a
                 run log (``clinenv.runlog/1``) instead of a graph, not JSON (with line
                 and column), a format other than :data:`FORMAT`, or an invalid field
                 (with its JSON path).

@@ -171,7 +171,7 @@ _ANSWER_LINE = re.compile(r"^(?:final answer|answer)\s*:\s*(first|second)$")
 
 
 def parse_preference(reply: str) -> Preference:
-    """Read a verifier reply strictly (field-bug-reports B01, B05, B07).
+    """Read a verifier reply strictly.
 
     ``<think>`` blocks, markdown (``*``, ``_``, ``#``, backticks), surrounding
     whitespace and a final ``.``/``!`` are removed; then the reply must be exactly
@@ -206,7 +206,7 @@ class LLMVerifier:
     :func:`parse_preference` cannot read is asked again up to ``retries`` times, then
     gives ``None``. A reply cut by ``max_tokens`` (``finish_reason`` ``"length"``) is
     counted in ``n_truncated`` and read only if it still parses (a reasoning model may
-    spend the whole budget thinking, field-bug-reports B04). A
+    spend the whole budget thinking). A
     :class:`~clinenv.llm.base.BackendError` also gives ``None`` (counted in
     ``n_backend_errors``) so that one failed call does not stop a build; ``clinenv cdeg
     build`` fails when every call gave ``None``.
