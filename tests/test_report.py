@@ -10,6 +10,7 @@ worked out by hand from the demo case (demo-01, lobar pneumonia).
 from __future__ import annotations
 
 import base64
+import importlib.util
 import json
 import re
 import sys
@@ -355,9 +356,26 @@ def test_credentialed_rule():
     assert not is_credentialed({"dataset": "demo", "env_spec": None})
 
 
-def test_cli_without_matplotlib_names_the_extra(logs, workdir, capsys, monkeypatch):
+def test_cli_without_matplotlib_writes_the_page_without_figures(logs, workdir, capsys,
+                                                                monkeypatch):
     native, egip = logs
-    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if
+                        name == "matplotlib" else real_find_spec(name, *a))
+    out = workdir / "report.html"
+    assert main(["report", str(native), str(egip), "--out", str(out),
+                 "--resamples", "50", "--flips", "50"]) == 0
+    err = capsys.readouterr().err
+    assert "without figures" in err and "pip install 'clinenv[plot]'" in err
+    assert "data:image/png" not in out.read_text(encoding="utf-8")
+
+
+def test_cli_with_a_broken_matplotlib_names_the_extra(logs, workdir, capsys, monkeypatch):
+    native, egip = logs
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if
+                        name == "matplotlib" else real_find_spec(name, *a))
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # found, but its import fails
     out = workdir / "report.html"
     assert main(["report", str(native), str(egip), "--out", str(out),
                  "--resamples", "50", "--flips", "50"]) == 2

@@ -6,7 +6,8 @@ episode (filterable by method, dataset, case, verdict, flag and stratum) and the
 case under two methods side by side. Logs are named as for ``eval`` (``LABEL=path``);
 the comparisons pair every log with the first log's label on its dataset, or
 ``--pair METHOD=BASE`` (repeatable). The figures need matplotlib (``pip install
-'clinenv[plot]'``); ``--no-figures`` builds the page without them.
+'clinenv[plot]'``; without it the page is written without them, with a warning);
+``--no-figures`` leaves them out silently.
 
 MIMIC-IV episodes are refused (exit 2, naming file, line and field) unless
 ``--allow-credentialed``, which prints the data-use warning on stderr and shows it at the
@@ -17,6 +18,7 @@ top of the page. The page is written whole or not at all (a temporary file renam
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
@@ -77,8 +79,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     Raises:
         CLIError: a folder as ``--out``, a malformed ``--pair``, a log that cannot be
             evaluated (as ``eval``), credentialed lines without ``--allow-credentialed``,
-            missing matplotlib without ``--no-figures``, or an ``--out`` that cannot be
-            written.
+            a matplotlib that is installed but cannot be imported, or an ``--out`` that
+            cannot be written. Without matplotlib the page is written without figures,
+            with a warning.
     """
     from clinenv.errors import ClinenvError
     from clinenv.evaluation.plots import PlotDependencyError
@@ -88,13 +91,19 @@ def cmd_report(args: argparse.Namespace) -> int:
     if out.is_dir():
         raise CLIError(f"--out {out} is a folder; give a file path such as {out / 'report.html'}")
     pairs = [_parse_pair(text) for text in args.pair or ()]
+    with_figures = not args.no_figures
+    if with_figures and importlib.util.find_spec("matplotlib") is None:
+        with_figures = False
+        print("clinenv: warning: the report is written without figures: they need "
+              "matplotlib (pip install 'clinenv[plot]'); --no-figures silences this",
+              file=sys.stderr)
     try:
         report = build_report(args.logs, pairs=pairs or None, intersect=args.intersect,
                               n_resamples=args.resamples, n_flips=args.flips,
                               seed=args.seed, mixed_scoring=args.mixed_scoring,
                               allow_credentialed=args.allow_credentialed,
-                              with_figures=not args.no_figures)
-    except PlotDependencyError as err:
+                              with_figures=with_figures)
+    except PlotDependencyError as err:  # matplotlib found but not importable
         raise CLIError(f"{err}; or pass --no-figures for a report without figures"
                        ) from None
     except (ClinenvError, ValueError) as err:

@@ -83,7 +83,7 @@
     var tables = document.getElementById("tables");
     D.tables.forEach(function (t) { add(tables, renderTable(t)); });
     var figs = document.getElementById("figures");
-    if (!D.figures.length) add(figs, el("p", "muted", "No figures (built without them)."));
+    if (!D.figures.length) add(figs, el("p", "muted", "No figures (built without them; figures need matplotlib: pip install 'clinenv[plot]')."));
     D.figures.forEach(function (f) {
       var fig = el("figure");
       var img = el("img");
