@@ -320,3 +320,12 @@ def test_a_menu_that_names_the_target_is_reported_apart_and_the_setting_removes_
     assert report.apart[0].text == "T1  Varicella Specific Tests"
     neutral = audit_env(EGIPEnv(cases=[case], target_in_menu="neutral"))
     assert neutral.passed and neutral.findings == []
+
+
+def test_cli_llm_seats_without_the_openai_client_is_a_one_line_error(capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "openai", None)  # a plain install: no openai client
+    assert main(["audit", "EGIP-Demo-v0", "--patient", "llm", "--limit", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "pip install 'clinenv[openai]'" in err and "Traceback" not in err

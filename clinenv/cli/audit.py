@@ -23,6 +23,7 @@ from typing import Any
 from clinenv.cli.argtypes import count
 from clinenv.cli.env_choice import add_dataset_arguments, add_verify_argument, make_env
 from clinenv.cli.errors import CLIError
+from clinenv.llm.base import BackendUnavailableError
 
 #: Exit code of an audit that found a leak.
 EXIT_LEAKED = 1
@@ -96,6 +97,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
                            case_ids=cases, limit=args.limit, make=make)
     except CaseListError as err:
         raise CLIError(str(err)) from None
+    except BackendUnavailableError as err:  # the offline LLM seats talk over HTTP
+        raise CLIError(f"--patient/--examiner llm: {err}") from None
     data = report.to_dict()
     if args.json == "-":
         json.dump(data, sys.stdout, ensure_ascii=False, indent=1)
