@@ -59,7 +59,7 @@ from clinenv.agents.terminal_base import (
     extract_answer,
 )
 from clinenv.agents.terminal_vote import tally, vote_key
-from clinenv.llm.base import GenerationConfig
+from clinenv.llm.base import ChatResult, GenerationConfig
 from clinenv.protocol.parser import split_reasoning
 from clinenv.scoring import is_abstention, is_placeholder_answer
 from clinenv.seeding import call_seed
@@ -117,6 +117,61 @@ def _counts_text(counts: dict[str, Any], candidates: Sequence[str] | None) -> st
     return ", ".join(f"{labels[key]} ({n})" for key, n in ranked) or "none"
 
 
+def opinion_round(case_block: str, personas: Sequence[str], round_: int, asks: Sequence[str],
+                  base: int | None, config: GenerationConfig,
+                  calls: list[dict[str, Any]]) -> Plan[list[dict[str, Any]]]:
+    """One round of opinions: a ``"discussion"`` call per persona (``asks[i]`` after the
+    case text; seed ``call_seed(base, "discussion", round_, i + 1)``), each logged in
+    ``calls``; returns ``[{"round", "persona", "text", "answer"}, ...]`` in persona order
+    (``text`` without ``<think>`` blocks, ``answer`` the diagnosis it names or ``None``)."""
+    current: list[dict[str, Any]] = []
+    for i, (persona, ask) in enumerate(zip(personas, asks, strict=True), start=1):
+        reply = yield CallRequest("discussion", [
+            {"role": "system", "content": TEAM_SYSTEM},
+            {"role": "user", "content": f"{case_block}\n\n{ask}"}],
+            call_config(config, seed=call_seed(base, "discussion", round_, i), n=1))
+        answer = extract_answer(reply.text)
+        current.append({"round": round_, "persona": persona,
+                        "text": split_reasoning(reply.text)[0].strip(), "answer": answer})
+        calls.append(reply.to_log(purpose="discussion", round=round_, persona=persona,
+                                  answers=[answer], flags=[] if answer else ["unparsed"]))
+    return current
+
+
+def settle(reply: ChatResult, messages: list[dict[str, str]], *, repair: bool,
+           base: int | None, config: GenerationConfig, calls: list[dict[str, Any]],
+           detail: dict[str, Any], replies: list[str]) -> Plan[TerminalDecision]:
+    """The decision from a final-call ``reply`` to ``messages``: its ``DIAGNOSIS READY:``
+    answer (a template placeholder is none); without one and with ``repair``, one
+    ``"repair"`` call (seed ``call_seed(base, "repair")``, its text appended to
+    ``replies``). Every reply is logged in ``calls``; ``detail["outcome"]`` is set to
+    ``"accepted"``, ``"abstained"`` or ``"unparsed"`` (no answer:
+    :data:`~clinenv.agents.terminal_base.NO_ANSWER_ACTION`)."""
+    purpose = "summary"
+    while True:
+        answer = extract_answer(reply.text)
+        flags = [] if answer else ["unparsed"]
+        if answer and is_placeholder_answer(answer):
+            answer, flags = None, ["placeholder"]
+        calls.append(reply.to_log(purpose=purpose, answers=[answer], flags=flags))
+        if answer or purpose == "repair" or not repair:
+            break
+        messages = [*messages, {"role": "assistant", "content": reply.text},
+                    {"role": "user", "content": REPAIR_ASK}]
+        purpose = "repair"
+        reply = yield CallRequest(purpose, messages, call_config(
+            config, seed=call_seed(base, purpose), n=1))
+        replies.append(reply.text)
+    if answer is None:
+        detail["outcome"] = "unparsed"
+        return TerminalDecision(NO_ANSWER_ACTION, None, False, calls, detail)
+    if is_abstention(answer):
+        detail["outcome"] = "abstained"
+        return TerminalDecision(ABSTENTION_ACTION, None, True, calls, detail)
+    detail["outcome"] = "accepted"
+    return TerminalDecision(f"DIAGNOSIS READY: {answer}", answer, False, calls, detail)
+
+
 class Discussion(TerminalStrategy):
     """MedAgentSim's internal multi-doctor discussion (see the module docstring).
 
@@ -165,22 +220,11 @@ class Discussion(TerminalStrategy):
         opinions: list[dict[str, Any]] = []
         rounds: list[list[dict[str, Any]]] = []
         for r in range(1, self.rounds + 1):
-            current = []
-            for i, persona in enumerate(self.personas, start=1):
-                ask = (OPINION_ASK.format(persona=persona) if r == 1 else REVISION_ASK.format(
-                    persona=persona, opinions=_opinion_block(opinions)))
-                reply = yield CallRequest("discussion", [
-                    {"role": "system", "content": TEAM_SYSTEM},
-                    {"role": "user", "content": f"{case_block}\n\n{ask}"}],
-                    call_config(config, seed=call_seed(base, "discussion", r, i), n=1))
-                text = split_reasoning(reply.text)[0].strip()
-                answer = extract_answer(reply.text)
-                current.append({"round": r, "persona": persona, "text": text, "answer": answer})
-                calls.append(reply.to_log(purpose="discussion", round=r, persona=persona,
-                                          answers=[answer],
-                                          flags=[] if answer else ["unparsed"]))
-            opinions = current
-            rounds.append(current)
+            asks = [OPINION_ASK.format(persona=persona) if r == 1 else REVISION_ASK.format(
+                persona=persona, opinions=_opinion_block(opinions)) for persona in self.personas]
+            opinions = yield from opinion_round(case_block, self.personas, r, asks, base,
+                                                config, calls)
+            rounds.append(opinions)
         counts = tally([o["text"] for o in opinions], candidates)
         messages = [{"role": "system", "content": TEAM_SYSTEM},
                     {"role": "user", "content": SUMMARY_ASK.format(
@@ -188,26 +232,9 @@ class Discussion(TerminalStrategy):
                         counts=_counts_text(counts, candidates))}]
         detail: dict[str, Any] = {"opinions": rounds, "counts": counts["counts"],
                                   "majority": counts["label"], "summary": []}
-        purpose = "summary"
-        while True:
-            reply = yield CallRequest(purpose, messages, call_config(
-                config, seed=call_seed(base, purpose), n=1))
-            answer = extract_answer(reply.text)
-            flags = [] if answer else ["unparsed"]
-            if answer and is_placeholder_answer(answer):
-                answer, flags = None, ["placeholder"]
-            detail["summary"].append(reply.text)
-            calls.append(reply.to_log(purpose=purpose, answers=[answer], flags=flags))
-            if answer or purpose == "repair" or not self.repair:
-                break
-            messages = [*messages, {"role": "assistant", "content": reply.text},
-                        {"role": "user", "content": REPAIR_ASK}]
-            purpose = "repair"
-        if answer is None:
-            detail["outcome"] = "unparsed"
-            return TerminalDecision(NO_ANSWER_ACTION, None, False, calls, detail)
-        if is_abstention(answer):
-            detail["outcome"] = "abstained"
-            return TerminalDecision(ABSTENTION_ACTION, None, True, calls, detail)
-        detail["outcome"] = "accepted"
-        return TerminalDecision(f"DIAGNOSIS READY: {answer}", answer, False, calls, detail)
+        reply = yield CallRequest("summary", messages, call_config(
+            config, seed=call_seed(base, "summary"), n=1))
+        detail["summary"].append(reply.text)
+        return (yield from settle(reply, messages, repair=self.repair, base=base,
+                                  config=config, calls=calls, detail=detail,
+                                  replies=detail["summary"]))

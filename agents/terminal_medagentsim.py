@@ -60,27 +60,25 @@ from clinenv.agents.medagentsim_options import (
     shuffled_options,
 )
 from clinenv.agents.terminal_base import (
-    ABSTENTION_ACTION,
-    NO_ANSWER_ACTION,
     CallRequest,
     Plan,
     TerminalDecision,
     TerminalStrategy,
     base_seed,
     call_config,
-    extract_answer,
 )
 from clinenv.agents.terminal_discussion import (
     CASE_HEADING,
     DEFAULT_DOCTORS,
     OPINION_ASK,
-    REPAIR_ASK,
     TEAM_SYSTEM,
+    opinion_round,
+    settle,
 )
 from clinenv.llm.base import ChatResult, GenerationConfig
 from clinenv.protocol.native import moderator_answer
 from clinenv.protocol.parser import split_reasoning
-from clinenv.scoring import is_abstention, is_placeholder_answer
+from clinenv.scoring import is_abstention
 from clinenv.seeding import call_seed
 
 #: The consensus call's user message with the pick of the option step.
@@ -152,18 +150,9 @@ class MedAgentSimDiscussion(TerminalStrategy):
         base = base_seed(seed, config)
         calls: list[dict[str, Any]] = []
         case_block = f"{CASE_HEADING}\n{evidence_text}"
-        opinions: list[dict[str, Any]] = []
-        for i, persona in enumerate(self.personas, start=1):
-            reply = yield CallRequest("discussion", [
-                {"role": "system", "content": TEAM_SYSTEM},
-                {"role": "user", "content": f"{case_block}\n\n"
-                                            f"{OPINION_ASK.format(persona=persona)}"}],
-                call_config(config, seed=call_seed(base, "discussion", 1, i), n=1))
-            answer = extract_answer(reply.text)
-            opinions.append({"round": 1, "persona": persona, "answer": answer,
-                             "text": split_reasoning(reply.text)[0].strip()})
-            calls.append(reply.to_log(purpose="discussion", round=1, persona=persona,
-                                      answers=[answer], flags=[] if answer else ["unparsed"]))
+        asks = [OPINION_ASK.format(persona=persona) for persona in self.personas]
+        opinions = yield from opinion_round(case_block, self.personas, 1, asks, base, config,
+                                            calls)
         detail: dict[str, Any] = {"opinions": [opinions]}
         pick = None
         if self.answer_options:
@@ -178,7 +167,9 @@ class MedAgentSimDiscussion(TerminalStrategy):
         detail["consensus"] = [reply.text]
         if not self.require_marker:
             return self._as_published(reply, calls, detail)
-        return (yield from self._normalized(reply, messages, base, config, calls, detail))
+        return (yield from settle(reply, messages, repair=self.repair, base=base,
+                                  config=config, calls=calls, detail=detail,
+                                  replies=detail["consensus"]))
 
     # ------------------------------------------------------------------ steps
     def _option_step(self, case_block: str, opinions: str, base: int | None,
@@ -230,31 +221,3 @@ class MedAgentSimDiscussion(TerminalStrategy):
         abstained = answer is not None and is_abstention(answer)
         return TerminalDecision(text, None if abstained else answer, abstained, calls, detail)
 
-    def _normalized(self, reply: ChatResult, messages: list[dict[str, str]],
-                    base: int | None, config: GenerationConfig,
-                    calls: list[dict[str, Any]], detail: dict[str, Any]
-                    ) -> Plan[TerminalDecision]:
-        """``require_marker``: read the reply leniently, repair once if allowed."""
-        purpose = "summary"
-        while True:
-            answer = extract_answer(reply.text)
-            flags = [] if answer else ["unparsed"]
-            if answer and is_placeholder_answer(answer):
-                answer, flags = None, ["placeholder"]
-            calls.append(reply.to_log(purpose=purpose, answers=[answer], flags=flags))
-            if answer or purpose == "repair" or not self.repair:
-                break
-            messages = [*messages, {"role": "assistant", "content": reply.text},
-                        {"role": "user", "content": REPAIR_ASK}]
-            purpose = "repair"
-            reply = yield CallRequest(purpose, messages, call_config(
-                config, seed=call_seed(base, purpose), n=1))
-            detail["consensus"].append(reply.text)
-        if answer is None:
-            detail["outcome"] = "unparsed"
-            return TerminalDecision(NO_ANSWER_ACTION, None, False, calls, detail)
-        if is_abstention(answer):
-            detail["outcome"] = "abstained"
-            return TerminalDecision(ABSTENTION_ACTION, None, True, calls, detail)
-        detail["outcome"] = "accepted"
-        return TerminalDecision(f"DIAGNOSIS READY: {answer}", answer, False, calls, detail)
