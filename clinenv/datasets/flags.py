@@ -340,3 +340,14 @@ def near_duplicates(ids: Sequence[str], texts: Sequence[str],
                 best = j
         roots.append(None if best is None else (roots[best] or ids[best]))
     return roots
+
+
+def target_flags(target: str, physical_exam: JsonValue, tests: JsonValue,
+                 patient: JsonValue) -> dict[str, bool]:
+    """The three flags every loader computes from Y and the record, as ``CaseFlags``
+    fields: ``target_in_records`` (:func:`names_target` over M), ``target_in_patient_facts``
+    (over P) and ``target_in_menu`` (:func:`target_in_menu`)."""
+    return {"target_in_records": names_target(target, [physical_exam, tests]),
+            "target_in_patient_facts": names_target(target, patient),
+            "target_in_menu": target_in_menu(target, physical_exam, tests)}
+

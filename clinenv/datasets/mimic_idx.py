@@ -57,9 +57,8 @@ from typing import Any
 from clinenv.cases import Case, case_from_dict
 from clinenv.datasets.flags import (
     caregiver_voice,
-    names_target,
     no_recorded_tests,
-    target_in_menu,
+    target_flags,
 )
 from clinenv.datasets.icd_codes import normalize_code
 from clinenv.datasets.osce import json_type, source_metadata
@@ -170,9 +169,7 @@ def case_from_mimic_idx(record: Any, *, dataset: str, path: str | Path | None = 
         "records": {"physical_exam": physical_exam, "tests": tests},
         "target": {"text": diagnosis, "option_index": None},
         "flags": {
-            "target_in_records": names_target(diagnosis, [physical_exam, tests]),
-            "target_in_patient_facts": names_target(diagnosis, patient),
-            "target_in_menu": target_in_menu(diagnosis, physical_exam, tests),
+            **target_flags(diagnosis, physical_exam, tests, patient),
             "caregiver_voice": caregiver_voice(texts["initial_presentation"]),
             "no_recorded_tests": no_recorded_tests(tests),
         },

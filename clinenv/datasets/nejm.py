@@ -46,10 +46,9 @@ from typing import Any, Literal
 from clinenv.cases import Case, case_from_dict
 from clinenv.datasets.flags import (
     caregiver_voice,
-    names_target,
     no_recorded_tests,
     patient_facts_contain_findings,
-    target_in_menu,
+    target_flags,
 )
 from clinenv.datasets.nejm_split import split_test_findings
 from clinenv.datasets.osce import json_type, source_metadata
@@ -232,9 +231,7 @@ def case_from_nejm(
         "records": {"physical_exam": {}, "tests": tests},
         "target": {"text": target, "option_index": option_index},
         "flags": {
-            "target_in_records": names_target(target, tests),
-            "target_in_patient_facts": names_target(target, patient),
-            "target_in_menu": target_in_menu(target, {}, tests),
+            **target_flags(target, {}, tests, patient),
             "patient_facts_contain_findings": patient_facts_contain_findings(patient_info),
             "caregiver_voice": caregiver_voice(sentences[0] if sentences else vignette),
             "non_diagnostic_target": question is not None and not asks_for_diagnosis(question),

@@ -36,9 +36,8 @@ from clinenv.cases import Case, case_from_dict
 from clinenv.datasets.flags import (
     caregiver_voice,
     iter_leaf_texts,
-    names_target,
     no_recorded_tests,
-    target_in_menu,
+    target_flags,
 )
 from clinenv.errors import CaseFormatError
 
@@ -169,9 +168,7 @@ def case_from_osce(
         "records": {"physical_exam": physical_exam, "tests": tests},
         "target": {"text": diagnosis, "option_index": None},
         "flags": {
-            "target_in_records": names_target(diagnosis, [physical_exam, tests]),
-            "target_in_patient_facts": names_target(diagnosis, patient),
-            "target_in_menu": target_in_menu(diagnosis, physical_exam, tests),
+            **target_flags(diagnosis, physical_exam, tests, patient),
             "caregiver_voice": caregiver_voice(_demographics(patient, objective)),
             "no_recorded_tests": no_recorded_tests(tests),
         },
