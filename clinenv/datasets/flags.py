@@ -121,6 +121,8 @@ def target_abbreviations(target: str) -> list[str]:
 
 def fold_accents(text: str) -> str:
     """``text`` with accents removed (NFKD, combining marks dropped); case kept."""
+    if text.isascii():
+        return text
     text = unicodedata.normalize("NFKD", text)
     return "".join(ch for ch in text if not unicodedata.combining(ch))
 
@@ -142,20 +144,19 @@ def names_target(target: str, tree: JsonValue) -> bool:
     :func:`target_phrases` as whole words of the folded leaf, or one of its
     :func:`target_abbreviations` as a whole word of the leaf with accents folded and
     capitals kept (module docstring, ``target_in_records``)."""
-    patterns = [
-        re.compile(r"(?<!\w)" + r"\s+".join(map(re.escape, p.split())) + r"(?!\w)")
-        for p in target_phrases(target)
-    ]
-    abbreviations = [re.compile(r"(?<![^\W_])" + re.escape(a) + r"(?![^\W_])")
-                     for a in target_abbreviations(target)]
-    if not patterns and not abbreviations:
+    phrases = [r"\s+".join(map(re.escape, p.split())) for p in target_phrases(target)]
+    abbreviations = [re.escape(a) for a in target_abbreviations(target)]
+    if not phrases and not abbreviations:
         return False
-    leaves = list(iter_leaf_texts(tree))
-    folded = [fold(leaf) for leaf in leaves]
-    if any(pat.search(leaf) for pat in patterns for leaf in folded):
+    # one text per tree, leaves apart by NUL: neither a word character nor a space, so
+    # no phrase or word boundary reaches across two leaves
+    leaves = "\0".join(iter_leaf_texts(tree))
+    if phrases and re.search(r"(?<!\w)(?:" + "|".join(phrases) + r")(?!\w)",
+                             "\0".join(map(fold, leaves.split("\0")))):
         return True
-    kept = [fold_accents(leaf) for leaf in leaves]
-    return any(pat.search(leaf) for pat in abbreviations for leaf in kept)
+    return bool(abbreviations) and re.search(
+        r"(?<![^\W_])(?:" + "|".join(abbreviations) + r")(?![^\W_])",
+        fold_accents(leaves)) is not None
 
 
 _AGE = re.compile(
