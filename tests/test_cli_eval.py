@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import gc
 import io
 import json
 import os
@@ -43,6 +44,11 @@ def main_cli(cwd: Path, *args: str, code: int = 0) -> subprocess.CompletedProces
     from clinenv.cli import main
 
     out, err = io.StringIO(), io.StringIO()
+    # Earlier tests' cyclic garbage (e.g. a client socket) is collected here, not by a
+    # collection inside the recording below, where its ResourceWarning would read as this
+    # command's; with the collector paused, what warns is what the command drops itself.
+    gc.collect()
+    gc.disable()
     with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         patch.chdir(cwd)
@@ -53,6 +59,8 @@ def main_cli(cwd: Path, *args: str, code: int = 0) -> subprocess.CompletedProces
                 returncode = main(list(args))
             except SystemExit as exit_:
                 returncode = exit_.code
+            finally:
+                gc.enable()
     stderr = err.getvalue() + "".join(
         warnings.formatwarning(w.message, w.category, w.filename, w.lineno) for w in seen)
     proc = subprocess.CompletedProcess(["clinenv", *args], returncode, out.getvalue(), stderr)
