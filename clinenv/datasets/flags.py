@@ -150,13 +150,13 @@ def names_target(target: str, tree: JsonValue) -> bool:
         return False
     # one text per tree, leaves apart by NUL: neither a word character nor a space, so
     # no phrase or word boundary reaches across two leaves
-    leaves = "\0".join(iter_leaf_texts(tree))
+    leaves = list(iter_leaf_texts(tree))
     if phrases and re.search(r"(?<!\w)(?:" + "|".join(phrases) + r")(?!\w)",
-                             "\0".join(map(fold, leaves.split("\0")))):
+                             "\0".join(map(fold, leaves))):
         return True
     return bool(abbreviations) and re.search(
         r"(?<![^\W_])(?:" + "|".join(abbreviations) + r")(?![^\W_])",
-        fold_accents(leaves)) is not None
+        fold_accents("\0".join(leaves))) is not None
 
 
 _AGE = re.compile(
