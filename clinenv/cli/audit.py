@@ -23,7 +23,6 @@ from typing import Any
 from clinenv.cli.argtypes import count
 from clinenv.cli.env_choice import add_dataset_arguments, add_verify_argument, make_env
 from clinenv.cli.errors import CLIError
-from clinenv.llm.base import BackendUnavailableError
 
 #: Exit code of an audit that found a leak.
 EXIT_LEAKED = 1
@@ -73,6 +72,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     """
     from clinenv.audit.runner import run_audit
     from clinenv.case_list import CaseListError, read_case_list
+    from clinenv.llm.base import BackendUnavailableError
 
     cases = None
     if args.cases is not None:
