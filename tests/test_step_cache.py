@@ -243,7 +243,7 @@ def test_windowed_coverage_equals_the_whole_vocabulary_scan():
             assert rp._coverage(index, stems) == _reference_coverage(index, stems)
 
 
-def test_patient_memo_replies_as_a_fresh_patient():
+def test_patient_memo_replies_as_a_fresh_patient(monkeypatch):
     env = EGIPEnv("demo")
     patient = env.patient
     seen = []
@@ -254,22 +254,27 @@ def test_patient_memo_replies_as_a_fresh_patient():
         return original(view)
 
     patient.reply = spy
+    rp._candidates_memo.cache_clear()
     for index in range(len(env.pool.cases)):
         _play(env, index, seed=index, check=False)
     assert len(seen) > 100
-    info = patient._candidates.cache_info()
+    info = rp._candidates_memo.cache_info()
     assert info.hits > 0 and info.maxsize == rp.QUESTION_MEMO_SIZE
-    for view in seen:
-        assert original(view) == rp.RetrievalPatient().reply(view)
+    memo_replies = [original(view) for view in seen]
+    # the same views answered with no memo at all
+    monkeypatch.setattr(rp, "_candidates_memo", rp._candidates)
+    monkeypatch.setattr(rp, "_reading_memo", rp._read_question)
+    assert memo_replies == [rp.RetrievalPatient().reply(view) for view in seen]
 
 
-def test_patient_copies_start_with_an_empty_memo():
+def test_patient_copies_reply_as_the_original():
     patient = rp.RetrievalPatient()
     view = PatientView({"History": "Cough for 3 days."}, (), "How long is the cough?")
     answer = patient.reply(view)
+    rp._candidates_memo.cache_clear()
     for twin in (pickle.loads(pickle.dumps(patient)), copy.deepcopy(patient)):
-        assert twin._candidates.cache_info().currsize == 0
         assert twin.reply(view) == answer
+    assert rp._candidates_memo.cache_info().currsize == 1  # the copies share one memo
 
 
 # --- text prefilters ---------------------------------------------------------------------

@@ -90,10 +90,11 @@ LABEL_WEIGHT = 0.5
 SECOND_MARGIN = 10.0
 #: Fact indexes kept in the shared memo (least recently used dropped first).
 CACHE_SIZE = 1024
-#: Questions whose scored facts each patient keeps (least recently used dropped first),
-#: so a question asked again -- the protocol's fixed clarification questions, a doctor's
-#: repeated question -- is scored once.
-QUESTION_MEMO_SIZE = 64
+#: (P, question) pairs whose scored facts the process keeps (least recently used dropped
+#: first; shared by every patient, as the fact indexes are), so a question asked again --
+#: the protocol's fixed clarification questions, a doctor's repeated question, the same
+#: case played by a group of rollouts -- is scored once. About 0.3 KB an entry.
+QUESTION_MEMO_SIZE = 8192
 
 _BUCKET_OF_KEY = (
     ("medications", re.compile(r"medication|drug|prescri")),
@@ -363,17 +364,6 @@ class RetrievalPatient:
         patient.reply(PatientView(facts=case.patient, dialogue=(), question="Do you smoke?"))
     """
 
-    def __init__(self) -> None:
-        # this patient's memos of two pure functions of the question (and the index)
-        self._reading = functools.lru_cache(maxsize=QUESTION_MEMO_SIZE)(_read_question)
-        self._candidates = functools.lru_cache(maxsize=QUESTION_MEMO_SIZE)(_candidates)
-
-    def __getstate__(self) -> dict:
-        return {}  # a copy (pickle, deepcopy) starts with an empty memo
-
-    def __setstate__(self, state: dict) -> None:
-        self.__init__()
-
     @classmethod
     def for_facts(cls, facts: Mapping[str, JsonValue]) -> RetrievalPatient:
         """A patient whose fact index for ``facts`` is already built.
@@ -408,7 +398,7 @@ class RetrievalPatient:
         earlier = " ".join([reply for _, reply in view.dialogue]).lower()
         last = view.dialogue[-1][1].lower() if view.dialogue else ""
         question = view.question.strip()
-        rest, kind = self._reading(question)
+        rest, kind = _reading_memo(question)
         opening = kind == "opening"
         if opening:
             chosen = _opening(index, earlier, last)
@@ -417,7 +407,7 @@ class RetrievalPatient:
         else:
             repeat_ok = bool(view.dialogue) and _same(view.dialogue[-1][0], question)
             chosen = sorted(_retrieve(index, rest, earlier, "" if repeat_ok else last,
-                                      self._candidates), key=_order)
+                                      _candidates_memo), key=_order)
         text = " ".join(_say(index, f, voice, opening) for f in chosen) or NOT_SURE
         return CAREGIVER_PREFIX + text if view.caregiver_voice else text
 
@@ -559,3 +549,9 @@ def _top_two(scored: list[tuple[float, bool, int, _Fact]]) -> list[_Fact]:
     if len(scored) > 1 and scored[1][0] - scored[0][0] <= SECOND_MARGIN:
         chosen.append(scored[1][3])
     return chosen
+
+
+# process-wide memos of two pure functions of the question (and of the immutable fact
+# index, hashed by identity): a patient holds no state, so copies and threads share them
+_reading_memo = functools.lru_cache(maxsize=QUESTION_MEMO_SIZE)(_read_question)
+_candidates_memo = functools.lru_cache(maxsize=QUESTION_MEMO_SIZE)(_candidates)
