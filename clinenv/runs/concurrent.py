@@ -47,12 +47,12 @@ from clinenv.runs.spec import RunSpec, resolve_spec
 
 __all__ = ["arun_concurrent", "arun_episode", "run_concurrent"]
 
-#: Seconds between the starts of two workers (64 workers ramp up over 0.64 s). Started
+#: Seconds between the starts of two workers (64 workers ramp up over 0.25 s). Started
 #: at once, every worker prepares its first request (reset, prompt, the client's request
 #: encoding) before any request leaves, and the server idles meanwhile; staggered, the
 #: first requests are in flight while later workers prepare theirs, and the workers' CPU
 #: work stays spread over time (measured with benchmarks/bench_rollout.py).
-RAMP_UP_S = 0.01
+RAMP_UP_S = 0.004
 
 
 async def arun_episode(
