@@ -24,8 +24,9 @@ def test_bench_env_prints_every_figure_on_the_demo_set():
     assert out.startswith("EGIP-Demo-v0") and "NOTE: MedQA not found" in out
     for row in ("doctor steps/s (env + doctor)", "env.step, question",
                 "env.step, exam request", "env.step, invalid/feedback", "env.step, answer",
-                "env.step, question, memo emptied", "per env, RSS"):
+                "  doctor steps/s (env + doctor)", "  env.step, question", "per env, RSS"):
         assert re.search(rf"^  {re.escape(row)}\s+[\d,.]+", out, re.M), row
+    assert "memo emptied each episode:" in out
     # 3 episodes; the per-kind counts add up to the steps of the pass
     steps = int(re.search(r"3 x (\d+) steps", out).group(1))
     kinds = re.findall(r"^  env\.step, (?:question|exam request|invalid/feedback|answer)"

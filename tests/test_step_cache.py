@@ -37,7 +37,7 @@ from clinenv.protocol.history import event_to_dict
 from clinenv.protocol.lookup import lookup
 from clinenv.protocol.menu import build_menu, menu_order
 from clinenv.protocol.render import render_delta, render_doctor_view
-from clinenv.protocol.views import PatientView
+from clinenv.protocol.views import FrozenFacts, PatientView
 
 #: Actions mixed into the scripted doctor's: feedback of every kind, group and name
 #: requests, repeats, placeholders, markers in odd forms, multi-line text.
@@ -243,6 +243,13 @@ def test_windowed_coverage_equals_the_whole_vocabulary_scan():
             assert rp._coverage(index, stems) == _reference_coverage(index, stems)
 
 
+def _clear_question_memos(env) -> None:
+    rp._reading_memo.cache_clear()
+    for case in env.pool.cases:
+        rp._shared_index(env.pool.prepared(case, accept=88.0, suggest=75.0)
+                         .patient_facts).scored.clear()
+
+
 def test_patient_memo_replies_as_a_fresh_patient(monkeypatch):
     env = EGIPEnv("demo")
     patient = env.patient
@@ -254,27 +261,44 @@ def test_patient_memo_replies_as_a_fresh_patient(monkeypatch):
         return original(view)
 
     patient.reply = spy
-    rp._candidates_memo.cache_clear()
+    _clear_question_memos(env)
+    calls = []
+    scorer = rp._candidates
+    monkeypatch.setattr(rp, "_candidates",
+                        lambda index, q: calls.append((id(index), q)) or scorer(index, q))
     for index in range(len(env.pool.cases)):
         _play(env, index, seed=index, check=False)
     assert len(seen) > 100
-    info = rp._candidates_memo.cache_info()
-    assert info.hits > 0 and info.maxsize == rp.QUESTION_MEMO_SIZE
+    # every (P, question) pair is scored once, however often it is asked
+    assert calls and len(calls) == len(set(calls))
     memo_replies = [original(view) for view in seen]
     # the same views answered with no memo at all
-    monkeypatch.setattr(rp, "_candidates_memo", rp._candidates)
+    monkeypatch.setattr(rp, "_candidates_memo", scorer)
     monkeypatch.setattr(rp, "_reading_memo", rp._read_question)
     assert memo_replies == [rp.RetrievalPatient().reply(view) for view in seen]
 
 
+def test_question_memo_keeps_the_newest_questions_of_each_index(monkeypatch):
+    monkeypatch.setattr(rp, "QUESTION_MEMO_SIZE", 3)
+    index = rp._build_index({"History": "Cough for 3 days.", "Social": "Smokes daily."})
+    questions = ["How long is the cough?", "Do you smoke?", "Any fever?", "Any cough?"]
+    for question in questions:
+        assert rp._candidates_memo(index, question) == rp._candidates(index, question)
+    assert list(index.scored) == questions[1:]  # the oldest dropped
+    other = rp._build_index({"History": "Headache."})
+    assert other.scored == {} and rp._candidates_memo(other, "Do you smoke?") == ()
+
+
 def test_patient_copies_reply_as_the_original():
     patient = rp.RetrievalPatient()
-    view = PatientView({"History": "Cough for 3 days."}, (), "How long is the cough?")
+    facts = {"History": "Cough for 3 days."}
+    view = PatientView(facts, (), "How long is the cough?")
+    rp._shared_index(FrozenFacts(facts)).scored.clear()
     answer = patient.reply(view)
-    rp._candidates_memo.cache_clear()
     for twin in (pickle.loads(pickle.dumps(patient)), copy.deepcopy(patient)):
         assert twin.reply(view) == answer
-    assert rp._candidates_memo.cache_info().currsize == 1  # the copies share one memo
+    # the copies share the index's memo: the question was scored once
+    assert list(rp._shared_index(FrozenFacts(facts)).scored) == ["How long is the cough?"]
 
 
 # --- text prefilters ---------------------------------------------------------------------

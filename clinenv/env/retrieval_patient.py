@@ -38,9 +38,11 @@ The index of a facts tree is built once and shared, read-only, by every patient 
 process under a hashable fingerprint of the tree (never ``id(facts)``, which Python
 reuses); :meth:`RetrievalPatient.for_facts` builds it ahead of the first reply. It keeps
 the stems of P sorted by length, so a question stem is compared only with the stems long
-or short enough to reach :data:`WORD_SIMILARITY`. Each patient also keeps the facts that
-qualify for its last :data:`QUESTION_MEMO_SIZE` questions (a pure function of the index
-and the question): a question asked again is not scored again.
+or short enough to reach :data:`WORD_SIMILARITY`. The index also keeps the facts that
+qualify for the last :data:`QUESTION_MEMO_SIZE` questions asked of it and the matches of
+the last :data:`STEM_MEMO_SIZE` question words (pure functions of the index and the
+text, shared like the index): a question or word asked again, by any patient, is not
+scored again, and the memos go when their index does.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ import bisect
 import functools
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic import JsonValue
 from rapidfuzz import fuzz, process
@@ -90,11 +92,15 @@ LABEL_WEIGHT = 0.5
 SECOND_MARGIN = 10.0
 #: Fact indexes kept in the shared memo (least recently used dropped first).
 CACHE_SIZE = 1024
-#: (P, question) pairs whose scored facts the process keeps (least recently used dropped
-#: first; shared by every patient, as the fact indexes are), so a question asked again --
-#: the protocol's fixed clarification questions, a doctor's repeated question, the same
-#: case played by a group of rollouts -- is scored once. About 0.3 KB an entry.
-QUESTION_MEMO_SIZE = 8192
+#: Questions whose scored facts each fact index keeps (oldest dropped first; shared by
+#: every patient, as the index is), so a question asked again -- the protocol's fixed
+#: clarification questions, a doctor's repeated question, the same case played by a
+#: group of rollouts -- is scored once; also the size of the process-wide memo of
+#: question readings.
+QUESTION_MEMO_SIZE = 64
+#: Question stems whose matches each fact index keeps (oldest dropped first). Both memos
+#: full take about 19 KB per MedQA index, so at most about 20 MB for CACHE_SIZE indexes.
+STEM_MEMO_SIZE = 128
 
 _BUCKET_OF_KEY = (
     ("medications", re.compile(r"medication|drug|prescri")),
@@ -292,6 +298,14 @@ class _Index:
     by_length: tuple[str, ...]
     lengths: tuple[int, ...]
     positions: tuple[int, ...]
+    # per topic bucket, the facts holding it; the facts with a time expression
+    by_topic: dict[str, tuple[_Fact, ...]] = field(default_factory=dict)
+    timed: tuple[_Fact, ...] = ()
+    # question -> _candidates(self, question), the oldest of QUESTION_MEMO_SIZE dropped
+    scored: dict[str, tuple[tuple[int, _Fact], ...]] = field(default_factory=dict)
+    # question stem -> its best credit per fact order (_stem_credit), the oldest of
+    # STEM_MEMO_SIZE dropped: words recur across questions far more than questions do
+    credited: dict[str, tuple[tuple[int, float], ...]] = field(default_factory=dict)
 
 
 @functools.lru_cache(maxsize=CACHE_SIZE)
@@ -337,6 +351,10 @@ def _build_index(facts: Mapping[str, JsonValue]) -> _Index:
         story.insert(0, primary)
     vocabulary = tuple(postings)
     positions = sorted(range(len(vocabulary)), key=lambda i: len(vocabulary[i]))
+    by_topic: dict[str, list[_Fact]] = {}
+    for fact in built:
+        for topic in fact.topics:
+            by_topic.setdefault(topic, []).append(fact)
     return _Index(
         facts=tuple(built),
         vocabulary=vocabulary,
@@ -346,6 +364,8 @@ def _build_index(facts: Mapping[str, JsonValue]) -> _Index:
         by_length=tuple(vocabulary[i] for i in positions),
         lengths=tuple(len(vocabulary[i]) for i in positions),
         positions=tuple(positions),
+        by_topic={topic: tuple(facts) for topic, facts in by_topic.items()},
+        timed=tuple(f for f in built if f.timed),
     )
 
 
@@ -487,38 +507,69 @@ def _coverage(index: _Index, stems: tuple[str, ...]) -> dict[int, float]:
 
     A question stem matches a stem of P when their rapidfuzz ``ratio`` is at least
     :data:`WORD_SIMILARITY` (so "diabet" meets "diabetic"), credited by that ratio, times
-    :data:`LABEL_WEIGHT` when the stem comes only from the fact's key. Only the stems of
-    P whose length can reach that ratio are scored (:func:`_length_window`).
+    :data:`LABEL_WEIGHT` when the stem comes only from the fact's key; each question stem
+    gives a fact its best such credit (:func:`_stem_credit`).
     """
     credit: dict[int, float] = {}
-    lengths = index.lengths
+    memo = index.credited
     for stem in stems:
-        shortest, longest = _length_window(len(stem))
-        start = bisect.bisect_left(lengths, shortest)
-        stop = bisect.bisect_right(lengths, longest, start)
-        positions = index.positions[start:stop]
-        best: dict[int, float] = {}
-        for _, similarity, at in process.extract(
-            stem, index.by_length[start:stop], scorer=fuzz.ratio,
-            score_cutoff=WORD_SIMILARITY, limit=None
-        ):
-            for order, weight in index.postings[positions[at]]:
-                best[order] = max(best.get(order, 0.0), similarity * weight)
-        for order, similarity in best.items():
+        best = memo.get(stem)
+        if best is None:
+            best = memo[stem] = _stem_credit(index, stem)
+            _bound(memo, STEM_MEMO_SIZE)
+        for order, similarity in best:
             credit[order] = credit.get(order, 0.0) + similarity / len(stems)
     return credit
 
 
+def _stem_credit(index: _Index, stem: str) -> tuple[tuple[int, float], ...]:
+    """``(fact order, best similarity x weight)`` of one question stem, in the order the
+    facts are first matched. Only the stems of P whose length can reach
+    :data:`WORD_SIMILARITY` are scored (:func:`_length_window`)."""
+    shortest, longest = _length_window(len(stem))
+    lengths = index.lengths
+    start = bisect.bisect_left(lengths, shortest)
+    stop = bisect.bisect_right(lengths, longest, start)
+    positions = index.positions[start:stop]
+    best: dict[int, float] = {}
+    for _, similarity, at in process.extract(
+        stem, index.by_length[start:stop], scorer=fuzz.ratio,
+        score_cutoff=WORD_SIMILARITY, limit=None
+    ):
+        for order, weight in index.postings[positions[at]]:
+            best[order] = max(best.get(order, 0.0), similarity * weight)
+    return tuple(best.items())
+
+
+def _bound(memo: dict, size: int) -> None:
+    """Drop the oldest entry of ``memo`` when it holds more than ``size``."""
+    if len(memo) > size:
+        try:
+            memo.pop(next(iter(memo)), None)
+        except (RuntimeError, StopIteration):  # another thread changed it meanwhile
+            pass
+
+
 def _candidates(index: _Index, question: str) -> tuple[tuple[int, _Fact], ...]:
     """The facts of ``index`` that score at least :data:`MIN_SCORE` for ``question``, as
-    ``(-round(score), fact)`` in fact order; a function of the question alone."""
+    ``(-round(score), fact)`` in fact order; a function of the question alone.
+
+    Only facts the question reaches are scored -- a matched stem, a routed topic, a time
+    expression when it asks when -- since any other fact scores 0."""
     stems = _stems(question)
     buckets, onset = _routes(question)
     coverage = _coverage(index, stems) if stems else {}
     bonus = {b: TOPIC_BONUS.get(b, DEFAULT_TOPIC_BONUS) for b in buckets}
+    facts = index.facts
+    reached = set(coverage)
+    for bucket in buckets:
+        reached.update(f.order for f in index.by_topic.get(bucket, ()))
+    if onset:
+        reached.update(f.order for f in index.timed)
     scored: list[tuple[int, _Fact]] = []
-    for fact in index.facts:
-        score = coverage.get(fact.order, 0.0)
+    for order in sorted(reached):
+        fact = facts[order]
+        score = coverage.get(order, 0.0)
         routed = fact.topics & buckets
         if routed:
             score += max(map(bonus.__getitem__, routed))
@@ -551,7 +602,16 @@ def _top_two(scored: list[tuple[float, bool, int, _Fact]]) -> list[_Fact]:
     return chosen
 
 
-# process-wide memos of two pure functions of the question (and of the immutable fact
-# index, hashed by identity): a patient holds no state, so copies and threads share them
+def _candidates_memo(index: _Index, question: str) -> tuple[tuple[int, _Fact], ...]:
+    """:func:`_candidates`, kept in ``index.scored`` (a patient holds no state, so copies
+    and threads share it; two threads may score one question twice, never wrongly)."""
+    scored = index.scored
+    found = scored.get(question)
+    if found is None:
+        found = scored[question] = _candidates(index, question)
+        _bound(scored, QUESTION_MEMO_SIZE)
+    return found
+
+
+# the process-wide memo of a pure function of the question text alone
 _reading_memo = functools.lru_cache(maxsize=QUESTION_MEMO_SIZE)(_read_question)
-_candidates_memo = functools.lru_cache(maxsize=QUESTION_MEMO_SIZE)(_candidates)
