@@ -165,7 +165,7 @@ def test_the_scaling_study_end_to_end(study, capsys):
     vanilla = majority(scale / "vanilla.jsonl")
     assert vanilla == dict.fromkeys(EVALUATION, False)  # dermatitis from the history
     rows = {r["fraction"]: r for r in csv.DictReader(
-        (scale / "scaling.csv").open(encoding="utf-8"))}
+        (scale / "scaling.csv").read_text(encoding="utf-8").splitlines())}
     assert list(rows) == ["0.1", "0.5", "1.0"]
     for pct, fraction in (("10", "0.1"), ("50", "0.5"), ("100", "1.0")):
         graph = CDEGraph.load(scale / f"graph-{pct}.cdeg.json")

@@ -365,5 +365,6 @@ def test_eval_similarity_column_from_a_real_run(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "demo lexical similarity" in proc.stdout
-    rows = list(csv.DictReader((tmp_path / "rep" / "accuracy.csv").open(encoding="utf-8")))
+    rows = list(csv.DictReader(
+        (tmp_path / "rep" / "accuracy.csv").read_text(encoding="utf-8").splitlines()))
     assert 0.0 < float(rows[0]["similarity"]) <= 100.0

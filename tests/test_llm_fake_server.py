@@ -495,28 +495,28 @@ def test_clinician_answers_the_first_nejm_candidate(shared_data_dir):
 
 # --------------------------------------------------------------------------- CLI
 def test_command_line_prints_ready_serves_stats_and_exits_on_sigterm():
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "clinenv.testing.fake_server", "--delay-ms", "5",
-         "--responder", "yes", "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline().strip()
-        assert line.startswith("READY http://127.0.0.1:"), proc.stderr.read()
-        base_url = line.split()[1]
-        request = urllib.request.Request(
-            base_url + "/chat/completions", data=json.dumps(BODY).encode(),
-            headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=10) as r:
-            reply = json.loads(r.read())
-        assert [c["message"]["content"] for c in reply["choices"]] == ["Yes"] * 3
-        with urllib.request.urlopen(base_url.removesuffix("/v1") + "/stats", timeout=10) as r:
-            stats = json.loads(r.read())
-        assert stats["n_requests"] == 1 and stats["delay_s"] == 0.005
-        assert len(stats["intervals"]) == 1
-    finally:
-        proc.terminate()
-        assert proc.wait(timeout=10) == 0
-    assert proc.stderr.read() == ""  # quiet: no request log, no runpy double-import warning
+    with subprocess.Popen(
+            [sys.executable, "-m", "clinenv.testing.fake_server", "--delay-ms", "5",
+             "--responder", "yes", "--port", "0"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            line = proc.stdout.readline().strip()
+            assert line.startswith("READY http://127.0.0.1:"), proc.stderr.read()
+            base_url = line.split()[1]
+            request = urllib.request.Request(
+                base_url + "/chat/completions", data=json.dumps(BODY).encode(),
+                headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=10) as r:
+                reply = json.loads(r.read())
+            assert [c["message"]["content"] for c in reply["choices"]] == ["Yes"] * 3
+            with urllib.request.urlopen(base_url.removesuffix("/v1") + "/stats", timeout=10) as r:
+                stats = json.loads(r.read())
+            assert stats["n_requests"] == 1 and stats["delay_s"] == 0.005
+            assert len(stats["intervals"]) == 1
+        finally:
+            proc.terminate()
+            assert proc.wait(timeout=10) == 0
+        assert proc.stderr.read() == ""  # quiet: no request log, no runpy double-import warning
 
 
 def test_command_line_rejects_unknown_responder():

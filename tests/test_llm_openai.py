@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import pickle
 import socket
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import pytest
 from llm_helpers import fake_server, user  # noqa: F401 - fixture
@@ -81,6 +83,16 @@ def test_async_call(fake_server, transport):  # noqa: F811
     result = asyncio.run(main())
     assert result.texts == ["OK", "OK"] and result.n_requests == 1
     assert fake_server.requests[0]["n"] == 2 and fake_server.requests[0]["seed"] == 5
+
+
+def test_a_model_dropped_without_close_leaves_no_open_socket(fake_server):  # noqa: F811
+    model = model_for(fake_server)
+    assert model.generate(user("hi")).text == "OK"  # a pooled keep-alive connection
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        del model
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
 
 
 def test_sync_generate_works_inside_a_running_event_loop(fake_server):  # noqa: F811

@@ -562,6 +562,29 @@ class _Collector:
             attempts=tuple(self.attempts), prompt_tokens_sent=self.prompt_tokens_sent())
 
 
+#: :func:`_owned_httpx_client`'s class, made on first use (openai is imported lazily).
+_OWNED_HTTPX_CLIENT: Any = None
+
+
+def _owned_httpx_client(openai: Any) -> Any:
+    """openai's ``DefaultHttpxClient`` class, closing its pool when garbage-collected as
+    the client openai builds for itself does (a client passed in is never closed by
+    openai): a model dropped without :meth:`OpenAIChatModel.close` leaves no open
+    socket behind."""
+    global _OWNED_HTTPX_CLIENT
+    if _OWNED_HTTPX_CLIENT is None:
+        class OwnedHttpxClient(openai.DefaultHttpxClient):
+            def __del__(self) -> None:
+                if not self.is_closed:
+                    try:
+                        self.close()
+                    except Exception:  # interpreter shutdown: nothing left to close
+                        pass
+
+        _OWNED_HTTPX_CLIENT = OwnedHttpxClient
+    return _OWNED_HTTPX_CLIENT
+
+
 class OpenAIChatModel(ChatModel):
     """A model served over the OpenAI chat-completions protocol.
 
@@ -696,7 +719,7 @@ class OpenAIChatModel(ChatModel):
         with self._lock:
             if self._sync is None:
                 openai = _import_openai()
-                http = openai.DefaultHttpxClient(event_hooks={"request": [_count_request]})
+                http = _owned_httpx_client(openai)(event_hooks={"request": [_count_request]})
                 self._sync = openai.OpenAI(http_client=http, **self._client_kwargs())
             return self._sync
 
