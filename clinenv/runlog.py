@@ -100,6 +100,35 @@ def env_spec_dict(env: Any) -> dict[str, Any] | None:
         return {"id": spec.id, "kwargs": kwargs}
 
 
+#: ``env_spec`` keyword arguments that do not change what a run is: where the dataset file
+#: lies (its records are compared by ``dataset_sha256``), whether it may be fetched and
+#: its checksum checked, and rendering.
+RUN_NEUTRAL_ENV_KWARGS = frozenset({"data_dir", "allow_download", "verify", "render_mode"})
+#: Keys of a seat model's description (a kwarg value with a ``backend``) that say where
+#: and how patiently the model is reached, not which model answers or how it decodes.
+RUN_NEUTRAL_MODEL_KEYS = frozenset({"base_url", "timeout_s", "max_retries"})
+
+
+def env_settings(env_spec: Any) -> dict[str, Any] | None:
+    """The keyword arguments of a line's ``env_spec`` that make the run what it is (the
+    protocol, its preset and settings, the seats and their models), without
+    :data:`RUN_NEUTRAL_ENV_KWARGS` and, inside seat model descriptions,
+    :data:`RUN_NEUTRAL_MODEL_KEYS`; ``None`` for a line without an ``env_spec``."""
+    if not isinstance(env_spec, Mapping):
+        return None
+    kwargs = env_spec.get("kwargs")
+    if not isinstance(kwargs, Mapping):
+        return {}
+    settings = {}
+    for key, value in kwargs.items():
+        if key in RUN_NEUTRAL_ENV_KWARGS:
+            continue
+        if isinstance(value, Mapping) and "backend" in value:
+            value = {k: v for k, v in value.items() if k not in RUN_NEUTRAL_MODEL_KEYS}
+        settings[key] = value
+    return settings
+
+
 def _describe(value: Any) -> Any:
     """A deterministic JSON stand-in for a value JSON cannot hold (see env_spec_dict)."""
     describe = getattr(value, "describe", None)
@@ -246,7 +275,8 @@ class RunContext:
         has them must hold positive integers.
 
         Raises:
-            RunLogError: schema, env id, doctor, run seed, episode seed, dataset file,
+            RunLogError: schema, env id, environment settings (:func:`env_settings`:
+                protocol, preset, seats...), doctor, run seed, episode seed, dataset file,
                 case list (``case_list.sha256``), case order or scoring version
                 (``scoring_version``, absent: 1) differ, or a schedule field is
                 malformed (the message names file, line and field).
@@ -267,6 +297,10 @@ class RunContext:
                        if name == "dataset_sha256" else "")
                 raise refuse(f"{where} is {full_json(theirs)} but this run has "
                              f"{full_json(ours)}{why}")
+        theirs, ours = env_settings(line.get("env_spec")), env_settings(self.env_spec)
+        if full_json(theirs) != full_json(ours):
+            where, theirs, ours = leaf_difference(theirs, ours, "env_spec.kwargs")
+            raise refuse(f"{where} is {full_json(theirs)} but this run has {full_json(ours)}")
         theirs = _case_list_sha256(line.get("case_list"))
         ours = _case_list_sha256(self.case_list)
         if theirs != ours:

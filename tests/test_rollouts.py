@@ -6,13 +6,21 @@ import asyncio
 import json
 import math
 import statistics
+from dataclasses import replace
 
 import gymnasium as gym
 import pytest
 
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.scripted_doctor import ScriptedDoctor
-from clinenv.runlog import SCHEMA, RunContext, RunLogError, RunLogWriter, read_run_log
+from clinenv.runlog import (
+    SCHEMA,
+    RunContext,
+    RunLogError,
+    RunLogWriter,
+    env_settings,
+    read_run_log,
+)
 from clinenv.runs.logged import (
     awaitable,
     episode_seed,
@@ -227,6 +235,50 @@ def test_resume_refuses_a_different_run(demo_env, tmp_path, change):
     with pytest.raises(RunLogError, match=rf"log\.jsonl, line 1: {field} is"):
         run_logged(demo_env, doctor, out=out, **kwargs)
     assert out.read_bytes() == before
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"preset": "egip-no-menu"}, r"env_spec\.kwargs\.preset is absent but this run has "
+                                 r'"egip-no-menu"'),
+    ({"exam_cost": 0.5}, r"env_spec\.kwargs\.exam_cost is absent"),
+    ({"observation_format": "delta"}, r"env_spec\.kwargs\.observation_format is absent"),
+])
+def test_resume_refuses_other_environment_settings(tmp_path, kwargs, field):
+    out = tmp_path / "log.jsonl"
+    with gym.make("EGIP-Demo-v0") as env:
+        run_logged(env, ScriptedDoctor(), out=out, episodes=3)
+    before = out.read_bytes()
+    with gym.make("EGIP-Demo-v0", **kwargs) as env, pytest.raises(
+            RunLogError, match=rf"log\.jsonl, line 1: {field}"):
+        run_logged(env, ScriptedDoctor(), out=out, episodes=5, resume=True)
+    assert out.read_bytes() == before  # nothing written
+
+
+def test_resume_keeps_a_run_whose_data_or_model_server_moved(tmp_path):
+    """Where the files lie and where a seat's model is served are not the run."""
+    model = {"backend": "openai", "model": "m", "config": {"temperature": 0.0},
+             "base_url": "http://127.0.0.1:8000/v1", "timeout_s": 60.0, "max_retries": 3}
+    spec = {"id": "EGIP-Demo-v0", "kwargs": {"dataset": "demo", "data_dir": "/a",
+                                             "verify": True, "patient_model": model}}
+    moved = {"id": "EGIP-Demo-v0", "kwargs": {
+        "dataset": "demo", "data_dir": "/b", "render_mode": "ansi", "patient_model": {
+            **model, "base_url": "http://127.0.0.1:9000/v1", "timeout_s": 5.0,
+            "max_retries": 0}}}
+    assert env_settings(spec) == env_settings(moved) == {
+        "dataset": "demo", "patient_model": {"backend": "openai", "model": "m",
+                                             "config": {"temperature": 0.0}}}
+    with gym.make("EGIP-Demo-v0") as env:
+        context = RunContext.from_env(env, ScriptedDoctor(), seed=0)
+    line = context.scheduled(17, 1).line({}, case_index=0, repetition=0,
+                                         seed=episode_seed(0, 0, 0))
+    context = replace(context, env_spec=spec)
+    context.check({**line, "env_spec": moved}, path="log.jsonl", line_no=1)  # accepted
+    other = {**moved, "kwargs": {**moved["kwargs"], "patient_model": {
+        **model, "config": {"temperature": 0.7}}}}
+    with pytest.raises(RunLogError, match=r"env_spec\.kwargs\.patient_model\.config"
+                                          r"\.temperature is 0\.7 but this run has 0\.0"):
+        context.check({**line, "env_spec": other}, path="log.jsonl", line_no=1)
+    assert env_settings(None) is None and env_settings({"id": "x"}) == {}
 
 
 def test_resume_refuses_a_log_from_another_environment(tmp_path, shared_data_dir):
