@@ -251,6 +251,12 @@ def test_bad_arguments_create_no_runs_folder(clinenv_main, tmp_path, args, messa
     assert not (tmp_path / "runs").exists()
 
 
+def test_version_prints_the_package_version(clinenv_main):
+    import clinenv as package
+
+    assert clinenv_main("--version") == (0, f"clinenv {package.__version__}\n", "")
+
+
 def test_non_egip_env_is_one_line_error(tmp_path):
     proc = clinenv(tmp_path, "run", "--env", "CartPole-v1", "--quiet", check=2)
     assert proc.stderr.splitlines() == [

@@ -127,8 +127,12 @@ def test_same_key_across_files_of_one_run_is_refused(tmp_path):
     lines = log_lines("alpha", "native", NATIVE_ALPHA)
     first = write_log(tmp_path / "part1.jsonl", lines[:8])
     second = write_log(tmp_path / "part2.jsonl", lines[7:])  # line 8 in both
-    with pytest.raises(RunsError, match="duplicate episode .* first at .*part1.jsonl, line 8"):
+    with pytest.raises(RunsError, match="duplicate episode .* first at .*part1.jsonl, line 8"
+                       ) as info:
         load_runs([first, second])
+    # two files: the message says how to read them as two runs
+    assert "give each log its own label with LABEL=path, e.g. " in str(info.value)
+    assert f"native-1={first}" in str(info.value) and f"native-2={second}" in str(info.value)
     # disjoint parts of one run are one run
     second = write_log(tmp_path / "part2.jsonl", lines[8:])
     (run,) = load_runs([first, second])

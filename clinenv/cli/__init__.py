@@ -192,6 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="clinenv",
         description="Clinical diagnosis cases as EGIP environments: run doctor policies, "
                     "manage datasets and report on run logs.")
+    from clinenv import __version__
+
+    parser.add_argument("--version", action="version", version=f"clinenv {__version__}")
     sub = parser.add_subparsers(dest="command",
                                 metavar="{run,replay,data,eval,compare,cdeg,export,report,audit}")
     sub.required = True

@@ -390,11 +390,15 @@ def load_runs(specs: Iterable[LogSpec | str | Path], *,
         for line, number in zip(log.lines, log.line_numbers, strict=True):
             earlier = group.episodes.add(line, (path, number))
             if earlier is not None:
+                hint = ("" if earlier[0] == path else
+                        "; logs with the same settings are read as parts of one run: to "
+                        "compare two such runs, give each log its own label with "
+                        "LABEL=path, e.g. " + _label_hint(label, [earlier[0], path]))
                 raise RunsError(
                     f"duplicate episode (case_id {line['case_id']!r}, repetition "
                     f"{line['repetition']}) of run {label!r} on {head['dataset']!r}, "
                     "first at {}, line {} (only an error line may be followed by another "
-                    "line of its episode)".format(*earlier), path=path, line=number)
+                    "line of its episode)".format(*earlier) + hint, path=path, line=number)
     runs = [_to_run(g) for g in groups.values()]
     if not mixed_scoring:
         check_scoring_versions(runs)
