@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -269,17 +270,19 @@ class RunContext:
     def check(self, line: Mapping[str, Any], *, path: str | Path, line_no: int) -> None:
         """Refuse a log line written by a different run.
 
-        The schedule fields (``n_cases_scheduled``, ``n_repetitions``) are not compared:
+        The schedule fields (``n_cases_scheduled``, ``n_repetitions``) may grow:
         resuming with more cases or repetitions extends the same run, and its readers
-        take the largest schedule recorded (:mod:`clinenv.evaluation.runs`). A line that
-        has them must hold positive integers.
+        take the largest schedule recorded (:mod:`clinenv.evaluation.runs`). They may not
+        shrink: a line whose schedule, repetition or case index lies beyond this run's is
+        refused. A line that has them must hold positive integers.
 
         Raises:
             RunLogError: schema, env id, environment settings (:func:`env_settings`:
                 protocol, preset, seats...), doctor, run seed, episode seed, dataset file,
                 case list (``case_list.sha256``), case order or scoring version
-                (``scoring_version``, absent: 1) differ, or a schedule field is
-                malformed (the message names file, line and field).
+                (``scoring_version``, absent: 1) differ, a schedule field is
+                malformed, or this run schedules fewer repetitions or cases than the
+                log (the message names file, line and field, and both counts).
         """
         def refuse(what: str) -> RunLogError:
             return RunLogError(f"{what}; refusing to resume a different run into the same "
@@ -325,6 +328,23 @@ class RunContext:
         expected = episode_seed(self.run_seed, rep, index)
         if line.get("seed") != expected:
             raise refuse(f"seed is {line.get('seed')!r} but this run schedules {expected}")
+        self._check_schedule(line, index, rep, path=path, line_no=line_no)
+
+    def _check_schedule(self, line: Mapping[str, Any], index: int, rep: int, *,
+                        path: str | Path, line_no: int) -> None:
+        """Refuse a schedule smaller than the log's: its readers would count the
+        larger schedule's missing episodes, and ``run`` and ``eval`` would disagree."""
+        counts = (("n_repetitions", self.n_repetitions, rep + 1, "--repetitions"),
+                  ("n_cases_scheduled", self.n_cases_scheduled,
+                   index + 1 if self.case_list is None else 0, "--episodes"))
+        for name, ours, needed, flag in counts:
+            theirs = max(line.get(name, 0), needed)
+            if ours is not None and theirs > ours:
+                raise RunLogError(
+                    f"the log was written with {flag} {theirs} but this run has {flag} "
+                    f"{ours}: resuming may raise {flag}, never lower it (a smaller run "
+                    "needs another --out file)",
+                    path=path, line=line_no)
 
 
 def _case_list_sha256(value: Any) -> Any:
@@ -428,9 +448,15 @@ class RunLog:
             if earlier is not None:
                 raise RunLogError(
                     f"episode {episode_key(line)} appears twice (also on line {earlier}); "
-                    "only an error line may be followed by another line of its episode",
-                    path=self.path, line=number)
+                    "only an error line may be followed by another line of its episode; "
+                    + dedupe_hint(self.path), path=self.path, line=number)
         return index.lines
+
+
+def dedupe_hint(path: str | Path) -> str:
+    """How to repair a log holding an episode twice (:mod:`clinenv.runlog_dedupe`)."""
+    return ("repair it with `clinenv data dedupe " + shlex.quote(str(path))
+            + "` (keeps the first line of each episode)")
 
 
 def episode_key(line: Mapping[str, Any]) -> KEY:

@@ -1,5 +1,5 @@
-"""``clinenv data list | verify | download | split``: the dataset files, their checks,
-and held-out case lists.
+"""``clinenv data list | verify | download | split | dedupe``: the dataset files, their
+checks, held-out case lists, and the repair of a run log holding an episode twice.
 
 ``verify`` exits 1 when a present file has a wrong checksum or record count; an unknown
 dataset name, or a dataset that cannot be downloaded, is a :class:`CLIError` (exit 2).
@@ -29,9 +29,12 @@ from clinenv.cli.errors import EXIT_VERIFY_FAILED, CLIError
 
 
 def add_data_parser(sub: Any) -> None:
-    """Add the ``data`` sub-command (``list``, ``verify``, ``download``) to ``sub``."""
-    data = sub.add_parser("data", help="list, verify or download datasets")
-    dsub = data.add_subparsers(dest="data_command", metavar="{list,verify,download,split}")
+    """Add the ``data`` sub-command (``list``, ``verify``, ``download``, ``split``,
+    ``dedupe``) to ``sub``."""
+    data = sub.add_parser("data", help="list, verify, download or split datasets; repair "
+                                       "run logs")
+    dsub = data.add_subparsers(dest="data_command",
+                               metavar="{list,verify,download,split,dedupe}")
     dsub.required = True
     dlist = dsub.add_parser("list", help="known datasets and where their files are")
     dlist.add_argument("--data-dir", type=Path, default=None, metavar="DIR")
@@ -63,6 +66,12 @@ def add_data_parser(sub: Any) -> None:
     dsplit.add_argument("--allow-download", action="store_true",
                         help="download a missing public dataset (pinned URL and sha256)")
     dsplit.set_defaults(func=cmd_data_split)
+    ddedupe = dsub.add_parser("dedupe", help="repair a run log that holds an episode twice: "
+                                             "keep the first line of each episode")
+    ddedupe.add_argument("log", type=Path, metavar="LOG", help="the run log (JSON Lines)")
+    ddedupe.add_argument("--dry-run", action="store_true",
+                         help="say what would be dropped; change nothing")
+    ddedupe.set_defaults(func=cmd_data_dedupe)
 
 
 #: Format tag of the ``split.json`` manifest of ``clinenv data split``.
@@ -268,4 +277,42 @@ def cmd_data_split(args: argparse.Namespace) -> int:
           f"({targets['evaluation']}); seed {split.seed}; "
           f"{split.n_duplicate_groups} near-duplicate group(s) kept on one side; manifest "
           f"{targets['manifest']}")
+    return 0
+
+
+#: Dropped lines listed one by one at most (the rest are counted).
+DEDUPE_LISTED = 5
+
+
+def cmd_data_dedupe(args: argparse.Namespace) -> int:
+    """``clinenv data dedupe LOG``: keep the first line of each episode
+    (:func:`clinenv.runlog_dedupe.dedupe_run_log`); say what was dropped and where it went.
+
+    Raises:
+        CLIError: no such log, a run is writing it, or a line is not a run-log line.
+    """
+    from clinenv.runlog import RunLogError
+    from clinenv.runlog_dedupe import dedupe_run_log, dropped_path
+
+    try:
+        result = dedupe_run_log(args.log, dry_run=args.dry_run)
+    except (FileNotFoundError, RunLogError) as err:
+        raise CLIError(str(err)) from None
+    if not result.dropped:
+        print(f"{args.log}: {result.n_lines} line(s), no episode twice; nothing changed")
+        return 0
+    for d in result.dropped[:DEDUPE_LISTED]:
+        print(f"line {d.line}: case {d.key[0]!r} repetition {d.key[1]}, already on line "
+              f"{d.kept_line}" + ("" if d.same else " (differs beyond timing and llm)"))
+    if len(result.dropped) > DEDUPE_LISTED:
+        print(f"... and {len(result.dropped) - DEDUPE_LISTED} more")
+    differing = (f"; {result.n_differing} of them differ from the kept line beyond timing "
+                 "and llm" if result.n_differing else "")
+    if args.dry_run:
+        print(f"{args.log}: would drop {len(result.dropped)} of {result.n_lines} line(s) "
+              f"and keep {result.n_kept}{differing}; nothing changed (--dry-run)")
+    else:
+        print(f"{args.log}: dropped {len(result.dropped)} of {result.n_lines} line(s), kept "
+              f"{result.n_kept}{differing}; the dropped lines are in "
+              f"{dropped_path(args.log)}")
     return 0

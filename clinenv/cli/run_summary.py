@@ -64,9 +64,24 @@ def format_llm_totals(totals: dict[str, Any]) -> str:
             f"{_fmt_num(totals['mean_latency_s'])} s{retried})")
 
 
+def abstention_note(lines: list[dict[str, Any]]) -> str | None:
+    """The summary line that explains the scripted doctor's abstentions (its answer
+    :data:`clinenv.agents.scripted_doctor.NO_ANSWER_GUESS`, scored unscored), or
+    ``None`` when the lines hold none."""
+    from clinenv.agents.scripted_doctor import NO_ANSWER_GUESS
+
+    n = sum(1 for ln in lines if ln.get("answer") == NO_ANSWER_GUESS
+            and str((ln.get("doctor") or {}).get("name", "")).startswith("scripted"))
+    if not n:
+        return None
+    return (f"  abstained   {n} (the scripted doctor names a diagnosis only when a record "
+            "does; counted as unscored)")
+
+
 def print_run_end(summary: dict[str, Any], lines: list[dict[str, Any]], out: Path, *,
                   what: str, rerun: str) -> int:
-    """Print what follows a run's summary on stdout: the error count (``what``, e.g.
+    """Print what follows a run's summary on stdout: the scripted doctor's abstentions
+    (:func:`abstention_note`), the error count (``what``, e.g.
     ``"episode(s)"``, stopped by a backend error; ``--resume`` ``rerun``), the model-call
     totals of ``lines`` (:func:`format_llm_totals`, when any) and the log path ``out``.
 
@@ -75,6 +90,9 @@ def print_run_end(summary: dict[str, Any], lines: list[dict[str, Any]], out: Pat
     """
     from clinenv.runs.summary import llm_totals
 
+    note = abstention_note(lines)
+    if note is not None:
+        print(note)
     if summary["n_errors"]:
         print(f"  errors      {summary['n_errors']} {what} stopped by a backend error "
               f"(counted as unscored; see 'error' in the log); --resume {rerun}")

@@ -239,38 +239,40 @@ def run_ray(
     env0 = driver_parts.make_env()
     try:
         doctor0 = driver_parts.make_doctor()
-        run = prepare_run(env0, doctor0, spec)
+        run = prepare_run(env0, doctor0, spec)  # holds the log's lock until the end
         expected = identity(env0, doctor0)
     finally:
         env0.close()
         if driver_parts.close is not None:
             driver_parts.close()
-    if on_start is not None:
-        on_start(len(run.todo))
-    if not run.todo:
-        return _result(run.result())
-
-    guard = FailFast(spec.out, spec.max_consecutive_errors)
-    loop: _Loop | None = None
-    clock = {"start": time.monotonic()}
-    with _Session(ray, address, ray_init):
-        cluster = _Cluster(ray, parts, plan, serve, runners=runners, concurrency=concurrency,
-                           runner_cpus=runner_cpus, max_restarts=max_restarts,
-                           timeout_s=runner_timeout_s, env_vars=env_vars, expected=expected)
-        try:
-            cluster.start()
-            clock.update(ready=time.monotonic(), cpu=time.process_time())
-            # the guard exits last: a fail-fast stop is counted from the file
-            with guard, RunLogWriter(run.out) as writer:
-                loop = _Loop(ray, run, cluster, guard, writer, progress)
-                loop.run()
-            clock.update(done=time.monotonic(), cpu=time.process_time() - clock["cpu"])
-        finally:
-            cluster.stop()
-    result = _result(run.result(), cluster=cluster, loop=loop)
-    result.startup_s = clock["ready"] - clock["start"]
-    result.run_s, result.driver_cpu_s = clock["done"] - clock["ready"], clock["cpu"]
-    return result
+    with run:  # the lock is released when the run ends, however it ends
+        if on_start is not None:
+            on_start(len(run.todo))
+        if not run.todo:
+            return _result(run.result())
+        guard = FailFast(spec.out, spec.max_consecutive_errors)
+        loop: _Loop | None = None
+        clock = {"start": time.monotonic()}
+        with _Session(ray, address, ray_init):
+            cluster = _Cluster(ray, parts, plan, serve, runners=runners,
+                               concurrency=concurrency, runner_cpus=runner_cpus,
+                               max_restarts=max_restarts, timeout_s=runner_timeout_s,
+                               env_vars=env_vars, expected=expected)
+            try:
+                cluster.start()
+                clock.update(ready=time.monotonic(), cpu=time.process_time())
+                # the guard exits last: a fail-fast stop is counted from the file
+                with guard, RunLogWriter(run.out) as writer:
+                    loop = _Loop(ray, run, cluster, guard, writer, progress)
+                    loop.run()
+                clock.update(done=time.monotonic(),
+                             cpu=time.process_time() - clock["cpu"])
+            finally:
+                cluster.stop()
+        result = _result(run.result(), cluster=cluster, loop=loop)
+        result.startup_s = clock["ready"] - clock["start"]
+        result.run_s, result.driver_cpu_s = clock["done"] - clock["ready"], clock["cpu"]
+        return result
 
 
 def runner_name(index: int, job_id: str | None = None) -> str:

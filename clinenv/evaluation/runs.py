@@ -63,6 +63,7 @@ from clinenv.runlog import (
     EpisodeLines,
     RunLog,
     RunLogError,
+    dedupe_hint,
     full_json,
     leaf_difference,
     read_run_log,
@@ -390,7 +391,7 @@ def load_runs(specs: Iterable[LogSpec | str | Path], *,
         for line, number in zip(log.lines, log.line_numbers, strict=True):
             earlier = group.episodes.add(line, (path, number))
             if earlier is not None:
-                hint = ("" if earlier[0] == path else
+                hint = ("; " + dedupe_hint(path) if earlier[0] == path else
                         "; logs with the same settings are read as parts of one run: to "
                         "compare two such runs, give each log its own label with "
                         "LABEL=path, e.g. " + _label_hint(label, [earlier[0], path]))

@@ -42,7 +42,7 @@ from clinenv.case_list import CaseList
 from clinenv.runlog import RunLogWriter, doctor_config
 from clinenv.runs.episode import awaitable, play_episode
 from clinenv.runs.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS, FailFast
-from clinenv.runs.logged import RunResult, prepare_run
+from clinenv.runs.logged import PreparedRun, RunResult, prepare_run
 from clinenv.runs.spec import RunSpec, resolve_spec
 
 __all__ = ["arun_concurrent", "arun_episode", "run_concurrent"]
@@ -128,6 +128,7 @@ async def arun_concurrent(
     guard = FailFast(spec.out, spec.max_consecutive_errors)
     env0, doctor0 = make_env(), make_doctor()
     envs = [env0]  # every environment made here, closed at the end
+    run: PreparedRun | None = None  # holds the log's lock until the end
     try:
         run = prepare_run(env0, doctor0, spec)
         if on_start is not None:
@@ -175,6 +176,8 @@ async def arun_concurrent(
             await guard.run_workers(worker, min(concurrency, len(run.todo)))
         return run.result()
     finally:
+        if run is not None:
+            run.close()
         for env in envs:
             env.close()
 

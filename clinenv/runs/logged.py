@@ -57,7 +57,7 @@ identical lines apart from ``timing`` and ``llm``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,7 @@ from clinenv.runlog import (
     is_error_line,
     read_run_log,
 )
+from clinenv.runlog_lock import RunLogLock
 from clinenv.runs.episode import (
     EpisodeTally,
     awaitable,
@@ -190,8 +191,9 @@ class RunResult:
 class PreparedRun:
     """A checked, planned logged run: what is done, what is left.
 
-    Built by :func:`prepare_run`; the runner runs :attr:`todo`, passes each line to
-    :meth:`add`, and ends with :meth:`result`.
+    Built by :func:`prepare_run`, holding the log's lock (:mod:`clinenv.runlog_lock`);
+    the runner runs :attr:`todo`, passes each line to :meth:`add`, ends with
+    :meth:`result`, and releases the lock with :meth:`close` (or ``with run:``).
 
     Attributes:
         out: the log file.
@@ -204,6 +206,7 @@ class PreparedRun:
             (old ones, replaced or joined by new ones).
         partial_bytes: size of a crash-cut last line that was removed.
         n_retried: episodes of :attr:`todo` that have an error line in the log.
+        lock: the held :class:`~clinenv.runlog_lock.RunLogLock` of :attr:`out`.
     """
 
     out: Path
@@ -213,6 +216,18 @@ class PreparedRun:
     done: dict[KEY, dict[str, Any]]
     partial_bytes: int
     n_retried: int = 0
+    lock: RunLogLock | None = field(default=None, repr=False, compare=False)
+
+    def close(self) -> None:
+        """Release the log's lock (:mod:`clinenv.runlog_lock`); idempotent."""
+        if self.lock is not None:
+            self.lock.release()
+
+    def __enter__(self) -> PreparedRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def line(self, record: Mapping[str, Any], item: tuple[int, int, int]) -> dict[str, Any]:
         """The log line of the episode ``item`` = ``(case_index, repetition, seed)``."""
@@ -289,10 +304,15 @@ def prepare_run(
             in dataset order; not with ``episodes``); recorded in every line as
             ``case_list`` and checked on resume (:attr:`RunContext.case_list`).
 
+    The log's lock (:class:`~clinenv.runlog_lock.RunLogLock`) is taken before the log is
+    read and stays held by the returned run until it is closed, so no other run can
+    read or append to ``out`` in between.
+
     Returns:
-        A :class:`PreparedRun`.
+        A :class:`PreparedRun` holding the lock: close it (``with run:``).
 
     Raises:
+        RunLogLocked: another run holds ``out`` (the message names its pid).
         FileExistsError: ``out`` exists, is not empty, and ``resume`` is false.
         RunLogError: the existing log is corrupt or from a different run; or it holds a
             key twice other than after an error line
@@ -320,14 +340,19 @@ def prepare_run(
     context = context.scheduled(len({i for i, _, _ in plan}), spec.repetitions)
     if spec.paper_settings is not None:  # a JSON copy already (RunSpec)
         context = replace(context, paper_settings=spec.paper_settings)
-    if not spec.resume and out.exists() and out.stat().st_size > 0:
-        raise FileExistsError(f"{out} exists and is not empty; pass --resume to continue "
-                              "it, or choose another --out file")
-    log = read_run_log(out, repair=True) if spec.resume else RunLog(out)
-    context = context.continuing(log.lines)  # a log naming the dataset by its byte digest
-    for line, number in zip(log.lines, log.line_numbers, strict=True):
-        context.check(line, path=out, line_no=number)
-    done = log.episodes()
+    lock = RunLogLock(out).acquire()  # before reading: held until the run is closed
+    try:
+        if not spec.resume and out.exists() and out.stat().st_size > 0:
+            raise FileExistsError(f"{out} exists and is not empty; pass --resume to "
+                                  "continue it, or choose another --out file")
+        log = read_run_log(out, repair=True) if spec.resume else RunLog(out)
+        context = context.continuing(log.lines)  # a log naming the dataset by its bytes
+        for line, number in zip(log.lines, log.line_numbers, strict=True):
+            context.check(line, path=out, line_no=number)
+        done = log.episodes()
+    except BaseException:
+        lock.release()
+        raise
     todo, n_retried = [], 0
     for index, rep, ep_seed in plan:
         line = done.get((context.case_ids[index], rep))
@@ -336,7 +361,7 @@ def prepare_run(
             todo.append((index, rep, ep_seed))
             n_retried += retry
     return PreparedRun(out=out, context=context, plan=plan, todo=todo, done=done,
-                       partial_bytes=log.partial_bytes, n_retried=n_retried)
+                       partial_bytes=log.partial_bytes, n_retried=n_retried, lock=lock)
 
 
 def run_logged(
@@ -405,6 +430,14 @@ def run_logged(
         cases=cases), caller="run_logged")
     guard = FailFast(spec.out, spec.max_consecutive_errors)
     run = prepare_run(env, doctor, spec)
+    with run:  # holds the log's lock until the last line is written
+        _run_todo(run, env, doctor, guard, progress, on_start)
+    return run.result()
+
+
+def _run_todo(run: PreparedRun, env: Any, doctor: Any, guard: FailFast,
+              progress: Callable[[dict[str, Any]], None] | None,
+              on_start: Callable[[int], None] | None) -> None:
     if on_start is not None:
         on_start(len(run.todo))
     with guard, RunLogWriter(run.out) as writer:  # guard: counts a stop from the file
@@ -418,4 +451,3 @@ def run_logged(
             if progress is not None:
                 progress(line)
             guard.after_write(line)
-    return run.result()

@@ -60,7 +60,14 @@ from clinenv.protocol.config import ProtocolConfig
 from clinenv.protocol.evidence import EvidenceBundle, Observation
 from clinenv.protocol.prepared import PreparedCase
 from clinenv.protocol.presets import resolve_preset
-from clinenv.runlog import EpisodeLines, RunLogError, episode_key, is_error_line, read_run_log
+from clinenv.runlog import (
+    EpisodeLines,
+    RunLogError,
+    dedupe_hint,
+    episode_key,
+    is_error_line,
+    read_run_log,
+)
 
 __all__ = ["ABLATIONS", "NAME_SUFFIXES", "ReplayError", "ReplaySource", "SourceEpisode",
            "ablate", "bundle_from_dict", "load_source"]
@@ -333,7 +340,7 @@ def load_source(path: str | Path, *, ablation: str = "full",
         earlier = index.add(line, number)
         if earlier is not None:
             raise ReplayError(f"episode {episode_key(line)} appears twice (also on line "
-                              f"{earlier})", path=path, line=number)
+                              f"{earlier}); {dedupe_hint(path)}", path=path, line=number)
     pools = _Pools(data_dir, allow_download)
     episodes, n_errors = [], 0
     for key, line in index.lines.items():

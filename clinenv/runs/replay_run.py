@@ -44,7 +44,14 @@ from clinenv.llm.base import BackendError
 from clinenv.protocol.evidence import render_evidence
 from clinenv.protocol.history import event_to_dict
 from clinenv.protocol.runtime import EGIPRuntime
-from clinenv.runlog import RunLogWriter, doctor_config, is_error_line, read_run_log
+from clinenv.runlog import (
+    RunLogWriter,
+    dedupe_hint,
+    doctor_config,
+    is_error_line,
+    read_run_log,
+)
+from clinenv.runlog_lock import RunLogLock
 from clinenv.runs.episode import call_totals, error_dict, run_without_loop
 from clinenv.runs.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS, FailFast
 from clinenv.runs.replay import (
@@ -242,7 +249,8 @@ def _existing(out: Path, *, resume: bool, doctor: dict[str, Any], settings: dict
         if key not in keys:
             raise ReplayError(f"episode {key} is not in the source log", path=out, line=number)
         if key in done and not is_error_line(done[key]):
-            raise ReplayError(f"episode {key} appears twice", path=out, line=number)
+            raise ReplayError(f"episode {key} appears twice; {dedupe_hint(out)}", path=out,
+                              line=number)
         done[key] = line
     todo = [e for e in source.episodes if e.key not in done
             or retry_errors and is_error_line(done[e.key])]
@@ -355,11 +363,17 @@ async def areplay_run(source: str | Path | ReplaySource, make_doctor: Callable[[
                          **options)
 
 
-async def _replay(source: Any, make_doctor: Callable[[], Any], spec: RunSpec, *,
-                  use_async: bool, ablation: str = "full", judge: Any = None,
-                  judge_model: Any = None, data_dir: Any = None, allow_download: bool = False,
-                  concurrency: int = 1, progress: Any = None,
-                  on_start: Any = None) -> ReplayResult:
+async def _replay(source: Any, make_doctor: Callable[[], Any], spec: RunSpec,
+                  **options: Any) -> ReplayResult:
+    with RunLogLock(spec.out):  # one writer of the output log, from reading it to the end
+        return await _replay_locked(source, make_doctor, spec, **options)
+
+
+async def _replay_locked(source: Any, make_doctor: Callable[[], Any], spec: RunSpec, *,
+                         use_async: bool, ablation: str = "full", judge: Any = None,
+                         judge_model: Any = None, data_dir: Any = None,
+                         allow_download: bool = False, concurrency: int = 1,
+                         progress: Any = None, on_start: Any = None) -> ReplayResult:
     if not isinstance(source, ReplaySource):
         source = load_source(source, ablation=ablation, data_dir=data_dir,
                              allow_download=allow_download)
