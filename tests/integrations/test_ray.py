@@ -448,6 +448,21 @@ def test_ray_is_asked_for_by_name_when_missing(capsys):
     assert "--ray needs Ray: pip install 'clinenv[ray]'" in capsys.readouterr().err
 
 
+@pytest.mark.skipif(not HAVE_RAY, reason="needs ray (clinenv[ray])")
+def test_a_log_in_use_is_refused_before_ray_starts(tmp_path):
+    """The Ray driver writes the log too: it takes the same lock (clinenv.runlog_lock)
+    before it reads the log, so a second driver on one log stops before Ray starts."""
+    import ray
+
+    from clinenv.runlog_lock import RunLogLock, RunLogLocked
+
+    out = tmp_path / "ray.jsonl"
+    with RunLogLock(out), pytest.raises(RunLogLocked, match=rf"ray\.jsonl: in use by "
+                                                            rf"another run \(pid {os.getpid()}"):
+        run_ray(DemoParts(), out=out, episodes=EPISODES, address="local")
+    assert not ray.is_initialized() and not out.exists()
+
+
 def test_the_core_imports_neither_ray_nor_the_distributed_package():
     code = ("import sys, clinenv, clinenv.cli, clinenv.runs.concurrent, clinenv.distributed\n"
             "print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))")
