@@ -11,6 +11,7 @@ through it ``run_logged``, ``run_concurrent``, ``run_ray``), ``replay_run`` and
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -82,6 +83,7 @@ class RunLogLock:
 
         Raises:
             RunLogLocked: another holder has it (the message names the log and its pid).
+            RunLogError: the file system cannot lock files (some network mounts).
             RuntimeError: this object holds it already.
             OSError: the folder or sidecar cannot be created.
         """
@@ -115,6 +117,13 @@ class RunLogLock:
                 holder = _read_holder(fd)
                 os.close(fd)
                 raise RunLogLocked(self.log, holder) from None
+            except OSError as err:
+                os.close(fd)
+                if err.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+                    raise
+                raise RunLogError(f"the file system of {self.path.parent} cannot lock files "
+                                  f"({err.strerror}); write the log to a local folder",
+                                  path=self.log) from None
             except BaseException:
                 os.close(fd)
                 raise

@@ -209,3 +209,17 @@ def test_lock_holder_text_without_details_still_reads(tmp_path):
     with pytest.raises(RuntimeError, match="already held"):
         with RunLogLock(out) as again:
             again.acquire()
+
+
+def test_a_file_system_without_locks_is_a_clear_error(tmp_path, monkeypatch):
+    import errno
+
+    def flock(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr("clinenv.runlog_lock.fcntl.flock", flock)
+    out = tmp_path / "log.jsonl"
+    with pytest.raises(RunLogError, match=r"log\.jsonl: the file system of .* cannot lock "
+                                          r"files \(No locks available\); write the log to "
+                                          r"a local folder"):
+        RunLogLock(out).acquire()
