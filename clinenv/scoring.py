@@ -32,15 +32,21 @@ Rules, in order (see :func:`score_answer`):
    is scored against the target text as a free answer.
 3. Free answer: exact normalized equality, then acronym forms, then rapidfuzz
    ``token_sort_ratio`` at or above the threshold. Fuzzy matching tolerates typos
-   (``"Myasthenia gravs"``) but is refused when the two texts differ in a negation
-   (``"not X"``, ``"no evidence of X"``), a number or single-letter qualifier
-   (``"type 1"``/``"type 2"``, ``"hepatitis B"``/``"hepatitis C"``) or a laterality,
-   acuity or similar qualifier word (``left``/``right``, ``acute``/``chronic``...).
+   (``"Myasthenia gravs"``) but is refused when the two texts differ in a number or
+   single-letter qualifier (``"type 1"``/``"type 2"``, ``"hepatitis B"``/``"hepatitis
+   C"``) or a laterality, acuity or similar qualifier word (``left``/``right``,
+   ``acute``/``chronic``...). The negation rule holds on every path (exact, acronym,
+   fuzzy, option, ICD; :func:`_negated`): a match stands only when the answer holds the
+   negation cues (``not``, ``no``, ``without``, ``ruled out``, ``excluded``, ``negative
+   for``...) of the target and no other, the part that matched read as the target form
+   (``"NHL"`` is ``"Non-Hodgkin lymphoma"``). So ``"no PML (PML)"``, ``"ruled out PML"``
+   and ``"not X"`` are never correct, wherever the cue stands in the answer.
 4. A hedged list (``"X or Y"``, ``"X vs Y"``, ``"X, Y"``, ``"X; Y"``, ``"X / Y"``) is
    scored on the FIRST listed diagnosis only, after the whole answer fails an exact or
-   acronym match; a separator that occurs in the target itself is not split on. Leading
-   hedge words (``"likely"``, ``"probable"``, ``"suspected"``...) are dropped from that
-   first item.
+   acronym match; a separator that occurs in the target itself is not split on. The
+   hedges of :data:`HEDGES` (``"likely"``, ``"consistent with"``, ``"compatible
+   with"``, ``"suggestive of"``, ``"in keeping with"``...) are dropped from the front of
+   that first item.
 
 Optional ICD normalization (off unless an ``icd_map`` is given; CDEG Eq. 3 maps
 diagnoses "to the same ICD-aligned label space as the reference diagnosis"): before
@@ -78,8 +84,10 @@ DEFAULT_THRESHOLD = 90.0
 #: final utterance is scored on the diagnosis its moderator reads
 #: (:func:`clinenv.protocol.native.moderator_answer`), the judge receives the answer
 #: without its marker, and an output without an identifiable answer is unscored (U) in
-#: every report, whatever the protocol's own verdict.
-SCORING_VERSION = 2
+#: every report, whatever the protocol's own verdict. Version 3: the negation rule holds
+#: on every match path (``"no PML (PML)"`` is wrong) and :data:`HEDGES` holds
+#: "compatible with", "suggestive of" and "in keeping with".
+SCORING_VERSION = 3
 
 Verdict = Literal["correct", "wrong", "unscored"]
 Method = Literal["exact", "acronym", "option", "fuzzy", "icd", "none"]
@@ -116,11 +124,21 @@ _HEDGE_SEPARATORS = (
     re.compile(r"\s*[,;]\s*"),
     re.compile(r"\s+/\s+"),
 )
+#: Hedges dropped, one after another, from the front of an answer's first diagnosis
+#: (rule 4): ``"compatible with X"`` and ``"probably consistent with X"`` score as
+#: ``"X"``. EGIP appendix B: a hedge is formatting, not a different diagnosis.
+HEDGES = (
+    "most likely", "likely", "probably", "probable", "possible", "possibly", "suspected",
+    "presumed", "suspicion of", "consistent with", "compatible with", "suggestive of",
+    "in keeping with",
+)  # fmt: skip
 _HEDGE_WORDS = re.compile(
-    r"^(?:most\s+likely|likely|probably|probable|possible|possibly|suspected|presumed"
-    r"|suspicion\s+of|consistent\s+with)\s+",
+    r"^(?:(?:"
+    + "|".join(r"\s+".join(map(re.escape, h.split())) for h in sorted(HEDGES, key=len)[::-1])
+    + r")\s+)+",
     re.IGNORECASE,
 )
+#: Negation cues of the negation rule (:func:`_negated`).
 _NEGATION = re.compile(
     r"\b(?:not|no|non|without|never|unlikely|absent|excluded|ruled\s+out|rule\s+out"
     r"|negative\s+for|free\s+of|denies)\b"
@@ -242,39 +260,71 @@ def _initials(normalized: str) -> set[str]:
     return {"".join(w[0] for w in words), "".join(w[0] for w in kept)}
 
 
-def _forms(cleaned: str) -> dict[str, Method]:
-    """Normalized forms of one text: itself ("exact") and its abbreviation forms."""
+def _forms(cleaned: str) -> dict[str, tuple[Method, str]]:
+    """Normalized forms of one text: itself ("exact") and its abbreviation forms, each
+    with the normalized text outside it (read by the negation rule, :func:`_negated`)."""
     full = _lower_form(cleaned)
-    forms: dict[str, Method] = {full: "exact"} if full else {}
+    forms: dict[str, tuple[Method, str]] = {full: ("exact", "")} if full else {}
     match = _PARENTHETICAL.search(cleaned)
     if match:
-        forms.setdefault(_lower_form(_PARENTHETICAL.sub("", cleaned)), "acronym")
+        bare = _lower_form(_PARENTHETICAL.sub("", cleaned))
+        inside = " ".join(m.group(1) for m in _PARENTHETICAL.finditer(cleaned))
+        forms.setdefault(bare, ("acronym", _lower_form(inside)))
         if not cleaned[match.end() :].strip():  # a trailing "(SLE)" names the whole
-            forms.setdefault(_lower_form(match.group(1)), "acronym")
+            forms.setdefault(_lower_form(match.group(1)), ("acronym", bare))
     forms.pop("", None)
     return forms
 
 
+def _negation_cues(text: str) -> frozenset[str]:
+    """The negation cues (:data:`_NEGATION`) a text holds."""
+    return frozenset(" ".join(cue.split()) for cue in _NEGATION.findall(text.lower()))
+
+
+def _negated(reading: str, target_form: str) -> bool:
+    """The negation rule, one check for every match path (rule 3 of the module docstring).
+
+    A match between an answer and a target form stands only when both hold the same
+    negation cues. ``reading`` is the answer as matched: on the exact, abbreviation and
+    ICD paths the text outside the matched part followed by ``target_form`` (the part is
+    read as the target form, so ``"NHL"`` keeps the "non" of ``"Non-Hodgkin lymphoma"``),
+    on the fuzzy paths the whole answer. So ``"no PML (PML)"`` and ``"ruled out PML"``
+    are never the target ``"Progressive multifocal encephalopathy (PML)"``: the scorer
+    forgives formatting, never medicine (EGIP appendix B).
+    """
+    return _negation_cues(reading) != _negation_cues(target_form)
+
+
 def _match_forms(answer: str, target: str) -> tuple[str, Method] | None:
-    """Exact or acronym match between two cleaned texts; returns (target form, method)."""
+    """Exact or acronym match between two cleaned texts that the negation rule lets
+    stand; returns (target form, method)."""
     answer_forms, target_forms = _forms(answer), _forms(target)
-    for form in target_forms:
+    pairs: list[tuple[str, str, Method]] = []  # (answer form, target form, method)
+    for form, (kind, _) in target_forms.items():
         if form in answer_forms:
-            kind = target_forms[form]
-            return form, "exact" if kind == answer_forms[form] == "exact" else "acronym"
+            exact = kind == answer_forms[form][0] == "exact"
+            pairs.append((form, form, "exact" if exact else "acronym"))
     if _ACRONYM.fullmatch(answer):
-        for form in target_forms:
-            if answer.lower() in _initials(form):
-                return form, "acronym"
+        pairs += [
+            (answer.lower(), form, "acronym")
+            for form in target_forms
+            if answer.lower() in _initials(form)
+        ]
     if _ACRONYM.fullmatch(target):
-        for form in answer_forms:
-            if target.lower() in _initials(form):
-                return target.lower(), "acronym"
+        pairs += [
+            (form, target.lower(), "acronym")
+            for form in answer_forms
+            if target.lower() in _initials(form)
+        ]
+    for answer_form, target_form, method in pairs:
+        outside = answer_forms[answer_form][1]
+        if not _negated(f"{outside} {target_form}", target_form):
+            return target_form, method
     return None
 
 
-def _qualifiers(normalized: str) -> tuple[bool, frozenset[str]]:
-    """(has a negation, numbers/single letters/qualifier words) of a normalized text.
+def _qualifiers(normalized: str) -> frozenset[str]:
+    """Numbers, single letters and qualifier words of a normalized text.
 
     A single letter counts ("hepatitis B", "hemophilia A") except the article "a" before
     another word.
@@ -287,13 +337,13 @@ def _qualifiers(normalized: str) -> tuple[bool, frozenset[str]]:
         if w in _QUALIFIER_WORDS or (len(w) == 1 and not (w == "a" and i < len(words) - 1))
     }
     marks.update(re.findall(r"\d+", text))
-    return bool(_NEGATION.search(text)), frozenset(marks)
+    return frozenset(marks)
 
 
 def _compatible(a: str, b: str) -> bool:
-    """Whether a fuzzy match between two normalized texts may stand (same negation,
-    numbers, single-letter and qualifier words)."""
-    return _qualifiers(a) == _qualifiers(b)
+    """Whether a fuzzy match between two normalized texts may stand (the negation rule,
+    :func:`_negated`, and the same numbers, single-letter and qualifier words)."""
+    return not _negated(a, b) and _qualifiers(a) == _qualifiers(b)
 
 
 def _fuzzy_key(normalized: str) -> str:
@@ -322,7 +372,7 @@ def _score_free(answer: str, target: str, threshold: float, normalized: str) -> 
         return Score("correct", 100.0, normalized, hit[0], hit[1])
     best, best_form = 0.0, None
     answer_norm = _lower_form(answer)
-    for form, kind in _forms(target).items():
+    for form, (kind, _) in _forms(target).items():
         if kind == "exact" or " " in form:  # fuzzy on texts, not on bare abbreviations
             similarity = fuzz.token_sort_ratio(_fuzzy_key(answer_norm), _fuzzy_key(form))
             if similarity > best:
@@ -406,13 +456,16 @@ def is_placeholder_answer(answer: str) -> bool:
     return is_placeholder(answer) or is_placeholder(cleaned)
 
 
-def _answer_code(cleaned: str, target: str, icd_map: CodeMap) -> str | None:
+def _answer_code(cleaned: str, target: str, target_form: str, icd_map: CodeMap) -> str | None:
     """The ICD code of a cleaned answer: its whole text or an abbreviation form, else the
-    first item of a hedged list (separators found in ``target`` are not split on)."""
+    first item of a hedged list (separators found in ``target`` are not split on). A form
+    that the negation rule (:func:`_negated`, read against ``target_form``, the target
+    text that gave the target's code) refuses gives no code."""
     for text in (cleaned, _clean(_first_item(cleaned, target.lower()))):
-        for form in (text, *_forms(text)):
+        parts = [(text, ""), *((form, outside) for form, (_, outside) in _forms(text).items())]
+        for form, outside in parts:
             code = icd_map.code(form) if form else None
-            if code is not None:
+            if code is not None and not _negated(f"{outside} {target_form}", target_form):
                 return code
     return None
 
@@ -422,12 +475,14 @@ def icd_score(answer: str, target: str, icd_map: CodeMap) -> Score | None:
     (the module docstring's ICD rule), else ``None``. ``answer`` is an identifiable
     answer (not unscored)."""
     target = _clean(target)
-    target_code = next((c for c in (icd_map.code(f) for f in (target, *_forms(target)))
-                        if c is not None), None)
+    target_code, target_form = next(
+        ((c, f) for f in (target, *_forms(target)) if (c := icd_map.code(f)) is not None),
+        (None, ""),
+    )
     if target_code is None:
         return None
     cleaned = _clean(answer)
-    code = _answer_code(cleaned, target, icd_map)
+    code = _answer_code(cleaned, target, target_form, icd_map)
     if code is None:
         return None
     normalized = _lower_form(cleaned)

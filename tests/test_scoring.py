@@ -8,7 +8,7 @@ import pytest
 from conftest import skip_without_shared_data
 
 from clinenv.cases import Case, Target
-from clinenv.scoring import Score, is_abstention, normalize_answer, score_answer
+from clinenv.scoring import HEDGES, Score, is_abstention, normalize_answer, score_answer
 
 NEJM_OPTIONS = (
     "Contact dermatitis",
@@ -120,6 +120,54 @@ def test_negation_is_wrong() -> None:
     assert verdict("not myasthenia gravis", "Myasthenia gravis") == "wrong"
     assert verdict("No evidence of myasthenia gravis", "Myasthenia gravis") == "wrong"
     assert verdict("Myasthenia gravis ruled out", "Myasthenia gravis") == "wrong"
+
+
+@pytest.mark.parametrize(("answer", "target", "expected"), [
+    # a negation outside the part that names the target: on the abbreviation path too
+    ("No SLE (SLE)", "Systemic lupus erythematosus (SLE)", "wrong"),
+    ("Ruled out (SLE)", "Systemic lupus erythematosus (SLE)", "wrong"),
+    ("Not systemic lupus erythematosus (SLE)", "Systemic lupus erythematosus (SLE)", "wrong"),
+    ("Not COPD", "Chronic obstructive pulmonary disease", "wrong"),
+    ("No COPD (COPD)", "COPD", "wrong"),
+    # an abbreviation is read as what it stands for, "non" included
+    ("NHL", "Non-Hodgkin lymphoma (NHL)", "correct"),
+    ("Non-Hodgkin lymphoma (NHL)", "NHL", "correct"),
+    ("Non-Hodgkin lymphoma", "NHL", "correct"),
+    ("NAFLD", "Non-alcoholic fatty liver disease", "correct"),
+    ("Non-alcoholic fatty liver disease", "NAFLD", "correct"),
+    ("No NHL", "Non-Hodgkin lymphoma (NHL)", "wrong"),
+    # the cues must be the same, not only both present or both absent
+    ("Not non-Hodgkin lymphoma", "Non-Hodgkin lymphoma", "wrong"),
+    ("Small cell lung carcinoma", "Non-small cell lung carcinoma", "wrong"),
+    ("Non-small cell lung carcinoma", "Small cell lung carcinoma", "wrong"),
+    # the first listed diagnosis decides; what follows it is not read
+    ("Chronic obstructive pulmonary disease, not asthma", "COPD", "correct"),
+])
+def test_one_negation_rule_on_every_path(answer: str, target: str, expected: str) -> None:
+    assert verdict(answer, target) == expected
+
+
+def test_negation_rule_on_the_option_and_icd_paths() -> None:
+    options = ("Toxoplasmosis", "Progressive multifocal leukoencephalopathy (PML)", "Lymphoma")
+    case = option_case(1, options)
+    assert score_answer("PML", case).verdict == "correct"
+    assert score_answer("No PML (PML)", case).verdict == "wrong"
+
+    class Codes:
+        def code(self, text: str) -> str | None:
+            return {"pml": "A81.2", "toxoplasmosis": "B58.9"}.get(normalize_answer(text))
+
+    target = free_case("Progressive multifocal leukoencephalopathy (PML)")
+    assert score_answer("PML", target, icd_map=Codes()).method == "icd"
+    score = score_answer("MRI shows no PML (PML)", target, icd_map=Codes())
+    assert (score.verdict, score.method) == ("wrong", "none")
+
+
+@pytest.mark.parametrize("hedge", HEDGES)
+def test_every_hedge_is_dropped(hedge: str) -> None:
+    assert verdict(f"{hedge.capitalize()} myasthenia gravis", "Myasthenia gravis") == "correct"
+    assert verdict(f"{hedge} SLE", "Systemic lupus erythematosus (SLE)") == "correct"
+    assert verdict(f"{hedge} Lambert-Eaton syndrome", "Myasthenia gravis") == "wrong"
 
 
 def test_numbers_and_laterality_do_not_fuzzy_match() -> None:

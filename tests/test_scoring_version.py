@@ -32,8 +32,8 @@ def versioned(lines: list[dict], version: int | None) -> list[dict]:
             for line in lines]
 
 
-def test_the_current_version_is_2():
-    assert SCORING_VERSION == 2
+def test_the_current_version_is_3():
+    assert SCORING_VERSION == 3
 
 
 def test_every_run_log_line_carries_the_scoring_version(tmp_path):
@@ -110,7 +110,7 @@ def test_cli_refuses_mixed_versions_unless_told(tmp_path):
             "--resamples", "100", "--flips", "100")
 
 
-@pytest.mark.parametrize("version", [None, 1, 3])
+@pytest.mark.parametrize("version", [None, 1, 2, 4])
 def test_resume_refuses_a_log_of_another_scoring_version(tmp_path, version):
     from clinenv.runlog import RunLogError
     from clinenv.runs.logged import run_logged
