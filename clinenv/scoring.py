@@ -40,7 +40,9 @@ Rules, in order (see :func:`score_answer`):
    negation cues (``not``, ``no``, ``without``, ``ruled out``, ``excluded``, ``negative
    for``...) of the target and no other, the part that matched read as the target form
    (``"NHL"`` is ``"Non-Hodgkin lymphoma"``). So ``"no PML (PML)"``, ``"ruled out PML"``
-   and ``"not X"`` are never correct, wherever the cue stands in the answer.
+   and ``"not X"`` are never correct, wherever the cue stands in the answer. A trailing
+   ``"(ABBR)"`` names a whole answer only when the text before it can spell it
+   (:func:`_defines`): ``"Toxoplasmosis (PML)"`` is not PML.
 4. A hedged list (``"X or Y"``, ``"X vs Y"``, ``"X, Y"``, ``"X; Y"``, ``"X / Y"``) is
    scored on the FIRST listed diagnosis only, after the whole answer fails an exact or
    acronym match; a separator that occurs in the target itself is not split on. The
@@ -85,8 +87,9 @@ DEFAULT_THRESHOLD = 90.0
 #: (:func:`clinenv.protocol.native.moderator_answer`), the judge receives the answer
 #: without its marker, and an output without an identifiable answer is unscored (U) in
 #: every report, whatever the protocol's own verdict. Version 3: the negation rule holds
-#: on every match path (``"no PML (PML)"`` is wrong) and :data:`HEDGES` holds
-#: "compatible with", "suggestive of" and "in keeping with".
+#: on every match path (``"no PML (PML)"`` is wrong), a trailing abbreviation names an
+#: answer only when the text before it can spell it (``"Toxoplasmosis (PML)"`` is
+#: wrong), and :data:`HEDGES` holds "compatible with", "suggestive of", "in keeping with".
 SCORING_VERSION = 3
 
 Verdict = Literal["correct", "wrong", "unscored"]
@@ -260,9 +263,28 @@ def _initials(normalized: str) -> set[str]:
     return {"".join(w[0] for w in words), "".join(w[0] for w in kept)}
 
 
-def _forms(cleaned: str) -> dict[str, tuple[Method, str]]:
+def _defines(short: str, long: str) -> bool:
+    """Whether ``long`` can be the long form of the abbreviation ``short`` (Schwartz &
+    Hearst 2003, "A simple algorithm for identifying abbreviation definitions in
+    biomedical text"): the letters and digits of ``short`` occur in ``long`` in order,
+    the first one starting ``long``'s first word. ``"BPPV"`` / ``"benign paroxysmal
+    positional vertigo"`` and ``"GERD"`` / ``"gastroesophageal reflux disease"`` do;
+    ``"PML"`` / ``"toxoplasmosis"`` does not."""
+    letters = [c for c in short.lower() if c.isalnum()]
+    words = _words(long)
+    if not letters or not words or words[0][0] != letters[0]:
+        return False
+    rest = iter(" ".join(words)[1:])
+    return all(c in rest for c in letters[1:])  # in order: `in` advances the iterator
+
+
+def _forms(cleaned: str, *, answer: bool = False) -> dict[str, tuple[Method, str]]:
     """Normalized forms of one text: itself ("exact") and its abbreviation forms, each
-    with the normalized text outside it (read by the negation rule, :func:`_negated`)."""
+    with the normalized text outside it (read by the negation rule, :func:`_negated`).
+
+    A trailing ``"(SLE)"`` names the whole text; in an ``answer`` only when the text
+    before it can be its long form (:func:`_defines`), so ``"Toxoplasmosis (PML)"`` is
+    not ``"PML"``. A target's own abbreviation is trusted as the dataset wrote it."""
     full = _lower_form(cleaned)
     forms: dict[str, tuple[Method, str]] = {full: ("exact", "")} if full else {}
     match = _PARENTHETICAL.search(cleaned)
@@ -270,7 +292,8 @@ def _forms(cleaned: str) -> dict[str, tuple[Method, str]]:
         bare = _lower_form(_PARENTHETICAL.sub("", cleaned))
         inside = " ".join(m.group(1) for m in _PARENTHETICAL.finditer(cleaned))
         forms.setdefault(bare, ("acronym", _lower_form(inside)))
-        if not cleaned[match.end() :].strip():  # a trailing "(SLE)" names the whole
+        if not cleaned[match.end() :].strip() and (
+                not answer or _defines(match.group(1), bare)):
             forms.setdefault(_lower_form(match.group(1)), ("acronym", bare))
     forms.pop("", None)
     return forms
@@ -298,7 +321,7 @@ def _negated(reading: str, target_form: str) -> bool:
 def _match_forms(answer: str, target: str) -> tuple[str, Method] | None:
     """Exact or acronym match between two cleaned texts that the negation rule lets
     stand; returns (target form, method)."""
-    answer_forms, target_forms = _forms(answer), _forms(target)
+    answer_forms, target_forms = _forms(answer, answer=True), _forms(target)
     pairs: list[tuple[str, str, Method]] = []  # (answer form, target form, method)
     for form, (kind, _) in target_forms.items():
         if form in answer_forms:
@@ -462,7 +485,8 @@ def _answer_code(cleaned: str, target: str, target_form: str, icd_map: CodeMap) 
     that the negation rule (:func:`_negated`, read against ``target_form``, the target
     text that gave the target's code) refuses gives no code."""
     for text in (cleaned, _clean(_first_item(cleaned, target.lower()))):
-        parts = [(text, ""), *((form, outside) for form, (_, outside) in _forms(text).items())]
+        parts = [(text, ""), *((form, outside)
+                                for form, (_, outside) in _forms(text, answer=True).items())]
         for form, outside in parts:
             code = icd_map.code(form) if form else None
             if code is not None and not _negated(f"{outside} {target_form}", target_form):

@@ -11,8 +11,11 @@ Each row is (case id, answer, verdict), worked out by hand from the rules of
 - an abbreviation alone scores as the target when the target ends in it (``"PML"`` for
   ``"Progressive multifocal encephalopathy (PML)"``) or when it gives the target's
   initials (``"MG"`` for ``"Myasthenia gravis"``);
+- a trailing ``"(ABBR)"`` names the whole answer only when the text before it can
+  spell the abbreviation (its letters in order, the first starting the text: Schwartz &
+  Hearst 2003), so ``"Toxoplasmosis (PML)"`` is toxoplasmosis, wrong;
 - a different diagnosis is wrong, however close (no synonym table: synonyms such as
-  "Perthes disease" are left to a judge and are not in this table).
+  "Perthes disease" are left to a judge, and wrong here).
 
 The four MedQA targets that end in an abbreviation are medqa-0002 (PML), medqa-0054
 (BPPV), medqa-0097 (NRDS) and medqa-0104 (LCPD). Skipped without the shared AgentClinic
@@ -48,6 +51,17 @@ TARGETS = {
 C, W = "correct", "wrong"
 
 TABLE: list[tuple[str, str, str]] = [
+    # --- another disease behind the target's abbreviation: the text before a trailing
+    # "(ABBR)" must be able to spell it (Schwartz & Hearst), else "(ABBR)" names nothing
+    (PML, "Toxoplasmosis (PML)", W),
+    (PML, "Cerebral toxoplasmosis (PML)", W),
+    (PML, "Progressive multifocal leukoencephalopathy (PML)", C),
+    (BPPV, "Vestibular neuritis (BPPV)", W),
+    (BPPV, "Meniere disease (BPPV)", W),
+    (NRDS, "Transient tachypnea of the newborn (NRDS)", W),
+    (NRDS, "Neonatal respiratory distress syndrome (NRDS)", C),
+    (LCPD, "Perthes disease (LCPD)", W),
+    (LCPD, "Slipped capital femoral epiphysis (LCPD)", W),
     # --- medqa-0002, "Progressive multifocal encephalopathy (PML)" -----------------------
     # negated, the trailing "(PML)" must not carry them (wrong before the negation rule)
     (PML, "MRI shows no PML (PML)", W),
