@@ -57,7 +57,15 @@ def test_default_out_is_under_runs_and_says_it_created_the_folder(workdir, capsy
     assert sorted(p.name for p in workdir.iterdir()) == ["construct.jsonl", "runs"]
 
     # the folder exists now: no "created" line; the graph is never overwritten silently
+    # no --out was typed: the message names the default file and both ways out
     assert main(["cdeg", "build", "construct.jsonl", "--quiet"]) == 2
+    assert capsys.readouterr().err == (
+        "clinenv: error: runs/construct.cdeg.json exists (the default graph file for "
+        "construct.jsonl); choose another file with --out FILE, or pass --force to "
+        "overwrite it\n")
+    # the same file given as --out: named as the user's --out
+    assert main(["cdeg", "build", "construct.jsonl", "--quiet", "--out",
+                 "runs/construct.cdeg.json"]) == 2
     assert capsys.readouterr().err == (
         "clinenv: error: --out runs/construct.cdeg.json exists; use --force to "
         "overwrite it\n")
@@ -105,3 +113,34 @@ def test_default_graph_path_and_that_the_repository_ignores_it():
     ignored = subprocess.run(["git", "check-ignore", "-q", "runs/construct.cdeg.json"],
                              cwd=ROOT, capture_output=True)
     assert ignored.returncode == 0  # runs/ is in .gitignore
+
+
+def test_run_with_a_graph_of_no_revisions_warns_in_one_line(workdir, capsys):
+    """``clinenv run --cdeg`` with an empty graph runs the unwrapped doctor: one warning
+    line on stderr says so; a graph with revisions gets none."""
+    from clinenv.cli.cdeg_run import empty_graph_warning
+
+    assert main(["run", "--env", "EGIP-Demo-v0", "--quiet", "--out", "one.jsonl"]) == 0
+    assert main(["cdeg", "build", "one.jsonl", "--quiet", "--out", "empty.json"]) == 1
+    assert main(["cdeg", "build", "construct.jsonl", "--quiet", "--out", "full.json"]) == 0
+    capsys.readouterr()
+    expected = ("warning: --cdeg empty.json has 0 revisions: the CDEG wrapper never "
+                "intervenes, so this run is the unwrapped doctor's; `clinenv cdeg build` "
+                "says which stage left the graph empty")
+    assert empty_graph_warning(CDEGraph.load(workdir / "empty.json"), "empty.json") == expected
+    assert empty_graph_warning(CDEGraph.load(workdir / "full.json"), "full.json") is None
+    for graph, warned in (("empty.json", True), ("full.json", False)):
+        assert main(["run", "--env", "EGIP-Demo-v0", "--cdeg", graph, "--episodes", "1",
+                     "--quiet", "--out", f"{graph}.run.jsonl"]) == 0
+        err = capsys.readouterr().err.splitlines()
+        assert [line for line in err if "0 revisions" in line] == (
+            [expected] if warned else [])
+
+
+def test_a_default_graph_path_in_the_way_is_named_as_the_default(workdir, capsys):
+    """No --out typed: the messages name the default file, never "--out"."""
+    (workdir / "runs" / "construct.cdeg.json").mkdir(parents=True)
+    assert main(["cdeg", "build", "construct.jsonl", "--quiet"]) == 2
+    assert capsys.readouterr().err == (
+        "clinenv: error: the default graph file runs/construct.cdeg.json is a folder; give "
+        "the graph file with --out FILE\n")

@@ -238,8 +238,16 @@ BAD_ARGUMENTS = [
 
 @pytest.mark.parametrize("args, message", BAD_ARGUMENTS)
 def test_bad_arguments_exit_2(clinenv_main, tmp_path, args, message):
+    """Every refusal is short: an argparse error is its line and where help is (no usage
+    block), any other refusal the one ``clinenv: error:`` line."""
     code, out, err = clinenv_main("run", *args, "--out", "l.jsonl")
     assert code == 2 and message in err
+    lines = err.splitlines()
+    if lines[0].startswith("clinenv run: error: "):  # argparse's (a type or a choice)
+        assert lines == [lines[0], "Run 'clinenv run --help' for usage."], err
+    else:
+        assert len(lines) == 1 and lines[0].startswith("clinenv: error: "), err
+    assert "usage:" not in err
     assert not (tmp_path / "l.jsonl").exists()
 
 

@@ -137,8 +137,8 @@ def test_compare_prints_and_writes_the_comparison_table(tmp_path, logs):
     md = (tmp_path / "out" / "comparison.md").read_text(encoding="utf-8")
     assert "| beta | egip | native | 4 | 50.00 | 75.00 | +25.00 | [0.00, 75.00] | 1.0000 " \
            "| 0 | 0 | 50.00 (1/2) | 0.00 (0/2) |" in md
-    again = run_cli(tmp_path, *args)  # same seed, same output
-    assert again.stdout == proc.stdout
+    again = run_cli(tmp_path, *args)  # same seed, same output; the tables are replaced
+    assert again.stdout == proc.stdout + "replaced 2 earlier files in out\n"
 
 
 def test_compare_refuses_different_case_sets_unless_intersect(tmp_path, logs):

@@ -229,6 +229,61 @@ def test_eval_by_plot_with_many_strata_wraps_onto_rows(strata_logs, tmp_path, sa
     assert legend == METHODS
 
 
+TWELVE = ["allergy and immunology", "cardiology", "endocrinology",
+          "gastroenterology and hepatology", "hematology", "infectious disease", "nephrology",
+          "neurology", "obstetrics and gynecology", "ophthalmology",
+          "pulmonology and critical care", "rheumatology"]
+
+
+def test_eval_by_plot_wraps_words_whole_balances_rows_and_shows_n(tmp_path, saved, capsys):
+    """One method over 12 strata (sizes 1..12 cases): the rows hold 6 + 6 groups (not
+    10 + 2), no tick label cuts a word ("endocrinolog" / "y"), and every bar is
+    annotated with its n, the table's case count."""
+    grid, strata = {}, {}
+    for s, name in enumerate(TWELVE):
+        for k in range(s + 1):
+            case = f"s{s:02d}c{k:02d}"
+            grid[case] = "CCW"[k % 3] + "CW"[k % 2]
+            strata[case] = [name]
+    log = write_log(tmp_path / "one.jsonl", log_lines("medqa", "scripted", grid,
+                                                      strata=strata))
+    out_dir = tmp_path / "rep"
+    assert main(["eval", str(log), "--by", "question_type", "--plot", "--resamples", "200",
+                 "--out-dir", str(out_dir)]) == 0
+    capsys.readouterr()
+    fig = saved["accuracy_by_question_type.png"]
+    panels = [ax for ax in fig.axes if ax.get_xticklabels()]
+    assert [len(ax.get_xticklabels()) for ax in panels] == [6, 6]
+    words = {w for name in ["medqa", *TWELVE] for w in name.split()}
+    renderer = fig.canvas.get_renderer()
+    shown = []
+    for ax in panels:
+        labels = ax.get_xticklabels()
+        for label in labels:
+            dataset, *lines = label.get_text().split("\n")
+            assert dataset == "medqa"
+            # every line is whole words of the label: none cut inside a word
+            assert all(w in words for line in lines for w in line.split()), lines
+            shown.append(" ".join(lines))
+        boxes = sorted((t.get_window_extent(renderer) for t in labels), key=lambda b: b.x0)
+        assert all(a.x1 <= b.x0 + 0.5 for a, b in zip(boxes, boxes[1:], strict=False))
+    assert shown == TWELVE  # sorted strata, in order, none left out
+    rows = {r["stratum"]: r for r in read_csv(out_dir / "accuracy_by_question_type.csv")}
+    notes = {}
+    for ax in panels:
+        ticks = [" ".join(t.get_text().split("\n")[1:]) for t in ax.get_xticklabels()]
+        (bars,) = [c for c in ax.containers if hasattr(c, "patches")]
+        texts = [t for t in ax.texts if (t.get_gid() or "").startswith("n=")]
+        assert len(texts) == len(bars.patches)
+        for bar, text in zip(bars.patches, texts, strict=True):
+            stratum = ticks[round(bar.get_x() + bar.get_width() / 2)]
+            value, n = text.get_text().split("\n")
+            assert float(value) == pytest.approx(bar.get_height(), abs=0.05)
+            notes[stratum] = n
+    assert notes == {name: f"n={rows[name]['n_cases']}" for name in TWELVE}
+    assert notes["rheumatology"] == "n=12"
+
+
 # ------------------------------------------------------------ without matplotlib
 @pytest.fixture
 def no_matplotlib(monkeypatch):

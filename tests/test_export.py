@@ -255,8 +255,31 @@ def test_bad_inputs_name_the_file_line_and_field(workdir, capsys):
     assert export(str(log), "--out", "x.csv") == 2
     assert ".jsonl or .parquet" in capsys.readouterr().err
     assert export(str(log), "--out", "x.jsonl") == 0
-    assert export(str(log), "--out", "x.jsonl") == 2  # exists
-    assert "--force" in capsys.readouterr().err
+
+
+def test_an_earlier_export_is_replaced_and_run_logs_never_are(workdir, capsys):
+    """export follows the rule of eval, compare and report: its earlier output is
+    replaced, in one line; ``--force`` (once needed for that) is still accepted. A run
+    log, given or not, is never an output."""
+    log = scripted_run("run.jsonl", seed=0, episodes=2, repetitions=1)
+    other = scripted_run("other.jsonl", seed=1, episodes=1, repetitions=1)
+    capsys.readouterr()
+    assert export(str(log), "--out", "x.jsonl") == 0
+    assert capsys.readouterr().out == "exported 2 episode(s) to x.jsonl\n"
+    (workdir / "x.jsonl").write_text("stale\n", encoding="utf-8")
+    assert export(str(log), "--out", "x.jsonl") == 0
+    assert capsys.readouterr().out == ("exported 2 episode(s) to x.jsonl\n"
+                                       "replaced 1 earlier file in .\n")
+    assert len(read_rows(workdir / "x.jsonl")) == 2
+    assert export(str(log), "--out", "x.jsonl", "--force") == 0
+    assert "replaced 1 earlier file in ." in capsys.readouterr().out
+    before = {p: p.read_bytes() for p in (log, other)}
+    for out, message in [(log, "is one of the run logs given"),
+                         (other, "is a clinenv run log; run logs are never overwritten")]:
+        assert export(str(log), "--out", str(out), "--force") == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and message in captured.err
+    assert {p: p.read_bytes() for p in (log, other)} == before
 
 
 def test_parquet_without_datasets_names_the_extra(workdir, monkeypatch, capsys):

@@ -115,7 +115,19 @@ Holm-adjusted over every comparison of the call. It prints and writes ``comparis
 stratum and pair; ``--plot``: ``comparison.png``, each pair's Δ with its CI and Holm p
 beside correction and regression, and ``comparison_by_<STRATUM>.png`` with ``--by``).
 Without matplotlib, ``--plot`` still prints and writes the tables, then says what to
-install (exit 2). A log is named ``LABEL=path`` to override (or supply) its method
+install (exit 2). ``--out-dir`` is checked before any work (a file, or a folder that
+cannot be created or written, is refused before a table is computed or printed).
+
+Outputs derived from run logs can be made again, so ``eval``, ``compare``, ``report``
+and ``export`` replace their own earlier outputs and print ``replaced N earlier files
+in DIR`` (``export --force`` is still accepted; it is the default now). In
+``--out-dir``, ``eval`` owns ``accuracy.*`` and ``accuracy_by_*.*`` and ``compare``
+``comparison*``, ``sensitivity*``, ``review.*`` and ``agreement.*`` (``.md``, ``.csv``,
+``.png``): after a call the command's files there are exactly those it wrote, and an
+earlier call's file it did not write (``accuracy.png`` after an ``eval`` without
+``--plot``) is removed, in one line naming it (:mod:`clinenv.cli.outputs`). ``report``
+and ``export`` own their ``--out`` file. Run logs are never overwritten: an ``--out``
+holding one is refused. A log is named ``LABEL=path`` to override (or supply) its method
 label, which is otherwise ``doctor.name`` plus ``@<protocol or preset>`` off plain EGIP
 (``scripted@agentclinic``), plus ``[<model>]`` when logs of that label hold different
 models (``llm-direct[Qwen2.5-7B-Instruct]``; :mod:`clinenv.evaluation.labels`).
@@ -129,7 +141,10 @@ request or too many backend errors in a row (fail fast, above); 3 (:data:`EXIT_R
 ``run`` finished, but some episodes stopped with a backend error (the summary counts
 them; ``--resume`` runs them again); 130 interrupted (Ctrl-C; the log keeps every
 finished episode, continue with ``--resume``); 141 stdout closed early (e.g. piped into
-``head``), quietly. Errors are one message on stderr, never a traceback.
+``head``), quietly. Errors are one message on stderr, never a traceback; an argument
+error is that line and where help is (``clinenv run: error: ...`` / ``Run 'clinenv run
+--help' for usage.``), not the usage block. Options are never abbreviated (``--out`` is
+not ``--out-dir``; :class:`~clinenv.cli.parser.CLIParser`).
 
 ``clinenv replay`` recomputes only the terminal decisions of a run log's episodes on
 their fixed histories, with the full evidence interface (the rerun control) or without
@@ -169,6 +184,7 @@ from clinenv.cli.errors import (
 from clinenv.cli.evaluate import SIMILARITY_ENCODERS, add_eval_parsers, cmd_compare, cmd_eval
 from clinenv.cli.export import add_export_parser
 from clinenv.cli.llm_setup import BACKENDS, LLMSetup, check_llm_args
+from clinenv.cli.parser import CLIParser
 from clinenv.cli.replay import add_replay_parser
 from clinenv.cli.report import add_report_parser
 from clinenv.cli.run import MESSAGE_CHARS, aborted_message, add_run_parser, cmd_run
@@ -186,16 +202,18 @@ __all__ = [
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``clinenv`` (sub-commands ``run``, ``replay``, ``data``,
-    ``eval`` and ``compare``); each parsed namespace carries the command's handler as
-    ``func``."""
-    parser = argparse.ArgumentParser(
+    ``eval``, ``compare``, ``cdeg``, ``export``, ``report``, ``audit``); each parsed
+    namespace carries the command's handler as ``func``. It and every sub-parser are
+    :class:`~clinenv.cli.parser.CLIParser`: no option abbreviations, and an argument
+    error is one line plus where help is (exit 2)."""
+    parser = CLIParser(
         prog="clinenv",
         description="Clinical diagnosis cases as EGIP environments: run doctor policies, "
                     "manage datasets and report on run logs.")
     from clinenv import __version__
 
     parser.add_argument("--version", action="version", version=f"clinenv {__version__}")
-    sub = parser.add_subparsers(dest="command",
+    sub = parser.add_subparsers(dest="command", parser_class=CLIParser,
                                 metavar="{run,replay,data,eval,compare,cdeg,export,report,audit}")
     sub.required = True
     add_run_parser(sub)

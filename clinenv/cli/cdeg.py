@@ -11,9 +11,11 @@ evidence atoms (``--extractor``), validates candidates with ``--verifier``
 ablations) and writes the graph atomically to ``--out`` (default
 ``runs/<first log's name>.cdeg.json``, :func:`default_graph_path`; ``runs/`` is
 git-ignored), creating its folder when missing (the summary says so). It refuses to
-overwrite ``--out`` unless ``--force``, and an ``--out`` that is a folder or lies under a
-file. The LLM options (``--backend``, ``--base-url``, ``--model``...) are those
-of ``clinenv run`` and serve ``--verifier llm`` and ``--extractor llm``.
+overwrite the graph file unless ``--force`` (a graph can cost LLM calls to make again;
+when the file is the default one the message names it and says how to choose another
+with ``--out``), and an ``--out`` that is a folder or lies under a file. The LLM
+options (``--backend``, ``--base-url``, ``--model``...) are those of ``clinenv run``
+and serve ``--verifier llm`` and ``--extractor llm``.
 
 With ``--similarity lexical`` (the default, no model) the diagnosis threshold defaults
 to :data:`clinenv.embeddings.lexical.LEXICAL_THRESHOLDS` ``["diagnosis"]`` instead of
@@ -166,33 +168,52 @@ def default_graph_path(log: Path) -> Path:
     return Path("runs", f"{name or 'graph'}.cdeg.json")
 
 
-def _missing_folder(out: Path) -> Path | None:
+def _missing_folder(out: Path, what: str | None = None) -> Path | None:
     """The folder of ``out`` when it does not exist yet (it is created on save), else
-    ``None``.
+    ``None``. ``what`` names ``out`` in messages (default ``--out OUT``; the default
+    graph file is named as such, since no ``--out`` was typed).
 
     Raises:
         CLIError: ``out`` is a folder, or the nearest existing ancestor of its folder is
             not a folder (the folder cannot be created).
     """
+    what = what or f"--out {out}"
     if out.is_dir():
-        raise CLIError(f"--out {out} is a folder; give a file path (e.g. {out / 'graph.json'})")
+        raise CLIError(f"{what} is a folder; give a file path (e.g. {out / 'graph.json'})"
+                       if what.startswith("--out ") else
+                       f"{what} is a folder; give the graph file with --out FILE")
     if out.parent.is_dir():
         return None
     for above in (out.parent, *out.parent.parents):
         if above.exists():
             if not above.is_dir():
-                raise CLIError(f"--out {out}: {above} is a file, not a folder" + (
+                raise CLIError(f"{what}: {above} is a file, not a folder" + (
                     "" if above == out.parent else f", so {out.parent} cannot be created"))
             break
     return out.parent
 
 
+def exists_message(out: Path, *, default_of: Path | None = None) -> str:
+    """The refusal of a ``cdeg build`` whose graph file exists (without ``--force``).
+
+    With ``default_of`` (the first log: no ``--out`` was given, ``out`` is its default
+    path) the message names the default and how to choose another, without claiming
+    that ``--out`` was typed."""
+    if default_of is None:
+        return f"--out {out} exists; use --force to overwrite it"
+    return (f"{out} exists (the default graph file for {default_of}); choose another "
+            "file with --out FILE, or pass --force to overwrite it")
+
+
 def _check_build_args(args: argparse.Namespace) -> None:
+    default_of = None
     if args.out is None:
         args.out = default_graph_path(args.logs[0])
-    args.created_folder = _missing_folder(args.out)
+        default_of = args.logs[0]
+    args.created_folder = _missing_folder(args.out, None if default_of is None else
+                                          f"the default graph file {args.out}")
     if args.out.exists() and not args.force:
-        raise CLIError(f"--out {args.out} exists; use --force to overwrite it")
+        raise CLIError(exists_message(args.out, default_of=default_of))
     for path in args.logs:
         if not path.is_file():
             raise CLIError(f"{path}: no such run log")

@@ -22,7 +22,18 @@ from clinenv.wrappers.cdeg.thresholds import (
     EVIDENCE_THRESHOLD,
 )
 
-__all__ = ["add_cdeg_run_arguments", "cdeg_wrapper"]
+__all__ = ["add_cdeg_run_arguments", "cdeg_wrapper", "empty_graph_warning"]
+
+
+def empty_graph_warning(graph: Any, name: str) -> str | None:
+    """The one-line warning of ``--cdeg`` with a graph of 0 revision edges (the wrapper
+    then never intervenes: the run is the unwrapped doctor's, under a ``-cdeg`` label),
+    or ``None`` when the graph has revisions."""
+    if graph.revisions:
+        return None
+    return (f"warning: --cdeg {name} has 0 revisions: the CDEG wrapper never intervenes, "
+            "so this run is the unwrapped doctor's; `clinenv cdeg build` says which stage "
+            "left the graph empty")
 
 
 def add_cdeg_run_arguments(group: Any) -> None:
@@ -53,7 +64,8 @@ def add_cdeg_run_arguments(group: Any) -> None:
 
 def cdeg_wrapper(args: argparse.Namespace, similarity: Any) -> Any:
     """``doctor -> CDEGDoctor`` from ``--cdeg GRAPH`` and the options of
-    :func:`add_cdeg_run_arguments`, the graph loaded now. With a lexical
+    :func:`add_cdeg_run_arguments`, the graph loaded now. A graph with no revision edge
+    gets one ``warning:`` line on stderr (:func:`empty_graph_warning`). With a lexical
     ``--cdeg-similarity`` the evidence and diagnosis thresholds default to
     :data:`~clinenv.embeddings.lexical.LEXICAL_THRESHOLDS`. Prints one note on stderr
     when the graph was built with an LLM extractor (``--cdeg`` matches with the
@@ -86,6 +98,9 @@ def cdeg_wrapper(args: argparse.Namespace, similarity: Any) -> Any:
                        "`clinenv cdeg build`)") from None
     except (OSError, GraphFileError) as err:
         raise CLIError(f"--cdeg: {err}") from None
+    empty = empty_graph_warning(graph, str(args.cdeg))
+    if empty is not None:
+        print(empty, file=sys.stderr)
     lexical = str(getattr(similarity, "name", "")).startswith("lexical")
     given = {"mode": args.cdeg_mode, "coverage_basis": args.cdeg_coverage_basis,
              "global_guidance": args.cdeg_global_guidance,

@@ -136,9 +136,10 @@ def _check(args: argparse.Namespace) -> tuple[list[str], list[str], Any]:
 
 def _run_parser() -> argparse.ArgumentParser:
     """A parser of ``clinenv run`` alone (the command's own, :mod:`clinenv.cli.run`)."""
+    from clinenv.cli.parser import CLIParser
     from clinenv.cli.run import add_run_parser
 
-    parser = argparse.ArgumentParser(prog="clinenv")
+    parser = CLIParser(prog="clinenv")  # no abbreviations, as the command's own parser
     add_run_parser(parser.add_subparsers(dest="command"))
     return parser
 

@@ -2,7 +2,12 @@
 
 Both read run logs, print their tables and write them as Markdown and CSV (and PNG with
 ``--plot``) in ``--out-dir``; the tables come from :mod:`clinenv.evaluation`. See the
-:mod:`clinenv.cli` docstring for the files written.
+:mod:`clinenv.cli` docstring for the files written. ``--out-dir`` is checked before the
+logs are read. Each call replaces the command's earlier files there and removes those of
+an earlier call it did not write (``replaced N earlier files in DIR``, ``removed ...``;
+the files each command owns: :data:`clinenv.cli.outputs.OWNED`), so the folder never
+holds a figure of older logs beside newer tables. ``--by`` a stratum no line records is
+refused with the strata and case flags the logs do record.
 
 A log's method label is its doctor's name, plus ``@<protocol or preset>`` when the run
 did not play plain EGIP (:func:`clinenv.evaluation.labels.method_label`): the scripted
@@ -53,6 +58,7 @@ from typing import Any
 
 from clinenv.cli.argtypes import count
 from clinenv.cli.errors import CLIError
+from clinenv.cli.outputs import OutputSweep, check_out_dir
 
 
 def _lexical_encoder() -> tuple[Any, str]:
@@ -91,7 +97,9 @@ def add_eval_parsers(sub: Any) -> None:
     logs_help = "run log (JSON Lines from clinenv run); LABEL=path names its method"
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--out-dir", type=Path, default=Path("reports"), metavar="DIR",
-                        help="folder for the Markdown, CSV and PNG files (default: reports)")
+                        help="folder for the Markdown, CSV and PNG files (default: "
+                             "reports); this command's earlier files there are replaced, "
+                             "and those this call does not write are removed")
     common.add_argument("--plot", action="store_true",
                         help="also write PNG figures (needs matplotlib: "
                              "pip install 'clinenv[plot]')")
@@ -173,7 +181,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from clinenv.evaluation.reports import accuracy_table
 
     _check_by(args.by)
+    stems = ["accuracy"] + ([_stem("accuracy_by_", args.by)] if args.by is not None else [])
+    check_out_dir(args.out_dir, _file_names(stems, args.plot))
     runs = _with_flag_strata(_load_runs(args.logs, mixed_scoring=args.mixed_scoring), args.by)
+    _check_by_present(runs, args.by)
     try:
         encoder, sim_name = None, "similarity"
         if args.similarity:
@@ -184,15 +195,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
             tables.append((_stem("accuracy_by_", args.by), accuracy_table(runs, by=args.by)))
     except (ClinenvError, ValueError) as err:
         raise CLIError(str(err)) from None
-    written = _show_and_write(tables, args.out_dir)
-    if args.plot:
+
+    def figures(written: list[Path]) -> None:
         from clinenv.evaluation.plots import plot_accuracy
 
-        _require_matplotlib(written)
         for stem, table in tables:
             written.append(_plot(plot_accuracy, table, args.out_dir / f"{stem}.png",
                                  n_resamples=args.resamples, seed=args.seed))
-    _written(written)
+
+    _write_outputs("eval", tables, args.out_dir, figures if args.plot else None)
     return 0
 
 
@@ -210,8 +221,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     pair_labels = [_parse_pair(text) for text in args.pair or ()]
     if not args.methods and not pair_labels:
         raise CLIError("compare needs a baseline log and at least one method log")
+    check_out_dir(args.out_dir, _file_names(_compare_stems(args), args.plot))
     runs = _with_flag_strata(_load_runs([args.base, *args.methods],
                                         mixed_scoring=args.mixed_scoring), args.by)
+    _check_by_present(runs, args.by)
     try:
         if pair_labels:
             pairs = pair_runs(runs, pairs=pair_labels)
@@ -226,15 +239,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
         tables += _analyses(args, runs, pairs, options)
     except (ClinenvError, ValueError) as err:
         raise CLIError(str(err)) from None
-    written = _show_and_write(tables, args.out_dir)
-    if args.plot:
+
+    def figures(written: list[Path]) -> None:
         from clinenv.evaluation.plots import plot_comparison
 
-        _require_matplotlib(written)
         for stem, table in tables:
             if stem.startswith("comparison"):
                 written.append(_plot(plot_comparison, table, args.out_dir / f"{stem}.png"))
-    _written(written)
+
+    _write_outputs("compare", tables, args.out_dir, figures if args.plot else None)
     return 0
 
 
@@ -328,6 +341,26 @@ def _with_flag_strata(runs: Sequence[Any], by: str | None) -> list[Any]:
     return out
 
 
+def _check_by_present(runs: Sequence[Any], by: str | None) -> None:
+    """``--by`` names a stratum some line of the logs records (after
+    :func:`_with_flag_strata`).
+
+    Raises:
+        CLIError: no line has it; the message lists the ``case_strata`` keys and the
+            case flags the logs do record (``--by`` takes either).
+    """
+    if by is None or any(by in (r.get("case_strata") or {})
+                         for run in runs for r in run.records):
+        return
+    from clinenv.evaluation.reports import strata_and_flags
+
+    keys, flags = strata_and_flags(runs)
+    logs = ", ".join(p for run in runs for p in run.paths)
+    raise CLIError(f"--by {by}: no case has stratum {by!r} in {logs}; strata in these "
+                   f"logs: {', '.join(keys) or 'none'}; case flags in these logs (--by "
+                   f"takes them too): {', '.join(flags) or 'none'}")
+
+
 def _check_by(by: str | None) -> None:
     if by is not None and not by.strip():
         raise CLIError("--by needs a case_strata key or case flag, e.g. --by question_type")
@@ -344,6 +377,51 @@ def _parse_pair(text: str) -> tuple[str, str]:
     return method.strip(), base.strip()
 
 
+def _file_names(stems: Sequence[str], plot: bool) -> list[str]:
+    """The Markdown and CSV (and with ``plot`` PNG) file names of ``stems``."""
+    return [f"{stem}.{ext}" for stem in stems
+            for ext in ("md", "csv", *(("png",) if plot else ()))]
+
+
+def _compare_stems(args: argparse.Namespace) -> list[str]:
+    """The stems ``compare`` may write with these options (checked before any work)."""
+    stems = ["comparison"]
+    if args.sensitivity:
+        stems.append("sensitivity")
+    if args.reviewer_labels is not None:
+        stems += ["review", "agreement"]
+    if args.by is not None:
+        stems += [_stem(f"{stem}_by_", args.by) for stem in stems
+                  if stem in ("comparison", "sensitivity")]
+    return stems
+
+
+def _write_outputs(command: str, tables: Sequence[tuple[str, Any]], out_dir: Path,
+                   figures: Callable[[list[Path]], None] | None) -> None:
+    """Print and write the tables, then (``figures``, for ``--plot``) the figures; then
+    remove the earlier files of ``command`` in ``out_dir`` that this call did not write
+    (:class:`~clinenv.cli.outputs.OutputSweep`) and print ``wrote ...`` and the
+    ``replaced`` / ``removed`` lines. Without matplotlib the sweep still runs (an earlier
+    figure would contradict the new tables) before the error."""
+    sweep = OutputSweep(out_dir, command)
+    written: list[Path] = []
+    try:
+        written += _show_and_write(tables, out_dir)
+        if figures is not None:
+            _require_matplotlib(written)
+            figures(written)
+    except CLIError:
+        _print_lines(sweep.finish(written))
+        raise
+    _written(written)
+    _print_lines(sweep.finish(written))
+
+
+def _print_lines(lines: Sequence[str]) -> None:
+    for line in lines:
+        print(line)
+
+
 def _show_and_write(tables: Sequence[tuple[str, Any]], out_dir: Path) -> list[Path]:
     """Print each ``(stem, Table)`` and write its Markdown and CSV; the written paths."""
     written: list[Path] = []
@@ -358,14 +436,14 @@ def _write(table: Any, out_dir: Path, stem: str) -> list[Path]:
     try:
         return list(table.write(out_dir, stem))
     except OSError as err:
-        raise CLIError(f"--out-dir {out_dir}: {err}") from None
+        raise CLIError(f"--out-dir {out_dir}: {err.strerror or err}") from None
 
 
 def _plot(func: Callable[..., Any], table: Any, path: Path, **kwargs: Any) -> Path:
     try:
         func(table, path, **kwargs)
     except OSError as err:
-        raise CLIError(f"--out-dir {path.parent}: {err}") from None
+        raise CLIError(f"--out-dir {path.parent}: {err.strerror or err}") from None
     return path
 
 

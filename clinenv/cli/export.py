@@ -6,7 +6,11 @@ data, one row per episode (columns, formats and where the messages come from:
 view's calls and results. ``.jsonl`` needs nothing; ``.parquet`` needs the extra
 ``export`` (``datasets``). Episodes of credentialed data (MIMIC-IV) are refused unless
 ``--allow-credentialed``, which prints the data-use warning. The output is written
-whole or not at all; an existing file is replaced only with ``--force``.
+whole or not at all. ``--out`` is checked before any work (a bad suffix, a folder, a
+folder that cannot be created or written, a run log: refused; run logs are never
+overwritten). An existing ``--out`` is replaced, with the line ``replaced 1 earlier
+file in DIR``, as ``eval``, ``compare`` and ``report`` replace their outputs
+(:mod:`clinenv.cli.outputs`); ``--force``, once needed for that, is still accepted.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from clinenv.cli.errors import CLIError
+from clinenv.cli.outputs import check_out_file, replaced_line
 
 
 def add_export_parser(sub: Any) -> None:
@@ -39,7 +44,10 @@ def add_export_parser(sub: Any) -> None:
                              "agreement: never publish the file)")
     export.add_argument("--data-dir", default=None, metavar="DIR",
                         help="folder of the datasets, for logs whose messages are rebuilt")
-    export.add_argument("--force", action="store_true", help="replace an existing --out")
+    export.add_argument("--force", action="store_true",
+                        help="replace an existing --out: the default now (an earlier "
+                             "export is always replaced); kept so that older scripts "
+                             "still run")
     export.set_defaults(func=cmd_export)
 
 
@@ -47,8 +55,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     """``clinenv export``; prints ``exported N episode(s) to FILE`` and returns 0.
 
     Raises:
-        CLIError: a bad suffix, an existing ``--out`` without ``--force``, parquet
-            without ``datasets``, or a log that cannot be exported (file, line, field).
+        CLIError: a bad suffix, an ``--out`` that cannot be written or is a run log,
+            parquet without ``datasets``, or a log that cannot be exported (file, line,
+            field).
     """
     from clinenv.export import EXTRA_HINT, episode_rows, write_rows
     from clinenv.runlog import RunLogError
@@ -58,14 +67,17 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise CLIError(f"--out {out}: must end in .jsonl or .parquet")
     if out.is_dir():
         raise CLIError(f"--out {out} is a folder; give a file path")
-    if out.exists() and not args.force:
-        raise CLIError(f"--out {out} exists; pass --force to replace it")
+    if any(out.resolve() == Path(log).resolve() for log in args.logs):
+        raise CLIError(f"--out {out} is one of the run logs given; run logs are never "
+                       "overwritten: give another file")
+    check_out_file(out)
     if out.suffix.lower() == ".parquet":
         try:
             import datasets  # noqa: F401
         except ImportError:
             raise CLIError(f"--out {out}: parquet needs the datasets package: "
                            f"{EXTRA_HINT}; or write .jsonl") from None
+    existed = out.is_file()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -78,4 +90,6 @@ def cmd_export(args: argparse.Namespace) -> int:
             for warning in caught:
                 print(f"clinenv: warning: {warning.message}", file=sys.stderr)
     print(f"exported {n} episode(s) to {out}")
+    if existed:
+        print(replaced_line(1, out.parent))
     return 0

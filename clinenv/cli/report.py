@@ -12,7 +12,10 @@ the comparisons pair every log with the first log's label on its dataset, or
 MIMIC-IV episodes are refused (exit 2, naming file, line and field) unless
 ``--allow-credentialed``, which prints the data-use warning on stderr and shows it at the
 top of the page. The page is written whole or not at all (a temporary file renamed over
-``--out``); an existing ``--out`` is replaced, as ``eval`` replaces its tables.
+``--out``). ``--out`` is checked before any work (a folder, a folder that cannot be
+created or written, a run log: refused); an existing ``--out`` is replaced, as ``eval``
+replaces its tables, with the line ``replaced 1 earlier file in DIR``
+(:mod:`clinenv.cli.outputs`: the one rule of the report commands).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 
 from clinenv.cli.argtypes import count
 from clinenv.cli.errors import CLIError
+from clinenv.cli.outputs import check_out_file, replaced_line
 
 #: Default ``--out``, beside ``clinenv eval``'s tables.
 DEFAULT_OUT = Path("reports") / "report.html"
@@ -42,7 +46,8 @@ def add_report_parser(sub: Any) -> None:
                      help="run log (JSON Lines from clinenv run); LABEL=path names its "
                           "method; the first log's method is the comparisons' baseline")
     rep.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="FILE",
-                     help=f"the HTML file to write (default: {DEFAULT_OUT})")
+                     help=f"the HTML file to write (default: {DEFAULT_OUT}); an earlier "
+                          "one is replaced")
     rep.add_argument("--pair", action="append", default=None, metavar="METHOD=BASE",
                      help="compare the runs labelled METHOD with those labelled BASE "
                           "(repeatable); default: every log against the first log's label")
@@ -80,8 +85,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         CLIError: a folder as ``--out``, a malformed ``--pair``, a log that cannot be
             evaluated (as ``eval``), credentialed lines without ``--allow-credentialed``,
             a matplotlib that is installed but cannot be imported, or an ``--out`` that
-            cannot be written. Without matplotlib the page is written without figures,
-            with a warning.
+            cannot be written or holds a run log (checked before any work). Without
+            matplotlib the page is written without figures, with a warning.
     """
     from clinenv.errors import ClinenvError
     from clinenv.evaluation.plots import PlotDependencyError
@@ -90,6 +95,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     out: Path = args.out
     if out.is_dir():
         raise CLIError(f"--out {out} is a folder; give a file path such as {out / 'report.html'}")
+    check_out_file(out)
     pairs = [_parse_pair(text) for text in args.pair or ()]
     with_figures = not args.no_figures
     if with_figures and importlib.util.find_spec("matplotlib") is None:
@@ -110,11 +116,14 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise CLIError(str(err)) from None
     for warning in report.warnings:
         print(f"clinenv: warning: {warning}", file=sys.stderr)
+    existed = out.is_file()
     try:
         path = write_report(report, out)
     except OSError as err:
-        raise CLIError(f"--out {out}: {err}") from None
+        raise CLIError(f"--out {out}: {err.strerror or err}") from None
     size = path.stat().st_size / 1e6
     print(f"wrote {path} ({report.n_episodes} episodes, {report.n_runs} runs, "
           f"{report.n_pairs} compared pairs, {size:.2f} MB)")
+    if existed:
+        print(replaced_line(1, path.parent))
     return 0

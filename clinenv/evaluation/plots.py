@@ -16,8 +16,9 @@ no display is needed. matplotlib is imported only when a figure is drawn; withou
 :class:`PlotDependencyError` says how to install it.
 
 Every figure is at most :data:`MAX_WIDTH_PX` pixels wide, whatever the number of methods,
-datasets and strata: the accuracy bars wrap onto further panels (rows) instead of
-widening, and long labels are wrapped. Comparison figures grow in height only.
+datasets and strata: the accuracy bars wrap onto further panels (rows of balanced
+lengths) instead of widening, and long labels are wrapped at word boundaries (no word
+is cut). Comparison figures grow in height only.
 """
 
 from __future__ import annotations
@@ -86,31 +87,36 @@ def _footnote(fig: Any, text: str) -> None:
     fig.supxlabel(text, fontsize=7, color="#555555", x=0.01, ha="left")
 
 
-_BREAK = re.compile(r".+?(?:[\s/_-]|(?=\[)|$)")
-
-
 def _wrap(text: str, width: int) -> str:
-    """``text`` on lines of at most ``width`` characters, broken after a space, ``-``,
-    ``/`` or ``_`` or before ``[`` (``llm-direct`` / ``[Qwen2.5-7B-Instruct]``); a piece
-    longer than ``width`` is cut. Joining the lines (with a space where a space was
-    dropped) gives ``text`` back."""
-    width = max(6, width)
-    lines: list[str] = []
-    line = ""
-    for piece in _BREAK.findall(text):
-        while len(piece.rstrip()) > width:  # a piece that fits no line: cut it
-            if line:
-                lines.append(line.rstrip())
-                line = ""
-            lines.append(piece[:width])
-            piece = piece[width:]
-        if line and len((line + piece).rstrip()) > width:
-            lines.append(line.rstrip())
-            line = ""
-        line += piece
-    if line.strip() or not lines:
-        lines.append(line.rstrip())
-    return "\n".join(lines)
+    """``text`` on lines of at most ``width`` characters, broken at word boundaries
+    (:mod:`textwrap`: after a space or a hyphen); a word is never cut, so a word longer
+    than ``width`` gets a line of its own (``endocrinology``, never ``endocrinolog`` /
+    ``y``)."""
+    lines = textwrap.wrap(text, width=max(6, width), break_long_words=False,
+                          break_on_hyphens=True)
+    return "\n".join(lines) or text
+
+
+def _longest_word(texts: Sequence[str]) -> int:
+    """Characters of the longest piece :func:`_wrap` cannot break (0 for none)."""
+    return max((len(piece) for text in texts for word in text.split()
+                for piece in re.split(r"(?<=-)", word)), default=0)
+
+
+def _balanced(items: Sequence[Any], n_rows: int) -> list[list[Any]]:
+    """``items`` in order on ``n_rows`` rows whose lengths differ by at most one (12 on
+    2 rows: 6 + 6, 14 on 4 rows: 4 + 4 + 3 + 3)."""
+    size, extra = divmod(len(items), n_rows)
+    rows, start = [], 0
+    for row in range(n_rows):
+        stop = start + size + (1 if row < extra else 0)
+        rows.append(list(items[start:stop]))
+        start = stop
+    return rows
+
+
+#: Inches per character of a 9 pt tick label (wrapping and group widths).
+_CHAR_IN = 1 / 13
 
 
 def _cells(source: Table | Sequence[AccuracyCell]) -> list[AccuracyCell]:
@@ -134,8 +140,11 @@ def plot_accuracy(source: Table | Sequence[AccuracyCell], path: str | Path, *,
 
     Layout: at most :data:`MAX_WIDTH_PX` pixels wide. Groups (datasets, or dataset and
     stratum) that do not fit one row continue on further panels below, on the same
-    scale; tick and legend labels are wrapped. In each panel a method's bars are one
-    ``BarContainer`` labelled with the method label.
+    scale, the rows balanced (12 groups on two rows: 6 + 6); tick and legend labels are
+    wrapped at word boundaries (a group is made wide enough for its longest word). Each
+    bar is annotated with its value over ``n=<cases>`` (the annotation's gid is
+    ``n=<cases>``). In each panel a method's bars are one ``BarContainer`` labelled with
+    the method label.
 
     Args:
         source: :func:`~clinenv.evaluation.reports.accuracy_table` or its cells.
@@ -161,21 +170,24 @@ def plot_accuracy(source: Table | Sequence[AccuracyCell], path: str | Path, *,
     intervals = [(c, accuracy_ci(c.matrix, n_resamples=n_resamples, confidence=confidence,
                                  seed=s)) for c, s in zip(cells, seeds, strict=True)]
     bar_in = max(0.3, min(0.55, 1.8 / len(labels)))  # narrower bars for many methods
-    per_column = bar_in * len(labels) + 0.4  # inches of one dataset / stratum group
     legend_in = 2.4
-    fit = max(1, int((_MAX_WIDTH_IN - 1.0 - legend_in) // per_column))
+    room = _MAX_WIDTH_IN - 1.0 - legend_in  # inches for the groups of one row
+    # a group is wide enough for its bars and for the longest word of its tick label
+    longest = _longest_word([t for col in columns for t in col if t is not None])
+    per_column = min(room, max(bar_in * len(labels) + 0.4, _CHAR_IN * longest + 0.2))
+    fit = max(1, int(room // per_column))
     n_panels = math.ceil(len(columns) / fit)
-    span = min(fit, len(columns))  # groups per panel (the last may hold fewer)
+    rows = _balanced(columns, n_panels)  # e.g. 12 groups: 6 + 6, not 10 + 2
+    span = max(len(row) for row in rows)  # groups per panel (some may hold one fewer)
     panel_in = 3.9 if n_panels == 1 else 3.2
     fig = _figure(max(6.0, 1.0 + legend_in + per_column * span), 0.7 + panel_in * n_panels)
     axes = fig.subplots(n_panels, 1, squeeze=False, sharey=True)[:, 0]
     colors = [f"C{i % 10}" for i in range(len(labels))]
     width = 0.8 / len(labels)
-    tick_chars = int(13 * per_column)
+    tick_chars = int(per_column / _CHAR_IN)
     handles: dict[str, Any] = {}  # method label -> its first non-empty bars (legend)
     no_bar = 0
-    for panel, ax in enumerate(axes):
-        shown = columns[panel * fit:(panel + 1) * fit]
+    for shown, ax in zip(rows, axes, strict=True):
         for j, label in enumerate(labels):
             xs, ys, err_x, err_y, lows, highs = [], [], [], [], [], []
             for i, col in enumerate(shown):
@@ -196,9 +208,12 @@ def plot_accuracy(source: Table | Sequence[AccuracyCell], path: str | Path, *,
                     highs.append(max(0.0, ci.high - value))
                 else:
                     no_bar += 1
-                ax.annotate(f"{value:.1f}", (x, ci.high if spread else value),
-                            xytext=(0, 3), textcoords="offset points", ha="center",
-                            va="bottom", fontsize=8 if len(labels) < 6 else 7)
+                # the value over n, the bar's cases (gid "n=<cases>")
+                note = ax.annotate(f"{value:.1f}\nn={cell.n_cases}",
+                                   (x, ci.high if spread else value), xytext=(0, 3),
+                                   textcoords="offset points", ha="center", va="bottom",
+                                   fontsize=8 if len(labels) < 6 else 7, linespacing=1.0)
+                note.set_gid(f"n={cell.n_cases}")
             bars = ax.bar(xs, ys, width * 0.92, color=colors[j], label=label)
             if xs:
                 handles.setdefault(label, bars)
@@ -209,7 +224,8 @@ def plot_accuracy(source: Table | Sequence[AccuracyCell], path: str | Path, *,
                  else f"{_wrap(d, tick_chars)}\n{_wrap(st, tick_chars)}" for d, st in shown]
         ax.set_xticks(range(len(shown)), names, fontsize=9)
         ax.set_xlim(-0.6, span - 0.4)
-        ax.set_ylim(0, 108)
+        ax.set_ylim(0, 122)  # room for the value and n over a 100 % bar
+        ax.set_yticks(range(0, 101, 20))
         ax.set_ylabel("Accuracy (%)")
         ax.grid(axis="y", alpha=0.3)
         ax.set_axisbelow(True)
@@ -223,7 +239,8 @@ def plot_accuracy(source: Table | Sequence[AccuracyCell], path: str | Path, *,
                [_wrap(label, 36) for label in shown_labels], title="Method", fontsize=8,
                title_fontsize=9, loc="outside right upper", frameon=False)
     _footnote(fig, "Bars: accuracy, the mean over cases of each case's mean correctness "
-              "(missing scheduled episodes count as not correct). Error bars: percentile interval "
+              "(missing scheduled episodes count as not correct); n: the bar's cases. "
+              "Error bars: percentile interval "
               f"of {n_resamples:,} case-cluster bootstrap resamples (repetitions resampled "
               "with their case)." + (" No error bar: a single case, or every case with the "
                                      "same mean correctness." if no_bar else ""))

@@ -36,7 +36,7 @@ from clinenv.evaluation.runs import Run, RunsError
 from clinenv.evaluation.table import DASH, Table, _num, _pct
 
 __all__ = ["AccuracyCell", "Table", "accuracy_cells", "accuracy_table", "missing_notes",
-           "scoring_notes"]
+           "scoring_notes", "strata_and_flags"]
 
 # ------------------------------------------------------------------------ accuracy
 @dataclass(frozen=True)
@@ -164,11 +164,22 @@ def accuracy_cells(runs: Sequence[Run], *, by: str | None = None,
     cells = [_cell(run, records, stratum, encoder)
              for run in runs for stratum, records in stratify(run.records, by).items()]
     if not cells:
-        keys = sorted({k for run in runs for r in run.records
-                       for k in (r.get("case_strata") or {})})
+        keys, flags = strata_and_flags(runs)
         raise RunsError(f"no case has stratum {by!r}; strata in these logs: "
-                        f"{', '.join(keys) or 'none'}", path=runs[0].paths[0])
+                        f"{', '.join(keys) or 'none'}; case flags in these logs (clinenv "
+                        f"eval --by takes them too): {', '.join(flags) or 'none'}",
+                        path=runs[0].paths[0])
     return cells
+
+
+def strata_and_flags(runs: Sequence[Run]) -> tuple[list[str], list[str]]:
+    """What the runs' lines could be stratified by: the ``case_strata`` keys, and the
+    true/false case flags (``case_flags``) that some line records, each sorted."""
+    keys = sorted({k for run in runs for r in run.records
+                   for k in (r.get("case_strata") or {})})
+    flags = sorted({k for run in runs for r in run.records
+                    for k, v in (r.get("case_flags") or {}).items() if isinstance(v, bool)})
+    return keys, flags
 
 
 def accuracy_table(runs: Sequence[Run], *, by: str | None = None,

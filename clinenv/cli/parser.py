@@ -1,0 +1,65 @@
+"""The argument parser class of every ``clinenv`` command and sub-command.
+
+:class:`CLIParser` is :class:`argparse.ArgumentParser` with two changes:
+
+- option abbreviations are off (``allow_abbrev=False``): ``--out`` is not silently read
+  as ``--out-dir`` (argparse's prefix matching), it is an unrecognized argument;
+- an argument error prints two lines on stderr, the error and where help is, instead
+  of the whole usage block::
+
+      clinenv run: error: argument --episodes: must be >= 1
+      Run 'clinenv run --help' for usage.
+
+  and exits 2, as argparse does. Unrecognized arguments are reported by the
+  sub-command they were given to (``clinenv eval: error: unrecognized arguments: --out
+  x.md``), not by the top-level ``clinenv``.
+
+The top-level parser of :func:`clinenv.cli.build_parser` is a :class:`CLIParser`; its
+sub-parsers (and theirs) are created by ``add_subparsers``, whose ``parser_class`` is
+the parent's class, so every sub-command gets both changes.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from clinenv.cli.errors import EXIT_USAGE
+
+__all__ = ["CLIParser", "help_hint"]
+
+#: Namespace attribute naming the innermost parser that parsed the arguments.
+_LEAF = "_clinenv_leaf_parser"
+
+
+def help_hint(prog: str) -> str:
+    """``Run 'PROG --help' for usage.``"""
+    return f"Run '{prog} --help' for usage."
+
+
+class CLIParser(argparse.ArgumentParser):
+    """An :class:`argparse.ArgumentParser` without abbreviations whose errors are one
+    line plus a pointer to ``--help`` (module docstring)."""
+
+    def __init__(self, *args: Any, allow_abbrev: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, allow_abbrev=allow_abbrev, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n{help_hint(self.prog)}\n")
+
+    def parse_known_args(self, args: Sequence[str] | None = None,
+                         namespace: argparse.Namespace | None = None
+                         ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if not hasattr(parsed, _LEAF):  # the innermost sub-parser returns first
+            setattr(parsed, _LEAF, self)
+        return parsed, extras
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        leaf = vars(parsed).pop(_LEAF, self)
+        if extras:
+            leaf.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
