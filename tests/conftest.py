@@ -1,8 +1,13 @@
 """Shared fixtures and the one place that says where the AgentClinic test files are.
 
-The files are never copied into the repository. :data:`SHARED_DATA` is the folder named
-by the environment variable ``CLINENV_TEST_DATA`` when it is set, else the sibling
-``../shared/datasets/agentclinic`` of the repository. Test modules use the
+The files are never copied into the repository. :data:`SHARED_DATA` is, first found:
+
+1. the folder named by ``CLINENV_TEST_DATA`` (an override for the tests alone);
+2. the folder named by ``CLINENV_DATA_DIR``, the variable that runs read, so one variable
+   is enough for both;
+3. the sibling ``../shared/datasets/agentclinic`` of the repository.
+
+An empty variable counts as unset. Test modules use the
 :func:`shared_data_dir` fixture, or ``from conftest import SHARED_DATA`` (this works under
 pytest's default ``prepend`` import mode, which puts ``tests/`` on ``sys.path``) together
 with :func:`needs_shared_data` / :func:`skip_without_shared_data`, so that a test whose
@@ -17,19 +22,34 @@ from pathlib import Path
 
 import pytest
 
-#: Environment variable naming a folder that holds the AgentClinic files.
+#: Environment variable naming a folder that holds the AgentClinic files, for the tests
+#: only; it wins over :data:`DATA_DIR_ENV`.
 TEST_DATA_ENV = "CLINENV_TEST_DATA"
+#: The data-folder variable of runs (``clinenv.datasets.resolve.ENV_VAR``); the tests read
+#: it too when :data:`TEST_DATA_ENV` is unset. Named here, not imported, so that this file
+#: stays importable before clinenv is.
+DATA_DIR_ENV = "CLINENV_DATA_DIR"
 
 
 def _shared_data() -> Path:
-    override = os.environ.get(TEST_DATA_ENV, "").strip()
-    if override:
-        return Path(override).expanduser().resolve()
+    for name in (TEST_DATA_ENV, DATA_DIR_ENV):
+        folder = os.environ.get(name, "").strip()
+        if folder:
+            return Path(folder).expanduser().resolve()
     return Path(__file__).resolve().parents[2] / "shared" / "datasets" / "agentclinic"
+
+
+def _data_source() -> str:
+    """Where :data:`SHARED_DATA` came from, for skip messages."""
+    for name in (TEST_DATA_ENV, DATA_DIR_ENV):
+        if os.environ.get(name, "").strip():
+            return f"${name}"
+    return f"the default (neither {TEST_DATA_ENV} nor {DATA_DIR_ENV} is set)"
 
 
 #: Folder of the AgentClinic files used by the tests (see the module docstring).
 SHARED_DATA = _shared_data()
+_DATA_SOURCE = _data_source()
 
 MEDQA_FILE = "agentclinic_medqa.jsonl"
 NEJM_FILE = "agentclinic_nejm.jsonl"
@@ -43,7 +63,8 @@ def missing_shared_data(*file_names: str) -> str | None:
     if not missing:
         return None
     return (f"AgentClinic test data not found: looked for {', '.join(missing)} in "
-            f"{SHARED_DATA}; set {TEST_DATA_ENV} to a folder that holds them")
+            f"{SHARED_DATA} (from {_DATA_SOURCE}); set {DATA_DIR_ENV} (or "
+            f"{TEST_DATA_ENV}, which wins for the tests) to a folder that holds them")
 
 
 def needs_shared_data(*file_names: str) -> pytest.MarkDecorator:
