@@ -120,7 +120,8 @@ def test_installed_wheel_runs_the_command(wheel, tmp_path):
     assert usage.returncode == 0, usage.stderr
     # argparse wraps the line at the terminal width: compared with spaces collapsed
     assert " ".join(usage.stdout.split()).startswith(
-        "usage: clinenv [-h] {run,replay,data,eval,compare,cdeg,export,report,audit}")
+        "usage: clinenv [-h] [--version] "
+        "{run,replay,data,eval,compare,cdeg,export,report,audit}")
     listing = run("-m", "clinenv", "data", "list")
     assert listing.returncode == 0, listing.stderr
     demo = next(line for line in listing.stdout.splitlines() if line.startswith("demo "))
