@@ -334,17 +334,24 @@ class RunContext:
                         path: str | Path, line_no: int) -> None:
         """Refuse a schedule smaller than the log's: its readers would count the
         larger schedule's missing episodes, and ``run`` and ``eval`` would disagree."""
-        counts = (("n_repetitions", self.n_repetitions, rep + 1, "--repetitions"),
+        counts = (("n_repetitions", self.n_repetitions, rep + 1, "--repetitions",
+                   f"repetition {rep}"),
                   ("n_cases_scheduled", self.n_cases_scheduled,
-                   index + 1 if self.case_list is None else 0, "--episodes"))
-        for name, ours, needed, flag in counts:
-            theirs = max(line.get(name, 0), needed)
-            if ours is not None and theirs > ours:
-                raise RunLogError(
-                    f"the log was written with {flag} {theirs} but this run has {flag} "
-                    f"{ours}: resuming may raise {flag}, never lower it (a smaller run "
-                    "needs another --out file)",
-                    path=path, line=line_no)
+                   index + 1 if self.case_list is None else 0, "--episodes",
+                   f"case index {index}"))
+        for name, ours, needed, flag, what in counts:
+            if ours is None:
+                continue
+            recorded = line.get(name)
+            if recorded is not None and recorded > ours:
+                written = f"the log was written with {flag} {recorded}"
+            elif needed > ours:  # a log older than the schedule fields, or beyond them
+                written = f"the log holds {what}, so it was run with {flag} {needed} or more"
+            else:
+                continue
+            raise RunLogError(f"{written} but this run has {flag} {ours}: resuming may raise "
+                              f"{flag}, never lower it (a smaller run needs another --out "
+                              "file)", path=path, line=line_no)
 
 
 def _case_list_sha256(value: Any) -> Any:

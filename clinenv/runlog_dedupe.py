@@ -4,9 +4,12 @@ Two runs appending to one log (before :mod:`clinenv.runlog_lock` existed) leave 
 with two lines, which every reader refuses. :func:`dedupe_run_log` keeps the line that
 stands for each episode under the supersession rule of :mod:`clinenv.runlog` (the first
 line of an episode, or the first line after its error lines) and moves every later line
-of a standing episode, byte for byte, to ``<log>.dropped`` (appended; JSON Lines), so
-kept plus dropped lines are the original lines. The log is rewritten atomically under
-its lock; a partial last line left by a crash stays at its end for ``--resume`` to cut.
+of a standing episode, byte for byte, to ``<log>.dropped`` (appended; JSON Lines; the
+log's file mode), so kept plus dropped lines are the original complete lines (blank lines
+go). The log (a symlink's target) is rewritten atomically under its lock; a partial last
+line left by a crash stays at its end for ``--resume`` to cut. A crash between the two
+writes leaves the log as it was and the dropped lines in ``<log>.dropped``: running
+again appends them there a second time, never loses one.
 """
 
 from __future__ import annotations
@@ -96,7 +99,8 @@ def dedupe_run_log(path: str | Path, *, dry_run: bool = False) -> DedupeResult:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such run log")
-    with RunLogLock(path):
+    real = Path(os.path.realpath(path))  # a symlink's target is rewritten, not the link
+    with RunLogLock(real):
         data = path.read_bytes()
         log = read_run_log(path)
         chunks = data.split(b"\n")
@@ -119,12 +123,14 @@ def dedupe_run_log(path: str | Path, *, dry_run: bool = False) -> DedupeResult:
         if not log.partial_bytes and log.line_numbers and log.line_numbers[-1] == len(chunks):
             # a complete last line without a final newline: it is kept with one
             kept_bytes += b"" if len(chunks) in drop else chunks[-1] + b"\n"
-        target = dropped_path(path)
-        with target.open("ab") as fh:  # first: a crash before the rewrite loses nothing
+        target = dropped_path(real)
+        mode = real.stat().st_mode & 0o7777
+        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode)  # the log's mode
+        with os.fdopen(fd, "ab") as fh:  # first: a crash before the rewrite loses nothing
             fh.write(b"".join(chunks[n - 1] + b"\n" for n in sorted(drop)))
             fh.flush()
             os.fsync(fh.fileno())
-        _replace(path, kept_bytes + tail)
+        _replace(real, kept_bytes + tail)
         result.dropped_path, result.written = target, True
         return result
 

@@ -38,21 +38,26 @@ class RunLogLocked(RunLogError):
     def __init__(self, path: str | Path, holder: dict[str, Any]) -> None:
         self.holder = holder
         pid = holder.get("pid")
-        who = "another run" if pid is None else f"another run (pid {pid}"
+        host = holder.get("host")
+        here = host in (None, socket.gethostname())
+        if pid is None:
+            who = "another run"
+        elif pid == os.getpid() and here:
+            who = f"another run in this process (pid {pid}"
+        else:
+            who = f"another run (pid {pid}" + ("" if here else f" on {host}")
         if pid is not None:
-            host = holder.get("host")
-            if host and host != socket.gethostname():
-                who += f" on {host}"
             if holder.get("started"):
                 who += f", since {holder['started']}"
             who += ")"
-        super().__init__(f"in use by {who}; two runs must not append to one log: wait for "
-                         "it to end, or choose another --out file", path=path)
+        super().__init__(f"in use by {who}; two runs must not write one log: wait for it "
+                         "to end, or write to another file", path=path)
 
 
 def lock_path(log: str | Path) -> Path:
-    """The sidecar lock file of ``log``."""
-    log = Path(log)
+    """The sidecar lock file of ``log``: beside the file the path resolves to (symlinks
+    followed, absolute), so every spelling of one log names one lock."""
+    log = Path(os.path.realpath(log))
     return log.with_name(log.name + LOCK_SUFFIX)
 
 
@@ -69,7 +74,7 @@ class RunLogLock:
 
     def __init__(self, log: str | Path) -> None:
         self.log = Path(log)
-        self.path = lock_path(self.log)
+        self.path = lock_path(self.log)  # absolute: a later chdir changes nothing
         self._fd: int | None = None
         self._made_dir: Path | None = None
 
@@ -104,13 +109,23 @@ class RunLogLock:
         holder = {"pid": os.getpid(), "host": socket.gethostname(),
                   "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
                   "argv": [os.path.basename(sys.argv[0]), *sys.argv[1:]] if sys.argv else []}
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, json.dumps(holder).encode("utf-8") + b"\n", 0)
+        data = json.dumps(holder).encode("utf-8") + b"\n"
+        try:  # written before the old content is cut: a reader never sees it empty
+            os.pwrite(self._fd, data, 0)
+            os.ftruncate(self._fd, len(data))
+        except BaseException:
+            self.release()
+            raise
         return self
 
     def _take(self) -> int:
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except PermissionError as err:
+                raise RunLogError(f"cannot open its lock file {self.path} ({err.strerror}); "
+                                  "a run of another user holds or left it", path=self.log
+                                  ) from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -142,8 +157,9 @@ class RunLogLock:
         fd, self._fd = self._fd, None
         if fd is None:
             return
-        try:
-            os.unlink(self.path)  # while still locked: a waiter re-checks the inode
+        try:  # unlinked while still locked, so a waiter re-checks the inode; only ours
+            if os.stat(self.path).st_ino == os.fstat(fd).st_ino:
+                os.unlink(self.path)
         except FileNotFoundError:
             pass
         finally:

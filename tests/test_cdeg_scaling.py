@@ -25,6 +25,7 @@ import pytest
 
 from clinenv.cli import main
 from clinenv.runlog import read_run_log
+from clinenv.runlog_lock import RunLogLock, RunLogLocked
 from clinenv.wrappers.cdeg.graph import CDEGraph
 from clinenv.wrappers.cdeg.scaling import (
     check_fractions,
@@ -90,6 +91,13 @@ def test_the_subset_log_holds_only_the_subset_lines(tmp_path):
     assert write_subset_log([first, second], [("d", "c"), ("d", "a")], out) == 4
     kept = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
     assert kept == [lines[0], lines[1], lines[4], lines[5]]
+    before = first.read_bytes()
+    with pytest.raises(ValueError, match="would overwrite one of its input logs"):
+        write_subset_log([first, second], [("d", "a")], tmp_path / "." / "1.jsonl")
+    assert first.read_bytes() == before
+    with RunLogLock(out), pytest.raises(RunLogLocked):
+        write_subset_log([first, second], [("d", "a")], out)
+    assert len(out.read_bytes().splitlines()) == 4  # the held log is untouched
 
 
 # ------------------------------------------------------------------ end to end (CLI)
@@ -216,6 +224,19 @@ def test_errors_name_the_option(study, capsys):
     for argv, message in cases:
         assert main(argv) == 2
         assert message in capsys.readouterr().err
+    # a study never deletes or overwrites a log it reads or that a run is writing
+    Path("s").mkdir(exist_ok=True)
+    Path("s/construct-100.jsonl").write_bytes(Path("construct.jsonl").read_bytes())
+    assert main(["cdeg", "scale", "s/construct-100.jsonl", "--out-dir", "s", "--force",
+                 "--eval-cases", "evaluation.txt", RUN_ARGS]) == 2
+    assert "s/construct-100.jsonl would overwrite an input log" in capsys.readouterr().err
+    with RunLogLock("s/vanilla.jsonl"):
+        Path("s/vanilla.jsonl").write_text("{}\n")
+        assert main([*base, "--eval-cases", "evaluation.txt", "--force", RUN_ARGS]) == 2
+        assert "s/vanilla.jsonl: in use by another run" in capsys.readouterr().err
+        assert Path("s/vanilla.jsonl").read_text() == "{}\n"
+    Path("s/vanilla.jsonl").unlink()
+    Path("s/construct-100.jsonl").unlink()
     # the failed study left files: a second one needs --force
     assert main([*base, "--eval-cases", "evaluation.txt"]) == 2
     assert "--out-dir s is not empty; use --force" in capsys.readouterr().err

@@ -79,10 +79,13 @@ def test_a_log_without_schedule_fields_is_judged_by_its_lines(tmp_path):
         for line in lines:
             del line["n_cases_scheduled"], line["n_repetitions"]
         out.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
-        with pytest.raises(RunLogError, match="--repetitions 2 but this run has "
-                                              "--repetitions 1"):
+        with pytest.raises(RunLogError, match=r"line 4: the log holds repetition 1, so it "
+                                              r"was run with --repetitions 2 or more but "
+                                              r"this run has --repetitions 1"):
             run_logged(env, ScriptedDoctor(), out=out, episodes=3, resume=True)
-        with pytest.raises(RunLogError, match="--episodes 3 but this run has --episodes 2"):
+        with pytest.raises(RunLogError, match=r"line 3: the log holds case index 2, so it "
+                                              r"was run with --episodes 3 or more but this "
+                                              r"run has --episodes 2"):
             run_logged(env, ScriptedDoctor(), out=out, episodes=2, repetitions=2,
                        resume=True)
         assert run_logged(env, ScriptedDoctor(), out=out, episodes=3, repetitions=2,

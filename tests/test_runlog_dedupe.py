@@ -151,3 +151,15 @@ def test_dedupe_refuses_a_log_in_use_and_bad_input(tmp_path, capsys, monkeypatch
     assert err.startswith("clinenv: error: bad.jsonl, line 2: not a complete JSON line")
     assert (tmp_path / "bad.jsonl").read_bytes() == before + b"not json\n" + before
     assert out.read_bytes() == before
+
+
+def test_dedupe_through_a_symlink_rewrites_its_target(two_appenders, tmp_path):
+    dup, raw = two_appenders
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(dup)
+    dup.chmod(0o640)
+    result = dedupe_run_log(link)
+    assert link.is_symlink() and len(result.dropped) == 20
+    assert result.dropped_path == dropped_path(dup) and not dropped_path(link).exists()
+    assert len(dup.read_bytes().splitlines()) == 34
+    assert dup.stat().st_mode & 0o777 == dropped_path(dup).stat().st_mode & 0o777 == 0o640

@@ -80,7 +80,8 @@ def test_a_second_run_on_a_log_in_use_is_refused_naming_the_pid(tmp_path):
         (message,) = second.stderr.splitlines()
         assert message.startswith(f"clinenv: error: {out}: in use by another run (pid "
                                   f"{holder.pid}, since ")
-        assert "choose another --out file" in message and second.stdout == ""
+        assert message.endswith("wait for it to end, or write to another file")
+        assert second.stdout == ""
         assert out.read_bytes() == before  # the refused run wrote nothing
     finally:
         go.touch()
@@ -116,7 +117,8 @@ def test_the_lock_is_held_from_reading_to_the_last_line_and_released(tmp_path):
     out = tmp_path / "runs" / "log.jsonl"
     env = gym.make("EGIP-Demo-v0")
     run = prepare_run(env, ScriptedDoctor(), out=out, episodes=2)
-    with pytest.raises(RunLogLocked, match=rf"in use by another run \(pid {os.getpid()}"):
+    with pytest.raises(RunLogLocked, match=rf"in use by another run in this process \(pid "
+                                           rf"{os.getpid()}, since "):
         prepare_run(env, ScriptedDoctor(), out=out, episodes=2, resume=True)
     with pytest.raises(RunLogLocked):
         run_logged(env, ScriptedDoctor(), out=out, episodes=2, resume=True)
@@ -222,4 +224,53 @@ def test_a_file_system_without_locks_is_a_clear_error(tmp_path, monkeypatch):
     with pytest.raises(RunLogError, match=r"log\.jsonl: the file system of .* cannot lock "
                                           r"files \(No locks available\); write the log to "
                                           r"a local folder"):
+        RunLogLock(out).acquire()
+
+
+def test_every_spelling_of_one_log_names_one_lock(tmp_path, monkeypatch):
+    """A symlink, a relative path and a chdir between acquire and release: one lock,
+    and a release never removes another holder's sidecar."""
+    real = tmp_path / "d" / "real.jsonl"
+    real.parent.mkdir()
+    real.touch()
+    (tmp_path / "link.jsonl").symlink_to(real)
+    with RunLogLock(tmp_path / "link.jsonl"):
+        with pytest.raises(RunLogLocked):
+            RunLogLock(real).acquire()
+        monkeypatch.chdir(real.parent)
+        with pytest.raises(RunLogLocked):
+            RunLogLock("real.jsonl").acquire()
+    assert not lock_path(real).exists()
+    other = tmp_path / "e"
+    other.mkdir()
+    monkeypatch.chdir(tmp_path)
+    mine = RunLogLock("d/real.jsonl").acquire()  # relative, then the folder changes
+    monkeypatch.chdir(other)
+    mine.release()
+    assert not lock_path(real).exists()
+    # a sidecar that is not ours (deleted and re-made by hand) stays on release
+    held = RunLogLock(real).acquire()
+    lock_path(real).unlink()
+    theirs = RunLogLock(real).acquire()
+    held.release()
+    assert lock_path(real).exists()
+    with pytest.raises(RunLogLocked):
+        RunLogLock(real).acquire()
+    theirs.release()
+    assert not lock_path(real).exists()
+
+
+def test_a_lock_file_of_another_user_is_a_clear_error(tmp_path, monkeypatch):
+    out = tmp_path / "log.jsonl"
+    real_open = os.open
+
+    def refuse(path, flags, mode=0o777):
+        if str(path).endswith(".lock"):
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, flags, mode)
+
+    monkeypatch.setattr("clinenv.runlog_lock.os.open", refuse)
+    with pytest.raises(RunLogError, match=r"log\.jsonl: cannot open its lock file .*log\.jsonl"
+                                          r"\.lock \(Permission denied\); a run of another "
+                                          r"user holds or left it"):
         RunLogLock(out).acquire()

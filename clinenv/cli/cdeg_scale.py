@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -174,6 +175,7 @@ def cmd_cdeg_scale(args: argparse.Namespace) -> int:
     from clinenv.evaluation.metrics import HashingEncoder
     from clinenv.evaluation.plots import PlotDependencyError
     from clinenv.runlog import RunLogError
+    from clinenv.runlog_lock import RunLogLock
     from clinenv.wrappers.cdeg.graph import CDEGraph
     from clinenv.wrappers.cdeg.scaling import (
         log_cases,
@@ -197,18 +199,31 @@ def cmd_cdeg_scale(args: argparse.Namespace) -> int:
                        f"construction cases of the logs ({', '.join(both[:5])}); evaluate "
                        "on held-out cases (`clinenv data split`)")
     out = args.out_dir
-    out.mkdir(parents=True, exist_ok=True)
     eval_list = str(args.eval_cases)
     runs = {"vanilla": out / "vanilla.jsonl"}
     runs.update({_pct(f): out / f"cdeg-{_pct(f)}.jsonl" for f in subsets})
-    for path in runs.values():
-        path.unlink(missing_ok=True)  # --force: clinenv run refuses a non-empty --out
+    written = [*runs.values(), *(out / f"construct-{_pct(f)}.jsonl" for f in subsets)]
+    inputs = {os.path.realpath(p) for p in args.logs}
+    clash = [str(p) for p in written if os.path.realpath(p) in inputs]
+    if clash:
+        raise CLIError(f"--out-dir {out}: {', '.join(clash)} would overwrite an input log; "
+                       "give the study another --out-dir")
+    out.mkdir(parents=True, exist_ok=True)
+    for path in runs.values():  # --force: clinenv run refuses a non-empty --out
+        try:
+            with RunLogLock(path):  # never a log that a run is writing
+                path.unlink(missing_ok=True)
+        except RunLogError as err:
+            raise CLIError(str(err)) from None
     points = []
     with (out / "scale.log").open("w", encoding="utf-8") as log:
         graphs = {}
         for f, cases in subsets.items():
             sub_log = out / f"construct-{_pct(f)}.jsonl"
-            write_subset_log(args.logs, cases, sub_log)
+            try:
+                write_subset_log(args.logs, cases, sub_log)
+            except (RunLogError, ValueError) as err:
+                raise CLIError(str(err)) from None
             graph = out / f"graph-{_pct(f)}.cdeg.json"
             _sub(args.build_parser, [str(sub_log), "--out", str(graph), "--force",
                                      "--quiet", *build_args],

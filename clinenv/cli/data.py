@@ -314,5 +314,5 @@ def cmd_data_dedupe(args: argparse.Namespace) -> int:
     else:
         print(f"{args.log}: dropped {len(result.dropped)} of {result.n_lines} line(s), kept "
               f"{result.n_kept}{differing}; the dropped lines are in "
-              f"{dropped_path(args.log)}")
+              f"{result.dropped_path if args.log.is_symlink() else dropped_path(args.log)}")
     return 0

@@ -237,14 +237,20 @@ def run_ray(
 
     driver_parts = parts(context_url)
     env0 = driver_parts.make_env()
+    run = None
     try:
-        doctor0 = driver_parts.make_doctor()
-        run = prepare_run(env0, doctor0, spec)  # holds the log's lock until the end
-        expected = identity(env0, doctor0)
-    finally:
-        env0.close()
-        if driver_parts.close is not None:
-            driver_parts.close()
+        try:
+            doctor0 = driver_parts.make_doctor()
+            run = prepare_run(env0, doctor0, spec)  # holds the log's lock until the end
+            expected = identity(env0, doctor0)
+        finally:
+            env0.close()
+            if driver_parts.close is not None:
+                driver_parts.close()
+    except BaseException:
+        if run is not None:  # the lock goes with any failure before the run starts
+            run.close()
+        raise
     with run:  # the lock is released when the run ends, however it ends
         if on_start is not None:
             on_start(len(run.todo))

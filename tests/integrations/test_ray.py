@@ -458,7 +458,8 @@ def test_a_log_in_use_is_refused_before_ray_starts(tmp_path):
 
     out = tmp_path / "ray.jsonl"
     with RunLogLock(out), pytest.raises(RunLogLocked, match=rf"ray\.jsonl: in use by "
-                                                            rf"another run \(pid {os.getpid()}"):
+                                                            r"another run in this process "
+                                                            rf"\(pid {os.getpid()}"):
         run_ray(DemoParts(), out=out, episodes=EPISODES, address="local")
     assert not ray.is_initialized() and not out.exists()
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -35,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from clinenv.runlog import read_run_log
+from clinenv.runlog_lock import RunLogLock
 
 __all__ = ["ScalePoint", "check_fractions", "log_cases", "nested_subsets", "plot_scaling",
            "scale_point", "scaling_table", "subset_size", "write_subset_log"]
@@ -122,16 +124,21 @@ def log_cases(logs: Sequence[str | Path]) -> list[CaseKey]:
 def write_subset_log(logs: Sequence[str | Path], keep: Iterable[CaseKey],
                      out: str | Path) -> int:
     """Write the lines of ``logs`` whose ``(dataset, case_id)`` is in ``keep`` to
-    ``out`` (one run log, lines unchanged, file order); return the number of lines."""
+    ``out`` (one run log, lines unchanged, file order); return the number of lines.
+
+    Raises:
+        ValueError: ``out`` is one of ``logs`` (any spelling of the same file).
+        clinenv.runlog_lock.RunLogLocked: a run is writing ``out``.
+    """
+    if any(os.path.realpath(out) == os.path.realpath(path) for path in logs):
+        raise ValueError(f"{out}: the subset log would overwrite one of its input logs")
     wanted = set(keep)
-    n = 0
-    with Path(out).open("w", encoding="utf-8") as fh:
-        for path in logs:
-            for line in read_run_log(path).lines:
-                if (str(line.get("dataset") or ""), str(line.get("case_id"))) in wanted:
-                    fh.write(json.dumps(line, ensure_ascii=False) + "\n")
-                    n += 1
-    return n
+    lines = [line for path in logs for line in read_run_log(path).lines
+             if (str(line.get("dataset") or ""), str(line.get("case_id"))) in wanted]
+    with RunLogLock(out), Path(out).open("w", encoding="utf-8") as fh:
+        for line in lines:
+            fh.write(json.dumps(line, ensure_ascii=False) + "\n")
+    return len(lines)
 
 
 @dataclass(frozen=True)
