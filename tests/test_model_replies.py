@@ -200,6 +200,30 @@ def test_placeholder_during_acquisition_is_interface_feedback():
     assert evidence.observations == ()
 
 
+@pytest.mark.parametrize("premature", ["clarify", "decide"])
+def test_a_placeholder_is_logged_as_a_placeholder(premature):
+    """Issue 29 §3: neither a diagnosis nor a request, and its payload is what was
+    written (not the template's inner word "diagnosis")."""
+    env = gym.make("EGIP-Demo-v0", premature_diagnosis=premature,
+                   acquisition_rounds=2).unwrapped
+    env.reset(seed=0, options={"case_id": "demo-15"})
+    texts = ["DIAGNOSIS READY: [diagnosis]", "REQUEST TEST: <id or name>\nDIAGNOSIS READY: X"]
+    for text in texts:
+        _, _, terminated, _, info = env.step(text)
+        assert not terminated and info["action_kind"] == "placeholder"
+        assert info["action_flags"] == ["placeholder_request"]
+    assert env.runtime.phase == "decide" and "verdict" not in info
+    _, _, terminated, _, info = env.step("DIAGNOSIS READY: <single diagnosis>")
+    assert terminated and info["action_kind"] == "answer"
+    assert info["answer"] is None and info["answer_status"] == "placeholder"
+    doctor = [e for e in env.episode_record()["events"] if e["source"] == "doctor"]
+    assert [(e["routed_as"], e["payload"]) for e in doctor] == [
+        ("placeholder", texts[0]), ("placeholder", texts[1]),
+        ("placeholder", "DIAGNOSIS READY: <single diagnosis>")]
+    assert [e["flags"] for e in doctor] == [["placeholder_request"]] * 2 + [
+        ["placeholder_answer"]]
+
+
 @pytest.mark.parametrize("answer", ["DIAGNOSIS READY: <single diagnosis>",
                                     "DIAGNOSIS READY: [diagnosis]", "Final diagnosis: ...",
                                     "DIAGNOSIS READY: N/A", "your diagnosis here",

@@ -118,6 +118,8 @@ def test_action_text_to_tool_call_in_acquisition(text, call):
     ("Final diagnosis: Acute gout.", "Acute gout"),
     ("Nephrotic syndrome", "Nephrotic syndrome"),
     ("DIAGNOSIS READY: Gout\nREQUEST TEST: T2", "Gout"),
+    # read as the runtime reads a final answer: speaker lines do not end it
+    ("Key findings:\nPatient: joint pain, malar rash.\nDIAGNOSIS READY: Lupus", "Lupus"),
 ])
 def test_action_text_to_tool_call_at_the_decision(text, answer):
     assert action_to_tool(text, phase="decide") == ToolCall("submit_diagnosis",
@@ -129,6 +131,79 @@ def test_strict_markers_read_lower_case_markers_as_questions():
     assert call == ToolCall("ask_patient", {"question": "request test: CBC"})
     with pytest.raises(ValueError, match="phase must be"):
         action_to_tool("x", phase="done")
+
+
+#: Replies that hold a template placeholder where the payload should be (issue 29 §3),
+#: each marker form the parser reads, and replies that are not placeholders.
+PLACEHOLDER_REPLIES = [
+    "DIAGNOSIS READY: [diagnosis]", "DIAGNOSIS READY: <single diagnosis>",
+    "DIAGNOSIS READY: N/A", "DIAGNOSIS READY: {diagnosis}", "DIAGNOSIS READY: ...",
+    "DIAGNOSIS READY: your diagnosis here", "**DIAGNOSIS READY:** <one diagnosis>",
+    "### Diagnosis ready: [diagnosis]", "diagnosis ready: TBD",
+    "DIAGNOSIS READY: <single diagnosis> (e.g. Gout)",
+    "DIAGNOSIS READY: followed by the diagnosis",
+    "REQUEST TEST: <id or name>", "REQUEST TEST: [examination]",
+    "REQUEST TEST: <id or name> (for example", "request tests: <test>",
+]
+#: Placeholders only during acquisition, where a reply with both markers is its request.
+ACQUISITION_PLACEHOLDERS = ["REQUEST TEST: <id or name>\nDIAGNOSIS READY: Gout"]
+#: Placeholders only at the decision step, where bare and ``Diagnosis:`` lines answer.
+DECISION_PLACEHOLDERS = ["FINAL DIAGNOSIS: [diagnosis]", "Final diagnosis: ...",
+                         "Diagnosis: <one diagnosis>", "N/A", "your diagnosis here",
+                         "<single diagnosis>", "DIAGNOSIS READY: [diagnosis]\nREQUEST TEST: T1"]
+NOT_PLACEHOLDERS = ["DIAGNOSIS READY: <Tuberculosis>", "DIAGNOSIS READY: E", "[PE1]",
+                    "REQUEST TEST: T1", "DIAGNOSIS READY: Gout", "What is your name?"]
+
+
+def refused_as_placeholder(text, phase, strict=False):
+    """Whether a plain environment in ``phase`` answers ``text`` as a placeholder."""
+    env = gym.make(ENV_ID, premature_diagnosis="decide", strict_markers=strict,
+                   acquisition_rounds=1 if phase == "decide" else 5).unwrapped
+    env.reset(seed=0, options={"case_id": "demo-15"})
+    if phase == "decide":
+        env.step("How are you?")
+    assert env.runtime.phase == phase
+    *_, info = env.step(text)
+    return bool({"placeholder_request", "placeholder_answer"} & set(info["action_flags"]))
+
+
+@pytest.mark.parametrize("phase", ["acquire", "decide"])
+@pytest.mark.parametrize("text", PLACEHOLDER_REPLIES + ACQUISITION_PLACEHOLDERS
+                         + DECISION_PLACEHOLDERS + NOT_PLACEHOLDERS)
+def test_a_placeholder_is_no_tool_call_as_the_environment_refuses_it(text, phase):
+    placeholder = text in PLACEHOLDER_REPLIES or text in (
+        ACQUISITION_PLACEHOLDERS if phase == "acquire" else DECISION_PLACEHOLDERS)
+    assert refused_as_placeholder(text, phase) == placeholder
+    call = action_to_tool(text, phase=phase)
+    assert (call is None) == placeholder, call
+    if phase == "acquire" and text == "DIAGNOSIS READY: [diagnosis]\nREQUEST TEST: T1":
+        assert call == ToolCall("order_exam", {"exam": "T1"})  # the request it routes
+
+
+@pytest.mark.parametrize("phase", ["acquire", "decide"])
+@pytest.mark.parametrize(("text", "placeholder"), [
+    ("DIAGNOSIS READY: [diagnosis]", True), ("REQUEST TEST: <test>", True),
+    ("diagnosis ready: [diagnosis]", False), ("N/A", False),  # no exact marker: not read
+])
+def test_strict_markers_read_placeholders_as_the_strict_environment(text, placeholder, phase):
+    assert refused_as_placeholder(text, phase, strict=True) == placeholder
+    assert (action_to_tool(text, phase=phase, strict=True) is None) == placeholder
+
+
+def test_step_text_records_no_call_for_a_placeholder():
+    episode = ToolEpisode(ENV_ID)
+    episode.reset("demo-01", 0)
+    for text in ("DIAGNOSIS READY: [diagnosis]", "REQUEST TEST: <id or name>"):
+        result = episode.step_text(text)
+        assert result.startswith("Interface: That is the template's placeholder")
+        assert episode.calls == [] and episode.env.runtime.phase == "acquire"
+    assert episode.env.runtime.turn == 2 and episode.info["action_kind"] == "placeholder"
+    episode.step_text("DIAGNOSIS READY: pneumonia")  # a real one ends acquisition
+    assert episode.calls == [ToolCall("submit_diagnosis", {"diagnosis": "pneumonia"})]
+    assert episode.step_text("DIAGNOSIS READY: N/A") == FINAL_RESULT
+    assert episode.done and episode.info["verdict"] == "unscored"
+    assert episode.info["answer_status"] == "placeholder"
+    assert episode.calls == [ToolCall("submit_diagnosis", {"diagnosis": "pneumonia"})]
 
 
 ACTIONS = ["How old are you?", "REQUEST TEST: T4", "[pe2]", "T1", "REQUEST TEST: Urea.",

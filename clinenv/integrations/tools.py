@@ -55,6 +55,7 @@ from clinenv.agents.patient_cache import CachedPatient, PatientReplyCache
 from clinenv.case_list import CaseListError, nearest_id, read_case_list
 from clinenv.protocol.parser import parse_action
 from clinenv.protocol.render import render_menu
+from clinenv.protocol.runtime import reads_as_placeholder
 from clinenv.seeding import episode_seed
 
 __all__ = ["TASK_INTRO", "TEXT_SYSTEM_PROMPT", "TOOL_NAMES", "TOOL_SCHEMAS",
@@ -211,7 +212,16 @@ def action_to_tool(text: str, *, phase: Literal["acquire", "decide"] = "acquire"
 
     In acquisition a reply with both markers is its exam request (as the runtime routes
     it); in the decision phase every reply is the answer (``Diagnosis: X`` lines count),
-    so it maps to ``submit_diagnosis``. ``None`` for an empty reply (nothing visible).
+    so it maps to ``submit_diagnosis``. ``None`` (no call) for an empty reply (nothing
+    visible) and for a template placeholder (``DIAGNOSIS READY: [diagnosis]``,
+    ``REQUEST TEST: <id or name>``, ``N/A``...), which the runtime answers with interface
+    feedback or takes as no answer, never as a diagnosis or a request
+    (:func:`clinenv.protocol.runtime.reads_as_placeholder`, the runtime's own rule).
+    Callers show such a reply as they show any text that is no tool call:
+    :class:`ToolEpisode` does not record it in :attr:`ToolEpisode.calls` (nor do the
+    verifiers and SkyRL adapters, which report those), and the tools export
+    (:mod:`clinenv.export`) gives it as an assistant text and the next observation as a
+    user turn.
 
     Args:
         text: the doctor's reply as written (reasoning blocks are removed).
@@ -223,8 +233,11 @@ def action_to_tool(text: str, *, phase: Literal["acquire", "decide"] = "acquire"
     """
     if phase not in ("acquire", "decide"):
         raise ValueError(f"phase must be 'acquire' or 'decide', got {phase!r}")
-    action = parse_action(text, strict=strict, accept_bare_diagnosis=phase == "decide")
-    if action.kind == "empty":
+    # parsed as EGIPRuntime.route / submit_answer parse it in this phase
+    action = (parse_action(text, strict=strict) if phase == "acquire" else
+              parse_action(text, strict=strict, accept_bare_diagnosis=not strict,
+                           speaker_lines=False))
+    if action.kind == "empty" or reads_as_placeholder(action, phase, strict=strict):
         return None
     if phase == "decide":
         answer = action.payload if action.kind == "diagnosis" else action.text
@@ -293,7 +306,8 @@ class ToolEpisode:
         self.done = False
         #: The environment's latest ``info``.
         self.info: dict[str, Any] = {}
-        #: The executed calls, as :class:`ToolCall` (calls refused with ValueError are not).
+        #: The executed calls, as :class:`ToolCall` (calls refused with ValueError are not,
+        #: nor replies of :meth:`step_text` that are no call: empty, or a placeholder).
         self.calls: list[ToolCall] = []
 
     def reset(self, case_id: str | int, seed: int) -> str:
@@ -346,7 +360,8 @@ class ToolEpisode:
         ``REQUEST TEST: <id or name>`` or ``DIAGNOSIS READY: <diagnosis>``; in the
         decision phase every reply is the answer. Returns the delta observation, or
         :data:`FINAL_RESULT` once the answer is scored. The reply is recorded in
-        :attr:`calls` as :func:`action_to_tool` reads it (an empty reply is not).
+        :attr:`calls` as :func:`action_to_tool` reads it (an empty reply and a template
+        placeholder, which the environment refuses, are not).
 
         Raises:
             TypeError: ``reply`` is not a string.

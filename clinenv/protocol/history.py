@@ -28,7 +28,9 @@ class DoctorEvent:
 
     ``routed_as`` is one of ``question``, ``test_request``, ``diagnosis``, ``empty``,
     ``clarification`` (the action was replaced by a fixed clarification question),
-    ``knowledge_query`` (CDEG's knowledge retrieval, :mod:`clinenv.protocol.extra_actions`).
+    ``knowledge_query`` (CDEG's knowledge retrieval, :mod:`clinenv.protocol.extra_actions`),
+    ``placeholder`` (a request or answer that is a template placeholder, answered by
+    interface feedback or taken as no answer; ``payload`` is then the utterance).
     ``flags`` are the action's flags (``info["action_flags"]``: ``"wrote_past_turn"``,
     ``"echoes_prompt"``, ``"placeholder_request"``, ``"placeholder_answer"``...).
     """

@@ -43,8 +43,11 @@ from clinenv.protocol.placeholders import has_placeholder, is_placeholder
 from clinenv.protocol.turns import own_turn
 
 #: ``"knowledge_query"``: CDEG's knowledge retrieval (:mod:`clinenv.protocol.extra_actions`),
-#: made by the runtime, never by :func:`parse_action`.
-ActionKind = Literal["question", "test_request", "diagnosis", "empty", "knowledge_query"]
+#: and ``"placeholder"``: a request or answer that is a template placeholder
+#: (:func:`clinenv.protocol.runtime.reads_as_placeholder`), made by the runtime, never by
+#: :func:`parse_action`.
+ActionKind = Literal["question", "test_request", "diagnosis", "empty", "knowledge_query",
+                     "placeholder"]
 
 _THINK_BLOCK = re.compile(r"<think>(.*?)</think>", re.IGNORECASE | re.DOTALL)
 _THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)

@@ -28,13 +28,17 @@ diagnosis marker          replaced by :data:`~clinenv.protocol.config.PREMATURE_
 ambiguous / unclear name  interface feedback listing the closest examinations
 unknown id, empty text    interface feedback
 template placeholder      interface feedback (``<id or name>``, ``[diagnosis]``...;
-                          :mod:`clinenv.protocol.placeholders`)
+                          :mod:`clinenv.protocol.placeholders`); logged as kind
+                          ``"placeholder"`` (:func:`reads_as_placeholder`)
 several exams, sentences  interface feedback (:mod:`clinenv.protocol.request_reading`);
                           an id followed by words (``PE2 - to check reflexes``) is that id
 ========================  ==============================================================
 
 Interface feedback is never a clinical observation: it stays out of e_T. In the decision
-phase a placeholder answer is no answer (note ``placeholder_answer``). The flags of the
+phase a placeholder answer is no answer (note ``placeholder_answer``). A placeholder is
+logged as what it is: its doctor event is routed as ``"placeholder"`` with the
+utterance as its payload, and during acquisition ``info["action_kind"]`` is
+``"placeholder"``; it is never a diagnosis or a request. The flags of the
 latest doctor action (:attr:`EGIPRuntime.action_flags`) go to ``info["action_flags"]``
 and onto its :class:`~clinenv.protocol.history.DoctorEvent`.
 """
@@ -62,7 +66,7 @@ from clinenv.protocol.lookup import lookup, record_at
 from clinenv.protocol.measurement_view import MeasurementView, Speaker, exam_information
 from clinenv.protocol.menu import MenuState
 from clinenv.protocol.parser import DoctorAction, parse_action
-from clinenv.protocol.placeholders import is_placeholder
+from clinenv.protocol.placeholders import has_placeholder, is_placeholder
 from clinenv.protocol.prepared import PreparedCase
 from clinenv.protocol.request_reading import read_request
 from clinenv.protocol.views import ExaminerView, PatientView
@@ -97,9 +101,53 @@ class Routing:
     group: str | None = None
 
 
+def _as_placeholder(action: DoctorAction) -> DoctorAction:
+    """``action`` as what it is, a template placeholder: kind ``"placeholder"``, its
+    payload the utterance (reasoning and flags kept)."""
+    return DoctorAction("placeholder", action.text, action.text, action.reasoning,
+                        flags=action.flags).with_flags("placeholder")
+
+
 def _visible_flags(flags: tuple[str, ...]) -> tuple[str, ...]:
     """The action flags shown in ``info["action_flags"]``: all but ``"placeholder"``."""
     return tuple(f for f in flags if f != "placeholder") if flags else ()
+
+
+def bare_answer(action: DoctorAction, *, strict: bool = False) -> str | None:
+    """The answer a decision-phase reply without a marker gives (lenient mode only): a
+    single line of at most 120 characters, end stops removed; ``None`` otherwise, and
+    for what is left of a reply cut at a turn boundary (flag ``"wrote_past_turn"``).
+    ``action`` is parsed as :meth:`EGIPRuntime.submit_answer` parses it."""
+    if action.kind != "question" or strict or "wrote_past_turn" in action.flags:
+        return None
+    lines = [ln for ln in action.text.splitlines() if ln.strip()]
+    return action.payload.strip(" .") if len(lines) == 1 and len(lines[0]) <= 120 else None
+
+
+def reads_as_placeholder(action: DoctorAction, phase: Literal["acquire", "decide"], *,
+                         strict: bool = False) -> bool:
+    """Whether the runtime answers ``action`` in ``phase`` as a template placeholder
+    (:mod:`clinenv.protocol.placeholders`): interface feedback during acquisition, no
+    answer at the decision step. The one rule of :meth:`EGIPRuntime.route`,
+    :meth:`EGIPRuntime.submit_answer` and the tool view
+    (:func:`clinenv.integrations.tools.action_to_tool`).
+
+    ``action`` is parsed as the runtime parses it in that phase (``strict`` its
+    ``strict_markers``). During acquisition a reply with both markers is its exam
+    request, a placeholder when that request is one
+    (:func:`~clinenv.protocol.request_reading.read_request`); a request
+    or a diagnosis is one when the parser flagged its payload (``"placeholder"``) or a
+    request's payload holds a template span. At the decision step a flagged reply and a
+    bare answer (:func:`bare_answer`) that is a placeholder are. A question never is.
+    """
+    if phase == "decide":
+        return "placeholder" in action.flags or is_placeholder(bare_answer(action,
+                                                                           strict=strict))
+    if action.kind == "diagnosis" and action.test_payload:  # routed as its exam request
+        return has_placeholder(action.test_payload.strip())
+    if action.kind == "test_request":
+        return "placeholder" in action.flags or has_placeholder(action.payload.strip())
+    return action.kind == "diagnosis" and "placeholder" in action.flags
 
 
 class EGIPRuntime:
@@ -236,7 +284,7 @@ class EGIPRuntime:
             return self._feedback(turn, action, "empty", "empty_action",
                                   "No question or request was found. Ask the patient a "
                                   "question, or write REQUEST TEST: <examination>.")
-        if action.kind in ("diagnosis", "test_request") and "placeholder" in action.flags:
+        if reads_as_placeholder(action, "acquire"):
             return self._route_placeholder(turn, action)
         if action.kind == "diagnosis":
             if self.config.premature_diagnosis == "decide":
@@ -410,15 +458,10 @@ class EGIPRuntime:
         strict = self.config.strict_markers
         action = self._parse(text, turn, strict=strict, accept_bare_diagnosis=not strict,
                              speaker_lines=False)
-        answer = action.payload if action.kind == "diagnosis" else None
-        # what is left of a reply cut at a turn boundary is never taken as a bare answer
-        if (answer is None and action.kind == "question" and not strict
-                and "wrote_past_turn" not in action.flags):
-            lines = [ln for ln in action.text.splitlines() if ln.strip()]
-            if len(lines) == 1 and len(lines[0]) <= 120:
-                answer = action.payload.strip(" .")
-                if is_placeholder(answer):
-                    action = action.with_flags("placeholder")
+        answer = (action.payload if action.kind == "diagnosis"
+                  else bare_answer(action, strict=strict))
+        if reads_as_placeholder(action, "decide", strict=strict):
+            action = action.with_flags("placeholder")
         if "placeholder" in action.flags:
             answer = None
             action = self._flag(action, "placeholder_answer")
@@ -432,7 +475,10 @@ class EGIPRuntime:
                            "'DIAGNOSIS READY: <diagnosis>' that strict mode requires.")
             else:
                 self._note(turn, "no_answer", "No final answer could be identified.")
-        self._doctor(turn, action, "diagnosis" if self.answer else "empty")
+        if "placeholder" in action.flags:
+            self._doctor(turn, _as_placeholder(action), "placeholder")
+        else:
+            self._doctor(turn, action, "diagnosis" if self.answer else "empty")
         self.phase = "done"
         return action
 
@@ -446,8 +492,11 @@ class EGIPRuntime:
         return lookup(self.case.records, entry)
 
     def _route_placeholder(self, turn: int, action: DoctorAction) -> Routing:
-        return self._feedback(turn, self._flag(action, "placeholder_request"),
-                              action.kind, "placeholder_request",
+        """A placeholder request or diagnosis: logged as kind ``"placeholder"``, the
+        utterance as its payload (never the template's inner words), and answered by
+        interface feedback."""
+        action = self._flag(_as_placeholder(action), "placeholder_request")
+        return self._feedback(turn, action, "placeholder", "placeholder_request",
                               "That is the template's placeholder, not a request. Ask the "
                               "patient a question, or request one examination by its id "
                               "or name.")

@@ -192,6 +192,29 @@ def test_max_turns_ends_an_unfinished_episode_with_zero():
                                  "finished": 0.0}
 
 
+def test_a_placeholder_reply_is_no_call():
+    """Issue 29 §3: the environment refuses a template placeholder, so ``metadata``'s
+    calls and ``exams_ordered`` leave it out (it still uses its turn)."""
+    env = make("demo-05")
+    env.init(PROMPT)
+    out = env.step("DIAGNOSIS READY: [diagnosis]")
+    assert not out["done"] and out["metadata"]["calls"] == []
+    assert out["metadata"]["action_kind"] == "placeholder"
+    assert out["observations"][0]["content"].startswith(
+        "Interface: That is the template's placeholder")
+    env.step("REQUEST TEST: <id or name>")
+    env.step("REQUEST TEST: T4")
+    env.step(f"DIAGNOSIS READY: {APPENDICITIS}")
+    out = env.step("DIAGNOSIS READY: <single diagnosis>")
+    assert out["done"] and out["reward"] == 0.0
+    assert out["metadata"]["answer_status"] == "placeholder"
+    assert out["metadata"]["calls"] == [
+        {"name": "order_exam", "arguments": {"exam": "T4"}},
+        {"name": "submit_diagnosis", "arguments": {"diagnosis": APPENDICITIS}}]
+    assert env.get_metrics() == {"reward": 0.0, "turns": 5, "exams_ordered": 1,
+                                 "finished": 1.0}
+
+
 def test_env_config_settings_reach_the_environment():
     config = OmegaConf.create({"env_id": ENV_ID, "acquisition_rounds": 2})
     env = skyrl_gym.make(register_clinenv(), env_config=config,

@@ -185,6 +185,23 @@ def test_the_system_prompt_states_what_an_early_diagnosis_does(env, tasks):
     assert it.trace.metrics["turns"] == 2 and it.trace.metrics["finished"] == 1.0
 
 
+def test_a_placeholder_reply_is_no_call(env, tasks):
+    """Issue 29 §3: the environment refuses a template placeholder, so the recorded
+    calls and exams leave it out (it still uses its round)."""
+    answer = f"DIAGNOSIS READY: {TARGET['demo-05']}"
+    it = play(env, tasks["demo-05"], ["DIAGNOSIS READY: [diagnosis]",
+                                      "REQUEST TEST: <id or name>", "REQUEST TEST: T4",
+                                      answer, "DIAGNOSIS READY: N/A"])
+    assert it.received[1].startswith("Interface: That is the template's placeholder")
+    record = it.trace.info["clinenv"]
+    assert record["calls"] == [{"name": "order_exam", "arguments": {"exam": "T4"}},
+                               {"name": "submit_diagnosis",
+                                "arguments": {"diagnosis": TARGET["demo-05"]}}]
+    assert it.trace.metrics["exams_ordered"] == 1.0 and it.trace.metrics["turns"] == 5
+    assert record["env_info"]["answer_status"] == "placeholder"
+    assert it.trace.rewards["clinenv_reward"].score == 0.0
+
+
 def test_a_doctor_that_stops_early_scores_zero(env, tasks):
     it = play(env, tasks["demo-01"], ["REQUEST TEST: T4", "Any chest pain?"])
     assert it.trace.rewards["clinenv_reward"].score == 0.0
