@@ -59,8 +59,9 @@ tool-calling models — :data:`~clinenv.integrations.tools.TOOL_SYSTEM_PROMPT`, 
 first user turn (byte for byte the prompt that a GRPO row of
 :func:`clinenv.integrations.trl.task_dataset` shows once TRL appended ``reset``'s text),
 each action as an assistant message with its ``tool_calls``
-(:func:`~clinenv.integrations.tools.action_to_tool`; an empty action is an assistant
-text and the next observation a user turn) and each answer as a ``tool``
+(:func:`~clinenv.integrations.tools.action_to_tool`; an empty action and a template
+placeholder, which the environment refused, are an assistant text and the next
+observation a user turn) and each answer as a ``tool``
 message holding the delta observation the run's environment gave (only what is new;
 :data:`~clinenv.integrations.tools.FINAL_RESULT` for the scored answer). Every message
 has ``tool_calls`` (``[]`` for none) and ``tool_call_id`` / ``name`` (``None`` outside
@@ -488,12 +489,19 @@ def _replay(line: Mapping[str, Any], path: Path, number: int, *, data_dir: Any,
     return _Replay(steps, observation["text"], ended)
 
 
+#: A doctor event with one of these flags was a template placeholder: older logs routed it
+#: as the diagnosis or request it imitated, with the template's inner words as its
+#: payload (now ``"placeholder"`` and the reply), so neither is compared (its text is).
+_PLACEHOLDER_FLAGS = frozenset({"placeholder_request", "placeholder_answer"})
+
+
 def _compare(record: Mapping[str, Any], line: Mapping[str, Any], path: Path,
              number: int) -> None:
     """Refuse a replay that did not follow the logged episode."""
     def plain(events: Sequence[Mapping]) -> list[dict]:
-        return [{k: v for k, v in e.items() if not (k == "flags" and e.get("source")
-                                                    == "doctor")} for e in events]
+        return [{k: v for k, v in e.items() if not (e.get("source") == "doctor" and (
+            k == "flags" or (k in ("routed_as", "payload") and _PLACEHOLDER_FLAGS & set(
+                e.get("flags") or ()))))} for e in events]
 
     ours, theirs = plain(record["events"]), plain(line["events"])
     for i, (a, b) in enumerate(zip(ours, theirs, strict=False)):

@@ -208,6 +208,61 @@ def test_logged_messages_are_the_exact_texts(llm_log):
         assert any(c["agent"] == "patient" for c in line["llm"]["calls"])
 
 
+def test_a_placeholder_reply_is_an_assistant_text_not_a_tool_call(workdir):
+    """Issue 29 §3: a template placeholder is no tool call (the environment refused it):
+    in the tools format it is an assistant text followed by a user turn, as any other
+    text that is no call, and ``tool_calls`` leaves it out, logged or rebuilt."""
+    placeholders = {"Round 1 of": "DIAGNOSIS READY: [diagnosis]",
+                    "Round 2 of": "REQUEST TEST: <id or name>"}
+    clinic = clinic_responder()
+
+    def responder(body, index):
+        text = body["messages"][-1]["content"]
+        for footer, reply in placeholders.items():
+            if body["messages"][0]["content"] == EGIP_DOCTOR_SYSTEM and footer in text:
+                return reply
+        return clinic(body, index)
+
+    with FakeChatServer(responder) as server:
+        assert main(["run", "--env", "EGIP-Demo-v0", "--doctor", "llm", "--base-url",
+                     server.base_url, "--model", "fake", "--episodes", "1", "--quiet",
+                     "--log-messages", "--out", "ph.jsonl"]) == 0
+    (line,) = lines_of(workdir / "ph.jsonl")
+    doctor = [e for e in line["events"] if e["source"] == "doctor"]
+    assert [(e["routed_as"], e["payload"]) for e in doctor[:2]] == [
+        ("placeholder", text) for text in placeholders.values()]
+    stripped = workdir / "stripped.jsonl"  # no call records: the messages are rebuilt
+    stripped.write_text(json.dumps({k: v for k, v in line.items() if k != "llm"}) + "\n",
+                        encoding="utf-8")
+    for log in (workdir / "ph.jsonl", stripped):
+        (row,) = episode_rows([log], fmt="tools")
+        assert len(row["tool_calls"]) == len(doctor) - 2
+        assert all(json.loads(c["function"]["arguments"]) != {"diagnosis": "diagnosis"}
+                   for c in row["tool_calls"])
+        messages = row["messages"]
+        for n, text in enumerate(placeholders.values()):
+            said, answered = messages[2 + 2 * n], messages[3 + 2 * n]
+            assert (said["role"], said["content"], said["tool_calls"]) == (
+                "assistant", text, [])
+            assert answered["role"] == "user" and answered["content"].startswith(
+                "Interface: That is the template's placeholder")
+        assert messages[6]["tool_calls"][0]["function"]["name"] == "order_exam"
+    # an older log routed them as what they imitated (payload: the template's inner
+    # words); its episode still replays, while a reply the log did not answer so is
+    # still refused (only a placeholder-flagged event's label is not compared)
+    older = json.loads(json.dumps(line))
+    olds = [e for e in older["events"] if e["source"] == "doctor"]
+    olds[0].update(routed_as="diagnosis", payload="diagnosis")
+    olds[1].update(routed_as="test_request", payload="id or name")
+    stripped.write_text(json.dumps(older) + "\n", encoding="utf-8")
+    (row,) = episode_rows([stripped], fmt="tools")
+    assert row["messages"][2]["content"] == "DIAGNOSIS READY: [diagnosis]"
+    olds[0]["text"] = "Any fever?"
+    stripped.write_text(json.dumps(older) + "\n", encoding="utf-8")
+    with pytest.raises(ExportError, match="the messages cannot be rebuilt"):
+        list(episode_rows([stripped], fmt="tools"))
+
+
 def test_rebuilt_messages_equal_the_logged_ones(llm_log):
     logged = list(episode_rows([llm_log]))
     rebuilt = list(episode_rows([llm_log], rebuild=True))
