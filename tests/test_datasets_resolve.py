@@ -24,7 +24,7 @@ from clinenv.datasets import (
 )
 from clinenv.datasets import resolve as resolve_mod
 from clinenv.datasets.registry import normalize_name
-from clinenv.errors import CaseFormatError, ChecksumError, DatasetNotFoundError
+from clinenv.errors import CaseFormatError, ChecksumError, DataDirError, DatasetNotFoundError
 
 SHARED = SHARED_DATA
 FILE = "agentclinic_medqa.jsonl"
@@ -181,6 +181,33 @@ def test_mimiciv_without_file(cache, no_network, allow_download):
     assert "agentclinic_mimiciv.jsonl" in text
     assert "PhysioNet" in text and "AgentClinic authors" in text
     assert "CLINENV_DATA_DIR" in text
+
+
+def test_mimiciv_missing_from_the_data_dir_says_how_to_get_it(cache, tmp_path, monkeypatch,
+                                                               no_network):
+    """Issue 29 §3: the DataDirError names the folder and, for the credentialed file,
+    where it comes from (the registry's access note), on one line."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    monkeypatch.setenv("CLINENV_DATA_DIR", str(folder))
+    with pytest.raises(DataDirError) as info:
+        load_cases("mimiciv")
+    assert str(info.value) == (
+        f"$CLINENV_DATA_DIR is set to {folder}, which holds no agentclinic_mimiciv.jsonl, "
+        "so dataset 'mimiciv' (MIMIC-IV) cannot be loaded: put agentclinic_mimiciv.jsonl "
+        "in it, point $CLINENV_DATA_DIR at another folder that holds it, or unset "
+        f"CLINENV_DATA_DIR to use the user cache ({cache}). How to get "
+        "agentclinic_mimiciv.jsonl: MIMIC-IV cases are derived from credentialed data and "
+        "are not published: complete PhysioNet credentialing for MIMIC-IV "
+        "(https://physionet.org/content/mimiciv/), then request agentclinic_mimiciv.jsonl "
+        "from the AgentClinic authors (https://github.com/SamuelSchmidgall/AgentClinic, "
+        "issue #8), put the file in a folder and set CLINENV_DATA_DIR to that folder (or "
+        "pass data_dir=... or the file's path).")
+    assert DATASETS["mimiciv"].access_note in str(info.value)
+    # a public dataset's message is unchanged: it can be downloaded into the cache
+    with pytest.raises(DataDirError) as info:
+        load_cases("medqa")
+    assert "How to get" not in str(info.value)
 
 
 @pytest.mark.parametrize(("name", "file_name"), [

@@ -6,7 +6,8 @@ for a registry name:
 1. the ``data_dir`` argument;
 2. the folder named by the environment variable ``CLINENV_DATA_DIR``: once it is set
    (non-empty) it must hold the file, else :class:`~clinenv.errors.DataDirError` names
-   the folder (missing, not a folder, or without the file); the cache is not consulted;
+   the folder (missing, not a folder, or without the file) and, for a file that cannot be
+   downloaded (MIMIC-IV), how to obtain it; the cache is not consulted;
 3. the user cache, ``platformdirs.user_cache_dir("clinenv")/datasets``;
 4. a download from the pinned URL, only when ``allow_download=True``; the raw sha256 is
    checked before the file is moved into the cache, so a bad download leaves nothing;
@@ -248,10 +249,13 @@ def data_dir_error(spec: DatasetSpec, folder: Path,
     else:
         problem, fix = f"holds no {spec.file_name}", f"put {spec.file_name} in it"
     also = "" if data_dir is None else f" (nor does the data_dir argument {data_dir})"
+    # a file that cannot be downloaded (credentialed: MIMIC-IV) says how to obtain it
+    how = f". How to get {spec.file_name}: {spec.access_note}" if spec.access_note else ""
     return DataDirError(
         f"${ENV_VAR} is set to {folder}, which {problem}{also}, so dataset {spec.name!r} "
         f"({spec.display_name}) cannot be loaded: {fix}, point ${ENV_VAR} at another "
         f"folder that holds it, or unset {ENV_VAR} to use the user cache ({cache_dir()})"
+        f"{how}"
     )
 
 
