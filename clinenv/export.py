@@ -30,7 +30,23 @@ Columns of a row:
   (:mod:`clinenv.integrations.tools`), OpenAI style ``{"id", "type": "function",
   "function": {"name", "arguments": JSON string}}``; always a list (``[]`` when none),
   never null, so Arrow never meets a mix of lists and nulls;
-- ``messages_source``: ``"logged"`` or ``"rebuilt"`` (below).
+- ``messages_source``: ``"logged"`` or ``"rebuilt"`` (below);
+- ``privileged`` (bool): the episode was played by a privileged doctor that saw the
+  target Y (``clinenv run --doctor teacher``, the line's ``"privileged": true``). Such
+  rows are demonstrations for a supervised warm start, never a doctor's result; export
+  is the one reader that does not refuse them (:func:`clinenv.runlog.check_privileged`).
+
+Per turn (``per_turn=True``, ``clinenv export --per-turn``; every format): one row per
+assistant turn instead of one per episode, for prompt-completion SFT (TRL's
+conversational prompt-completion format): ``prompt`` (every message before the turn, as
+in ``messages``), ``completion`` (a list holding that assistant message), ``tools`` (the
+tool view's :data:`~clinenv.integrations.tools.TOOL_SCHEMAS` as a JSON string in the
+``"tools"`` format, ``"[]"`` in ``"messages"``: a string, since Arrow would merge the
+schemas' differing ``properties`` into one struct; TRL's SFT trainer reads a JSON string
+there), ``turn_index`` (0-based among the episode's assistant turns), then the episode's
+other columns (all but ``messages``). ``prompt + completion`` of turn *i* is the episode's
+``messages`` up to and including its *i*-th assistant message, so the rows of an episode
+rebuild it (the tools format's final ``tool`` result follows the last turn only).
 
 Where the messages come from. A run log written with ``clinenv run --log-messages``
 holds each model call's ``messages`` and ``raw_reply`` (``llm.calls``,
@@ -50,7 +66,14 @@ equal the logged ones, else :class:`ExportError`. The framing is that of the LLM
 (:class:`clinenv.agents.llm_doctor.LLMDoctor`): its system prompt (for a scripted
 doctor, the prompt ``clinenv run --doctor llm`` gives on that environment) and, under
 EGIP, the Direct decision call (its system prompt, then e_T). A rebuilt LLM run without
-reasoning in its replies equals its logged messages.
+reasoning in its replies equals its logged messages. A doctor that played in the tool
+view (its ``doctor.config.framing`` is ``"tool-view"``: the privileged teacher) gets the
+tool view's text framing instead, the prompt of the text-protocol trainers (the SkyRL
+adapter's rows, :mod:`clinenv.integrations.skyrl`):
+:data:`~clinenv.integrations.tools.TEXT_SYSTEM_PROMPT`, the opening text after
+:data:`~clinenv.integrations.tools.TASK_INTRO` as the first user turn, then each delta
+observation as a user turn (the decision phase's included, with no other system
+message).
 
 Formats (``fmt``): ``"messages"`` (above) or ``"tools"``: the same episodes as tool
 calls and tool results of the tool view (:mod:`clinenv.integrations.tools`) for SFT of
@@ -78,6 +101,7 @@ policy wrapper logging ``doctor_log``, e.g. CDEG) without logged messages are re
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import warnings
@@ -98,10 +122,10 @@ from clinenv.agents.prompts import (
 )
 from clinenv.datasets.registry import DATASETS, normalize_name
 from clinenv.errors import ClinenvError
-from clinenv.runlog import RunLogError, is_error_line, read_run_log
+from clinenv.runlog import RunLogError, is_error_line, is_privileged_line, read_run_log
 
 __all__ = ["CREDENTIALED_DATASETS", "DUA_WARNING", "EXTRA_HINT", "FORMATS", "ExportError",
-           "episode_rows", "episodes_dataset", "group_id", "write_rows"]
+           "episode_rows", "episodes_dataset", "group_id", "per_turn_rows", "write_rows"]
 
 #: Export formats: the doctor's text chat, or the tool view's calls and results.
 FORMATS = ("messages", "tools")
@@ -126,8 +150,10 @@ class ExportError(RunLogError):
 # ------------------------------------------------------------------------ public API
 def episode_rows(paths: Iterable[str | Path], *, fmt: str = "messages",
                  allow_credentialed: bool = False, rebuild: bool = False,
-                 data_dir: str | Path | None = None) -> Iterator[dict[str, Any]]:
-    """One row per finished episode of the run logs ``paths`` (module docstring).
+                 data_dir: str | Path | None = None,
+                 per_turn: bool = False) -> Iterator[dict[str, Any]]:
+    """One row per finished episode of the run logs ``paths`` (module docstring), or one
+    per assistant turn with ``per_turn`` (:func:`per_turn_rows`).
 
     Args:
         paths: run-log files; their lines are read in order, files in the given order.
@@ -137,6 +163,7 @@ def episode_rows(paths: Iterable[str | Path], *, fmt: str = "messages",
             that both agree).
         data_dir: where the datasets are found for a replay (default: the line's
             ``env_spec`` kwargs, then ``CLINENV_DATA_DIR``...).
+        per_turn: one row per assistant turn (module docstring).
 
     Yields:
         Row dicts, JSON-ready.
@@ -191,7 +218,38 @@ def episode_rows(paths: Iterable[str | Path], *, fmt: str = "messages",
                                   f"{where[1]}; export each episode once", path=path,
                                   line=number)
             seen_keys[(gid, *key)] = (str(path), number)
-            yield _row(line, path, number, fmt=fmt, rebuild=rebuild, data_dir=data_dir)
+            row = _row(line, path, number, fmt=fmt, rebuild=rebuild, data_dir=data_dir)
+            row["privileged"] = is_privileged_line(line)
+            if per_turn:
+                yield from per_turn_rows(row, fmt=fmt)
+            else:
+                yield row
+
+
+def per_turn_rows(row: Mapping[str, Any], *, fmt: str = "messages") -> list[dict[str, Any]]:
+    """The per-turn rows of one episode row of :func:`episode_rows` (module docstring):
+    one per assistant message, with ``prompt`` (the messages before it), ``completion``
+    (``[that message]``), ``tools`` (JSON: the tool schemas for ``fmt="tools"``, else
+    ``"[]"``), ``turn_index`` and the episode's other columns.
+
+    Raises:
+        ValueError: an unknown ``fmt``.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"fmt must be one of {FORMATS}, got {fmt!r}")
+    from clinenv.integrations.tools import TOOL_SCHEMAS  # not imported by the core
+
+    messages = row["messages"]
+    tools = json.dumps(TOOL_SCHEMAS if fmt == "tools" else [], ensure_ascii=False)
+    episode = {k: v for k, v in row.items() if k != "messages"}
+    rows = []
+    for index, message in enumerate(messages):
+        if message.get("role") != "assistant":
+            continue
+        rows.append({"prompt": copy.deepcopy(list(messages[:index])),
+                     "completion": [copy.deepcopy(message)], "tools": tools,
+                     "turn_index": len(rows), **copy.deepcopy(episode)})
+    return rows
 
 
 def group_id(line: Mapping[str, Any]) -> str:
@@ -213,7 +271,7 @@ def group_id(line: Mapping[str, Any]) -> str:
 
 def episodes_dataset(paths: Iterable[str | Path], *, fmt: str = "messages",
                      allow_credentialed: bool = False,
-                     data_dir: str | Path | None = None) -> Any:
+                     data_dir: str | Path | None = None, per_turn: bool = False) -> Any:
     """The rows of :func:`episode_rows` as a ``datasets.Dataset`` (``Dataset.from_list``:
     no generator cache, so a changed log never gives stale rows).
 
@@ -223,7 +281,7 @@ def episodes_dataset(paths: Iterable[str | Path], *, fmt: str = "messages",
     """
     datasets = _import_datasets("episodes_dataset()")
     rows = list(episode_rows(paths, fmt=fmt, allow_credentialed=allow_credentialed,
-                             data_dir=data_dir))
+                             data_dir=data_dir, per_turn=per_turn))
     return datasets.Dataset.from_list(rows)
 
 
@@ -560,12 +618,30 @@ def _rounds(line: Mapping[str, Any]) -> int:
 
 
 def _rebuilt_messages(replay: _Replay, line: Mapping[str, Any]) -> list[dict]:
+    config = line["doctor"].get("config") or {}
+    if isinstance(config, Mapping) and config.get("framing") == "tool-view":
+        return _text_view_messages(replay)
     messages = [{"role": "system", "content": doctor_system_prompt(line)}]
     for text, phase, action in replay.steps:
         if phase == "decide" and not _native(line):
             messages.append({"role": "system", "content": DIRECT_SYSTEM})
             text = evidence_part(text)
         messages.append({"role": "user", "content": text})
+        messages.append({"role": "assistant", "content": str(action["text"])})
+    return messages
+
+
+def _text_view_messages(replay: _Replay) -> list[dict]:
+    """The episode in the tool view's text framing (module docstring): the messages a
+    text-protocol trainer's rollout holds (the SkyRL adapter: system
+    :data:`~clinenv.integrations.tools.TEXT_SYSTEM_PROMPT`, user
+    :data:`~clinenv.integrations.tools.TASK_INTRO` plus the opening text, then each
+    reply and the delta observation that answered it)."""
+    from clinenv.integrations.tools import TASK_INTRO, TEXT_SYSTEM_PROMPT
+
+    messages = [{"role": "system", "content": TEXT_SYSTEM_PROMPT}]
+    for n, (text, _, action) in enumerate(replay.steps):
+        messages.append({"role": "user", "content": TASK_INTRO + text if n == 0 else text})
         messages.append({"role": "assistant", "content": str(action["text"])})
     return messages
 

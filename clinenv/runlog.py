@@ -205,6 +205,10 @@ class RunContext:
         """The context of a run of ``doctor`` on ``env`` with run seed ``seed``.
 
         Args:
+        privileged: the doctor sees what no evaluated doctor may (the target Y, the
+            records M: :class:`~clinenv.agents.teacher_doctor.TeacherDoctor`;
+            :func:`policy_is_privileged`); every line then carries ``"privileged":
+            true`` (:func:`check_privileged`). ``False`` writes no such field.
             env: the environment (``env.unwrapped.pool`` must exist).
             doctor: the doctor policy.
             seed: the run seed.
@@ -224,6 +228,7 @@ class RunContext:
             doctor=doctor_config(doctor),
             run_seed=int(seed),
             clinenv_version=__version__,
+    privileged: bool = False
         )
 
     def continuing(self, lines: Sequence[Mapping[str, Any]]) -> RunContext:
@@ -254,6 +259,7 @@ class RunContext:
             "scoring_version": SCORING_VERSION,  # clinenv.scoring; absent: version 1
             "doctor": self.doctor,
         }
+            privileged=policy_is_privileged(doctor),
         if self.n_cases_scheduled is not None:
             head["n_cases_scheduled"] = self.n_cases_scheduled
         if self.n_repetitions is not None:
@@ -292,6 +298,8 @@ class RunContext:
                            ("run_seed", self.run_seed),
                            ("dataset_sha256", self.dataset_sha256)):
             theirs = line.get(name)
+        if self.privileged:
+            head["privileged"] = True
             if theirs != ours:
                 where, theirs, ours = leaf_difference(theirs, ours, name)
                 why = ("; the dataset file's records differ from those the log was "
@@ -549,6 +557,64 @@ def read_run_log(path: str | Path, *, repair: bool = False) -> RunLog:
     chunks = data.split(b"\n")
     tail = chunks.pop()  # bytes after the last newline (b"" when the file ends with one)
     for number, raw in enumerate(chunks, start=1):
+#: The option of ``clinenv eval``, ``compare``, ``report``, ``cdeg build`` and ``replay``
+#: that lets them read privileged lines (:func:`check_privileged`).
+ALLOW_PRIVILEGED_FLAG = "--allow-privileged"
+
+
+class PrivilegedLogError(RunLogError):
+    """A run log holds privileged lines (a doctor that saw Y and M wrote them) and the
+    reader was not told to allow them; the message names the file, the line and
+    :data:`ALLOW_PRIVILEGED_FLAG`."""
+
+
+def policy_is_privileged(doctor: Any) -> bool:
+    """The doctor, or a doctor it wraps (``.doctor``, as the policy wrappers keep it),
+    says it is privileged (``privileged = True``, e.g.
+    :class:`~clinenv.agents.teacher_doctor.TeacherDoctor`)."""
+    for _ in range(16):  # wrappers nest a few levels at most
+        if doctor is None:
+            return False
+        if getattr(doctor, "privileged", False) is True:
+            return True
+        doctor = getattr(doctor, "doctor", None)
+    return False
+
+
+def is_privileged_line(line: Mapping[str, Any]) -> bool:
+    """The line was written by a privileged doctor (field ``privileged`` is ``true``)."""
+    return line.get("privileged") is True
+
+
+def check_privileged(log: RunLog, *, allow: bool = False,
+                     why: str = "its outcomes say nothing about a doctor") -> None:
+    """Refuse a log with privileged lines unless ``allow``: the one check of every reader
+    that must not learn from or report a doctor that saw the target (``clinenv eval``,
+    ``compare``, ``report``: :func:`clinenv.evaluation.runs.load_runs`; ``cdeg build``:
+    :func:`clinenv.wrappers.cdeg.trajectories.load_trajectories`; ``replay``:
+    :func:`clinenv.runs.replay.load_source`). ``clinenv export`` does not call it: its
+    rows carry ``privileged`` instead.
+
+    Args:
+        log: the read log.
+        allow: accept privileged lines (:data:`ALLOW_PRIVILEGED_FLAG`).
+        why: what using the log would do wrong, for the message.
+
+    Raises:
+        PrivilegedLogError: the first privileged line (file and line named).
+    """
+    if allow:
+        return
+    for line, number in zip(log.lines, log.line_numbers, strict=True):
+        if is_privileged_line(line):
+            doctor = line.get("doctor")
+            name = doctor.get("name") if isinstance(doctor, Mapping) else None
+            raise PrivilegedLogError(
+                f"privileged run (field 'privileged': doctor {name!r} saw the target Y and "
+                f"the records M); {why}; pass {ALLOW_PRIVILEGED_FLAG} to use it anyway",
+                path=log.path, line=number)
+
+
         if not raw.strip():
             continue
         log.lines.append(_parse_line(raw, path, number))

@@ -2,7 +2,8 @@
 
 Usage::
 
-    clinenv run [--env ID|auto] [--doctor scripted|llm] [--exploration X] [--episodes N]
+    clinenv run [--env ID|auto] [--doctor scripted|llm|teacher] [--exploration X]
+                [--teacher-questions K] [--episodes N]
                 [--cases FILE] [--repetitions R]
                 [--paper-settings [--framework agentclinic|medagentsim]]
                 [--seed S] [--out FILE] [--resume [--no-retry-errors]] [--data-dir DIR]
@@ -18,38 +19,40 @@ Usage::
                 [--examiner lookup|llm] [--examiner-model M]
                 [--judge deterministic|llm] [--judge-model M] [--preset NAME]
                 [--premature-diagnosis clarify|decide] [--dataset FILE] [--icd-map FILE]
-                [--knowledge-source FILE]
+                [--knowledge-source FILE] [--reward-spec PRESET|FILE]
                 [--cdeg graph.json [--cdeg-similarity S] [--cdeg-mode M] ...]
                 [--baseline self-reflection|trajectory-rag|flat-experience
                  --experience RUN.jsonl ...]
     clinenv replay RUN.jsonl --ablation full|no-observations|no-candidates [--out FILE]
                 [--doctor llm|scripted] [--resume [--no-retry-errors]] [--concurrency N]
                 [the LLM options of run but --patient: --model M --base-url URL ...]
-                [--judge deterministic|llm] [--data-dir DIR] [--quiet]
+                [--judge deterministic|llm] [--data-dir DIR] [--quiet] [--allow-privileged]
     clinenv data list [--data-dir DIR]
     clinenv data verify [NAME ...] [--data-dir DIR]
     clinenv data download NAME
     clinenv data split DATASET --construction FRAC [--seed S] --out DIR [--force]
     clinenv eval RUN.jsonl [LABEL=RUN.jsonl ...] [--out-dir DIR] [--plot] [--by STRATUM]
-                [--resamples N] [--seed S]
+                [--resamples N] [--seed S] [--allow-privileged]
     clinenv compare BASE.jsonl METHOD.jsonl [METHOD2.jsonl ...] [--pair METHOD=BASE ...]
                 [--by STRATUM] [--resamples N] [--flips N] [--seed S] [--intersect]
-                [--out-dir DIR] [--plot]
+                [--out-dir DIR] [--plot] [--allow-privileged]
     clinenv cdeg build RUN.jsonl [RUN2.jsonl ...] [--out graph.json] [--force]
                 [--similarity lexical|sapbert|minilm|MODEL] [--verifier lexical|llm]
                 [--extractor deterministic|llm] [--pair-threshold X]
                 [--diagnosis-threshold X] [--no-validation] [--no-missing] [--no-ignored]
                 [--no-blocking] [--max-candidates N] [--seed S] [--icd-map FILE] [--quiet]
-                [--backend B] [--base-url URL] [--model M] [--temperature T] ...
+                [--allow-privileged] [--backend B] [--base-url URL] [--model M]
+                [--temperature T] ...
     clinenv cdeg inspect graph.json [--top N]
     clinenv cdeg scale RUN.jsonl [RUN2.jsonl ...] --eval-cases FILE [--fractions F,F,...]
                 [--seed S] [--out-dir DIR] [--force] [--plot] [--resamples N]
                 [--run-args="RUN OPTIONS"] [--build-args="BUILD OPTIONS"]
     clinenv export RUN.jsonl [RUN2.jsonl ...] --out FILE.jsonl|FILE.parquet
-                [--format messages|tools] [--allow-credentialed] [--data-dir DIR] [--force]
+                [--format messages|tools] [--per-turn] [--allow-credentialed]
+                [--data-dir DIR] [--force]
     clinenv report RUN.jsonl [LABEL=RUN.jsonl ...] [--out FILE.html] [--pair METHOD=BASE ...]
                 [--intersect] [--resamples N] [--flips N] [--seed S] [--no-figures]
-                [--allow-credentialed]
+                [--allow-credentialed] [--allow-privileged]
     clinenv audit ENV_ID [--patient retrieval|llm] [--examiner default|lookup|reader|llm]
                 [--preset NAME] [--cases FILE] [--limit N] [--json FILE|-] [--data-dir DIR]
 
@@ -73,6 +76,10 @@ histories (EGIP Table 3B).
 
 ``--doctor scripted --exploration X`` (0..1) makes the scripted doctor a seeded sampling
 policy, whose K repetitions per case feed ``clinenv cdeg build`` offline.
+``--doctor teacher`` is the PRIVILEGED teacher (it reads each case's target Y and
+records M; :mod:`clinenv.cli.doctors`): demonstrations for ``clinenv export``, its log
+lines marked ``privileged: true``, which ``eval``, ``compare``, ``report``, ``cdeg build``
+and ``replay`` refuse unless ``--allow-privileged``.
 ``--doctor llm`` runs :class:`~clinenv.agents.llm_doctor.LLMDoctor` with the terminal
 ``--strategy`` (default ``direct``; ``medagentsim`` on the MedAgentSim ids) over a chat
 model of ``--backend`` (default ``openai``: an OpenAI-compatible server at

@@ -111,6 +111,10 @@ def add_cdeg_parser(sub: Any) -> None:
                             "target both map to a code is a success iff the codes agree "
                             "(CDEG Eq. 3)")
     build.add_argument("--quiet", action="store_true", help="no progress bar")
+    build.add_argument("--allow-privileged", action="store_true",
+                       help="build from logs of a privileged doctor (privileged: true, e.g. "
+                            "--doctor teacher; refused by default: a graph learned from "
+                            "trajectories driven by the target is poisoned)")
     llm = build.add_argument_group("LLM (--verifier llm, --extractor llm)")
     helps = LLM_HELP
     llm.add_argument("--backend", choices=BACKENDS, default="openai", help=helps["backend"])
@@ -278,7 +282,7 @@ def cmd_cdeg_build(args: argparse.Namespace) -> int:
         result = build_graph(args.logs, extractor=extractor, verifier=verifier,
                              similarity=similarity, pair_similarity=pair_similarity,
                              config=config, progress=not args.quiet and sys.stderr.isatty(),
-                             icd_map=icd_map)
+                             icd_map=icd_map, allow_privileged=args.allow_privileged)
     except (RunLogError, FileNotFoundError, ValueError) as err:
         raise CLIError(str(err)) from None
     finally:

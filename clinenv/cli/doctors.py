@@ -10,12 +10,42 @@ everything, and paired runs differ in no evidence). ``--baseline`` is
 refused with the scripted doctor: the CDEG paper's baselines act through the doctor's
 prompt, which the scripted doctor has not; ``--cdeg`` works with it (its acquisition
 guidance reaches the doctor as ``info["guidance"]``).
+
+``--doctor teacher`` is the PRIVILEGED teacher
+(:class:`~clinenv.agents.teacher_doctor.TeacherDoctor`): it is given the cases of the
+run's environment (its case pool, :meth:`clinenv.cli.llm_setup.LLMSetup.match_env`) and
+reads each case's target Y and records M, to write demonstrations for ``clinenv export``.
+Its environment gets the tool view's settings
+(:data:`~clinenv.agents.teacher_doctor.TEACHER_ENV_SETTINGS`: delta observations,
+``premature_diagnosis="decide"``, the id's own T); ``--premature-diagnosis clarify``, a
+``--preset``, a Menu or native-protocol id, ``--cdeg`` and ``--baseline`` are refused
+with it, and ``--teacher-questions K`` (default 5) caps its history questions. Every line
+of its log carries ``privileged: true``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+
+
+def _teacher(args: Any = None, cases: Any = None) -> Any:
+    """The privileged teacher over ``cases`` (the run environment's case pool)."""
+    from clinenv.agents.teacher_doctor import DEFAULT_MAX_QUESTIONS, TeacherDoctor
+    from clinenv.cli.errors import CLIError
+
+    if cases is None:
+        raise CLIError("--doctor teacher reads the cases of the run's environment; this "
+                       "command gives it none")
+    k = getattr(args, "teacher_questions", None)
+    return TeacherDoctor(cases, max_questions=DEFAULT_MAX_QUESTIONS if k is None else k)
+
+
+#: The note ``clinenv run --doctor teacher`` prints.
+TEACHER_NOTE = ("--doctor teacher is PRIVILEGED: it reads each case's target Y and records "
+                "M; every line of its log carries privileged: true, which eval, compare, "
+                "report, cdeg build and replay refuse without --allow-privileged (export "
+                "keeps the field in its rows)")
 
 
 def _scripted(args: Any = None) -> Any:
@@ -29,7 +59,7 @@ def _scripted(args: Any = None) -> Any:
 #: ``--doctor`` choices: name -> factory of a fresh policy from the parsed options (or
 #: ``None``: the defaults); ``llm`` is built from the LLM options by
 #: :class:`clinenv.cli.llm_setup.LLMSetup`.
-DOCTORS: dict[str, Callable[[], Any]] = {"scripted": _scripted}
+DOCTORS: dict[str, Callable[..., Any]] = {"scripted": _scripted, "teacher": _teacher}
 #: Every ``--doctor`` value.
 DOCTOR_CHOICES = ("llm", *DOCTORS)
 
@@ -62,6 +92,9 @@ def add_doctor_arguments(run: Any) -> None:
                      help="--doctor scripted: examinations it requests (default: 8); a "
                           "small budget with --exploration makes the sampled runs of a "
                           "case acquire different evidence")
+    run.add_argument("--teacher-questions", type=count(0), default=None, metavar="K",
+                     help="--doctor teacher (privileged: it reads the target): the most "
+                          "history questions it asks (default: 5)")
 
 
 def check_doctor_args(args: Any) -> None:
@@ -83,6 +116,43 @@ def check_doctor_args(args: Any) -> None:
         raise CLIError(f"--baseline {args.baseline} acts through the doctor's prompt, which "
                        "the scripted doctor has not; use --doctor llm (--cdeg works with the "
                        "scripted doctor)")
+    if getattr(args, "teacher_questions", None) is not None and args.doctor != "teacher":
+        raise CLIError("--teacher-questions is used only with --doctor teacher")
+    if args.doctor == "teacher":
+        _check_teacher_args(args)
+
+
+def _check_teacher_args(args: Any) -> None:
+    """Refuse what contradicts the teacher's settings (module docstring)."""
+    from clinenv.cli.errors import CLIError
+
+    why = ("the privileged teacher plays with the tool view's settings (delta observations, "
+           "premature_diagnosis='decide', the id's own T), so that its exported prompts "
+           "equal a trainer's rollouts")
+    if getattr(args, "premature_diagnosis", None) not in (None, "decide"):
+        raise CLIError(f"--doctor teacher with --premature-diagnosis "
+                       f"{args.premature_diagnosis}: {why}; leave the option out")
+    if getattr(args, "preset", None) is not None:
+        raise CLIError(f"--doctor teacher with --preset {args.preset}: {why}; leave the "
+                       "option out")
+    for option in ("cdeg", "baseline"):
+        if getattr(args, option, None):
+            raise CLIError(f"--doctor teacher with --{option}: the teacher is no doctor to "
+                           "improve or evaluate (it reads the target); run it plain")
+    env_id = getattr(args, "env", "auto")
+    if env_id != "auto":
+        import gymnasium as gym
+
+        import clinenv  # noqa: F401  (registers the ids)
+
+        try:
+            spec = gym.spec(env_id)
+        except gym.error.Error:
+            return  # an unknown id: the environment choice says so
+        if spec.entry_point != "clinenv.env:EGIPEnv" or spec.kwargs.get("preset"):
+            raise CLIError(f"--doctor teacher with --env {env_id}: {why}, which need an "
+                           "EGIP text environment (EGIP-<Dataset>-v0), not a Menu or "
+                           "native-protocol id")
 
 
 def add_wrapper_arguments(run: Any) -> None:

@@ -111,6 +111,9 @@ def add_eval_parsers(sub: Any) -> None:
     common.add_argument("--mixed-scoring", action="store_true",
                         help="pool or pair logs scored under different scoring versions "
                              "(refused by default: their verdicts are not comparable)")
+    common.add_argument("--allow-privileged", action="store_true",
+                        help="read logs of a privileged doctor (privileged: true, e.g. "
+                             "--doctor teacher, which saw the target; refused by default)")
 
     ev = sub.add_parser("eval", parents=[common],
                         help="accuracy table (methods x datasets) of run logs",
@@ -183,7 +186,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     _check_by(args.by)
     stems = ["accuracy"] + ([_stem("accuracy_by_", args.by)] if args.by is not None else [])
     check_out_dir(args.out_dir, _file_names(stems, args.plot))
-    runs = _with_flag_strata(_load_runs(args.logs, mixed_scoring=args.mixed_scoring), args.by)
+    runs = _with_flag_strata(_load_runs(args.logs, mixed_scoring=args.mixed_scoring,
+                                        allow_privileged=args.allow_privileged), args.by)
     _check_by_present(runs, args.by)
     try:
         encoder, sim_name = None, "similarity"
@@ -223,7 +227,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise CLIError("compare needs a baseline log and at least one method log")
     check_out_dir(args.out_dir, _file_names(_compare_stems(args), args.plot))
     runs = _with_flag_strata(_load_runs([args.base, *args.methods],
-                                        mixed_scoring=args.mixed_scoring), args.by)
+                                        mixed_scoring=args.mixed_scoring,
+                                        allow_privileged=args.allow_privileged), args.by)
     _check_by_present(runs, args.by)
     try:
         if pair_labels:
@@ -290,14 +295,16 @@ def _require_matplotlib(written: Sequence[Path]) -> None:
                        ) from None
 
 
-def _load_runs(logs: Sequence[str], *, mixed_scoring: bool = False) -> list[Any]:
+def _load_runs(logs: Sequence[str], *, mixed_scoring: bool = False,
+               allow_privileged: bool = False) -> list[Any]:
     """Runs of the logs (notes on stderr for partial last lines). Logs of different
-    scoring versions are refused unless ``mixed_scoring``."""
+    scoring versions are refused unless ``mixed_scoring``, privileged logs unless
+    ``allow_privileged``."""
     from clinenv.errors import ClinenvError
     from clinenv.evaluation.runs import load_runs
 
     try:
-        runs = load_runs(logs, mixed_scoring=mixed_scoring)
+        runs = load_runs(logs, mixed_scoring=mixed_scoring, allow_privileged=allow_privileged)
     except ClinenvError as err:
         raise CLIError(str(err)) from None
     for run in runs:

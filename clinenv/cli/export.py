@@ -3,7 +3,10 @@ data, one row per episode (columns, formats and where the messages come from:
 :mod:`clinenv.export`).
 
 ``--format messages`` (default) writes the doctor's chat; ``--format tools`` the tool
-view's calls and results. ``.jsonl`` needs nothing; ``.parquet`` needs the extra
+view's calls and results; ``--per-turn`` (either format) one row per assistant turn
+(``prompt``, ``completion``, ``tools``) for prompt-completion SFT. Logs of the privileged
+teacher are exported (it is how SFT rows are made), each row with ``privileged: true``.
+``.jsonl`` needs nothing; ``.parquet`` needs the extra
 ``export`` (``datasets``). Episodes of credentialed data (MIMIC-IV) are refused unless
 ``--allow-credentialed``, which prints the data-use warning. The output is written
 whole or not at all. ``--out`` is checked before any work (a bad suffix, a folder, a
@@ -39,6 +42,10 @@ def add_export_parser(sub: Any) -> None:
                         choices=("messages", "tools"),
                         help="messages: the doctor's chat (default); tools: the tool "
                              "view's calls and results, for tool-calling models")
+    export.add_argument("--per-turn", action="store_true",
+                        help="one row per assistant turn instead of one per episode: "
+                             "prompt (the messages before it), completion (that turn) and "
+                             "tools, for prompt-completion SFT (any --format)")
     export.add_argument("--allow-credentialed", action="store_true",
                         help="also export MIMIC-IV episodes (bound by its data-use "
                              "agreement: never publish the file)")
@@ -83,13 +90,14 @@ def cmd_export(args: argparse.Namespace) -> int:
         try:
             n = write_rows(episode_rows(args.logs, fmt=args.fmt,
                                         allow_credentialed=args.allow_credentialed,
-                                        data_dir=args.data_dir), out)
+                                        data_dir=args.data_dir, per_turn=args.per_turn),
+                           out)
         except RunLogError as err:
             raise CLIError(str(err)) from None
         finally:
             for warning in caught:
                 print(f"clinenv: warning: {warning.message}", file=sys.stderr)
-    print(f"exported {n} episode(s) to {out}")
+    print(f"exported {n} {'turn' if args.per_turn else 'episode'}(s) to {out}")
     if existed:
         print(replaced_line(1, out.parent))
     return 0

@@ -230,6 +230,7 @@ class LLMSetup:
         self.env_kwargs: dict[str, Any] = {}
         self.observation_format = "view"
         self.acquisition_rounds: int | None = None
+        self.cases: Any = None  # the environment's case pool: --doctor teacher's cases
         self.prompt = doctor_prompt(args, "egip")
         self.strategy = doctor_strategy(args, "egip")
 
@@ -238,7 +239,9 @@ class LLMSetup:
         default question budget from the environment (an :class:`~clinenv.env.EGIPEnv`):
         its ``observation_format``, its ``protocol`` (:func:`doctor_prompt`,
         :func:`doctor_strategy`) and its acquisition rounds T (under a native protocol
-        the turns before a decision)."""
+        the turns before a decision); and its case pool, which only the privileged
+        ``--doctor teacher`` is given (:mod:`clinenv.cli.doctors`)."""
+        self.cases = getattr(env, "pool", None)
         self.observation_format = env.observation_format
         self.acquisition_rounds = env.config.acquisition_rounds
         protocol = getattr(env, "protocol", "egip")
@@ -287,6 +290,10 @@ class LLMSetup:
         args = self.args
         if args.doctor == "llm":
             self.model(args.model)
+        if args.doctor == "teacher":  # the tool view's settings (clinenv.cli.doctors)
+            from clinenv.agents.teacher_doctor import TEACHER_ENV_SETTINGS
+
+            self.env_kwargs.update(TEACHER_ENV_SETTINGS)
         if args.patient == "llm":
             self.env_kwargs.update(patient="llm",
                                    patient_model=self.model(args.patient_model or args.model))
@@ -310,6 +317,8 @@ class LLMSetup:
         ``--temperature`` / ``--max-tokens`` left out (``None``) keep
         :class:`~clinenv.llm.base.GenerationConfig`'s 0 and 200."""
         args = self.args
+        if args.doctor == "teacher":  # privileged: the environment's cases (match_env)
+            return DOCTORS["teacher"](args, cases=self.cases)
         if args.doctor != "llm":
             return DOCTORS[args.doctor](args)
         from clinenv.agents.llm_doctor import LLMDoctor

@@ -92,7 +92,8 @@ def add_replay_parser(sub: Any) -> None:
     replay.add_argument("--out", type=Path, default=None, metavar="FILE",
                         help="output run log; must be new or empty unless --resume "
                              "(default: RUN_<ablation>.jsonl beside RUN.jsonl)")
-    replay.add_argument("--doctor", default="llm", choices=sorted(DOCTOR_CHOICES),
+    replay.add_argument("--doctor", default="llm",
+                        choices=sorted(set(DOCTOR_CHOICES) - {"teacher"}),
                         help="doctor whose terminal strategy decides (default: llm)")
     replay.add_argument("--resume", action="store_true",
                         help="continue an output log of the same replay")
@@ -107,6 +108,9 @@ def add_replay_parser(sub: Any) -> None:
                              f"{DEFAULT_MAX_CONSECUTIVE_ERRORS}; 0: never stop)")
     replay.add_argument("--quiet", action="store_true",
                         help="print only the summary: no progress bar or notes")
+    replay.add_argument("--allow-privileged", action="store_true",
+                        help="replay a log of a privileged doctor (privileged: true, e.g. "
+                             "--doctor teacher, which saw the target; refused by default)")
     add_llm_arguments(replay, patient=False,
                       title="LLM agents (--doctor llm, --judge llm)")
     replay.set_defaults(func=cmd_replay)
@@ -174,7 +178,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         raise CLIError(f"--out {out} is the source log; choose another file")
     try:
         source = load_source(args.source, ablation=ablation, data_dir=args.data_dir,
-                             allow_download=args.allow_download)
+                             allow_download=args.allow_download,
+                             allow_privileged=args.allow_privileged)
     except RunLogError as err:
         raise CLIError(str(err)) from None
     wrapped = wrapped_doctor(source)

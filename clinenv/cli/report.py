@@ -67,6 +67,9 @@ def add_report_parser(sub: Any) -> None:
     rep.add_argument("--allow-credentialed", action="store_true",
                      help="also write MIMIC-IV episodes (bound by its data-use agreement: "
                           "never publish the report)")
+    rep.add_argument("--allow-privileged", action="store_true",
+                     help="report logs of a privileged doctor (privileged: true, e.g. "
+                          "--doctor teacher, which saw the target; refused by default)")
     rep.set_defaults(func=cmd_report)
 
 
@@ -108,7 +111,8 @@ def cmd_report(args: argparse.Namespace) -> int:
                               n_resamples=args.resamples, n_flips=args.flips,
                               seed=args.seed, mixed_scoring=args.mixed_scoring,
                               allow_credentialed=args.allow_credentialed,
-                              with_figures=with_figures)
+                              with_figures=with_figures,
+                              allow_privileged=args.allow_privileged)
     except PlotDependencyError as err:  # matplotlib found but not importable
         raise CLIError(f"{err}; or pass --no-figures for a report without figures"
                        ) from None

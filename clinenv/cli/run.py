@@ -171,7 +171,7 @@ def doctor_label(args: argparse.Namespace, protocol: str = "egip") -> str:
     ``llm-<strategy>-<model>`` with every character of the model name other than
     letters, digits, ``-``, ``_`` and ``.`` replaced by ``-`` (the strategy defaults by
     ``protocol``, :func:`~clinenv.cli.llm_setup.doctor_strategy`); plus ``-cdeg`` or
-    ``-<baseline>`` for a wrapped doctor."""
+    ``-<baseline>`` for a wrapped doctor; ``privileged-teacher`` for ``--doctor teacher``."""
     wrapper = "-cdeg" if getattr(args, "cdeg", None) else (
         f"-{args.baseline}" if getattr(args, "baseline", None) else "")
     if args.doctor != "llm":
@@ -181,6 +181,8 @@ def doctor_label(args: argparse.Namespace, protocol: str = "egip") -> str:
     return f"llm-{doctor_strategy(args, protocol)}-{model}{wrapper}"
 
 
+    if args.doctor == "teacher":
+        return "privileged-teacher"
 def case_list_option(args: argparse.Namespace) -> Any:
     """The :class:`~clinenv.case_list.CaseList` of ``--cases FILE``, or ``None``.
 
@@ -284,6 +286,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             env.close()
             raise CLIError(f"{env_id}: {err}") from None
         if args.doctor == "llm" and args.prompt == "egip" and \
+    if args.doctor == "teacher":  # even with --quiet: its log is no doctor's result
+        from clinenv.cli.doctors import TEACHER_NOTE
+
+        print(f"note: {TEACHER_NOTE}", file=sys.stderr, flush=True)
                 getattr(env.unwrapped, "protocol", "egip") == "agentclinic":
             env.close()  # the egip prompt never gives the marker AgentClinic ends on
             raise CLIError(f"{env_id} ends only on DIAGNOSIS READY, which the egip doctor "

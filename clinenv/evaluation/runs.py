@@ -63,6 +63,7 @@ from clinenv.runlog import (
     EpisodeLines,
     RunLog,
     RunLogError,
+    check_privileged,
     dedupe_hint,
     full_json,
     leaf_difference,
@@ -348,13 +349,16 @@ class _Group:
 
 
 def load_runs(specs: Iterable[LogSpec | str | Path], *,
-              mixed_scoring: bool = False) -> list[Run]:
+              mixed_scoring: bool = False, allow_privileged: bool = False) -> list[Run]:
     """Read run logs and group their lines into runs by ``(label, dataset)``.
 
     Args:
         specs: log files, as :class:`LogSpec`, ``"LABEL=path"`` or paths.
         mixed_scoring: accept lines of different scoring versions (see the module
             docstring); the reports then say so.
+        allow_privileged: accept lines of a privileged doctor (``"privileged": true``,
+            the teacher that saw Y; :func:`clinenv.runlog.check_privileged`), refused by
+            default (``--allow-privileged``).
 
     Returns:
         The runs, in order of first appearance.
@@ -362,6 +366,8 @@ def load_runs(specs: Iterable[LogSpec | str | Path], *,
     Raises:
         MixedScoringError: lines of different scoring versions without
             ``mixed_scoring``.
+        clinenv.runlog.PrivilegedLogError: a privileged line without
+            ``allow_privileged`` (file and line named).
         RunsError: a missing or empty file, a malformed or mixed file, a duplicate
             ``(case_id, repetition)`` key, or files with the same label and dataset from
             different runs (see the module docstring).
@@ -369,7 +375,7 @@ def load_runs(specs: Iterable[LogSpec | str | Path], *,
     """
     loaded: set[Path] = set()
     logs = [_read_checked(spec if isinstance(spec, LogSpec) else parse_run_spec(str(spec)),
-                          loaded) for spec in specs]
+                          loaded, allow_privileged) for spec in specs]
     labels = with_models([spec.label or method_label(log.lines[0]) for spec, log in logs],
                          [None if spec.label else doctor_model(log.lines[0].get("doctor"))
                           for spec, log in logs])
@@ -406,9 +412,11 @@ def load_runs(specs: Iterable[LogSpec | str | Path], *,
     return runs
 
 
-def _read_checked(spec: LogSpec, loaded: set[Path]) -> tuple[LogSpec, RunLog]:
-    """Read one log and check its lines (:func:`_check_line`, one run per file); adds
-    its resolved path to ``loaded``. Raises :class:`RunsError` as :func:`load_runs`."""
+def _read_checked(spec: LogSpec, loaded: set[Path],
+                  allow_privileged: bool = False) -> tuple[LogSpec, RunLog]:
+    """Read one log and check its lines (:func:`_check_line`, one run per file;
+    :func:`~clinenv.runlog.check_privileged`); adds its resolved path to ``loaded``.
+    Raises :class:`RunsError` as :func:`load_runs`."""
     path = str(spec.path)
     if spec.path.is_dir():
         raise RunsError("is a folder, not a run-log file; give the .jsonl files in it",
@@ -421,6 +429,8 @@ def _read_checked(spec: LogSpec, loaded: set[Path]) -> tuple[LogSpec, RunLog]:
     log = read_run_log(spec.path)
     if not log.lines:
         raise RunsError("no episodes in this run log", path=path)
+    check_privileged(log, allow=allow_privileged, why="evaluating it would score a doctor "
+                     "that was given the answer")
     head, head_no = log.lines[0], log.line_numbers[0]
     for line, number in zip(log.lines, log.line_numbers, strict=True):
         _check_line(line, path, number, labelled=spec.label is not None)

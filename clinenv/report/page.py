@@ -114,7 +114,7 @@ def build_report(logs: Iterable[LogSpec | str | Path], *,
                  pairs: Sequence[tuple[str, str]] | None = None, intersect: bool = False,
                  n_resamples: int = 10_000, n_flips: int = 20_000, seed: int = 0,
                  mixed_scoring: bool = False, allow_credentialed: bool = False,
-                 with_figures: bool = True) -> Report:
+                 with_figures: bool = True, allow_privileged: bool = False) -> Report:
     """Build the report page of run logs.
 
     Args:
@@ -130,6 +130,8 @@ def build_report(logs: Iterable[LogSpec | str | Path], *,
         mixed_scoring: pool and pair logs of different scoring versions.
         allow_credentialed: write MIMIC-IV episodes (the data-use warning is returned).
         with_figures: draw the figures (needs matplotlib).
+        allow_privileged: report logs of a privileged doctor too (refused by default:
+            :func:`clinenv.runlog.check_privileged`).
 
     Returns:
         The :class:`Report`.
@@ -147,7 +149,7 @@ def build_report(logs: Iterable[LogSpec | str | Path], *,
     from clinenv.evaluation.reports import accuracy_table
     from clinenv.evaluation.runs import load_runs
 
-    runs = load_runs(logs, mixed_scoring=mixed_scoring)
+    runs = load_runs(logs, mixed_scoring=mixed_scoring, allow_privileged=allow_privileged)
     credentialed = _check_access(runs, allow_credentialed)
     accuracy = accuracy_table(runs)
     run_pairs, pair_notes = report_pairs(runs, pairs)

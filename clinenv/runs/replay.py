@@ -63,6 +63,7 @@ from clinenv.protocol.presets import resolve_preset
 from clinenv.runlog import (
     EpisodeLines,
     RunLogError,
+    check_privileged,
     dedupe_hint,
     episode_key,
     is_error_line,
@@ -306,7 +307,8 @@ def _episode(line: Mapping[str, Any], number: int, path: Path, pools: _Pools) ->
 
 def load_source(path: str | Path, *, ablation: str = "full",
                 data_dir: str | Path | None = None,
-                allow_download: bool = False) -> ReplaySource:
+                allow_download: bool = False,
+                allow_privileged: bool = False) -> ReplaySource:
     """Read and check a source run log for :func:`clinenv.runs.replay_run.replay_run`.
 
     Args:
@@ -316,6 +318,9 @@ def load_source(path: str | Path, *, ablation: str = "full",
         data_dir: folder of the dataset files (else ``CLINENV_DATA_DIR``, the user
             cache...; see :mod:`clinenv.datasets`).
         allow_download: let the loader download a missing public dataset.
+        allow_privileged: replay a log of a privileged doctor (``"privileged": true``,
+            refused by default: its acquisition was driven by the target; the replay's
+            lines keep the field, :func:`clinenv.runlog.check_privileged`).
 
     Returns:
         A :class:`ReplaySource`.
@@ -327,6 +332,8 @@ def load_source(path: str | Path, *, ablation: str = "full",
             another file than the run's; a case id, target or candidate list that does
             not match it; a duplicate episode; no finished episode; ``"no_candidates"``
             on a log without K. Each message names the file and line.
+        clinenv.runlog.PrivilegedLogError: a privileged line without
+            ``allow_privileged``.
         ValueError: an unknown ablation.
     """
     if ablation not in ABLATIONS:
@@ -335,6 +342,9 @@ def load_source(path: str | Path, *, ablation: str = "full",
     if not path.is_file():
         raise ReplayError("no such run-log file", path=path)
     log = read_run_log(path)
+    check_privileged(log, allow=allow_privileged, why="its evidence was acquired by a "
+                     "doctor that knew the answer, so a replayed decision on it measures "
+                     "nothing")
     index = EpisodeLines()
     for line, number in zip(log.lines, log.line_numbers, strict=True):
         earlier = index.add(line, number)

@@ -138,7 +138,8 @@ def build_graph(run_logs: Sequence[str | Path], *, extractor: AtomExtractor,
                 verifier: Verifier, similarity: Similarity,
                 config: BuildConfig | None = None, progress: bool = False,
                 pair_similarity: Similarity | None = None,
-                icd_map: CodeMap | None = None) -> BuildResult:
+                icd_map: CodeMap | None = None,
+                allow_privileged: bool = False) -> BuildResult:
     """Build a CDEG from run logs (module docstring).
 
     Args:
@@ -159,6 +160,9 @@ def build_graph(run_logs: Sequence[str | Path], *, extractor: AtomExtractor,
             :func:`~clinenv.wrappers.cdeg.trajectories.load_trajectories`); recorded in
             the metadata as ``icd_map`` (its name and code count) and counted in
             ``report["icd_outcomes"]``.
+        allow_privileged: build from logs of a privileged doctor too (refused by
+            default: a graph learned from Y-driven trajectories is poisoned;
+            :func:`clinenv.runlog.check_privileged`).
 
     Returns:
         A :class:`BuildResult`.
@@ -173,7 +177,7 @@ def build_graph(run_logs: Sequence[str | Path], *, extractor: AtomExtractor,
     if not run_logs:
         raise ValueError("build_graph needs at least one run log")
     pair_similarity = pair_similarity or similarity
-    loaded = load_trajectories(run_logs, icd_map=icd_map)
+    loaded = load_trajectories(run_logs, icd_map=icd_map, allow_privileged=allow_privileged)
     pairing = pair_trajectories(loaded.trajectories, pair_similarity,
                                 threshold=config.pair_threshold)
     diagnoses = DiagnosisIndex(similarity, config.diagnosis_threshold)

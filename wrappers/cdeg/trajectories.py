@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from clinenv.runlog import RunLogError, is_error_line, read_run_log
+from clinenv.runlog import RunLogError, check_privileged, is_error_line, read_run_log
 from clinenv.scoring import CodeMap, icd_score
 from clinenv.wrappers.reask import final_answer
 
@@ -119,13 +119,19 @@ class LoadedRuns:
 
 
 def load_trajectories(paths: Sequence[str | Path], *,
-                      icd_map: CodeMap | None = None) -> LoadedRuns:
+                      icd_map: CodeMap | None = None,
+                      allow_privileged: bool = False) -> LoadedRuns:
     """Read run logs (``clinenv run`` output, schema ``clinenv.runlog/1``) into
     trajectories; K repetitions of a case may come from one file or several;
-    ``icd_map`` relabels outcomes by ICD code (module docstring).
+    ``icd_map`` relabels outcomes by ICD code (module docstring). Logs of a privileged
+    doctor (``"privileged": true``: the teacher, whose trajectories were driven by Y)
+    are refused unless ``allow_privileged`` (:func:`clinenv.runlog.check_privileged`):
+    a graph or memory learned from them is poisoned.
 
     Raises:
         FileNotFoundError: a log does not exist.
+        clinenv.runlog.PrivilegedLogError: a privileged line without
+            ``allow_privileged`` (file and line named).
         RunLogError: a line is not JSON / not a run-log line, an episode appears twice
             in one file (not a retry of an error line), or a field is missing or
             malformed (``case_id``, ``repetition``, ``answer``, ``verdict``,
@@ -139,6 +145,8 @@ def load_trajectories(paths: Sequence[str | Path], *,
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such run log")
         log = read_run_log(path)
+        check_privileged(log, allow=allow_privileged, why="trajectories driven by the "
+                         "target poison a CDEG graph or an experience memory built from them")
         if log.partial_bytes:
             partial.append(str(path))
         numbers = {id(line): n for line, n in zip(log.lines, log.line_numbers, strict=True)}
