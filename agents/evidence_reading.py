@@ -17,13 +17,19 @@ environment:
 
 It also names a diagnosis in a text (:func:`named_diagnosis`) and scores candidate labels
 against the evidence (:func:`candidate_scores`), the two answer rules of
-:class:`clinenv.agents.scripted_doctor.ScriptedDoctor`.
+:class:`clinenv.agents.scripted_doctor.ScriptedDoctor`. A diagnosis is named after a link
+phrase of the scorer's one hedge list (:data:`clinenv.scoring.DIAGNOSIS_LINKS`, part of
+:data:`clinenv.scoring.HEDGES`) or "confirms"; not after the scorer's probability hedges
+("likely", "possible"), which in a record qualify a finding ("likely viral") rather than
+name the diagnosis.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+
+from clinenv.scoring import DIAGNOSIS_LINKS
 
 #: First line of every EGIP and native doctor view (the other section headers are those of
 #: clinenv.protocol.render, clinenv.protocol.evidence and clinenv.protocol.native_render).
@@ -41,14 +47,17 @@ _EVIDENCE_SPEAKERS = ("Patient: ", "Measurement: ")
 _OTHER_SPEAKERS = ("Doctor: ", "Interface: ")
 _TURN = re.compile(r"^Turn (\d+) of (\d+)\.", re.MULTILINE)
 
+#: The phrases after which a record names a diagnosis: the link hedges of the scorer
+#: (:data:`clinenv.scoring.DIAGNOSIS_LINKS`, one list for reading records and scoring
+#: answers) and "confirms"; the scorer's probability hedges ("likely", "possible") are
+#: not read here: in a record they qualify a finding ("likely viral").
+_LINKS = "|".join(map(re.escape, sorted(DIAGNOSIS_LINKS, key=len, reverse=True)))
 _NAMED = re.compile(
-    r"\b(?:consistent with|suggestive of|diagnostic of|indicative of|compatible with|"
-    r"characteristic of|confirm(?:s|ing)?)\s+(?:an?\s+|the\s+)?([^.;,\n()]{3,80})",
+    rf"\b(?:{_LINKS}|confirm(?:s|ing)?)\s+(?:an?\s+|the\s+)?([^.;,\n()]{{3,80}})",
     re.IGNORECASE,
 )
 #: A cheap, case-sensitive pre-scan (on lower-cased text) for where _NAMED can first match.
-_TRIGGER = re.compile(r"consistent with|suggestive of|diagnostic of|indicative of|"
-                      r"compatible with|characteristic of|confirm")
+_TRIGGER = re.compile(rf"{_LINKS}|confirm")
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset({"with", "and", "the", "of", "for", "from", "disease", "syndrome",
                    "acute", "chronic", "type", "due", "to", "in", "on"})

@@ -35,32 +35,55 @@ Rules, in order (see :func:`score_answer`):
    (``"Myasthenia gravs"``) but is refused when the two texts differ in a number or
    single-letter qualifier (``"type 1"``/``"type 2"``, ``"hepatitis B"``/``"hepatitis
    C"``) or a laterality, acuity or similar qualifier word (``left``/``right``,
-   ``acute``/``chronic``...). The negation rule holds on every path (exact, acronym,
-   fuzzy, option, ICD; :func:`_negated`): a match stands only when the answer holds the
-   negation cues (``not``, ``no``, ``without``, ``ruled out``, ``excluded``, ``negative
-   for``...) of the target and no other, the part that matched read as the target form
-   (``"NHL"`` is ``"Non-Hodgkin lymphoma"``). So ``"no PML (PML)"``, ``"ruled out PML"``
-   and ``"not X"`` are never correct, wherever the cue stands in the answer. A trailing
-   ``"(ABBR)"`` names a whole answer only when the text before it can spell it
-   (:func:`_defines`): ``"Toxoplasmosis (PML)"`` is not PML.
+   ``acute``/``chronic``...); a fuzzy match also reads the answer without its
+   parentheticals, as the exact path does. A trailing ``"(ABBR)"`` names a whole answer
+   only when it is the initials of the text before it (:func:`_defines`):
+   ``"Toxoplasmosis (PML)"`` and ``"Primary CNS lymphoma (PML)"`` are not PML.
+
+   **The negation rule** is one rule, with a scope, on every path (exact, acronym, a
+   list's first item, fuzzy, option, ICD; :func:`_negated`). An answer is read as its
+   *main segment*, the first listed diagnosis outside parentheses (the text the match
+   is read from; the text before a trailing ``"(ABBR)"`` is main text), and its *side
+   segments*: each parenthetical's content and each list item after the first (split as
+   in rule 4). A match stands only when the main segment holds the negation cues
+   (``not``, ``no``, ``without``, ``ruled out``, ``excluded``, ``negative for``...) of
+   the target and no other, the part that matched read as the target form (``"NHL"`` is
+   ``"Non-Hodgkin lymphoma"``), and no side segment is a *bare negation*: a cue with only
+   function or hedge words (``"ruled out"``, ``"unlikely"``, ``"not likely"``,
+   ``"probably not"``, ``"excluded"``, ``"negative"``, ``"absent"``; the grounds after
+   ``"ruled out"``-like cues are not read: ``"ruled out by MRI"``;
+   :func:`_bare_negation`). A side segment with a content word negates that other
+   thing and is ignored. So ``"no PML (PML)"``, ``"not X"``, ``"X, ruled out"`` and
+   ``"X (ruled out)"`` are wrong; ``"X, not toxoplasmosis"``, ``"X (not
+   toxoplasmosis)"`` and ``"X (no complications)"`` are X. Punctuation never decides.
 4. A hedged list (``"X or Y"``, ``"X vs Y"``, ``"X, Y"``, ``"X; Y"``, ``"X / Y"``) is
    scored on the FIRST listed diagnosis only, after the whole answer fails an exact or
-   acronym match; a separator that occurs in the target itself is not split on. The
-   hedges of :data:`HEDGES` (``"likely"``, ``"consistent with"``, ``"compatible
-   with"``, ``"suggestive of"``, ``"in keeping with"``...) are dropped from the front of
-   that first item.
+   acronym match; the list is split outside parentheses, and a separator that occurs in
+   the target itself is not split on. The hedges of :data:`HEDGES` (``"likely"``,
+   ``"presumptive"``, ``"consistent with"``, ``"indicative of"``, ``"concerning
+   for"``...) are dropped from the front of that first item, with a colon after one
+   (``"Likely: X"``) and a lead before a link hedge (``"Findings consistent with X"``,
+   ``"The clinical picture is suggestive of X"``).
 
 Optional ICD normalization (off unless an ``icd_map`` is given; CDEG Eq. 3 maps
 diagnoses "to the same ICD-aligned label space as the reference diagnosis"): before
 rules 2-4, when the answer (its whole text, an abbreviation form, else the first item
-of a hedged list) and the target both map to an ICD code, the codes decide: the same
-code is ``"correct"``, different codes ``"wrong"`` (:attr:`Score.method` ``"icd"``,
-:attr:`Score.matched` the answer's code). When either side is unknown to the map the
-rules above apply unchanged. The map is any object with ``code(text) -> str | None``
-(:class:`CodeMap`; the user-file reader is :class:`clinenv.icd_map.IcdMap`).
+of a hedged list; a form the negation rule refuses gives no code) and the target both
+map to an ICD code, the codes decide: the same code is ``"correct"``, different codes
+``"wrong"`` (:attr:`Score.method` ``"icd"``, :attr:`Score.matched` the answer's code).
+When either side is unknown to the map the rules above apply unchanged. The map is any
+object with ``code(text) -> str | None`` (:class:`CodeMap`; the user-file reader is
+:class:`clinenv.icd_map.IcdMap`).
 
 The gold answer always scores full marks: ``score_answer(case.target.text, case)`` is
 correct for every case (tested on every MedQA target and NEJM option).
+
+Known limits, left to a judge: a text made to spell the abbreviation after it
+(``"Primary malignant lymphoma (PML)"``) names it; an abbreviation that takes a letter
+from inside a word (``"Gastroesophageal reflux disease (GERD)"``) names nothing, the
+answer being read by its text; a side segment that negates only by a word outside the
+cue list is ignored; and a double negation in a side segment (``"X, not ruled out"``)
+counts as a negation.
 """
 
 from __future__ import annotations
@@ -86,10 +109,16 @@ DEFAULT_THRESHOLD = 90.0
 #: final utterance is scored on the diagnosis its moderator reads
 #: (:func:`clinenv.protocol.native.moderator_answer`), the judge receives the answer
 #: without its marker, and an output without an identifiable answer is unscored (U) in
-#: every report, whatever the protocol's own verdict. Version 3: the negation rule holds
-#: on every match path (``"no PML (PML)"`` is wrong), a trailing abbreviation names an
-#: answer only when the text before it can spell it (``"Toxoplasmosis (PML)"`` is
-#: wrong), and :data:`HEDGES` holds "compatible with", "suggestive of", "in keeping with".
+#: every report, whatever the protocol's own verdict. Version 3: one negation rule with a
+#: scope on every match path (a cue in the main segment always counts, a side segment
+#: only when it is a bare negation: ``"no PML (PML)"``, ``"PML, ruled out"`` and ``"PML
+#: (ruled out)"`` are wrong, ``"PML (not toxoplasmosis)"`` is right), a trailing
+#: abbreviation names an answer only when it is the initials of the text before it
+#: (``"Toxoplasmosis (PML)"``, ``"Primary CNS lymphoma (PML)"`` are wrong), a fuzzy match
+#: also reads the answer without its parentheticals, and :data:`HEDGES` holds
+#: "compatible with", "suggestive of", "in keeping with", "indicative of", "diagnostic
+#: of", "concerning for", "characteristic of", "most consistent with", "highly
+#: suggestive of", "presumptive", a colon after a hedge and a lead ("Findings") before one.
 SCORING_VERSION = 3
 
 Verdict = Literal["correct", "wrong", "unscored"]
@@ -127,25 +156,65 @@ _HEDGE_SEPARATORS = (
     re.compile(r"\s*[,;]\s*"),
     re.compile(r"\s+/\s+"),
 )
+#: The hedges that link findings to the diagnosis they point at (``"consistent with
+#: X"``). Part of :data:`HEDGES`, and the phrases after which
+#: :func:`clinenv.agents.evidence_reading.named_diagnosis` reads a diagnosis in a record
+#: (the one list both read; a record's "likely"/"possible" qualifies a finding, "likely
+#: viral", so the reader takes only these).
+DIAGNOSIS_LINKS = (
+    "consistent with", "compatible with", "suggestive of", "in keeping with",
+    "indicative of", "diagnostic of", "concerning for", "characteristic of",
+    "most consistent with", "highly suggestive of",
+)  # fmt: skip
 #: Hedges dropped, one after another, from the front of an answer's first diagnosis
-#: (rule 4): ``"compatible with X"`` and ``"probably consistent with X"`` score as
-#: ``"X"``. EGIP appendix B: a hedge is formatting, not a different diagnosis.
+#: (rule 4): ``"compatible with X"``, ``"probably consistent with X"``, ``"Likely: X"``
+#: and ``"Findings consistent with X"`` score as ``"X"``. EGIP appendix B: a hedge is
+#: formatting, not a different diagnosis.
 HEDGES = (
     "most likely", "likely", "probably", "probable", "possible", "possibly", "suspected",
-    "presumed", "suspicion of", "consistent with", "compatible with", "suggestive of",
-    "in keeping with",
+    "presumed", "presumptive", "suspicion of", *DIAGNOSIS_LINKS,
 )  # fmt: skip
+
+
+def _alternation(phrases: tuple[str, ...]) -> str:
+    return "|".join(r"\s+".join(map(re.escape, p.split())) for p in
+                    sorted(phrases, key=len, reverse=True))
+
+
+#: What may stand before a link hedge and goes with it: ``"Findings consistent with
+#: X"``, ``"The clinical picture is suggestive of X"``.
+_HEDGE_LEAD = (r"(?:(?:the|these)\s+)?(?:clinical\s+|overall\s+)?"
+               r"(?:findings|picture|presentation|features)(?:\s+(?:is|are))?\s+")
 _HEDGE_WORDS = re.compile(
-    r"^(?:(?:"
-    + "|".join(r"\s+".join(map(re.escape, h.split())) for h in sorted(HEDGES, key=len)[::-1])
-    + r")\s+)+",
+    rf"^(?:{_HEDGE_LEAD}(?=(?:{_alternation(DIAGNOSIS_LINKS)})\s))?"
+    rf"(?:(?:{_alternation(HEDGES)})(?:(?:\s+diagnosis)?\s*:\s*|\s+))+",
     re.IGNORECASE,
 )
+_CUES = (r"not|no|non|without|never|unlikely|absent|excluded|ruled\s+out|rule\s+out"
+         r"|negative\s+for|free\s+of|denies")
 #: Negation cues of the negation rule (:func:`_negated`).
-_NEGATION = re.compile(
-    r"\b(?:not|no|non|without|never|unlikely|absent|excluded|ruled\s+out|rule\s+out"
-    r"|negative\s+for|free\s+of|denies)\b"
+_NEGATION = re.compile(rf"\b(?:{_CUES})\b")
+#: The cues of a side segment (:func:`_bare_negation`): those of :data:`_NEGATION` and a
+#: lone "negative" ("PML, negative").
+_SIDE_NEGATION = re.compile(rf"\b(?:{_CUES}|negative)\b")
+#: A cue that follows what it negates ("ruled out", "unlikely"), then the grounds for it
+#: ("by MRI", "given the CD4 count"), which name nothing negated.
+_GROUNDS = re.compile(
+    r"^(.*?\b(?:ruled out|excluded|unlikely|absent|negative|not likely))\s+"
+    r"(?:by|on|per|given|after|from|based|because|due|via|at|in|with|since|as|following)\b"
 )
+#: Words a side segment may hold besides its negation cues and still be a bare negation
+#: (:func:`_bare_negation`): function words and the words of :data:`HEDGES`; any other
+#: word is a content word ("not toxoplasmosis", "no complications").
+_BARE_WORDS = frozenset(
+    {
+        "a", "an", "the", "is", "was", "are", "were", "be", "been", "being", "has", "have",
+        "had", "it", "this", "that", "which", "so", "very", "quite", "now", "also", "all",
+        "definitely", "clearly", "entirely", "completely", "considered", "felt", "thought",
+        "deemed", "seems", "appears", "diagnosis",
+    }
+    | {word for hedge in HEDGES for word in hedge.split()}
+)  # fmt: skip
 _ROMAN = {"i": "1", "ii": "2", "iii": "3", "iv": "4", "v": "5", "vi": "6"}
 _ROMAN_QUALIFIED = re.compile(r"\b(type|grade|stage|class|phase|factor)\s+(i{1,3}|iv|vi?)\b")
 _QUALIFIER_WORDS = frozenset(
@@ -264,37 +333,78 @@ def _initials(normalized: str) -> set[str]:
 
 
 def _defines(short: str, long: str) -> bool:
-    """Whether ``long`` can be the long form of the abbreviation ``short`` (Schwartz &
-    Hearst 2003, "A simple algorithm for identifying abbreviation definitions in
-    biomedical text"): the letters and digits of ``short`` occur in ``long`` in order,
-    the first one starting ``long``'s first word. ``"BPPV"`` / ``"benign paroxysmal
-    positional vertigo"`` and ``"GERD"`` / ``"gastroesophageal reflux disease"`` do;
-    ``"PML"`` / ``"toxoplasmosis"`` does not."""
-    letters = [c for c in short.lower() if c.isalnum()]
-    words = _words(long)
-    if not letters or not words or words[0][0] != letters[0]:
-        return False
-    rest = iter(" ".join(words)[1:])
-    return all(c in rest for c in letters[1:])  # in order: `in` advances the iterator
+    """Whether ``long`` is the long form of the abbreviation ``short``: ``short`` (its
+    letters and digits) is the initials of ``long``, of all its words or of its content
+    words, a hyphen splitting words (:func:`_initials`). ``"BPPV"`` / ``"benign
+    paroxysmal positional vertigo"``, ``"LCPD"`` / ``"Legg-Calve-Perthes disease"`` and
+    ``"NHL"`` / ``"non-Hodgkin lymphoma"`` are; ``"PML"`` / ``"toxoplasmosis"`` and
+    ``"PML"`` / ``"primary CNS lymphoma"`` are not, nor ``"GERD"`` / ``"gastroesophageal
+    reflux disease"`` (a letter from inside a word: that answer is read by its text).
+    Known limit: a text made to spell the abbreviation (``"Primary malignant lymphoma
+    (PML)"``) passes; a judge can tell it apart."""
+    letters = "".join(c for c in short.lower() if c.isalnum())
+    return bool(letters) and letters in _initials(long)
 
 
-def _forms(cleaned: str, *, answer: bool = False) -> dict[str, tuple[Method, str]]:
+def _mask_parentheses(text: str) -> str:
+    """``text`` with every bracketed span (nested ones included) blanked out, offsets
+    kept: the separators of a list are looked for outside parentheses only."""
+    previous = None
+    while text != previous:
+        previous = text
+        text = re.sub(r"\([^()]*\)", lambda m: "\0" * len(m.group()), text)
+    return text
+
+
+def _items(text: str, protected: str = "") -> list[str]:
+    """The items of a list (``"X or Y"``, ``"X, Y"``...: :data:`_HEDGE_SEPARATORS`),
+    split outside parentheses; a separator that occurs in ``protected`` (the target or
+    option texts) is not split on, so ``"Hand, foot and mouth disease"`` is one item."""
+    separators = [s.pattern for s in _HEDGE_SEPARATORS if not s.search(protected)]
+    if not separators:
+        return [text]
+    split = re.compile("|".join(f"(?:{p})" for p in separators), re.IGNORECASE)
+    items, start = [], 0
+    for match in split.finditer(_mask_parentheses(text)):
+        items.append(text[start:match.start()])
+        start = match.end()
+    return [*items, text[start:]]
+
+
+def _outside(text: str) -> tuple[str, tuple[str, ...]]:
+    """A text without its parentheticals (its main text), and the side segments they
+    hold: each parenthetical's content, item by item (:func:`_items`)."""
+    sides = tuple(item for m in _PARENTHETICAL.finditer(text) for item in _items(m.group(1)))
+    return _PARENTHETICAL.sub("", text), sides
+
+
+#: One normalized form of a text: (method, main text outside the matched part, side
+#: segments outside it), :func:`_forms`.
+_Form = tuple[Method, str, tuple[str, ...]]
+
+
+def _forms(cleaned: str, *, answer: bool = False) -> dict[str, _Form]:
     """Normalized forms of one text: itself ("exact") and its abbreviation forms, each
-    with the normalized text outside it (read by the negation rule, :func:`_negated`).
+    with what lies outside it, read by the negation rule (:func:`_negated`): the main
+    text and the side segments.
 
-    A trailing ``"(SLE)"`` names the whole text; in an ``answer`` only when the text
-    before it can be its long form (:func:`_defines`), so ``"Toxoplasmosis (PML)"`` is
-    not ``"PML"``. A target's own abbreviation is trusted as the dataset wrote it."""
+    - the whole text: nothing outside;
+    - the text without its parentheticals (``"SLE"`` of ``"SLE (lupus)"``): their
+      contents are side segments;
+    - a trailing ``"(SLE)"`` names the whole text: the text before it is main text. In
+      an ``answer`` only when that text is its long form (:func:`_defines`), so
+      ``"Toxoplasmosis (PML)"`` is not ``"PML"``. A target's own abbreviation is trusted
+      as the dataset wrote it."""
     full = _lower_form(cleaned)
-    forms: dict[str, tuple[Method, str]] = {full: ("exact", "")} if full else {}
+    forms: dict[str, _Form] = {full: ("exact", "", ())} if full else {}
     match = _PARENTHETICAL.search(cleaned)
     if match:
-        bare = _lower_form(_PARENTHETICAL.sub("", cleaned))
-        inside = " ".join(m.group(1) for m in _PARENTHETICAL.finditer(cleaned))
-        forms.setdefault(bare, ("acronym", _lower_form(inside)))
+        main, sides = _outside(cleaned)
+        bare = _lower_form(main)
+        forms.setdefault(bare, ("acronym", "", tuple(_lower_form(s) for s in sides)))
         if not cleaned[match.end() :].strip() and (
                 not answer or _defines(match.group(1), bare)):
-            forms.setdefault(_lower_form(match.group(1)), ("acronym", bare))
+            forms.setdefault(_lower_form(match.group(1)), ("acronym", bare, ()))
     forms.pop("", None)
     return forms
 
@@ -304,35 +414,64 @@ def _negation_cues(text: str) -> frozenset[str]:
     return frozenset(" ".join(cue.split()) for cue in _NEGATION.findall(text.lower()))
 
 
-def _negated(reading: str, target_form: str) -> bool:
+def _bare_negation(segment: str) -> bool:
+    """Whether a side segment negates the answer's diagnosis: it holds a negation cue
+    and no content word (only cues and :data:`_BARE_WORDS`): ``"ruled out"``,
+    ``"unlikely"``, ``"probably not"``, ``"not likely"``, ``"excluded"``, ``"negative"``,
+    ``"absent"``, ``"(ruled out)"``. After a cue that follows what it negates, the grounds
+    are not read (``"ruled out by MRI"``, ``"unlikely given the CD4 count"``). A segment
+    with a content word negates that other thing: ``"not toxoplasmosis"``, ``"no
+    complications"``, ``"not confirmed"``, ``"toxoplasmosis ruled out"``."""
+    text = " ".join(_words(segment.lower()))
+    if not _SIDE_NEGATION.search(text):
+        return False
+    grounds = _GROUNDS.match(text)
+    if grounds:
+        text = grounds.group(1)
+    return all(word in _BARE_WORDS for word in _SIDE_NEGATION.sub(" ", text).split())
+
+
+def _negated(reading: str, target_form: str, sides: tuple[str, ...] = ()) -> bool:
     """The negation rule, one check for every match path (rule 3 of the module docstring).
 
-    A match between an answer and a target form stands only when both hold the same
-    negation cues. ``reading`` is the answer as matched: on the exact, abbreviation and
-    ICD paths the text outside the matched part followed by ``target_form`` (the part is
-    read as the target form, so ``"NHL"`` keeps the "non" of ``"Non-Hodgkin lymphoma"``),
-    on the fuzzy paths the whole answer. So ``"no PML (PML)"`` and ``"ruled out PML"``
-    are never the target ``"Progressive multifocal encephalopathy (PML)"``: the scorer
-    forgives formatting, never medicine (EGIP appendix B).
+    The answer is read as its main segment (``reading``) and its side segments
+    (``sides``). A match with ``target_form`` stands only when no side segment is a bare
+    negation (:func:`_bare_negation`) and the main segment holds the negation cues of
+    ``target_form`` and no other; any other cue of a side segment is ignored (``"PML
+    (not toxoplasmosis)"``). On the exact, abbreviation and ICD paths ``reading`` is the
+    main text outside the matched part followed by ``target_form`` (the part is read as
+    the target form, so ``"NHL"`` keeps the "non" of ``"Non-Hodgkin lymphoma"``), on the
+    fuzzy paths the answer's main text (:func:`_compatible`). So ``"no PML (PML)"``,
+    ``"ruled out PML"``, ``"PML, ruled out"`` and ``"PML (unlikely)"`` are never the
+    target ``"Progressive multifocal encephalopathy (PML)"``: the scorer forgives
+    formatting, never medicine (EGIP appendix B).
     """
+    if any(_bare_negation(side) for side in sides):
+        return True
     return _negation_cues(reading) != _negation_cues(target_form)
 
 
-def _match_forms(answer: str, target: str) -> tuple[str, Method] | None:
+def _match_forms(
+    answer: str, target: str, sides: tuple[str, ...] = ()
+) -> tuple[str, Method] | None:
     """Exact or acronym match between two cleaned texts that the negation rule lets
-    stand; returns (target form, method)."""
+    stand (``sides``: the answer's side segments outside ``answer``, the list items after
+    it); returns (target form, method)."""
     answer_forms, target_forms = _forms(answer, answer=True), _forms(target)
     pairs: list[tuple[str, str, Method]] = []  # (answer form, target form, method)
-    for form, (kind, _) in target_forms.items():
+    for form, (kind, _, _) in target_forms.items():
         if form in answer_forms:
             exact = kind == answer_forms[form][0] == "exact"
             pairs.append((form, form, "exact" if exact else "acronym"))
-    if _ACRONYM.fullmatch(answer):
-        pairs += [
-            (answer.lower(), form, "acronym")
-            for form in target_forms
-            if answer.lower() in _initials(form)
-        ]
+    # an all-caps answer, or its text outside parentheticals ("COPD (not asthma)"), may
+    # be the target's initials
+    for cased in dict.fromkeys((answer, _SPACE.sub(" ", _outside(answer)[0]).strip())):
+        if _ACRONYM.fullmatch(cased) and _lower_form(cased) in answer_forms:
+            pairs += [
+                (_lower_form(cased), form, "acronym")
+                for form in target_forms
+                if cased.lower() in _initials(form)
+            ]
     if _ACRONYM.fullmatch(target):
         pairs += [
             (form, target.lower(), "acronym")
@@ -340,8 +479,8 @@ def _match_forms(answer: str, target: str) -> tuple[str, Method] | None:
             if target.lower() in _initials(form)
         ]
     for answer_form, target_form, method in pairs:
-        outside = answer_forms[answer_form][1]
-        if not _negated(f"{outside} {target_form}", target_form):
+        _, outside, form_sides = answer_forms[answer_form]
+        if not _negated(f"{outside} {target_form}", target_form, (*form_sides, *sides)):
             return target_form, method
     return None
 
@@ -363,74 +502,101 @@ def _qualifiers(normalized: str) -> frozenset[str]:
     return frozenset(marks)
 
 
-def _compatible(a: str, b: str) -> bool:
+def _compatible(a: str, b: str, sides: tuple[str, ...] = ()) -> bool:
     """Whether a fuzzy match between two normalized texts may stand (the negation rule,
-    :func:`_negated`, and the same numbers, single-letter and qualifier words)."""
-    return not _negated(a, b) and _qualifiers(a) == _qualifiers(b)
+    :func:`_negated`, on ``a``'s main text and side segments, with ``sides`` after it;
+    and the same numbers, single-letter and qualifier words). The fuzzy match read
+    ``a`` whole, so a cue of ``b`` in ``a``'s own parentheticals counts as main text:
+    ``"NHL (non-Hodgkin lymphoma)"`` holds the "non" of ``"Non-Hodgkin lymphoma"``."""
+    main, inner = _outside(a)
+    target_cues = _negation_cues(b)
+    own = " ".join(cue for cue in _negation_cues(" ".join(inner)) if cue in target_cues)
+    return (not _negated(f"{main} {own}", b, (*inner, *sides))
+            and _qualifiers(a) == _qualifiers(b))
 
 
 def _fuzzy_key(normalized: str) -> str:
     return " ".join(_words(normalized))
 
 
-def _first_item(cleaned: str, protected: str) -> str:
-    """The first diagnosis of a hedged list, without leading hedge words.
+def _first_item(cleaned: str, protected: str) -> tuple[str, tuple[str, ...]]:
+    """The first diagnosis of a hedged list, without leading hedge words, and the list
+    items after it (side segments of the negation rule, :func:`_negated`).
 
-    A separator that occurs in ``protected`` (the target or option texts) is not split
-    on, so a target such as ``"Hand, foot and mouth disease"`` survives.
+    The list is split outside parentheses; a separator that occurs in ``protected``
+    (the target or option texts) is not split on, so a target such as ``"Hand, foot and
+    mouth disease"`` survives.
     """
-    for separator in _HEDGE_SEPARATORS:
-        if not separator.search(protected):
-            cleaned = separator.split(cleaned, maxsplit=1)[0]
-    return _HEDGE_WORDS.sub("", cleaned)
+    first, *rest = _items(cleaned, protected)
+    return _HEDGE_WORDS.sub("", first), tuple(rest)
+
+
+def _fuzzy_texts(answer_norm: str, sides: tuple[str, ...]) -> list[tuple[str, tuple[str, ...]]]:
+    """The texts a fuzzy match reads, each with its side segments: the normalized answer,
+    then (when it has parentheticals) its main text, their contents being side segments,
+    so ``"Progressive multifocal leukoencephalopathy (not toxoplasmosis)"`` is read as
+    the exact path reads ``"PML (not toxoplasmosis)"``. The free path reads them in this
+    order, the option path the main text first (:func:`_choose_option`)."""
+    main, inner = _outside(answer_norm)
+    main = _SPACE.sub(" ", main).strip()
+    texts = [(answer_norm, sides)]
+    if main and main != answer_norm:
+        texts.append((main, (*inner, *sides)))
+    return texts
 
 
 def _score_free(answer: str, target: str, threshold: float, normalized: str) -> Score:
     """Score a cleaned answer against a cleaned target text (no candidates)."""
-    hit = _match_forms(answer, target)
+    hit, sides = _match_forms(answer, target), ()
     if hit is None:
-        answer = _clean(_first_item(answer, target.lower()))
-        hit = _match_forms(answer, target) if answer else None
+        first, sides = _first_item(answer, target.lower())
+        answer = _clean(first)
+        hit = _match_forms(answer, target, sides) if answer else None
     if hit is not None:
         return Score("correct", 100.0, normalized, hit[0], hit[1])
-    best, best_form = 0.0, None
-    answer_norm = _lower_form(answer)
-    for form, (kind, _) in _forms(target).items():
-        if kind == "exact" or " " in form:  # fuzzy on texts, not on bare abbreviations
-            similarity = fuzz.token_sort_ratio(_fuzzy_key(answer_norm), _fuzzy_key(form))
-            if similarity > best:
-                best, best_form = similarity, form
-    if best >= threshold and best_form and _compatible(answer_norm, best_form):
-        return Score("correct", best, normalized, best_form, "fuzzy")
-    return Score("wrong", best, normalized, None, "none")
+    reported = None  # the similarity of the answer itself, for a wrong verdict
+    for text, text_sides in _fuzzy_texts(_lower_form(answer), sides):
+        best, best_form = 0.0, None
+        for form, (kind, _, _) in _forms(target).items():
+            if kind == "exact" or " " in form:  # fuzzy on texts, not on bare abbreviations
+                similarity = fuzz.token_sort_ratio(_fuzzy_key(text), _fuzzy_key(form))
+                if similarity > best:
+                    best, best_form = similarity, form
+        reported = best if reported is None else reported
+        if best >= threshold and best_form and _compatible(text, best_form, text_sides):
+            return Score("correct", best, normalized, best_form, "fuzzy")
+    return Score("wrong", reported or 0.0, normalized, None, "none")
 
 
 def _choose_option(
-    answer: str, options: tuple[str, ...], threshold: float
+    answer: str, options: tuple[str, ...], threshold: float, sides: tuple[str, ...] = ()
 ) -> tuple[int, float] | None:
-    """Index of the option a cleaned answer picks, with its similarity, or None."""
+    """Index of the option a cleaned answer picks, with its similarity, or None
+    (``sides``: the list items after ``answer``, read by the negation rule; a negated
+    option is not picked, so ``"C, ruled out"`` picks none)."""
     letter = _LETTER.match(answer)
     if letter:
         index = ord(letter.group(1).lower()) - ord("a")
-        return (index, 100.0) if index < len(options) else None
+        negated = any(_bare_negation(side) for side in sides)
+        return (index, 100.0) if index < len(options) and not negated else None
     cleaned_options = [_clean(o) for o in options]
     for index, option in enumerate(cleaned_options):
-        if _match_forms(answer, option):
+        if _match_forms(answer, option, sides):
             return index, 100.0
     prefixed = _LETTER_PREFIX.match(answer)
     if prefixed:  # "C. Exogenous ochronosis": the text decides; a bare letter is above
-        return _choose_option(prefixed.group(2), options, threshold)
-    answer_norm = _lower_form(answer)
-    scores = [
-        fuzz.WRatio(_fuzzy_key(answer_norm), _fuzzy_key(_lower_form(o))) for o in cleaned_options
-    ]
-    best = max(scores)
-    winners = [i for i, s in enumerate(scores) if s == best]
-    if best < threshold or len(winners) > 1:
-        return None
-    if not _compatible(answer_norm, _lower_form(cleaned_options[winners[0]])):
-        return None
-    return winners[0], best
+        return _choose_option(prefixed.group(2), options, threshold, sides)
+    # the main text first: WRatio's partial match would find an option named in a side
+    # segment ("Exogenous ochronsis (not contact dermatitis)" is not contact dermatitis)
+    for text, text_sides in _fuzzy_texts(_lower_form(answer), sides)[::-1]:
+        scores = [fuzz.WRatio(_fuzzy_key(text), _fuzzy_key(_lower_form(o)))
+                  for o in cleaned_options]
+        best = max(scores)
+        winners = [i for i, s in enumerate(scores) if s == best]
+        if (best >= threshold and len(winners) == 1
+                and _compatible(text, _lower_form(cleaned_options[winners[0]]), text_sides)):
+            return winners[0], best
+    return None
 
 
 _ABSTENTION = re.compile(
@@ -483,13 +649,16 @@ def _answer_code(cleaned: str, target: str, target_form: str, icd_map: CodeMap) 
     """The ICD code of a cleaned answer: its whole text or an abbreviation form, else the
     first item of a hedged list (separators found in ``target`` are not split on). A form
     that the negation rule (:func:`_negated`, read against ``target_form``, the target
-    text that gave the target's code) refuses gives no code."""
-    for text in (cleaned, _clean(_first_item(cleaned, target.lower()))):
-        parts = [(text, ""), *((form, outside)
-                                for form, (_, outside) in _forms(text, answer=True).items())]
-        for form, outside in parts:
+    text that gave the target's code; the list items after the first are side segments)
+    refuses gives no code."""
+    first, rest = _first_item(cleaned, target.lower())
+    for text, sides in ((cleaned, ()), (_clean(first), rest)):
+        parts = [(text, "", ()), *((form, outside, form_sides) for form, (_, outside, form_sides)
+                                   in _forms(text, answer=True).items())]
+        for form, outside, form_sides in parts:
             code = icd_map.code(form) if form else None
-            if code is not None and not _negated(f"{outside} {target_form}", target_form):
+            if code is not None and not _negated(f"{outside} {target_form}", target_form,
+                                                 (*form_sides, *sides)):
                 return code
     return None
 
@@ -559,9 +728,9 @@ def score_answer(answer: str | None, case: Case, *, threshold: float = DEFAULT_T
     if options and case.target.option_index is not None:
         choice = _choose_option(cleaned, options, threshold)
         if choice is None:
-            protected = " ".join(options).lower()
-            first = _clean(_first_item(cleaned, protected))
-            choice = _choose_option(first, options, threshold) if first else None
+            first, sides = _first_item(cleaned, " ".join(options).lower())
+            first = _clean(first)
+            choice = _choose_option(first, options, threshold, sides) if first else None
         if choice is not None:
             index, similarity = choice
             verdict: Verdict = "correct" if index == case.target.option_index else "wrong"

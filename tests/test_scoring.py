@@ -8,7 +8,16 @@ import pytest
 from conftest import skip_without_shared_data
 
 from clinenv.cases import Case, Target
-from clinenv.scoring import HEDGES, Score, is_abstention, normalize_answer, score_answer
+from clinenv.scoring import (
+    DIAGNOSIS_LINKS,
+    HEDGES,
+    Score,
+    _bare_negation,
+    _defines,
+    is_abstention,
+    normalize_answer,
+    score_answer,
+)
 
 NEJM_OPTIONS = (
     "Contact dermatitis",
@@ -140,11 +149,66 @@ def test_negation_is_wrong() -> None:
     ("Not non-Hodgkin lymphoma", "Non-Hodgkin lymphoma", "wrong"),
     ("Small cell lung carcinoma", "Non-small cell lung carcinoma", "wrong"),
     ("Non-small cell lung carcinoma", "Small cell lung carcinoma", "wrong"),
-    # the first listed diagnosis decides; what follows it is not read
+    # the first listed diagnosis decides; a side segment with a content word is not read
     ("Chronic obstructive pulmonary disease, not asthma", "COPD", "correct"),
+    # ... whatever the punctuation: a parenthetical is a side segment too
+    ("SLE (not drug-induced)", "Systemic lupus erythematosus (SLE)", "correct"),
+    ("SLE, not drug-induced", "Systemic lupus erythematosus (SLE)", "correct"),
+    ("COPD (not asthma)", "Chronic obstructive pulmonary disease", "correct"),
+    ("Myasthenia gravs (not Lambert-Eaton)", "Myasthenia gravis", "correct"),
+    ("Non-Hodgkin lymphoma (not Hodgkin)", "NHL", "correct"),
+    # a bare negation in a side segment negates the answer, on every path
+    ("SLE (ruled out)", "Systemic lupus erythematosus (SLE)", "wrong"),
+    ("SLE, unlikely", "Systemic lupus erythematosus (SLE)", "wrong"),
+    ("COPD (ruled out)", "Chronic obstructive pulmonary disease", "wrong"),
+    ("COPD, probably not", "Chronic obstructive pulmonary disease", "wrong"),
+    ("Myasthenia gravs, unlikely", "Myasthenia gravis", "wrong"),  # fuzzy
+    ("Myasthenia gravs (excluded)", "Myasthenia gravis", "wrong"),
+    ("Systemic lupus erythematosus (SLE); not likely", "SLE", "wrong"),
+    # a cue of the target in the answer's own parenthetical is the target's
+    ("NHL (non-Hodgkin lymphoma)", "Non-Hodgkin lymphoma", "correct"),
+    # ... but not in a later list item, another diagnosis
+    ("Hodgkin lymphoma, non-Hodgkin lymphoma", "Non-Hodgkin lymphoma", "wrong"),
+    # a separator that occurs in the target is not split on: the cue is main text
+    ("Hand, foot and mouth disease, ruled out", "Hand, foot and mouth disease", "wrong"),
+    ("Hand, foot and mouth disease (ruled out)", "Hand, foot and mouth disease", "wrong"),
+    ("Hand, foot and mouth disease or measles", "Hand, foot and mouth disease", "correct"),
+    ("Hand, foot and mouth disease (HFMD)", "HFMD", "correct"),
 ])
 def test_one_negation_rule_on_every_path(answer: str, target: str, expected: str) -> None:
     assert verdict(answer, target) == expected
+
+
+@pytest.mark.parametrize(("segment", "bare"), [
+    ("ruled out", True), ("unlikely", True), ("not likely", True), ("probably not", True),
+    ("excluded", True), ("negative", True), ("absent", True), ("(ruled out)", True),
+    ("has been ruled out", True), ("is unlikely", True), ("diagnosis excluded", True),
+    ("ruled out by MRI", True), ("unlikely given the CD4 count", True),
+    ("not toxoplasmosis", False), ("no complications", False), ("not confirmed", False),
+    ("no SCFE", False), ("toxoplasmosis ruled out", False), ("negative for JC virus", False),
+    ("not consistent with toxoplasmosis", False), ("not on treatment", False),
+    ("non-HIV", False), ("less likely", False), ("left posterior canal", False), ("", False),
+])
+def test_bare_negation(segment: str, bare: bool) -> None:
+    assert _bare_negation(segment) is bare
+
+
+@pytest.mark.parametrize(("short", "long", "defines"), [
+    ("PML", "progressive multifocal leukoencephalopathy", True),
+    ("BPPV", "benign paroxysmal positional vertigo", True),
+    ("LCPD", "legg-calve-perthes disease", True),  # a hyphen splits words
+    ("NRDS", "neonatal respiratory distress syndrome", True),
+    ("HFMD", "hand, foot and mouth disease", True),  # content words
+    ("T2DM", "type 2 diabetes mellitus", True),
+    ("PML", "toxoplasmosis", False),
+    ("PML", "primary cns lymphoma", False),  # letters in order are not enough
+    ("PML", "paraneoplastic limbic encephalitis", False),
+    ("NRDS", "neonatal sepsis with respiratory distress", False),
+    ("PML", "no pml", False),
+    ("", "progressive multifocal leukoencephalopathy", False),
+])
+def test_defines_needs_the_initials(short: str, long: str, defines: bool) -> None:
+    assert _defines(short, long) is defines
 
 
 def test_negation_rule_on_the_option_and_icd_paths() -> None:
@@ -159,8 +223,16 @@ def test_negation_rule_on_the_option_and_icd_paths() -> None:
 
     target = free_case("Progressive multifocal leukoencephalopathy (PML)")
     assert score_answer("PML", target, icd_map=Codes()).method == "icd"
-    score = score_answer("MRI shows no PML (PML)", target, icd_map=Codes())
-    assert (score.verdict, score.method) == ("wrong", "none")
+    for negated in ("MRI shows no PML (PML)", "PML, excluded", "PML (ruled out)"):
+        score = score_answer(negated, target, icd_map=Codes())
+        assert (score.verdict, score.method) == ("wrong", "none"), negated
+    score = score_answer("PML (not toxoplasmosis)", target, icd_map=Codes())
+    assert (score.verdict, score.method) == ("correct", "icd")
+    # the option path: a negated option, a letter included, is not chosen
+    assert score_answer("PML, ruled out", case).verdict == "wrong"
+    assert score_answer("B, ruled out", case).verdict == "wrong"
+    assert score_answer("B, not toxoplasmosis", case).verdict == "correct"
+    assert score_answer("PML (not toxoplasmosis)", case).verdict == "correct"
 
 
 @pytest.mark.parametrize("hedge", HEDGES)
@@ -168,6 +240,35 @@ def test_every_hedge_is_dropped(hedge: str) -> None:
     assert verdict(f"{hedge.capitalize()} myasthenia gravis", "Myasthenia gravis") == "correct"
     assert verdict(f"{hedge} SLE", "Systemic lupus erythematosus (SLE)") == "correct"
     assert verdict(f"{hedge} Lambert-Eaton syndrome", "Myasthenia gravis") == "wrong"
+
+
+@pytest.mark.parametrize("answer", [
+    "Likely: myasthenia gravis", "Probable diagnosis: myasthenia gravis",
+    "Findings consistent with myasthenia gravis", "Findings are consistent with MG",
+    "The clinical picture is suggestive of myasthenia gravis",
+    "Presentation most consistent with myasthenia gravis",
+    "Clinical features highly suggestive of myasthenia gravis",
+])
+def test_hedge_colon_and_lead(answer: str) -> None:
+    assert verdict(answer, "Myasthenia gravis") == "correct"
+
+
+@pytest.mark.parametrize("answer", [
+    "Findings not consistent with myasthenia gravis", "Unlikely: myasthenia gravis",
+    "Findings: myasthenia gravis ruled out", "Findings myasthenia gravis",
+])
+def test_hedge_lead_keeps_negation(answer: str) -> None:
+    assert verdict(answer, "Myasthenia gravis") == "wrong"
+
+
+@pytest.mark.parametrize("link", DIAGNOSIS_LINKS)
+def test_the_record_reader_reads_every_link_hedge(link: str) -> None:
+    """One list: the scripted doctor names a diagnosis after each link hedge of the
+    scorer (:data:`clinenv.scoring.DIAGNOSIS_LINKS`, part of :data:`HEDGES`)."""
+    from clinenv.agents.evidence_reading import named_diagnosis
+
+    assert link in HEDGES
+    assert named_diagnosis(f"MRI: white matter lesions {link} PML. Biopsy pending") == "PML"
 
 
 def test_numbers_and_laterality_do_not_fuzzy_match() -> None:

@@ -5,15 +5,23 @@ Each row is (case id, answer, verdict), worked out by hand from the rules of
 
 - the negation rule holds on every match path: an answer that negates or rules out the
   target is wrong, however it names it (whole text, the target's bracketed
-  abbreviation, its initials, a fuzzy spelling, an option);
+  abbreviation, its initials, a fuzzy spelling, an option, a list's first item);
+- the rule has a scope. A cue in the main segment (the first listed diagnosis outside
+  parentheses) always counts: ``"no PML (PML)"``. A side segment (a parenthetical, a
+  list item after the first) counts only when it is a bare negation, a cue with no
+  content word: ``"PML, ruled out"`` and ``"PML (ruled out)"`` are wrong, ``"PML, not
+  toxoplasmosis"`` and ``"PML (not toxoplasmosis)"`` are right. Punctuation never
+  decides;
 - every hedge of :data:`clinenv.scoring.HEDGES` in front of the first diagnosis is
-  dropped: ``"compatible with X"`` scores as ``"X"``;
+  dropped: ``"compatible with X"``, ``"Likely: X"`` and ``"Findings consistent with X"``
+  score as ``"X"``;
 - an abbreviation alone scores as the target when the target ends in it (``"PML"`` for
   ``"Progressive multifocal encephalopathy (PML)"``) or when it gives the target's
   initials (``"MG"`` for ``"Myasthenia gravis"``);
-- a trailing ``"(ABBR)"`` names the whole answer only when the text before it can
-  spell the abbreviation (its letters in order, the first starting the text: Schwartz &
-  Hearst 2003), so ``"Toxoplasmosis (PML)"`` is toxoplasmosis, wrong;
+- a trailing ``"(ABBR)"`` names the whole answer only when the abbreviation is the
+  initials of the text before it (of all its words or its content words, a hyphen
+  splitting words), so ``"Toxoplasmosis (PML)"`` is toxoplasmosis and ``"Primary CNS
+  lymphoma (PML)"`` is primary CNS lymphoma, both wrong;
 - a different diagnosis is wrong, however close (no synonym table: synonyms such as
   "Perthes disease" are left to a judge, and wrong here).
 
@@ -28,7 +36,7 @@ import pytest
 from conftest import MEDQA_FILE, NEJM_FILE, SHARED_DATA, skip_without_shared_data
 
 from clinenv.cases import Case
-from clinenv.scoring import HEDGES, score_answer
+from clinenv.scoring import HEDGES, normalize_answer, score_answer
 
 PML, HIRSCHSPRUNG, BPPV, NRDS, LCPD = (
     "medqa-0002", "medqa-0003", "medqa-0054", "medqa-0097", "medqa-0104")
@@ -51,17 +59,64 @@ TARGETS = {
 C, W = "correct", "wrong"
 
 TABLE: list[tuple[str, str, str]] = [
-    # --- another disease behind the target's abbreviation: the text before a trailing
-    # "(ABBR)" must be able to spell it (Schwartz & Hearst), else "(ABBR)" names nothing
+    # --- another disease behind the target's abbreviation: a trailing "(ABBR)" names
+    # the answer only when it is the initials of the text before it, else it names nothing
     (PML, "Toxoplasmosis (PML)", W),
     (PML, "Cerebral toxoplasmosis (PML)", W),
+    (PML, "Primary CNS lymphoma (PML)", W),  # "pcl": letters in order are not enough
+    (PML, "Paraneoplastic limbic encephalitis (PML)", W),  # "ple"
     (PML, "Progressive multifocal leukoencephalopathy (PML)", C),
     (BPPV, "Vestibular neuritis (BPPV)", W),
     (BPPV, "Meniere disease (BPPV)", W),
+    (BPPV, "Benign paroxysmal positional vertigo (BPPV)", C),
     (NRDS, "Transient tachypnea of the newborn (NRDS)", W),
+    (NRDS, "Neonatal sepsis with respiratory distress (NRDS)", W),  # "nswrd" / "nsrd"
     (NRDS, "Neonatal respiratory distress syndrome (NRDS)", C),
-    (LCPD, "Perthes disease (LCPD)", W),
+    (LCPD, "Perthes disease (LCPD)", W),  # a synonym: wrong without a judge
     (LCPD, "Slipped capital femoral epiphysis (LCPD)", W),
+    (LCPD, "Legg-Calve-Perthes disease (LCPD)", C),  # the hyphens split the words
+    # --- a bare negation after the first listed diagnosis or in brackets negates it,
+    # whatever the punctuation (the four abbreviation targets and medqa-0003)
+    (PML, "PML, unlikely", W),
+    (PML, "PML, ruled out", W),
+    (PML, "PML; excluded", W),
+    (PML, "PML, not likely", W),
+    (PML, "PML, probably not", W),
+    (PML, "PML / negative", W),
+    (PML, "PML (ruled out)", W),
+    (PML, "PML (unlikely)", W),
+    (PML, "PML (absent)", W),
+    (PML, "PML, ruled out by MRI", W),  # the grounds after the cue name nothing negated
+    (PML, "Progressive multifocal encephalopathy (PML), ruled out", W),
+    (PML, "Progressive multifocal encephalopathy (PML) (ruled out)", W),
+    (BPPV, "BPPV, ruled out", W),
+    (BPPV, "BPPV (unlikely)", W),
+    (BPPV, "Benign paroxysmal positional vertigo; excluded", W),
+    (NRDS, "NRDS, unlikely", W),
+    (NRDS, "NRDS (ruled out)", W),
+    (NRDS, "Neonatal respiratory distress syndrome, probably not", W),
+    (LCPD, "Legg-Calve-Perthes disease, ruled out", W),
+    (LCPD, "LCPD (excluded)", W),
+    (LCPD, "LCPD; not likely", W),
+    (HIRSCHSPRUNG, "Hirschsprung disease, unlikely", W),
+    (HIRSCHSPRUNG, "Hirschsprung disease (ruled out)", W),
+    (HIRSCHSPRUNG, "Hirschsprung disease; excluded", W),
+    (HIRSCHSPRUNG, "Hirschsprung disease or meconium ileus, unlikely", W),
+    # --- a side segment with a content word negates that other thing, not the target
+    (PML, "PML (not toxoplasmosis)", C),
+    (PML, "PML (no toxoplasmosis)", C),
+    (PML, "PML, not toxoplasmosis", C),
+    (PML, "PML (no complications)", C),
+    (PML, "PML, not confirmed", C),
+    (PML, "PML (toxoplasmosis ruled out)", C),
+    (PML, "Progressive multifocal leukoencephalopathy (not HIV encephalopathy)", C),
+    (BPPV, "BPPV (not vestibular neuritis)", C),
+    (BPPV, "BPPV, not Meniere disease", C),
+    (NRDS, "NRDS (not transient tachypnea of the newborn)", C),
+    (LCPD, "Legg-Calve-Perthes disease (no SCFE)", C),
+    (LCPD, "LCPD, not septic arthritis", C),
+    (HIRSCHSPRUNG, "Hirschsprung disease (no enterocolitis)", C),
+    (HIRSCHSPRUNG, "Hirschsprung disease, meconium ileus ruled out", C),
     # --- medqa-0002, "Progressive multifocal encephalopathy (PML)" -----------------------
     # negated, the trailing "(PML)" must not carry them (wrong before the negation rule)
     (PML, "MRI shows no PML (PML)", W),
@@ -92,6 +147,17 @@ TABLE: list[tuple[str, str, str]] = [
     (PML, "in keeping with PML", C),
     (PML, "Likely PML", C),
     (PML, "Probable progressive multifocal leukoencephalopathy", C),
+    (PML, "Indicative of PML", C),
+    (PML, "Diagnostic of PML", C),
+    (PML, "Highly suggestive of PML", C),
+    (PML, "Concerning for PML", C),
+    (PML, "Most consistent with PML", C),
+    (PML, "Findings consistent with PML", C),  # the lead "findings" goes with the hedge
+    (PML, "Presumptive PML", C),
+    (PML, "Likely: PML", C),  # a hedge followed by a colon
+    (PML, "Presumptive diagnosis: PML", C),
+    (PML, "Findings not consistent with PML", W),
+    (PML, "Unlikely: PML", W),
     # near misses
     (PML, "HIV encephalopathy", W),
     (PML, "Cerebral toxoplasmosis", W),
@@ -108,6 +174,8 @@ TABLE: list[tuple[str, str, str]] = [
     (HIRSCHSPRUNG, "Suspected Hirschsprung's disease", C),
     (HIRSCHSPRUNG, "Probably compatible with Hirschsprung disease", C),  # two hedges
     (HIRSCHSPRUNG, "Compatible with Hirschsprung disease; meconium ileus less likely", C),
+    (HIRSCHSPRUNG, "Picture suggestive of Hirschsprung disease", C),
+    (HIRSCHSPRUNG, "The clinical picture is characteristic of Hirschsprung disease", C),
     (HIRSCHSPRUNG, "Not Hirschsprung disease", W),
     (HIRSCHSPRUNG, "No Hirschsprung disease", W),
     (HIRSCHSPRUNG, "Hirschsprung disease ruled out", W),
@@ -146,6 +214,7 @@ TABLE: list[tuple[str, str, str]] = [
     (LCPD, "compatible with Legg-Calve-Perthes disease", C),
     (LCPD, "suggestive of LCPD", C),
     (LCPD, "Probably LCPD", C),
+    (LCPD, "Presentation most consistent with Legg-Calve-Perthes disease", C),
     (LCPD, "Findings excluded (LCPD)", W),
     (LCPD, "Ruled out LCPD (LCPD)", W),
     (LCPD, "negative for LCPD", W),
@@ -176,6 +245,14 @@ TABLE: list[tuple[str, str, str]] = [
     (OCHRONOSIS, "compatible with exogenous ochronosis", C),
     (OCHRONOSIS, "not exogenous ochronosis", W),
     (OCHRONOSIS, "Exogenous ochronosis ruled out", W),
+    (OCHRONOSIS, "C, ruled out", W),  # a negated option letter chooses nothing
+    (OCHRONOSIS, "Exogenous ochronosis, ruled out", W),
+    (OCHRONOSIS, "Exogenous ochronosis (ruled out)", W),
+    (OCHRONOSIS, "Exogenous ochronosis (not contact dermatitis)", C),
+    (OCHRONOSIS, "Exogenous ochronosis, not contact dermatitis", C),
+    (OCHRONOSIS, "C, not contact dermatitis", C),
+    (OCHRONOSIS, "Exogenous ochronsis (not contact dermatitis)", C),  # a typo: fuzzy
+    (OCHRONOSIS, "Indicative of exogenous ochronosis", C),
     (OCHRONOSIS, "Contact dermatitis", W),
     (OCHRONOSIS, "consistent with contact dermatitis", W),
 ]
@@ -200,6 +277,61 @@ def test_the_targets_are_those_the_table_was_written_for(cases) -> None:
                          ids=[f"{c}:{a}" for c, a, _ in TABLE])
 def test_verdict_table(cases, case_id: str, answer: str, expected: str) -> None:
     assert score_answer(answer, cases[case_id]).verdict == expected
+
+
+class _Codes:
+    """A small ICD map: the PML target and its spellings, and toxoplasmosis."""
+
+    CODES = {"pml": "A81.2", "progressive multifocal encephalopathy": "A81.2",
+             "progressive multifocal leukoencephalopathy": "A81.2", "toxoplasmosis": "B58.9"}
+
+    def code(self, text: str) -> str | None:
+        return self.CODES.get(normalize_answer(text))
+
+
+ICD_TABLE: list[tuple[str, str, str]] = [  # (answer, verdict, method) on medqa-0002
+    ("PML", C, "icd"),
+    ("PML, toxoplasmosis", C, "icd"),
+    ("PML (not toxoplasmosis)", C, "icd"),
+    ("Toxoplasmosis, PML", W, "icd"),
+    ("PML, excluded", W, "none"),  # the negated code is not read; the rules say wrong
+    ("PML (ruled out)", W, "none"),
+    ("No PML (PML)", W, "none"),
+]
+
+
+@pytest.mark.parametrize(("answer", "expected", "method"), ICD_TABLE,
+                         ids=[a for a, _, _ in ICD_TABLE])
+def test_icd_table(cases, answer: str, expected: str, method: str) -> None:
+    score = score_answer(answer, cases[PML], icd_map=_Codes())
+    assert (score.verdict, score.method) == (expected, method)
+
+
+#: Answers built on every MedQA and NEJM target T, and their verdicts.
+WRONG_FORMS = ("{T}, unlikely", "{T}, ruled out", "{T} (ruled out)", "not {T}")
+RIGHT_FORMS = ("{T}", "{T} (no complications)", "{T}, not toxoplasmosis",
+               "Indicative of {T}", "Findings consistent with {T}")
+#: (case id, use the candidates): the 107 MedQA cases, the 15 NEJM cases with and without
+#: their options.
+EVERY_TARGET = [(f"medqa-{n:04d}", False) for n in range(1, 108)] + [
+    (f"nejm-{n:04d}", with_options) for n in range(1, 16) for with_options in (True, False)]
+
+
+@pytest.mark.parametrize(("case_id", "use_candidates"), EVERY_TARGET,
+                         ids=[f"{c}:{'K' if k else 'free'}" for c, k in EVERY_TARGET])
+def test_every_target(cases, case_id: str, use_candidates: bool) -> None:
+    case = cases[case_id]
+    assert bool(case.candidates) == case_id.startswith("nejm")
+    target = case.target.text
+    verdicts = {form: score_answer(form.format(T=target), case,
+                                   use_candidates=use_candidates).verdict
+                for form in WRONG_FORMS + RIGHT_FORMS}
+    expected = {**{form: W for form in WRONG_FORMS}, **{form: C for form in RIGHT_FORMS}}
+    assert verdicts == expected, target
+
+
+def test_every_case_is_covered(cases) -> None:
+    assert {c for c, _ in EVERY_TARGET} == set(cases)
 
 
 def test_the_table_covers_every_hedge() -> None:
