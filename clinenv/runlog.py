@@ -175,6 +175,10 @@ class RunContext:
             "case_ids"}``), written into every line as ``case_list``; ``None`` (the
             default: the first N cases) writes no such field. Its ``sha256`` is compared
             on resume (:meth:`check`).
+        privileged: the doctor sees what no evaluated doctor may (the target Y, the
+            records M: :class:`~clinenv.agents.teacher_doctor.TeacherDoctor`;
+            :func:`policy_is_privileged`); every line then carries ``"privileged":
+            true`` (:func:`check_privileged`). ``False`` writes no such field.
 
     Lines carry ``n_cases_scheduled`` and ``n_repetitions`` so that a reader of a cut
     or interrupted log knows what was scheduled (missing episodes count as not correct,
@@ -194,6 +198,7 @@ class RunContext:
     paper_settings: dict[str, Any] | None = None
     case_list: dict[str, Any] | None = None
     dataset_sha256_aliases: tuple[str, ...] = ()
+    privileged: bool = False
 
     def scheduled(self, n_cases: int, n_repetitions: int) -> RunContext:
         """This context with the plan's schedule (written into every line)."""
@@ -205,10 +210,6 @@ class RunContext:
         """The context of a run of ``doctor`` on ``env`` with run seed ``seed``.
 
         Args:
-        privileged: the doctor sees what no evaluated doctor may (the target Y, the
-            records M: :class:`~clinenv.agents.teacher_doctor.TeacherDoctor`;
-            :func:`policy_is_privileged`); every line then carries ``"privileged":
-            true`` (:func:`check_privileged`). ``False`` writes no such field.
             env: the environment (``env.unwrapped.pool`` must exist).
             doctor: the doctor policy.
             seed: the run seed.
@@ -228,7 +229,7 @@ class RunContext:
             doctor=doctor_config(doctor),
             run_seed=int(seed),
             clinenv_version=__version__,
-    privileged: bool = False
+            privileged=policy_is_privileged(doctor),
         )
 
     def continuing(self, lines: Sequence[Mapping[str, Any]]) -> RunContext:
@@ -259,7 +260,6 @@ class RunContext:
             "scoring_version": SCORING_VERSION,  # clinenv.scoring; absent: version 1
             "doctor": self.doctor,
         }
-            privileged=policy_is_privileged(doctor),
         if self.n_cases_scheduled is not None:
             head["n_cases_scheduled"] = self.n_cases_scheduled
         if self.n_repetitions is not None:
@@ -268,6 +268,8 @@ class RunContext:
             head["paper_settings"] = self.paper_settings
         if self.case_list is not None:
             head["case_list"] = self.case_list
+        if self.privileged:
+            head["privileged"] = True
         body = {k: v for k, v in record.items() if k not in head}
         body.setdefault("verdict", "unscored")
         body.setdefault("correct", False)
@@ -298,8 +300,6 @@ class RunContext:
                            ("run_seed", self.run_seed),
                            ("dataset_sha256", self.dataset_sha256)):
             theirs = line.get(name)
-        if self.privileged:
-            head["privileged"] = True
             if theirs != ours:
                 where, theirs, ours = leaf_difference(theirs, ours, name)
                 why = ("; the dataset file's records differ from those the log was "
@@ -527,36 +527,6 @@ def is_error_line(line: Mapping[str, Any]) -> bool:
     return "error" in line
 
 
-def read_run_log(path: str | Path, *, repair: bool = False) -> RunLog:
-    """Read a run log, tolerating a partial last line.
-
-    A crash while writing can leave only a prefix of the last line (the writer puts the
-    newline at the end of one write, so such a prefix has no final newline). That
-    partial line is reported in ``partial_bytes`` and, with ``repair=True``, cut off: the
-    file is truncated to the end of its last complete line. A last line without a
-    newline that is nevertheless a complete JSON object is kept (with ``repair`` the
-    newline is added). Complete lines are never lost. A missing file reads as empty.
-
-    Args:
-        path: the log file.
-        repair: truncate a partial last line in place (and fsync).
-
-    Returns:
-        A :class:`RunLog`.
-
-    Raises:
-        RunLogError: a complete (newline-terminated) line is not a JSON object of
-            schema :data:`SCHEMA` — corruption a crash cannot cause; the message names
-            the line.
-    """
-    path = Path(path)
-    log = RunLog(path)
-    if not path.exists():
-        return log
-    data = path.read_bytes()
-    chunks = data.split(b"\n")
-    tail = chunks.pop()  # bytes after the last newline (b"" when the file ends with one)
-    for number, raw in enumerate(chunks, start=1):
 #: The option of ``clinenv eval``, ``compare``, ``report``, ``cdeg build`` and ``replay``
 #: that lets them read privileged lines (:func:`check_privileged`).
 ALLOW_PRIVILEGED_FLAG = "--allow-privileged"
@@ -615,6 +585,36 @@ def check_privileged(log: RunLog, *, allow: bool = False,
                 path=log.path, line=number)
 
 
+def read_run_log(path: str | Path, *, repair: bool = False) -> RunLog:
+    """Read a run log, tolerating a partial last line.
+
+    A crash while writing can leave only a prefix of the last line (the writer puts the
+    newline at the end of one write, so such a prefix has no final newline). That
+    partial line is reported in ``partial_bytes`` and, with ``repair=True``, cut off: the
+    file is truncated to the end of its last complete line. A last line without a
+    newline that is nevertheless a complete JSON object is kept (with ``repair`` the
+    newline is added). Complete lines are never lost. A missing file reads as empty.
+
+    Args:
+        path: the log file.
+        repair: truncate a partial last line in place (and fsync).
+
+    Returns:
+        A :class:`RunLog`.
+
+    Raises:
+        RunLogError: a complete (newline-terminated) line is not a JSON object of
+            schema :data:`SCHEMA` — corruption a crash cannot cause; the message names
+            the line.
+    """
+    path = Path(path)
+    log = RunLog(path)
+    if not path.exists():
+        return log
+    data = path.read_bytes()
+    chunks = data.split(b"\n")
+    tail = chunks.pop()  # bytes after the last newline (b"" when the file ends with one)
+    for number, raw in enumerate(chunks, start=1):
         if not raw.strip():
             continue
         log.lines.append(_parse_line(raw, path, number))

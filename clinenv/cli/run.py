@@ -174,6 +174,8 @@ def doctor_label(args: argparse.Namespace, protocol: str = "egip") -> str:
     ``-<baseline>`` for a wrapped doctor; ``privileged-teacher`` for ``--doctor teacher``."""
     wrapper = "-cdeg" if getattr(args, "cdeg", None) else (
         f"-{args.baseline}" if getattr(args, "baseline", None) else "")
+    if args.doctor == "teacher":
+        return "privileged-teacher"
     if args.doctor != "llm":
         explore = getattr(args, "exploration", None)
         return args.doctor + (f"-explore{explore:g}" if explore else "") + wrapper
@@ -181,8 +183,6 @@ def doctor_label(args: argparse.Namespace, protocol: str = "egip") -> str:
     return f"llm-{doctor_strategy(args, protocol)}-{model}{wrapper}"
 
 
-    if args.doctor == "teacher":
-        return "privileged-teacher"
 def case_list_option(args: argparse.Namespace) -> Any:
     """The :class:`~clinenv.case_list.CaseList` of ``--cases FILE``, or ``None``.
 
@@ -257,6 +257,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(settings.summary, flush=True)
         for note in settings.notes:
             print(f"note: {note}", file=sys.stderr, flush=True)
+    if args.doctor == "teacher":  # even with --quiet: its log is no doctor's result
+        from clinenv.cli.doctors import TEACHER_NOTE
+
+        print(f"note: {TEACHER_NOTE}", file=sys.stderr, flush=True)
     setup = LLMSetup(args)
 
     def make_doctor() -> Any:
@@ -286,10 +290,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             env.close()
             raise CLIError(f"{env_id}: {err}") from None
         if args.doctor == "llm" and args.prompt == "egip" and \
-    if args.doctor == "teacher":  # even with --quiet: its log is no doctor's result
-        from clinenv.cli.doctors import TEACHER_NOTE
-
-        print(f"note: {TEACHER_NOTE}", file=sys.stderr, flush=True)
                 getattr(env.unwrapped, "protocol", "egip") == "agentclinic":
             env.close()  # the egip prompt never gives the marker AgentClinic ends on
             raise CLIError(f"{env_id} ends only on DIAGNOSIS READY, which the egip doctor "
