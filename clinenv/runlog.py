@@ -83,13 +83,16 @@ def env_spec_dict(env: Any) -> dict[str, Any] | None:
     is returned where each such value is replaced by its ``describe()`` (a chat model:
     backend, model and generation config; never a key or a client) when it has one, else
     by ``"<module.Class>"`` (no ``repr``: it may hold a memory address, and the lines of
-    two equal runs must be identical). ``None`` without a spec.
+    two equal runs must be identical). A ``reward_spec`` keyword is recorded as the
+    spec's canonical JSON (:meth:`clinenv.reward_spec.RewardSpec.to_dict`: its content,
+    a file by its sha256, never its path), so the line rebuilds the same environment.
+    ``None`` without a spec.
     """
     spec = getattr(env, "spec", None)
     if spec is None:
         return None
     try:
-        return json.loads(spec.to_json())
+        described = json.loads(spec.to_json())
     except (ValueError, TypeError):
         kwargs = {}
         for key, value in (spec.kwargs or {}).items():
@@ -98,7 +101,21 @@ def env_spec_dict(env: Any) -> dict[str, Any] | None:
                 kwargs[key] = value
             except (TypeError, ValueError):
                 kwargs[key] = _describe(value)
-        return {"id": spec.id, "kwargs": kwargs}
+        described = {"id": spec.id, "kwargs": kwargs}
+    kwargs = described.get("kwargs")
+    unwrapped = getattr(env, "unwrapped", env)
+    if isinstance(kwargs, dict) and "reward_spec" in kwargs:
+        from clinenv.reward_spec import load_reward_spec
+
+        used = getattr(unwrapped, "reward_spec", None)
+        if used is None:
+            used = load_reward_spec((spec.kwargs or {})["reward_spec"])
+        kwargs["reward_spec"] = used.to_dict()
+    settings = getattr(unwrapped, "settings", None)
+    if isinstance(kwargs, dict) and "settings" in kwargs and callable(
+            getattr(settings, "describe", None)):
+        kwargs["settings"] = settings.describe()  # not gymnasium's asdict of it
+    return described
 
 
 #: ``env_spec`` keyword arguments that do not change what a run is: where the dataset file
@@ -114,7 +131,9 @@ def env_settings(env_spec: Any) -> dict[str, Any] | None:
     """The keyword arguments of a line's ``env_spec`` that make the run what it is (the
     protocol, its preset and settings, the seats and their models), without
     :data:`RUN_NEUTRAL_ENV_KWARGS` and, inside seat model descriptions,
-    :data:`RUN_NEUTRAL_MODEL_KEYS`; ``None`` for a line without an ``env_spec``."""
+    :data:`RUN_NEUTRAL_MODEL_KEYS`; ``None`` for a line without an ``env_spec``. A
+    ``reward_spec`` (a keyword, or a field of ``settings``) equal to the default
+    ``accuracy`` is left out, so it matches a log written without one."""
     if not isinstance(env_spec, Mapping):
         return None
     kwargs = env_spec.get("kwargs")
@@ -122,12 +141,23 @@ def env_settings(env_spec: Any) -> dict[str, Any] | None:
         return {}
     settings = {}
     for key, value in kwargs.items():
-        if key in RUN_NEUTRAL_ENV_KWARGS:
+        if key in RUN_NEUTRAL_ENV_KWARGS or (key == "reward_spec"
+                                             and _default_reward_spec(value)):
             continue
         if isinstance(value, Mapping) and "backend" in value:
             value = {k: v for k, v in value.items() if k not in RUN_NEUTRAL_MODEL_KEYS}
+        if key == "settings" and isinstance(value, Mapping) \
+                and _default_reward_spec(value.get("reward_spec")):
+            value = {k: v for k, v in value.items() if k != "reward_spec"}
         settings[key] = value
     return settings
+
+
+def _default_reward_spec(value: Any) -> bool:
+    """``value`` (a recorded ``reward_spec``) is the default spec, or absent."""
+    from clinenv.reward_spec import DEFAULT_SPEC
+
+    return value is None or value == DEFAULT_SPEC.to_dict() or value == DEFAULT_SPEC.name
 
 
 def _describe(value: Any) -> Any:

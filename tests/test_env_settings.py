@@ -21,6 +21,7 @@ from clinenv.agents.scripted_doctor import ScriptedDoctor
 from clinenv.env import EGIPEnv
 from clinenv.env.settings import DEFAULT_MAX_EXAMS, DEFAULT_MAX_TEXT_CHARS, EnvSettings
 from clinenv.multiagent.aec import DOCTOR, EGIPAECEnv
+from clinenv.reward_spec import PRESETS
 from clinenv.runlog import env_spec_dict
 
 #: Every field away from its default; 300 characters clip the demo doctor views.
@@ -77,12 +78,17 @@ def test_attributes_stay_readable_and_follow_the_settings():
 
 
 def test_defaults_are_the_constructor_defaults():
-    assert dataclasses.astuple(EnvSettings()) == ("view", 64, 65_536, 0.0, 0.0, None)
+    settings = EnvSettings()
+    assert dataclasses.astuple(settings)[:6] == ("view", 64, 65_536, 0.0, 0.0, None)
+    assert settings.reward_spec is PRESETS["accuracy"]
     assert (DEFAULT_MAX_EXAMS, DEFAULT_MAX_TEXT_CHARS) == (64, 65_536)
     for cls in (EGIPEnv, EGIPAECEnv):
         params = inspect.signature(cls.__init__).parameters
         assert params["settings"].default is None
         for field in dataclasses.fields(EnvSettings):
+            if field.name == "reward_spec":  # no keyword of its own: from **kwargs
+                assert field.name not in params, cls
+                continue
             assert params[field.name].default == field.default, (cls, field.name)
 
 
@@ -169,4 +175,5 @@ def test_a_run_log_records_settings_given_to_gym_make():
                                                         max_exams=8))
     assert env_spec_dict(env)["kwargs"]["settings"] == {
         "observation_format": "delta", "max_exams": 8, "max_text_chars": 65_536,
-        "invalid_action_penalty": 0.0, "exam_cost": 0.0, "render_mode": None}
+        "invalid_action_penalty": 0.0, "exam_cost": 0.0, "render_mode": None,
+        "reward_spec": PRESETS["accuracy"].to_dict()}

@@ -28,6 +28,10 @@ answers through a user-supplied ICD mapping and
 :mod:`clinenv.icd_map`, :mod:`clinenv.protocol.extra_actions`, docs/cdeg.md).
 ``--preset NAME`` runs a named preset (:mod:`clinenv.protocol.presets`), e.g.
 ``--env EGIP-MedQA-v0 --preset egip-no-menu``; the default ``--out`` then names it.
+``--reward-spec PRESET|FILE`` sets the terminal reward (:mod:`clinenv.reward_spec`,
+docs/rewards.md; default ``accuracy``): recorded in ``env_spec`` as its canonical JSON
+(a file by content hash), checked by ``--resume``, named in the default ``--out`` when
+it is not the default; a bad spec is a one-line error.
 ``--cases FILE`` runs only the case ids listed in FILE (:mod:`clinenv.case_list`, e.g. a
 list written by ``clinenv data split``), in dataset order with the seeds they have in a
 full run; every line records the list as ``case_list`` and ``--resume`` checks it.
@@ -101,6 +105,9 @@ def add_run_parser(sub: Any) -> None:
                      help="environment preset (clinenv.protocol.presets): "
                           f"{', '.join(PRESETS)}; e.g. egip-no-menu, the 'w/o menu' "
                           "ablation (EGIP Table 3A). Default: the id's own")
+    run.add_argument("--reward-spec", default=None, metavar="PRESET|FILE",
+                     help="terminal reward: a preset (accuracy, the default; diagagent; "
+                          "cost-aware) or a JSON spec file (docs/rewards.md)")
     run.add_argument("--premature-diagnosis", default=None, choices=("clarify", "decide"),
                      help="EGIP ids: what a diagnosis marker during acquisition does: "
                           "'clarify' (EGIP default) replaces it by a clarification question, "
@@ -207,6 +214,24 @@ def case_list_option(args: argparse.Namespace) -> Any:
         raise CLIError(f"--cases: {err}") from None
 
 
+def reward_spec_option(args: argparse.Namespace) -> Any:
+    """The :class:`~clinenv.reward_spec.RewardSpec` of ``--reward-spec``, or ``None``.
+
+    Raises:
+        CLIError: an unknown preset, a missing or invalid file (one line: the file, the
+            field and the nearest valid name).
+    """
+    from clinenv.reward_spec import RewardSpecError, load_reward_spec
+
+    value = getattr(args, "reward_spec", None)
+    if value is None:
+        return None
+    try:
+        return load_reward_spec(value)
+    except RewardSpecError as err:
+        raise CLIError("--reward-spec" + str(err).removeprefix("reward spec")) from None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """``clinenv run``: see the :mod:`clinenv.cli` docstring.
 
@@ -241,6 +266,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     verify = getattr(args, "verify", True)  # --no-verify
     env_id, reason = choose_env(args.env, args.data_dir, args.allow_download, verify)
     env_part = env_id if preset is None else f"{env_id}_{preset}"
+    reward_spec = reward_spec_option(args)
+    if reward_spec is not None and reward_spec.name != "accuracy":
+        env_part += "_reward-" + "".join(c if c.isalnum() or c in "-_." else "-"
+                                         for c in reward_spec.name)
     out: Path = args.out or Path("runs") / (
         f"{env_part}_{doctor_label(args, protocol)}_seed{args.seed}.jsonl")
     if out.is_dir():
@@ -272,6 +301,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             setup.env_kwargs["preset"] = preset
         if args.premature_diagnosis is not None:
             setup.env_kwargs["premature_diagnosis"] = args.premature_diagnosis
+        if reward_spec is not None:  # its JSON: a file is read once, here
+            setup.env_kwargs["reward_spec"] = reward_spec.to_dict()
         if args.icd_map is not None:
             setup.env_kwargs["icd_map"] = str(args.icd_map)
         if args.knowledge_source is not None:
@@ -321,7 +352,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 from clinenv.distributed import RayRunError, run_ray
 
                 extra = {k: v for k, v in (("preset", preset), ("premature_diagnosis",
-                                                                args.premature_diagnosis))
+                                                                args.premature_diagnosis),
+                                           ("reward_spec", setup.env_kwargs.get(
+                                               "reward_spec")))
                          if v is not None}
                 try:
                     result = run_ray(RayParts(args, env_id, verify, wrap, extra), spec,

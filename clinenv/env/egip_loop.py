@@ -15,8 +15,10 @@ target to ICD codes (:mod:`clinenv.icd_map`). CDEG's extra actions (``REVIEW HIS
 ``RETRIEVE KNOWLEDGE:``; :mod:`clinenv.protocol.extra_actions`) are routed when
 ``config.history_review`` / ``config.knowledge_source`` enable them.
 :meth:`EGIPLoop.finish` records the seats' answers and renders the doctor's text (the
-whole view x_t, or only what is new); the terminal reward is that of the verdict
-(:mod:`clinenv.env.terminal_outcome`, :mod:`clinenv.env.rewards`).
+whole view x_t, or only what is new); the terminal reward is the reward spec's over the
+episode's components (:mod:`clinenv.env.terminal_reward`; the default ``accuracy``
+gives the verdict's :data:`~clinenv.env.rewards.CORRECT` / ``WRONG`` / ``UNSCORED``),
+and the components go into the outcome as ``reward_components``.
 """
 
 from __future__ import annotations
@@ -27,12 +29,14 @@ from clinenv.env.doctor_view import answer_outcome
 from clinenv.env.loop import LoopStep
 from clinenv.env.seats import PendingStep
 from clinenv.env.terminal_outcome import NOT_JUDGED, terminal_outcome
+from clinenv.env.terminal_reward import terminal_reward
 from clinenv.icd_map import load_icd_map
 from clinenv.protocol.config import ProtocolConfig
 from clinenv.protocol.extra_actions import KnowledgeSource, read_extra_action
 from clinenv.protocol.prepared import PreparedCase
 from clinenv.protocol.render import DoctorViewRenderer
 from clinenv.protocol.runtime import EGIPRuntime
+from clinenv.reward_spec import DEFAULT_SPEC, RewardSpec
 from clinenv.scoring import score_answer
 
 __all__ = ["EXAMINER_MODES", "EGIPLoop"]
@@ -52,6 +56,7 @@ class EGIPLoop:
         exam_cost, invalid_action_penalty: non-negative reward shaping (see
             :class:`clinenv.env.EGIPEnv`).
         observation_format: ``"view"`` (x_t each step) or ``"delta"`` (what is new).
+        reward_spec: the terminal reward (:class:`~clinenv.reward_spec.RewardSpec`).
 
     Raises:
         ValueError: an unknown ``examiner`` mode.
@@ -65,7 +70,8 @@ class EGIPLoop:
     def __init__(self, config: ProtocolConfig, *, examiner: str = "lookup",
                  judged: bool = False, exam_cost: float = 0.0,
                  invalid_action_penalty: float = 0.0,
-                 observation_format: Literal["view", "delta"] = "view") -> None:
+                 observation_format: Literal["view", "delta"] = "view",
+                 reward_spec: RewardSpec = DEFAULT_SPEC) -> None:
         if examiner not in EXAMINER_MODES:
             raise ValueError(f"examiner must be one of {EXAMINER_MODES}, got {examiner!r}")
         self.config = config
@@ -74,6 +80,7 @@ class EGIPLoop:
         self.exam_cost = float(exam_cost)
         self.invalid_action_penalty = float(invalid_action_penalty)
         self.observation_format = observation_format
+        self.reward_spec = reward_spec
         self.matching = {"accept": config.exam_accept, "suggest": config.exam_suggest}
         self.icd_map = None if config.icd_map is None else load_icd_map(config.icd_map)
         self.knowledge = (None if config.knowledge_source is None
@@ -139,10 +146,13 @@ class EGIPLoop:
             verdict, judge_keys = terminal_outcome(
                 score, pending.judgement if pending.judged else NOT_JUDGED,
                 with_judge=self.judged)
-            reward, outcome = answer_outcome(rt, score, verdict)
+            _, outcome = answer_outcome(rt, score, verdict)
+            outcome.update(judge_keys)
+            reward, outcome["reward_components"] = terminal_reward(
+                rt, self.reward_spec, protocol=self.protocol, outcome=outcome)
             return LoopStep(None if self.observation_format == "view" else "",
                             float(reward), True, "answer", pending.parsed.reasoning,
-                            {**outcome, **judge_keys})
+                            outcome)
         routing = pending.routing
         assert routing is not None
         if pending.patient_view is not None:

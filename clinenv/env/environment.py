@@ -30,6 +30,18 @@ counts): ``case_id``, ``dataset``, ``phase``, ``turn``, ``menu`` (list of ``{"id
 ``scorer`` (``"deterministic"`` or ``"llm-judge"``); with a judge also ``judge_verdict``
 (``"correct"`` / ``"wrong"`` / ``"unparsed"``, ``None`` when the judge was not asked).
 
+Rewards: the terminal step's reward is the reward spec's (``reward_spec=``, a field of
+:class:`~clinenv.env.settings.EnvSettings`, default ``"accuracy"``: 1.0 for a correct
+answer, 0.0 otherwise; :mod:`clinenv.reward_spec`) over the episode's components
+(:mod:`clinenv.reward_components`), computed after the end from the episode record, so
+nothing the doctor sees changes; the terminal ``info`` (only that step's) holds them as
+``info["reward_components"]`` (a dict) and so does the episode record. The legacy
+``exam_cost`` and ``invalid_action_penalty`` stay per step, in the step where they
+happen, and add to it: the sum of an episode's step rewards is the spec's reward minus
+the legacy charges. Non-terminal steps earn 0 apart from those charges.
+:meth:`EGIPEnv.reward_components` gives the components of an unfinished episode
+(diagnosis 0, format 0, workup so far).
+
 ``info["patient_flags"]`` is present on every step that a
 flag-reporting patient answered — the LLM patient, or any patient object with a
 ``last_flags`` attribute (the flags of its latest reply): a list of strings, ``[]`` for a
@@ -63,6 +75,7 @@ both.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import gymnasium as gym
@@ -89,15 +102,22 @@ from clinenv.env.seats import (
     fill_seats,
     reset_seats,
 )
-from clinenv.env.settings import DEFAULT_MAX_EXAMS, DEFAULT_MAX_TEXT_CHARS, EnvSettings
+from clinenv.env.settings import (
+    DEFAULT_MAX_EXAMS,
+    DEFAULT_MAX_TEXT_CHARS,
+    EnvSettings,
+    split_settings,
+)
 from clinenv.env.simulators import accepts_seed, make_examiner, make_judge, make_patient
 from clinenv.env.spaces import UnicodeText, clip_text
 from clinenv.env.terminal_outcome import JUDGE_TO_VERDICT
+from clinenv.env.terminal_reward import runtime_record
 from clinenv.protocol.history import event_to_dict
 from clinenv.protocol.native import NativeRuntime
 from clinenv.protocol.presets import PROTOCOLS, protocol_settings
 from clinenv.protocol.render import render_history
 from clinenv.protocol.runtime import EGIPRuntime
+from clinenv.reward_components import RewardComponents
 
 #: Case metadata keys copied into episode records for stratified evaluation (e.g. the
 #: NEJM_Ext question type, EGIP appendix F).
@@ -123,10 +143,12 @@ class EGIPEnv(gym.Env):
             copy that differs only in bytes (CRLF, BOM) passes either way.
         settings: the environment's :class:`~clinenv.env.settings.EnvSettings`
             (observation_format, max_exams, max_text_chars, invalid_action_penalty,
-            exam_cost, render_mode); or ``None`` and those keyword arguments, which fill
-            it (with ``settings``, one of them other than its default is a
-            :class:`TypeError` naming it). Kept as :attr:`settings`; each field is also an
-            attribute (``env.max_exams``...).
+            exam_cost, render_mode, reward_spec); or ``None`` and those keyword
+            arguments, which fill it (with ``settings``, one of them other than its
+            default is a :class:`TypeError` naming it). Kept as :attr:`settings`; each
+            field is also an attribute (``env.max_exams``, ``env.reward_spec``...). A
+            field without a keyword of its own here (``reward_spec``) is read from
+            ``**protocol_kwargs`` (:func:`~clinenv.env.settings.split_settings`).
         observation_format: ``"view"`` (complete x_t each step) or ``"delta"``.
         max_exams: length of ``exam_mask`` (>= 1; catalog entries beyond it stay
             requestable by name but have no mask slot).
@@ -167,6 +189,9 @@ class EGIPEnv(gym.Env):
             examiner but lookup is the "native measurement access" ablation: validated
             requests go to it and its answer is recorded as ``"generated"``.
         examiner_model: the :class:`~clinenv.llm.base.ChatModel` of ``examiner="llm"``.
+        reward_spec: (through ``**protocol_kwargs``) the terminal reward: a preset name
+            (``"accuracy"``, ``"diagagent"``, ``"cost-aware"``), a
+            :class:`~clinenv.reward_spec.RewardSpec`, its JSON dict or a JSON file.
         **protocol_kwargs: :class:`~clinenv.protocol.config.ProtocolConfig` fields
             under EGIP (``acquisition_rounds``, ``menu_limit``, ``show_menu``...), or
             :class:`~clinenv.protocol.native_config.NativeConfig` fields under a native
@@ -178,6 +203,8 @@ class EGIPEnv(gym.Env):
         pydantic.ValidationError: an invalid protocol setting.
         ValueError: invalid environment arguments (the message names the argument,
             e.g. ``patient='llm' needs patient_model``), an unknown protocol or preset.
+        clinenv.reward_spec.RewardSpecError: a bad ``reward_spec`` (a ValueError; the
+            one-line message names the file, the field and the nearest valid name).
         TypeError: ``settings`` together with a field keyword other than its default.
     """
 
@@ -209,10 +236,11 @@ class EGIPEnv(gym.Env):
         examiner_model: Any = None,
         **protocol_kwargs: Any,
     ) -> None:
-        self.settings = settings = EnvSettings.resolve(settings, dict(
-            observation_format=observation_format, max_exams=max_exams,
-            max_text_chars=max_text_chars, invalid_action_penalty=invalid_action_penalty,
-            exam_cost=exam_cost, render_mode=render_mode), caller=type(self).__name__)
+        self.settings = settings = EnvSettings.resolve(settings, split_settings(
+            protocol_kwargs, dict(
+                observation_format=observation_format, max_exams=max_exams,
+                max_text_chars=max_text_chars, invalid_action_penalty=invalid_action_penalty,
+                exam_cost=exam_cost, render_mode=render_mode)), caller=type(self).__name__)
         self.protocol, self.config, examiner = protocol_settings(
             preset, protocol_kwargs, protocol=protocol, examiner=examiner)
         self._native = self.protocol != "egip"
@@ -228,6 +256,7 @@ class EGIPEnv(gym.Env):
         self.invalid_action_penalty = settings.invalid_action_penalty
         self.exam_cost = settings.exam_cost
         self.render_mode = settings.render_mode
+        self.reward_spec = settings.reward_spec
         self.patient = make_patient(patient, patient_model)
         self.judge = make_judge(judge, judge_model,
                                 strict=self._native and self.config.strict_yes)
@@ -243,7 +272,8 @@ class EGIPEnv(gym.Env):
         self.action_space = UnicodeText(settings.max_text_chars)
         shaping = dict(exam_cost=settings.exam_cost,
                        invalid_action_penalty=settings.invalid_action_penalty,
-                       observation_format=settings.observation_format)
+                       observation_format=settings.observation_format,
+                       reward_spec=settings.reward_spec)
         if self._native:
             self.loop: Loop = NativeLoop(self.protocol, self.config,
                                          judged=self.judge is not None, **shaping)
@@ -363,7 +393,7 @@ class EGIPEnv(gym.Env):
         assert rt is not None
         if pending.phase == "done":
             obs, info = self._emit(None, action_kind="after_end")
-            info.update(self._final)
+            info.update((k, v) for k, v in self._final.items() if k != "reward_components")
             return obs, 0.0, True, False, info
         step = self.loop.finish(pending)
         flags = self._reply_flags(rt.turn) if step.patient_replied else None
@@ -442,6 +472,23 @@ class EGIPEnv(gym.Env):
             # written after the episode and never shown to an agent.
             record["target"] = rt.case.target.text
         return record
+
+    def reward_components(self, record: Mapping[str, Any] | None = None) -> RewardComponents:
+        """The reward components (:mod:`clinenv.reward_components`) of ``record``
+        (default: the current episode, finished or not; an unfinished one gets
+        diagnosis 0 and format 0) on the current episode's case, with this
+        environment's exam costs; ``self.reward_spec.reward(...)`` is its spec reward
+        (without the legacy per-step terms).
+
+        Raises:
+            gymnasium.error.ResetNeeded: no episode.
+        """
+        rt = self.runtime
+        if rt is None:
+            raise gym.error.ResetNeeded("no episode: call reset() first")
+        if record is None:
+            record = runtime_record(rt, protocol=self.loop.protocol, outcome=self._final)
+        return self.reward_spec.components(record, rt.case)
 
     def _emit(self, text: str | None, *, action_kind: str | None,
               reasoning: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:

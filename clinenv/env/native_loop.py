@@ -22,7 +22,9 @@ observation is the transcript plus a discussion instruction.
 
 Rewards: ``exam_cost`` once per measurement REQUEST (one utterance, however many tests
 it names: the native loop parses no test names), ``invalid_action_penalty`` per empty
-utterance; the terminal reward is that of the verdict (:mod:`clinenv.env.rewards`).
+utterance; the terminal reward is the reward spec's over the episode's components
+(:mod:`clinenv.env.terminal_reward`; no workup components here: the native loop parses no
+test names), plus those per-step terms of the last turn.
 """
 
 from __future__ import annotations
@@ -33,11 +35,13 @@ from clinenv.env.doctor_view import answer_outcome
 from clinenv.env.loop import LoopStep
 from clinenv.env.seats import PendingStep
 from clinenv.env.terminal_outcome import NOT_JUDGED, terminal_outcome
+from clinenv.env.terminal_reward import terminal_reward
 from clinenv.protocol.config import ProtocolConfig
 from clinenv.protocol.native import NativeRouting, NativeRuntime, moderator_answer
 from clinenv.protocol.native_config import NativeConfig
 from clinenv.protocol.native_render import render_native_delta, render_native_view
 from clinenv.protocol.prepared import PreparedCase
+from clinenv.reward_spec import DEFAULT_SPEC, RewardSpec
 from clinenv.scoring import score_answer
 
 __all__ = ["NativeLoop"]
@@ -55,17 +59,20 @@ class NativeLoop:
         judged: a judge rules on identifiable answers.
         exam_cost, invalid_action_penalty: non-negative reward shaping.
         observation_format: ``"view"`` or ``"delta"``.
+        reward_spec: the terminal reward (:class:`~clinenv.reward_spec.RewardSpec`).
     """
 
     def __init__(self, protocol: str, config: NativeConfig, *, judged: bool = False,
                  exam_cost: float = 0.0, invalid_action_penalty: float = 0.0,
-                 observation_format: Literal["view", "delta"] = "view") -> None:
+                 observation_format: Literal["view", "delta"] = "view",
+                 reward_spec: RewardSpec = DEFAULT_SPEC) -> None:
         self.protocol = protocol
         self.config = config
         self.judged = judged
         self.exam_cost = float(exam_cost)
         self.invalid_action_penalty = float(invalid_action_penalty)
         self.observation_format = observation_format
+        self.reward_spec = reward_spec
         self.matching = {"accept": _EGIP_MATCHING.exam_accept,
                          "suggest": _EGIP_MATCHING.exam_suggest}
         self.runtime: NativeRuntime | None = None
@@ -135,6 +142,9 @@ class NativeLoop:
                                          with_judge=self.judged)
         if rt.answer is None:
             verdict = cfg.unfinished
-        reward, outcome = answer_outcome(rt, score, verdict, scored_answer=pending.answer
-                                         if pending.score is not None else None)
-        return float(reward), {**outcome, **keys, "end_reason": rt.end_reason}
+        _, outcome = answer_outcome(rt, score, verdict, scored_answer=pending.answer
+                                    if pending.score is not None else None)
+        outcome.update(keys, end_reason=rt.end_reason)
+        reward, outcome["reward_components"] = terminal_reward(
+            rt, self.reward_spec, protocol=self.protocol, outcome=outcome)
+        return float(reward), outcome

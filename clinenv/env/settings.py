@@ -1,7 +1,8 @@
 """The environment's own settings, beside the protocol's.
 
 :class:`EnvSettings` holds what shapes the environment around the protocol: the
-observation (format and sizes), the reward shaping and the render mode. The protocol's
+observation (format and sizes), the reward (the terminal reward spec and the legacy
+per-step shaping) and the render mode. The protocol's
 settings are :class:`clinenv.protocol.config.ProtocolConfig` (EGIP) and
 :class:`clinenv.protocol.native_config.NativeConfig` (the native loops).
 :class:`clinenv.env.EGIPEnv` and :class:`clinenv.multiagent.aec.EGIPAECEnv` take
@@ -12,19 +13,22 @@ settings are :class:`clinenv.protocol.config.ProtocolConfig` (EGIP) and
     env = gym.make("EGIP-MedQA-v0", settings=settings)
     # the same environment as gym.make("EGIP-MedQA-v0", observation_format="delta",
     #                                  exam_cost=0.05)
+
+A field without its own constructor keyword (``reward_spec``) is taken from the
+constructors' ``**kwargs`` (:func:`split_settings`): ``gym.make(ID, reward_spec="diagagent")``.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, Literal
 
 from clinenv.env import rewards
 
-__all__ = ["DEFAULT_MAX_EXAMS", "DEFAULT_MAX_TEXT_CHARS", "OBSERVATION_FORMATS",
-           "EnvSettings"]
+__all__ = ["DEFAULT_MAX_EXAMS", "DEFAULT_MAX_TEXT_CHARS", "FIELDS", "OBSERVATION_FORMATS",
+           "EnvSettings", "split_settings"]
 
 #: Default length of the observation's ``exam_mask`` (catalog entries beyond it stay
 #: requestable by name).
@@ -67,6 +71,10 @@ class EnvSettings:
             request costs one per test), per measurement request under a native
             protocol; a finite number >= 0 (default :data:`clinenv.env.rewards.EXAM_COST`).
         render_mode: ``None`` or ``"ansi"`` (the transcript as text).
+        reward_spec: the terminal reward (:mod:`clinenv.reward_spec`): a preset name
+            (default ``"accuracy"``, today's 1/0), a
+            :class:`~clinenv.reward_spec.RewardSpec`, its JSON dict or a JSON file;
+            kept as the :class:`~clinenv.reward_spec.RewardSpec` it names.
 
     Raises:
         ValueError: a field out of range or of the wrong kind (the message names it).
@@ -79,8 +87,13 @@ class EnvSettings:
     invalid_action_penalty: float = rewards.INVALID_ACTION_PENALTY
     exam_cost: float = rewards.EXAM_COST
     render_mode: Literal["ansi"] | None = None
+    reward_spec: Any = "accuracy"
 
     def __post_init__(self) -> None:
+        from clinenv.reward_spec import load_reward_spec
+
+        # a RewardSpecError (a ValueError) names the file, the field, the nearest name
+        object.__setattr__(self, "reward_spec", load_reward_spec(self.reward_spec))
         if self.observation_format not in OBSERVATION_FORMATS:
             raise ValueError(f"observation_format must be 'view' or 'delta', "
                              f"got {self.observation_format!r}")
@@ -127,6 +140,11 @@ class EnvSettings:
             raise TypeError(f"{caller}: settings must be a clinenv.env.settings.EnvSettings, "
                             f"got {type(settings).__name__}")
         for name, value in given.items():
+            if name == "reward_spec":
+                from clinenv.reward_spec import load_reward_spec
+
+                if load_reward_spec(value) == load_reward_spec(_DEFAULTS[name]):
+                    continue
             if not _is_default(value, _DEFAULTS[name]):
                 raise TypeError(f"{caller} got both settings= and {name}={value!r}; set "
                                 f"{name} in the settings (dataclasses.replace(settings, "
@@ -135,8 +153,24 @@ class EnvSettings:
 
     def describe(self) -> dict[str, Any]:
         """The fields as a JSON-ready dict (what a run log's ``env_spec`` records for a
-        ``settings=`` keyword, :func:`clinenv.runlog.env_spec_dict`)."""
-        return asdict(self)
+        ``settings=`` keyword, :func:`clinenv.runlog.env_spec_dict`); ``reward_spec`` as
+        its canonical JSON dict (:meth:`~clinenv.reward_spec.RewardSpec.to_dict`)."""
+        fields_ = {f.name: getattr(self, f.name) for f in fields(self)}
+        fields_["reward_spec"] = self.reward_spec.to_dict()
+        return fields_
 
 
 _DEFAULTS = {f.name: f.default for f in fields(EnvSettings) if f.default is not MISSING}
+#: Every field name (constructors route these keywords into the settings).
+FIELDS: tuple[str, ...] = tuple(f.name for f in fields(EnvSettings))
+
+
+def split_settings(kwargs: dict[str, Any], explicit: dict[str, Any]) -> dict[str, Any]:
+    """The settings keywords of one construction: ``explicit`` (the constructor's own
+    field keywords) plus the :data:`FIELDS` found in ``kwargs`` (the constructor's
+    ``**kwargs``), which are removed from it, so a new field needs no new keyword."""
+    given = dict(explicit)
+    for name in FIELDS:
+        if name in kwargs and name not in given:
+            given[name] = kwargs.pop(name)
+    return given

@@ -45,14 +45,18 @@ Seat ``exam_mask`` values are all zero. An agent's observation changes only when
 becomes the active agent, after its own action (a seat then shows that nothing is
 pending), and at the end of the episode; an idle agent's observation stays unchanged.
 
-Rewards. The doctor's are the Gymnasium environment's: :data:`clinenv.env.rewards.CORRECT`,
-``WRONG`` or ``UNSCORED`` for the terminal answer (judged by the deterministic scorer
-:func:`clinenv.scoring.score_answer`, the Gymnasium environment's default), minus
-``exam_cost`` per test returned and ``invalid_action_penalty`` per invalid action, each in
-the step where it happens. A test is returned in the doctor's step with the built-in
-examiner (as in the Gymnasium environment) and in the examiner seat's step with an
-external one; a request still waiting for the examiner seat when ``max_steps`` truncates
-the episode returned nothing and costs nothing.
+Rewards. The doctor's are the Gymnasium environment's: the reward spec's
+(``reward_spec=``, default ``"accuracy"``: :data:`clinenv.env.rewards.CORRECT`,
+``WRONG`` or ``UNSCORED``; :mod:`clinenv.reward_spec`) over the episode's components for
+the terminal answer (judged by the deterministic scorer
+:func:`clinenv.scoring.score_answer`, the Gymnasium environment's default), with
+``info["reward_components"]``, minus ``exam_cost`` per test returned and
+``invalid_action_penalty`` per invalid action, each in the step where it happens. A
+``max_steps`` truncation charges the spec's reward of the unfinished episode (diagnosis
+0, format 0; 0.0 under ``accuracy``) in the truncating step. A test is returned in the
+doctor's step with the built-in examiner (as in the Gymnasium environment) and in the
+examiner seat's step with an external one; a request still waiting for the examiner seat
+when ``max_steps`` truncates the episode returned nothing and costs nothing.
 Seats earn 0, or with ``fidelity_weight > 0`` minus that weight per fidelity error of
 their reply (:mod:`clinenv.multiagent.fidelity`).
 
@@ -61,14 +65,14 @@ info, built by the same code (:mod:`clinenv.env.doctor_view`): ``case_id``, ``da
 ``phase``, ``turn``, ``menu``, ``candidates``, ``n_exams_requested``,
 ``invalid_actions``, ``action_kind``, ``text_clipped``, ``reasoning`` when present, at
 the end ``answer``, ``verdict``, ``correct``, ``abstained``, ``match_score``,
-``scorer``; with a built-in patient that reports flags (the LLM patient, or any patient
-object with ``last_flags``) also ``patient_flags`` on every doctor step that patient
-answered (the flags of that reply, ``[]`` when clean; read with
+``scorer``, ``reward_components``; with a built-in patient that reports flags (the LLM
+patient, or any patient object with ``last_flags``) also ``patient_flags`` on every
+doctor step that patient answered (the flags of that reply, ``[]`` when clean; read with
 :func:`clinenv.env.doctor_view.patient_flags`, as the Gymnasium environment does). Two
 differences only: with an external seat the doctor's info is refreshed when the round
 closes (after the seat's reply), and a ``max_steps`` truncation ends with
-``answer=None``, ``verdict="unscored"``, ``correct=False`` and ``truncated_at_step``
-instead of the answer keys.
+``answer=None``, ``verdict="unscored"``, ``correct=False``, ``truncated_at_step`` and
+``reward_components`` (of the unfinished episode) instead of the answer keys.
 Seats: ``case_id``, ``dataset``, ``phase``, ``turn``, ``role``, ``pending`` (a question
 or request waits for this seat), ``text_clipped`` (its observation text was clipped to
 ``max_text_chars``), ``reply_clipped`` (its last reply was cut to ``max_action_chars``)
@@ -97,9 +101,15 @@ from clinenv.env.case_pool import CasePool
 from clinenv.env.doctor_view import doctor_info, exam_mask, patient_flags
 from clinenv.env.egip_loop import EGIPLoop
 from clinenv.env.seats import PendingStep
-from clinenv.env.settings import DEFAULT_MAX_EXAMS, DEFAULT_MAX_TEXT_CHARS, EnvSettings
+from clinenv.env.settings import (
+    DEFAULT_MAX_EXAMS,
+    DEFAULT_MAX_TEXT_CHARS,
+    EnvSettings,
+    split_settings,
+)
 from clinenv.env.simulators import make_patient
 from clinenv.env.spaces import UnicodeText, clip_text
+from clinenv.env.terminal_reward import terminal_reward
 from clinenv.multiagent import fidelity
 from clinenv.protocol.config import ProtocolConfig
 from clinenv.protocol.render import render_history
@@ -135,6 +145,8 @@ class EGIPAECEnv(AECEnv):
         observation_format: the doctor's ``"view"`` or ``"delta"`` text.
         max_exams: length of ``exam_mask`` (>= 1).
         max_text_chars: observation text limit (>= 256); longer text is clipped.
+        reward_spec: (through ``**protocol``) the doctor's terminal reward, as in
+            :class:`clinenv.env.EGIPEnv`.
         invalid_action_penalty, exam_cost: non-negative doctor reward shaping, as in
             :class:`clinenv.env.EGIPEnv`.
         fidelity_weight: non-negative weight of the seats' fidelity penalty (0: seats
@@ -179,10 +191,11 @@ class EGIPAECEnv(AECEnv):
         **protocol: Any,
     ) -> None:
         super().__init__()
-        self.settings = settings = EnvSettings.resolve(settings, dict(
-            observation_format=observation_format, max_exams=max_exams,
-            max_text_chars=max_text_chars, invalid_action_penalty=invalid_action_penalty,
-            exam_cost=exam_cost, render_mode=render_mode), caller=type(self).__name__)
+        self.settings = settings = EnvSettings.resolve(settings, split_settings(
+            protocol, dict(
+                observation_format=observation_format, max_exams=max_exams,
+                max_text_chars=max_text_chars, invalid_action_penalty=invalid_action_penalty,
+                exam_cost=exam_cost, render_mode=render_mode)), caller=type(self).__name__)
         if not (isinstance(fidelity_weight, int | float) and math.isfinite(fidelity_weight)
                 and fidelity_weight >= 0):
             raise ValueError(f"fidelity_weight must be a finite number >= 0, "
@@ -216,6 +229,7 @@ class EGIPAECEnv(AECEnv):
         self.max_text_chars = settings.max_text_chars
         self.invalid_action_penalty = settings.invalid_action_penalty
         self.exam_cost = settings.exam_cost
+        self.reward_spec = settings.reward_spec
         self.fidelity_weight = float(fidelity_weight)
         self.max_steps = max_steps
         self.render_mode = settings.render_mode
@@ -234,7 +248,8 @@ class EGIPAECEnv(AECEnv):
         self.loop = EGIPLoop(self.config, examiner="seat" if examiner == "external" else "lookup",
                              exam_cost=settings.exam_cost,
                              invalid_action_penalty=settings.invalid_action_penalty,
-                             observation_format=settings.observation_format)
+                             observation_format=settings.observation_format,
+                             reward_spec=settings.reward_spec)
         self.runtime: EGIPRuntime | None = None
         self._np_random: np.random.Generator | None = None
 
@@ -357,6 +372,9 @@ class EGIPAECEnv(AECEnv):
             self._pending = None
             self._final = {"answer": None, "verdict": "unscored", "correct": False,
                            "truncated_at_step": self._steps}
+            reward, self._final["reward_components"] = terminal_reward(
+                self.runtime, self.reward_spec, protocol="egip", outcome=self._final)
+            self.rewards[DOCTOR] += reward
             self.truncations = dict.fromkeys(self.agents, True)
             over = True
         if over:

@@ -10,8 +10,10 @@
 
 The record is ``env.unwrapped.episode_record()`` (see
 :meth:`clinenv.env.EGIPEnv.episode_record`; with an LLM patient it holds
-``patient_flags``) plus ``reward``, ``steps``, ``terminated``, ``truncated``, ``timing``
-and, when present, ``llm``, ``doctor_log`` and ``error``:
+``patient_flags``) plus ``reward``, ``steps``, ``terminated``, ``truncated``, ``timing``,
+``reward_components`` (the terminal step's; for an episode cut by ``max_steps`` or a
+backend error, those of the unfinished episode, :meth:`clinenv.env.EGIPEnv.
+reward_components`) and, when present, ``llm``, ``doctor_log`` and ``error``:
 
 - ``timing`` = ``{"reset_s", "doctor_s", "env_s", "total_s"}``, wall seconds;
 - ``llm`` (when the doctor has ``drain_calls`` — an LLM doctor — or the environment has
@@ -214,6 +216,11 @@ class EpisodeTally:
         if self.error is not None:
             record.update(terminated=False, verdict="unscored", correct=False,
                           error=error_dict(self.error))
+        components = getattr(env.unwrapped, "reward_components", None)
+        if callable(components) and (self.error is not None or self.truncated
+                                     or "reward_components" not in record):
+            # a cut-off or error episode: the unfinished rule (clinenv.reward_components)
+            record["reward_components"] = components(record).to_dict()
         llm = episode_llm(env, doctor)
         if llm is not None:
             record["llm"] = llm

@@ -25,15 +25,18 @@ Run-log line (schema :data:`clinenv.runlog.SCHEMA`), UTF-8, ``ensure_ascii=False
     n_repetitions, turns, n_exams_requested,
     invalid_actions, stopped_early, phase, answer, verdict, correct, match_score, reward,
     steps, terminated, truncated, events, evidence, case_flags, case_strata, target,
-    scorer, timing; and when present: judge_verdict, patient_flags, llm, error,
-    paper_settings
+    scorer, reward_components, timing; and when present: judge_verdict, patient_flags,
+    llm, error, paper_settings
 
 that is, the run's context (:class:`clinenv.runlog.RunContext`) and the episode record
 (:mod:`clinenv.runs.episode`, which describes ``timing``, ``llm`` and ``error``).
 ``scorer`` is ``"deterministic"`` or ``"llm-judge"``; ``judge_verdict`` (with an LLM
 judge) is ``"correct"``, ``"wrong"``, ``"unparsed"`` or ``None`` (no answer to judge);
 ``patient_flags`` (with an LLM patient) lists its flagged replies
-(:meth:`clinenv.env.EGIPEnv.episode_record`).
+(:meth:`clinenv.env.EGIPEnv.episode_record`); ``reward_components`` are the episode's
+components (:mod:`clinenv.reward_components`), under the unfinished rule for a cut-off
+or error line, and ``reward`` the sum of its step rewards (the reward spec's terminal
+reward plus the legacy per-step terms, :mod:`clinenv.reward_spec`).
 
 An *error line* (one with ``error``) is an episode stopped by a model backend that still
 failed after its retries: unfinished (``terminated`` false, ``verdict`` ``"unscored"``,

@@ -21,8 +21,11 @@ See :mod:`clinenv.runs.replay` for the ablations, the source checks and the line
   refused request or too many errors in a row.
 
 The reward of a replayed line is the source's acquisition reward (its ``reward`` minus
-the terminal reward of its verdict, :mod:`clinenv.env.rewards`) plus the replay's terminal
-reward; ``timing`` and ``llm`` are the only non-deterministic fields.
+its terminal reward under the run's reward spec, :func:`clinenv.reward_spec.spec_of_line`:
+the legacy per-step terms) plus the replay's terminal reward under that spec, over the
+replayed line's components (written as ``reward_components``); under the default
+``accuracy`` that is the verdict's :data:`clinenv.env.rewards.CORRECT` / ``WRONG`` /
+``UNSCORED``. ``timing`` and ``llm`` are the only non-deterministic fields.
 """
 
 from __future__ import annotations
@@ -34,7 +37,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clinenv.env import rewards
 from clinenv.env.doctor_view import answer_outcome
 from clinenv.env.simulators import accepts_seed, make_judge
 from clinenv.env.spaces import clip_text
@@ -44,6 +46,7 @@ from clinenv.llm.base import BackendError
 from clinenv.protocol.evidence import render_evidence
 from clinenv.protocol.history import event_to_dict
 from clinenv.protocol.runtime import EGIPRuntime
+from clinenv.reward_spec import spec_of_line
 from clinenv.runlog import (
     RunLogWriter,
     dedupe_hint,
@@ -70,7 +73,6 @@ __all__ = ["ReplayResult", "areplay_run", "decide_and_score", "replay_doctor", "
 
 #: Fields of a source line that belong to its own terminal decision and are dropped.
 _DROPPED = ("llm", "doctor_log", "judge_verdict", "judge_disagrees", "timing", "error")
-_TERMINAL = {"correct": rewards.CORRECT, "wrong": rewards.WRONG}
 
 
 def replay_doctor(doctor: Any, ablation: str, source: ReplaySource) -> dict[str, Any]:
@@ -168,7 +170,8 @@ def _line(episode: SourceEpisode, decided: dict[str, Any], *, doctor: dict[str, 
     src = episode.line
     line = {k: v for k, v in src.items() if k not in _DROPPED}
     line["scoring_version"] = SCORING_VERSION  # the replay's own verdicts
-    acquisition = float(src["reward"]) - _TERMINAL.get(src.get("verdict"), rewards.UNSCORED)
+    spec, case = spec_of_line(src), episode.prepared.case
+    acquisition = float(src["reward"]) - spec.score(src, case)  # the legacy terms
     line["doctor"] = doctor
     if decided["outcome"] is None:  # an error line: unfinished, unscored
         line.update(answer=None, scored_answer=None, verdict="unscored", correct=False,
@@ -178,7 +181,6 @@ def _line(episode: SourceEpisode, decided: dict[str, Any], *, doctor: dict[str, 
             line.update(judge_verdict=None, judge_disagrees=False)
     else:
         line.update(decided["outcome"])
-    line["reward"] = acquisition + decided["reward"]
     if decided["calls"]:
         line["llm"] = call_totals(decided["calls"]) | {"calls": decided["calls"]}
     line["timing"] = {"reset_s": 0.0, "doctor_s": decided["doctor_s"],
@@ -186,6 +188,9 @@ def _line(episode: SourceEpisode, decided: dict[str, Any], *, doctor: dict[str, 
                       "total_s": decided["doctor_s"] + decided["score_s"]}
     if decided["error"] is not None:
         line["error"] = decided["error"]
+    components = spec.components(line, case)
+    line["reward_components"] = components.to_dict()
+    line["reward"] = acquisition + spec.reward(components)
     line["replay"] = {"source": str(source.path), "source_sha256": source.sha256,
                       "source_line": episode.line_no, **settings,
                       "ablation_applied": decided["applied"],

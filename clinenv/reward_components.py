@@ -1,0 +1,236 @@
+"""Reward components: one pure function from an episode record and its case to numbers.
+
+:func:`reward_components` reads a finished or cut-off episode record -- a run-log line,
+or :meth:`clinenv.env.EGIPEnv.episode_record` -- and the :class:`~clinenv.cases.Case` it
+played, and returns :class:`RewardComponents`. It runs after the end (nothing the doctor
+sees changes) and reads only fields that every run log holds (``events``, ``turns``,
+``invalid_actions``, ``phase``, ``verdict`` / ``correct``, ``answer_status``,
+``protocol``, ``error``), so old logs get components without re-running. A reward spec
+(:mod:`clinenv.reward_spec`) turns them into one reward; the environment, run logs and
+every adapter call these two and compute no reward of their own::
+
+    from clinenv.reward_components import reward_components
+    from clinenv.reward_spec import load_reward_spec
+
+    spec = load_reward_spec("diagagent")
+    components = reward_components(line, case, exam_costs=spec.exam_costs)
+    reward = spec.reward(components)          # or spec.score(line, case)
+
+Components (:data:`COMPONENTS`; ``None`` means undefined and counts 0 in a reward):
+
+- ``diagnosis``: 1.0 when the final verdict is ``correct`` (the judge's where an LLM
+  judge scored: the record's ``verdict``), else 0.0 (wrong, unscored, unfinished).
+- ``workup_recall``, ``workup_precision``, ``workup_f1``: the exams ordered against the
+  exams the case records, the catalog A (:class:`~clinenv.protocol.catalog.Catalog`,
+  everything the records M can answer; the menu lists A). The unit is one catalog entry
+  (``exam_id``): a group request that returns several entries is several orders (as
+  the per-step ``exam_cost`` charges one per test), a request the records cannot answer
+  ("not recorded") is one order that is not recorded (one per distinct name, normalized),
+  and repeats count once. Invalid or ambiguous requests are not orders (they count in
+  ``invalid_actions`` only). recall = recorded orders / |A|; precision = recorded orders
+  / orders; F1 their harmonic mean. Having ordered nothing gives recall 0, precision
+  ``None`` and F1 0 (nothing of A was found). Where A is empty (M records nothing) all
+  three are ``None``; under the native protocols (``record["protocol"]`` not ``egip``),
+  which parse no test names, all three are ``None``.
+
+  With the menu shown every menu pick is recorded, so precision is 1 by construction
+  for a doctor that orders from the menu (only names outside it lower it) and recall is
+  the share of the menu ordered: "how much was ordered". Precision means something
+  only when exams are named freely (``show_menu=False``, preset ``egip-no-menu``).
+- ``exam_spend``: the sum, over the distinct recorded entries ordered, of a per-exam
+  cost keyed by the entry's menu priority tier (:func:`exam_tier`, tiers
+  :data:`TIERS`); the table is ``exam_costs`` (default :data:`DEFAULT_EXAM_COSTS`,
+  hand-set relative units: an assumption, not prices). Unrecorded orders cost nothing.
+  ``None`` under the native protocols. Not the legacy per-step ``exam_cost`` amount.
+- ``turns``: acquisition rounds used (the record's ``turns``; an early stop's round
+  included); ``invalid_actions``: the record's count; ``format``: 1 when the episode
+  ended with a scored answer (verdict ``correct`` or ``wrong`` on an identifiable
+  answer), else 0.
+
+Unfinished or cut-off episodes (a rollout stopped before the answer, a truncated or
+error line): ``diagnosis`` 0, ``format`` 0, workup and ``exam_spend`` over what was
+ordered so far, ``turns`` and ``invalid_actions`` as counted. This is the one rule, used
+by the environment and by every adapter.
+
+Pass the case as the environment played it (``env.unwrapped.pool.case(case_id)``):
+exam ids are the same under every ``target_in_menu`` setting, but a group renamed by
+``"neutral"`` can fall in another tier.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from clinenv.cases import Case
+from clinenv.protocol.catalog import Catalog, normalize_name
+from clinenv.protocol.menu import priority
+
+__all__ = ["COMPONENTS", "DEFAULT_EXAM_COSTS", "TIERS", "RewardComponents", "exam_tier",
+           "reward_components"]
+
+#: The menu's priority tiers (:func:`clinenv.protocol.menu.priority`, 0..7), by name.
+TIERS: tuple[str, ...] = ("vital_signs", "physical_exam", "basic_labs", "blood_urine",
+                          "ecg_imaging", "microbiology", "specialized", "other")
+
+#: Default cost of one exam by tier, in hand-set relative units (a basic lab panel = 1).
+#: An assumption, not prices or measured discomfort: vital signs 0.1, another physical
+#: examination section 0.2, basic panels (CBC, metabolic panel, urinalysis...) 1, other
+#: blood and urine tests 1, ECG and imaging 3, microbiology 2, specialized tests
+#: (biopsy, genetics, antibodies, endoscopy...) 5, the rest 2.
+DEFAULT_EXAM_COSTS: Mapping[str, float] = {
+    "vital_signs": 0.1, "physical_exam": 0.2, "basic_labs": 1.0, "blood_urine": 1.0,
+    "ecg_imaging": 3.0, "microbiology": 2.0, "specialized": 5.0, "other": 2.0}
+
+
+@dataclass(frozen=True)
+class RewardComponents:
+    """The components of one episode (module docstring); frozen.
+
+    Attributes:
+        diagnosis: 1.0 or 0.0.
+        workup_recall, workup_precision, workup_f1: in [0, 1], or ``None`` (undefined).
+        exam_spend: >= 0 in the cost table's units, or ``None`` (native protocols).
+        turns: acquisition rounds used, >= 0.
+        invalid_actions: >= 0.
+        format: 1 or 0.
+    """
+
+    diagnosis: float
+    workup_recall: float | None
+    workup_precision: float | None
+    workup_f1: float | None
+    exam_spend: float | None
+    turns: int
+    invalid_actions: int
+    format: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The components by name, in :data:`COMPONENTS` order (JSON-ready)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RewardComponents:
+        """Components from :meth:`to_dict` (a run-log line's ``reward_components``).
+
+        Raises:
+            ValueError: a component is missing or an extra key is present.
+        """
+        missing = [name for name in COMPONENTS if name not in data]
+        extra = sorted(set(data) - set(COMPONENTS))
+        if missing or extra:
+            raise ValueError(f"reward components: missing {missing}, unknown {extra}")
+        return cls(**{name: data[name] for name in COMPONENTS})
+
+    def __getitem__(self, name: str) -> Any:
+        """The component ``name`` (``components["workup_f1"]``).
+
+        Raises:
+            KeyError: not a component name.
+        """
+        if name not in COMPONENTS:
+            raise KeyError(name)
+        return getattr(self, name)
+
+
+#: Component names, in order.
+COMPONENTS: tuple[str, ...] = tuple(f.name for f in fields(RewardComponents))
+
+
+def exam_tier(entry: Any) -> str:
+    """The tier name (:data:`TIERS`) of a catalog entry: its menu priority."""
+    return TIERS[priority(entry)]
+
+
+def _finished(record: Mapping[str, Any]) -> bool:
+    """The episode ended with an answer step and no backend error."""
+    if "error" in record:
+        return False
+    if "phase" in record:
+        return record["phase"] == "done"
+    return bool(record.get("terminated", False))
+
+
+def _verdict(record: Mapping[str, Any]) -> str:
+    verdict = record.get("verdict")
+    if verdict is None:
+        return "correct" if record.get("correct") is True else "unscored"
+    return str(verdict)
+
+
+def _orders(events: Any, case_id: str) -> tuple[list[str], set[str]]:
+    """``(recorded exam ids in order of first request, normalized unrecorded names)``
+    of the measurement events."""
+    recorded: dict[str, None] = {}
+    missing: set[str] = set()
+    if not isinstance(events, list):
+        raise ValueError(f"record of case {case_id!r}: field 'events' must be a list, "
+                         f"got {type(events).__name__}")
+    for event in events:
+        if not isinstance(event, Mapping) or event.get("source") != "measurement":
+            continue
+        exam_id = event.get("exam_id")
+        if exam_id:
+            for one in str(exam_id).split(","):
+                recorded.setdefault(one.strip(), None)
+        else:
+            name = normalize_name(str(event.get("request") or event.get("name") or ""))
+            missing.add(name)
+    return list(recorded), missing
+
+
+def reward_components(record: Mapping[str, Any], case: Case, *,
+                      exam_costs: Mapping[str, float] | None = None) -> RewardComponents:
+    """The components of one episode (module docstring).
+
+    Args:
+        record: a run-log line or :meth:`clinenv.env.EGIPEnv.episode_record` (finished
+            or not); read, never changed.
+        case: the case the episode played (module docstring).
+        exam_costs: cost per tier name (:data:`TIERS`); tiers left out cost as in
+            :data:`DEFAULT_EXAM_COSTS`; default that table.
+
+    Raises:
+        ValueError: the record is of another case, lacks ``events`` or ``turns``, or
+            names an exam id the case's catalog does not hold.
+    """
+    case_id = case.case_id
+    if record.get("case_id") not in (None, case_id):
+        raise ValueError(f"the record is of case {record.get('case_id')!r}, not "
+                         f"{case_id!r}")
+    for name in ("events", "turns"):
+        if name not in record:
+            raise ValueError(f"record of case {case_id!r}: field {name!r} is missing")
+    finished = _finished(record)
+    verdict = _verdict(record) if finished else "unscored"
+    status = record.get("answer_status", "answer")
+    diagnosis = 1.0 if verdict == "correct" else 0.0
+    scored = int(verdict in ("correct", "wrong") and status == "answer")
+    turns, invalid = int(record["turns"]), int(record.get("invalid_actions") or 0)
+    if record.get("protocol", "egip") != "egip":
+        return RewardComponents(diagnosis, None, None, None, None, turns, invalid, scored)
+    costs = dict(DEFAULT_EXAM_COSTS)
+    costs.update(exam_costs or {})
+    catalog = Catalog(case.records)
+    ordered, missing = _orders(record["events"], case_id)
+    entries = []
+    for exam_id in ordered:
+        entry = catalog.get(exam_id)
+        if entry is None:
+            raise ValueError(f"record of case {case_id!r} orders exam {exam_id!r}, which "
+                             "the case's catalog does not hold: pass the case the episode "
+                             "played")
+        entries.append(entry)
+    spend = float(math.fsum(costs[exam_tier(e)] for e in entries))
+    if not len(catalog):
+        return RewardComponents(diagnosis, None, None, None, spend, turns, invalid, scored)
+    hits = len(entries)
+    recall = hits / len(catalog)
+    precision = hits / (hits + len(missing)) if hits + len(missing) else None
+    if precision is None or precision + recall == 0:
+        f1 = 0.0
+    else:
+        f1 = 2 * precision * recall / (precision + recall)
+    return RewardComponents(diagnosis, recall, precision, f1, spend, turns, invalid, scored)

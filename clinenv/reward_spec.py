@@ -1,0 +1,351 @@
+"""Reward specs: weights over the reward components, an optional gate, the exam costs.
+
+A :class:`RewardSpec` turns :class:`~clinenv.reward_components.RewardComponents` into
+one number::
+
+    reward = sum(weight * value for each weighted component)   # None counts 0
+
+Penalties are negative weights (``{"turns": -0.01}``). With ``gate="format"`` every
+weighted term other than ``diagnosis`` counts only when ``format`` is 1 (process terms
+pay only for an episode that ended with a scored answer); ``gate="diagnosis"`` the same
+on a correct answer. ``exam_costs`` is the tier table of the ``exam_spend`` component.
+
+The environment charges it at the end: ``gym.make(ID, reward_spec="diagagent")`` (a
+preset name, a :class:`RewardSpec`, its JSON dict or a JSON file), a field of
+:class:`clinenv.env.settings.EnvSettings`; the terminal step's reward is
+``spec.reward(components)`` plus the legacy per-step terms of that step, non-terminal
+steps keep 0 apart from the legacy ``exam_cost`` / ``invalid_action_penalty``.
+
+What to call (adapters, evaluation, reports, export compute no reward of their own):
+
+- a live environment, finished or cut off: ``env.unwrapped.reward_components()`` and
+  ``env.unwrapped.reward_spec.reward(components)`` (the unfinished rule of
+  :mod:`clinenv.reward_components` applies before the answer);
+- a run-log line: ``line["reward_components"]`` (:meth:`RewardComponents.from_dict
+  <clinenv.reward_components.RewardComponents.from_dict>`), or for a log without them
+  ``spec_of_line(line).components(line, case)``; ``spec_of_line(line)`` is the spec the
+  line ran under, and ``spec.score(record, case)`` its reward without the legacy terms.
+
+Presets (:data:`PRESETS`):
+
+- ``accuracy`` (default): ``{diagnosis: 1.0}``, 1.0 for a correct answer, 0.0 otherwise:
+  today's terminal reward (:data:`clinenv.env.rewards.CORRECT`, ``WRONG``,
+  ``UNSCORED``) and the papers' metric, accuracy (EGIP 4.1; AgentClinic).
+- ``diagagent``: ``{diagnosis: 1.0, workup_f1: 0.5, turns: -0.01}``. DiagAgent
+  (MAGIC-AI4Med/DiagGym; arXiv 2510.24654) rewards diagnosis, exam-recommendation F1
+  against the real workup and a turn penalty, with a turn limit of 12; these weights
+  are our setting, not DiagAgent's published numbers. Run it with
+  ``acquisition_rounds=12`` to match the limit (the spec does not set T). F1 is "how
+  much of the menu was ordered" with the menu shown (:mod:`clinenv.reward_components`).
+- ``cost-aware``: ``{diagnosis: 1.0, exam_spend: -0.03}``, accuracy minus lambda times
+  exam spend (MedExAgent, arXiv 2605.07058: accuracy plus exam cost); lambda = 0.03 per
+  cost unit is our setting: ordering a MedQA case's whole catalog costs 0.19 on average
+  (6.4 units under the default table), 0.65 at most.
+
+JSON form (:meth:`RewardSpec.to_json`, a file for :func:`load_reward_spec`)::
+
+    {"name": "mine", "weights": {"diagnosis": 1.0, "turns": -0.02},
+     "gate": "format", "exam_costs": {"ecg_imaging": 4.0}}
+
+``weights`` is required; ``name`` defaults to the file's stem (``"custom"`` for a dict),
+``gate`` to ``null``, ``exam_costs`` to :data:`~clinenv.reward_components.DEFAULT_EXAM_COSTS`
+(tiers left out keep their default). The canonical JSON (what a run log's ``env_spec``
+records) holds every field and, for a file, ``sha256`` of its bytes, never its path.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import math
+import numbers
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from clinenv.cases import Case
+from clinenv.errors import ClinenvError
+from clinenv.reward_components import (
+    COMPONENTS,
+    DEFAULT_EXAM_COSTS,
+    TIERS,
+    RewardComponents,
+    reward_components,
+)
+
+__all__ = ["DEFAULT_SPEC", "GATES", "PRESETS", "RewardSpec", "RewardSpecError",
+           "load_reward_spec", "spec_of_line"]
+
+#: Components that may gate the other terms (0/1 valued).
+GATES: tuple[str, ...] = ("format", "diagnosis")
+#: Keys of the JSON form.
+KEYS: tuple[str, ...] = ("name", "weights", "gate", "exam_costs", "sha256")
+
+
+class RewardSpecError(ClinenvError, ValueError):
+    """A reward spec is invalid. The one-line message names the file (when there is
+    one), the field and, for a misspelt name, the nearest valid one: ``reward spec
+    my.json, field 'weights.workup_f2': unknown component 'workup_f2'; did you mean
+    'workup_f1'? (components: ...)``.
+
+    Attributes:
+        source: the file, or ``None`` for an in-memory spec.
+        field: the dotted field (``"weights.workup_f1"``), or ``None``.
+        reason: what is wrong, in words.
+    """
+
+    def __init__(self, reason: str, *, source: str | os.PathLike | None = None,
+                 field: str | None = None) -> None:
+        self.source = None if source is None else str(source)
+        self.field = field
+        self.reason = reason
+        where = "reward spec" if self.source is None else f"reward spec {self.source}"
+        if field:
+            where += f", field '{field}'"
+        super().__init__(f"{where}: {reason}")
+
+
+def _nearest(name: Any, choices: tuple[str, ...] | list[str]) -> str:
+    """``"; did you mean 'x'?"`` for the closest choice, else ``""``."""
+    close = difflib.get_close_matches(str(name), list(choices), n=1, cutoff=0.5)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _number(value: Any, *, what: str, source: Any, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise RewardSpecError(f"{what} must be a number, got {value!r}", source=source,
+                              field=field)
+    if not math.isfinite(value):
+        raise RewardSpecError(f"{what} must be finite, got {value!r}", source=source,
+                              field=field)
+    return float(value)
+
+
+@dataclass(frozen=True, eq=True)
+class RewardSpec:
+    """Weights over the components, an optional gate, the exam-cost table; frozen.
+
+    Attributes:
+        name: a label (a preset's name, a file's stem).
+        weights: ``{component: finite float}`` over :data:`~clinenv.reward_components.
+            COMPONENTS`; components left out weigh 0.
+        gate: ``None``, or a component of :data:`GATES`: the other weighted terms
+            (all but ``diagnosis`` and the gate) count only when it is 1.
+        exam_costs: ``{tier: finite float >= 0}`` for every tier of
+            :data:`~clinenv.reward_components.TIERS` (missing tiers are filled from the
+            default table).
+        sha256: sha256 of the file the spec was read from, else ``None``.
+
+    Raises:
+        RewardSpecError: an unknown component, tier or gate, or a weight or cost that is
+            not a finite number (the message names the field and the nearest name).
+    """
+
+    name: str
+    weights: Mapping[str, float]
+    gate: str | None = None
+    exam_costs: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_EXAM_COSTS))
+    sha256: str | None = None
+    #: where it was read from, for messages only (never recorded, not compared)
+    source: str | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        src = self.source
+        if not isinstance(self.name, str) or not self.name:
+            raise RewardSpecError(f"name must be a non-empty string, got {self.name!r}",
+                                  source=src, field="name")
+        if not isinstance(self.weights, Mapping):
+            raise RewardSpecError("weights must be an object {component: number}, got "
+                                  f"{type(self.weights).__name__}", source=src,
+                                  field="weights")
+        weights = {}
+        for key, value in self.weights.items():
+            if key not in COMPONENTS:
+                raise RewardSpecError(f"unknown component {key!r}{_nearest(key, COMPONENTS)}"
+                                      f" (components: {', '.join(COMPONENTS)})", source=src,
+                                      field=f"weights.{key}")
+            weights[key] = _number(value, what="a weight", source=src,
+                                   field=f"weights.{key}")
+        if self.gate is not None and self.gate not in GATES:
+            raise RewardSpecError(f"unknown gate {self.gate!r}{_nearest(self.gate, GATES)} "
+                                  f"(gates: {', '.join(GATES)}, or null)", source=src,
+                                  field="gate")
+        if not isinstance(self.exam_costs, Mapping):
+            raise RewardSpecError("exam_costs must be an object {tier: number}, got "
+                                  f"{type(self.exam_costs).__name__}", source=src,
+                                  field="exam_costs")
+        costs = dict(DEFAULT_EXAM_COSTS)
+        for key, value in self.exam_costs.items():
+            if key not in TIERS:
+                raise RewardSpecError(f"unknown tier {key!r}{_nearest(key, TIERS)} "
+                                      f"(tiers: {', '.join(TIERS)})", source=src,
+                                      field=f"exam_costs.{key}")
+            cost = _number(value, what="a cost", source=src, field=f"exam_costs.{key}")
+            if cost < 0:
+                raise RewardSpecError(f"a cost must be >= 0, got {value!r}", source=src,
+                                      field=f"exam_costs.{key}")
+            costs[key] = cost
+        if self.sha256 is not None and not isinstance(self.sha256, str):
+            raise RewardSpecError(f"sha256 must be a string or null, got {self.sha256!r}",
+                                  source=src, field="sha256")
+        object.__setattr__(self, "weights", weights)
+        object.__setattr__(self, "exam_costs", {tier: costs[tier] for tier in TIERS})
+
+    def __hash__(self) -> int:
+        return hash(self.to_json())
+
+    # ------------------------------------------------------------------ use
+    def reward(self, components: RewardComponents | Mapping[str, Any]) -> float:
+        """``sum(weight * value)`` over the weighted components (``None`` counts 0),
+        the gate applied (class docstring); a float."""
+        get = components.__getitem__
+        open_ = self.gate is None or get(self.gate) == 1
+        total = []
+        for name, weight in self.weights.items():
+            value = get(name)
+            if value is None or weight == 0:
+                continue
+            if not open_ and name not in ("diagnosis", self.gate):
+                continue
+            total.append(weight * float(value))
+        return float(math.fsum(total))
+
+    def components(self, record: Mapping[str, Any], case: Case) -> RewardComponents:
+        """:func:`~clinenv.reward_components.reward_components` with this spec's costs."""
+        return reward_components(record, case, exam_costs=self.exam_costs)
+
+    def score(self, record: Mapping[str, Any], case: Case) -> float:
+        """``self.reward(self.components(record, case))``: the spec reward of a record
+        (finished or cut off), without the legacy per-step terms."""
+        return self.reward(self.components(record, case))
+
+    # ----------------------------------------------------------------- JSON
+    def to_dict(self) -> dict[str, Any]:
+        """The canonical JSON form: ``name``, ``weights`` (in component order),
+        ``gate``, ``exam_costs`` (every tier) and, for a file, ``sha256``."""
+        data: dict[str, Any] = {
+            "name": self.name,
+            "weights": {k: self.weights[k] for k in COMPONENTS if k in self.weights},
+            "gate": self.gate,
+            "exam_costs": dict(self.exam_costs),
+        }
+        if self.sha256 is not None:
+            data["sha256"] = self.sha256
+        return data
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as compact JSON (what ``env_spec`` records)."""
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    def describe(self) -> dict[str, Any]:
+        """:meth:`to_dict` (what :func:`clinenv.runlog.env_spec_dict` records for a spec
+        object given to ``gym.make``)."""
+        return self.to_dict()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str | os.PathLike | None = None,
+                  name: str = "custom") -> RewardSpec:
+        """A spec from its JSON form (module docstring); ``name`` when it has none.
+
+        Raises:
+            RewardSpecError: an unknown key, a missing ``weights`` or an invalid field.
+        """
+        src = None if source is None else str(source)
+        if not isinstance(data, Mapping):
+            raise RewardSpecError(f"must be a JSON object, got {type(data).__name__}",
+                                  source=src)
+        for key in data:
+            if key not in KEYS:
+                raise RewardSpecError(f"unknown key {key!r}{_nearest(key, KEYS)} (keys: "
+                                      f"{', '.join(KEYS[:4])})", source=src, field=str(key))
+        if "weights" not in data:
+            raise RewardSpecError("is missing (an object {component: number})",
+                                  source=src, field="weights")
+        return cls(name=data.get("name", name), weights=data["weights"],
+                   gate=data.get("gate"),
+                   exam_costs=data.get("exam_costs", DEFAULT_EXAM_COSTS),
+                   sha256=data.get("sha256"), source=src)
+
+
+#: The presets by name (module docstring).
+PRESETS: dict[str, RewardSpec] = {
+    "accuracy": RewardSpec("accuracy", {"diagnosis": 1.0}),
+    "diagagent": RewardSpec("diagagent", {"diagnosis": 1.0, "workup_f1": 0.5,
+                                          "turns": -0.01}),
+    "cost-aware": RewardSpec("cost-aware", {"diagnosis": 1.0, "exam_spend": -0.03}),
+}
+#: The default spec: ``accuracy``.
+DEFAULT_SPEC = PRESETS["accuracy"]
+
+
+def _read_file(path: Path) -> RewardSpec:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise RewardSpecError("no such file", source=path) from None
+    except IsADirectoryError:
+        raise RewardSpecError("is a folder; give a JSON file", source=path) from None
+    except OSError as err:
+        raise RewardSpecError(f"cannot be read ({err.strerror or err})", source=path) from None
+    try:
+        data = json.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise RewardSpecError("is not UTF-8 text", source=path) from None
+    except ValueError as err:
+        raise RewardSpecError(f"is not valid JSON ({err})", source=path) from None
+    spec = RewardSpec.from_dict(data, source=path, name=path.stem)
+    return replace(spec, sha256=hashlib.sha256(raw).hexdigest())
+
+
+def load_reward_spec(value: Any) -> RewardSpec:
+    """The :class:`RewardSpec` named by ``value``.
+
+    Args:
+        value: a :class:`RewardSpec` (returned as is), a preset name of
+            :data:`PRESETS`, a path to a JSON file (a path-like, or a ``str`` that ends
+            in ``.json``, holds a path separator or names an existing path), or the
+            JSON form as a dict (``env_spec``'s).
+
+    Raises:
+        RewardSpecError: an unknown preset (the nearest named), a missing or invalid
+            file, or an invalid spec (module docstring).
+    """
+    if isinstance(value, RewardSpec):
+        return value
+    if isinstance(value, Mapping):
+        return RewardSpec.from_dict(value)
+    if isinstance(value, os.PathLike):
+        return _read_file(Path(value))
+    if isinstance(value, str):
+        if value in PRESETS:
+            return PRESETS[value]
+        path = Path(value)
+        if value.lower().endswith(".json") or "/" in value or os.sep in value \
+                or path.exists():
+            return _read_file(path)
+        raise RewardSpecError(f"unknown preset {value!r}{_nearest(value, list(PRESETS))} "
+                              f"(presets: {', '.join(PRESETS)}; or a .json file)")
+    raise RewardSpecError("must be a preset name, a JSON file, a dict or a RewardSpec, "
+                          f"got {type(value).__name__}")
+
+
+def spec_of_line(line: Mapping[str, Any]) -> RewardSpec:
+    """The reward spec a run-log line ran under: its ``env_spec.kwargs.reward_spec`` (or
+    ``kwargs.settings.reward_spec``), else :data:`DEFAULT_SPEC` (logs written before
+    reward specs, or without one).
+
+    Raises:
+        RewardSpecError: the recorded spec is invalid.
+    """
+    spec = line.get("env_spec")
+    kwargs = spec.get("kwargs") if isinstance(spec, Mapping) else None
+    if not isinstance(kwargs, Mapping):
+        return DEFAULT_SPEC
+    value = kwargs.get("reward_spec")
+    settings = kwargs.get("settings")
+    if value is None and isinstance(settings, Mapping):
+        value = settings.get("reward_spec")
+    return DEFAULT_SPEC if value is None else load_reward_spec(value)
