@@ -31,6 +31,7 @@ Usage::
     clinenv data verify [NAME ...] [--data-dir DIR]
     clinenv data download NAME
     clinenv data split DATASET --construction FRAC [--seed S] --out DIR [--force]
+    clinenv data dedupe LOG [--dry-run]
     clinenv eval RUN.jsonl [LABEL=RUN.jsonl ...] [--out-dir DIR] [--plot] [--by STRATUM]
                 [--resamples N] [--seed S] [--allow-privileged]
     clinenv compare BASE.jsonl METHOD.jsonl [METHOD2.jsonl ...] [--pair METHOD=BASE ...]
@@ -113,7 +114,9 @@ the log keeps every line written before, whole; fix the cause and continue with
 ``clinenv eval`` prints the accuracy table (methods × datasets, mean ± SD over
 repetitions, coverage; EGIP Table 1) of run logs and writes ``accuracy.md`` /
 ``accuracy.csv`` (``--by``: also ``accuracy_by_<STRATUM>.md/.csv``; ``--plot``:
-``accuracy.png``, and ``accuracy_by_<STRATUM>.png`` with ``--by``) in ``--out-dir``
+``accuracy.png``, and ``accuracy_by_<STRATUM>.png`` with ``--by``; ``--components``:
+``components.md`` / ``.csv``, the mean of each reward component with a case-cluster
+bootstrap CI, and ``components_by_<STRATUM>.md/.csv`` with ``--by``) in ``--out-dir``
 (default ``reports/``). ``clinenv compare`` pairs every method log with the baseline log
 of the same dataset (the baseline is the first log's method label) or, with repeatable
 ``--pair METHOD=BASE`` (labels), each method with its own baseline; p values are
@@ -128,7 +131,8 @@ cannot be created or written, is refused before a table is computed or printed).
 Outputs derived from run logs can be made again, so ``eval``, ``compare``, ``report``
 and ``export`` replace their own earlier outputs and print ``replaced N earlier files
 in DIR`` (``export --force`` is still accepted; it is the default now). In
-``--out-dir``, ``eval`` owns ``accuracy.*`` and ``accuracy_by_*.*`` and ``compare``
+``--out-dir``, ``eval`` owns ``accuracy.*``, ``accuracy_by_*.*``, ``components.*`` and
+``components_by_*.*`` and ``compare``
 ``comparison*``, ``sensitivity*``, ``review.*`` and ``agreement.*`` (``.md``, ``.csv``,
 ``.png``): after a call the command's files there are exactly those it wrote, and an
 earlier call's file it did not write (``accuracy.png`` after an ``eval`` without
