@@ -403,3 +403,111 @@ def test_the_core_never_imports_the_integrations():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
     assert int(out[0]) > 100 and out[1:] == ["[]"]
+
+
+# Issue 29 §1: the same reward for the same episode, finished or cut off. demo-01's
+# catalog holds 9 exams; the Chest X-Ray (T4) is an imaging exam (cost 3).
+CUT = ["REQUEST TEST: Chest X-Ray", "How long have you had the cough?"]  # then it stops
+FINISHED = CUT + ["DIAGNOSIS READY: pneumonia", "DIAGNOSIS READY: Lobar pneumonia"]
+CUT_CALLS = [("order_exam", {"exam": "Chest X-Ray"}),
+             ("ask_patient", {"question": "How long have you had the cough?"})]
+FINISHED_CALLS = CUT_CALLS + [("submit_diagnosis", {"diagnosis": "pneumonia"}),
+                              ("submit_diagnosis", {"diagnosis": "Lobar pneumonia"})]
+
+
+def gym_episode(texts, **kw):
+    """A plain Gym env stepped with ``texts`` on demo-01: (the spec's reward of its
+    components so far, the sum of its step rewards, the components, the last info)."""
+    env = gym.make(ENV_ID, observation_format="delta", premature_diagnosis="decide", **kw)
+    env.reset(seed=7, options={"case_id": "demo-01"})
+    total, info = 0.0, {}
+    for text in texts:
+        _, reward, _, _, info = env.step(text)
+        total += float(reward)
+    u = env.unwrapped
+    return u.reward_spec.reward(u.reward_components()), total, u.reward_components(), info
+
+
+@pytest.mark.parametrize("spec", ["accuracy", "diagagent", "cost-aware"])
+@pytest.mark.parametrize("finished", [False, True])
+def test_episode_reward_is_the_gym_reward_cut_off_or_finished(spec, finished):
+    texts, calls = (FINISHED, FINISHED_CALLS) if finished else (CUT, CUT_CALLS)
+    want, total, components, info = gym_episode(texts, reward_spec=spec)
+    by_text = ToolEpisode(ENV_ID, reward_spec=spec)
+    by_tool = ToolEpisode(ENV_ID, reward_spec=spec)
+    by_text.reset("demo-01", 7)
+    by_tool.reset("demo-01", 7)
+    for text in texts:
+        by_text.step_text(text)
+    for name, args in calls:
+        by_tool.call(name, args)
+    for episode in (by_text, by_tool):
+        assert episode.done is finished and episode.reward_spec.name == spec
+        assert episode.reward_components() == components
+        assert episode.episode_reward() == want
+    if finished:  # the Gym env's own return, and its terminal info
+        assert total == want and info["reward_components"] == components.to_dict()
+    else:
+        assert total == 0.0 and "reward_components" not in info
+
+
+def test_diagagent_values_by_hand():
+    """recall 1/9, precision 1, F1 2 * (1/9) / (10/9) = 0.2; reward 1.0 * diagnosis +
+    0.5 * F1 - 0.01 * turns."""
+    cut = ToolEpisode(ENV_ID, reward_spec="diagagent")
+    cut.reset("demo-01", 7)
+    for text in CUT:
+        cut.step_text(text)
+    c = cut.reward_components()
+    assert (c.diagnosis, c.format, c.turns, c.exam_spend, c.invalid_actions) == (0, 0, 2, 3, 0)
+    assert (c.workup_recall, c.workup_precision) == (pytest.approx(1 / 9), 1.0)
+    assert c.workup_f1 == pytest.approx(0.2)
+    assert cut.episode_reward() == pytest.approx(0.5 * 0.2 - 0.01 * 2)  # 0.08
+    for text in FINISHED[len(CUT):]:
+        cut.step_text(text)
+    assert cut.reward_components().turns == 3  # the early stop's round counts
+    assert cut.episode_reward() == pytest.approx(1.0 + 0.5 * 0.2 - 0.01 * 3)  # 1.07
+
+
+@pytest.mark.parametrize("finished", [False, True])
+def test_legacy_per_step_charges_add_to_the_spec_reward(finished):
+    texts = FINISHED if finished else CUT + ["REQUEST TEST: T99"]  # T99: invalid
+    legacy = {"exam_cost": 0.05, "invalid_action_penalty": 0.2}
+    want, total, _, _ = gym_episode(texts, reward_spec="diagagent", **legacy)
+    episode = ToolEpisode(ENV_ID, reward_spec="diagagent", **legacy)
+    episode.reset("demo-01", 7)
+    for text in texts:
+        episode.step_text(text)
+    if finished:
+        assert episode.episode_reward() == pytest.approx(total)
+        assert total == pytest.approx(want - 0.05)
+    else:
+        assert episode.reward == pytest.approx(-0.05 - 0.2)  # the charges so far
+        assert episode.episode_reward() == pytest.approx(want - 0.05 - 0.2)
+
+
+def test_rewards_need_an_episode_and_reset_clears_them():
+    episode = ToolEpisode(ENV_ID, reward_spec="diagagent")
+    for read in (episode.reward_components, episode.episode_reward):
+        with pytest.raises(ValueError, match="no episode"):
+            read()
+    episode.reset("demo-01", 7)
+    for text in FINISHED:
+        episode.step_text(text)
+    episode.reset("demo-01", 7)
+    assert episode.episode_reward() == 0.0
+    assert episode.reward_components().turns == 0
+
+
+def test_component_metrics_name_every_component():
+    from clinenv.integrations.tools import component_metrics
+    from clinenv.reward_components import COMPONENTS
+
+    episode = ToolEpisode(ENV_ID)
+    episode.reset("demo-01", 7)
+    episode.step_text("How long have you had the cough?")  # no exam: precision undefined
+    metrics = component_metrics(episode.reward_components())
+    assert list(metrics) == [f"reward_components/{name}" for name in COMPONENTS]
+    assert metrics["reward_components/workup_precision"] is None
+    assert metrics["reward_components/turns"] == 1.0
+    assert all(isinstance(v, float) for k, v in metrics.items() if "precision" not in k)

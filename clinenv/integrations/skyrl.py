@@ -12,10 +12,25 @@ doctor plays the text protocol (EGIP section 3.2), instructed by
 :data:`~clinenv.integrations.tools.TEXT_SYSTEM_PROMPT` (``DIAGNOSIS READY:`` during
 acquisition ends it early), through
 :meth:`~clinenv.integrations.tools.ToolEpisode.step_text`: delta observations (only what
-is new) as user messages; reward 0.0 on every step but the last, which carries the
-episode's return (the terminal score); the environment's ``info`` and the doctor's
-actions (as tool calls) in ``metadata``. :func:`register_clinenv` must run inside the
-Ray entrypoint (SkyRL's docs), where the workers make their environments.
+is new) as user messages; the environment's ``info`` and the doctor's actions (as tool
+calls) in ``metadata``. :func:`register_clinenv` must run inside the Ray entrypoint
+(SkyRL's docs), where the workers make their environments.
+
+Rewards: 0.0 on every step but the last (``done``), which carries
+:meth:`~clinenv.integrations.tools.ToolEpisode.episode_reward`: the reward spec's reward
+of the episode (``reward_spec`` in ``env_config``, a setting of the environment passed
+to ``gym.make``; default ``accuracy``, the terminal score), also when ``max_turns``
+cuts the episode before the final answer (the one rule for unfinished episodes,
+:mod:`clinenv.reward_components`: diagnosis 0, format 0, workup over what was ordered).
+The last step's ``metadata["reward_components"]`` holds the components, and
+:meth:`ClinenvTextEnv.get_metrics` (which SkyRL's generator calls once per trajectory
+and averages per environment class with :meth:`BaseTextEnv.aggregate_metrics`, numbers
+only) holds them as ``reward_components/<name>``; an undefined component is ``None``
+and so left out of the mean. SkyRL's generator also stops a trajectory whose tokens
+pass ``max_input_length`` without telling the environment: no step is ``done`` and
+the trajectory's reward is the steps' 0.0; its metrics still give the components of
+that cut by the same rule. Keep ``generator.max_turns`` within the token budget so
+that the environment sees the cut.
 """
 
 from __future__ import annotations
@@ -44,7 +59,8 @@ class ClinenvTextEnv(BaseTextEnv):
             (``data_dir``, ``acquisition_rounds``...).
         extras: the row: ``case_id`` and ``seed`` (top level or under ``extra_info``,
             as :func:`task_rows` writes them), ``env_id`` there or in ``env_config``;
-            ``max_turns`` (set by SkyRL) ends an unfinished episode with reward 0.0.
+            ``max_turns`` (set by SkyRL) ends an unfinished episode, with the reward of
+            the unfinished rule (module docstring).
 
     Raises:
         ValueError: no ``case_id``, ``seed`` or ``env_id``; as
@@ -66,11 +82,13 @@ class ClinenvTextEnv(BaseTextEnv):
         self.case_id, self.seed = row["case_id"], int(row["seed"])
         self.max_turns = int(extras.get("max_turns") or 0)  # 0: the episode's own limit
         self.episode = tools.ToolEpisode(env_id, **settings)
+        self.reward_given = 0.0  # the sum of the step rewards returned
 
     def init(self, prompt: list[dict[str, str]]) -> tuple[list[dict[str, str]], dict[str, Any]]:
         """Reset to the row's episode; returns ``prompt`` with the opening text appended to
         its last user message (or added as one), and the environment's ``info``."""
         self.turns = 0
+        self.reward_given = 0.0
         opening = self.episode.reset(self.case_id, self.seed)
         messages = [dict(m) for m in prompt or []]
         if messages and messages[-1].get("role") == "user":
@@ -81,22 +99,34 @@ class ClinenvTextEnv(BaseTextEnv):
 
     def step(self, action: str) -> BaseTextEnvStepOutput:
         """One doctor reply; the final answer's step (or the ``max_turns``-th) is
-        ``done`` with the episode's return as its reward and no observation."""
+        ``done``, with the episode's reward (module docstring), its components in
+        ``metadata["reward_components"]`` and no observation."""
         self.turns += 1
         obs = self.episode.step_text(action)
         done = self.episode.done or (0 < self.max_turns <= self.turns)
         metadata = {**self.episode.info, "clinenv_done": self.episode.done,
                     "calls": [{"name": c.name, "arguments": c.arguments}
                               for c in self.episode.calls]}
+        reward = 0.0
+        if done:
+            reward = self.episode.episode_reward()
+            metadata["reward_components"] = self.episode.reward_components().to_dict()
+        self.reward_given += reward
         return BaseTextEnvStepOutput(
             observations=[] if done else [{"role": "user", "content": obs}],
-            reward=self.episode.reward if done else 0.0, done=done, metadata=metadata)
+            reward=reward, done=done, metadata=metadata)
 
     def get_metrics(self) -> dict[str, Any]:
-        """``reward``, ``turns``, ``exams_ordered`` and ``finished`` (1.0 once scored)."""
+        """``reward`` (the sum of the step rewards returned), ``turns``,
+        ``exams_ordered``, ``finished`` (1.0 once scored) and the components of the
+        episode so far, ``reward_components/<name>`` (``None`` where undefined; module
+        docstring)."""
         exams = sum(call.name == "order_exam" for call in self.episode.calls)
-        return {"reward": self.episode.reward, "turns": self.turns,
-                "exams_ordered": exams, "finished": float(self.episode.done)}
+        metrics = {"reward": self.reward_given, "turns": self.turns,
+                   "exams_ordered": exams, "finished": float(self.episode.done)}
+        if self.episode.started:  # else init never ran: no episode, no components
+            metrics.update(tools.component_metrics(self.episode.reward_components()))
+        return metrics
 
 
 def register_clinenv(env_class: str = ENV_CLASS) -> str:

@@ -33,6 +33,18 @@ is written for EGIP's default ``"clarify"``, where it is replaced by a clarifica
 question). A trainer's row prompt ends with the user message :data:`TASK_INTRO`, to
 which the opening text is appended.
 
+Rewards: :meth:`ToolEpisode.episode_reward` is the one number every adapter reports
+(TRL's ``get_reward``, verifiers' ``clinenv_reward``, SkyRL's last step): the sum of
+the environment's step rewards once the final answer is scored, and for an episode cut
+off before it (a rollout that stops, a turn limit) the legacy per-step charges so far
+plus the reward spec's reward of the components so far
+(``env.reward_spec.reward(env.reward_components())``): the one rule for unfinished
+episodes of :mod:`clinenv.reward_components` (diagnosis 0, format 0, workup over what
+was ordered). The spec is the environment's setting (``reward_spec=`` of ``gym.make``,
+passed through ``**env_kwargs``); no adapter computes a reward of its own.
+:meth:`ToolEpisode.reward_components` gives the components and :func:`component_metrics`
+names them for a trainer's metrics.
+
 LLM patient: ``ToolEpisode(..., patient_cache=cache)`` wraps the environment's
 :class:`~clinenv.agents.llm_patient.LLMPatient` in a
 :class:`~clinenv.agents.patient_cache.CachedPatient` over ``cache``, so the rows a
@@ -56,11 +68,13 @@ from clinenv.case_list import CaseListError, nearest_id, read_case_list
 from clinenv.protocol.parser import parse_action
 from clinenv.protocol.render import render_menu
 from clinenv.protocol.runtime import reads_as_placeholder
+from clinenv.reward_components import COMPONENTS, RewardComponents
+from clinenv.reward_spec import RewardSpec
 from clinenv.seeding import episode_seed
 
-__all__ = ["TASK_INTRO", "TEXT_SYSTEM_PROMPT", "TOOL_NAMES", "TOOL_SCHEMAS",
-           "TOOL_SYSTEM_PROMPT", "ToolCall", "ToolEpisode", "action_to_tool", "task_rows",
-           "tool_docstring", "tool_to_action"]
+__all__ = ["COMPONENT_METRIC_PREFIX", "TASK_INTRO", "TEXT_SYSTEM_PROMPT", "TOOL_NAMES",
+           "TOOL_SCHEMAS", "TOOL_SYSTEM_PROMPT", "ToolCall", "ToolEpisode", "action_to_tool",
+           "component_metrics", "task_rows", "tool_docstring", "tool_to_action"]
 
 #: name -> (description, {argument: description}); the one source of the schemas and of
 #: the adapters' docstrings (:func:`tool_docstring`).
@@ -301,7 +315,9 @@ class ToolEpisode:
 
     def _clear(self) -> None:
         self.started = False
-        #: The episode's return so far (the terminal score with the default zero costs).
+        #: The sum of the step rewards so far: the legacy per-step charges (0 by
+        #: default), plus the spec's reward once the final answer is scored; for the
+        #: reward of a cut-off episode use :meth:`episode_reward`.
         self.reward = 0.0
         self.done = False
         #: The environment's latest ``info``.
@@ -384,6 +400,45 @@ class ToolEpisode:
                 self.calls.append(call)
             return FINAL_RESULT if self.done else obs["text"]
 
+    @property
+    def reward_spec(self) -> RewardSpec:
+        """The environment's reward spec (``reward_spec=`` of ``gym.make``; default
+        ``accuracy``)."""
+        return self.env.reward_spec
+
+    def reward_components(self) -> RewardComponents:
+        """The reward components of the episode so far, finished or not: the
+        environment's own (``env.reward_components()``, :mod:`clinenv.reward_components`);
+        before the final answer, diagnosis 0, format 0 and the workup over what was
+        ordered.
+
+        Raises:
+            ValueError: no episode (call :meth:`reset`).
+        """
+        with self._lock:
+            self._need_episode()
+            return self.env.reward_components()
+
+    def episode_reward(self) -> float:
+        """The episode's reward as every adapter reports it (module docstring): finished,
+        the sum of its step rewards (the spec's reward plus the legacy per-step
+        charges, which are 0 by default); cut off before the final answer, the charges
+        so far plus ``reward_spec.reward(reward_components())``. With the legacy terms
+        at 0 both are ``env.reward_spec.reward(env.reward_components())``.
+
+        Raises:
+            ValueError: no episode (call :meth:`reset`).
+        """
+        with self._lock:
+            self._need_episode()
+            if self.done:
+                return self.reward
+            return self.reward + self.env.reward_spec.reward(self.env.reward_components())
+
+    def _need_episode(self) -> None:
+        if not self.started:
+            raise ValueError("no episode: call reset() first")
+
     def _menu_text(self) -> str:
         """The displayed menu B, as in the round footer (``list_exams``)."""
         rt = self.env.runtime
@@ -411,6 +466,21 @@ class ToolEpisode:
     def list_exams(self) -> str:
         """``call("list_exams")``."""
         return self.call("list_exams")
+
+
+#: The prefix of the component metrics (:func:`component_metrics`), as in
+#: ``info["reward_components"]``.
+COMPONENT_METRIC_PREFIX = "reward_components/"
+
+
+def component_metrics(components: RewardComponents) -> dict[str, float | None]:
+    """The components as named metrics, ``{"reward_components/<name>": value}`` in
+    :data:`~clinenv.reward_components.COMPONENTS` order (verifiers' trace metrics,
+    SkyRL's ``get_metrics``): numbers as floats, an undefined component as ``None`` (a
+    metric to leave out of means, never 0)."""
+    return {COMPONENT_METRIC_PREFIX + name: (None if components[name] is None
+                                             else float(components[name]))
+            for name in COMPONENTS}
 
 
 def task_rows(env_id: str, split: str | Path | Sequence[str] | None = None, *,

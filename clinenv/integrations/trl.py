@@ -15,9 +15,34 @@ same opening text in any process. The tools are those of
 :mod:`clinenv.integrations.tools`, whose :class:`~clinenv.integrations.tools.ToolEpisode`
 does the work.
 
+Rewards: the environment's reward spec is its setting, ``make_env_factory(env_id,
+reward_spec="diagagent")`` (a preset, a :class:`~clinenv.reward_spec.RewardSpec`, its
+dict or a JSON file; passed to ``gym.make``). ``get_reward()`` is
+:meth:`~clinenv.integrations.tools.ToolEpisode.episode_reward`: the spec's reward of the
+episode, finished or cut off when generation stopped before the final answer (TRL
+calls it for every rollout; the one rule of :mod:`clinenv.reward_components`:
+diagnosis 0, format 0, workup over what was ordered). :func:`component_reward_funcs`
+gives one reward function per component, meant for weight 0, so TRL logs each
+component as its own column (``rewards/<component>/mean``) without changing the
+reward::
+
+    funcs = component_reward_funcs()
+    GRPOTrainer(..., environment_factory=make_env_factory(env_id, reward_spec="diagagent"),
+                reward_funcs=funcs, args=GRPOConfig(..., reward_weights=[0.0] * len(funcs)))
+
+TRL appends ``get_reward`` after ``reward_funcs`` with weight 1 (``reward_weights``
+covers only the functions passed). An undefined component (``None``: a workup measure
+where nothing was ordered or the records hold nothing, and every workup measure under
+the native protocols) is returned as ``None``, which TRL turns into NaN: left out of
+the column's mean and std (``torch.nanmean``; a batch where it is undefined throughout
+logs ``nan``) and, at weight 0, out of the reward (``nansum``).
+
 TRL's async trainer calls ``reset`` and the tools from thread pools: each instance owns
 its environment and lock, and instances share only the optional LLM-patient reply cache
-(``patient_cache=``), whose store is guarded by its own lock.
+(``patient_cache=``), whose store is guarded by its own lock. Its ``get_reward`` is the
+same; the component functions are for ``GRPOTrainer`` only: ``AsyncGRPOTrainer``
+(trl 1.16) passes reward functions no ``environments`` and sums them without
+``reward_weights``, so they raise there rather than add to the reward.
 """
 
 from __future__ import annotations
@@ -34,8 +59,11 @@ from clinenv.integrations.tools import (
     task_rows,
     tool_docstring,
 )
+from clinenv.reward_components import COMPONENTS, RewardComponents
+from clinenv.reward_spec import load_reward_spec
 
-__all__ = ["TASK_INTRO", "make_env_factory", "task_dataset"]
+__all__ = ["TASK_INTRO", "ComponentReward", "component_reward_funcs", "make_env_factory",
+           "task_dataset"]
 
 
 def make_env_factory(env_id: str, *,
@@ -47,10 +75,12 @@ def make_env_factory(env_id: str, *,
     when the row has one, ignores the other columns), the tools ``ask_patient``,
     ``order_exam``, ``submit_diagnosis`` and ``list_exams`` (each returns its result
     text; raises ``ValueError`` after the episode ended, before any reset, or on a call
-    the tool view refuses), and ``get_reward() -> float`` (the episode's return: the
-    terminal score with the default zero costs, ``0.0`` while unanswered). The class
-    attribute ``patient_cache`` is the shared cache (``None`` when off); it is no method,
-    so TRL does not make it a tool.
+    the tool view refuses), and ``get_reward() -> float`` (the spec's reward of the
+    episode, finished or cut off: :meth:`~clinenv.integrations.tools.ToolEpisode.
+    episode_reward`; ``ValueError`` before any reset). The class attribute
+    ``patient_cache`` is the shared cache (``None`` when off); it is no method, so TRL
+    does not make it a tool; nor is the private method ``_reward_components()`` (the
+    components so far, which :func:`component_reward_funcs` read).
 
     Args:
         env_id: an EGIP text environment id, e.g. ``"EGIP-Demo-v0"``.
@@ -64,18 +94,23 @@ def make_env_factory(env_id: str, *,
             :class:`~clinenv.agents.patient_cache.CachedPatient` over it; another
             patient is left as it is.
         **env_kwargs: environment settings, as for ``gym.make`` (``data_dir``,
-            ``acquisition_rounds``, ``patient="llm"`` with ``patient_model=``...); each
-            instance builds its own environment (and patient) from them, so pass seats
-            by name, not as shared objects.
+            ``acquisition_rounds``, ``reward_spec``, ``patient="llm"`` with
+            ``patient_model=``...); each instance builds its own environment (and
+            patient) from them, so pass seats by name, not as shared objects. A
+            ``reward_spec`` is read once, here (a file is not read again per instance).
 
     Raises:
         TypeError: ``patient_cache`` of another type.
-        ValueError: a cache file that does not parse (file, line and field named); as
+        ValueError: a cache file that does not parse (file, line and field named); a bad
+            ``reward_spec`` (:class:`~clinenv.reward_spec.RewardSpecError`, naming the
+            file, the field and the nearest name); as
             :class:`~clinenv.integrations.tools.ToolEpisode`.
         gymnasium.error.Error: as :class:`~clinenv.integrations.tools.ToolEpisode`
             (checked here, at once, by building one environment).
     """
     cache = _patient_cache(patient_cache)
+    if env_kwargs.get("reward_spec") is not None:
+        env_kwargs["reward_spec"] = load_reward_spec(env_kwargs["reward_spec"])
     ToolEpisode(env_id, **env_kwargs)  # fail here, not inside the trainer
 
     class ClinenvToolEnv:
@@ -116,13 +151,79 @@ def make_env_factory(env_id: str, *,
             return self._episode.list_exams()
 
         def get_reward(self) -> float:
-            """The episode's return (0.0 until the final answer is scored)."""
-            return self._episode.reward
+            """The spec's reward of the episode, finished or cut off (the factory's
+            docstring)."""
+            return self._episode.episode_reward()
+
+        def _reward_components(self) -> RewardComponents:
+            """The components of the episode so far (not a tool: private)."""
+            return self._episode.reward_components()
 
     for name in ("ask_patient", "order_exam", "submit_diagnosis", "list_exams"):
         getattr(ClinenvToolEnv, name).__doc__ = tool_docstring(name)
     ClinenvToolEnv.__qualname__ = ClinenvToolEnv.__name__ = "ClinenvToolEnv"
     return ClinenvToolEnv
+
+
+class ComponentReward:
+    """A TRL reward function that returns one reward component of each rollout's
+    episode (:func:`component_reward_funcs`); picklable, named after its component
+    (``__name__``, which TRL's column takes).
+
+    Called as TRL calls reward functions (``prompts``, ``completions``, the row columns
+    and ``environments``, the rollouts' environment instances): returns one value per
+    rollout, a float, or ``None`` where the component is undefined or the rollout's
+    environment is not a clinenv one (a multi-environment ``environment_factory``).
+
+    Args:
+        name: a component of :data:`~clinenv.reward_components.COMPONENTS`.
+
+    Raises:
+        ValueError: an unknown component; called without ``environments`` (not
+            ``GRPOTrainer(environment_factory=make_env_factory(...))``: trl 1.16's
+            ``AsyncGRPOTrainer`` passes none and ignores ``reward_weights``).
+    """
+
+    def __init__(self, name: str) -> None:
+        if name not in COMPONENTS:
+            raise ValueError(f"unknown component {name!r}; the components are "
+                             f"{', '.join(COMPONENTS)}")
+        self.name = name
+        self.__name__ = name
+
+    def __call__(self, *args: Any, environments: Sequence[Any] | None = None,
+                 **kwargs: Any) -> list[float | None]:
+        if environments is None:
+            raise ValueError(f"reward function {self.name!r} reads the rollouts' clinenv "
+                             "environments: use GRPOTrainer(environment_factory="
+                             "make_env_factory(...)) (AsyncGRPOTrainer passes no "
+                             "environments and ignores reward_weights)")
+        values: list[float | None] = []
+        for env in environments:
+            read = getattr(env, "_reward_components", None)
+            value = read()[self.name] if callable(read) else None
+            values.append(None if value is None else float(value))
+        return values
+
+    def __repr__(self) -> str:
+        return f"ComponentReward({self.name!r})"
+
+
+def component_reward_funcs(names: Sequence[str] = COMPONENTS) -> list[ComponentReward]:
+    """One TRL reward function per component (default: every one of
+    :data:`~clinenv.reward_components.COMPONENTS`, in order), to pass as
+    ``reward_funcs`` with ``GRPOConfig(reward_weights=[0.0] * len(funcs))``: TRL then
+    logs ``rewards/<component>/mean`` and ``/std`` per step (undefined values left
+    out) and the reward stays the environment's ``get_reward`` (module docstring).
+
+    Raises:
+        ValueError: an unknown or repeated component name.
+    """
+    names = list(names)
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"component_reward_funcs: {', '.join(repeated)} named twice")
+    return [ComponentReward(name) for name in names]
 
 
 def _patient_cache(value: Any) -> PatientReplyCache | None:

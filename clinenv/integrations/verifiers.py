@@ -15,10 +15,24 @@ acquisition ends it early), its prompt the episode's opening text
 ``{case_id, seed, env_id}`` (:func:`~clinenv.integrations.tools.task_rows`);
 :class:`ClinenvEnv` replays that episode, steps it with each reply
 (:meth:`~clinenv.integrations.tools.ToolEpisode.step_text`) and sends back the delta
-observation as the next user turn, until the final answer is scored. It records the
-episode's return as the reward ``clinenv_reward`` (the terminal score), the turns and
-exams as metrics, and the environment's final ``info`` and the doctor's actions (as
-tool calls) under ``trace.info["clinenv"]``.
+observation as the next user turn, until the final answer is scored or the doctor
+stops. It records:
+
+- the reward ``clinenv_reward`` (weight 1):
+  :meth:`~clinenv.integrations.tools.ToolEpisode.episode_reward`, the reward spec's
+  reward of the episode (``env_kwargs={"reward_spec": "diagagent"}``, a setting of the
+  environment; default ``accuracy``, the terminal score), also when the doctor stopped
+  before the final answer (the one rule for unfinished episodes,
+  :mod:`clinenv.reward_components`: diagnosis 0, format 0, workup over what was
+  ordered);
+- the reward components as metrics (verifiers v1 records metrics unweighted and never
+  sums them into the reward), ``reward_components/<name>``
+  (:func:`~clinenv.integrations.tools.component_metrics`); an undefined component is
+  ``None``, which verifiers' run summary leaves out of the mean (its live dashboard
+  reads it as 0);
+- ``turns`` (the doctor's replies), ``exams_ordered`` and ``finished`` as metrics;
+- the environment's final ``info``, the components and the doctor's actions (as tool
+  calls) under ``trace.info["clinenv"]``.
 """
 
 from __future__ import annotations
@@ -29,7 +43,12 @@ from typing import Any
 import verifiers.v1 as vf
 from pydantic import Field
 
-from clinenv.integrations.tools import TEXT_SYSTEM_PROMPT, ToolEpisode, task_rows
+from clinenv.integrations.tools import (
+    TEXT_SYSTEM_PROMPT,
+    ToolEpisode,
+    component_metrics,
+    task_rows,
+)
 
 __all__ = ["ClinenvEnv", "ClinenvTaskset"]  # one Taskset and one Env (verifiers' loader)
 
@@ -112,11 +131,15 @@ class ClinenvEnv(vf.Env[ClinenvEnvConfig]):
                     break
                 segment = await interaction.turn(obs)
         trace = interaction.trace
-        trace.record_reward("clinenv_reward", episode.reward, 1.0)
+        components = episode.reward_components()
+        trace.record_reward("clinenv_reward", episode.episode_reward(), 1.0)
+        for name, value in component_metrics(components).items():
+            trace.metrics[name] = value  # None kept (record_metric would float() it)
         trace.record_metric("turns", turns)
         trace.record_metric("exams_ordered",
                             sum(call.name == "order_exam" for call in episode.calls))
         trace.record_metric("finished", float(episode.done))
         trace.info["clinenv"] = {
             **info, "finished": episode.done, "env_info": dict(episode.info),
+            "reward_components": components.to_dict(),
             "calls": [{"name": c.name, "arguments": c.arguments} for c in episode.calls]}

@@ -188,8 +188,10 @@ def test_max_turns_ends_an_unfinished_episode_with_zero():
     second = env.step("REQUEST TEST: T4")
     assert not first["done"] and second["done"] and second["reward"] == 0.0
     assert second["observations"] == [] and second["metadata"]["clinenv_done"] is False
-    assert env.get_metrics() == {"reward": 0.0, "turns": 2, "exams_ordered": 1,
-                                 "finished": 0.0}
+    metrics = env.get_metrics()
+    assert {k: metrics[k] for k in ("reward", "turns", "exams_ordered", "finished")} == \
+        {"reward": 0.0, "turns": 2, "exams_ordered": 1, "finished": 0.0}
+    assert metrics["reward_components/diagnosis"] == 0.0  # accuracy: the unfinished rule
 
 
 def test_a_placeholder_reply_is_no_call():
@@ -211,8 +213,10 @@ def test_a_placeholder_reply_is_no_call():
     assert out["metadata"]["calls"] == [
         {"name": "order_exam", "arguments": {"exam": "T4"}},
         {"name": "submit_diagnosis", "arguments": {"diagnosis": APPENDICITIS}}]
-    assert env.get_metrics() == {"reward": 0.0, "turns": 5, "exams_ordered": 1,
-                                 "finished": 1.0}
+    metrics = env.get_metrics()
+    assert {k: metrics[k] for k in ("reward", "turns", "exams_ordered", "finished")} == \
+        {"reward": 0.0, "turns": 5, "exams_ordered": 1, "finished": 1.0}
+    assert metrics["reward_components/format"] == 0.0  # a placeholder is no scored answer
 
 
 def test_env_config_settings_reach_the_environment():
@@ -237,3 +241,68 @@ def test_register_is_idempotent_and_rows_must_name_the_episode():
         skyrl_gym.make("clinenv", env_config={"env_id": ENV_ID}, extras={"max_turns": 3})
     with pytest.raises(ValueError, match="no env_id"):
         skyrl_gym.make("clinenv", env_config=None, extras={"case_id": "demo-01", "seed": 0})
+
+
+# Issue 29 §1: the same reward as the Gym env, for a rollout cut before any answer
+# (max_turns) and for finished ones. demo-01 orders 1 of its 9 exams.
+CUT = ["REQUEST TEST: Chest X-Ray", "How long have you had the cough?"]
+ROLLOUTS = [  # (case, replies, max_turns, finished, diagagent reward by hand)
+    ("demo-01", CUT, 2, False, 0.5 * 0.2 - 0.01 * 2),
+    ("demo-01", CUT + ["DIAGNOSIS READY: pneumonia", "DIAGNOSIS READY: Lobar pneumonia"],
+     30, True, 1.0 + 0.5 * 0.2 - 0.01 * 3),
+    ("demo-05", ["Where exactly is the pain?", f"DIAGNOSIS READY: {APPENDICITIS}",
+                 f"DIAGNOSIS READY: {APPENDICITIS}"], 30, True, 1.0 - 0.01 * 2),
+]
+
+
+def gym_reward(case_id, seed, replies, spec):
+    """A plain Gym env stepped with ``replies``: (the spec's reward of its components,
+    finished or not, and the components as a dict)."""
+    env = gym.make(ENV_ID, observation_format="delta", premature_diagnosis="decide",
+                   reward_spec=spec)
+    env.reset(seed=seed, options={"case_id": case_id})
+    for reply in replies:
+        env.step(reply)
+    u = env.unwrapped
+    return u.reward_spec.reward(u.reward_components()), u.reward_components().to_dict()
+
+
+@pytest.mark.parametrize("case_id, replies, max_turns, finished, by_hand", ROLLOUTS)
+def test_the_last_step_carries_the_gym_reward_cut_off_or_finished(
+        case_id, replies, max_turns, finished, by_hand):
+    want, components = gym_reward(case_id, 7, replies, "diagagent")
+    assert want == pytest.approx(by_hand)
+    env = make(case_id, max_turns=max_turns, env_config={"reward_spec": "diagagent"})
+    env.init(PROMPT)
+    outs = play(env, replies)
+    assert [o["done"] for o in outs] == [False] * (len(replies) - 1) + [True]
+    assert [o["reward"] for o in outs] == [0.0] * (len(replies) - 1) + [want]
+    assert outs[-1]["metadata"]["clinenv_done"] is finished
+    assert outs[-1]["metadata"]["reward_components"] == components
+    assert all("reward_components" not in o["metadata"] for o in outs[:-1])
+    metrics = env.get_metrics()
+    assert metrics["reward"] == want and metrics["finished"] == float(finished)
+    assert {k.removeprefix("reward_components/"): v for k, v in metrics.items()
+            if k.startswith("reward_components/")} == {
+        k: (None if v is None else float(v)) for k, v in components.items()}
+
+
+def test_aggregated_metrics_leave_undefined_components_out():
+    metrics = []
+    for case_id, replies, max_turns, _, _ in ROLLOUTS:
+        env = make(case_id, max_turns=max_turns, env_config={"reward_spec": "diagagent"})
+        env.init(PROMPT)
+        play(env, replies)
+        metrics.append(env.get_metrics())
+    assert metrics[2]["reward_components/workup_precision"] is None  # nothing ordered
+    mean = ClinenvTextEnv.aggregate_metrics(metrics)
+    assert mean["reward_components/workup_precision"] == 1.0
+    assert mean["reward_components/diagnosis"] == pytest.approx(2 / 3)
+    assert mean["reward"] == pytest.approx(sum(r[4] for r in ROLLOUTS) / 3)
+
+
+def test_a_bad_reward_spec_names_the_nearest_preset():
+    from clinenv.reward_spec import RewardSpecError
+
+    with pytest.raises(RewardSpecError, match="did you mean 'diagagent'"):
+        make("demo-01", env_config={"reward_spec": "diagagnet"})

@@ -300,3 +300,143 @@ def test_tools_export_starts_as_the_grpo_prompt(workdir, tokenizer):
         assert tokenizer.apply_chat_template(sft["messages"][:2], tools=TOOL_SCHEMAS,
                                              tokenize=False) == \
             tokenizer.apply_chat_template(grpo, tools=TOOL_SCHEMAS, tokenize=False)
+
+
+# Issue 29 §1: the reward spec through the factory, the unfinished rule and one column
+# per component. demo-01 orders the Chest X-Ray (1 of its 9 exams), asks, then stops
+# calling tools: a rollout cut before any answer. demo-05 asks and answers, ordering
+# nothing (workup precision undefined).
+REWARD_SCRIPTS = {
+    "demo-01": [("order_exam", {"exam": "Chest X-Ray"}),
+                ("ask_patient", {"question": "How long have you had the cough?"})],
+    "demo-05": [("ask_patient", {"question": "Where exactly is the pain?"}),
+                ("submit_diagnosis", {"diagnosis": "Acute appendicitis"}),
+                ("submit_diagnosis", {"diagnosis": "Acute appendicitis"})],
+}
+
+
+def scripted_turns(tok, objectives, scripts):
+    """The model's sampling replaced by ``scripts``' calls, then a plain reply (no tool
+    call), which ends the rollout whether or not the episode is over."""
+
+    def generate(self, prompt_ids, images, multimodal_fields, num_generations,
+                 has_tool_images=False):
+        out = []
+        for ids in prompt_ids:
+            text = tok.decode(ids)
+            case = next(c for c, objective in objectives.items() if objective in text)
+            turn = text.count("<tool_response>")
+            if turn < len(scripts[case]):
+                name, args = scripts[case][turn]
+                reply = ("<tool_call>\n" + json.dumps({"name": name, "arguments": args})
+                         + "\n</tool_call><|im_end|>")
+            else:
+                reply = "Thank you.<|im_end|>"
+            out.append(tok.encode(reply, add_special_tokens=False))
+        return out, None
+
+    return generate
+
+
+def gym_reward(case_id, seed, script, spec):
+    """A plain Gym env stepped with the script's action texts: (the spec's reward of its
+    components, finished or not, and the components as a dict)."""
+    env = gym.make(ENV_ID, observation_format="delta", premature_diagnosis="decide",
+                   reward_spec=spec)
+    env.reset(seed=seed, options={"case_id": case_id})
+    for name, args in script:
+        env.step(tool_view.tool_to_action(name, args))
+    u = env.unwrapped
+    return u.reward_spec.reward(u.reward_components()), u.reward_components().to_dict()
+
+
+def test_grpo_logs_each_component_and_rewards_the_cut_off_rollout(tmp_path, tokenizer,
+                                                                  monkeypatch):
+    from clinenv.integrations.trl import component_reward_funcs
+    from clinenv.reward_components import COMPONENTS
+
+    rows = task_dataset(ENV_ID, split=list(REWARD_SCRIPTS))
+    pool = tool_view.ToolEpisode(ENV_ID).env.pool
+    objectives = {case_id: pool.case(case_id).objective for case_id in REWARD_SCRIPTS}
+    monkeypatch.setattr(trl.GRPOTrainer, "_generate_single_turn",
+                        scripted_turns(tokenizer, objectives, REWARD_SCRIPTS))
+    base = make_env_factory(ENV_ID, reward_spec="diagagent")
+    log = []
+
+    class Recorded(base):
+        def get_reward(self):
+            value = super().get_reward()
+            log.append((self._episode.env.runtime.case.case_id, value,
+                        self._reward_components().to_dict(), self._episode.done))
+            return value
+
+    Recorded.__name__ = base.__name__
+    funcs = component_reward_funcs()
+    trainer = trl.GRPOTrainer(
+        model=tiny_model(tokenizer), processing_class=tokenizer, reward_funcs=funcs,
+        args=grpo_args(tmp_path, max_completion_length=4096,
+                       reward_weights=[0.0] * len(funcs)),
+        train_dataset=rows, environment_factory=Recorded)
+    assert trainer.reward_func_names == [*COMPONENTS, "ClinenvToolEnv"]
+    assert trainer.reward_weights.tolist() == [0.0] * len(COMPONENTS) + [1.0]
+    trainer.train()
+    expected = {c: gym_reward(c, rows[i]["seed"], REWARD_SCRIPTS[c], "diagagent")
+                for i, c in enumerate(rows["case_id"])}
+    # by hand: cut, 0.5 * F1(1/9, 1) - 0.01 * 2 turns; finished, 1 - 0.01 * 2
+    assert expected["demo-01"][0] == pytest.approx(0.5 * 0.2 - 0.02)
+    assert expected["demo-05"][0] == pytest.approx(1.0 - 0.02)
+    assert sorted(log, key=str) == sorted(
+        [(c, expected[c][0], expected[c][1], c == "demo-05") for c in REWARD_SCRIPTS] * 2,
+        key=str)
+    logged = trainer.state.log_history[0]
+    for name in COMPONENTS:  # each case twice: the mean over the cases where defined
+        defined = [expected[c][1][name] for c in REWARD_SCRIPTS
+                   if expected[c][1][name] is not None]
+        assert logged[f"rewards/{name}/mean"] == pytest.approx(sum(defined) / len(defined))
+    assert expected["demo-05"][1]["workup_precision"] is None
+    assert logged["rewards/workup_precision/mean"] == 1.0  # demo-05's None: left out
+    assert logged["rewards/format/mean"] == 0.5 and logged["rewards/turns/mean"] == 2.0
+    mean = (expected["demo-01"][0] + expected["demo-05"][0]) / 2
+    assert logged["rewards/ClinenvToolEnv/mean"] == pytest.approx(mean)
+    assert logged["reward"] == pytest.approx(mean)  # the components weigh 0
+
+
+def test_component_reward_funcs_read_each_rollouts_components():
+    import pickle
+
+    from trl.trainer.utils import get_callable_name
+
+    from clinenv.integrations.trl import component_reward_funcs
+    from clinenv.reward_components import COMPONENTS
+    from clinenv.reward_spec import RewardSpecError
+
+    funcs = component_reward_funcs()
+    assert [get_callable_name(f) for f in funcs] == list(COMPONENTS)
+    assert [get_callable_name(f) for f in pickle.loads(pickle.dumps(funcs))] == \
+        list(COMPONENTS)
+    env = make_env_factory(ENV_ID, reward_spec="diagagent")()
+    with pytest.raises(ValueError, match="no episode"):
+        env.get_reward()
+    row = task_dataset(ENV_ID, split=["demo-01"])[0]
+    env.reset(**row)
+    for name, args in REWARD_SCRIPTS["demo-01"]:
+        getattr(env, name)(**args)
+    want, components = gym_reward("demo-01", row["seed"], REWARD_SCRIPTS["demo-01"],
+                                  "diagagent")
+    assert env.get_reward() == want == pytest.approx(0.08)
+    foreign = object()  # another environment of a multi-environment factory
+    for func in funcs:
+        value = components[func.__name__]
+        assert func(prompts=["p", "p"], completions=["c", "c"],
+                    environments=[env, foreign]) == [float(value), None]
+    with pytest.raises(ValueError, match="environment_factory"):
+        funcs[0](prompts=["p"], completions=["c"])
+    with pytest.raises(ValueError, match="unknown component 'workup_f2'"):
+        component_reward_funcs(["workup_f2"])
+    with pytest.raises(RewardSpecError, match="did you mean 'diagagent'"):
+        make_env_factory(ENV_ID, reward_spec="diagagnet")
+    # the spec reaches gym.make as a setting; no new tool appears
+    assert env._episode.env.reward_spec.name == "diagagent"
+    assert sorted(n for n, _ in inspect.getmembers(type(env), inspect.isfunction)
+                  if not n.startswith("_")) == ["ask_patient", "get_reward", "list_exams",
+                                                "order_exam", "reset", "submit_diagnosis"]

@@ -229,3 +229,56 @@ def test_a_prompt_from_other_settings_is_refused(env, tasks):
     stale = task.with_data(prompt=task.data.prompt.replace("Round 1 of 19", "Round 1 of 5"))
     with pytest.raises(ValueError, match="not the opening text"):
         asyncio.run(env.run(stale, FakeAgents(["x"])))
+
+
+# Issue 29 §1: the same reward as the Gym env, for a doctor that stops before any answer
+# and for finished episodes; the components as metrics. demo-01 orders 1 of its 9 exams.
+CUT = ["REQUEST TEST: Chest X-Ray", "How long have you had the cough?"]
+ROLLOUTS = [  # (case, replies, finished, diagagent reward by hand)
+    ("demo-01", CUT, False, 0.5 * 0.2 - 0.01 * 2),
+    ("demo-01", CUT + ["DIAGNOSIS READY: pneumonia", f"DIAGNOSIS READY: {TARGET['demo-01']}"],
+     True, 1.0 + 0.5 * 0.2 - 0.01 * 3),
+    ("demo-05", ["Where exactly is the pain?", f"DIAGNOSIS READY: {TARGET['demo-05']}",
+                 f"DIAGNOSIS READY: {TARGET['demo-05']}"], True, 1.0 - 0.01 * 2),
+]
+
+
+@pytest.fixture(scope="module")
+def diagagent_env():
+    config = resolve_env_config({"taskset": {
+        "id": "clinenv-verifiers", "env_id": ENV_ID, "split": ["demo-01", "demo-05"],
+        "env_kwargs": {"reward_spec": "diagagent"}}})
+    return load_environment(config)
+
+
+def gym_reward(case_id, seed, replies, spec):
+    """A plain Gym env stepped with ``replies``: (the spec's reward of its components,
+    finished or not, and the components as a dict)."""
+    env = gym.make(ENV_ID, observation_format="delta", premature_diagnosis="decide",
+                   reward_spec=spec)
+    env.reset(seed=seed, options={"case_id": case_id})
+    for reply in replies:
+        env.step(reply)
+    u = env.unwrapped
+    return u.reward_spec.reward(u.reward_components()), u.reward_components().to_dict()
+
+
+@pytest.mark.parametrize("case_id, replies, finished, by_hand", ROLLOUTS)
+def test_reward_and_component_metrics_are_the_gym_ones(diagagent_env, case_id, replies,
+                                                       finished, by_hand):
+    from clinenv.reward_components import COMPONENTS
+
+    task = next(t for t in diagagent_env.taskset if t.data.info["case_id"] == case_id)
+    it = play(diagagent_env, task, replies)
+    want, components = gym_reward(case_id, task.data.info["seed"], replies, "diagagent")
+    assert want == pytest.approx(by_hand)
+    reward = it.trace.rewards["clinenv_reward"]
+    assert (reward.score, reward.weight) == (want, 1.0) and it.trace.reward == want
+    assert it.trace.metrics["finished"] == float(finished)
+    assert {name: it.trace.metrics[f"reward_components/{name}"] for name in COMPONENTS} == \
+        {k: (None if v is None else float(v)) for k, v in components.items()}
+    assert it.trace.info["clinenv"]["reward_components"] == components
+    # metrics are not summed into the reward; the trace still serializes with a None
+    assert "reward_components/diagnosis" not in it.trace.rewards
+    dumped = it.trace.model_dump(mode="json")["metrics"]
+    assert dumped["reward_components/workup_precision"] == components["workup_precision"]
