@@ -17,6 +17,18 @@ Columns of a row:
   view x_t, as a stateless doctor receives it; in ``"delta"`` only what is new. Never
   the target Y, never a record the doctor did not request, never another seat's
   prompt (patient, examiner, judge);
+- ``reward_components``: the episode's reward components (:mod:`clinenv.reward_components`)
+  as a dict with every key of :data:`~clinenv.reward_components.COMPONENTS`, always in
+  that order, ``None`` where a component is undefined: the line's logged
+  ``reward_components``, or for a log written before them the components computed from
+  the line and its case (:func:`clinenv.evaluation.components.line_components`: the
+  case of the line's environment, the cost table of its reward spec), never re-run; the
+  same numbers ``clinenv eval --components`` and the report give. The schema is fixed
+  (:data:`REWARD_COMPONENTS_SCHEMA`): in ``.parquet`` files and ``datasets.Dataset``
+  it is a struct with exactly these fields and types (``float64`` for ``diagnosis``, the
+  workup values and ``exam_spend``; ``int64`` for ``turns``, ``invalid_actions`` and
+  ``format``), whatever the rows hold (a field that is ``None`` in every row is still
+  ``float64``);
 - ``reward`` (float), ``terminated``, ``truncated`` (bool), ``num_turns`` (the
   doctor's actions: the assistant turns of the chat format), ``answer`` (str or
   ``None``), ``verdict``, ``correct``, ``exams_ordered`` (the exam ids the examiner
@@ -124,8 +136,9 @@ from clinenv.datasets.registry import DATASETS, normalize_name
 from clinenv.errors import ClinenvError
 from clinenv.runlog import RunLogError, is_error_line, is_privileged_line, read_run_log
 
-__all__ = ["CREDENTIALED_DATASETS", "DUA_WARNING", "EXTRA_HINT", "FORMATS", "ExportError",
-           "episode_rows", "episodes_dataset", "group_id", "per_turn_rows", "write_rows"]
+__all__ = ["CREDENTIALED_DATASETS", "DUA_WARNING", "EXTRA_HINT", "FORMATS",
+           "REWARD_COMPONENTS_SCHEMA", "ExportError", "episode_rows", "episodes_dataset",
+           "group_id", "per_turn_rows", "write_rows"]
 
 #: Export formats: the doctor's text chat, or the tool view's calls and results.
 FORMATS = ("messages", "tools")
@@ -138,6 +151,13 @@ DUA_WARNING = (
     "publish it (e.g. on the Hugging Face Hub) and never send it to a third-party service")
 #: How to get the optional dependency of parquet files and ``datasets.Dataset``.
 EXTRA_HINT = "pip install 'clinenv[export]' (the datasets package)"
+#: The fixed fields and Arrow types of the ``reward_components`` column (a struct in
+#: ``.parquet`` and ``datasets.Dataset``), in :data:`clinenv.reward_components.COMPONENTS`
+#: order.
+REWARD_COMPONENTS_SCHEMA: dict[str, str] = {
+    "diagnosis": "float64", "workup_recall": "float64", "workup_precision": "float64",
+    "workup_f1": "float64", "exam_spend": "float64", "turns": "int64",
+    "invalid_actions": "int64", "format": "int64"}
 _DOCTOR_SEAT = "doctor"
 _CUT_FLAGS = ("wrote_past_turn", "empty_reply")
 
@@ -177,9 +197,12 @@ def episode_rows(paths: Iterable[str | Path], *, fmt: str = "messages",
     """
     if fmt not in FORMATS:
         raise ValueError(f"fmt must be one of {FORMATS}, got {fmt!r}")
+    from clinenv.evaluation.components import CaseLookup
+
     seen_files: dict[Path, str] = {}
     seen_keys: dict[tuple[str, str, int], tuple[str, int]] = {}
     warned = False
+    lookup = CaseLookup(None if data_dir is None else str(data_dir))
     for raw_path in paths:
         path = Path(raw_path)
         if not path.is_file():
@@ -219,6 +242,7 @@ def episode_rows(paths: Iterable[str | Path], *, fmt: str = "messages",
                                   line=number)
             seen_keys[(gid, *key)] = (str(path), number)
             row = _row(line, path, number, fmt=fmt, rebuild=rebuild, data_dir=data_dir)
+            row["reward_components"] = _reward_components(line, lookup, path, number)
             row["privileged"] = is_privileged_line(line)
             if per_turn:
                 yield from per_turn_rows(row, fmt=fmt)
@@ -282,7 +306,17 @@ def episodes_dataset(paths: Iterable[str | Path], *, fmt: str = "messages",
     datasets = _import_datasets("episodes_dataset()")
     rows = list(episode_rows(paths, fmt=fmt, allow_credentialed=allow_credentialed,
                              data_dir=data_dir, per_turn=per_turn))
-    return datasets.Dataset.from_list(rows)
+    return _dataset(datasets, rows)
+
+
+def _dataset(datasets: Any, rows: list[Mapping[str, Any]]) -> Any:
+    """``Dataset.from_list(rows)`` with the ``reward_components`` column cast to its
+    fixed struct (:data:`REWARD_COMPONENTS_SCHEMA`)."""
+    dataset = datasets.Dataset.from_list(rows)
+    if "reward_components" in dataset.column_names:
+        dataset = dataset.cast_column("reward_components", {
+            name: datasets.Value(kind) for name, kind in REWARD_COMPONENTS_SCHEMA.items()})
+    return dataset
 
 
 def write_rows(rows: Iterable[Mapping[str, Any]], out: str | Path) -> int:
@@ -314,7 +348,7 @@ def write_rows(rows: Iterable[Mapping[str, Any]], out: str | Path) -> int:
         else:
             listed = list(rows)
             n = len(listed)
-            datasets.Dataset.from_list(listed).to_parquet(str(tmp))
+            _dataset(datasets, listed).to_parquet(str(tmp))
         tmp.replace(out)
     finally:
         tmp.unlink(missing_ok=True)
@@ -345,6 +379,29 @@ def _check_line(line: Mapping[str, Any], path: Path, number: int) -> None:
         raise ExportError("field 'replay': a clinenv replay log (its acquisition and its "
                           "decision come from different doctors); export the source run "
                           "log instead", path=path, line=number)
+
+
+def _reward_components(line: Mapping[str, Any], lookup: Any, path: Path,
+                       number: int) -> dict[str, float | int | None]:
+    """The row's ``reward_components`` (module docstring), typed as
+    :data:`REWARD_COMPONENTS_SCHEMA`.
+
+    Raises:
+        ExportError: the line has none and its case cannot be found (file, line and
+            case id named), or they are malformed.
+    """
+    from clinenv.evaluation.components import ComponentsError, line_components
+
+    try:
+        components, _ = line_components(line, lookup, path=str(path), number=number)
+    except ComponentsError as err:
+        reason = str(err).removeprefix(f"{path}, line {number}: ")
+        raise ExportError(reason, path=path, line=number) from None
+    out: dict[str, float | int | None] = {}
+    for name, kind in REWARD_COMPONENTS_SCHEMA.items():
+        value = components[name]
+        out[name] = None if value is None else int(value) if kind == "int64" else float(value)
+    return out
 
 
 def _credentialed(line: Mapping[str, Any]) -> bool:

@@ -138,8 +138,11 @@ def test_the_owned_names_cover_every_file_the_commands_write():
     assert "sensitivity_by_question_type.md" in written and "agreement.csv" in written
     assert all(any(fnmatch.fnmatchcase(n, p) for p in OWNED["compare"]) for n in written)
     ev = _file_names(["accuracy", _stem("accuracy_by_", "question type")], plot=True)
+    ev += _file_names(["components", _stem("components_by_", "question type")], plot=False)
+    assert "components_by_question_type.csv" in ev
     assert all(any(fnmatch.fnmatchcase(n, p) for p in OWNED["eval"]) for n in ev)
     assert not any(fnmatch.fnmatchcase(n, p) for n in written for p in OWNED["eval"])
+    assert not any(fnmatch.fnmatchcase(n, p) for n in ev for p in OWNED["compare"])
 
 
 # ------------------------------------------------------------- one overwrite rule

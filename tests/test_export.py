@@ -372,3 +372,90 @@ def test_parquet_round_trip_and_episodes_dataset(workdir, llm_log):
         assert back == read_rows(workdir / f"{fmt}.jsonl")
     ds = episodes_dataset([scripted, llm_log])
     assert len(ds) == 6 and ds[0]["tool_calls"] and ds["doctor"][-1] == "llm-direct"
+
+
+# ------------------------------------------------------------------ reward components
+def _without_components(path: Path, out: Path, **changes: object) -> Path:
+    """``path`` as a log written before reward_components (the field removed), with
+    ``changes`` applied to its second line."""
+    lines = lines_of(path)
+    for line in lines:
+        line.pop("reward_components")
+    lines[1].update(changes)
+    out.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    return out
+
+
+def test_rows_carry_the_logged_reward_components_and_old_logs_get_them_computed(
+        workdir, llm_log):
+    """Every format and --per-turn: the row's reward_components are the line's (all keys,
+    in COMPONENTS order, typed as REWARD_COMPONENTS_SCHEMA), reward unchanged; a log
+    without them gives the same components from the line and its case."""
+    from clinenv.export import REWARD_COMPONENTS_SCHEMA
+    from clinenv.reward_components import COMPONENTS
+
+    assert list(REWARD_COMPONENTS_SCHEMA) == list(COMPONENTS)
+    scripted = scripted_run("run.jsonl", seed=3, episodes=3, repetitions=1)
+    assert main(["run", "--env", "AgentClinic-Demo-v0", "--episodes", "2", "--quiet",
+                 "--out", "native.jsonl"]) == 0
+    logs = [scripted, llm_log, workdir / "native.jsonl"]
+    lines = [line for log in logs for line in lines_of(log)]
+    old = [_without_components(log, workdir / f"old-{log.name}") for log in logs]
+    for fmt in ("messages", "tools"):
+        if fmt == "tools":
+            logs, old, lines = logs[:2], old[:2], lines[:-2]  # the native loop has no tools
+        for per_turn in (False, True):
+            for paths in (logs, old):
+                rows = list(episode_rows(paths, fmt=fmt, per_turn=per_turn))
+                first = {}  # the episode's row, or its first turn's
+                for row in rows:
+                    first.setdefault((row["group_id"], row["repetition"]), row)
+                assert len(first) == len(lines) and len(rows) >= len(lines)
+                if per_turn:
+                    assert all(r["reward_components"] == first[(
+                        r["group_id"], r["repetition"])]["reward_components"] for r in rows)
+                for row, line in zip(first.values(), lines, strict=True):
+                    assert list(row["reward_components"]) == list(COMPONENTS)
+                    assert row["reward_components"] == line["reward_components"]
+                    assert row["reward"] == line["reward"]
+                    for name, kind in REWARD_COMPONENTS_SCHEMA.items():
+                        value = row["reward_components"][name]
+                        assert value is None or type(value) is (
+                            float if kind == "float64" else int), (name, value)
+    native = [r["reward_components"] for r in episode_rows([workdir / "native.jsonl"])]
+    assert all(c["workup_f1"] is None and c["exam_spend"] is None for c in native)
+
+
+def test_an_old_line_whose_case_cannot_be_found_names_file_line_and_case(workdir, llm_log,
+                                                                         capsys):
+    # logged messages (no replay needed for them), so the case is needed only for the
+    # components
+    bad = _without_components(llm_log, workdir / "old.jsonl", case_id="no-such-case")
+    with pytest.raises(ExportError, match=r"old.jsonl, line 2: case 'no-such-case': the "
+                                          r"line has no reward_components and its case "
+                                          r"cannot be found"):
+        list(episode_rows([bad]))
+    assert export(str(bad), "--out", "x.jsonl") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "line 2: case 'no-such-case'" in err[0]
+    assert not (workdir / "x.jsonl").exists()
+
+
+def test_parquet_keeps_a_fixed_reward_components_struct(workdir):
+    """A native log (workup and spend None in every row) and an EGIP log give the same
+    struct: float64 and int64 fields, whatever the rows hold."""
+    datasets = _usable_datasets()
+    from clinenv.export import REWARD_COMPONENTS_SCHEMA
+
+    scripted = scripted_run("run.jsonl", seed=0, episodes=2, repetitions=1)
+    assert main(["run", "--env", "AgentClinic-Demo-v0", "--episodes", "2", "--quiet",
+                 "--out", "native.jsonl"]) == 0
+    expected = {name: datasets.Value(kind) for name, kind in REWARD_COMPONENTS_SCHEMA.items()}
+    for log in (scripted, workdir / "native.jsonl"):
+        out = workdir / f"{log.stem}.parquet"
+        assert export(str(log), "--out", str(out)) == 0
+        back = datasets.Dataset.from_parquet(str(out))
+        assert back.features["reward_components"] == expected
+        assert back.to_list() == [
+            {**row, "reward_components": row["reward_components"]}
+            for row in episode_rows([log])]

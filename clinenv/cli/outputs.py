@@ -37,7 +37,9 @@ __all__ = ["OWNED", "OutputSweep", "check_not_run_log", "check_out_dir", "check_
 #: File-name patterns (``fnmatch``) each command owns in its ``--out-dir``.
 OWNED: dict[str, tuple[str, ...]] = {
     "eval": tuple(f"{stem}.{ext}" for stem in ("accuracy", "accuracy_by_*")
-                  for ext in ("md", "csv", "png")),
+                  for ext in ("md", "csv", "png"))
+    + tuple(f"{stem}.{ext}" for stem in ("components", "components_by_*")
+            for ext in ("md", "csv")),
     "compare": tuple(f"{stem}.{ext}"
                      for stem in ("comparison", "comparison_by_*", "sensitivity",
                                   "sensitivity_by_*", "review", "agreement")

@@ -1,9 +1,10 @@
 """``clinenv report LOGS... [--out report.html]``: one self-contained HTML page of runs.
 
-The page (:mod:`clinenv.report`) holds the accuracy table with CIs and coverage and the
-paired comparisons of ``clinenv eval`` / ``clinenv compare`` with their figures, every
-episode (filterable by method, dataset, case, verdict, flag and stratum) and the same
-case under two methods side by side. Logs are named as for ``eval`` (``LABEL=path``);
+The page (:mod:`clinenv.report`) holds the accuracy table with CIs and coverage, the
+paired comparisons and the reward components of ``clinenv eval --components`` /
+``clinenv compare`` with their figures, every episode with its reward components
+(filterable by method, dataset, case, verdict, flag and stratum) and the same case under
+two methods side by side. Logs are named as for ``eval`` (``LABEL=path``);
 the comparisons pair every log with the first log's label on its dataset, or
 ``--pair METHOD=BASE`` (repeatable). The figures need matplotlib (``pip install
 'clinenv[plot]'``; without it the page is written without them, with a warning);
@@ -39,8 +40,9 @@ def add_report_parser(sub: Any) -> None:
     rep = sub.add_parser(
         "report", help="one self-contained HTML page: tables, figures and every episode",
         description="An HTML report of run logs: the accuracy table with CIs and coverage, "
-                    "the paired comparisons and their figures, every episode's transcript, "
-                    "evidence interface, answer and verdict, and the same case under two "
+                    "the paired comparisons, the reward components with CIs and the "
+                    "figures, every episode's transcript, evidence interface, answer, "
+                    "verdict and reward components, and the same case under two "
                     "methods side by side. No server or network is needed to view it.")
     rep.add_argument("logs", nargs="+", metavar="RUN.jsonl",
                      help="run log (JSON Lines from clinenv run); LABEL=path names its "

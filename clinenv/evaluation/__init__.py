@@ -19,7 +19,10 @@
 - :mod:`~clinenv.evaluation.reviewer_labels` (the reviewer-label file),
   :mod:`~clinenv.evaluation.review` (correct-and-jointly-supported yield, EGIP Eq. 6 and
   Table 4, with :func:`~clinenv.evaluation.stats.stratified_bootstrap_ci`) and
-  :mod:`~clinenv.evaluation.agreement` (Cohen's kappa between reviewers).
+  :mod:`~clinenv.evaluation.agreement` (Cohen's kappa between reviewers);
+- :mod:`~clinenv.evaluation.components` — the reward components of run-log lines
+  (logged, or computed from the line and its case for older logs) and their means with
+  case-cluster bootstrap CIs (``clinenv eval --components``).
 """
 
 from clinenv.evaluation.metrics import (
@@ -59,6 +62,16 @@ from clinenv.evaluation.comparison import (
     compare,
     comparison_table,
     pair_runs,
+)
+from clinenv.evaluation.components import (
+    CaseLookup,
+    ComponentMean,
+    ComponentsError,
+    RunComponents,
+    component_means,
+    components_table,
+    line_components,
+    run_components,
 )
 from clinenv.evaluation.plots import (
     PlotDependencyError,
@@ -126,6 +139,15 @@ __all__ = [
     "paired_differences",
     "sign_flip_test",
     "stratified_bootstrap_ci",
+    # reward components
+    "CaseLookup",
+    "ComponentMean",
+    "ComponentsError",
+    "RunComponents",
+    "component_means",
+    "components_table",
+    "line_components",
+    "run_components",
     # sensitivity, reviewer labels, review, agreement
     "Agreement",
     "LabelPool",

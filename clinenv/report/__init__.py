@@ -1,7 +1,8 @@
 """The HTML run report (``clinenv report LOGS... --out report.html``).
 
-One self-contained page with the accuracy table with CIs and coverage and the paired
-comparisons (as ``clinenv eval`` / ``clinenv compare``) and their figures, every episode
+One self-contained page with the accuracy table with CIs and coverage, the paired
+comparisons and the reward components with their CIs (as ``clinenv eval --components``
+/ ``clinenv compare``) and the figures, every episode with its reward components
 (browsable and filterable by method, dataset, case, verdict, flag and stratum) and the
 same case under two methods side by side with the first differing turn marked.
 

@@ -31,7 +31,13 @@ indices (``None`` where the log has no value). Keys (short, the page's script re
 - ``l`` model calls ``[n_calls, prompt_tokens, completion_tokens, latency_s]`` and
   ``la`` per agent ``[agent, calls, prompt_tokens, completion_tokens, latency_s]``;
 - ``p`` logged prompts (``--log-messages``) ``[agent, purpose, turn, messages,
-  raw replies]``, messages ``[role, content]``; ``err`` the backend error message.
+  raw replies]``, messages ``[role, content]``; ``err`` the backend error message;
+- ``rc`` the episode's reward components (:mod:`clinenv.reward_components`), their
+  values in :data:`~clinenv.reward_components.COMPONENTS` order (the page's
+  ``meta.components``), floats rounded to 6 decimals, ``None`` where undefined: the
+  logged ``reward_components``, or for an older line those computed from the line and
+  its case (:func:`clinenv.evaluation.components.line_components`); absent where they
+  cannot be had (the case cannot be found).
 
 Availability (EGIP appendix A.1): ``recorded``, ``unavailable`` (the record says no
 result exists: "not available"), ``not_recorded`` (no such record: "not recorded",
@@ -218,8 +224,20 @@ def _llm(llm: Any, strings: StringTable) -> dict[str, Any]:
     return out
 
 
+def _components(components: Any) -> list[Any]:
+    """The ``rc`` value of :func:`episode_view`."""
+    from clinenv.reward_components import COMPONENTS
+
+    out = []
+    for name in COMPONENTS:
+        value = components[name]
+        out.append(round(value, 6) if isinstance(value, float) else value)
+    return out
+
+
 def episode_view(record: Mapping[str, Any], run_index: int, strings: StringTable, *,
-                 source: tuple[str, int] | None = None) -> dict[str, Any]:
+                 source: tuple[str, int] | None = None,
+                 components: Any = None) -> dict[str, Any]:
     """The report's view of one run-log line (keys: the module docstring).
 
     Args:
@@ -228,6 +246,8 @@ def episode_view(record: Mapping[str, Any], run_index: int, strings: StringTable
         run_index: index of the line's run in the report's run list.
         strings: the report's string table (extended in place).
         source: ``(file, 1-based line)`` of the record.
+        components: its :class:`~clinenv.reward_components.RewardComponents`
+            (``rc``), or ``None`` (no ``rc``).
 
     Returns:
         A JSON-ready dict of ints, floats, lists and string indices.
@@ -263,4 +283,6 @@ def episode_view(record: Mapping[str, Any], run_index: int, strings: StringTable
     error = record.get("error")
     if isinstance(error, dict):
         view["err"] = strings.ref(f"{error.get('type', 'error')}: {error.get('message', '')}")
+    if components is not None:
+        view["rc"] = _components(components)
     return view

@@ -2,8 +2,9 @@
 
 :func:`build_report` reads run logs (:func:`clinenv.evaluation.runs.load_runs`: the
 standing line of each episode, the same checks as ``clinenv eval``), computes the
-accuracy table with coverage and the paired comparisons (``clinenv eval`` /
-``clinenv compare``), their figures, every episode's view
+accuracy table with coverage, the paired comparisons (``clinenv eval`` /
+``clinenv compare``) and the reward-components table (``clinenv eval --components``),
+the figures, every episode's view
 (:func:`clinenv.report.episodes.episode_view`) and, for each compared pair of runs, the
 episodes of one ``(case_id, repetition)`` under both with their first differing turn
 (:mod:`clinenv.report.divergence`); :func:`write_report` writes the page atomically.
@@ -136,6 +137,13 @@ def build_report(logs: Iterable[LogSpec | str | Path], *,
     Returns:
         The :class:`Report`.
 
+    The tables are the accuracy table, the comparisons (when there is a pair) and the
+    reward components (:func:`clinenv.evaluation.components.components_table`: the
+    mean of each component per run with its case-cluster CI); each episode shows its
+    components. A line written before ``reward_components`` gets them computed from
+    the line and its case; one whose case cannot be found has none and is left out of
+    the components table, which names the first such line in a note.
+
     Raises:
         ReportError: credentialed lines without ``allow_credentialed`` (file, line,
             field).
@@ -146,12 +154,17 @@ def build_report(logs: Iterable[LogSpec | str | Path], *,
         PlotDependencyError: ``with_figures`` without matplotlib.
     """
     from clinenv.evaluation.comparison import comparison_table
+    from clinenv.evaluation.components import components_table, run_components
     from clinenv.evaluation.reports import accuracy_table
     from clinenv.evaluation.runs import load_runs
+    from clinenv.reward_components import COMPONENTS
 
     runs = load_runs(logs, mixed_scoring=mixed_scoring, allow_privileged=allow_privileged)
     credentialed = _check_access(runs, allow_credentialed)
     accuracy = accuracy_table(runs)
+    components = run_components(runs, strict=False)
+    components_summary = components_table(runs, components, n_resamples=n_resamples,
+                                          seed=seed)
     run_pairs, pair_notes = report_pairs(runs, pairs)
     comparison = (comparison_table(run_pairs, n_resamples=n_resamples, seed=seed,
                                    n_flips=n_flips, intersect=intersect,
@@ -164,9 +177,11 @@ def build_report(logs: Iterable[LogSpec | str | Path], *,
     episodes: list[dict[str, Any]] = []
     index: dict[tuple[int, str, int], int] = {}
     for run_i, run in enumerate(runs):
-        for record, source in zip(run.records, run.sources, strict=True):
+        for record, source, values in zip(run.records, run.sources,
+                                          components.per_run[run_i], strict=True):
             index[(run_i, record["case_id"], record["repetition"])] = len(episodes)
-            episodes.append(episode_view(record, run_i, strings, source=source))
+            episodes.append(episode_view(record, run_i, strings, source=source,
+                                         components=values))
     position = {id(run): i for i, run in enumerate(runs)}
     pair_data = []
     for base, method in run_pairs:
@@ -178,10 +193,11 @@ def build_report(logs: Iterable[LogSpec | str | Path], *,
     data = {
         "meta": {"format": FORMAT, "credentialed": credentialed, "warnings": list(warnings),
                  "availability": AVAILABILITY_TEXT, "n_resamples": n_resamples,
-                 "n_flips": n_flips, "seed": seed},
+                 "n_flips": n_flips, "seed": seed, "components": list(COMPONENTS)},
         "runs": [_run_meta(r) for r in runs],
         "tables": [table_data(accuracy)]
-        + ([table_data(comparison, pair_notes)] if comparison is not None else []),
+        + ([table_data(comparison, pair_notes)] if comparison is not None else [])
+        + [table_data(components_summary)],
         "figures": figs,
         "pairs": pair_data,
         "strings": strings.strings,

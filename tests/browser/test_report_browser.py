@@ -191,3 +191,36 @@ def test_side_by_side_steps_through_cases(browser, site, tmp_path):
         assert shown() == f"case {k + 1} of 17: {egip[k]['case_id']}, repetition 0"
         assert browser.find_element(By.CSS_SELECTOR, "#diverge-turn td.turn").text == "5"
     assert severe(browser) == []
+
+
+def test_components_table_and_each_episode_show_the_logged_components(browser, site):
+    """The components table (after the accuracy and comparison tables) has one row per
+    method and component; the opened episode shows its line's reward_components."""
+    from selenium.webdriver.common.by import By
+
+    from clinenv.reward_components import COMPONENTS
+
+    def shown(value):
+        if value is None:
+            return "–"
+        return str(int(value)) if float(value).is_integer() else f"{value:.3f}"
+
+    open_page(browser, site["report"])
+    tables = browser.find_elements(By.CSS_SELECTOR, "#tables table.stats")
+    assert len(tables) == 3
+    rows = [[c.text for c in r.find_elements(By.TAG_NAME, "td")]
+            for r in tables[2].find_elements(By.CSS_SELECTOR, "tbody tr")]
+    assert [(r[0], r[2]) for r in rows] == [
+        (label, name) for label in ("scripted@agentclinic", "scripted") for name in COMPONENTS]
+    native, egip = site["logs"]
+    for path, label in ((native, "scripted@agentclinic"), (egip, "scripted")):
+        first = read_run_log(path).lines[0]
+        browser.find_element(By.CSS_SELECTOR,
+                             f"#episode-list tr.episode-row[data-episode='"
+                             f"{0 if path == native else 17}']").click()
+        box = browser.find_element(By.ID, "episode-components")
+        assert texts(browser, "#episode-components th") == list(COMPONENTS), label
+        assert texts(browser, "#episode-components td") == [
+            shown(first["reward_components"][k]) for k in COMPONENTS], label
+        assert box.find_elements(By.CSS_SELECTOR, "p.muted") == []
+    assert severe(browser) == []

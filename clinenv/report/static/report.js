@@ -332,6 +332,29 @@
     return box;
   }
 
+  function componentValue(x) {
+    if (x === null || x === undefined) return "–";
+    return Number.isInteger(x) ? String(x) : Number(x).toFixed(3);
+  }
+
+  function componentsBlock(ep) {
+    var box = el("div", "components");
+    box.id = "episode-components";
+    add(box, el("h4", null, "Reward components"));
+    if (ep.rc === undefined) {
+      add(box, el("p", "muted", "None: the line has no reward_components and its case could not be found to compute them."));
+      return box;
+    }
+    var table = el("table", "components");
+    var head = el("tr"), row = el("tr");
+    D.meta.components.forEach(function (name, k) {
+      add(head, el("th", "num", name));
+      add(row, el("td", "num", componentValue(ep.rc[k])));
+    });
+    add(table, add(el("thead"), head), add(el("tbody"), row));
+    return add(box, table);
+  }
+
   function pairOf(i) {
     for (var p = 0; p < D.pairs.length; p++) {
       var rows = D.pairs[p].rows;
@@ -361,7 +384,7 @@
     kv(dl, "strata", ep.g.map(function (g) { return S[g]; }).join("; "));
     kv(dl, "backend error", s(ep.err));
     kv(dl, "log line", s(ep.src));
-    add(box, dl);
+    add(box, dl, componentsBlock(ep));
     var pair = pairOf(i);
     if (pair) {
       var button = el("button", "side-button", "Show side by side");
