@@ -120,6 +120,35 @@ def test_readers_refuse_privileged_logs_unless_allowed(logs, capsys, command):
         assert all(line["privileged"] is True for line in lines_of(teacher.parent / "rp.jsonl"))
 
 
+def test_run_experience_refuses_privileged_logs_unless_allowed(logs, capsys):
+    """clinenv run --baseline trajectory-rag / flat-experience --experience LOG: a
+    privileged LOG is refused in one line naming the flag, which clinenv run has; with
+    --allow-privileged the memory is built and the run goes on."""
+    from clinenv.testing.fake_server import FakeChatServer
+
+    teacher, scripted = logs
+    with FakeChatServer("clinician") as server:
+        llm = ["--doctor", "llm", "--model", "fake", "--base-url", server.base_url]
+        for baseline in ("trajectory-rag", "flat-experience"):
+            argv = ["run", "--env", "EGIP-Demo-v0", "--episodes", "1", "--quiet", *llm,
+                    "--baseline", baseline, "--experience", teacher.name, scripted.name,
+                    "--out", f"{baseline}.jsonl"]
+            assert main(argv) == 2
+            err = capsys.readouterr().err.strip()
+            assert err.count("\n") == 0, err
+            assert err.startswith("clinenv: error: --experience: teacher.jsonl, line 1: "
+                                  "privileged run")
+            assert "pass --allow-privileged" in err
+            assert not (teacher.parent / f"{baseline}.jsonl").exists()
+            assert main([*argv, "--allow-privileged"]) == 0, capsys.readouterr().err
+            (line,) = lines_of(teacher.parent / f"{baseline}.jsonl")
+            assert line["doctor"]["name"] == f"llm-direct+{baseline}"
+    # the flag is parsed by clinenv run, and only means something with --experience
+    assert main(["run", "--env", "EGIP-Demo-v0", "--episodes", "1", "--quiet",
+                 "--allow-privileged", "--out", "x.jsonl"]) == 2
+    assert "--allow-privileged is used only with --experience" in capsys.readouterr().err
+
+
 def test_the_scripted_log_is_still_read(logs):
     _, scripted = logs
     assert main(["eval", str(scripted), "--out-dir", "r2"]) == 0

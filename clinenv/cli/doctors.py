@@ -158,7 +158,8 @@ def _check_teacher_args(args: Any) -> None:
 def add_wrapper_arguments(run: Any) -> None:
     """The doctor-wrapper options of ``clinenv run``: ``--cdeg``, ``--cdeg-similarity``,
     the ``--cdeg-*`` settings (:func:`clinenv.cli.cdeg_run.add_cdeg_run_arguments`),
-    ``--baseline``, ``--experience``."""
+    ``--baseline``, ``--experience`` (``clinenv run --allow-privileged`` lets it read
+    a privileged doctor's logs)."""
     from clinenv.cli.cdeg_run import add_cdeg_run_arguments
 
     group = run.add_argument_group("doctor wrappers (CDEG and its baselines)")
@@ -196,6 +197,10 @@ def doctor_wrapper(args: Any) -> Callable[[Any], Any] | None:
                        "flat-experience")
     if args.baseline in ("trajectory-rag", "flat-experience") and not args.experience:
         raise CLIError(f"--baseline {args.baseline} needs --experience RUN.jsonl...")
+    allow_privileged = bool(getattr(args, "allow_privileged", False))
+    if allow_privileged and not args.experience:
+        raise CLIError("--allow-privileged is used only with --experience (the run logs "
+                       "of the baselines' memory)")
     if not (args.cdeg or args.baseline):
         return None
     if args.baseline == "self-reflection":
@@ -213,7 +218,8 @@ def doctor_wrapper(args: Any) -> Callable[[Any], Any] | None:
         from clinenv.wrappers.baselines.trajectory_rag import TrajectoryRAGDoctor
 
         try:
-            trajectories = load_trajectories(args.experience)
+            trajectories = load_trajectories(args.experience,
+                                             allow_privileged=allow_privileged)
         except (OSError, RunLogError) as err:
             raise CLIError(f"--experience: {err}") from None
         if args.baseline == "trajectory-rag":

@@ -168,6 +168,11 @@ def add_run_parser(sub: Any) -> None:
                           "cut) into the run log's call records (llm.calls[*].messages, "
                           ".raw_reply); off by default: logs get large and hold the case")
     add_wrapper_arguments(run)
+    run.add_argument("--allow-privileged", action="store_true",
+                     help="with --experience: accept run logs of a privileged doctor "
+                          "(privileged: true, e.g. --doctor teacher, which saw the "
+                          "target) in the baselines' memory; refused by default, since a "
+                          "memory of trajectories driven by the target is poisoned")
     add_ray_arguments(run)
     run.set_defaults(func=cmd_run)
 

@@ -37,15 +37,20 @@ __all__ = ["MemoryWrapper", "TextRetriever", "Trajectory", "load_trajectories",
            "observation_line", "trajectory_text"]
 
 
-def load_trajectories(paths: Sequence[str | Path]) -> list[Trajectory]:
+def load_trajectories(paths: Sequence[str | Path], *,
+                      allow_privileged: bool = False) -> list[Trajectory]:
     """The trajectories of run logs (:func:`clinenv.wrappers.cdeg.trajectories.
-    load_trajectories`), as a list; successes have ``outcome == "success"``.
+    load_trajectories`), as a list; successes have ``outcome == "success"``. Logs of a
+    privileged doctor (the teacher, which saw Y) are refused unless
+    ``allow_privileged`` (``clinenv run --allow-privileged``).
 
     Raises:
         FileNotFoundError: a path does not exist.
+        clinenv.runlog.PrivilegedLogError: a privileged line without
+            ``allow_privileged`` (file and line named).
         clinenv.runlog.RunLogError: a corrupt line or field (file and line named).
     """
-    return list(_load(paths).trajectories)
+    return list(_load(paths, allow_privileged=allow_privileged).trajectories)
 
 
 class TextRetriever:
