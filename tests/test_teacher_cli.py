@@ -143,6 +143,13 @@ def test_run_experience_refuses_privileged_logs_unless_allowed(logs, capsys):
             assert main([*argv, "--allow-privileged"]) == 0, capsys.readouterr().err
             (line,) = lines_of(teacher.parent / f"{baseline}.jsonl")
             assert line["doctor"]["name"] == f"llm-direct+{baseline}"
+            # its memory saw Y through the teacher's episodes: its own lines are privileged
+            assert line["privileged"] is True
+            argv = [*argv[:-1], f"{baseline}-plain.jsonl"]
+            argv[argv.index(teacher.name)] = scripted.name
+            assert main(argv) == 0, capsys.readouterr().err
+            (line,) = lines_of(teacher.parent / f"{baseline}-plain.jsonl")
+            assert line.get("privileged") is not True
     # the flag is parsed by clinenv run, and only means something with --experience
     assert main(["run", "--env", "EGIP-Demo-v0", "--episodes", "1", "--quiet",
                  "--allow-privileged", "--out", "x.jsonl"]) == 2

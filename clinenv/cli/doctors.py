@@ -209,7 +209,7 @@ def doctor_wrapper(args: Any) -> Callable[[Any], Any] | None:
         return SelfReflectionDoctor
     similarity = _similarity(args.cdeg_similarity)
     if args.baseline:
-        from clinenv.runlog import RunLogError
+        from clinenv.runlog import RunLogError, is_privileged_line, read_run_log
         from clinenv.wrappers.baselines.experience import load_trajectories
         from clinenv.wrappers.baselines.flat_experience import (
             FlatExperienceDoctor,
@@ -220,13 +220,24 @@ def doctor_wrapper(args: Any) -> Callable[[Any], Any] | None:
         try:
             trajectories = load_trajectories(args.experience,
                                              allow_privileged=allow_privileged)
+            # a memory of a privileged doctor's episodes makes this run privileged too
+            tainted = allow_privileged and any(
+                is_privileged_line(line) for path in args.experience
+                for line in read_run_log(path).lines)
         except (OSError, RunLogError) as err:
             raise CLIError(f"--experience: {err}") from None
+
+        def marked(wrapper: Any) -> Any:
+            if tainted:
+                wrapper.privileged = True  # its lines carry privileged: true
+            return wrapper
+
         if args.baseline == "trajectory-rag":
-            return lambda doctor: TrajectoryRAGDoctor(doctor, trajectories,
-                                                      similarity=similarity)
+            return lambda doctor: marked(TrajectoryRAGDoctor(doctor, trajectories,
+                                                             similarity=similarity))
         snippets = snippets_from_trajectories(trajectories)
-        return lambda doctor: FlatExperienceDoctor(doctor, snippets, similarity=similarity)
+        return lambda doctor: marked(FlatExperienceDoctor(doctor, snippets,
+                                                          similarity=similarity))
     from clinenv.cli.cdeg_run import cdeg_wrapper
 
     return cdeg_wrapper(args, similarity)
