@@ -206,6 +206,25 @@ def test_step_text_records_no_call_for_a_placeholder():
     assert episode.calls == [ToolCall("submit_diagnosis", {"diagnosis": "pneumonia"})]
 
 
+def test_a_placeholder_tool_call_is_stepped_but_not_recorded():
+    """call() with a template placeholder argument: the environment answers it as the
+    same text (feedback during acquisition, no answer at the decision step), and the
+    call is not recorded, as step_text records no call for it."""
+    episode, text_twin = ToolEpisode(ENV_ID), ToolEpisode(ENV_ID)
+    episode.reset("demo-01", 0)
+    text_twin.reset("demo-01", 0)
+    for name, args, text in (
+            ("submit_diagnosis", {"diagnosis": "[diagnosis]"}, "DIAGNOSIS READY: [diagnosis]"),
+            ("order_exam", {"exam": "<id or name>"}, "REQUEST TEST: <id or name>")):
+        assert episode.call(name, args) == text_twin.step_text(text)
+        assert episode.calls == [] and episode.info == text_twin.info
+    assert episode.env.runtime.turn == 2 and episode.info["action_kind"] == "placeholder"
+    episode.call("submit_diagnosis", {"diagnosis": "pneumonia"})
+    assert episode.call("submit_diagnosis", {"diagnosis": "N/A"}) == FINAL_RESULT
+    assert episode.info["answer_status"] == "placeholder"
+    assert episode.calls == [ToolCall("submit_diagnosis", {"diagnosis": "pneumonia"})]
+
+
 ACTIONS = ["How old are you?", "REQUEST TEST: T4", "[pe2]", "T1", "REQUEST TEST: Urea.",
            "DIAGNOSIS READY: Lobar pneumonia", "### Diagnosis ready: **Herpes zoster**",
            "<think>hmm</think>Have you lost weight?", "Is the pain worse when you breathe in?",

@@ -344,6 +344,10 @@ class ToolEpisode:
         """Execute one tool call; returns its result text (the delta observation, the
         menu for ``list_exams``, :data:`FINAL_RESULT` once scored).
 
+        A call whose argument is a template placeholder (``submit_diagnosis
+        ("[diagnosis]")``) reaches the environment as its text would (interface feedback,
+        or no answer at the decision step) and is not added to :attr:`calls`.
+
         Raises:
             ValueError: no episode (call :meth:`reset`), the episode is over, an
                 acquisition tool after acquisition ended, or bad arguments
@@ -363,10 +367,16 @@ class ToolEpisode:
                 raise ValueError("evidence gathering is over: call submit_diagnosis with "
                                  "your final answer")
             else:
+                # a template placeholder ("[diagnosis]") is stepped as the text protocol
+                # steps it (feedback, or no answer), and like a placeholder text it is no
+                # recorded call (action_to_tool)
+                refused = action_to_tool(text, phase=phase) is None
                 obs, reward, terminated, truncated, self.info = self.env.step(text)
                 self.reward += float(reward)
                 self.done = terminated or truncated
                 result = FINAL_RESULT if self.done else obs["text"]
+                if refused:
+                    return result
             self.calls.append(ToolCall(name, dict(json.loads(arguments) if isinstance(
                 arguments, str) else arguments or {})))
             return result
