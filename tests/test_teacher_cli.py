@@ -200,3 +200,21 @@ def test_exported_prompts_equal_the_tool_view_rollouts(logs):
             function = tool_call["function"]
             assert result["content"] == live.call(function["name"], function["arguments"])
         assert live.done and live.reward == 1.0
+
+
+def test_cdeg_scale_refuses_privileged_logs_before_writing(logs, capsys):
+    """cdeg scale builds graphs from its logs: a privileged one is refused in one line
+    naming the flag, which cdeg scale has, before any subset log is written."""
+    teacher, _ = logs
+    Path("evaluation.txt").write_text("demo-17\n", encoding="utf-8")
+    argv = ["cdeg", "scale", teacher.name, "--eval-cases", "evaluation.txt",
+            "--fractions", "0.5", "--out-dir", "scale"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith(
+        "clinenv: error: teacher.jsonl, line 1: privileged run")
+    assert "learned from the answer; pass --allow-privileged" in err
+    assert not Path("scale").exists()
+    assert main([*argv, "--build-args=--allow-privileged"]) == 2
+    assert "--allow-privileged is set by `clinenv cdeg scale` itself" in \
+        capsys.readouterr().err

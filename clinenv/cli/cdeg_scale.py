@@ -52,7 +52,7 @@ __all__ = ["add_scale_parser", "cmd_cdeg_scale", "parse_fractions"]
 #: Default fractions (CDEG Figure 3).
 DEFAULT_FRACTIONS = (0.1, 0.5, 1.0)
 _RUN_OWN = ("--cases", "--out", "--cdeg", "--episodes", "--resume")
-_BUILD_OWN = ("--out", "--force")
+_BUILD_OWN = ("--out", "--force", "--allow-privileged")
 
 
 def parse_fractions(text: str) -> tuple[float, ...]:
@@ -93,6 +93,9 @@ def add_scale_parser(inner: Any, build: argparse.ArgumentParser) -> None:
     scale.add_argument("--build-args", default="", metavar="'ARGS'",
                        help="options of each `clinenv cdeg build`")
     scale.add_argument("--plot", action="store_true", help="also write scaling.png")
+    scale.add_argument("--allow-privileged", action="store_true",
+                       help="build graphs from logs of a privileged doctor too (the teacher "
+                            "saw Y: such a graph is learned from the answer)")
     scale.add_argument("--resamples", type=count(100), default=2000, metavar="N",
                        help="bootstrap resamples of the Δ interval (default: 2000)")
     scale.set_defaults(func=cmd_cdeg_scale, build_parser=build)
@@ -174,7 +177,7 @@ def cmd_cdeg_scale(args: argparse.Namespace) -> int:
     """``clinenv cdeg scale`` (module docstring)."""
     from clinenv.evaluation.metrics import HashingEncoder
     from clinenv.evaluation.plots import PlotDependencyError
-    from clinenv.runlog import RunLogError
+    from clinenv.runlog import RunLogError, check_privileged, read_run_log
     from clinenv.runlog_lock import RunLogLock
     from clinenv.wrappers.cdeg.graph import CDEGraph
     from clinenv.wrappers.cdeg.scaling import (
@@ -187,7 +190,13 @@ def cmd_cdeg_scale(args: argparse.Namespace) -> int:
     )
 
     run_args, build_args, evaluation = _check(args)
+    if args.allow_privileged:
+        build_args = [*build_args, "--allow-privileged"]
     try:
+        for path in args.logs:  # before anything is written (cdeg build's own check)
+            if Path(path).is_file():
+                check_privileged(read_run_log(path), allow=args.allow_privileged,
+                                 why="a CDEG graph learned from it is learned from the answer")
         construction = log_cases(args.logs)
         subsets = nested_subsets(construction, args.fractions, args.seed)
     except (RunLogError, ValueError, OSError) as err:
