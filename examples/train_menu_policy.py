@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 import zlib
 from pathlib import Path
 
@@ -224,6 +225,8 @@ def plot(args, curve, heldout_curve, rand, scripted) -> Path | None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        print("no learning-curve PNG written: matplotlib is not installed "
+              "(pip install -e '.[plot]')", file=sys.stderr)
         return None
     out = args.out or Path("runs") / f"train_menu_policy_{args.dataset}.png"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -148,3 +148,5 @@ def test_without_matplotlib_the_curve_is_printed_and_no_png_written(tmp_path):
     assert [ln.split(":")[0] for ln in lines[3:]] == [
         "held-out  trained", "held-out   random", "held-out scripted"]
     assert not png.exists() and "learning curve" not in proc.stdout
+    assert proc.stderr.strip().splitlines() == [
+        "no learning-curve PNG written: matplotlib is not installed (pip install -e '.[plot]')"]
