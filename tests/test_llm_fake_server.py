@@ -523,3 +523,50 @@ def test_command_line_rejects_unknown_responder():
     done = subprocess.run([sys.executable, "-m", "clinenv.testing.fake_server", "--responder",
                            "oracle"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "invalid choice" in done.stderr
+
+
+def test_stream_true_is_answered_as_server_sent_events_the_openai_client_reads():
+    """``stream: true`` gets OpenAI's SSE chunks (verifiers' rollouts stream); without it
+    the reply is the same JSON as before."""
+    openai = pytest.importorskip("openai")
+    call = {"id": "call_1", "type": "function",
+            "function": {"name": "submit_diagnosis", "arguments": '{"diagnosis": "flu"}'}}
+
+    def responder(body, index):
+        if body["messages"][-1]["content"] == "tool":
+            return {"content": None, "tool_calls": [call], "finish_reason": "tool_calls"}
+        return "two words"
+
+    with FakeChatServer(responder) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+        stream = client.chat.completions.create(
+            model="fake-model", messages=[{"role": "user", "content": "cough"}], stream=True,
+            stream_options={"include_usage": True})
+        chunks = list(stream)
+        assert all(c.object == "chat.completion.chunk" for c in chunks)
+        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == (
+            "two words")
+        assert [c.choices[0].finish_reason for c in chunks if c.choices] == [None, "stop"]
+        assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 2
+        with client.chat.completions.stream(
+                model="fake-model", messages=[{"role": "user", "content": "tool"}]) as s:
+            final = s.get_final_completion()
+        message = final.choices[0].message
+        assert final.choices[0].finish_reason == "tool_calls"
+        assert [(t.id, t.function.name, t.function.arguments) for t in message.tool_calls] == [
+            ("call_1", "submit_diagnosis", '{"diagnosis": "flu"}')]
+        # without stream_options there is no usage chunk; the stream ends with [DONE]
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        conn.request("POST", "/v1/chat/completions", json.dumps(
+            {"model": "m", "stream": True, "messages": [{"role": "user", "content": "a"}]}),
+            {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        text = response.read().decode()
+        conn.close()
+        assert response.getheader("Content-Type") == "text/event-stream"
+        events = text.split("\n\n")
+        assert events[-2:] == ["data: [DONE]", ""] and len(events) == 4
+        assert json.loads(events[1].removeprefix("data: "))["choices"][0]["finish_reason"] == (
+            "stop")
+        status, _, reply = post(server, BODY)  # non-stream: plain JSON as before
+        assert status == 200 and reply["object"] == "chat.completion"

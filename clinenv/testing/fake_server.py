@@ -403,7 +403,10 @@ class FakeChatServer:
                 return 200, _Raw(fault.raw, fault.content_type), {}
             time.sleep(fault.hang_s or 0.0)
         try:
-            return 200, self._completion(body), {}
+            completion = self._completion(body)
+            if body.get("stream") is True:
+                return 200, _Raw(_sse(completion, body), "text/event-stream"), {}
+            return 200, completion, {}
         except Exception as exc:  # noqa: BLE001 - report responder bugs to the client
             return 500, _error_body(500, f"responder failed: {type(exc).__name__}: {exc}"), {}
 
@@ -438,6 +441,32 @@ class FakeChatServer:
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
                       "total_tokens": prompt + completion},
         }
+
+
+def _sse(completion: dict, body: dict) -> bytes:
+    """``completion`` as OpenAI's streaming chat-completions events (``stream: true``):
+    per choice a chunk with the role and the whole content (and tool calls, each with its
+    ``index``) as ``choices[0].delta``, then one with its ``finish_reason``; a usage chunk
+    with ``choices: []`` when ``stream_options.include_usage`` is set; then ``[DONE]``."""
+    head = {key: completion[key] for key in ("id", "created", "model", "system_fingerprint")}
+    head["object"] = "chat.completion.chunk"
+    events = []
+    for choice in completion["choices"]:
+        message = choice["message"]
+        delta = {key: value for key, value in message.items() if key != "tool_calls"}
+        if message.get("tool_calls"):
+            delta["tool_calls"] = [{"index": i, **call}
+                                   for i, call in enumerate(message["tool_calls"])]
+        events.append({**head, "choices": [{"index": choice["index"], "delta": delta,
+                                            "finish_reason": None, "logprobs": None}]})
+        events.append({**head, "choices": [{"index": choice["index"], "delta": {},
+                                            "finish_reason": choice["finish_reason"],
+                                            "logprobs": None}]})
+    options = body.get("stream_options")
+    if isinstance(options, dict) and options.get("include_usage"):
+        events.append({**head, "choices": [], "usage": completion["usage"]})
+    return b"".join(b"data: " + json.dumps(event).encode("utf-8") + b"\n\n"
+                    for event in events) + b"data: [DONE]\n\n"
 
 
 # --------------------------------------------------------------------------- CLI
