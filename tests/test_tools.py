@@ -242,7 +242,9 @@ def test_both_ways_keep_the_action(text):
 
 
 def plain_env(**kw):
-    return gym.make(ENV_ID, premature_diagnosis="decide", **kw).unwrapped
+    # the tool view's wording (action_format="tools"): the same texts as the tool view
+    return gym.make(ENV_ID, premature_diagnosis="decide",
+                    **{"action_format": "tools", **kw}).unwrapped
 
 
 def test_submit_during_acquisition_returns_e_t_then_scores():
@@ -262,7 +264,10 @@ def test_submit_during_acquisition_returns_e_t_then_scores():
                       "answer on the acquired evidence.\n\n" + obs["text"])
     assert obs["text"].startswith("# Objective (S0)")
     assert "[O2] Measurement T4 Chest X-Ray (Imaging):" in result
-    assert result.endswith("Reply with exactly one line: DIAGNOSIS READY: <single diagnosis>")
+    # e_T in the tool view's wording (issue 30)
+    assert result.endswith("Call `submit_diagnosis` with your final answer: a single "
+                           "diagnosis.")
+    assert "DIAGNOSIS READY" not in result
     assert episode.reward == 0.0 and not episode.done
     assert episode.list_exams() == "No examinations: evidence gathering is over."
     with pytest.raises(ValueError, match="evidence gathering is over"):

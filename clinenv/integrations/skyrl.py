@@ -70,6 +70,8 @@ class ClinenvTextEnv(BaseTextEnv):
     def __init__(self, env_config: Any = None, extras: Mapping[str, Any] | None = None):
         super().__init__()
         settings = _plain(env_config)
+        # the doctor writes text actions (TEXT_SYSTEM_PROMPT): the text protocol's wording
+        settings.setdefault("action_format", "text")
         extras = dict(extras or {})
         row = {**_plain(extras.get("extra_info")), **extras}
         env_id = row.get("env_id") or settings.pop("env_id", None)

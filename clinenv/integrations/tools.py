@@ -113,9 +113,7 @@ TOOL_SYSTEM_PROMPT = (
     "ordered. When you have enough evidence, call submit_diagnosis: you are then shown "
     "the acquired evidence and asked for your final answer; call submit_diagnosis again "
     "with it, and that answer is scored. After the last round only submit_diagnosis is "
-    "accepted. The consultation's messages name the text form of each action (a plain "
-    "question, REQUEST TEST: <id or name>, DIAGNOSIS READY: <diagnosis>); use the "
-    "matching tool instead."
+    "accepted."
 )
 #: System prompt of a doctor that writes its actions as text (EGIP section 3.2) in a
 #: tool-view episode (:meth:`ToolEpisode.step_text`: ``premature_diagnosis="decide"``,
@@ -302,6 +300,8 @@ class ToolEpisode:
                              f"got settings with {settings.observation_format!r}")
         fixed = (("premature_diagnosis", "decide"),) if settings is not None else (
             ("observation_format", "delta"), ("premature_diagnosis", "decide"))
+        # the tool view's own wording (ProtocolConfig.action_format), recorded in env_spec
+        env_kwargs.setdefault("action_format", "tools")
         for key, value in fixed:
             if env_kwargs.setdefault(key, value) != value:
                 raise ValueError(f"{env_id}: the tool view needs {key}={value!r}, got "
@@ -444,6 +444,22 @@ class ToolEpisode:
             if self.done:
                 return self.reward
             return self.reward + self.env.reward_spec.reward(self.env.reward_components())
+
+    def text_answer_at_end(self, final_text: str | None) -> bool:
+        """Whether the rollout ended with a text answer instead of a ``submit_diagnosis``
+        call: ``final_text`` (the last assistant message, when it carries no tool call;
+        ``None`` otherwise) is non-empty and no final answer was scored. Such a rollout's
+        reward is that of an episode cut off (0 for a wrong answer as for a right one);
+        the metric ``text_answer_at_end`` counts them (:class:`clinenv.integrations.trl.
+        TextAnswerAtEnd`).
+
+        Raises:
+            ValueError: no episode (call :meth:`reset`).
+        """
+        with self._lock:
+            self._need_episode()
+            return (not self.done and isinstance(final_text, str)
+                    and bool(final_text.strip()))
 
     def _need_episode(self) -> None:
         if not self.started:

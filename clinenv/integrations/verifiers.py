@@ -42,6 +42,7 @@ from typing import Any
 
 import verifiers.v1 as vf
 from pydantic import Field
+from verifiers.v1.runtimes import SubprocessConfig
 
 from clinenv.integrations.tools import (
     TEXT_SYSTEM_PROMPT,
@@ -91,17 +92,28 @@ class ClinenvTaskset(vf.Taskset[ClinenvTask, ClinenvTasksetConfig]):
 
     def load(self):
         cfg = self.config
-        episode = ToolEpisode(cfg.env_id, **cfg.env_kwargs)
-        for row in task_rows(cfg.env_id, cfg.split, seed=cfg.seed, **cfg.env_kwargs):
+        kwargs = _text_view(cfg.env_kwargs)
+        episode = ToolEpisode(cfg.env_id, **kwargs)
+        for row in task_rows(cfg.env_id, cfg.split, seed=cfg.seed, **kwargs):
             yield ClinenvTask(ClinenvData(
                 id=str(row["case_id"]), name=f"{cfg.env_id}/{row['case_id']}",
                 prompt=episode.reset(row["case_id"], row["seed"]),
                 system_prompt=TEXT_SYSTEM_PROMPT, info=row), cfg.task)
 
 
+def _text_view(env_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The doctor writes text actions here (``TEXT_SYSTEM_PROMPT``): the text protocol's
+    wording (``action_format="text"``) unless ``env_kwargs`` sets another."""
+    return {"action_format": "text", **env_kwargs}
+
+
 class ClinenvEnvConfig(vf.EnvConfig):
-    doctor: vf.AgentConfig = vf.AgentConfig(harness={"id": "null"})
-    """The doctor seat (``--env.doctor.*``): tool-less chat by default."""
+    doctor: vf.AgentConfig = vf.AgentConfig(harness={"id": "null"},
+                                            runtime=SubprocessConfig())
+    """The doctor seat (``--env.doctor.*``): tool-less chat by default, run as a local
+    subprocess (verifiers' default runtime is Prime's hosted sandbox, which needs a Prime
+    login; ``--env.doctor.runtime.type prime`` picks it). verifiers' chat program is a
+    ``uv`` script: ``uv`` on PATH fetches its packages on first use."""
 
 
 class ClinenvEnv(vf.Env[ClinenvEnvConfig]):
@@ -115,7 +127,7 @@ class ClinenvEnv(vf.Env[ClinenvEnvConfig]):
                 other data or settings; the episode would not be the one prompted).
         """
         info = task.data.info
-        kwargs = getattr(self.taskset.config, "env_kwargs", {})
+        kwargs = _text_view(getattr(self.taskset.config, "env_kwargs", {}))
         episode = ToolEpisode(info["env_id"], **kwargs)
         opening = episode.reset(info["case_id"], int(info["seed"]))
         if opening != task.data.prompt:

@@ -75,6 +75,8 @@ class ProtocolConfig(BaseModel):
     icd_map: str | None = None
     history_review: bool = False
     knowledge_source: str | None = None
+    action_format: Literal["text", "tools"] = "text"
+    tool_results: Literal["full", "compact"] = "full"
 
     @field_validator("icd_map", "knowledge_source", mode="before")
     @classmethod

@@ -24,6 +24,12 @@ TERMINAL_INSTRUCTIONS = (
     "or not available is unknown, not normal. Reply with exactly one line: "
     "DIAGNOSIS READY: <single diagnosis>"
 )
+#: The tool view's terminal instructions (``ProtocolConfig.action_format="tools"``).
+TOOL_TERMINAL_INSTRUCTIONS = (
+    "Base your answer only on the acquired evidence above. A finding that is not recorded "
+    "or not available is unknown, not normal. Call `submit_diagnosis` with your final "
+    "answer: a single diagnosis."
+)
 #: Added when the case has candidate labels K.
 CANDIDATE_INSTRUCTIONS = (
     "Candidate labels are hypotheses, not findings; you may answer with a candidate's "
@@ -162,8 +168,11 @@ def render_candidates(candidates) -> list[str]:
     return [CANDIDATES_HEADING] + [f"{option_letter(i)}. {c}" for i, c in enumerate(candidates)]
 
 
-def render_evidence(bundle: EvidenceBundle, *, instructions: bool = True) -> str:
-    """The evidence interface as text: objective, candidates, observations, instructions."""
+def render_evidence(bundle: EvidenceBundle, *, instructions: bool = True,
+                    action_format: str = "text") -> str:
+    """The evidence interface as text: objective, candidates, observations, instructions
+    (:data:`TERMINAL_INSTRUCTIONS`, or :data:`TOOL_TERMINAL_INSTRUCTIONS` with
+    ``action_format="tools"``)."""
     lines = ["# Objective (S0)", bundle.objective]
     if bundle.candidates:
         lines += ["", *render_candidates(bundle.candidates)]
@@ -188,7 +197,8 @@ def render_evidence(bundle: EvidenceBundle, *, instructions: bool = True) -> str
             body = (o.content or "").replace("\n", "\n    ")
             lines.append(f"[{o.obs_id}] Measurement {o.exam_id} {o.context}:\n    {body}")
     if instructions:
-        lines += ["", "# Instructions", TERMINAL_INSTRUCTIONS]
+        lines += ["", "# Instructions", TOOL_TERMINAL_INSTRUCTIONS
+                  if action_format == "tools" else TERMINAL_INSTRUCTIONS]
         if bundle.candidates:
             lines.append(CANDIDATE_INSTRUCTIONS)
     return "\n".join(lines)

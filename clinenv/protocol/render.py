@@ -49,6 +49,35 @@ ACTION_FORMAT_NO_MENU = (
 )
 
 
+#: The tool view's action format (``ProtocolConfig.action_format="tools"``): the same
+#: actions, named as the tools that map to them (:mod:`clinenv.integrations.tools`).
+TOOL_ACTION_FORMAT = (
+    "Each round, call exactly one tool: call `ask_patient` with one question, or call "
+    "`order_exam` with an id or name{example}; `list_exams` shows the examinations. "
+    "Results are shown only after you request them. When you are ready, call "
+    "`submit_diagnosis` with your final answer."
+)
+#: The tool view's action format without a menu.
+TOOL_ACTION_FORMAT_NO_MENU = (
+    "Each round, call exactly one tool: call `ask_patient` with one question, or call "
+    "`order_exam` with an examination name. Results are shown only after you request "
+    "them; an examination the records do not hold is answered as not recorded. When you "
+    "are ready, call `submit_diagnosis` with your final answer."
+)
+
+
+def _formats(cfg) -> tuple[str, str, str]:
+    """``(action format, its no-menu form, the example's template)`` for the wording of
+    ``cfg.action_format``."""
+    if getattr(cfg, "action_format", "text") == "tools":
+        return TOOL_ACTION_FORMAT, TOOL_ACTION_FORMAT_NO_MENU, ' (for example "{}")'
+    return ACTION_FORMAT, ACTION_FORMAT_NO_MENU, " (for example REQUEST TEST: {})"
+
+
+def _compact(cfg) -> bool:
+    return getattr(cfg, "tool_results", "full") == "compact"
+
+
 def render_event(event: Event, asked: str | None = None) -> str:
     """One history event as the doctor sees it.
 
@@ -147,28 +176,29 @@ def render_round_footer(runtime) -> str:
     """Menu and instructions for the current acquisition round."""
     cfg = runtime.config
     parts = []
-    action_format = ACTION_FORMAT_NO_MENU
+    with_menu, action_format, example_format = _formats(cfg)
     if cfg.show_menu:
         menu = runtime.menu()
         remaining = len(runtime.catalog) - len(set(runtime.requested))
         parts += ["# Available examinations (results hidden until requested)",
                   render_menu(menu, max(0, remaining - len(menu)), len(runtime.catalog)), ""]
-        example = f" (for example REQUEST TEST: {menu[0].exam_id})" if menu else ""
-        action_format = ACTION_FORMAT.format(example=example)
+        example = example_format.format(menu[0].exam_id) if menu else ""
+        action_format = with_menu.format(example=example)
     parts += ["# Your turn",
               f"Round {runtime.turn + 1} of {cfg.acquisition_rounds}. {action_format}"
               + _extras(cfg)]
     return "\n".join(parts)
 
 
-def _menu_block(state, n_catalog: int) -> tuple[str, str]:
+def _menu_block(state, n_catalog: int, cfg=None) -> tuple[str, str]:
     """``(menu section + blank line + "# Your turn", action format)`` of the footer
     for one :class:`~clinenv.protocol.menu.MenuState` (as :func:`render_round_footer`)."""
     menu = state.entries
-    example = f" (for example REQUEST TEST: {menu[0].exam_id})" if menu else ""
+    with_menu, _, example_format = _formats(cfg)
+    example = example_format.format(menu[0].exam_id) if menu else ""
     head = "\n".join(["# Available examinations (results hidden until requested)",
                       render_menu(menu, state.n_hidden, n_catalog), "", "# Your turn"])
-    return head, ACTION_FORMAT.format(example=example)
+    return head, with_menu.format(example=example)
 
 
 def render_header(objective: str, candidates: Sequence[str] | None) -> str:
@@ -188,7 +218,7 @@ def render_doctor_view(runtime, history: HistoryRenderer | None = None) -> str:
             renders the history from scratch.
     """
     if runtime.phase != "acquire":
-        return render_evidence(runtime.evidence())
+        return render_evidence(runtime.evidence(), action_format=_action_format(runtime))
     parts = [render_header(runtime.case.objective, runtime.case.candidates)]
     if runtime.history:
         text = (history or HistoryRenderer()).render(runtime.history)
@@ -223,7 +253,7 @@ class DoctorViewRenderer:
         """x_t for the current phase (:func:`render_doctor_view`)."""
         rt = self._runtime
         if rt.phase != "acquire":
-            return render_evidence(rt.evidence())
+            return render_evidence(rt.evidence(), action_format=_action_format(rt))
         new = self._history.new_lines(rt.history)
         if new:  # appended: earlier rounds are never rendered again
             joined = "\n".join(new)
@@ -237,6 +267,8 @@ class DoctorViewRenderer:
         if rt.phase != "acquire":
             return render_delta(rt, since)
         body = _delta_body(rt.history, since)
+        if _compact(rt.config):
+            return (body + "\n\n" if body else "") + _round_line(rt)
         return (body + "\n\n" if body else "") + self.footer()
 
     def footer(self) -> str:
@@ -245,11 +277,11 @@ class DoctorViewRenderer:
         cfg = rt.config
         if not cfg.show_menu:
             return (f"# Your turn\nRound {rt.turn + 1} of {cfg.acquisition_rounds}. "
-                    f"{ACTION_FORMAT_NO_MENU}{_extras(cfg)}")
+                    f"{_formats(cfg)[1]}{_extras(cfg)}")
         state = rt.menu_state()
         if state is not self._menu_state:
             self._menu_state = state
-            self._menu_block = _menu_block(state, len(rt.catalog))
+            self._menu_block = _menu_block(state, len(rt.catalog), cfg)
         head, action_format = self._menu_block
         return (f"{head}\nRound {rt.turn + 1} of {cfg.acquisition_rounds}. {action_format}"
                 f"{_extras(cfg)}")
@@ -275,5 +307,17 @@ def render_delta(runtime, since: int) -> str:
     """
     body = _delta_body(runtime.history, since)
     if runtime.phase != "acquire":
-        return (body + "\n\n" if body else "") + render_evidence(runtime.evidence())
+        return (body + "\n\n" if body else "") + render_evidence(
+            runtime.evidence(), action_format=_action_format(runtime))
+    if _compact(runtime.config):
+        return (body + "\n\n" if body else "") + _round_line(runtime)
     return (body + "\n\n" if body else "") + render_round_footer(runtime)
+
+
+def _round_line(runtime) -> str:
+    """The compact footer (``tool_results="compact"``): "Round k of T." only."""
+    return f"Round {runtime.turn + 1} of {runtime.config.acquisition_rounds}."
+
+
+def _action_format(runtime) -> str:
+    return getattr(runtime.config, "action_format", "text")

@@ -1,0 +1,128 @@
+"""The tool view speaks tools (``action_format="tools"``) and can send compact results
+(``tool_results="compact"``); the text protocol's views are unchanged (issue 30)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import gymnasium as gym
+import pytest
+
+import clinenv  # noqa: F401
+from clinenv.integrations.tools import FINAL_RESULT, TOOL_SYSTEM_PROMPT, ToolEpisode
+from clinenv.protocol.config import ProtocolConfig
+from clinenv.runlog import env_spec_dict
+
+TEXT_MARKERS = ("REQUEST TEST", "DIAGNOSIS READY", "plain text")
+
+
+def _text_view_texts() -> list[str]:
+    out = []
+    for fmt in ("view", "delta"):
+        for kw in ({}, {"show_menu": False}):
+            env = gym.make("EGIP-Demo-v0", acquisition_rounds=3, observation_format=fmt, **kw)
+            obs, _ = env.reset(seed=3, options={"case_id": 0})
+            out.append(obs["text"])
+            for a in ("What brings you in?", "REQUEST TEST: T1", "REQUEST TEST: Chest X-Ray",
+                      "DIAGNOSIS READY: pneumonia"):
+                obs, _, term, trunc, _ = env.step(a)
+                out.append(obs["text"])
+                if term or trunc:
+                    break
+    return out
+
+
+def test_text_protocol_views_are_unchanged_byte_for_byte():
+    # the digest of these texts as the code before action_format/tool_results renders them
+    texts = _text_view_texts()
+    digest = hashlib.sha256("\x00".join(texts).encode()).hexdigest()
+    assert digest == "002e45131da5d2fe68dc5777dfbe0644c05d26e70db87ed80922927dc79c9e1c"
+    assert "REQUEST TEST: <id or name> (for example REQUEST TEST: PE1)" in texts[0]
+    assert ProtocolConfig().action_format == "text"
+    assert ProtocolConfig().tool_results == "full"
+
+
+def _play(episode: ToolEpisode, *, rounds: int = 3) -> list[str]:
+    texts = [episode.reset(0, 1)]
+    texts.append(episode.ask_patient("What brings you in?"))
+    texts.append(episode.order_exam("T1"))
+    texts.append(episode.ask_patient("Any fever?"))  # last round: e_T follows
+    texts.append(episode.submit_diagnosis("Pneumonia"))
+    return texts
+
+
+@pytest.mark.parametrize("show_menu", [True, False])
+def test_tool_view_speaks_tools(show_menu):
+    episode = ToolEpisode("EGIP-Demo-v0", acquisition_rounds=3, show_menu=show_menu)
+    texts = _play(episode)
+    assert texts[-1] == FINAL_RESULT
+    for text in [*texts, TOOL_SYSTEM_PROMPT]:
+        for marker in TEXT_MARKERS:
+            assert marker not in text, (marker, text)
+    assert "call `ask_patient` with one question" in texts[0]
+    assert ("call `order_exam` with an id or name" if show_menu
+            else "call `order_exam` with an examination name") in texts[0]
+    assert "call `submit_diagnosis` with your final answer" in texts[1]
+    e_t = texts[3]  # the evidence interface after the last round
+    assert "# Acquired observations" in e_t
+    assert "Call `submit_diagnosis` with your final answer" in e_t
+    assert episode.env.spec.kwargs["action_format"] == "tools"
+
+
+def test_text_actions_still_parse_in_the_tool_view():
+    episode = ToolEpisode("EGIP-Demo-v0", acquisition_rounds=3)
+    episode.reset(0, 1)
+    episode.step_text("REQUEST TEST: T1")
+    assert episode.calls[-1].name == "order_exam"
+    episode.step_text("DIAGNOSIS READY: Pneumonia")  # "decide": ends acquisition early
+    assert episode.step_text("Pneumonia") == FINAL_RESULT
+
+
+def test_compact_results_are_the_result_and_the_round():
+    full = _play(ToolEpisode("EGIP-Demo-v0", acquisition_rounds=3))
+    compact_episode = ToolEpisode("EGIP-Demo-v0", acquisition_rounds=3,
+                                  tool_results="compact")
+    compact = _play(compact_episode)
+    assert compact[0] == full[0]  # the opening text keeps the menu and instructions
+    assert compact[3] == full[3] and compact[4] == full[4]  # e_T and the final result
+    assert compact[1].endswith("\n\nRound 2 of 3.")
+    assert compact[2].endswith("\n\nRound 3 of 3.")
+    assert compact[2].startswith("Examiner [T1 ")
+    for short, long in zip(compact[1:3], full[1:3], strict=True):
+        assert "# Available examinations" in long and "# Available examinations" not in short
+        assert long.startswith(short[:-len("Round 2 of 3.")].rstrip())
+        assert len(short) < len(long) / 2
+    # the menu stays one call away
+    compact_episode.reset(0, 1)
+    assert "PE1  Vital Signs" in compact_episode.list_exams()
+
+
+def test_settings_are_recorded_in_env_spec():
+    episode = ToolEpisode("EGIP-Demo-v0", tool_results="compact")
+    kwargs = env_spec_dict(episode.env)["kwargs"]
+    assert kwargs["tool_results"] == "compact" and kwargs["action_format"] == "tools"
+    with pytest.raises(ValueError):
+        ToolEpisode("EGIP-Demo-v0", tool_results="short")
+
+
+def test_compact_text_protocol_delta():
+    env = gym.make("EGIP-Demo-v0", acquisition_rounds=3, observation_format="delta",
+                   tool_results="compact")
+    obs, _ = env.reset(seed=3, options={"case_id": 0})
+    assert "REQUEST TEST:" in obs["text"]  # text wording, full opening
+    obs, *_ = env.step("REQUEST TEST: T1")
+    assert obs["text"].endswith("\n\nRound 2 of 3.") and "REQUEST TEST" not in obs["text"]
+
+
+def test_text_answer_at_end():
+    episode = ToolEpisode("EGIP-Demo-v0", acquisition_rounds=3)
+    with pytest.raises(ValueError):
+        episode.text_answer_at_end("x")
+    episode.reset(0, 1)
+    episode.ask_patient("What brings you in?")
+    assert episode.text_answer_at_end("DIAGNOSIS READY: Pneumonia") is True
+    assert episode.text_answer_at_end("  ") is False
+    assert episode.text_answer_at_end(None) is False
+    episode.submit_diagnosis("Pneumonia")
+    episode.submit_diagnosis("Pneumonia")
+    assert episode.done and episode.text_answer_at_end("Pneumonia") is False
