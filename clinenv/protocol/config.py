@@ -58,6 +58,16 @@ class ProtocolConfig(BaseModel):
         knowledge_source: path of a user-supplied knowledge source
             (``clinenv.knowledge/1``); enables ``RETRIEVE KNOWLEDGE: <query>``, answered
             from that file only. ``None`` (default): off.
+        action_format: the wording of the doctor's instructions (opening text, round
+            footers, e_T): ``"text"`` (default, the text protocol: ``REQUEST TEST:``,
+            ``DIAGNOSIS READY:``) or ``"tools"`` (the tool view's default,
+            :class:`clinenv.integrations.tools.ToolEpisode`: "call `order_exam` with an id
+            or name", "call `submit_diagnosis` with your final answer"). Only the wording
+            changes; the parser reads the same actions.
+        tool_results: ``"full"`` (default): every delta observation repeats the menu and
+            the instructions; ``"compact"``: an acquisition round's delta is its result
+            and "Round k of T." only (``list_exams`` shows the menu in the tool view); the
+            opening text, the complete view and e_T are unchanged.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
