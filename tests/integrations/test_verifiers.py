@@ -282,3 +282,53 @@ def test_reward_and_component_metrics_are_the_gym_ones(diagagent_env, case_id, r
     assert "reward_components/diagnosis" not in it.trace.rewards
     dumped = it.trace.model_dump(mode="json")["metrics"]
     assert dumped["reward_components/workup_precision"] == components["workup_precision"]
+
+
+UV_SHIM = """#!/bin/sh
+# An offline stand-in for uv: verifiers' chat program (a PEP 723 script) runs with this
+# venv's python, which holds its packages; no download.
+case "$*" in
+  *--help*) echo "--script";;
+  "sync --script"*) exit 0;;
+  "python find --script"*) echo "{python}";;
+  *) echo "uv shim: unsupported: $*" >&2; exit 2;;
+esac
+"""
+
+
+def test_vf_eval_runs_one_episode_end_to_end_against_the_fake_server(tmp_path):
+    """The documented ``vf-eval`` command (the real console script), with the taskset's
+    default runtime (a subprocess, no Prime login), against the fake server's streaming
+    replies on 127.0.0.1. ``uv`` is a shim that points verifiers at this venv's python."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from clinenv.testing.fake_server import FakeChatServer
+
+    vf_eval = Path(sys.executable).with_name("vf-eval")
+    if not vf_eval.exists():
+        vf_eval = Path(shutil.which("vf-eval") or "vf-eval")
+    shim = tmp_path / "bin" / "uv"
+    shim.parent.mkdir()
+    shim.write_text(UV_SHIM.format(python=sys.executable))
+    shim.chmod(0o755)
+    env = dict(os.environ, PATH=f"{shim.parent}{os.pathsep}{os.environ['PATH']}",
+               HOME=str(tmp_path / "home"), FAKE_API_KEY="x", NO_COLOR="1", COLUMNS="200")
+    with FakeChatServer("clinician") as server:
+        proc = subprocess.run(
+            [str(vf_eval), "clinenv-verifiers", "--env.taskset.env-id", "EGIP-Demo-v0",
+             "-m", "fake-model", "--client.base-url", server.base_url,
+             "--client.api-key-var", "FAKE_API_KEY", "--no-push", "-n", "1"],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
+        streamed = [body.get("stream") for body in server.requests]
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert "subprocess runtime" in out
+    assert "1/1" in out and "clinenv_reward 0.00" in out, out[-4000:]
+    assert "reward_components/format 1.00" in out and "finished 1.00" in out
+    assert streamed and all(streamed), streamed
+    traces = list(tmp_path.glob("outputs/*/traces.jsonl"))
+    assert len(traces) == 1 and traces[0].read_text().strip()
