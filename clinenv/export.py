@@ -437,7 +437,10 @@ def _row(line: Mapping[str, Any], path: Path, number: int, *, fmt: str, rebuild:
                               "than the environment's observations; export a run written "
                               "with --log-messages", path=path, line=number)
         replayed = _replay(line, path, number, data_dir=data_dir,
-                           observation_format="delta" if fmt == "tools" else None)
+                           observation_format="delta" if fmt == "tools" else None,
+                           # the tool view's wording, as GRPO's tool view shows it
+                           action_format="tools" if fmt == "tools" and not _native(line)
+                           else None)
     if fmt == "tools":
         messages = _tool_messages(replayed, events)
         source = "rebuilt"
@@ -561,7 +564,7 @@ class _Replay:
 
 
 def _replay(line: Mapping[str, Any], path: Path, number: int, *, data_dir: Any,
-            observation_format: str | None) -> _Replay:
+            observation_format: str | None, action_format: str | None = None) -> _Replay:
     """Replay the logged doctor actions through a fresh environment (module docstring)."""
     spec = line.get("env_spec") or {}
     kwargs = dict(spec.get("kwargs") or {})
@@ -580,6 +583,8 @@ def _replay(line: Mapping[str, Any], path: Path, number: int, *, data_dir: Any,
         kwargs["data_dir"] = str(data_dir)
     if observation_format is not None:
         kwargs["observation_format"] = observation_format
+    if action_format is not None:
+        kwargs["action_format"] = action_format
     try:
         env = gym.make(line["env_id"], disable_env_checker=True, **kwargs)
     except (ClinenvError, gym.error.Error, ValueError, TypeError) as err:

@@ -152,7 +152,8 @@ def test_tool_calls_are_always_lists_in_both_formats(workdir):
             if fmt == "tools":
                 assert all(isinstance(m["tool_calls"], list) for m in row["messages"])
     rows = read_rows(workdir / "tools.jsonl")
-    env = gym.make("EGIP-Demo-v0", observation_format="delta")
+    # the tool view's wording (action_format="tools"), as GRPO's rollouts show it
+    env = gym.make("EGIP-Demo-v0", observation_format="delta", action_format="tools")
     for row, line in zip(rows, lines, strict=True):
         messages = row["messages"]
         assert messages[0]["content"] == TOOL_SYSTEM_PROMPT

@@ -62,8 +62,8 @@ from clinenv.integrations.tools import (
 from clinenv.reward_components import COMPONENTS, RewardComponents
 from clinenv.reward_spec import load_reward_spec
 
-__all__ = ["TASK_INTRO", "ComponentReward", "component_reward_funcs", "make_env_factory",
-           "task_dataset"]
+__all__ = ["TASK_INTRO", "ComponentReward", "TextAnswerAtEnd", "component_reward_funcs",
+           "make_env_factory", "task_dataset"]
 
 
 def make_env_factory(env_id: str, *,
@@ -159,6 +159,11 @@ def make_env_factory(env_id: str, *,
             """The components of the episode so far (not a tool: private)."""
             return self._episode.reward_components()
 
+        def _text_answer_at_end(self, final_text: str | None) -> bool:
+            """:meth:`~clinenv.integrations.tools.ToolEpisode.text_answer_at_end` (not a
+            tool: private)."""
+            return self._episode.text_answer_at_end(final_text)
+
     for name in ("ask_patient", "order_exam", "submit_diagnosis", "list_exams"):
         getattr(ClinenvToolEnv, name).__doc__ = tool_docstring(name)
     ClinenvToolEnv.__qualname__ = ClinenvToolEnv.__name__ = "ClinenvToolEnv"
@@ -207,6 +212,58 @@ class ComponentReward:
 
     def __repr__(self) -> str:
         return f"ComponentReward({self.name!r})"
+
+
+class TextAnswerAtEnd:
+    """A TRL reward function, meant for weight 0, that logs ``text_answer_at_end``: 1.0
+    for a rollout that ended (TRL stops at a completion without a tool call) with text
+    rather than a ``submit_diagnosis`` call and no final answer scored, else 0.0
+    (:meth:`~clinenv.integrations.tools.ToolEpisode.text_answer_at_end`); ``None`` for
+    an environment that is not a clinenv one. Such rollouts earn the reward of a cut-off
+    episode even when the text names the right diagnosis::
+
+        funcs = [*component_reward_funcs(), TextAnswerAtEnd()]
+        GRPOConfig(..., reward_weights=[0.0] * len(funcs))   # rewards/text_answer_at_end/mean
+
+    Raises:
+        ValueError: called without ``environments`` (as :class:`ComponentReward`).
+    """
+
+    __name__ = "text_answer_at_end"
+
+    def __call__(self, *args: Any, completions: Sequence[Any] | None = None,
+                 environments: Sequence[Any] | None = None, **kwargs: Any
+                 ) -> list[float | None]:
+        if environments is None:
+            raise ValueError("reward function 'text_answer_at_end' reads the rollouts' "
+                             "clinenv environments: use GRPOTrainer(environment_factory="
+                             "make_env_factory(...))")
+        completions = list(completions if completions is not None else
+                           (args[1] if len(args) > 1 else [None] * len(environments)))
+        values: list[float | None] = []
+        for completion, env in zip(completions, environments, strict=True):
+            read = getattr(env, "_text_answer_at_end", None)
+            values.append(float(read(_final_text(completion))) if callable(read) else None)
+        return values
+
+    def __repr__(self) -> str:
+        return "TextAnswerAtEnd()"
+
+
+def _final_text(completion: Any) -> str | None:
+    """The text of a rollout's last assistant message when it carries no tool call
+    (TRL's conversational completion: a list of messages; a plain string as it is)."""
+    if isinstance(completion, str):
+        return completion
+    if not completion:
+        return None
+    last = completion[-1]
+    if not isinstance(last, dict) or last.get("role") != "assistant" or last.get("tool_calls"):
+        return None
+    content = last.get("content")
+    if isinstance(content, list):  # typed content blocks
+        content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return content if isinstance(content, str) else None
 
 
 def component_reward_funcs(names: Sequence[str] = COMPONENTS) -> list[ComponentReward]:

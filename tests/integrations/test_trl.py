@@ -440,3 +440,55 @@ def test_component_reward_funcs_read_each_rollouts_components():
     assert sorted(n for n, _ in inspect.getmembers(type(env), inspect.isfunction)
                   if not n.startswith("_")) == ["ask_patient", "get_reward", "list_exams",
                                                 "order_exam", "reset", "submit_diagnosis"]
+
+
+def test_text_answer_at_end_counts_a_text_answer_instead_of_a_call():
+    """Issue 30: a rollout that ends with the answer as text (TRL stops at a completion
+    without a tool call) is counted by the weight-0 reward function, and the tool view
+    told it to call submit_diagnosis."""
+    from trl.trainer.utils import get_callable_name
+
+    from clinenv.integrations.trl import TextAnswerAtEnd
+
+    func = TextAnswerAtEnd()
+    assert get_callable_name(func) == "text_answer_at_end"
+    factory = make_env_factory(ENV_ID, acquisition_rounds=3)
+    row = task_dataset(ENV_ID, split=["demo-05"])[0]
+    texted, called = factory(), factory()
+    opening = texted.reset(**row)
+    assert "call `submit_diagnosis` with your final answer" in opening
+    assert "DIAGNOSIS READY" not in opening and "REQUEST TEST" not in opening
+    called.reset(**row)
+    for env in (texted, called):
+        env.ask_patient(question="Where exactly is the pain?")
+    called.submit_diagnosis(diagnosis="Acute appendicitis")
+    called.submit_diagnosis(diagnosis="Acute appendicitis")
+    call_msg = {"role": "assistant", "content": "",
+                "tool_calls": [{"type": "function", "function": {
+                    "name": "ask_patient", "arguments": {"question": "x"}}}]}
+    tool_msg = {"role": "tool", "name": "ask_patient", "content": "Patient: ..."}
+    completions = [
+        [call_msg, tool_msg, {"role": "assistant", "content": "Acute appendicitis"}],
+        [call_msg, tool_msg, {"role": "assistant", "content": "Done."}],
+        [call_msg, tool_msg],  # cut off after a tool result
+        "Acute appendicitis",
+    ]
+    foreign = object()
+    assert func(prompts=["p"] * 4, completions=completions,
+                environments=[texted, called, texted, foreign]) == [1.0, 0.0, 0.0, None]
+    assert texted.get_reward() == 0.0 and called.get_reward() == 1.0
+    with pytest.raises(ValueError, match="environment_factory"):
+        func(prompts=["p"], completions=["c"])
+
+
+def test_compact_tool_results_through_the_factory():
+    """Issue 30: ``tool_results="compact"``: a tool result is the result and the round."""
+    factory = make_env_factory(ENV_ID, acquisition_rounds=3, tool_results="compact")
+    env = factory()
+    row = task_dataset(ENV_ID, split=["demo-01"], tool_results="compact")[0]
+    env.reset(**row)
+    result = env.ask_patient(question="How long have you had the cough?")
+    assert result.startswith("Patient") and result.endswith("\n\nRound 2 of 3.")
+    assert "# Available examinations" not in result
+    assert "PE1  " in env.list_exams()
+    assert env._episode.env.spec.kwargs["tool_results"] == "compact"
