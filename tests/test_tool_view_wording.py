@@ -126,3 +126,21 @@ def test_text_answer_at_end():
     episode.submit_diagnosis("Pneumonia")
     episode.submit_diagnosis("Pneumonia")
     assert episode.done and episode.text_answer_at_end("Pneumonia") is False
+
+
+def test_cpu_recipes_turn_bf16_off_and_budgets_hold_an_episode():
+    """Issue 30: the TRL snippet and train_grpo.py (SFT and GRPO) set bf16 off with
+    use_cpu; the snippet's budget holds a whole compact T = 19 episode."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    doc = (root / "docs" / "training.md").read_text(encoding="utf-8")
+    snippet = doc.split("```python", 1)[1].split("```", 1)[0]
+    assert "use_cpu=True, bf16=False" in snippet
+    assert 'tool_results="compact"' in snippet
+    budget = int(re.search(r"max_completion_length=(\d+)", snippet).group(1))
+    assert budget >= 3072
+    assert int(re.search(r"max_tool_calling_iterations=(\d+)", snippet).group(1)) >= 21
+    bench = (root / "benchmarks" / "train_grpo.py").read_text(encoding="utf-8")
+    assert bench.count('bf16=device == "cuda"') == 2  # SFTConfig and GRPOConfig
