@@ -306,3 +306,54 @@ def test_a_bad_reward_spec_names_the_nearest_preset():
 
     with pytest.raises(RewardSpecError, match="did you mean 'diagagent'"):
         make("demo-01", env_config={"reward_spec": "diagagnet"})
+
+
+def test_the_shipped_entrypoint_writes_parquet_rows_that_play_an_episode(tmp_path):
+    """examples/skyrl/main_clinenv.py (SkyRL's ``main_<env>.py`` shape) without SkyRL's
+    trainer or a GPU: its dataset mode writes train/validation parquet (datasets is in
+    the skyrl extra), the rows build the registered environment, and an episode plays
+    within the ``generator.max_turns`` it sets."""
+    import importlib.util
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    datasets = pytest.importorskip("datasets")
+    root = Path(__file__).resolve().parents[2]
+    script = root / "examples" / "skyrl" / "main_clinenv.py"
+    spec = importlib.util.spec_from_file_location("main_clinenv", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert {"generator.batched=false", "environment.env_class=clinenv"} <= set(
+        module.REQUIRED_OVERRIDES)
+    max_turns = int(next(o for o in module.REQUIRED_OVERRIDES
+                         if o.startswith("generator.max_turns=")).split("=")[1])
+    assert max_turns >= 20
+
+    proc = subprocess.run([sys.executable, str(script), "--write-data", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [f"train: {tmp_path / 'train.parquet'}",
+                                        f"validation: {tmp_path / 'validation.parquet'}"]
+    train = datasets.Dataset.from_parquet(str(tmp_path / "train.parquet")).to_list()
+    val = datasets.Dataset.from_parquet(str(tmp_path / "validation.parquet")).to_list()
+    ids = [r["extra_info"]["case_id"] for r in train + val]
+    assert (len(train), len(val)) == (12, 5) and len(set(ids)) == 17
+    row = train[0]
+    env = skyrl_gym.make(register_clinenv(), env_config={},
+                         extras={**row, "max_turns": max_turns})
+    env.init(row["prompt"])
+    turns = 0
+    while True:
+        turns += 1
+        out = env.step("REQUEST TEST: T1" if turns < 5 else "DIAGNOSIS READY: flu")
+        if out["done"]:
+            break
+    assert turns <= max_turns and "reward_components" in out["metadata"]
+
+    # training without SkyRL's trainer installed is one clear message
+    if importlib.util.find_spec("skyrl") is None and importlib.util.find_spec(
+            "skyrl_train") is None:
+        proc = subprocess.run([sys.executable, str(script), "trainer.epochs=1"],
+                              capture_output=True, text=True, timeout=120, cwd=root)
+        assert proc.returncode == 1 and "SkyRL's trainer is not installed" in proc.stderr
