@@ -1,7 +1,8 @@
 """SkyRL adapter: clinenv as a ``skyrl_gym`` text environment (``BaseTextEnv``).
 
-Install with ``pip install 'clinenv[skyrl]'`` (``skyrl-gym>=0.4``). :func:`task_rows`
-needs nothing beyond clinenv.
+Install from a clone with ``pip install -e '.[skyrl]'`` (``skyrl-gym>=0.4``, and
+``datasets`` to write the rows as parquet). :func:`task_rows` needs nothing beyond
+clinenv.
 
 SkyRL's generator (``skyrl/train/generators/skyrl_gym_generator.py``) builds one
 environment per trajectory with ``skyrl_gym.make(env_class, env_config=<the

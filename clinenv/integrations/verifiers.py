@@ -1,6 +1,6 @@
 """verifiers adapter: clinenv as a verifiers v1 taskset and environment.
 
-Install with ``pip install 'clinenv[verifiers]'`` (``verifiers>=0.4,<0.5``, Python >=
+Install from a clone with ``pip install -e '.[verifiers]'`` (``verifiers>=0.4,<0.5``, Python >=
 3.11). verifiers loads a taskset by id from a top-level module; the module
 ``clinenv_verifiers`` re-exports these classes, so the taskset id is
 ``clinenv-verifiers``: ``vf-eval clinenv-verifiers --env.taskset.env-id EGIP-MedQA-v0``.
