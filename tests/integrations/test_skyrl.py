@@ -123,8 +123,10 @@ def test_opening_equals_the_tool_view_reset_and_rows_pin_it():
         again, _ = skyrl_gym.make("clinenv", env_config=None, extras=extras).init(row["prompt"])
         info = row["extra_info"]
         assert first == again
-        assert first[-1]["content"] == TASK_INTRO + ToolEpisode(ENV_ID).reset(
-            info["case_id"], info["seed"])
+        # the doctor writes text actions: the text protocol's wording (issue 30)
+        assert first[-1]["content"] == TASK_INTRO + ToolEpisode(
+            ENV_ID, action_format="text").reset(info["case_id"], info["seed"])
+        assert "REQUEST TEST:" in first[-1]["content"]
     # A prompt without a user message gets the opening as one.
     env = make("demo-04", seed=3)
     messages, _ = env.init([{"role": "system", "content": "S"}])
@@ -357,3 +359,20 @@ def test_the_shipped_entrypoint_writes_parquet_rows_that_play_an_episode(tmp_pat
         proc = subprocess.run([sys.executable, str(script), "trainer.epochs=1"],
                               capture_output=True, text=True, timeout=120, cwd=root)
         assert proc.returncode == 1 and "SkyRL's trainer is not installed" in proc.stderr
+
+
+def test_compact_tool_results_and_text_wording_in_env_config():
+    """Issue 30: ``tool_results="compact"`` in the env's ``env_config`` reaches the
+    environment (recorded in its spec); the wording stays the text protocol's."""
+    row = task_rows(ENV_ID, ["demo-01"], tool_results="compact")[0]
+    extras = {k: v for k, v in row.items() if k not in ("prompt", "env_class")}
+    env = skyrl_gym.make(register_clinenv(), env_config={"tool_results": "compact"},
+                         extras=extras)
+    first, _ = env.init(row["prompt"])
+    assert "REQUEST TEST:" in first[-1]["content"]
+    out = env.step("How long have you had the cough?")
+    text = out["observations"][0]["content"]
+    assert text.startswith("Patient") and text.endswith("\n\nRound 2 of 19.")
+    assert "# Available examinations" not in text
+    kwargs = env.episode.env.spec.kwargs
+    assert (kwargs["tool_results"], kwargs["action_format"]) == ("compact", "text")

@@ -146,7 +146,10 @@ def test_loader_resolves_the_taskset_and_env(env, tasks):
 def test_task_prompt_is_the_reset_text(tasks):
     for case_id, task in tasks.items():
         seed = task.data.info["seed"]
-        assert task.data.prompt == ToolEpisode(ENV_ID).reset(case_id, seed)
+        # the doctor writes text actions: the text protocol's wording (issue 30)
+        assert task.data.prompt == ToolEpisode(ENV_ID, action_format="text").reset(
+            case_id, seed)
+        assert "REQUEST TEST:" in task.data.prompt
         assert task.data.prompt == reference(case_id, seed, [])[0]
         assert task.data.system_prompt == TEXT_SYSTEM_PROMPT
     # Another iteration (and another taskset object) gives the same tasks.
