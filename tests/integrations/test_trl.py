@@ -492,3 +492,50 @@ def test_compact_tool_results_through_the_factory():
     assert "# Available examinations" not in result
     assert "PE1  " in env.list_exams()
     assert env._episode.env.spec.kwargs["tool_results"] == "compact"
+
+
+# Issue 30 "done when": a scripted tool-calling policy through TRL's real parser, at the
+# documented budget (docs/training.md: compact results, 3,072 tokens, T + 2 calls),
+# reaches 1.0 on a case it answers by calls; the same answer written as text scores 0.0
+# and is counted by text_answer_at_end.
+BUDGET_SCRIPTS = {
+    "demo-05": [("ask_patient", {"question": "Where exactly is the pain?"}),
+                ("order_exam", {"exam": "PE1"}),
+                ("list_exams", {}),
+                ("submit_diagnosis", {"diagnosis": "Acute appendicitis"}),
+                ("submit_diagnosis", {"diagnosis": "Acute appendicitis"})],
+    "demo-01": [("ask_patient", {"question": "How long have you had the cough?"}),
+                ("order_exam", {"exam": "Chest X-Ray"})],  # then "Thank you." as text
+}
+
+
+def test_scripted_policy_reaches_reward_one_at_the_documented_budget(tmp_path, tokenizer,
+                                                                     monkeypatch):
+    from clinenv.integrations.trl import TextAnswerAtEnd
+
+    rows = task_dataset(ENV_ID, split=list(BUDGET_SCRIPTS), tool_results="compact")
+    pool = tool_view.ToolEpisode(ENV_ID).env.pool
+    objectives = {case_id: pool.case(case_id).objective for case_id in BUDGET_SCRIPTS}
+    monkeypatch.setattr(trl.GRPOTrainer, "_generate_single_turn",
+                        scripted_turns(tokenizer, objectives, BUDGET_SCRIPTS))
+    base = make_env_factory(ENV_ID, tool_results="compact")
+    log = []
+
+    class Recorded(base):
+        def get_reward(self):
+            value = super().get_reward()
+            log.append((self._episode.env.runtime.case.case_id, value, self._episode.done))
+            return value
+
+    Recorded.__name__ = base.__name__
+    trainer = trl.GRPOTrainer(
+        model=tiny_model(tokenizer), processing_class=tokenizer,
+        reward_funcs=[TextAnswerAtEnd()],
+        args=grpo_args(tmp_path, max_completion_length=3072,
+                       max_tool_calling_iterations=21, reward_weights=[0.0]),
+        train_dataset=rows, environment_factory=Recorded)
+    trainer.train()
+    assert sorted(log) == sorted([("demo-01", 0.0, False), ("demo-05", 1.0, True)] * 2)
+    logged = trainer.state.log_history[0]
+    assert logged["rewards/text_answer_at_end/mean"] == 0.5  # demo-01's "Thank you."
+    assert logged["reward"] == pytest.approx(0.5)
