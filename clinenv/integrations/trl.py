@@ -1,8 +1,8 @@
 """TRL adapter: clinenv as a ``GRPOTrainer(environment_factory=...)`` environment.
 
-Install with ``pip install 'clinenv[trl]'`` (``trl>=1.16``, ``datasets``). Importing
-this module and calling :func:`make_env_factory` needs neither; :func:`task_dataset`
-needs ``datasets``.
+Install from a clone with ``pip install -e '.[trl]'`` (``trl>=1.16``, Python >= 3.11;
+``datasets``). Importing this module and calling :func:`make_env_factory` needs neither;
+:func:`task_dataset` needs ``datasets``.
 
 TRL (``trl/trainer/grpo_trainer.py``) builds one instance per rollout with the no-arg
 factory and reuses it; before each rollout it calls ``reset(**row)`` with every column
@@ -322,7 +322,8 @@ def task_dataset(env_id: str, split: str | Path | Sequence[str] | None = None, *
     try:
         from datasets import Dataset
     except ImportError as err:
-        raise ImportError("task_dataset needs `datasets`: pip install 'clinenv[trl]'") from err
+        raise ImportError("task_dataset needs `datasets`: pip install -e '.[trl]' "
+                          "from a clone") from err
     prompt = [{"role": "system", "content": TOOL_SYSTEM_PROMPT},
               {"role": "user", "content": TASK_INTRO}]
     return Dataset.from_list([{"prompt": prompt, **row}
