@@ -27,11 +27,16 @@ Components (:data:`COMPONENTS`; ``None`` means undefined and counts 0 in a rewar
   the per-step ``exam_cost`` charges one per test), a request the records cannot answer
   ("not recorded") is one order that is not recorded (one per distinct name, normalized),
   and repeats count once. Invalid or ambiguous requests are not orders (they count in
-  ``invalid_actions`` only). recall = recorded orders / |A|; precision = recorded orders
-  / orders; F1 their harmonic mean. Having ordered nothing gives recall 0, precision
-  ``None`` and F1 0 (nothing of A was found). Where A is empty (M records nothing) all
-  three are ``None``; under the native protocols (``record["protocol"]`` not ``egip``),
-  which parse no test names, all three are ``None``.
+  ``invalid_actions`` only). The clinical-history record (:func:`is_history`: what
+  ``REVIEW HISTORY`` reads under ``history_review``, preset ``cdeg-30``, also when
+  requested by its name or id) is history, not an examination: reviewing it is no
+  order, recorded or not, costs no ``exam_spend``, and it is not in A; knowledge queries
+  (``RETRIEVE KNOWLEDGE:``) are no orders either. recall = recorded orders / |A|;
+  precision = recorded orders / orders; F1 their harmonic mean. Having ordered nothing
+  gives recall 0, precision ``None`` and F1 0 (nothing of A was found). Where A is
+  empty (M records nothing) all three are ``None``; under the native protocols
+  (``record["protocol"]`` not ``egip``), which parse no test names, all three are
+  ``None``.
 
   With the menu shown every menu pick is recorded, so precision is 1 by construction
   for a doctor that orders from the menu (only names outside it lower it) and recall is
@@ -65,11 +70,12 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from clinenv.cases import Case
-from clinenv.protocol.catalog import Catalog, normalize_name
+from clinenv.protocol.catalog import Catalog, CatalogEntry, normalize_name
+from clinenv.protocol.extra_actions import HISTORY_RECORD
 from clinenv.protocol.menu import priority
 
-__all__ = ["COMPONENTS", "DEFAULT_EXAM_COSTS", "TIERS", "RewardComponents", "exam_tier",
-           "reward_components"]
+__all__ = ["COMPONENTS", "DEFAULT_EXAM_COSTS", "TIERS", "ReadOnlyDict", "RewardComponents",
+           "exam_tier", "is_history", "reward_components"]
 
 #: The menu's priority tiers (:func:`clinenv.protocol.menu.priority`, 0..7), by name.
 TIERS: tuple[str, ...] = ("vital_signs", "physical_exam", "basic_labs", "blood_urine",
@@ -80,9 +86,36 @@ TIERS: tuple[str, ...] = ("vital_signs", "physical_exam", "basic_labs", "blood_u
 #: examination section 0.2, basic panels (CBC, metabolic panel, urinalysis...) 1, other
 #: blood and urine tests 1, ECG and imaging 3, microbiology 2, specialized tests
 #: (biopsy, genetics, antibodies, endoscopy...) 5, the rest 2.
-DEFAULT_EXAM_COSTS: Mapping[str, float] = {
+class ReadOnlyDict(dict):  # type: ignore[type-arg]
+    """A ``dict`` that refuses changes (``TypeError``), for tables shared by every
+    environment (:data:`DEFAULT_EXAM_COSTS`, a reward spec's ``weights`` and
+    ``exam_costs``); unlike ``types.MappingProxyType`` it pickles, deep-copies, passes
+    ``dataclasses.asdict`` and JSON, and equals the plain dict of its items. Copy it
+    (``dict(table)``) to edit."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("this table is read-only (shared by every environment); edit a "
+                        "copy, dict(table)")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (dict(self),))
+
+    def __copy__(self) -> ReadOnlyDict:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ReadOnlyDict:
+        return self  # immutable, and its values are numbers
+
+
+#: Read-only (:class:`ReadOnlyDict`): copy it (``dict(DEFAULT_EXAM_COSTS)``) to edit.
+DEFAULT_EXAM_COSTS: Mapping[str, float] = ReadOnlyDict({
     "vital_signs": 0.1, "physical_exam": 0.2, "basic_labs": 1.0, "blood_urine": 1.0,
-    "ecg_imaging": 3.0, "microbiology": 2.0, "specialized": 5.0, "other": 2.0}
+    "ecg_imaging": 3.0, "microbiology": 2.0, "specialized": 5.0, "other": 2.0})
 
 
 @dataclass(frozen=True)
@@ -160,9 +193,24 @@ def _verdict(record: Mapping[str, Any]) -> str:
     return str(verdict)
 
 
+#: The clinical-history record's name, normalized (:data:`~clinenv.protocol.
+#: extra_actions.HISTORY_RECORD`, what ``REVIEW HISTORY`` requests).
+_HISTORY = normalize_name(HISTORY_RECORD)
+
+
+def is_history(entry: CatalogEntry) -> bool:
+    """The entry is the clinical-history record (test group ``Clinical_History``, the
+    record ``REVIEW HISTORY`` reads): history, not an examination, so no part of the
+    workup (module docstring)."""
+    return normalize_name(entry.name) == _HISTORY or any(
+        normalize_name(str(part)) == _HISTORY for part in entry.source_path)
+
+
 def _orders(events: Any, case_id: str) -> tuple[list[str], set[str]]:
     """``(recorded exam ids in order of first request, normalized unrecorded names)``
-    of the measurement events."""
+    of the measurement events; a request of the clinical-history record (a history
+    review) left out of the unrecorded names (its recorded ids are left out by the
+    caller, which has the catalog)."""
     recorded: dict[str, None] = {}
     missing: set[str] = set()
     if not isinstance(events, list):
@@ -177,7 +225,8 @@ def _orders(events: Any, case_id: str) -> tuple[list[str], set[str]]:
                 recorded.setdefault(one.strip(), None)
         else:
             name = normalize_name(str(event.get("request") or event.get("name") or ""))
-            missing.add(name)
+            if name != _HISTORY:
+                missing.add(name)
     return list(recorded), missing
 
 
@@ -222,12 +271,14 @@ def reward_components(record: Mapping[str, Any], case: Case, *,
             raise ValueError(f"record of case {case_id!r} orders exam {exam_id!r}, which "
                              "the case's catalog does not hold: pass the case the episode "
                              "played")
-        entries.append(entry)
+        if not is_history(entry):  # a history review is no order
+            entries.append(entry)
     spend = float(math.fsum(costs[exam_tier(e)] for e in entries))
-    if not len(catalog):
+    exams = sum(not is_history(e) for e in catalog)  # |A| without the history record
+    if not exams:
         return RewardComponents(diagnosis, None, None, None, spend, turns, invalid, scored)
     hits = len(entries)
-    recall = hits / len(catalog)
+    recall = hits / exams
     precision = hits / (hits + len(missing)) if hits + len(missing) else None
     if precision is None or precision + recall == 0:
         f1 = 0.0

@@ -47,7 +47,8 @@ JSON form (:meth:`RewardSpec.to_json`, a file for :func:`load_reward_spec`)::
     {"name": "mine", "weights": {"diagnosis": 1.0, "turns": -0.02},
      "gate": "format", "exam_costs": {"ecg_imaging": 4.0}}
 
-``weights`` is required; ``name`` defaults to the file's stem (``"custom"`` for a dict),
+``weights`` is required and gives some component a non-zero weight; ``name`` defaults
+to ``"custom"`` (for a file too: a spec is identified by its content, never by its path),
 ``gate`` to ``null``, ``exam_costs`` to :data:`~clinenv.reward_components.DEFAULT_EXAM_COSTS`
 (tiers left out keep their default). The canonical JSON (what a run log's ``env_spec``
 records) holds every field and, for a file, ``sha256`` of its bytes, never its path.
@@ -64,6 +65,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from clinenv.cases import Case
@@ -72,6 +74,7 @@ from clinenv.reward_components import (
     COMPONENTS,
     DEFAULT_EXAM_COSTS,
     TIERS,
+    ReadOnlyDict,
     RewardComponents,
     reward_components,
 )
@@ -114,14 +117,28 @@ def _nearest(name: Any, choices: tuple[str, ...] | list[str]) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
+def _short(value: Any) -> str:
+    """``repr(value)``, cut to 40 characters (a 400-digit integer stays one short line)."""
+    text = repr(value)
+    if len(text) <= 40:
+        return text
+    size = (f"{len(str(abs(int(value))))} digits" if isinstance(value, numbers.Integral)
+            else f"{len(text)} characters")
+    return f"{text[:20]}... ({size})"
+
+
 def _number(value: Any, *, what: str, source: Any, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise RewardSpecError(f"{what} must be a number, got {value!r}", source=source,
+        raise RewardSpecError(f"{what} must be a number, got {_short(value)}", source=source,
                               field=field)
-    if not math.isfinite(value):
-        raise RewardSpecError(f"{what} must be finite, got {value!r}", source=source,
-                              field=field)
-    return float(value)
+    try:
+        number = float(value)  # an integer beyond the float range overflows here
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise RewardSpecError(f"{what} must be a finite number, got {_short(value)}",
+                              source=source, field=field)
+    return number
 
 
 @dataclass(frozen=True, eq=True)
@@ -129,9 +146,12 @@ class RewardSpec:
     """Weights over the components, an optional gate, the exam-cost table; frozen.
 
     Attributes:
-        name: a label (a preset's name, a file's stem).
+        name: a label (a preset's name, a file's ``"name"``, else ``"custom"``).
         weights: ``{component: finite float}`` over :data:`~clinenv.reward_components.
-            COMPONENTS`; components left out weigh 0.
+            COMPONENTS`, at least one of them non-zero; components left out weigh 0.
+            Kept as a read-only copy (:class:`~clinenv.reward_components.ReadOnlyDict`:
+            a change is a ``TypeError``), as is ``exam_costs``: a spec, a preset above
+            all, is shared by every environment built with it.
         gate: ``None``, or a component of :data:`GATES`: the other weighted terms
             (all but ``diagnosis`` and the gate) count only when it is 1.
         exam_costs: ``{tier: finite float >= 0}`` for every tier of
@@ -140,8 +160,9 @@ class RewardSpec:
         sha256: sha256 of the file the spec was read from, else ``None``.
 
     Raises:
-        RewardSpecError: an unknown component, tier or gate, or a weight or cost that is
-            not a finite number (the message names the field and the nearest name).
+        RewardSpecError: an unknown component, tier or gate, a weight or cost that is
+            not a finite number, or no non-zero weight (a reward always 0); the message
+            names the field and the nearest name.
     """
 
     name: str
@@ -191,8 +212,14 @@ class RewardSpec:
         if self.sha256 is not None and not isinstance(self.sha256, str):
             raise RewardSpecError(f"sha256 must be a string or null, got {self.sha256!r}",
                                   source=src, field="sha256")
-        object.__setattr__(self, "weights", weights)
-        object.__setattr__(self, "exam_costs", {tier: costs[tier] for tier in TIERS})
+        if not any(weights.values()):
+            raise RewardSpecError("gives no component a non-zero weight, so the reward "
+                                  "would always be 0 (e.g. {\"diagnosis\": 1.0})",
+                                  source=src, field="weights")
+        # read-only copies: a spec (a preset above all) is shared by every environment
+        object.__setattr__(self, "weights", ReadOnlyDict(weights))
+        object.__setattr__(self, "exam_costs",
+                           ReadOnlyDict({tier: costs[tier] for tier in TIERS}))
 
     def __hash__(self) -> int:
         return hash(self.to_json())
@@ -270,13 +297,13 @@ class RewardSpec:
                    sha256=data.get("sha256"), source=src)
 
 
-#: The presets by name (module docstring).
-PRESETS: dict[str, RewardSpec] = {
+#: The presets by name (module docstring); read-only, like each spec's weights.
+PRESETS: Mapping[str, RewardSpec] = MappingProxyType({
     "accuracy": RewardSpec("accuracy", {"diagnosis": 1.0}),
     "diagagent": RewardSpec("diagagent", {"diagnosis": 1.0, "workup_f1": 0.5,
                                           "turns": -0.01}),
     "cost-aware": RewardSpec("cost-aware", {"diagnosis": 1.0, "exam_spend": -0.03}),
-}
+})
 #: The default spec: ``accuracy``.
 DEFAULT_SPEC = PRESETS["accuracy"]
 
@@ -285,7 +312,9 @@ def _read_file(path: Path) -> RewardSpec:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise RewardSpecError("no such file", source=path) from None
+        hint = (f"; did you mean the preset {path.stem!r} (a preset name, without "
+                ".json)?" if path.stem in PRESETS else "")
+        raise RewardSpecError(f"no such file{hint}", source=path) from None
     except IsADirectoryError:
         raise RewardSpecError("is a folder; give a JSON file", source=path) from None
     except OSError as err:
@@ -296,7 +325,7 @@ def _read_file(path: Path) -> RewardSpec:
         raise RewardSpecError("is not UTF-8 text", source=path) from None
     except ValueError as err:
         raise RewardSpecError(f"is not valid JSON ({err})", source=path) from None
-    spec = RewardSpec.from_dict(data, source=path, name=path.stem)
+    spec = RewardSpec.from_dict(data, source=path)  # no "name": "custom", never the stem
     return replace(spec, sha256=hashlib.sha256(raw).hexdigest())
 
 
@@ -310,8 +339,9 @@ def load_reward_spec(value: Any) -> RewardSpec:
             JSON form as a dict (``env_spec``'s).
 
     Raises:
-        RewardSpecError: an unknown preset (the nearest named), a missing or invalid
-            file, or an invalid spec (module docstring).
+        RewardSpecError: an unknown preset (the nearest named), an empty name, a missing
+            file (one named like a preset suggests the preset), an invalid file, or an
+            invalid spec (module docstring).
     """
     if isinstance(value, RewardSpec):
         return value
@@ -322,6 +352,9 @@ def load_reward_spec(value: Any) -> RewardSpec:
     if isinstance(value, str):
         if value in PRESETS:
             return PRESETS[value]
+        if not value.strip():
+            raise RewardSpecError(f"empty name {value!r}: give a preset "
+                                  f"({', '.join(PRESETS)}) or a .json file")
         path = Path(value)
         if value.lower().endswith(".json") or "/" in value or os.sep in value \
                 or path.exists():
@@ -333,19 +366,23 @@ def load_reward_spec(value: Any) -> RewardSpec:
 
 
 def spec_of_line(line: Mapping[str, Any]) -> RewardSpec:
-    """The reward spec a run-log line ran under: its ``env_spec.kwargs.reward_spec`` (or
-    ``kwargs.settings.reward_spec``), else :data:`DEFAULT_SPEC` (logs written before
-    reward specs, or without one).
+    """The reward spec a run-log line ran under: its ``env_spec.kwargs.reward_spec`` (or,
+    in a log written before settings were recorded flat, ``kwargs.settings.reward_spec``;
+    for an environment built without ``gym.make``, whose ``env_spec`` is ``None``, the
+    line's own ``reward_spec``), else :data:`DEFAULT_SPEC` (logs written before reward
+    specs, or without one).
 
     Raises:
         RewardSpecError: the recorded spec is invalid.
     """
     spec = line.get("env_spec")
     kwargs = spec.get("kwargs") if isinstance(spec, Mapping) else None
-    if not isinstance(kwargs, Mapping):
-        return DEFAULT_SPEC
-    value = kwargs.get("reward_spec")
-    settings = kwargs.get("settings")
-    if value is None and isinstance(settings, Mapping):
-        value = settings.get("reward_spec")
+    value = None
+    if isinstance(kwargs, Mapping):
+        value = kwargs.get("reward_spec")
+        settings = kwargs.get("settings")
+        if value is None and isinstance(settings, Mapping):
+            value = settings.get("reward_spec")
+    if value is None:
+        value = line.get("reward_spec")
     return DEFAULT_SPEC if value is None else load_reward_spec(value)

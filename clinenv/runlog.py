@@ -85,37 +85,54 @@ def env_spec_dict(env: Any) -> dict[str, Any] | None:
     by ``"<module.Class>"`` (no ``repr``: it may hold a memory address, and the lines of
     two equal runs must be identical). A ``reward_spec`` keyword is recorded as the
     spec's canonical JSON (:meth:`clinenv.reward_spec.RewardSpec.to_dict`: its content,
-    a file by its sha256, never its path), so the line rebuilds the same environment.
-    ``None`` without a spec.
+    a file by its sha256, never its path), so the line rebuilds the same environment. A
+    ``settings=`` keyword (:class:`~clinenv.env.settings.EnvSettings`) is recorded as
+    its fields that differ from their defaults, flat in ``kwargs`` where it stood
+    (:meth:`~clinenv.env.settings.EnvSettings.to_kwargs`), the form the keyword route
+    gives. ``None`` without a spec.
     """
     spec = getattr(env, "spec", None)
     if spec is None:
         return None
+    kwargs = _canonical_kwargs(spec.kwargs or {}, getattr(env, "unwrapped", env))
     try:
-        described = json.loads(spec.to_json())
+        described = json.loads(replace(spec, kwargs=kwargs).to_json())
     except (ValueError, TypeError):
-        kwargs = {}
-        for key, value in (spec.kwargs or {}).items():
+        reduced = {}
+        for key, value in kwargs.items():
             try:
                 json.dumps(value)
-                kwargs[key] = value
+                reduced[key] = value
             except (TypeError, ValueError):
-                kwargs[key] = _describe(value)
-        described = {"id": spec.id, "kwargs": kwargs}
-    kwargs = described.get("kwargs")
-    unwrapped = getattr(env, "unwrapped", env)
-    if isinstance(kwargs, dict) and "reward_spec" in kwargs:
+                reduced[key] = _describe(value)
+        described = {"id": spec.id, "kwargs": reduced}
+    return described
+
+
+def _canonical_kwargs(kwargs: Mapping[str, Any], unwrapped: Any) -> dict[str, Any]:
+    """``kwargs`` with a ``reward_spec`` as its canonical JSON and a ``settings=``
+    object as its non-default fields, flat where it stood (see :func:`env_spec_dict`)."""
+    out = dict(kwargs)
+    if "reward_spec" in out:
         from clinenv.reward_spec import load_reward_spec
 
         used = getattr(unwrapped, "reward_spec", None)
         if used is None:
-            used = load_reward_spec((spec.kwargs or {})["reward_spec"])
-        kwargs["reward_spec"] = used.to_dict()
+            used = load_reward_spec(out["reward_spec"])
+        out["reward_spec"] = used.to_dict()
     settings = getattr(unwrapped, "settings", None)
-    if isinstance(kwargs, dict) and "settings" in kwargs and callable(
-            getattr(settings, "describe", None)):
-        kwargs["settings"] = settings.describe()  # not gymnasium's asdict of it
-    return described
+    if "settings" in out and callable(getattr(settings, "to_kwargs", None)):
+        # flat, as the keyword route records them (EnvSettings.to_kwargs): the line
+        # rebuilds the environment with gym.make(id, **kwargs), and both routes resume
+        # each other
+        given, flat = settings.to_kwargs(), {}
+        for key, value in out.items():
+            if key == "settings":
+                flat.update(given)
+            elif key not in given:  # a field at its default beside settings=
+                flat[key] = value
+        out = flat
+    return out
 
 
 #: ``env_spec`` keyword arguments that do not change what a run is: where the dataset file
@@ -131,33 +148,33 @@ def env_settings(env_spec: Any) -> dict[str, Any] | None:
     """The keyword arguments of a line's ``env_spec`` that make the run what it is (the
     protocol, its preset and settings, the seats and their models), without
     :data:`RUN_NEUTRAL_ENV_KWARGS` and, inside seat model descriptions,
-    :data:`RUN_NEUTRAL_MODEL_KEYS`; ``None`` for a line without an ``env_spec``. A
-    ``reward_spec`` (a keyword, or a field of ``settings``) equal to the default
-    ``accuracy`` is left out, so it matches a log written without one."""
+    :data:`RUN_NEUTRAL_MODEL_KEYS`; ``None`` for a line without an ``env_spec``. The
+    fields of :class:`~clinenv.env.settings.EnvSettings` are compared flat, each left
+    out at its default (a ``reward_spec`` equal to the default ``accuracy`` too), so a
+    log written without one matches, and a ``settings`` dict (the form logs written
+    before :meth:`~clinenv.env.settings.EnvSettings.to_kwargs` hold) compares as its
+    fields."""
+    from clinenv.env.settings import is_default_field
+
     if not isinstance(env_spec, Mapping):
         return None
     kwargs = env_spec.get("kwargs")
     if not isinstance(kwargs, Mapping):
         return {}
-    settings = {}
+    items = []
     for key, value in kwargs.items():
-        if key in RUN_NEUTRAL_ENV_KWARGS or (key == "reward_spec"
-                                             and _default_reward_spec(value)):
+        if key == "settings" and isinstance(value, Mapping):
+            items += value.items()  # an older log: the fields, flat
+        else:
+            items.append((key, value))
+    settings = {}
+    for key, value in items:
+        if key in RUN_NEUTRAL_ENV_KWARGS or is_default_field(key, value):
             continue
         if isinstance(value, Mapping) and "backend" in value:
             value = {k: v for k, v in value.items() if k not in RUN_NEUTRAL_MODEL_KEYS}
-        if key == "settings" and isinstance(value, Mapping) \
-                and _default_reward_spec(value.get("reward_spec")):
-            value = {k: v for k, v in value.items() if k != "reward_spec"}
         settings[key] = value
     return settings
-
-
-def _default_reward_spec(value: Any) -> bool:
-    """``value`` (a recorded ``reward_spec``) is the default spec, or absent."""
-    from clinenv.reward_spec import DEFAULT_SPEC
-
-    return value is None or value == DEFAULT_SPEC.to_dict() or value == DEFAULT_SPEC.name
 
 
 def _describe(value: Any) -> Any:
@@ -209,6 +226,13 @@ class RunContext:
             records M: :class:`~clinenv.agents.teacher_doctor.TeacherDoctor`;
             :func:`policy_is_privileged`); every line then carries ``"privileged":
             true`` (:func:`check_privileged`). ``False`` writes no such field.
+        reward_spec: for an environment without a Gymnasium spec (built as
+            ``EGIPEnv(...)``, not through ``gym.make``: ``env_spec`` is ``None``), the
+            canonical JSON of its reward spec when that is not the default
+            ``accuracy``, written into every line as ``reward_spec`` (read by
+            :func:`clinenv.reward_spec.spec_of_line`, compared on resume); ``None``
+            (every ``gym.make`` environment, whose ``env_spec`` records it) writes no
+            such field.
 
     Lines carry ``n_cases_scheduled`` and ``n_repetitions`` so that a reader of a cut
     or interrupted log knows what was scheduled (missing episodes count as not correct,
@@ -229,6 +253,7 @@ class RunContext:
     case_list: dict[str, Any] | None = None
     dataset_sha256_aliases: tuple[str, ...] = ()
     privileged: bool = False
+    reward_spec: dict[str, Any] | None = None
 
     def scheduled(self, n_cases: int, n_repetitions: int) -> RunContext:
         """This context with the plan's schedule (written into every line)."""
@@ -246,12 +271,17 @@ class RunContext:
             env_id: overrides ``env.spec.id`` (needed when the env has no spec).
         """
         from clinenv import __version__
+        from clinenv.reward_spec import DEFAULT_SPEC
 
         pool = env.unwrapped.pool
         spec = getattr(env, "spec", None)
+        env_spec = env_spec_dict(env)
+        used = getattr(env.unwrapped, "reward_spec", None)
         return cls(
             env_id=env_id or (spec.id if spec is not None else type(env.unwrapped).__name__),
-            env_spec=env_spec_dict(env),
+            env_spec=env_spec,
+            reward_spec=(used.to_dict() if env_spec is None and callable(
+                getattr(used, "to_dict", None)) and used != DEFAULT_SPEC else None),
             dataset=pool.name,
             dataset_sha256=pool.sha256,
             dataset_sha256_aliases=tuple(getattr(pool, "sha256_aliases", ())),
@@ -300,6 +330,8 @@ class RunContext:
             head["case_list"] = self.case_list
         if self.privileged:
             head["privileged"] = True
+        if self.reward_spec is not None:
+            head["reward_spec"] = self.reward_spec
         body = {k: v for k, v in record.items() if k not in head}
         body.setdefault("verdict", "unscored")
         body.setdefault("correct", False)
@@ -341,6 +373,10 @@ class RunContext:
         theirs, ours = env_settings(line.get("env_spec")), env_settings(self.env_spec)
         if full_json(theirs) != full_json(ours):
             where, theirs, ours = leaf_difference(theirs, ours, "env_spec.kwargs")
+            raise refuse(f"{where} is {full_json(theirs)} but this run has {full_json(ours)}")
+        theirs = line.get("reward_spec")  # an environment without env_spec only
+        if full_json(theirs) != full_json(self.reward_spec):
+            where, theirs, ours = leaf_difference(theirs, self.reward_spec, "reward_spec")
             raise refuse(f"{where} is {full_json(theirs)} but this run has {full_json(ours)}")
         theirs = _case_list_sha256(line.get("case_list"))
         ours = _case_list_sha256(self.case_list)

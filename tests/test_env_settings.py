@@ -171,9 +171,16 @@ def test_numbers_are_normalised():
 
 
 def test_a_run_log_records_settings_given_to_gym_make():
-    env = gym.make("EGIP-Demo-v0", settings=EnvSettings(observation_format="delta",
-                                                        max_exams=8))
-    assert env_spec_dict(env)["kwargs"]["settings"] == {
-        "observation_format": "delta", "max_exams": 8, "max_text_chars": 65_536,
-        "invalid_action_penalty": 0.0, "exam_cost": 0.0, "render_mode": None,
-        "reward_spec": PRESETS["accuracy"].to_dict()}
+    settings = EnvSettings(observation_format="delta", max_exams=8)
+    env = gym.make("EGIP-Demo-v0", settings=settings)
+    # flat, the fields that differ from their defaults: the keyword route's form
+    assert env_spec_dict(env)["kwargs"] == {"dataset": "demo",
+                                            "observation_format": "delta", "max_exams": 8}
+    assert env_spec_dict(env) == env_spec_dict(
+        gym.make("EGIP-Demo-v0", observation_format="delta", max_exams=8))
+    rebuilt = gym.make("EGIP-Demo-v0", **env_spec_dict(env)["kwargs"]).unwrapped
+    assert rebuilt.settings == settings and EnvSettings(**settings.to_kwargs()) == settings
+    assert EnvSettings().to_kwargs() == {}
+    assert EnvSettings(reward_spec=PRESETS["accuracy"]).to_kwargs() == {}
+    assert EnvSettings(reward_spec="diagagent", exam_cost=1).to_kwargs() == {
+        "exam_cost": 1.0, "reward_spec": PRESETS["diagagent"].to_dict()}

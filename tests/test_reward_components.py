@@ -230,3 +230,63 @@ def test_components_round_trip_and_index_by_name():
         components["reward"]
     with pytest.raises(ValueError, match=r"missing \['format'\]"):
         RewardComponents.from_dict({k: v for k, v in data.items() if k != "format"})
+
+
+# ------------------------------------------------------ history reviews (cdeg-30)
+@needs_shared_data()
+def test_a_history_review_is_no_order_on_medqa(shared_data_dir):
+    """medqa-0003 (|A| = 7, no clinical-history record) under cdeg-30: REVIEW HISTORY is
+    answered "not recorded" but is no order, so PE1 alone gives precision 1."""
+    env = gym.make("EGIP-MedQA-v0", preset="cdeg-30").unwrapped
+    play(env, ["REVIEW HISTORY", "REQUEST TEST: PE1"], "medqa-0003")
+    (review,) = [e for e in env.episode_record()["events"]
+                 if e["source"] == "measurement" and e["request"] == "Clinical History"]
+    assert review["result_availability"] == "not_recorded"
+    assert env.reward_components().to_dict() == pytest.approx({
+        "diagnosis": 0.0, "workup_recall": 1 / 7, "workup_precision": 1.0,
+        "workup_f1": 0.25, "exam_spend": 0.1, "turns": 2, "invalid_actions": 0,
+        "format": 0})
+
+
+def test_a_history_review_is_no_order_on_the_demo():
+    env = gym.make("EGIP-Demo-v0", preset="cdeg-30").unwrapped
+    play(env, ["REVIEW HISTORY", "REQUEST TEST: PE1", "review the clinical history."],
+         "demo-01")
+    got = env.reward_components()
+    assert (got.workup_recall, got.workup_precision, got.exam_spend) == pytest.approx(
+        (1 / 9, 1.0, 0.1))
+
+
+def test_a_recorded_history_record_is_not_workup(tmp_path):
+    """A MIMIC-IDx-style case whose records hold a clinical history (T1, the record
+    REVIEW HISTORY reads) and one test (T2): A is {T2}, and neither the review nor a
+    request of T1 is an order or costs anything; a knowledge query is no order either."""
+    from clinenv.protocol.catalog import Catalog
+    from clinenv.reward_components import exam_tier, is_history
+
+    cases = tmp_path / "mimic_idx.jsonl"
+    cases.write_text(json.dumps({
+        "hadm_id": 1, "subject_id": "p1",
+        "initial_presentation": "A 72-year-old woman with a painful rash on the chest.",
+        "patient": "It burns and there are small blisters.",
+        "clinical_history": {"Past_Medical_History": "Polymyalgia rheumatica."},
+        "labs": {"Vesicle_Swab_PCR": "Varicella-zoster virus DNA detected."},
+        "diagnosis": "Herpes zoster"}) + "\n", encoding="utf-8")
+    knowledge = tmp_path / "knowledge.jsonl"
+    knowledge.write_text(json.dumps({"title": "Herpes zoster", "text": "Dermatomal "
+                                     "vesicular rash."}) + "\n", encoding="utf-8")
+    env = gym.make("EGIP-MedQA-v0", dataset=str(cases), preset="cdeg-30",
+                   knowledge_source=str(knowledge)).unwrapped
+    case = env.pool.case("mimic_idx-1")
+    catalog = {e.exam_id: e for e in Catalog(case.records)}
+    assert is_history(catalog["T1"]) and not is_history(catalog["T2"])
+    play(env, ["REVIEW HISTORY", "RETRIEVE KNOWLEDGE: vesicular rash"], "mimic_idx-1")
+    events = env.episode_record()["events"]
+    assert [e["exam_id"] for e in events if e["source"] == "measurement"] == ["T1"]
+    got = env.reward_components()
+    assert (got.workup_recall, got.workup_precision, got.workup_f1, got.exam_spend) == (
+        0.0, None, 0.0, 0.0)
+    play(env, ["REQUEST TEST: T1", "REQUEST TEST: T2"], "mimic_idx-1")
+    got = env.reward_components()
+    assert (got.workup_recall, got.workup_precision, got.workup_f1) == (1.0, 1.0, 1.0)
+    assert got.exam_spend == DEFAULT_EXAM_COSTS[exam_tier(catalog["T2"])]

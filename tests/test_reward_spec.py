@@ -111,18 +111,18 @@ def test_load_forms_and_the_canonical_json(tmp_path):
                     ' "exam_costs": {"ecg_imaging": 4}}', encoding="utf-8")
     spec = load_reward_spec(str(path))
     assert load_reward_spec(path) == spec
-    assert spec.name == "mine" and spec.gate == "format"
+    assert spec.name == "custom" and spec.gate == "format"  # never the file's stem
     assert spec.exam_costs == {**DEFAULT_EXAM_COSTS, "ecg_imaging": 4.0}
     assert spec.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
     data = json.loads(spec.to_json())
-    assert data == {"name": "mine", "weights": {"diagnosis": 1.0, "turns": -0.5},
+    assert data == {"name": "custom", "weights": {"diagnosis": 1.0, "turns": -0.5},
                     "gate": "format", "exam_costs": spec.exam_costs,
                     "sha256": spec.sha256}
     assert str(tmp_path) not in spec.to_json()
     assert load_reward_spec(data) == spec and hash(load_reward_spec(data)) == hash(spec)
     assert load_reward_spec(spec) is spec
     assert load_reward_spec(PRESETS["diagagent"].to_dict()) == PRESETS["diagagent"]
-    assert RewardSpec.from_dict({"weights": {}}).name == "custom"
+    assert RewardSpec.from_dict({"weights": {"turns": -1}}).name == "custom"
 
 
 def bad_file(tmp_path, text):
@@ -137,9 +137,20 @@ BAD = [
      "(components: diagnosis, workup_recall, workup_precision, workup_f1, exam_spend, "
      "turns, invalid_actions, format)"),
     ('{"weights": {"diagnosis": NaN}}', "field 'weights.diagnosis': a weight must be "
-                                        "finite, got nan"),
-    ('{"weights": {"turns": -Infinity}}', "field 'weights.turns': a weight must be finite, "
-                                          "got -inf"),
+                                        "a finite number, got nan"),
+    ('{"weights": {"turns": -Infinity}}', "field 'weights.turns': a weight must be a "
+                                          "finite number, got -inf"),
+    ('{"weights": {"turns": -1%s}}' % ("0" * 400),  # 401 digits: no float holds it
+     "field 'weights.turns': a weight must be a finite number, got -1" + "0" * 18
+     + "... (401 digits)"),
+    ('{"weights": {"diagnosis": 1}, "exam_costs": {"other": 1%s}}' % ("0" * 400),
+     "field 'exam_costs.other': a cost must be a finite number, got 1" + "0" * 19
+     + "... (401 digits)"),
+    ('{"weights": {}}', "field 'weights': gives no component a non-zero weight, so the "
+                        "reward would always be 0 (e.g. {\"diagnosis\": 1.0})"),
+    ('{"weights": {"diagnosis": 0, "turns": -0.0}}',
+     "field 'weights': gives no component a non-zero weight, so the reward would always "
+     "be 0 (e.g. {\"diagnosis\": 1.0})"),
     ('{"weights": {"turns": "-0.1"}}', "field 'weights.turns': a weight must be a number, "
                                        "got '-0.1'"),
     ('{"weights": {"turns": true}}', "field 'weights.turns': a weight must be a number, "
@@ -331,13 +342,9 @@ def test_env_spec_records_the_canonical_json_and_rebuilds_the_spec(tmp_path, how
     recorded = env_spec_dict(env)
     text = json.dumps(recorded)
     assert str(tmp_path) not in text  # a file by content hash, never by path
-    where = (recorded["kwargs"]["settings"] if how == "settings" else recorded["kwargs"])
-    assert where["reward_spec"] == spec.to_dict()
-    if how == "settings":  # settings= is recorded as its fields
-        rebuilt = gym.make(recorded["id"], settings=EnvSettings(
-            **recorded["kwargs"]["settings"])).unwrapped
-    else:
-        rebuilt = gym.make(recorded["id"], **recorded["kwargs"]).unwrapped
+    # settings= is recorded as its fields, flat: the keyword route's form
+    assert recorded["kwargs"] == {"dataset": "demo", "reward_spec": spec.to_dict()}
+    rebuilt = gym.make(recorded["id"], **recorded["kwargs"]).unwrapped
     assert rebuilt.reward_spec == spec
     assert spec_of_line({"env_spec": recorded}) == spec
     assert spec_of_line({}) is DEFAULT_SPEC
@@ -488,3 +495,255 @@ def test_the_cli_records_a_file_by_its_hash_and_refuses_a_bad_spec(tmp_path, cap
     assert capsys.readouterr().err == (
         "clinenv: error: --reward-spec: unknown preset 'accuracyy'; did you mean "
         "'accuracy'? (presets: accuracy, diagagent, cost-aware; or a .json file)\n")
+
+
+# ------------------------------------------------------------- review fixes
+@pytest.mark.parametrize("legacy", [False, True])
+def test_a_cut_off_episode_reward_is_the_adapters_number(legacy):
+    """A line cut by max_steps holds the step rewards so far plus the spec's reward of
+    the unfinished episode: the number of ToolEpisode.episode_reward() and of the
+    environment's own unfinished rule (0.5 * F1 0.25 - 0.01 * 4 turns = 0.085)."""
+    from clinenv.integrations.tools import ToolEpisode
+    from clinenv.runs.episode import run_episode
+
+    costs = dict(exam_cost=0.05, invalid_action_penalty=0.1) if legacy else {}
+    kwargs = dict(reward_spec="diagagent", observation_format="delta",
+                  premature_diagnosis="decide", **costs)
+    env = gym.make("EGIP-Demo-v0", **kwargs)
+    record = run_episode(env, ScriptedDoctor(), case_id="demo-01", seed=1, max_steps=4)
+    components = RewardComponents.from_dict(record["reward_components"])
+    spec_term = PRESETS["diagagent"].reward(components)
+    assert spec_term != 0.0 and record["truncated"] and record["turns"] == 4
+    charges = legacy_charges(record, **({"exam_cost": 0.05, "penalty": 0.1} if legacy
+                                        else {"exam_cost": 0.0, "penalty": 0.0}))
+    assert record["reward"] == pytest.approx(spec_term - charges)
+    actions = [e["text"] for e in record["events"] if e["source"] == "doctor"]
+    episode = ToolEpisode("EGIP-Demo-v0", **{k: v for k, v in kwargs.items()
+                                             if k not in ("observation_format",
+                                                          "premature_diagnosis")})
+    episode.reset("demo-01", 1)
+    for action in actions:
+        episode.step_text(action)
+    assert episode.episode_reward() == pytest.approx(record["reward"])
+
+
+@needs_shared_data()
+def test_the_reviewers_medqa_cut_off_line(shared_data_dir):
+    from clinenv.runs.episode import run_episode
+
+    env = gym.make("EGIP-MedQA-v0", reward_spec="diagagent", observation_format="delta",
+                   premature_diagnosis="decide")
+    record = run_episode(env, ScriptedDoctor(), case_id="medqa-0003", seed=1, max_steps=4)
+    assert record["reward_components"]["workup_f1"] == pytest.approx(0.25)
+    assert record["reward_components"]["turns"] == 4
+    assert record["reward"] == pytest.approx(0.5 * 0.25 - 0.01 * 4)  # 0.085
+    unwrapped = env.unwrapped
+    assert record["reward"] == pytest.approx(
+        unwrapped.reward_spec.reward(unwrapped.reward_components()))
+
+
+def test_a_cut_off_line_under_accuracy_is_the_plain_sum(tmp_path):
+    from clinenv.runs.episode import run_episode
+
+    env = gym.make("EGIP-Demo-v0", exam_cost=0.25)
+    record = run_episode(env, ScriptedDoctor(), case_id="demo-01", seed=0, max_steps=3)
+    assert record["truncated"]
+    assert record["reward"] == -legacy_charges(record, 0.25, 0.0)  # exactly, 0 added
+
+
+def test_an_error_line_reward_holds_the_spec_term(tmp_path):
+    out = tmp_path / "log.jsonl"
+    with gym.make("EGIP-Demo-v0", reward_spec="diagagent") as env:
+        run_logged(env, FailingDoctor(), out=out, episodes=1, max_consecutive_errors=None)
+    (line,) = read_run_log(out).episodes().values()
+    assert line["error"]
+    f1 = line["reward_components"]["workup_f1"]
+    assert line["reward"] == pytest.approx(0.5 * f1 - 0.01 * 2)
+
+
+def test_replay_sources_are_finished_lines_so_the_subtraction_needs_no_version(
+        tmp_path):
+    """replay_run subtracts spec.score(src) from a source's reward: right for finished
+    lines of every version; a cut-off line (whose reward now holds the unfinished spec
+    term) has no target and never reaches it."""
+    from clinenv.runs.replay import ReplayError
+    from clinenv.runs.replay_run import replay_run
+
+    source = tmp_path / "source.jsonl"
+    with gym.make("EGIP-Demo-v0", reward_spec="diagagent", exam_cost=0.05,
+                  max_episode_steps=3) as env:
+        run_logged(env, ScriptedDoctor(), out=source, episodes=2)
+    assert all(line["truncated"] for line in read_run_log(source).lines)
+    with pytest.raises(ReplayError, match=r"line 1: field 'target'"):
+        replay_run(source, ScriptedDoctor, out=tmp_path / "replay.jsonl")
+
+
+def test_settings_and_keyword_runs_share_env_spec_and_resume_each_other(tmp_path,
+                                                                         capsys):
+    out = tmp_path / "run.jsonl"
+    with gym.make("EGIP-Demo-v0", settings=EnvSettings(reward_spec="diagagent")) as env:
+        run_logged(env, ScriptedDoctor(), out=out, episodes=3)
+    with gym.make("EGIP-Demo-v0", reward_spec="diagagent") as env:
+        assert read_run_log(out).lines[0]["env_spec"] == env_spec_dict(env)
+    before = out.read_bytes()
+    # the CLI's keyword route resumes it, and export rebuilds its environment
+    assert main(["run", "--env", "EGIP-Demo-v0", "--episodes", "3", "--reward-spec",
+                 "diagagent", "--out", str(out), "--resume", "--quiet"]) == 0
+    assert out.read_bytes() == before
+    assert main(["export", str(out), "--out", str(tmp_path / "rows.jsonl")]) == 0
+    rows = (tmp_path / "rows.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(rows) == 3
+    # and the other way round: a keyword log resumed by settings=
+    keyword = tmp_path / "keyword.jsonl"
+    with gym.make("EGIP-Demo-v0", reward_spec="diagagent", exam_cost=0.1) as env:
+        run_logged(env, ScriptedDoctor(), out=keyword, episodes=2)
+    with gym.make("EGIP-Demo-v0", settings=EnvSettings(reward_spec="diagagent",
+                                                       exam_cost=0.1)) as env:
+        run_logged(env, ScriptedDoctor(), out=keyword, episodes=3, resume=True)
+    assert len(read_run_log(keyword).lines) == 3
+
+
+def test_an_older_settings_dict_in_env_spec_compares_as_its_fields():
+    from clinenv.runlog import env_settings
+
+    flat = env_spec_dict(gym.make("EGIP-Demo-v0", reward_spec="diagagent", max_exams=8))
+    old = {**flat, "kwargs": {"dataset": "demo", "settings": {
+        **EnvSettings().describe(), "max_exams": 8,
+        "reward_spec": PRESETS["diagagent"].to_dict()}}}
+    assert env_settings(old) == env_settings(flat)
+    assert spec_of_line({"env_spec": old}) == PRESETS["diagagent"]
+    # a field given at its default compares as absent
+    assert env_settings(env_spec_dict(gym.make("EGIP-Demo-v0", exam_cost=0.0))) == \
+        env_settings(env_spec_dict(gym.make("EGIP-Demo-v0")))
+
+
+def test_presets_and_the_cost_table_are_read_only():
+    env = gym.make("EGIP-Demo-v0").unwrapped
+    with pytest.raises(TypeError):
+        env.reward_spec.weights["turns"] = -1
+    with pytest.raises(TypeError):
+        env.reward_spec.exam_costs["other"] = 0.0
+    with pytest.raises(TypeError):
+        PRESETS["mine"] = PRESETS["accuracy"]
+    with pytest.raises(TypeError):
+        DEFAULT_EXAM_COSTS["other"] = 0.0
+    assert dict(PRESETS["accuracy"].weights) == {"diagnosis": 1.0}
+    assert gym.make("EGIP-Demo-v0").unwrapped.reward_spec.weights == {"diagnosis": 1.0}
+    # a spec made from a caller's dict does not follow later changes to it
+    weights = {"diagnosis": 1.0}
+    spec = RewardSpec("mine", weights)
+    weights["turns"] = -1.0
+    assert dict(spec.weights) == {"diagnosis": 1.0}
+
+
+@pytest.mark.parametrize("spec", ["diagagent", "cost-aware"])
+def test_specs_and_their_environments_pickle_and_copy(spec):
+    import copy
+    import pickle
+
+    for value in (PRESETS[spec], RewardSpec("c", {"turns": -1.0}, gate="format",
+                                           exam_costs={"other": 3.0}, sha256="ab")):
+        for twin in (pickle.loads(pickle.dumps(value)), copy.deepcopy(value),
+                     copy.copy(value)):
+            assert twin == value and twin.to_json() == value.to_json()
+            with pytest.raises(TypeError):
+                twin.weights["turns"] = 0.5
+    env = gym.make("EGIP-Demo-v0", reward_spec=spec).unwrapped
+    env.reset(seed=0, options={"case_id": "demo-01"})
+    env.step("REQUEST TEST: PE1")
+    for twin in (pickle.loads(pickle.dumps(env)), copy.deepcopy(env)):
+        assert twin.reward_spec == PRESETS[spec]
+        assert twin.reward_components() == env.reward_components()
+
+
+def test_an_empty_name_and_a_missing_file_named_like_a_preset(tmp_path, capsys,
+                                                              monkeypatch):
+    monkeypatch.chdir(tmp_path)  # "" would otherwise read the current folder
+    with pytest.raises(RewardSpecError) as caught:
+        load_reward_spec("")
+    assert str(caught.value) == ("reward spec: empty name '': give a preset (accuracy, "
+                                 "diagagent, cost-aware) or a .json file")
+    with pytest.raises(RewardSpecError) as caught:
+        load_reward_spec("diagagent.json")
+    assert str(caught.value) == ("reward spec diagagent.json: no such file; did you mean "
+                                 "the preset 'diagagent' (a preset name, without .json)?")
+    assert main(["run", "--env", "EGIP-Demo-v0", "--reward-spec", "", "--quiet"]) == 2
+    assert capsys.readouterr().err == (
+        "clinenv: error: --reward-spec: empty name '': give a preset (accuracy, "
+        "diagagent, cost-aware) or a .json file\n")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_spec_file_is_its_content_not_its_path(tmp_path, capsys):
+    from clinenv.cli.run import reward_spec_label
+
+    text = '{"weights": {"diagnosis": 1, "turns": -0.05}}'
+    ms2, ms3 = tmp_path / "ms2.json", tmp_path / "ms3.json"
+    ms2.write_text(text, encoding="utf-8")
+    ms3.write_text(text, encoding="utf-8")
+    assert load_reward_spec(ms2) == load_reward_spec(ms3)
+    assert load_reward_spec(ms2).name == "custom"
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    out = run_demo(logs, reward_spec=str(ms2))
+    before = out.read_bytes()
+    run_demo(logs, reward_spec=str(ms3))  # resumes: the same spec
+    assert out.read_bytes() == before
+    # the default --out names a nameless file by its content
+    sha = load_reward_spec(ms2).sha256
+    assert reward_spec_label(load_reward_spec(ms3)) == f"_reward-custom-{sha[:8]}"
+    assert reward_spec_label(PRESETS["diagagent"]) == "_reward-diagagent"
+    assert reward_spec_label(PRESETS["accuracy"]) == ""
+    named = tmp_path / "named.json"
+    named.write_text('{"name": "mine", "weights": {"diagnosis": 1}}', encoding="utf-8")
+    assert reward_spec_label(load_reward_spec(named)) == "_reward-mine"
+
+
+def test_terminal_info_and_records_hold_their_own_copies():
+    env = gym.make("EGIP-Demo-v0", reward_spec="diagagent").unwrapped
+    _, _, infos = scripted(env, "demo-01", seed=0)
+    record = env.episode_record()
+    logged = json.loads(json.dumps(record))
+    info = infos[-1]
+    info["reward_components"]["turns"] = -1
+    info["verdict"] = "changed"
+    for value in info.values():
+        if isinstance(value, dict):
+            value["x"] = 1
+        elif isinstance(value, list):
+            value.append("x")
+    assert env.episode_record() == logged
+    for value in record.values():  # nor does changing one record change the next
+        if isinstance(value, dict):
+            value["x"] = 1
+        elif isinstance(value, list):
+            value.append("x")
+    assert env.episode_record() == logged
+    _, _, _, _, after = env.step("anything")  # after the end: the outcome, copied
+    for value in after.values():
+        if isinstance(value, dict):
+            value["x"] = 1
+        elif isinstance(value, list):
+            value.append("x")
+    assert env.episode_record() == logged
+
+
+def test_a_run_without_gym_make_records_its_spec_in_the_line(tmp_path):
+    out = tmp_path / "direct.jsonl"
+    run_logged(EGIPEnv("demo", reward_spec="diagagent"), ScriptedDoctor(), out=out,
+               episodes=2, env_id="EGIP-Demo-v0")
+    lines = read_run_log(out).lines
+    assert all(line["env_spec"] is None for line in lines)
+    assert lines[0]["reward_spec"] == PRESETS["diagagent"].to_dict()
+    assert spec_of_line(lines[0]) == PRESETS["diagagent"]
+    with pytest.raises(RunLogError, match=r"line 1: reward_spec is "):
+        run_logged(EGIPEnv("demo"), ScriptedDoctor(), out=out, episodes=3,
+                   env_id="EGIP-Demo-v0", resume=True)
+    run_logged(EGIPEnv("demo", reward_spec="diagagent"), ScriptedDoctor(), out=out,
+               episodes=3, env_id="EGIP-Demo-v0", resume=True)
+    assert len(read_run_log(out).lines) == 3
+    # the default spec writes no such field
+    plain = tmp_path / "plain.jsonl"
+    run_logged(EGIPEnv("demo"), ScriptedDoctor(), out=plain, episodes=1,
+               env_id="EGIP-Demo-v0")
+    assert "reward_spec" not in read_run_log(plain).lines[0]

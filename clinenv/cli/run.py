@@ -31,7 +31,9 @@ answers through a user-supplied ICD mapping and
 ``--reward-spec PRESET|FILE`` sets the terminal reward (:mod:`clinenv.reward_spec`,
 docs/rewards.md; default ``accuracy``): recorded in ``env_spec`` as its canonical JSON
 (a file by content hash), checked by ``--resume``, named in the default ``--out`` when
-it is not the default; a bad spec is a one-line error.
+it is not the default (``_reward-<name>``; a file without a ``"name"`` is ``custom``,
+named ``_reward-custom-<first 8 hex digits of its sha256>``); a bad spec is a one-line
+error.
 ``--cases FILE`` runs only the case ids listed in FILE (:mod:`clinenv.case_list`, e.g. a
 list written by ``clinenv data split``), in dataset order with the seeds they have in a
 full run; every line records the list as ``case_list`` and ``--resume`` checks it.
@@ -237,6 +239,21 @@ def reward_spec_option(args: argparse.Namespace) -> Any:
         raise CLIError("--reward-spec" + str(err).removeprefix("reward spec")) from None
 
 
+def reward_spec_label(spec: Any) -> str:
+    """The default ``--out`` name's part for a reward spec: ``""`` for the default
+    ``accuracy``, else ``"_reward-<name>"`` and, for a file without a ``"name"`` (named
+    ``custom``: a spec is its content, never its path), the first 8 hex digits of its
+    sha256 (``"_reward-custom-1a2b3c4d"``), so different files write different logs and
+    identical ones the same."""
+    from clinenv.reward_spec import DEFAULT_SPEC
+
+    if spec == DEFAULT_SPEC:
+        return ""
+    label = spec.name if spec.name != "custom" or not spec.sha256 else \
+        f"custom-{spec.sha256[:8]}"
+    return "_reward-" + "".join(c if c.isalnum() or c in "-_." else "-" for c in label)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """``clinenv run``: see the :mod:`clinenv.cli` docstring.
 
@@ -272,9 +289,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     env_id, reason = choose_env(args.env, args.data_dir, args.allow_download, verify)
     env_part = env_id if preset is None else f"{env_id}_{preset}"
     reward_spec = reward_spec_option(args)
-    if reward_spec is not None and reward_spec.name != "accuracy":
-        env_part += "_reward-" + "".join(c if c.isalnum() or c in "-_." else "-"
-                                         for c in reward_spec.name)
+    if reward_spec is not None:
+        env_part += reward_spec_label(reward_spec)
     out: Path = args.out or Path("runs") / (
         f"{env_part}_{doctor_label(args, protocol)}_seed{args.seed}.jsonl")
     if out.is_dir():

@@ -35,7 +35,8 @@ Rewards: the terminal step's reward is the reward spec's (``reward_spec=``, a fi
 answer, 0.0 otherwise; :mod:`clinenv.reward_spec`) over the episode's components
 (:mod:`clinenv.reward_components`), computed after the end from the episode record, so
 nothing the doctor sees changes; the terminal ``info`` (only that step's) holds them as
-``info["reward_components"]`` (a dict) and so does the episode record. The legacy
+``info["reward_components"]`` (a dict) and so does the episode record (each its own
+copy: changing one changes neither the other nor a later ``episode_record()``). The legacy
 ``exam_cost`` and ``invalid_action_penalty`` stay per step, in the step where they
 happen, and add to it: the sum of an episode's step rewards is the spec's reward minus
 the legacy charges. Non-terminal steps earn 0 apart from those charges.
@@ -75,6 +76,7 @@ both.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -393,7 +395,8 @@ class EGIPEnv(gym.Env):
         assert rt is not None
         if pending.phase == "done":
             obs, info = self._emit(None, action_kind="after_end")
-            info.update((k, v) for k, v in self._final.items() if k != "reward_components")
+            info.update((k, copy.deepcopy(v)) for k, v in self._final.items()
+                        if k != "reward_components")
             return obs, 0.0, True, False, info
         step = self.loop.finish(pending)
         flags = self._reply_flags(rt.turn) if step.patient_replied else None
@@ -403,7 +406,7 @@ class EGIPEnv(gym.Env):
             info["patient_flags"] = flags
         if step.terminated:
             self._final = step.outcome
-            info.update(self._final)
+            info.update(copy.deepcopy(self._final))  # a copy: the record keeps its own
         return obs, step.reward, step.terminated, False, info
 
     def _view_text(self) -> str:
@@ -467,7 +470,7 @@ class EGIPEnv(gym.Env):
             record["patient_flags"] = [{"turn": e["turn"], "flags": list(e["flags"])}
                                        for e in self._flagged_replies]
         if rt.phase == "done":
-            record.update(self._final)
+            record.update(copy.deepcopy(self._final))  # never the dicts info handed out
             # Y, for post-hoc evaluation (judges, embedding similarity); records are
             # written after the episode and never shown to an agent.
             record["target"] = rt.case.target.text

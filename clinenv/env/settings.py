@@ -28,7 +28,7 @@ from typing import Any, Literal
 from clinenv.env import rewards
 
 __all__ = ["DEFAULT_MAX_EXAMS", "DEFAULT_MAX_TEXT_CHARS", "FIELDS", "OBSERVATION_FORMATS",
-           "EnvSettings", "split_settings"]
+           "EnvSettings", "is_default_field", "split_settings"]
 
 #: Default length of the observation's ``exam_mask`` (catalog entries beyond it stay
 #: requestable by name).
@@ -152,17 +152,46 @@ class EnvSettings:
         return settings
 
     def describe(self) -> dict[str, Any]:
-        """The fields as a JSON-ready dict (what a run log's ``env_spec`` records for a
-        ``settings=`` keyword, :func:`clinenv.runlog.env_spec_dict`); ``reward_spec`` as
-        its canonical JSON dict (:meth:`~clinenv.reward_spec.RewardSpec.to_dict`)."""
+        """Every field as a JSON-ready dict; ``reward_spec`` as its canonical JSON dict
+        (:meth:`~clinenv.reward_spec.RewardSpec.to_dict`)."""
         fields_ = {f.name: getattr(self, f.name) for f in fields(self)}
         fields_["reward_spec"] = self.reward_spec.to_dict()
         return fields_
+
+    def to_kwargs(self) -> dict[str, Any]:
+        """The fields that differ from their defaults, as the constructors' keyword
+        arguments (JSON-ready, ``reward_spec`` as its canonical JSON dict), in field
+        order: what a run log's ``env_spec`` records for a ``settings=`` keyword
+        (:func:`clinenv.runlog.env_spec_dict`), flat in its ``kwargs`` as the keyword
+        route records them, so ``gym.make(ID, settings=EnvSettings(reward_spec=
+        "diagagent"))`` and ``gym.make(ID, reward_spec="diagagent")`` write the same
+        ``env_spec`` and either resumes the other;
+        ``EnvSettings(**settings.to_kwargs()) == settings``."""
+        kwargs: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not is_default_field(f.name, value):
+                kwargs[f.name] = value.to_dict() if f.name == "reward_spec" else value
+        return kwargs
 
 
 _DEFAULTS = {f.name: f.default for f in fields(EnvSettings) if f.default is not MISSING}
 #: Every field name (constructors route these keywords into the settings).
 FIELDS: tuple[str, ...] = tuple(f.name for f in fields(EnvSettings))
+
+
+def is_default_field(name: str, value: Any) -> bool:
+    """``value`` (as given or as recorded in a run log's ``env_spec``) is the default of
+    the field ``name``: for ``reward_spec``, the default spec (``"accuracy"``, its
+    :class:`~clinenv.reward_spec.RewardSpec` or its canonical JSON dict); for another
+    field, the default (``0`` for ``0.0`` counts, ``True`` for ``1`` does not). A name
+    that is no field is never default."""
+    if name == "reward_spec":
+        from clinenv.reward_spec import DEFAULT_SPEC
+
+        return value is None or value in (DEFAULT_SPEC, DEFAULT_SPEC.name,
+                                          DEFAULT_SPEC.to_dict())
+    return name in _DEFAULTS and _is_default(value, _DEFAULTS[name])
 
 
 def split_settings(kwargs: dict[str, Any], explicit: dict[str, Any]) -> dict[str, Any]:

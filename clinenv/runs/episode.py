@@ -15,6 +15,13 @@ The record is ``env.unwrapped.episode_record()`` (see
 backend error, those of the unfinished episode, :meth:`clinenv.env.EGIPEnv.
 reward_components`) and, when present, ``llm``, ``doctor_log`` and ``error``:
 
+- ``reward`` = the sum of the step rewards (the spec's terminal reward plus the legacy
+  per-step ``exam_cost`` / ``invalid_action_penalty`` charges); for an episode cut by
+  ``max_steps`` or a backend error, the step rewards so far plus ``reward_spec.reward(
+  reward_components)``, the spec's reward of the unfinished episode (the one rule of
+  :mod:`clinenv.reward_components`, the number every trainer adapter reports:
+  :meth:`clinenv.integrations.tools.ToolEpisode.episode_reward`). Under the default
+  ``accuracy`` that adds 0, so such lines hold the plain sum;
 - ``timing`` = ``{"reset_s", "doctor_s", "env_s", "total_s"}``, wall seconds;
 - ``llm`` (when the doctor has ``drain_calls`` — an LLM doctor — or the environment has
   an LLM patient or judge): ``{"n_calls", "prompt_tokens", "completion_tokens",
@@ -79,8 +86,12 @@ def run_episode(
         The episode record (module docstring): ``env.unwrapped.episode_record()``
         (``case_id``, ``dataset``, ``phase``, ``turns``, ``n_exams_requested``,
         ``invalid_actions``, ``events``, ``evidence``, ``answer`` and, when finished,
-        ``verdict``, ``correct``, ``match_score``) plus ``reward`` (sum of step rewards,
-        float), ``steps`` (``env.step`` calls), ``terminated``, ``truncated``, ``timing``
+        ``verdict``, ``correct``, ``match_score``) plus ``reward`` (float: the sum of step
+        rewards; for an episode cut by ``max_steps`` or a backend error, that sum plus
+        the reward spec's reward of the unfinished episode, ``env.unwrapped.reward_spec.
+        reward(reward_components)``, as every adapter reports it: 0 more under the
+        default ``accuracy``), ``steps`` (``env.step`` calls), ``terminated``,
+        ``truncated``, ``timing``
         (``env_s`` covers ``env.step`` only) and, when present, ``llm`` and ``error``. A
         :class:`~clinenv.llm.base.BackendError` of the doctor, patient or judge ends the
         episode as an error record instead of propagating.
@@ -217,10 +228,16 @@ class EpisodeTally:
             record.update(terminated=False, verdict="unscored", correct=False,
                           error=error_dict(self.error))
         components = getattr(env.unwrapped, "reward_components", None)
-        if callable(components) and (self.error is not None or self.truncated
-                                     or "reward_components" not in record):
+        unfinished = self.error is not None or self.truncated
+        if callable(components) and (unfinished or "reward_components" not in record):
             # a cut-off or error episode: the unfinished rule (clinenv.reward_components)
-            record["reward_components"] = components(record).to_dict()
+            found = components(record)
+            record["reward_components"] = found.to_dict()
+            spec = getattr(env.unwrapped, "reward_spec", None)
+            if unfinished and spec is not None:
+                # its reward as every adapter gives it (ToolEpisode.episode_reward): the
+                # step rewards so far plus the spec's reward of the unfinished episode
+                record["reward"] = self.reward + spec.reward(found)
         llm = episode_llm(env, doctor)
         if llm is not None:
             record["llm"] = llm

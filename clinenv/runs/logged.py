@@ -36,7 +36,10 @@ judge) is ``"correct"``, ``"wrong"``, ``"unparsed"`` or ``None`` (no answer to j
 (:meth:`clinenv.env.EGIPEnv.episode_record`); ``reward_components`` are the episode's
 components (:mod:`clinenv.reward_components`), under the unfinished rule for a cut-off
 or error line, and ``reward`` the sum of its step rewards (the reward spec's terminal
-reward plus the legacy per-step terms, :mod:`clinenv.reward_spec`).
+reward plus the legacy per-step terms, :mod:`clinenv.reward_spec`); for a cut-off or
+error line, the step rewards so far plus the spec's reward of the unfinished episode
+(``spec.reward(reward_components)``, 0 under the default ``accuracy``), the number every
+trainer adapter reports for it (:mod:`clinenv.runs.episode`).
 
 An *error line* (one with ``error``) is an episode stopped by a model backend that still
 failed after its retries: unfinished (``terminated`` false, ``verdict`` ``"unscored"``,

@@ -25,7 +25,13 @@ its terminal reward under the run's reward spec, :func:`clinenv.reward_spec.spec
 the legacy per-step terms) plus the replay's terminal reward under that spec, over the
 replayed line's components (written as ``reward_components``); under the default
 ``accuracy`` that is the verdict's :data:`clinenv.env.rewards.CORRECT` / ``WRONG`` /
-``UNSCORED``. ``timing`` and ``llm`` are the only non-deterministic fields.
+``UNSCORED``. Source lines are finished episodes (a line cut by ``max_steps`` has no
+``target``: :func:`~clinenv.runs.replay.load_source` refuses it; error lines are
+skipped), whose ``reward`` is the spec reward plus the legacy charges, in logs of every
+version; so the subtraction needs no version check (a cut-off line's ``reward`` holds
+the spec's reward of the unfinished episode only since that rule of
+:mod:`clinenv.runs.episode`, and it never reaches here). ``timing`` and ``llm`` are the
+only non-deterministic fields.
 """
 
 from __future__ import annotations
@@ -171,7 +177,9 @@ def _line(episode: SourceEpisode, decided: dict[str, Any], *, doctor: dict[str, 
     line = {k: v for k, v in src.items() if k not in _DROPPED}
     line["scoring_version"] = SCORING_VERSION  # the replay's own verdicts
     spec, case = spec_of_line(src), episode.prepared.case
-    acquisition = float(src["reward"]) - spec.score(src, case)  # the legacy terms
+    # the legacy terms: reward = spec reward + legacy charges for a finished line (the
+    # only kind a source holds: a cut-off line has no target and load_source refuses it)
+    acquisition = float(src["reward"]) - spec.score(src, case)
     line["doctor"] = doctor
     if decided["outcome"] is None:  # an error line: unfinished, unscored
         line.update(answer=None, scored_answer=None, verdict="unscored", correct=False,
