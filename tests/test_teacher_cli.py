@@ -171,16 +171,17 @@ def test_export_rows_carry_privileged(logs):
 
 def test_exported_prompts_equal_the_tool_view_rollouts(logs):
     """Each teacher episode, exported in both formats, against a fresh ToolEpisode (the
-    trainers' tool view, default settings) played with the same actions: the tools rows
-    are the TRL rollout's messages (system, task row + opening, each call and result),
-    the messages rows the text rollout of the SkyRL adapter (TEXT_SYSTEM_PROMPT, TASK_INTRO
-    + opening, each reply and the delta observation that answered it)."""
+    trainers' tool view) played with the same actions: the tools rows are the TRL
+    rollout's messages (default settings: the tool wording; system, task row + opening,
+    each call and result), the messages rows the text rollout of the SkyRL adapter (its
+    text wording, action_format="text"; TEXT_SYSTEM_PROMPT, TASK_INTRO + opening, each
+    reply and the delta observation that answered it)."""
     teacher, _ = logs
     tools = list(episode_rows([teacher], fmt="tools"))
     texts = list(episode_rows([teacher]))
     for line, tool_row, text_row in zip(lines_of(teacher), tools, texts, strict=True):
         actions = [e["text"] for e in line["events"] if e["source"] == "doctor"]
-        live = ToolEpisode("EGIP-Demo-v0")
+        live = ToolEpisode("EGIP-Demo-v0", action_format="text")
         opening = live.reset(line["case_id"], line["seed"])
         expected_text = [{"role": "system", "content": TEXT_SYSTEM_PROMPT},
                          {"role": "user", "content": TASK_INTRO + opening}]
