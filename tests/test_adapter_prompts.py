@@ -25,7 +25,7 @@ EARLY = ("- DIAGNOSIS READY: <diagnosis> once you have enough evidence. This end
 def test_the_adapters_prompt_says_an_early_diagnosis_ends_acquisition():
     assert EARLY in TEXT_SYSTEM_PROMPT.splitlines()
     assert "Do not state a diagnosis" not in TEXT_SYSTEM_PROMPT
-    episode = ToolEpisode(ENV_ID)
+    episode = ToolEpisode(ENV_ID, action_format="text")  # the text adapters' wording
     episode.reset("demo-03", 0)
     episode.step_text("Any weakness in the legs?")
     shown = episode.step_text("DIAGNOSIS READY: Botulism")  # round 2 of 19
