@@ -395,13 +395,11 @@ def _check_by_present(runs: Sequence[Any], by: str | None) -> None:
     if by is None or any(by in (r.get("case_strata") or {})
                          for run in runs for r in run.records):
         return
-    from clinenv.evaluation.reports import strata_and_flags
+    from clinenv.evaluation.reports import strata_note
 
-    keys, flags = strata_and_flags(runs)
     logs = ", ".join(p for run in runs for p in run.paths)
-    raise CLIError(f"--by {by}: no case has stratum {by!r} in {logs}; strata in these "
-                   f"logs: {', '.join(keys) or 'none'}; case flags in these logs (--by "
-                   f"takes them too): {', '.join(flags) or 'none'}")
+    raise CLIError(f"--by {by}: no case has stratum {by!r} in {logs}; "
+                   + strata_note(runs, "--by takes them too"))
 
 
 def _check_by(by: str | None) -> None:

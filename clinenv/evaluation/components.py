@@ -374,13 +374,9 @@ def component_means(runs: Sequence[Run], components: RunComponents | None = None
                     n_resamples=int(n_resamples), confidence=float(confidence),
                     degenerate=degenerate))
     if by is not None and not out:
-        from clinenv.evaluation.reports import strata_and_flags
+        from clinenv.evaluation.reports import missing_stratum
 
-        keys, flags = strata_and_flags(runs)
-        raise RunsError(f"no case has stratum {by!r}; strata in these logs: "
-                        f"{', '.join(keys) or 'none'}; case flags in these logs (clinenv "
-                        f"eval --by takes them too): {', '.join(flags) or 'none'}",
-                        path=runs[0].paths[0])
+        raise missing_stratum(runs, by)
     return out
 
 

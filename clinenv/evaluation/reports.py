@@ -164,12 +164,23 @@ def accuracy_cells(runs: Sequence[Run], *, by: str | None = None,
     cells = [_cell(run, records, stratum, encoder)
              for run in runs for stratum, records in stratify(run.records, by).items()]
     if not cells:
-        keys, flags = strata_and_flags(runs)
-        raise RunsError(f"no case has stratum {by!r}; strata in these logs: "
-                        f"{', '.join(keys) or 'none'}; case flags in these logs (clinenv "
-                        f"eval --by takes them too): {', '.join(flags) or 'none'}",
-                        path=runs[0].paths[0])
+        raise missing_stratum(runs, by)
     return cells
+
+
+def missing_stratum(runs: Sequence[Run], by: str) -> RunsError:
+    """The error of a ``--by`` that no case of ``runs`` has (:func:`strata_note`)."""
+    return RunsError(f"no case has stratum {by!r}; "
+                     + strata_note(runs, "clinenv eval --by takes them too"),
+                     path=runs[0].paths[0])
+
+
+def strata_note(runs: Sequence[Any], flags_hint: str) -> str:
+    """``"strata in these logs: ...; case flags in these logs (<flags_hint>): ..."``: what
+    a ``--by`` could name instead (:func:`strata_and_flags`)."""
+    keys, flags = strata_and_flags(runs)
+    return (f"strata in these logs: {', '.join(keys) or 'none'}; case flags in these logs "
+            f"({flags_hint}): {', '.join(flags) or 'none'}")
 
 
 def strata_and_flags(runs: Sequence[Run]) -> tuple[list[str], list[str]]:
