@@ -341,13 +341,10 @@ def scripted_turns(tok, objectives, scripts):
 def gym_reward(case_id, seed, script, spec):
     """A plain Gym env stepped with the script's action texts: (the spec's reward of its
     components, finished or not, and the components as a dict)."""
-    env = gym.make(ENV_ID, observation_format="delta", premature_diagnosis="decide",
-                   reward_spec=spec)
-    env.reset(seed=seed, options={"case_id": case_id})
-    for name, args in script:
-        env.step(tool_view.tool_to_action(name, args))
-    u = env.unwrapped
-    return u.reward_spec.reward(u.reward_components()), u.reward_components().to_dict()
+    from clinenv.testing.rewards import gym_reward as reference
+
+    return reference(ENV_ID, case_id, seed,
+                     [tool_view.tool_to_action(name, args) for name, args in script], spec)
 
 
 def test_grpo_logs_each_component_and_rewards_the_cut_off_rollout(tmp_path, tokenizer,
