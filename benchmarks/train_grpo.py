@@ -93,6 +93,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
       help=f"go on from STAGE ({', '.join(STAGES)}), reading the earlier stages' files")
     a("--seed", type=int, default=0)
     a("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    a("--use-vllm", action="store_true",
+      help="GRPO and evaluation generate with vLLM in the trainer's process (GPU; "
+           "GRPOConfig(use_vllm=True, vllm_mode='colocate'); not run on CPU)")
     a("--construction", type=float, default=0.7, help="construction share of the split")
     a("--exclude-flags", default="target_in_records,target_in_menu",
       help="case flags whose cases are left out of training (comma list; '' for none)")
@@ -121,6 +124,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.num_generations < 2:
         p.error("--num-generations must be >= 2 (a group needs two rollouts)")
+    if args.use_vllm and importlib.util.find_spec("vllm") is None:
+        p.error("--use-vllm needs vllm installed (a GPU machine: pip install vllm)")
     if not 0 < args.construction < 1 or not 0 < args.validation_share < 1:
         p.error("--construction and --validation-share must be in (0, 1)")
     args.exclude = tuple(f for f in args.exclude_flags.split(",") if f.strip())
@@ -476,6 +481,7 @@ def grpo_config(args, device, out: Path, **overrides):
         max_tool_calling_iterations=args.rounds + 2, learning_rate=args.grpo_lr,
         logging_steps=1, report_to="none", save_strategy="no", use_cpu=device == "cpu",
         seed=args.seed, temperature=1.0, bf16=device == "cuda",
+        **({"use_vllm": True, "vllm_mode": "colocate"} if args.use_vllm else {}),
         reward_weights=[0.0] * len(_logging_funcs()))
     settings.update(overrides)
     return trl.GRPOConfig(**settings)

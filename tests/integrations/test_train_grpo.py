@@ -237,3 +237,16 @@ def test_measures_of_a_scripted_policy_by_hand(model_dir, tmp_path, monkeypatch)
     assert measures["completion"] == 0.5 and measures["accuracy"] == 0.5
     assert by_case["demo-05"]["components"]["diagnosis"] == 1.0
     assert by_case["demo-01"]["completed"] is False
+
+
+def test_bad_settings_are_refused_by_the_parser(tmp_path, capsys):
+    for extra, said in ((["--num-generations", "1"], "--num-generations must be >= 2"),
+                        (["--construction", "1.5"], "must be in (0, 1)"),
+                        (["--resume-from", "nope"], "invalid choice")):
+        with pytest.raises(SystemExit) as exit_:
+            tg.parse_args(["--out", str(tmp_path), *extra])
+        assert exit_.value.code == 2 and said in capsys.readouterr().err
+    if importlib.util.find_spec("vllm") is None:
+        with pytest.raises(SystemExit):
+            tg.parse_args(["--out", str(tmp_path), "--use-vllm"])
+        assert "--use-vllm needs vllm" in capsys.readouterr().err
