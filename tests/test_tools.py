@@ -33,7 +33,8 @@ ENV_ID = "EGIP-Demo-v0"
 
 
 def test_schemas_are_openai_functions_with_string_arguments():
-    assert TOOL_NAMES == ("ask_patient", "order_exam", "submit_diagnosis", "list_exams")
+    # name order: the order TRL lists an environment's methods (inspect.getmembers)
+    assert TOOL_NAMES == ("ask_patient", "list_exams", "order_exam", "submit_diagnosis")
     assert [s["function"]["name"] for s in TOOL_SCHEMAS] == list(TOOL_NAMES)
     params = {s["function"]["name"]: s["function"]["parameters"] for s in TOOL_SCHEMAS}
     assert params["ask_patient"]["required"] == ["question"]
@@ -49,6 +50,36 @@ def test_schemas_are_openai_functions_with_string_arguments():
     assert "Args:" not in tool_docstring("list_exams")
     with pytest.raises(ValueError, match="unknown tool 'diagnose'"):
         tool_docstring("diagnose")
+
+
+def test_schemas_are_what_transformers_builds_from_the_trl_adapter():
+    """TOOL_SCHEMAS is the list TRL renders for make_env_factory's class: each public
+    method but reset and get_reward in inspect.getmembers order (trl 1.16,
+    GRPOTrainer.__init__), through transformers' get_json_schema (which
+    apply_chat_template applies to callables), key order included, since chat templates
+    write the tools with tojson. The TRL venv compares the rendered prompts
+    (tests/integrations/test_trl.py)."""
+    import inspect
+    import json
+
+    get_json_schema = pytest.importorskip("transformers.utils").get_json_schema
+    from clinenv.integrations.trl import make_env_factory
+
+    cls = make_env_factory(ENV_ID)
+    env = cls()
+    methods = [getattr(env, name) for name, _ in inspect.getmembers(cls, inspect.isfunction)
+               if not name.startswith("_") and name not in ("reset", "get_reward")]
+    built = [get_json_schema(method) for method in methods]
+    assert json.dumps(built) == json.dumps(TOOL_SCHEMAS)
+    # written out by hand: the tool without arguments
+    assert TOOL_SCHEMAS[1] == {"type": "function", "function": {
+        "name": "list_exams",
+        "description": "List the examinations you can still order (ids and names). Uses "
+                       "no round.",
+        "parameters": {"type": "object", "properties": {}},
+        "return": {"type": "string"}}}
+    assert list(TOOL_SCHEMAS[2]["function"]) == ["name", "description", "parameters",
+                                                 "return"]
 
 
 @pytest.mark.parametrize(("name", "args", "text"), [

@@ -141,19 +141,24 @@ def register_clinenv(env_class: str = ENV_CLASS) -> str:
 
 
 def task_rows(env_id: str, split: str | Path | Sequence[str] | None = None, *,
-              seed: int = 0, env_class: str = ENV_CLASS,
-              **env_kwargs: Any) -> list[dict[str, Any]]:
+              seed: int = 0, env_class: str = ENV_CLASS, exclude_flags: Sequence[str] = (),
+              **env_kwargs: Any) -> tools.TaskRows:
     """SkyRL dataset rows, one per case (write them with ``datasets.Dataset.from_list(rows)
     .to_parquet(...)``): ``data_source`` (``env_id``), ``prompt`` (system
     :data:`~clinenv.integrations.tools.TEXT_SYSTEM_PROMPT`, user
     :data:`~clinenv.integrations.tools.TASK_INTRO`; ``init`` adds the opening text),
-    ``env_class`` and ``extra_info`` (``case_id``, ``seed``, ``env_id``). Arguments and
-    errors as :func:`clinenv.integrations.tools.task_rows`."""
+    ``env_class`` and ``extra_info`` (``case_id``, ``seed``, ``env_id``). Arguments,
+    ``exclude_flags`` (e.g. :data:`~clinenv.integrations.tools.LEAK_FLAGS`; default
+    ``()``, every case) and errors as :func:`clinenv.integrations.tools.task_rows`; the
+    returned :class:`~clinenv.integrations.tools.TaskRows` says what was left out
+    (``excluded``, ``note``)."""
     prompt = [{"role": "system", "content": tools.TEXT_SYSTEM_PROMPT},
               {"role": "user", "content": tools.TASK_INTRO}]
-    return [{"data_source": env_id, "prompt": prompt, "env_class": env_class,
-             "extra_info": row}
-            for row in tools.task_rows(env_id, split, seed=seed, **env_kwargs)]
+    rows = tools.task_rows(env_id, split, seed=seed, exclude_flags=exclude_flags,
+                           **env_kwargs)
+    return tools.TaskRows([{"data_source": env_id, "prompt": prompt, "env_class": env_class,
+                            "extra_info": row} for row in rows],
+                          excluded=rows.excluded, considered=rows.considered, note=rows.note)
 
 
 def _plain(config: Any) -> dict[str, Any]:

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import json
 import threading
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,6 +66,7 @@ import gymnasium as gym
 from clinenv.agents.llm_patient import LLMPatient
 from clinenv.agents.patient_cache import CachedPatient, PatientReplyCache
 from clinenv.case_list import CaseListError, nearest_id, read_case_list
+from clinenv.cases import CaseFlags
 from clinenv.protocol.parser import parse_action
 from clinenv.protocol.render import render_menu
 from clinenv.protocol.runtime import reads_as_placeholder
@@ -72,15 +74,19 @@ from clinenv.reward_components import COMPONENTS, RewardComponents
 from clinenv.reward_spec import RewardSpec
 from clinenv.seeding import episode_seed
 
-__all__ = ["COMPONENT_METRIC_PREFIX", "TASK_INTRO", "TEXT_SYSTEM_PROMPT", "TOOL_NAMES",
-           "TOOL_SCHEMAS", "TOOL_SYSTEM_PROMPT", "ToolCall", "ToolEpisode", "action_to_tool",
+__all__ = ["CASE_FLAG_NAMES", "COMPONENT_METRIC_PREFIX", "LEAK_FLAGS", "TASK_INTRO",
+           "TEXT_SYSTEM_PROMPT", "TOOL_NAMES", "TOOL_SCHEMAS", "TOOL_SYSTEM_PROMPT",
+           "TaskRows", "ToolCall", "ToolEpisode", "action_to_tool", "check_flags",
            "component_metrics", "task_rows", "tool_docstring", "tool_to_action"]
 
 #: name -> (description, {argument: description}); the one source of the schemas and of
-#: the adapters' docstrings (:func:`tool_docstring`).
+#: the adapters' docstrings (:func:`tool_docstring`). In name order: the order in which
+#: TRL lists an environment's tools (``inspect.getmembers``, sorted by name).
 _TOOLS: dict[str, tuple[str, dict[str, str]]] = {
     "ask_patient": ("Ask the patient one question and get the reply. Uses one round.",
                     {"question": "One question for the patient, in plain words."}),
+    "list_exams": ("List the examinations you can still order (ids and names). Uses no "
+                   "round.", {}),
     "order_exam": ("Order one examination and get its result. Uses one round.",
                    {"exam": "The examination's id from the list (such as PE1 or T3) or "
                             "its name."}),
@@ -89,20 +95,25 @@ _TOOLS: dict[str, tuple[str, dict[str, str]]] = {
                          "with your final answer, which is scored and ends the "
                          "consultation.",
                          {"diagnosis": "One diagnosis."}),
-    "list_exams": ("List the examinations you can still order (ids and names). Uses no "
-                   "round.", {}),
 }
-#: The tools, in this order everywhere.
+#: The tools, in this order everywhere (name order, as TRL lists them).
 TOOL_NAMES: tuple[str, ...] = tuple(_TOOLS)
-#: JSON schemas, OpenAI function format (what ``transformers.utils.get_json_schema``
-#: builds from an adapter method with :func:`tool_docstring`).
+#: JSON schemas in OpenAI's function format, exactly the list TRL's ``GRPOTrainer``
+#: renders for :func:`clinenv.integrations.trl.make_env_factory`'s tools: the order of
+#: :data:`TOOL_NAMES` and, for each, what ``transformers.utils.get_json_schema`` builds
+#: from the adapter method (its :func:`tool_docstring` and type hints), keys in that
+#: order and its ``"return": {"type": "string"}`` entry included. So a prompt rendered
+#: with ``tools=TOOL_SCHEMAS`` (``clinenv export``'s ``tools`` column, SFT rows) is the
+#: prompt GRPO renders, token for token (``return`` is transformers' addition to
+#: OpenAI's format).
 TOOL_SCHEMAS: list[dict[str, Any]] = [
     {"type": "function", "function": {
         "name": name, "description": text,
         "parameters": {"type": "object",
                        "properties": {a: {"type": "string", "description": d}
                                       for a, d in args.items()},
-                       **({"required": list(args)} if args else {})}}}
+                       **({"required": list(args)} if args else {})},
+        "return": {"type": "string"}}}
     for name, (text, args) in _TOOLS.items()
 ]
 #: System prompt of a tool-calling doctor.
@@ -509,24 +520,89 @@ def component_metrics(components: RewardComponents) -> dict[str, float | None]:
             for name in COMPONENTS}
 
 
+#: The flags ``exclude_flags=`` takes: the fields of :class:`clinenv.cases.CaseFlags`
+#: (a case has a flag when its value is true, or set for ``near_duplicate_of``).
+CASE_FLAG_NAMES: tuple[str, ...] = tuple(CaseFlags.model_fields)
+#: The flags of the cases whose data show the doctor the target: a record names it
+#: (``target_in_records``: one exam's result gives the answer away) or a menu name does
+#: (``target_in_menu``). ``exclude_flags=LEAK_FLAGS`` leaves them out of a trainer's rows.
+LEAK_FLAGS: tuple[str, ...] = ("target_in_records", "target_in_menu")
+
+
+class TaskRows(list):
+    """The rows of :func:`task_rows`: a list of row dicts, plus what ``exclude_flags``
+    left out.
+
+    Attributes:
+        excluded: ``{flag: (case_id, ...)}``, one key per flag of ``exclude_flags`` (in
+            its order, empty tuples included), the split's cases with that flag in
+            dataset order; a case with two of the flags is under both.
+        considered: the number of cases before the exclusion (the split's, or the
+            dataset's).
+        note: the one-line message ``"<env_id>: exclude_flags left out N of M cases
+            (flag: n, ...); K rows remain, `excluded` lists the case ids"``, also given as a
+            :class:`UserWarning` when N > 0; ``""`` without ``exclude_flags``.
+    """
+
+    def __init__(self, rows: Sequence[dict[str, Any]] = (), *,
+                 excluded: dict[str, tuple[str, ...]] | None = None, considered: int = 0,
+                 note: str = "") -> None:
+        super().__init__(rows)
+        self.excluded: dict[str, tuple[str, ...]] = dict(excluded or {})
+        self.considered = considered
+        self.note = note
+
+
+def check_flags(exclude_flags: Sequence[str]) -> tuple[str, ...]:
+    """``exclude_flags`` as a tuple, checked: each a name of :data:`CASE_FLAG_NAMES`.
+
+    Raises:
+        ValueError: a bare string (give a tuple: ``("target_in_records",)``), an unknown
+            name (the valid names listed) or a name given twice.
+    """
+    if isinstance(exclude_flags, str):
+        raise ValueError(f"exclude_flags must be a tuple of flag names, e.g. "
+                         f"({exclude_flags!r},), not a string")
+    flags = tuple(exclude_flags)
+    for flag in flags:
+        if flag not in CASE_FLAG_NAMES:
+            raise ValueError(f"exclude_flags: unknown flag {flag!r}; the flags are "
+                             f"{', '.join(CASE_FLAG_NAMES)}")
+    repeated = sorted({flag for flag in flags if flags.count(flag) > 1})
+    if repeated:
+        raise ValueError(f"exclude_flags: {', '.join(repeated)} named twice")
+    return flags
+
+
 def task_rows(env_id: str, split: str | Path | Sequence[str] | None = None, *,
-              seed: int = 0, **env_kwargs: Any) -> list[dict[str, Any]]:
+              seed: int = 0, exclude_flags: Sequence[str] = (),
+              **env_kwargs: Any) -> TaskRows:
     """The episodes a trainer's rows pin: one ``{"case_id", "seed", "env_id"}`` per case
     of ``env_id``, in dataset order; ``seed`` is ``episode_seed(seed, 0, case index)``,
-    the seed ``clinenv run --seed`` gives repetition 0 of that case.
+    the seed ``clinenv run --seed`` gives repetition 0 of that case (the index in the
+    whole dataset, so leaving cases out changes no other row).
 
     Args:
         env_id: an EGIP text environment id.
         split: ``None`` (every case), a case-list file (one id per line, as ``clinenv
             data split`` writes), or a sequence of case ids.
         seed: the run seed the row seeds derive from (>= 0).
+        exclude_flags: flag names (:data:`CASE_FLAG_NAMES`) whose cases are left out,
+            e.g. :data:`LEAK_FLAGS` ``("target_in_records", "target_in_menu")``. Default
+            ``()``: every case, flagged or not (on MedQA 17 of the 107 cases have a
+            record that names the target, and copying it is most of what a policy can
+            learn there). What is left out is in the returned rows' ``excluded`` and
+            ``note`` (:class:`TaskRows`) and in a warning.
         **env_kwargs: as for :class:`ToolEpisode` (``data_dir``...).
 
     Raises:
         clinenv.case_list.CaseListError: an unreadable list, an id listed twice, or one
             the dataset lacks (file, line and the nearest id named).
-        ValueError, gymnasium.error.Error: as :class:`ToolEpisode`.
+        ValueError: a bad ``exclude_flags`` (:func:`check_flags`), or one that leaves
+            no case; as :class:`ToolEpisode`.
+        gymnasium.error.Error: as :class:`ToolEpisode`.
     """
+    flags = check_flags(exclude_flags)
     pool = ToolEpisode(env_id, **env_kwargs).env.pool
     ids = [case.case_id for case in pool.cases]
     if split is None:
@@ -535,8 +611,22 @@ def task_rows(env_id: str, split: str | Path | Sequence[str] | None = None, *,
         indices = read_case_list(split).indices(ids, dataset=env_id)
     else:
         indices = _list_indices([str(case_id) for case_id in split], ids, env_id)
-    return [{"case_id": ids[i], "seed": episode_seed(seed, 0, i), "env_id": env_id}
-            for i in indices]
+    excluded = {flag: tuple(ids[i] for i in indices if getattr(pool.cases[i].flags, flag))
+                for flag in flags}
+    left_out = {case_id for found in excluded.values() for case_id in found}
+    rows = [{"case_id": ids[i], "seed": episode_seed(seed, 0, i), "env_id": env_id}
+            for i in indices if ids[i] not in left_out]
+    note = ""
+    if flags:
+        counts = ", ".join(f"{flag}: {len(found)}" for flag, found in excluded.items())
+        note = (f"{env_id}: exclude_flags left out {len(left_out)} of {len(indices)} cases "
+                f"({counts}); {len(rows)} rows remain, `excluded` lists the case ids")
+    if not rows:
+        raise ValueError(f"{env_id}: exclude_flags={flags!r} leaves no case: each of the "
+                         f"{len(indices)} cases has one of these flags")
+    if left_out:
+        warnings.warn(note, UserWarning, stacklevel=2)
+    return TaskRows(rows, excluded=excluded, considered=len(indices), note=note)
 
 
 def _list_indices(listed: list[str], ids: list[str], env_id: str) -> list[int]:

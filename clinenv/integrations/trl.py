@@ -63,7 +63,7 @@ from clinenv.reward_components import COMPONENTS, RewardComponents
 from clinenv.reward_spec import load_reward_spec
 
 __all__ = ["TASK_INTRO", "ComponentReward", "TextAnswerAtEnd", "component_reward_funcs",
-           "make_env_factory", "task_dataset"]
+           "make_env_factory", "task_dataset", "task_prompt"]
 
 
 def make_env_factory(env_id: str, *,
@@ -298,34 +298,56 @@ def _patient_cache(value: Any) -> PatientReplyCache | None:
 
 
 def task_dataset(env_id: str, split: str | Path | Sequence[str] | None = None, *,
-                 seed: int = 0, **env_kwargs: Any):
+                 seed: int = 0, exclude_flags: Sequence[str] = (), **env_kwargs: Any):
     """The GRPO task rows of ``env_id``: one per case, in dataset order.
 
-    Columns: ``prompt`` (a system message with :data:`~clinenv.integrations.tools.
-    TOOL_SYSTEM_PROMPT` and the user message :data:`TASK_INTRO`; ``reset`` adds the
-    opening text), ``case_id``, ``seed`` (``episode_seed(seed, 0, case index)``, the seed
-    ``clinenv run --seed`` gives repetition 0 of that case) and ``env_id``.
+    Columns: ``prompt`` (:func:`task_prompt`: a system message with
+    :data:`~clinenv.integrations.tools.TOOL_SYSTEM_PROMPT` and the user message
+    :data:`TASK_INTRO`; ``reset`` adds the opening text), ``case_id``, ``seed``
+    (``episode_seed(seed, 0, case index)``, the seed ``clinenv run --seed`` gives
+    repetition 0 of that case) and ``env_id``.
 
     Args:
         env_id: an EGIP text environment id.
         split: ``None`` (every case), a case-list file (one id per line, as ``clinenv
             data split`` writes), or a sequence of case ids.
         seed: the run seed the row seeds derive from (>= 0).
+        exclude_flags: flag names whose cases are left out, e.g.
+            :data:`~clinenv.integrations.tools.LEAK_FLAGS` ``("target_in_records",
+            "target_in_menu")``, the cases whose record or menu names the target; default
+            ``()``, every case (:func:`~clinenv.integrations.tools.task_rows`). The
+            returned dataset's ``excluded`` attribute holds ``{flag: (case_id, ...)}``
+            and its ``info.description`` the one-line note (also a warning when a case
+            is left out); ``excluded`` stays on this object only, ``info`` carries over
+            ``select``, ``shuffle`` and the like.
         **env_kwargs: as for :func:`make_env_factory` (``data_dir``...).
 
     Raises:
         ImportError: ``datasets`` is not installed.
         clinenv.case_list.CaseListError: an unreadable list, an id listed twice, or one
             the dataset lacks (file, line and the nearest id named).
-        ValueError, gymnasium.error.Error: as :func:`make_env_factory`.
+        ValueError: an unknown or repeated flag (the valid names listed), or flags that
+            leave no case; as :func:`make_env_factory`.
+        gymnasium.error.Error: as :func:`make_env_factory`.
     """
     try:
-        from datasets import Dataset
+        from datasets import Dataset, DatasetInfo
     except ImportError as err:
         raise ImportError("task_dataset needs `datasets`: pip install -e '.[trl]' "
                           "from a clone") from err
-    prompt = [{"role": "system", "content": TOOL_SYSTEM_PROMPT},
-              {"role": "user", "content": TASK_INTRO}]
-    return Dataset.from_list([{"prompt": prompt, **row}
-                              for row in task_rows(env_id, split, seed=seed, **env_kwargs)])
+    rows = task_rows(env_id, split, seed=seed, exclude_flags=exclude_flags, **env_kwargs)
+    prompt = task_prompt()
+    dataset = Dataset.from_list([{"prompt": prompt, **row} for row in rows],
+                                info=DatasetInfo(description=rows.note))
+    dataset.excluded = rows.excluded
+    return dataset
 
+
+def task_prompt() -> list[dict[str, str]]:
+    """The prompt of a TRL task row (:func:`task_dataset`): the system message
+    :data:`~clinenv.integrations.tools.TOOL_SYSTEM_PROMPT`, then the user message
+    :data:`TASK_INTRO`, to which ``reset(**row)`` appends the opening text. A row built
+    by hand (from exported episodes, say) takes this prompt, never one that holds the
+    opening already: TRL would append it a second time."""
+    return [{"role": "system", "content": TOOL_SYSTEM_PROMPT},
+            {"role": "user", "content": TASK_INTRO}]

@@ -41,12 +41,14 @@ import asyncio
 from typing import Any
 
 import verifiers.v1 as vf
-from pydantic import Field
+from pydantic import Field, field_validator
 from verifiers.v1.runtimes import SubprocessConfig
 
 from clinenv.integrations.tools import (
     TEXT_SYSTEM_PROMPT,
+    TaskRows,
     ToolEpisode,
+    check_flags,
     component_metrics,
     task_rows,
 )
@@ -63,8 +65,18 @@ class ClinenvTasksetConfig(vf.TasksetConfig):
     """A case-list file (``clinenv data split``) or case ids; ``None``: every case."""
     seed: int = Field(0, ge=0)
     """The run seed the episode seeds derive from (``clinenv run --seed``)."""
+    exclude_flags: list[str] = Field(default_factory=list)
+    """Case flags whose cases are left out (``--env.taskset.exclude-flags
+    target_in_records target_in_menu``: the cases whose record or menu names the target;
+    the names of :data:`~clinenv.integrations.tools.CASE_FLAG_NAMES`, checked here);
+    default none, every case (:func:`~clinenv.integrations.tools.task_rows`)."""
     env_kwargs: dict[str, Any] = Field(default_factory=dict)
     """``gym.make`` settings (``data_dir``, ``acquisition_rounds``...)."""
+
+    @field_validator("exclude_flags")
+    @classmethod
+    def _known_flags(cls, value: list[str]) -> list[str]:
+        return list(check_flags(value))
 
 
 class ClinenvData(vf.TaskData):
@@ -83,18 +95,30 @@ class ClinenvTask(vf.Task[ClinenvData, vf.State, vf.TaskConfig]):
 class ClinenvTaskset(vf.Taskset[ClinenvTask, ClinenvTasksetConfig]):
     """One task per case: prompt = the opening text, system prompt =
     :data:`~clinenv.integrations.tools.TEXT_SYSTEM_PROMPT` (the text-protocol doctor of
-    the tool view, where ``DIAGNOSIS READY:`` during acquisition ends it early).
+    the tool view, where ``DIAGNOSIS READY:`` during acquisition ends it early); the
+    cases of ``exclude_flags`` left out (:meth:`rows` says which; a warning too).
 
     Raises (on iteration):
         clinenv.case_list.CaseListError, ValueError, gymnasium.error.Error: as
             :func:`~clinenv.integrations.tools.task_rows`.
     """
 
+    def rows(self) -> TaskRows:
+        """The episodes the tasks open (:func:`~clinenv.integrations.tools.task_rows`):
+        their ``excluded`` and ``note`` say which cases ``exclude_flags`` left out.
+
+        Raises:
+            As the class (on iteration).
+        """
+        cfg = self.config
+        return task_rows(cfg.env_id, cfg.split, seed=cfg.seed,
+                         exclude_flags=tuple(cfg.exclude_flags), **_text_view(cfg.env_kwargs))
+
     def load(self):
         cfg = self.config
         kwargs = _text_view(cfg.env_kwargs)
         episode = ToolEpisode(cfg.env_id, **kwargs)
-        for row in task_rows(cfg.env_id, cfg.split, seed=cfg.seed, **kwargs):
+        for row in self.rows():
             yield ClinenvTask(ClinenvData(
                 id=str(row["case_id"]), name=f"{cfg.env_id}/{row['case_id']}",
                 prompt=episode.reset(row["case_id"], row["seed"]),

@@ -371,3 +371,20 @@ def test_compact_tool_results_and_text_wording_in_env_config():
     assert "# Available examinations" not in text
     kwargs = env.episode.env.spec.kwargs
     assert (kwargs["tool_results"], kwargs["action_format"]) == ("compact", "text")
+
+
+def test_rows_leave_out_flagged_cases_and_say_so():
+    """Issue 30: exclude_flags (demo-01 and demo-13 name their target in a record; by
+    hand from the demo records)."""
+    with pytest.warns(UserWarning, match=r"left out 2 of 3 cases \(target_in_records: 2, "
+                                         r"target_in_menu: 0\); 1 rows remain"):
+        rows = task_rows(ENV_ID, ["demo-13", "demo-03", "demo-01"],
+                         exclude_flags=("target_in_records", "target_in_menu"))
+    assert [r["extra_info"] for r in rows] == [
+        {"case_id": "demo-03", "seed": seed_of(2), "env_id": ENV_ID}]
+    assert rows.excluded == {"target_in_records": ("demo-01", "demo-13"),
+                             "target_in_menu": ()}
+    assert rows.note.startswith("EGIP-Demo-v0: exclude_flags left out 2 of 3 cases")
+    with pytest.raises(ValueError, match="unknown flag 'leak'; the flags are "
+                                         "target_in_records, "):
+        task_rows(ENV_ID, exclude_flags=("leak",))

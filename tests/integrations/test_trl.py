@@ -103,8 +103,8 @@ def test_tool_schemas_trl_builds_equal_the_tool_view(tokenizer):
     assert env.patient_cache is None
     for schema in TOOL_SCHEMAS:
         built = transformers.utils.get_json_schema(getattr(env, schema["function"]["name"]))
-        assert built["function"].pop("return") == {"type": "string"}
-        assert built == schema
+        assert built["function"]["return"] == {"type": "string"}
+        assert json.dumps(built) == json.dumps(schema)  # key order too (tojson)
     assert trl.chat_template_utils.supports_tool_calling(tokenizer)
 
 
@@ -267,6 +267,49 @@ def test_task_dataset_rows_pin_cases_and_seeds(tmp_path):
         task_dataset(ENV_ID, split=["demo-02", "demo-02"])
     with pytest.raises(ValueError, match="nearest id is 'demo-12'"):
         task_dataset(ENV_ID, split=["demo-12x"])
+
+
+def test_sft_prompts_render_as_grpo_renders_them(tmp_path, tokenizer):
+    """Issue 30: a prompt rendered with tools=TOOL_SCHEMAS (clinenv export's tools column,
+    SFT rows) is, character for character, the prompt GRPOTrainer renders with the tools
+    it builds from make_env_factory's class (trl 1.16: the bound methods, listed by
+    inspect.getmembers, rendered through transformers' get_json_schema)."""
+    rows = task_dataset(ENV_ID, split=["demo-02", "demo-09"])
+    trainer = trl.GRPOTrainer(model=tiny_model(tokenizer), processing_class=tokenizer,
+                              args=grpo_args(tmp_path, max_completion_length=8),
+                              train_dataset=rows, environment_factory=make_env_factory(ENV_ID))
+    built = trainer._env_tools[None]  # what _tokenize_prompts renders for each row
+    assert built == trainer.tools
+    assert [tool.__name__ for tool in built] == list(tool_view.TOOL_NAMES)
+    env = make_env_factory(ENV_ID)()
+    for row in rows:
+        prompt = trl_prompt(row, env.reset(**row))
+        grpo = tokenizer.apply_chat_template(prompt, tools=built, tokenize=False,
+                                             add_generation_prompt=True)
+        sft = tokenizer.apply_chat_template(prompt, tools=json.loads(json.dumps(
+            TOOL_SCHEMAS)), tokenize=False, add_generation_prompt=True)
+        assert sft == grpo
+        assert '"return": {"type": "string"}' in grpo
+        assert grpo.index('"name": "list_exams"') < grpo.index('"name": "order_exam"')
+
+
+def test_task_dataset_leaves_out_flagged_cases_and_says_so():
+    """Issue 30: exclude_flags (the demo records name the target in demo-01, -05, -13 and
+    -17, by hand); the other rows and their seeds as without it."""
+    every = task_dataset(ENV_ID)
+    note = ("EGIP-Demo-v0: exclude_flags left out 4 of 17 cases (target_in_records: 4, "
+            "target_in_menu: 0); 13 rows remain, `excluded` lists the case ids")
+    with pytest.warns(UserWarning, match=re.escape(note)):
+        rows = task_dataset(ENV_ID, exclude_flags=tool_view.LEAK_FLAGS)
+    leaks = ("demo-01", "demo-05", "demo-13", "demo-17")
+    assert rows.excluded == {"target_in_records": leaks, "target_in_menu": ()}
+    assert rows.info.description == note
+    assert rows.shuffle(seed=0).info.description == note
+    assert rows.to_list() == [r for r in every.to_list() if r["case_id"] not in leaks]
+    assert every.excluded == {} and every.info.description == ""
+    with pytest.raises(ValueError, match="unknown flag 'in_records'; the flags are "
+                                         "target_in_records, target_in_patient_facts"):
+        task_dataset(ENV_ID, exclude_flags=("in_records",))
 
 
 def trl_prompt(row, reset_text):

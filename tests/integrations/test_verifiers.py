@@ -294,6 +294,38 @@ esac
 """
 
 
+def test_exclude_flags_leave_out_the_leaking_cases():
+    """Issue 30: the taskset's exclude_flags (of CASES, demo-01, demo-05 and demo-13
+    name their target in a record: by hand from the demo records), as vf-eval's own
+    command-line parser reads them."""
+    import sys as _sys
+
+    from pydantic_config import cli
+    from verifiers.v1.cli.resolve import narrow_config
+    from verifiers.v1.configs.cli.eval import EvalConfig
+
+    argv = ["--env.taskset.id", "clinenv-verifiers", "--env.taskset.env-id", ENV_ID,
+            "--env.taskset.exclude-flags", "target_in_records", "target_in_menu",
+            "-m", "fake-model"]
+    saved = _sys.argv
+    try:
+        _sys.argv = ["vf-eval", *argv]
+        config = cli(narrow_config(EvalConfig, argv))
+    finally:
+        _sys.argv = saved
+    assert config.env.taskset.exclude_flags == ["target_in_records", "target_in_menu"]
+    taskset = ClinenvTaskset(ClinenvTasksetConfig(
+        env_id=ENV_ID, split=CASES, exclude_flags=["target_in_records", "target_in_menu"]))
+    with pytest.warns(UserWarning, match="left out 3 of 4 cases"):
+        names = [t.data.name for t in taskset]
+        rows = taskset.rows()
+    assert names == ["EGIP-Demo-v0/demo-02"]
+    assert rows.excluded == {"target_in_records": ("demo-01", "demo-05", "demo-13"),
+                             "target_in_menu": ()}
+    with pytest.raises(ValueError, match="unknown flag 'leaks'; the flags are "):
+        ClinenvTasksetConfig(env_id=ENV_ID, exclude_flags=["leaks"])
+
+
 def test_vf_eval_runs_one_episode_end_to_end_against_the_fake_server(tmp_path):
     """The documented ``vf-eval`` command (the real console script), with the taskset's
     default runtime (a subprocess, no Prime login), against the fake server's streaming
