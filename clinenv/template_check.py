@@ -83,8 +83,10 @@ def check_template(chat_template: str, *, fmt: str = "tools",
     messages = _tools_probe(tool_arguments) if fmt == "tools" else _messages_probe()
 
     def render(conversation: list[dict[str, Any]]) -> str:
+        # apply_chat_template passes the special tokens too; templates read bos_token
         return render_jinja_template([conversation], tools=tools,
-                                     chat_template=chat_template)[0][0]
+                                     chat_template=chat_template, bos_token="<bos>",
+                                     eos_token="<eos>")[0][0]
 
     try:
         text = render(messages)
@@ -95,22 +97,29 @@ def check_template(chat_template: str, *, fmt: str = "tools",
     if fmt == "messages":
         return [f"it drops the {m['role']} turn {m['content'][:30]!r}" for m in messages
                 if m["content"] not in text]
-    problems = []
+    names, values, doubled = [], [], []
     for message in messages[2::2]:
         function = message["tool_calls"][0]["function"]
-        name = function["name"]
-        if text.count(name) != opening.count(name) + 1:
-            problems.append(f"it does not write the call's name {name!r} once (a template "
-                            "without tool support renders tool-call turns empty)")
-        args = function["arguments"]
+        name, args = function["name"], function["arguments"]
         ((key, value),) = (args if isinstance(args, dict) else json.loads(args)).items()
+        if text.count(name) != opening.count(name) + 1:
+            names.append(name)
         if text.count(value) != 1:
-            problems.append(f"it does not write the argument {value!r} of {name} once")
+            values.append(value)
         if f'\\"{key}\\"' in text:
-            problems.append(f"it writes the arguments of {name} as a JSON string inside "
-                            "JSON (double-encoded); export dict arguments")
-    for message in messages[3::2]:
-        if text.count(message["content"]) != 1:
-            problems.append(f"it does not write the tool result {message['content']!r} "
-                            "once")
+            doubled.append(name)
+    results = [m["content"] for m in messages[3::2] if text.count(m["content"]) != 1]
+    problems = []
+    if names:
+        problems.append(f"it does not write a call's name once ({', '.join(names)}): a "
+                        "template without tool support renders tool-call turns empty")
+    if values:
+        problems.append(f"it does not write a call's arguments once ({len(values)} of "
+                        f"{len(messages[2::2])} calls)")
+    if doubled:
+        problems.append("it writes the arguments as a JSON string inside JSON "
+                        "(double-encoded): export dict arguments")
+    if results:
+        problems.append(f"it does not write a tool result once ({len(results)} of "
+                        f"{len(messages[3::2])})")
     return problems
