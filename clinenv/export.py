@@ -10,13 +10,17 @@ Columns of a row:
 
 - ``messages``: OpenAI chat messages, exactly what the doctor saw and said, in order:
   the doctor's system prompt, each observation it acted on as a ``user`` turn and each
-  action as an ``assistant`` turn. Where the doctor's instructions changed (the
-  decision call of a terminal strategy has its own system prompt,
-  :data:`clinenv.agents.prompts.DIRECT_SYSTEM`) a ``system`` message stands before that
-  turn. In the ``"view"`` observation format each user turn is the complete doctor
-  view x_t, as a stateless doctor receives it; in ``"delta"`` only what is new. Never
-  the target Y, never a record the doctor did not request, never another seat's
-  prompt (patient, examiner, judge);
+  action as an ``assistant`` turn. One ``system`` message at most, first (Gemma 3's
+  template raises on another): where the doctor's instructions changed (the decision
+  call of a terminal strategy has its own system prompt,
+  :data:`clinenv.agents.prompts.DIRECT_SYSTEM`) that prompt opens the turn's user
+  message, then a blank line, then the observation. In the ``"view"`` observation
+  format each user turn is the complete doctor view x_t, as a stateless doctor
+  receives it; in ``"delta"`` only what is new. ``delta=True`` (``--delta``) rebuilds
+  the turns as delta observations whatever the run's format (the whole view is not
+  sent again each turn: a third of the tokens on the demo set). Never the target Y,
+  never a record the doctor did not request, never another seat's prompt (patient,
+  examiner, judge);
 - ``reward_components``: the episode's reward components (:mod:`clinenv.reward_components`)
   as a dict with every key of :data:`~clinenv.reward_components.COMPONENTS`, always in
   that order, ``None`` where a component is undefined: the line's logged
@@ -43,6 +47,10 @@ Columns of a row:
   "function": {"name", "arguments": JSON string}}``; always a list (``[]`` when none),
   never null, so Arrow never meets a mix of lists and nulls;
 - ``messages_source``: ``"logged"`` or ``"rebuilt"`` (below);
+- ``tool_results``: ``"full"`` or ``"compact"``, the setting the delta turns were
+  rendered with (the ``tools`` format, ``delta=True``): ``tool_results=`` of the export
+  (``--tool-results``), else the run's own; ``None`` where the turns are not replayed
+  as delta observations;
 - ``privileged`` (bool): the episode was played by a privileged doctor that saw the
   target Y (``clinenv run --doctor teacher``, the line's ``"privileged": true``). Such
   rows are demonstrations for a supervised warm start, never a doctor's result; export
@@ -98,11 +106,27 @@ each action as an assistant message with its ``tool_calls``
 placeholder, which the environment refused, are an assistant text and the next
 observation a user turn) and each answer as a ``tool``
 message holding the delta observation the run's environment gave (only what is new;
-:data:`~clinenv.integrations.tools.FINAL_RESULT` for the scored answer). Every message
-has ``tool_calls`` (``[]`` for none) and ``tool_call_id`` / ``name`` (``None`` outside
-tool messages). The results follow the run's own settings: under EGIP's default
+:data:`~clinenv.integrations.tools.FINAL_RESULT` for the scored answer). A message has
+only the keys of its kind, as Hugging Face chat templates expect: ``role`` and
+``content``; ``tool_calls`` on an assistant message that calls a tool (one call, id
+``call_<i>``, i its action's 0-based index; Llama 3.x templates read any ``tool_calls``
+key as a call); ``tool_call_id`` and ``name`` on a tool message. Arguments are a dict
+(``tool_arguments="dict"``, the templates write it with ``tojson``); ``"json"``
+(``--tool-arguments json``) gives OpenAI's JSON strings, which those templates encode
+twice. The results follow the run's own settings: under EGIP's default
 ``premature_diagnosis="clarify"`` a diagnosis during acquisition is answered by the
-clarification, where the live tool view (``"decide"``) would end acquisition.
+clarification, where the live tool view (``"decide"``) would end acquisition;
+``tool_results="compact"`` (``--tool-results compact``) replays with compact results
+(:class:`clinenv.protocol.config.ProtocolConfig`: a round's result and "Round k of T."
+only), as ``ToolEpisode(..., tool_results="compact")`` gives them.
+
+In ``.parquet`` files and ``datasets.Dataset`` the message columns (``messages``,
+``prompt``, ``completion``) are stored as JSON objects (``datasets.Json``, where the
+installed ``datasets`` has it), so each message comes back with exactly its keys: an
+Arrow struct would give every message every key (``None`` where absent) and every call
+every tool's argument keys. ``chat_template=`` (``--chat-template FILE``) warns when
+that template cannot render the rows (:func:`clinenv.template_check.check_template`:
+it raises, or, without tool support, renders tool calls empty).
 
 Credentialed data (MIMIC-IV, registry name ``mimiciv``) is refused unless
 ``allow_credentialed=True`` (CLI ``--allow-credentialed``), which warns about its

@@ -53,8 +53,11 @@ def lines_of(path: Path) -> list[dict]:
 
 
 def tokens(messages: list[dict]) -> int:
-    """docs/training.md's estimate: ceil(chars / 3.5) + 8 a message."""
-    return sum(math.ceil(len(m["content"]) / 3.5) + 8 for m in messages)
+    """docs/training.md's estimate: ceil(chars / 3.5) + 8 a message (a call's chars: its
+    content and its function object as JSON)."""
+    return sum(math.ceil(len(m["content"] + "".join(json.dumps(c["function"]) for c in
+                                                    m.get("tool_calls", []))) / 3.5) + 8
+               for m in messages)
 
 
 def test_delta_user_turns_are_the_fresh_delta_observations(workdir):
@@ -193,10 +196,13 @@ def test_export_warns_for_a_template_without_tool_support(workdir, capsys):
 
 
 def test_demo_token_figures(workdir):
-    """The figures docs/export.md gives (the scripted doctor on the 17 demo cases, the
-    estimate of docs/training.md): median 14,193 tokens a view row, 4,951 with --delta,
-    2,941 with --delta --tool-results compact."""
+    """The table of docs/export.md (the scripted doctor on the 17 demo cases, the
+    estimate of docs/training.md): (median, max) tokens of a row."""
     log = run("scripted", "all.jsonl", episodes=17)
-    medians = [statistics.median(tokens(r["messages"]) for r in episode_rows([log], **kw))
-               for kw in ({}, {"delta": True}, {"delta": True, "tool_results": "compact"})]
-    assert medians == [14193, 4951, 2941]
+    figures = []
+    for kw in ({}, {"delta": True}, {"delta": True, "tool_results": "compact"},
+               {"fmt": "tools"}, {"fmt": "tools", "tool_results": "compact"}):
+        counts = [tokens(r["messages"]) for r in episode_rows([log], **kw)]
+        figures.append((statistics.median(counts), max(counts)))
+    assert figures == [(14193, 15577), (4951, 5637), (2941, 3294), (5515, 6209),
+                       (3122, 3466)]
