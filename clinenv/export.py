@@ -10,13 +10,17 @@ Columns of a row:
 
 - ``messages``: OpenAI chat messages, exactly what the doctor saw and said, in order:
   the doctor's system prompt, each observation it acted on as a ``user`` turn and each
-  action as an ``assistant`` turn. Where the doctor's instructions changed (the
-  decision call of a terminal strategy has its own system prompt,
-  :data:`clinenv.agents.prompts.DIRECT_SYSTEM`) a ``system`` message stands before that
-  turn. In the ``"view"`` observation format each user turn is the complete doctor
-  view x_t, as a stateless doctor receives it; in ``"delta"`` only what is new. Never
-  the target Y, never a record the doctor did not request, never another seat's
-  prompt (patient, examiner, judge);
+  action as an ``assistant`` turn. One ``system`` message at most, first (Gemma 3's
+  template raises on another): where the doctor's instructions changed (the decision
+  call of a terminal strategy has its own system prompt,
+  :data:`clinenv.agents.prompts.DIRECT_SYSTEM`) that prompt opens the turn's user
+  message, then a blank line, then the observation. In the ``"view"`` observation
+  format each user turn is the complete doctor view x_t, as a stateless doctor
+  receives it; in ``"delta"`` only what is new. ``delta=True`` (``--delta``) rebuilds
+  the turns as delta observations whatever the run's format (the whole view is not
+  sent again each turn: a third of the tokens on the demo set). Never the target Y,
+  never a record the doctor did not request, never another seat's prompt (patient,
+  examiner, judge);
 - ``reward_components``: the episode's reward components (:mod:`clinenv.reward_components`)
   as a dict with every key of :data:`~clinenv.reward_components.COMPONENTS`, always in
   that order, ``None`` where a component is undefined: the line's logged
@@ -43,6 +47,10 @@ Columns of a row:
   "function": {"name", "arguments": JSON string}}``; always a list (``[]`` when none),
   never null, so Arrow never meets a mix of lists and nulls;
 - ``messages_source``: ``"logged"`` or ``"rebuilt"`` (below);
+- ``tool_results``: ``"full"`` or ``"compact"``, the setting the delta turns were
+  rendered with (the ``tools`` format, ``delta=True``): ``tool_results=`` of the export
+  (``--tool-results``), else the run's own; ``None`` where the turns are not replayed
+  as delta observations;
 - ``privileged`` (bool): the episode was played by a privileged doctor that saw the
   target Y (``clinenv run --doctor teacher``, the line's ``"privileged": true``). Such
   rows are demonstrations for a supervised warm start, never a doctor's result; export
@@ -98,11 +106,27 @@ each action as an assistant message with its ``tool_calls``
 placeholder, which the environment refused, are an assistant text and the next
 observation a user turn) and each answer as a ``tool``
 message holding the delta observation the run's environment gave (only what is new;
-:data:`~clinenv.integrations.tools.FINAL_RESULT` for the scored answer). Every message
-has ``tool_calls`` (``[]`` for none) and ``tool_call_id`` / ``name`` (``None`` outside
-tool messages). The results follow the run's own settings: under EGIP's default
+:data:`~clinenv.integrations.tools.FINAL_RESULT` for the scored answer). A message has
+only the keys of its kind, as Hugging Face chat templates expect: ``role`` and
+``content``; ``tool_calls`` on an assistant message that calls a tool (one call, id
+``call_<i>``, i its action's 0-based index; Llama 3.x templates read any ``tool_calls``
+key as a call); ``tool_call_id`` and ``name`` on a tool message. Arguments are a dict
+(``tool_arguments="dict"``, the templates write it with ``tojson``); ``"json"``
+(``--tool-arguments json``) gives OpenAI's JSON strings, which those templates encode
+twice. The results follow the run's own settings: under EGIP's default
 ``premature_diagnosis="clarify"`` a diagnosis during acquisition is answered by the
-clarification, where the live tool view (``"decide"``) would end acquisition.
+clarification, where the live tool view (``"decide"``) would end acquisition;
+``tool_results="compact"`` (``--tool-results compact``) replays with compact results
+(:class:`clinenv.protocol.config.ProtocolConfig`: a round's result and "Round k of T."
+only), as ``ToolEpisode(..., tool_results="compact")`` gives them.
+
+In ``.parquet`` files and ``datasets.Dataset`` the message columns (``messages``,
+``prompt``, ``completion``) are stored as JSON objects (``datasets.Json``, where the
+installed ``datasets`` has it), so each message comes back with exactly its keys: an
+Arrow struct would give every message every key (``None`` where absent) and every call
+every tool's argument keys. ``chat_template=`` (``--chat-template FILE``) warns when
+that template cannot render the rows (:func:`clinenv.template_check.check_template`:
+it raises, or, without tool support, renders tool calls empty).
 
 Credentialed data (MIMIC-IV, registry name ``mimiciv``) is refused unless
 ``allow_credentialed=True`` (CLI ``--allow-credentialed``), which warns about its
@@ -137,11 +161,16 @@ from clinenv.errors import ClinenvError
 from clinenv.runlog import RunLogError, is_error_line, is_privileged_line, read_run_log
 
 __all__ = ["CREDENTIALED_DATASETS", "DUA_WARNING", "EXTRA_HINT", "FORMATS",
-           "REWARD_COMPONENTS_SCHEMA", "ExportError", "episode_rows", "episodes_dataset",
-           "group_id", "per_turn_rows", "write_rows"]
+           "REWARD_COMPONENTS_SCHEMA", "TOOL_ARGUMENTS", "TOOL_RESULTS", "ExportError",
+           "episode_rows", "episodes_dataset", "group_id", "per_turn_rows", "write_rows"]
 
 #: Export formats: the doctor's text chat, or the tool view's calls and results.
 FORMATS = ("messages", "tools")
+#: ``tool_results`` settings of an export (:class:`clinenv.protocol.config.ProtocolConfig`).
+TOOL_RESULTS = ("full", "compact")
+#: How the tools format writes a call's arguments: a dict (Hugging Face chat templates)
+#: or a JSON string (OpenAI's wire and fine-tuning format).
+TOOL_ARGUMENTS = ("dict", "json")
 #: Registry names of credentialed datasets (never exported without an explicit opt-in).
 CREDENTIALED_DATASETS = ("mimiciv",)
 #: The warning of an export that includes credentialed episodes.
@@ -170,8 +199,10 @@ class ExportError(RunLogError):
 # ------------------------------------------------------------------------ public API
 def episode_rows(paths: Iterable[str | Path], *, fmt: str = "messages",
                  allow_credentialed: bool = False, rebuild: bool = False,
-                 data_dir: str | Path | None = None,
-                 per_turn: bool = False) -> Iterator[dict[str, Any]]:
+                 data_dir: str | Path | None = None, per_turn: bool = False,
+                 delta: bool = False, tool_results: str | None = None,
+                 tool_arguments: str = "dict",
+                 chat_template: str | None = None) -> Iterator[dict[str, Any]]:
     """One row per finished episode of the run logs ``paths`` (module docstring), or one
     per assistant turn with ``per_turn`` (:func:`per_turn_rows`).
 
@@ -184,6 +215,18 @@ def episode_rows(paths: Iterable[str | Path], *, fmt: str = "messages",
         data_dir: where the datasets are found for a replay (default: the line's
             ``env_spec`` kwargs, then ``CLINENV_DATA_DIR``...).
         per_turn: one row per assistant turn (module docstring).
+        delta: ``"messages"`` only: each user turn is only what is new since the last
+            action (rebuilt by replay), not the complete view.
+        tool_results: ``"full"`` or ``"compact"``: replay with that setting
+            (:class:`clinenv.protocol.config.ProtocolConfig`); ``None`` (default): the
+            run's own. Only where the turns are delta observations (``fmt="tools"``,
+            ``delta=True``).
+        tool_arguments: ``"dict"`` (default; what Hugging Face chat templates expect)
+            or ``"json"`` (a JSON string, OpenAI's fine-tuning format): the arguments
+            of the ``tools`` format's messages.
+        chat_template: a chat template (Jinja text) the rows are meant for: each
+            problem :func:`clinenv.template_check.check_template` finds is warned
+            (``UserWarning``) before the first row; ``None``: no check.
 
     Yields:
         Row dicts, JSON-ready.
@@ -193,11 +236,19 @@ def episode_rows(paths: Iterable[str | Path], *, fmt: str = "messages",
             credentialed dataset without ``allow_credentialed``, the same file twice,
             or an episode that two logs of one run both hold.
         RunLogError: a corrupt log (:func:`clinenv.runlog.read_run_log`).
-        ValueError: an unknown ``fmt``.
+        ValueError: an unknown ``fmt``, ``tool_results`` or ``tool_arguments``;
+            ``delta`` with ``fmt="tools"``; ``tool_results`` without delta turns.
     """
-    if fmt not in FORMATS:
-        raise ValueError(f"fmt must be one of {FORMATS}, got {fmt!r}")
+    _check_options(fmt, delta, tool_results, tool_arguments)
     from clinenv.evaluation.components import CaseLookup
+
+    if chat_template is not None:
+        from clinenv.template_check import check_template
+
+        for problem in check_template(chat_template, fmt=fmt,
+                                      tool_arguments=tool_arguments):
+            warnings.warn(f"the chat template does not fit {fmt}-format rows: {problem}",
+                          stacklevel=2)
 
     seen_files: dict[Path, str] = {}
     seen_keys: dict[tuple[str, str, int], tuple[str, int]] = {}
@@ -241,13 +292,32 @@ def episode_rows(paths: Iterable[str | Path], *, fmt: str = "messages",
                                   f"{where[1]}; export each episode once", path=path,
                                   line=number)
             seen_keys[(gid, *key)] = (str(path), number)
-            row = _row(line, path, number, fmt=fmt, rebuild=rebuild, data_dir=data_dir)
+            row = _row(line, path, number, fmt=fmt, rebuild=rebuild, data_dir=data_dir,
+                       delta=delta, tool_results=tool_results,
+                       tool_arguments=tool_arguments)
             row["reward_components"] = _reward_components(line, lookup, path, number)
             row["privileged"] = is_privileged_line(line)
             if per_turn:
                 yield from per_turn_rows(row, fmt=fmt)
             else:
                 yield row
+
+
+def _check_options(fmt: str, delta: bool, tool_results: str | None,
+                   tool_arguments: str) -> None:
+    if fmt not in FORMATS:
+        raise ValueError(f"fmt must be one of {FORMATS}, got {fmt!r}")
+    if tool_results not in (None, *TOOL_RESULTS):
+        raise ValueError(f"tool_results must be one of {TOOL_RESULTS}, got {tool_results!r}")
+    if tool_arguments not in TOOL_ARGUMENTS:
+        raise ValueError(f"tool_arguments must be one of {TOOL_ARGUMENTS}, got "
+                         f"{tool_arguments!r}")
+    if delta and fmt == "tools":
+        raise ValueError("delta applies to fmt='messages' (the tools format's results are "
+                         "delta observations already)")
+    if tool_results is not None and not (fmt == "tools" or delta):
+        raise ValueError("tool_results applies to delta turns: fmt='tools', or "
+                         "fmt='messages' with delta=True")
 
 
 def per_turn_rows(row: Mapping[str, Any], *, fmt: str = "messages") -> list[dict[str, Any]]:
@@ -295,9 +365,12 @@ def group_id(line: Mapping[str, Any]) -> str:
 
 def episodes_dataset(paths: Iterable[str | Path], *, fmt: str = "messages",
                      allow_credentialed: bool = False,
-                     data_dir: str | Path | None = None, per_turn: bool = False) -> Any:
+                     data_dir: str | Path | None = None, per_turn: bool = False,
+                     **options: Any) -> Any:
     """The rows of :func:`episode_rows` as a ``datasets.Dataset`` (``Dataset.from_list``:
-    no generator cache, so a changed log never gives stale rows).
+    no generator cache, so a changed log never gives stale rows); ``options``: the
+    other keywords of :func:`episode_rows` (``delta``, ``tool_results``,
+    ``tool_arguments``).
 
     Raises:
         ImportError: ``datasets`` is not installed (the message names the extra).
@@ -305,14 +378,29 @@ def episodes_dataset(paths: Iterable[str | Path], *, fmt: str = "messages",
     """
     datasets = _import_datasets("episodes_dataset()")
     rows = list(episode_rows(paths, fmt=fmt, allow_credentialed=allow_credentialed,
-                             data_dir=data_dir, per_turn=per_turn))
+                             data_dir=data_dir, per_turn=per_turn, **options))
     return _dataset(datasets, rows)
+
+
+#: Columns of chat messages: stored as JSON objects where ``datasets`` has the ``Json``
+#: feature, so each message keeps exactly its own keys (an Arrow struct would give every
+#: message every key, ``None`` where absent, and merge the tools' arguments).
+_MESSAGE_COLUMNS = ("messages", "prompt", "completion")
 
 
 def _dataset(datasets: Any, rows: list[Mapping[str, Any]]) -> Any:
     """``Dataset.from_list(rows)`` with the ``reward_components`` column cast to its
-    fixed struct (:data:`REWARD_COMPONENTS_SCHEMA`)."""
-    dataset = datasets.Dataset.from_list(rows)
+    fixed struct (:data:`REWARD_COMPONENTS_SCHEMA`) and the message columns stored as
+    JSON objects (:data:`_MESSAGE_COLUMNS`; ``datasets`` with ``datasets.Json``)."""
+    json_feature = getattr(datasets, "Json", None)
+    features = None
+    if json_feature is not None and rows and any(n in rows[0] for n in _MESSAGE_COLUMNS):
+        inferred = datasets.Dataset.from_list(
+            [{k: v for k, v in r.items() if k not in _MESSAGE_COLUMNS} for r in rows]).features
+        features = datasets.Features({
+            name: datasets.List(json_feature()) if name in _MESSAGE_COLUMNS
+            else inferred[name] for name in rows[0]})
+    dataset = datasets.Dataset.from_list(rows, features=features)
     if "reward_components" in dataset.column_names:
         dataset = dataset.cast_column("reward_components", {
             name: datasets.Value(kind) for name, kind in REWARD_COMPONENTS_SCHEMA.items()})
@@ -419,7 +507,8 @@ def _credentialed(line: Mapping[str, Any]) -> bool:
 
 
 def _row(line: Mapping[str, Any], path: Path, number: int, *, fmt: str, rebuild: bool,
-         data_dir: Any) -> dict[str, Any]:
+         data_dir: Any, delta: bool = False, tool_results: str | None = None,
+         tool_arguments: str = "dict") -> dict[str, Any]:
     doctor = line["doctor"]
     config = doctor.get("config") if isinstance(doctor.get("config"), Mapping) else {}
     events = line["events"]
@@ -431,24 +520,24 @@ def _row(line: Mapping[str, Any], path: Path, number: int, *, fmt: str, rebuild:
              if c.get("agent") == _DOCTOR_SEAT]
     logged = bool(calls) and all("messages" in c and "raw_reply" in c for c in calls)
     replayed = None
-    if fmt == "tools" or rebuild or not logged:
+    if fmt == "tools" or delta or rebuild or not logged:
         if "doctor_log" in line and not logged:
             raise ExportError("field 'doctor_log': a wrapped doctor (e.g. CDEG) saw more "
                               "than the environment's observations; export a run written "
                               "with --log-messages", path=path, line=number)
         replayed = _replay(line, path, number, data_dir=data_dir,
-                           observation_format="delta" if fmt == "tools" else None,
+                           observation_format="delta" if fmt == "tools" or delta else None,
                            # the tool view's wording, as GRPO's tool view shows it
                            action_format="tools" if fmt == "tools" and not _native(line)
-                           else None)
+                           else None, tool_results=tool_results)
     if fmt == "tools":
-        messages = _tool_messages(replayed, events)
+        messages = _tool_messages(replayed, events, arguments=tool_arguments)
         source = "rebuilt"
-    elif logged and not rebuild:
+    elif logged and not (rebuild or delta):
         messages = _logged_messages(calls, actions, line, path, number)
         source = "logged"
     else:
-        messages = _rebuilt_messages(replayed, line)
+        messages = _rebuilt_messages(replayed, line, delta=delta)
         source = "rebuilt"
     exams = [e.get("exam_id") or e.get("request") for e in events
              if e.get("source") == "measurement"]
@@ -475,7 +564,18 @@ def _row(line: Mapping[str, Any], path: Path, number: int, *, fmt: str, rebuild:
         "target": line.get("target"),
         "tool_calls": [c for c in _tool_calls(events) if c is not None],
         "messages_source": source,
+        "tool_results": _effective_tool_results(line, tool_results) if (
+            fmt == "tools" or delta) else None,
     }
+
+
+def _effective_tool_results(line: Mapping[str, Any], chosen: str | None) -> str:
+    """The ``tool_results`` setting the delta turns were rendered with: the export's
+    choice, else the run's (its ``env_spec`` kwargs), else the default ``"full"``."""
+    if chosen is not None:
+        return chosen
+    kwargs = (line.get("env_spec") or {}).get("kwargs") or {}
+    return str(kwargs.get("tool_results") or "full")
 
 
 # ---------------------------------------------------------------- logged messages
@@ -501,10 +601,14 @@ def _logged_messages(calls: Sequence[Mapping[str, Any]], actions: Sequence[Mappi
             raise ExportError(f"field '{where}.messages' must end with a user message",
                               path=path, line=number)
         head = sent[0].get("content") if sent[0].get("role") == "system" else None
+        user = sent[-1]["content"]
         if head is not None and head != system:
-            messages.append({"role": "system", "content": head})
+            if messages:  # one system message at most, first (Gemma 3 raises on more)
+                user = _with_instructions(head, user)
+            else:
+                messages.append({"role": "system", "content": head})
             system = head
-        messages.append({"role": "user", "content": sent[-1]["content"]})
+        messages.append({"role": "user", "content": user})
         messages.append({"role": "assistant", "content": said})
 
     for i, call in enumerate(acquire):
@@ -564,7 +668,8 @@ class _Replay:
 
 
 def _replay(line: Mapping[str, Any], path: Path, number: int, *, data_dir: Any,
-            observation_format: str | None, action_format: str | None = None) -> _Replay:
+            observation_format: str | None, action_format: str | None = None,
+            tool_results: str | None = None) -> _Replay:
     """Replay the logged doctor actions through a fresh environment (module docstring)."""
     spec = line.get("env_spec") or {}
     kwargs = dict(spec.get("kwargs") or {})
@@ -585,6 +690,8 @@ def _replay(line: Mapping[str, Any], path: Path, number: int, *, data_dir: Any,
         kwargs["observation_format"] = observation_format
     if action_format is not None:
         kwargs["action_format"] = action_format
+    if tool_results is not None:
+        kwargs["tool_results"] = tool_results
     try:
         env = gym.make(line["env_id"], disable_env_checker=True, **kwargs)
     except (ClinenvError, gym.error.Error, ValueError, TypeError) as err:
@@ -679,15 +786,21 @@ def _rounds(line: Mapping[str, Any]) -> int:
         env.close()
 
 
-def _rebuilt_messages(replay: _Replay, line: Mapping[str, Any]) -> list[dict]:
+def _with_instructions(system: str, text: str) -> str:
+    """A user turn opened by the instructions of a call whose system prompt differs from
+    the episode's first (the decision call's :data:`DIRECT_SYSTEM`)."""
+    return f"{system}\n\n{text}"
+
+
+def _rebuilt_messages(replay: _Replay, line: Mapping[str, Any], *,
+                      delta: bool = False) -> list[dict]:
     config = line["doctor"].get("config") or {}
     if isinstance(config, Mapping) and config.get("framing") == "tool-view":
         return _text_view_messages(replay)
     messages = [{"role": "system", "content": doctor_system_prompt(line)}]
     for text, phase, action in replay.steps:
         if phase == "decide" and not _native(line):
-            messages.append({"role": "system", "content": DIRECT_SYSTEM})
-            text = evidence_part(text)
+            text = _with_instructions(DIRECT_SYSTEM, text if delta else evidence_part(text))
         messages.append({"role": "user", "content": text})
         messages.append({"role": "assistant", "content": str(action["text"])})
     return messages
@@ -721,9 +834,11 @@ def _phases(events: Sequence[Mapping[str, Any]]) -> list[str]:
     return phases
 
 
-def _tool_calls(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any] | None]:
+def _tool_calls(events: Sequence[Mapping[str, Any]], *,
+                arguments: str = "json") -> list[dict[str, Any] | None]:
     """Each doctor action as an OpenAI tool call of the tool view
-    (:func:`clinenv.integrations.tools.action_to_tool`), ``None`` for an empty one."""
+    (:func:`clinenv.integrations.tools.action_to_tool`), ``None`` for an empty one;
+    ``arguments``: ``"json"`` (a JSON string, OpenAI's wire format) or ``"dict"``."""
     # Imported here: the core never imports clinenv.integrations (its adapters sit behind
     # extras; DESIGN "Training and scale-out"); the tool view is needed only at export.
     from clinenv.integrations.tools import action_to_tool
@@ -732,21 +847,27 @@ def _tool_calls(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any] | No
     calls = []
     for index, (action, phase) in enumerate(zip(actions, _phases(events), strict=True)):
         call = action_to_tool(str(action.get("text", "")), phase=phase)
-        calls.append(None if call is None else call.to_openai(f"call_{index}"))
+        if call is None:
+            calls.append(None)
+            continue
+        entry = call.to_openai(f"call_{index}")
+        if arguments == "dict":
+            entry["function"]["arguments"] = dict(call.arguments)
+        calls.append(entry)
     return calls
 
 
-def _tool_messages(replay: _Replay, events: Sequence[Mapping[str, Any]]) -> list[dict]:
+def _tool_messages(replay: _Replay, events: Sequence[Mapping[str, Any]], *,
+                   arguments: str = "dict") -> list[dict]:
     """The episode as tool calls and tool results (module docstring): the tool view's
     system prompt, the task row's user message with the opening text appended, then
     per action its call and the delta observation the environment answered (the tool
-    view's final result once scored)."""
+    view's final result once scored). Each message has only the keys of its kind (Llama
+    3.x templates read any ``tool_calls`` key as a call)."""
     from clinenv.integrations.tools import FINAL_RESULT, TASK_INTRO, TOOL_SYSTEM_PROMPT
 
-    def message(role: str, content: str, *, calls: list | None = None,
-                call_id: str | None = None, name: str | None = None) -> dict[str, Any]:
-        return {"role": role, "content": content, "tool_calls": calls or [],
-                "tool_call_id": call_id, "name": name}
+    def message(role: str, content: str) -> dict[str, Any]:
+        return {"role": role, "content": content}
 
     # The first two messages are the GRPO prompt TRL shows for the same episode: the task
     # row [system TOOL_SYSTEM_PROMPT, user TASK_INTRO] (clinenv.integrations.trl.
@@ -757,13 +878,14 @@ def _tool_messages(replay: _Replay, events: Sequence[Mapping[str, Any]]) -> list
                 message("user", TASK_INTRO + replay.steps[0][0])]
     results = [text for text, _, _ in replay.steps[1:]] + [
         FINAL_RESULT if replay.ended else replay.final]
-    for (_, _, action), call, result in zip(replay.steps, _tool_calls(events), results,
-                                            strict=True):
+    for (_, _, action), call, result in zip(replay.steps,
+                                            _tool_calls(events, arguments=arguments),
+                                            results, strict=True):
         if call is None:  # no tool call: the next observation is a user turn
             messages.append(message("assistant", str(action.get("text", ""))))
             messages.append(message("user", result))
             continue
-        messages.append(message("assistant", "", calls=[call]))
-        messages.append(message("tool", result, call_id=call["id"],
-                                name=call["function"]["name"]))
+        messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        messages.append({"role": "tool", "content": result, "tool_call_id": call["id"],
+                         "name": call["function"]["name"]})
     return messages

@@ -74,19 +74,19 @@ def test_rows_match_the_log_and_a_fresh_environment(workdir, capsys):
         assert row["clinenv_version"] == clinenv.__version__
         assert row["messages_source"] == "rebuilt"
         messages = row["messages"]
-        # system, then (user, assistant) per action, a system before the decision
+        # one system message, first, then (user, assistant) per action (issue 30: Gemma
+        # 3 raises on a second system message); the decision call's own system prompt
+        # opens its user turn
         assert messages[0] == {"role": "system", "content": EGIP_DOCTOR_SYSTEM}
-        assert [m["role"] for m in messages[1:-3]] == ["user", "assistant"] * (
-            len(doctor_events) - 1)
-        assert messages[-3] == {"role": "system", "content": DIRECT_SYSTEM}
-        assert [m["role"] for m in messages[-2:]] == ["user", "assistant"]
+        assert [m["role"] for m in messages[1:]] == ["user", "assistant"] * len(
+            doctor_events)
         assert [m["content"] for m in messages if m["role"] == "assistant"] == [
             e["text"] for e in doctor_events]
         # the first observation is the fresh environment's reset text
         obs, _ = env.reset(seed=line["seed"], options={"case_id": line["case_id"]})
         assert messages[1]["content"] == obs["text"]
         # the decision observation is e_T, rendered from the logged evidence
-        assert messages[-2]["content"] == render_evidence(
+        assert messages[-2]["content"] == DIRECT_SYSTEM + "\n\n" + render_evidence(
             bundle_from_dict(line["evidence"], path="run.jsonl", line=1))
     env.close()
 
@@ -149,8 +149,9 @@ def test_tool_calls_are_always_lists_in_both_formats(workdir):
                     TOOLS[name]: event["payload"]}
             assert row["tool_calls"][0]["function"]["name"] == "ask_patient"
             assert row["tool_calls"][-1]["function"]["name"] == "submit_diagnosis"
-            if fmt == "tools":
-                assert all(isinstance(m["tool_calls"], list) for m in row["messages"])
+            if fmt == "tools":  # issue 30: only a message that calls a tool has the key
+                assert all(("tool_calls" in m) == (m["role"] == "assistant")
+                           for m in row["messages"])
     rows = read_rows(workdir / "tools.jsonl")
     # the tool view's wording (action_format="tools"), as GRPO's rollouts show it
     env = gym.make("EGIP-Demo-v0", observation_format="delta", action_format="tools")
@@ -163,7 +164,15 @@ def test_tool_calls_are_always_lists_in_both_formats(workdir):
         results = [m for m in messages if m["role"] == "tool"]
         assert len(calls) == len(results) == row["num_turns"]
         assert [r["tool_call_id"] for r in results] == [c["tool_calls"][0]["id"]
-                                                        for c in calls]
+                                                        for c in calls] == [
+            f"call_{i}" for i in range(len(calls))]
+        assert [r["name"] for r in results] == [c["tool_calls"][0]["function"]["name"]
+                                                for c in calls]
+        # dict arguments (issue 30: Hugging Face templates write them with tojson), the
+        # tool_calls column's JSON strings decoded
+        assert [c["tool_calls"][0]["function"]["arguments"] for c in calls] == [
+            json.loads(c["function"]["arguments"]) for c in row["tool_calls"]]
+        assert all(set(m) == {"role", "content", "tool_call_id", "name"} for m in results)
         # the tool results are the delta observations of a fresh delta environment
         obs, _ = env.reset(seed=line["seed"], options={"case_id": line["case_id"]})
         assert messages[1]["content"] == TASK_INTRO + obs["text"]  # as a GRPO row shows it
@@ -196,12 +205,14 @@ def test_logged_messages_are_the_exact_texts(llm_log):
         assert row["doctor"] == "llm-direct"
         users = [m["content"] for m in row["messages"] if m["role"] == "user"]
         assistants = [m["content"] for m in row["messages"] if m["role"] == "assistant"]
-        assert users == [c["messages"][-1]["content"] for c in calls]
+        assert [calls[0]["messages"][0]["content"], calls[-1]["messages"][0]["content"]] \
+            == [EGIP_DOCTOR_SYSTEM, DIRECT_SYSTEM]
+        # one system message (issue 30); the decision call's opens its user turn
+        assert users == [c["messages"][-1]["content"] for c in calls[:-1]] + [
+            DIRECT_SYSTEM + "\n\n" + calls[-1]["messages"][-1]["content"]]
         assert assistants == [c["raw_reply"][0] for c in calls]
         systems = [m["content"] for m in row["messages"] if m["role"] == "system"]
-        assert systems == [calls[0]["messages"][0]["content"],
-                           calls[-1]["messages"][0]["content"]] == [EGIP_DOCTOR_SYSTEM,
-                                                                    DIRECT_SYSTEM]
+        assert systems == [EGIP_DOCTOR_SYSTEM] and row["messages"][0]["role"] == "system"
         assert assistants[-1].startswith("DIAGNOSIS READY:")
         # never another seat's prompt (the LLM patient and judge ran too)
         text = json.dumps(row["messages"], ensure_ascii=False)
@@ -243,8 +254,7 @@ def test_a_placeholder_reply_is_an_assistant_text_not_a_tool_call(workdir):
         messages = row["messages"]
         for n, text in enumerate(placeholders.values()):
             said, answered = messages[2 + 2 * n], messages[3 + 2 * n]
-            assert (said["role"], said["content"], said["tool_calls"]) == (
-                "assistant", text, [])
+            assert said == {"role": "assistant", "content": text}
             assert answered["role"] == "user" and answered["content"].startswith(
                 "Interface: That is the template's placeholder")
         assert messages[6]["tool_calls"][0]["function"]["name"] == "order_exam"

@@ -24,7 +24,7 @@ SOURCES = {"clinenv": ROOT / "clinenv", "clinenv.agents": ROOT / "agents",
 #: Beside the core: they may import the core, never the reverse.
 BESIDE = {"clinenv.agents", "clinenv.wrappers", "clinenv.integrations", "clinenv.cli",
           "clinenv.testing", "clinenv.export", "clinenv.distributed", "clinenv.__main__",
-          "clinenv.audit"}
+          "clinenv.audit", "clinenv.template_check"}
 #: What the protocol package (EGIP's letters) may never import.
 PROTOCOL_FORBIDDEN = ("gymnasium", "pettingzoo", "clinenv.env", "clinenv.runs",
                       "clinenv.agents", "clinenv.wrappers", "clinenv.cli",

@@ -4,8 +4,12 @@ data, one row per episode (columns, formats and where the messages come from:
 
 ``--format messages`` (default) writes the doctor's chat; ``--format tools`` the tool
 view's calls and results; ``--per-turn`` (either format) one row per assistant turn
-(``prompt``, ``completion``, ``tools``) for prompt-completion SFT. Logs of the privileged
-teacher are exported (it is how SFT rows are made), each row with ``privileged: true``.
+(``prompt``, ``completion``, ``tools``) for prompt-completion SFT; ``--delta`` (messages)
+user turns that hold only what is new; ``--tool-results compact`` compact results;
+``--tool-arguments json`` OpenAI-style string arguments; ``--chat-template FILE`` warns
+when that template cannot render the rows (:func:`clinenv.template_check.check_template`).
+Logs of the privileged teacher are exported (it is how SFT rows are made), each row with
+``privileged: true``.
 Every row has ``reward_components`` (the line's, or for a log written before them
 computed from the line and its case; a fixed struct in ``.parquet``) beside ``reward``.
 ``.jsonl`` needs nothing; ``.parquet`` needs the extra
@@ -21,6 +25,7 @@ file in DIR``, as ``eval``, ``compare`` and ``report`` replace their outputs
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import warnings
 from pathlib import Path
@@ -49,6 +54,21 @@ def add_export_parser(sub: Any) -> None:
                         help="one row per assistant turn instead of one per episode: "
                              "prompt (the messages before it), completion (that turn) and "
                              "tools, for prompt-completion SFT (any --format)")
+    export.add_argument("--delta", action="store_true",
+                        help="--format messages: each user turn is only what is new since "
+                             "the last action, not the whole view again (shorter rows)")
+    export.add_argument("--tool-results", choices=("full", "compact"), default=None,
+                        help="render the tool results (or --delta turns) with this "
+                             "setting: compact gives a result and 'Round k of T.' only "
+                             "(default: the run's own)")
+    export.add_argument("--tool-arguments", choices=("dict", "json"), default="dict",
+                        help="--format tools: a call's arguments as a dict (default; what "
+                             "Hugging Face chat templates expect) or a JSON string "
+                             "(OpenAI's fine-tuning format)")
+    export.add_argument("--chat-template", type=Path, default=None, metavar="FILE",
+                        help="warn if this chat template (a .jinja file, or a "
+                             "tokenizer_config.json with chat_template) cannot render the "
+                             "rows: raises, or drops tool calls as SmolLM2's ChatML does")
     export.add_argument("--allow-credentialed", action="store_true",
                         help="also export MIMIC-IV episodes (bound by its data-use "
                              "agreement: never publish the file)")
@@ -61,6 +81,31 @@ def add_export_parser(sub: Any) -> None:
                              "export is always replaced); kept so that older scripts "
                              "still run")
     export.set_defaults(func=cmd_export)
+
+
+def read_chat_template(path: Path) -> str:
+    """The chat template of ``path``: a template file's text, or the ``chat_template``
+    string of a ``tokenizer_config.json``.
+
+    Raises:
+        CLIError: no such file, not UTF-8, or a JSON file without a ``chat_template``
+            string.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise CLIError(f"--chat-template {path}: cannot read it ({err})") from None
+    if path.suffix.lower() != ".json":
+        return text
+    try:
+        template = json.loads(text).get("chat_template")
+    except (ValueError, AttributeError):
+        template = None
+    if not isinstance(template, str):
+        raise CLIError(f"--chat-template {path}: field 'chat_template' is missing or not "
+                       "a string (give the tokenizer_config.json of a chat model, or a "
+                       ".jinja file)")
+    return template
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -89,13 +134,23 @@ def cmd_export(args: argparse.Namespace) -> int:
         except ImportError:
             raise CLIError(f"--out {out}: parquet needs the datasets package: "
                            f"{EXTRA_HINT}; or write .jsonl") from None
+    template = None if args.chat_template is None else read_chat_template(args.chat_template)
+    if args.delta and args.fmt == "tools":
+        raise CLIError("--delta: only with --format messages (tool results are what is "
+                       "new already)")
+    if args.tool_results is not None and not (args.fmt == "tools" or args.delta):
+        raise CLIError(f"--tool-results {args.tool_results}: only with --format tools or "
+                       "--delta (a complete view shows the whole menu)")
     existed = out.is_file()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             n = write_rows(episode_rows(args.logs, fmt=args.fmt,
                                         allow_credentialed=args.allow_credentialed,
-                                        data_dir=args.data_dir, per_turn=args.per_turn),
+                                        data_dir=args.data_dir, per_turn=args.per_turn,
+                                        delta=args.delta, tool_results=args.tool_results,
+                                        tool_arguments=args.tool_arguments,
+                                        chat_template=template),
                            out)
         except RunLogError as err:
             raise CLIError(str(err)) from None

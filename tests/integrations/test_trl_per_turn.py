@@ -28,7 +28,7 @@ from trl.chat_template_utils import (  # noqa: E402
 
 import clinenv  # noqa: F401,E402
 from clinenv.cli import main  # noqa: E402
-from clinenv.export import episode_rows  # noqa: E402
+from clinenv.export import episode_rows, episodes_dataset  # noqa: E402
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>",
             "<tool_response>", "</tool_response>", "<think>", "</think>"]
@@ -116,11 +116,16 @@ def test_trls_sft_trainer_trains_on_exactly_the_turns(tokenizer, logs, tmp_path)
     prompt-completion rows), one training step of a tiny random Qwen3: the tokens it
     trains on (labels not -100) are, for every row, exactly the rendered assistant turn,
     so each prompt tokenized as a prefix of prompt + completion."""
-    datasets = pytest.importorskip("datasets")
+    pytest.importorskip("datasets")
     torch = pytest.importorskip("torch")
     rows = list(episode_rows(logs[:1], fmt="tools", per_turn=True))[:16]
-    dataset = datasets.Dataset.from_list(
-        [{k: r[k] for k in ("prompt", "completion", "tools")} for r in rows])
+    # episodes_dataset stores the messages as JSON objects (datasets.Json): an Arrow
+    # struct would give each call every tool's argument keys, None where absent, and
+    # the template would write them (issue 30)
+    dataset = episodes_dataset(logs[:1], fmt="tools", per_turn=True).select(
+        range(16)).select_columns(["prompt", "completion", "tools"])
+    assert [dict(x) for x in dataset] == [
+        {k: r[k] for k in ("prompt", "completion", "tools")} for r in rows]
     torch.manual_seed(0)
     config = transformers.Qwen3Config(
         vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
