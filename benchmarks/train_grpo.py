@@ -164,30 +164,41 @@ def dataset_name(env_id: str) -> str:
 
 
 def make_split(args: argparse.Namespace) -> dict[str, Any]:
-    """``clinenv data split`` (its CLI), then the flag exclusion and validation slice."""
-    import clinenv  # noqa: F401
-    from clinenv.integrations.tools import ToolEpisode
+    """``clinenv data split`` (its CLI), then the flagged cases out of training
+    (``task_rows(..., exclude_flags=)``, which reports them) and the validation slice."""
+    import warnings
 
+    import clinenv  # noqa: F401
+    from clinenv.integrations.tools import check_flags, task_rows
+
+    flags = check_flags(args.exclude)  # ValueError naming the valid flags
     folder = args.out / "split"
     subprocess.run([sys.executable, "-m", "clinenv", "data", "split", dataset_name(args.env),
                     "--construction", str(args.construction), "--seed", str(args.seed),
                     "--out", str(folder), "--force"], check=True)
     read = lambda name: (folder / name).read_text(encoding="utf-8").split()  # noqa: E731
+
+    def flagged(ids: list[str]) -> dict[str, list[str]]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # the note is printed below
+            rows = task_rows(args.env, ids, seed=args.seed, exclude_flags=flags)
+        if rows.note:
+            print(f"[split] {rows.note}", flush=True)
+        out: dict[str, list[str]] = {}
+        for flag, cases in rows.excluded.items():
+            for case_id in cases:
+                out.setdefault(case_id, []).append(flag)
+        return out
+
     construction, held_out = read("construction.txt"), read("evaluation.txt")
-    pool = ToolEpisode(args.env).env.pool
-    flags = {c.case_id: [f for f in args.exclude if getattr(c.flags, f, False)]
-             for c in pool.cases}
-    unknown = [f for f in args.exclude if not hasattr(pool.cases[0].flags, f)]
-    if unknown:
-        raise SetupError(f"--exclude-flags: unknown flag(s) {', '.join(unknown)}")
-    train = [c for c in construction if not flags[c]]
+    excluded = flagged(construction)
+    train = [c for c in construction if c not in excluded]
     rng = random.Random(args.seed)
-    n_val = max(1, round(args.validation_share * len(train)))
-    validation = sorted(rng.sample(train, n_val))
+    validation = sorted(rng.sample(train, max(1, round(args.validation_share * len(train)))))
     return {"dataset": dataset_name(args.env), "construction": construction,
-            "held_out": held_out, "excluded": {c: flags[c] for c in construction if flags[c]},
+            "held_out": held_out, "excluded": excluded,
             "train": [c for c in train if c not in validation], "validation": validation,
-            "held_out_flagged": {c: flags[c] for c in held_out if flags[c]}}
+            "held_out_flagged": flagged(held_out) if flags else {}}
 
 
 def env_kwargs(args: argparse.Namespace) -> dict[str, Any]:
