@@ -3,8 +3,7 @@
 The graph is read from the source with :mod:`ast`, so imports inside functions count as
 much as module-level ones. A node is a package of ``clinenv`` (``clinenv.env``,
 ``clinenv.agents``...) or a top-level module (``clinenv.scoring``); the root
-``clinenv/__init__.py`` is the node ``clinenv``. Deprecated aliases of moved modules
-(:data:`clinenv._moved.ALIASES`) are leaves nothing in the package may import.
+``clinenv/__init__.py`` is the node ``clinenv``.
 """
 
 from __future__ import annotations
@@ -14,8 +13,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pytest
-
-from clinenv._moved import ALIASES
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Package name -> source folder (setup.cfg's package_dir).
@@ -192,19 +189,3 @@ def test_the_protocol_imports_no_environment_agent_or_cli():
             bad += [f"{name} -> {t}" for t in sorted(imported_names(name, path))
                     if t.startswith(PROTOCOL_FORBIDDEN)]
     assert not bad, "\n".join(bad)
-
-
-def test_nothing_imports_a_deprecated_alias(graph):
-    bad = sorted(f"{s} -> {t}" for s, ts in graph.items() for t in ts if t in ALIASES)
-    assert not bad, "\n".join(bad)
-
-
-@pytest.mark.parametrize("old", sorted(ALIASES))
-def test_a_moved_module_keeps_its_old_path_for_one_release(old):
-    import importlib
-    import sys
-
-    sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match=rf"{old} moved to {ALIASES[old]}"):
-        module = importlib.import_module(old)
-    assert module is importlib.import_module(ALIASES[old])
