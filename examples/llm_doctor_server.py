@@ -43,9 +43,10 @@ import clinenv  # noqa: F401  (registers the EGIP environment ids)
 from clinenv.agents.llm_doctor import LLMDoctor
 from clinenv.datasets import resolve_dataset
 from clinenv.errors import ClinenvError, DatasetNotFoundError
+from clinenv.evaluation.summary import llm_totals, summarize
 from clinenv.llm.openai_backend import OpenAIChatModel
 from clinenv.runs.concurrent import run_concurrent
-from clinenv.runs.logged import RunAborted, RunResult, llm_totals, summarize
+from clinenv.runs.logged import RunAborted, RunResult
 
 
 def pick_env() -> str:
