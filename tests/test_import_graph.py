@@ -32,10 +32,10 @@ BESIDE = {"clinenv.agents", "clinenv.wrappers", "clinenv.integrations", "clinenv
 #: The core's layers, lowest first: a module imports its own layer or lower ones only.
 #: Every core node is in one (a new package must be placed).
 LAYERS = (
-    # foundations: errors and seeds, the case model and its sources, the LLM layer
-    # (chat models, encoders), none of which knows an environment
-    {"clinenv.errors", "clinenv.seeding", "clinenv.case_list", "clinenv.cases",
-     "clinenv.datasets", "clinenv.llm", "clinenv.embeddings"},
+    # foundations: errors, seeds and lazy exports, the case model and its sources, the
+    # LLM layer (chat models, encoders), none of which knows an environment
+    {"clinenv.errors", "clinenv.seeding", "clinenv.lazy", "clinenv.case_list",
+     "clinenv.cases", "clinenv.datasets", "clinenv.llm", "clinenv.embeddings"},
     # the protocol: EGIP's letters, scoring and the reward components over them
     {"clinenv.protocol", "clinenv.scoring", "clinenv.icd_map", "clinenv.reward_components",
      "clinenv.reward_spec"},
@@ -122,8 +122,8 @@ def module_graph(*, plugins: bool = False) -> dict[str, set[str]]:
     def targets(name: str, path: Path) -> set[str]:
         # a string naming the module's own package (``files("clinenv.report")``) adds
         # nothing: importing a module imports its packages first
-        named = {t for d in named_strings(path) if not name.startswith(f"{d}.")
-                 and (t := resolve(d)) is not None}
+        named = {t for d in named_strings(path)
+                 if (t := resolve(d)) is not None and not name.startswith(f"{t}.")}
         imported = {t for d in imported_names(name, path)
                     if d.startswith("clinenv") and (t := resolve(d)) is not None}
         return {t for t in imported | named if t != name
@@ -308,6 +308,10 @@ def top_level_names(path: Path) -> set[str]:
             names.update(t.id for t in targets if isinstance(t, ast.Name))
             if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
                 names.update(ast.literal_eval(node.value))  # lazy: a module __getattr__
+            if isinstance(node.value, ast.Dict) and node.value.values and all(
+                    isinstance(v, ast.Constant) and NAMED.fullmatch(str(v.value))
+                    for v in node.value.values):  # a lazy table (clinenv.lazy)
+                names.update(k.value for k in node.value.keys if isinstance(k, ast.Constant))
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
     return names

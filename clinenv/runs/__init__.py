@@ -12,4 +12,24 @@
 The run-log line format both runs and :mod:`clinenv.evaluation` rely on is
 :mod:`clinenv.runlog`; episode seeds are :mod:`clinenv.seeding`; a run's totals
 (accuracy, coverage, model calls) are :mod:`clinenv.evaluation.summary`.
+
+The public names below import from this package (``from clinenv.runs import
+run_logged``), each loaded on first use; replay's stay in their modules, since the
+module ``replay_run`` would shadow the function of that name here.
 """
+
+from clinenv.lazy import lazy_exports
+
+#: Public names -> the module that defines them, imported on first use.
+_EXPORTS = {
+    "RunSpec": "clinenv.runs.spec",
+    "play_episode": "clinenv.runs.episode", "run_episode": "clinenv.runs.episode",
+    "arun_concurrent": "clinenv.runs.concurrent",
+    "arun_episode": "clinenv.runs.concurrent",
+    "run_concurrent": "clinenv.runs.concurrent",
+    "PreparedRun": "clinenv.runs.logged", "RunResult": "clinenv.runs.logged",
+    "episode_seed": "clinenv.runs.logged", "plan_episodes": "clinenv.runs.logged",
+    "prepare_run": "clinenv.runs.logged", "run_logged": "clinenv.runs.logged",
+    "FailFast": "clinenv.runs.fail_fast", "RunAborted": "clinenv.runs.fail_fast",
+}
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)
