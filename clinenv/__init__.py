@@ -7,7 +7,8 @@ Gymnasium. The main entry points:
 - ``gymnasium.make("EGIP-MedQA-v0")`` — the EGIP environment;
 - the ``clinenv`` command line (``clinenv run``, ``clinenv data``).
 
-The names below other than :data:`EGIP_IDS` (the case model and the dataset loader) are
+The names below other than :data:`EGIP_IDS` (the case model, the dataset loader, case
+lists and the package's errors) are
 imported on first use, so that ``import clinenv`` costs Gymnasium and the id table only.
 """
 
@@ -26,17 +27,23 @@ _LAZY = {
     "Case": "clinenv.cases", "CaseFlags": "clinenv.cases", "Records": "clinenv.cases",
     "Target": "clinenv.cases", "read_cases": "clinenv.cases", "write_cases": "clinenv.cases",
     "load_cases": "clinenv.datasets",
+    "ClinenvError": "clinenv.errors", "DatasetNotFoundError": "clinenv.errors",
+    "read_case_list": "clinenv.case_list", "write_case_list": "clinenv.case_list",
 }
 
 __all__ = [
     "Case",
     "CaseFlags",
+    "ClinenvError",
+    "DatasetNotFoundError",
     "EGIP_IDS",
     "Records",
     "Target",
     "__version__",
     "load_cases",
+    "read_case_list",
     "read_cases",
+    "write_case_list",
     "write_cases",
 ]
 

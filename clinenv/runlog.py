@@ -549,7 +549,7 @@ def episode_key(line: Mapping[str, Any]) -> KEY:
 class EpisodeLines:
     """The line that stands for each episode, fed line by line: the one implementation of
     the supersession rule (module docstring), used by :meth:`RunLog.episodes`,
-    :func:`clinenv.runs.logged.summarize` and :func:`clinenv.evaluation.runs.load_runs`.
+    :func:`clinenv.evaluation.summary.summarize` and :func:`clinenv.evaluation.runs.load_runs`.
 
     Attributes:
         lines: ``{(case_id, repetition): standing line}``, keys in order of first line.

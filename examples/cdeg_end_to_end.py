@@ -37,17 +37,20 @@ from pathlib import Path
 import gymnasium as gym
 
 import clinenv  # noqa: F401  (registers the environment ids)
-from clinenv.agents.scripted_doctor import ScriptedDoctor
-from clinenv.case_list import read_case_list, write_case_list
-from clinenv.datasets.case_split import split_cases
-from clinenv.embeddings.lexical import LEXICAL_THRESHOLDS, LexicalSimilarity
-from clinenv.runs.episode import run_episode
-from clinenv.runs.logged import run_logged
-from clinenv.wrappers.cdeg.build import BuildConfig, build_graph
-from clinenv.wrappers.cdeg.extractors import DeterministicExtractor
-from clinenv.wrappers.cdeg.heldout import ConstructionOverlapWarning
-from clinenv.wrappers.cdeg.policy import CDEGConfig, CDEGDoctor
-from clinenv.wrappers.cdeg.verifier import LexicalVerifier
+from clinenv import read_case_list, write_case_list
+from clinenv.agents import ScriptedDoctor
+from clinenv.datasets import split_cases
+from clinenv.embeddings import LEXICAL_THRESHOLDS, LexicalSimilarity
+from clinenv.runs import run_episode, run_logged
+from clinenv.wrappers.cdeg import (
+    BuildConfig,
+    CDEGConfig,
+    CDEGDoctor,
+    ConstructionOverlapWarning,
+    DeterministicExtractor,
+    LexicalVerifier,
+    build_graph,
+)
 
 
 def sampling_doctor() -> ScriptedDoctor:

@@ -30,10 +30,9 @@ import gymnasium as gym
 from llm_doctor_server import pick_env, print_verdict, report  # the server example
 
 import clinenv  # noqa: F401  (registers the EGIP environment ids)
-from clinenv.agents.llm_doctor import LLMDoctor
-from clinenv.llm.base import BackendUnavailableError
-from clinenv.llm.vllm_backend import VLLMChatModel
-from clinenv.runs.logged import RunAborted, run_logged
+from clinenv.agents import LLMDoctor
+from clinenv.llm import BackendUnavailableError, VLLMChatModel
+from clinenv.runs import RunAborted, run_logged
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,12 +40,12 @@ from pathlib import Path
 import gymnasium as gym
 
 import clinenv  # noqa: F401  (registers the EGIP environment ids)
-from clinenv.agents.llm_doctor import LLMDoctor
+from clinenv import ClinenvError, DatasetNotFoundError
+from clinenv.agents import LLMDoctor
 from clinenv.datasets import resolve_dataset
-from clinenv.errors import ClinenvError, DatasetNotFoundError
-from clinenv.llm.openai_backend import OpenAIChatModel
-from clinenv.runs.concurrent import run_concurrent
-from clinenv.runs.logged import RunAborted, RunResult, llm_totals, summarize
+from clinenv.evaluation import llm_totals, summarize
+from clinenv.llm import OpenAIChatModel
+from clinenv.runs import RunAborted, RunResult, run_concurrent
 
 
 def pick_env() -> str:

@@ -19,7 +19,7 @@ import os
 import sys
 
 import clinenv
-from clinenv.protocol.catalog import Catalog
+from clinenv.protocol import Catalog
 
 
 def describe(name: str) -> None:

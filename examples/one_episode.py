@@ -18,7 +18,7 @@ import sys
 import gymnasium as gym
 
 import clinenv  # noqa: F401  (registers the EGIP environment ids)
-from clinenv.agents.scripted_doctor import ScriptedDoctor
+from clinenv.agents import ScriptedDoctor
 
 
 def main(case_id: str = "demo-01", seed: int = 0) -> int:

@@ -24,8 +24,8 @@ import re
 import gymnasium as gym
 
 import clinenv  # noqa: F401  (registers the EGIP environment ids)
-from clinenv.agents.scripted_doctor import ScriptedDoctor
-from clinenv.runs.logged import run_episode
+from clinenv.agents import ScriptedDoctor
+from clinenv.runs import run_episode
 
 
 class TwoTestDoctor:

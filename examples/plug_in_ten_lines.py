@@ -18,7 +18,7 @@ Run from the repository root (offline; the demo cases ship with clinenv)::
 import gymnasium as gym
 
 import clinenv  # noqa: F401  (registers the EGIP environment ids)
-from clinenv.runs.logged import run_episode
+from clinenv.runs import run_episode
 
 
 class ImagingFirstDoctor:

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import sys
 
-from clinenv.agents.scripted_doctor import ScriptedDoctor
-from clinenv.agents.scripted_examiner import ScriptedExaminer
-from clinenv.agents.scripted_patient import ScriptedPatient
+from clinenv.agents import ScriptedDoctor, ScriptedExaminer, ScriptedPatient
 from clinenv.multiagent import egip_v0
 
 

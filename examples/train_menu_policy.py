@@ -43,12 +43,11 @@ import gymnasium as gym
 import numpy as np
 
 import clinenv  # noqa: F401  (registers the environment ids)
-from clinenv.agents.evidence_reading import candidate_scores, evidence_text, named_diagnosis
-from clinenv.agents.scripted_doctor import ScriptedDoctor
-from clinenv.datasets.case_split import split_cases
-from clinenv.env.registration import MENU_IDS
-from clinenv.errors import DatasetNotFoundError
-from clinenv.runs.episode import run_episode
+from clinenv import DatasetNotFoundError
+from clinenv.agents import ScriptedDoctor, candidate_scores, evidence_text, named_diagnosis
+from clinenv.datasets import split_cases
+from clinenv.env import MENU_IDS
+from clinenv.runs import run_episode
 
 DIM = 512  # features per block (two blocks: before / after a diagnosis is named)
 ROUNDS = 3  # acquisition rounds T, the exam budget

@@ -25,11 +25,12 @@ from llm_rollout_helpers import (
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.llm_doctor import LLMDoctor
 from clinenv.agents.scripted_doctor import ScriptedDoctor
+from clinenv.evaluation.summary import summarize
 from clinenv.llm.openai_backend import OpenAIChatModel
 from clinenv.runlog import read_run_log
 from clinenv.runs.concurrent import arun_concurrent, arun_episode, run_concurrent
 from clinenv.runs.fail_fast import NON_RETRYABLE_DETAILS, RunAborted
-from clinenv.runs.logged import run_episode, run_logged, summarize
+from clinenv.runs.logged import run_episode, run_logged
 from clinenv.seeding import episode_seed
 from clinenv.testing.fake_server import FakeChatServer
 

@@ -126,8 +126,8 @@ def test_the_client_itself_never_retries(fake_server):  # noqa: F811
 
 def test_run_totals_count_retried_requests_and_the_tokens_sent():
     from clinenv.cli.run_summary import format_llm_totals
+    from clinenv.evaluation.summary import llm_totals
     from clinenv.runs.episode import call_totals
-    from clinenv.runs.summary import llm_totals
 
     calls = [{"n_requests": 3, "prompt_tokens": 5, "prompt_tokens_sent": 15,
               "completion_tokens": 2, "latency_s": 1.5},

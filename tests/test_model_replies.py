@@ -10,7 +10,6 @@ import re
 import gymnasium as gym
 import pytest
 
-from clinenv._moved import ALIASES
 from clinenv.env.registration import EGIP_IDS, NATIVE_IDS
 from clinenv.protocol.doctor_text import echoes_prompt, one_line, quote_lines
 from clinenv.protocol.parser import parse_action
@@ -128,8 +127,6 @@ def _shipped_texts() -> list[tuple[str, str]]:
                 for name in ("agents", "protocol", "wrappers")]
     for module_info in (m for p in packages
                         for m in pkgutil.walk_packages(p.__path__, p.__name__ + ".")):
-        if module_info.name in ALIASES:  # a deprecated path: its module is walked anyway
-            continue
         try:
             module = importlib.import_module(module_info.name)
         except ImportError:  # an optional backend's dependency

@@ -18,11 +18,11 @@ from clinenv.env.case_pool import CasePool
 from clinenv.env.record_reader import NativeRecordReader
 from clinenv.env.retrieval_patient import RetrievalPatient
 from clinenv.evaluation.metrics import coverage
+from clinenv.evaluation.summary import summarize
 from clinenv.multiagent.aec import EGIPAECEnv
 from clinenv.protocol.native import RESULTS_NOTE
 from clinenv.protocol.native_render import FINAL_NOTICE
 from clinenv.protocol.views import PatientView
-from clinenv.runs.summary import summarize
 from clinenv.scoring import score_answer
 
 

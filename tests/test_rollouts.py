@@ -13,6 +13,7 @@ import pytest
 
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.scripted_doctor import ScriptedDoctor
+from clinenv.evaluation.summary import summarize
 from clinenv.runlog import (
     SCHEMA,
     RunContext,
@@ -28,7 +29,6 @@ from clinenv.runs.logged import (
     run_episode,
     run_logged,
     run_without_loop,
-    summarize,
 )
 
 LINE_KEYS = {
@@ -52,13 +52,13 @@ def demo_env():
 
 
 
-def test_rollouts_re_exports_the_episode_and_summary_modules():
-    """One concept per module (clinenv.runs.episode, clinenv.runs.summary, clinenv.runs.fail_fast);
+def test_rollouts_re_exports_the_episode_module():
+    """One concept per module (clinenv.runs.episode, clinenv.runs.fail_fast);
     ``from clinenv.runs.logged import ...`` keeps giving the same objects."""
     import clinenv.runs.logged as rollouts
-    from clinenv.runs import episode, fail_fast, summary
+    from clinenv.runs import episode, fail_fast
 
-    for module in (episode, summary):
+    for module in (episode,):
         for name in module.__all__:
             assert getattr(rollouts, name) is getattr(module, name), name
             assert name in rollouts.__all__

@@ -24,7 +24,7 @@ from clinenv.evaluation import (
     load_runs,
     pair_runs,
 )
-from clinenv.runs.summary import summarize
+from clinenv.evaluation.summary import summarize
 
 #: Records of the current scoring version (with ``answer_status``).
 NATIVE_UNFINISHED = {"case_id": "c1", "answer": None, "verdict": "wrong",

@@ -163,11 +163,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from clinenv.cli.run import aborted_message
+    from clinenv.evaluation.summary import summarize
     from clinenv.runlog import RunLogError
     from clinenv.runs.fail_fast import RunAborted
     from clinenv.runs.replay import load_source
     from clinenv.runs.replay_run import replay_run
-    from clinenv.runs.summary import summarize
 
     check_llm_args(args)
     ablation = ABLATION_CHOICES[args.ablation]

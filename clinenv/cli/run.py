@@ -271,10 +271,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     """
     from tqdm import tqdm
 
+    from clinenv.evaluation.summary import summarize
     from clinenv.runs.concurrent import run_concurrent
     from clinenv.runs.logged import RunAborted, RunLogError, plan_episodes, run_logged
     from clinenv.runs.spec import RunSpec
-    from clinenv.runs.summary import summarize
 
     preset = getattr(args, "preset", None)
     protocol = env_protocol(args.env, preset)

@@ -19,7 +19,7 @@ def _fmt_num(value: float | None) -> str:
 
 
 def format_summary(summary: dict[str, Any], *, title: str) -> str:
-    """Plain-ASCII text of a :func:`clinenv.runs.logged.summarize` result.
+    """Plain-ASCII text of a :func:`clinenv.evaluation.summary.summarize` result.
 
     Lines: ``title``, then scheduled episodes, accuracy (%, with the correct / wrong /
     unscored-or-missing counts, and unparsed judge replies when there are any), coverage
@@ -49,7 +49,7 @@ def format_summary(summary: dict[str, Any], *, title: str) -> str:
 
 
 def format_llm_totals(totals: dict[str, Any]) -> str:
-    """One summary line of :func:`clinenv.runs.logged.llm_totals`: model calls, prompt and
+    """One summary line of :func:`clinenv.evaluation.summary.llm_totals`: model calls, prompt and
     completion tokens (``n/a`` when a backend reports none), mean latency (s) and, when
     calls were retried, the requests and the prompt tokens the servers were sent."""
     def tokens(key: str) -> str:
@@ -88,7 +88,7 @@ def print_run_end(summary: dict[str, Any], lines: list[dict[str, Any]], out: Pat
     Returns:
         0, or :data:`~clinenv.cli.errors.EXIT_RUN_ERRORS` when ``summary["n_errors"]``.
     """
-    from clinenv.runs.summary import llm_totals
+    from clinenv.evaluation.summary import llm_totals
 
     note = abstention_note(lines)
     if note is not None:

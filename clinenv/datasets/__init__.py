@@ -8,7 +8,9 @@ Entry points:
   lenient mode, warnings);
 - :func:`resolve_dataset`, :func:`download_dataset`, :func:`verify_dataset` — find,
   fetch and check dataset files (used by ``clinenv data``);
-- :data:`DATASETS` / :class:`DatasetSpec` — the registry.
+- :data:`DATASETS` / :class:`DatasetSpec` — the registry;
+- :func:`split_cases` / :class:`CaseSplit` — a seeded construction/evaluation split
+  (:mod:`.case_split`, loaded on first use).
 
 Schemas: OSCE (:mod:`.osce`), NEJM (:mod:`.nejm`, test text split by :mod:`.nejm_split`),
 user-supplied MIMIC-IDx-style admissions (:mod:`.mimic_idx`, by path only) and canonical
@@ -42,6 +44,12 @@ from clinenv.datasets.resolve import (
     verify_dataset,
 )
 from clinenv.errors import CaseFormatError, ChecksumWarning
+from clinenv.lazy import lazy_exports
+
+#: Names loaded on first use -> their module.
+_LAZY = {"CaseSplit": "clinenv.datasets.case_split",
+         "split_cases": "clinenv.datasets.case_split"}
+__getattr__, __dir__, _lazy = lazy_exports(__name__, _LAZY)
 
 __all__ = [
     "DATASETS",
@@ -57,6 +65,7 @@ __all__ = [
     "sha256_file",
     "split_test_findings",
     "verify_dataset",
+    *_lazy,
 ]
 
 

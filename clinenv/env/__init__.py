@@ -6,25 +6,21 @@
 - :mod:`~clinenv.env.doctor_view` — the doctor's ``exam_mask`` and ``info``;
 - :mod:`~clinenv.env.registration`, :mod:`~clinenv.env.vector` — ids and vector envs.
 
-``EGIPEnv`` and the constants below load on first use, so registering the ids at
+``EGIPEnv`` and the other names below load on first use, so registering the ids at
 ``import clinenv`` stays cheap.
 """
 
-from __future__ import annotations
+from clinenv.lazy import lazy_exports
 
-from typing import Any
-
-__all__ = ["DEFAULT_MAX_EXAMS", "DEFAULT_MAX_TEXT_CHARS", "EGIPEnv", "EnvSettings",
-           "JUDGE_TO_VERDICT", "PROTOCOLS", "STRATA_KEYS"]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "EnvSettings":
-        from clinenv.env.settings import EnvSettings
-
-        return EnvSettings
-    if name in __all__:
-        from clinenv.env import environment
-
-        return getattr(environment, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: Public names -> the module that defines them, imported on first use.
+_EXPORTS = {
+    "EGIPEnv": "clinenv.env.environment", "DEFAULT_MAX_EXAMS": "clinenv.env.environment",
+    "DEFAULT_MAX_TEXT_CHARS": "clinenv.env.environment",
+    "JUDGE_TO_VERDICT": "clinenv.env.environment", "PROTOCOLS": "clinenv.env.environment",
+    "STRATA_KEYS": "clinenv.env.environment",
+    "EnvSettings": "clinenv.env.settings",
+    "EGIP_IDS": "clinenv.env.registration", "MENU_IDS": "clinenv.env.registration",
+    "NATIVE_IDS": "clinenv.env.registration",
+    "make_vec": "clinenv.env.vector",
+}
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

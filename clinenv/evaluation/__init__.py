@@ -6,6 +6,8 @@
 - :mod:`clinenv.evaluation.metrics` — accuracy, coverage, the one definition of an
   unscored output (:func:`is_unscored`, EGIP's U), mean ± SD, embedding similarity,
   turns/exams and strata from run-log records;
+- :mod:`clinenv.evaluation.summary` — a run's totals from its lines (accuracy, coverage,
+  turns and exams, model calls; the summary ``clinenv run`` prints);
 - :mod:`clinenv.evaluation.runs` — run logs grouped into runs and paired over cases;
   :mod:`clinenv.evaluation.labels` — a run's method label (doctor name, plus the
   protocol or preset when it is not plain EGIP);
@@ -53,6 +55,7 @@ from clinenv.evaluation.stats import (
     sign_flip_test,
     stratified_bootstrap_ci,
 )
+from clinenv.evaluation.summary import llm_totals, standing_records, summarize
 
 # isort: split
 from clinenv.evaluation.agreement import Agreement, cohen_kappa
@@ -139,6 +142,10 @@ __all__ = [
     "paired_differences",
     "sign_flip_test",
     "stratified_bootstrap_ci",
+    # summary
+    "llm_totals",
+    "standing_records",
+    "summarize",
     # reward components
     "CaseLookup",
     "ComponentMean",

@@ -270,7 +270,7 @@ def coverage(answers: Iterable[Any]) -> float:
             scheduled)``; a judge reply that could not be read does not uncover an
             identifiable answer), ``None`` (a scheduled output without a record), or an
             answer string (identifiable when non-empty after stripping). ``clinenv
-            run``'s summary (:func:`clinenv.runs.summary.summarize`) passes its records whole,
+            run``'s summary (:func:`clinenv.evaluation.summary.summarize`) passes its records whole,
             so both report the same coverage.
 
     Returns:

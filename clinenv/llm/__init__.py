@@ -4,9 +4,11 @@ See :mod:`clinenv.llm.base` for the interface and :func:`make_chat_model` to bui
 backend by name. Backends import their optional dependencies only when constructed, so
 ``import clinenv.llm`` works on a core install (it imports neither openai, torch,
 transformers nor vllm). A local OpenAI-compatible server for
-tests and offline demos is :class:`clinenv.testing.fake_server.FakeChatServer`.
+tests and offline demos is :class:`clinenv.testing.fake_server.FakeChatServer`. The
+backends' classes import from here too, each loaded on first use.
 """
 
+from clinenv.lazy import lazy_exports
 from clinenv.llm.base import (
     BackendError,
     BackendUnavailableError,
@@ -18,11 +20,20 @@ from clinenv.llm.base import (
     Message,
 )
 from clinenv.llm.factory import make_chat_model
-from clinenv.llm.scripted import ScriptedChatModel
+from clinenv.llm.scripted import ScriptedChatModel, register_script
+
+#: The backends, imported on first use (their modules import nothing optional, but
+#: they are large).
+_BACKENDS = {
+    "OpenAIChatModel": "clinenv.llm.openai_backend",
+    "VLLMChatModel": "clinenv.llm.vllm_backend",
+    "TransformersChatModel": "clinenv.llm.hf_backend",
+}
+__getattr__, __dir__, _lazy = lazy_exports(__name__, _BACKENDS)
 
 __all__ = [
     "BackendError", "BackendUnavailableError", "ChatModel", "ChatResult", "Choice",
     "GenerationConfig", "LLMError", "Message", "ScriptedChatModel",
-    "make_chat_model",
+    "make_chat_model", "register_script", *_lazy,
 ]
 

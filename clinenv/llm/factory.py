@@ -5,15 +5,10 @@ Backends are imported only when chosen, so an unused extra need not be installed
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from clinenv.llm.base import ChatModel
 
-#: Where the ``"scripted"`` backend's named responders are resolved (``module:function``;
-#: they live with the test doubles in :mod:`clinenv.testing`, which the LLM layer never
-#: imports by name).
-RESPONDERS = "clinenv.testing.fake_responders:resolve_responder"
 #: Accepted backend names; ``"hf"`` is an alias of ``"transformers"``.
 BACKENDS = ("openai", "vllm", "transformers", "hf", "scripted")
 
@@ -30,9 +25,10 @@ def make_chat_model(backend: str, model: str, **kwargs: Any) -> ChatModel:
             (:class:`~clinenv.llm.hf_backend.TransformersChatModel`: ``device``,
             ``dtype``...), or ``"scripted"``
             (:class:`~clinenv.llm.scripted.ScriptedChatModel`: ``replies``, a list or a
-            function; without it, ``responder`` names a built-in responder of
-            :mod:`clinenv.testing.fake_responders`, default ``"clinician"``, so an offline run
-            needs no server). Case and surrounding spaces are ignored.
+            function; without it, ``responder`` names a registered script,
+            :data:`~clinenv.llm.scripted.SCRIPTS`, default ``"clinician"``, which
+            :mod:`clinenv.testing.fake_responders` registers, so an offline run needs no
+            server). Case and surrounding spaces are ignored.
         model: the model name, path or hub id (for ``"scripted"``, only reported).
         **kwargs: the backend's constructor arguments (``config=`` for all of them).
 
@@ -56,25 +52,12 @@ def make_chat_model(backend: str, model: str, **kwargs: Any) -> ChatModel:
 
         return TransformersChatModel(model, **kwargs)
     if name == "scripted":
-        from clinenv.llm.scripted import ScriptedChatModel
+        from clinenv.llm.scripted import ScriptedChatModel, named_script
 
         replies = kwargs.pop("replies", None)
         responder = kwargs.pop("responder", "clinician")
         if replies is None:
-            replies = _scripted_responder(responder)
+            replies = named_script(responder)
         return ScriptedChatModel(replies, model=model, **kwargs)
     raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
 
-
-def _scripted_responder(name: str) -> Any:
-    """A fake-server responder adapted to :class:`ScriptedChatModel`'s signature."""
-    module, _, attr = RESPONDERS.partition(":")
-    respond = getattr(importlib.import_module(module), attr)(name)
-
-    def reply(messages: list[dict[str, str]], config: Any, index: int) -> str:
-        result = respond({"messages": messages}, index)
-        if not isinstance(result, str):
-            raise TypeError(f"responder {name!r} must return a str for scripted use")
-        return result
-
-    return reply

@@ -3,6 +3,11 @@
 For tests, offline demos and documentation: no server, no weights. Replies come from a
 list (used in order, cycling) or from a function of the messages, the config and the
 call's choice index. Every call is recorded in :attr:`ScriptedChatModel.calls`.
+
+Named scripts (:data:`SCRIPTS`, ``make_chat_model("scripted", m, responder=name)``) are
+registered by the layers above: the LLM layer ships none and names no test double;
+:mod:`clinenv.testing.fake_responders` registers its built-ins (``"ok"``, ``"echo"``,
+``"yes"``, ``"clinician"``) when imported.
 """
 
 from __future__ import annotations
@@ -17,6 +22,27 @@ from clinenv.llm.base import ChatModel, ChatResult, Choice, GenerationConfig
 #: ``responder(messages, config, index) -> str | Choice``; ``index`` counts choices over
 #: the model's lifetime (0, 1, 2...).
 Responder = Callable[[list[dict[str, str]], GenerationConfig, int], "str | Choice"]
+#: Named responders of the ``"scripted"`` backend (:func:`register_script`).
+SCRIPTS: dict[str, Responder] = {}
+
+
+def register_script(name: str, responder: Responder) -> None:
+    """Make ``responder`` the script ``name`` of the ``"scripted"`` backend."""
+    SCRIPTS[name] = responder
+
+
+def named_script(name: str) -> Responder:
+    """The registered script ``name``.
+
+    Raises:
+        ValueError: no script of that name (the message lists the registered ones).
+    """
+    try:
+        return SCRIPTS[name]
+    except KeyError:
+        raise ValueError(f"responder must be one of {sorted(SCRIPTS)} (import "
+                         "clinenv.testing.fake_responders for the built-in ones, or pass "
+                         f"replies=), got {name!r}") from None
 
 
 class ScriptedChatModel(ChatModel):

@@ -1,15 +1,35 @@
-"""Running episodes: one episode, logged and concurrent runs, summaries and replay.
+"""Running episodes: one episode, logged and concurrent runs, and replay.
 
 - :mod:`~clinenv.runs.spec` — :class:`~clinenv.runs.spec.RunSpec`, what a logged run is
   (log file, schedule, resume and fail-fast rules), shared by the run functions;
 - :mod:`~clinenv.runs.episode` — one episode of a doctor in an environment;
 - :mod:`~clinenv.runs.logged` — a run over cases and repetitions, logged and resumable;
 - :mod:`~clinenv.runs.concurrent` — the same run with many episodes in flight;
-- :mod:`~clinenv.runs.summary` — a run's totals (accuracy, coverage, model calls);
 - :mod:`~clinenv.runs.fail_fast` — the abort rule for consecutive backend errors;
 - :mod:`~clinenv.runs.replay`, :mod:`~clinenv.runs.replay_run` — decisions replayed on
   logged evidence.
 
 The run-log line format both runs and :mod:`clinenv.evaluation` rely on is
-:mod:`clinenv.runlog`; episode seeds are :mod:`clinenv.seeding`.
+:mod:`clinenv.runlog`; episode seeds are :mod:`clinenv.seeding`; a run's totals
+(accuracy, coverage, model calls) are :mod:`clinenv.evaluation.summary`.
+
+The public names below import from this package (``from clinenv.runs import
+run_logged``), each loaded on first use; replay's stay in their modules, since the
+module ``replay_run`` would shadow the function of that name here.
 """
+
+from clinenv.lazy import lazy_exports
+
+#: Public names -> the module that defines them, imported on first use.
+_EXPORTS = {
+    "RunSpec": "clinenv.runs.spec",
+    "play_episode": "clinenv.runs.episode", "run_episode": "clinenv.runs.episode",
+    "arun_concurrent": "clinenv.runs.concurrent",
+    "arun_episode": "clinenv.runs.concurrent",
+    "run_concurrent": "clinenv.runs.concurrent",
+    "PreparedRun": "clinenv.runs.logged", "RunResult": "clinenv.runs.logged",
+    "episode_seed": "clinenv.runs.logged", "plan_episodes": "clinenv.runs.logged",
+    "prepare_run": "clinenv.runs.logged", "run_logged": "clinenv.runs.logged",
+    "FailFast": "clinenv.runs.fail_fast", "RunAborted": "clinenv.runs.fail_fast",
+}
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

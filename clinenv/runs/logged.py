@@ -14,9 +14,9 @@ Pieces, smallest first:
 - :func:`run_logged` — the whole run with resume and fail-fast stops
   (:mod:`clinenv.runs.fail_fast`), as used by ``clinenv run``.
 
-One episode is :mod:`clinenv.runs.episode` (:func:`run_episode`); the run summaries are
-:mod:`clinenv.runs.summary` (:func:`summarize`, :func:`llm_totals`). Both are re-exported
-here, so ``from clinenv.runs.logged import run_episode, summarize`` keeps working.
+One episode is :mod:`clinenv.runs.episode` (:func:`run_episode`, re-exported here); a
+run's summary is evaluation's (:mod:`clinenv.evaluation.summary`: :func:`summarize`,
+:func:`llm_totals`), which reads the lines a run writes.
 
 Run-log line (schema :data:`clinenv.runlog.SCHEMA`), UTF-8, ``ensure_ascii=False``::
 
@@ -90,7 +90,6 @@ from clinenv.runs.episode import (
 )
 from clinenv.runs.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS, FailFast, RunAborted
 from clinenv.runs.spec import RunSpec, resolve_spec
-from clinenv.runs.summary import llm_totals, standing_records, summarize
 from clinenv.seeding import episode_seed
 
 __all__ = [
@@ -98,8 +97,8 @@ __all__ = [
     "PreparedRun", "RunResult", "plan_episodes", "prepare_run", "run_logged",
     # re-exported
     "EpisodeTally", "RunAborted", "RunLogError", "RunSpec", "awaitable", "call_totals",
-    "episode_llm", "episode_seed", "error_dict", "llm_totals", "play_episode",
-    "run_episode", "run_without_loop", "standing_records", "summarize",
+    "episode_llm", "episode_seed", "error_dict", "play_episode", "run_episode",
+    "run_without_loop",
 ]
 
 

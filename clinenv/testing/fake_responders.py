@@ -8,7 +8,9 @@ is the message content; a ``dict`` is the whole ``message`` object (for example
 
 Built-ins, selectable by name (:data:`RESPONDERS`): ``"ok"`` (replies ``OK``),
 ``"echo"`` (the last user message), ``"yes"`` (a judge that always answers ``Yes``) and
-``"clinician"`` (:func:`clinician_responder`).
+``"clinician"`` (:func:`clinician_responder`). Importing this module also registers them
+as scripts of the ``"scripted"`` backend (:func:`as_script`,
+:data:`clinenv.llm.scripted.SCRIPTS`).
 
 The clinician plays every LLM seat of clinenv, so that an offline run (``python -m
 clinenv.testing.fake_server --responder clinician``, or the ``"scripted"`` backend) goes
@@ -101,6 +103,7 @@ from clinenv.agents.prompts import (
 )
 from clinenv.agents.terminal_discussion import TEAM_SYSTEM
 from clinenv.agents.terminal_full import admissible_ids
+from clinenv.llm.scripted import register_script
 from clinenv.protocol.evidence import CANDIDATES_HEADING
 from clinenv.protocol.render import ACTION_FORMAT_NO_MENU
 from clinenv.testing.fake_native import (
@@ -439,3 +442,24 @@ def resolve_responder(responder: Responder | str | None) -> Responder:
             raise ValueError(f"responder must be a function or one of {sorted(RESPONDERS)}, "
                              f"got {responder!r}") from None
     return responder
+
+
+def as_script(responder: Responder) -> Any:
+    """``responder`` as a :class:`~clinenv.llm.scripted.ScriptedChatModel` reply
+    function (``(messages, config, index) -> str``).
+
+    Raises:
+        TypeError: (when called) the responder returned a message object, not a str.
+    """
+    def reply(messages: list[dict[str, str]], config: Any, index: int) -> str:
+        result = responder({"messages": messages}, index)
+        if not isinstance(result, str):
+            raise TypeError(f"responder {getattr(responder, '__name__', responder)!r} must "
+                            "return a str for scripted use")
+        return result
+
+    return reply
+
+
+for _name, _responder in RESPONDERS.items():
+    register_script(_name, as_script(_responder))

@@ -44,7 +44,7 @@ def write_dataset(out_dir: str | Path, env_id: str = "EGIP-Demo-v0", *, fraction
     import gymnasium as gym
 
     import clinenv  # noqa: F401  (registers the environment ids)
-    from clinenv.datasets.case_split import split_cases
+    from clinenv.datasets import split_cases
 
     env = gym.make(env_id, **env_kwargs)
     try:

@@ -62,10 +62,10 @@ from clinenv.distributed import (
 from clinenv.distributed.placement import Node, runner_nodes
 from clinenv.distributed.serve import serve_command, server_nodes
 from clinenv.distributed.units import case_groups, take_tail_group
+from clinenv.evaluation.summary import summarize
 from clinenv.llm.openai_backend import OpenAIChatModel
 from clinenv.runlog import read_run_log
 from clinenv.runs.concurrent import run_concurrent
-from clinenv.runs.summary import summarize
 from clinenv.testing.fake_server import FakeChatServer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,8 +1,8 @@
 """Summaries of a run: accuracy, coverage, turns and exams; model calls and tokens.
 
 - :func:`summarize` — the run metrics of EGIP section 4.1 over run-log lines or episode
-  records, with the definitions of :mod:`clinenv.evaluation.metrics` (so the summary of
-  ``clinenv run`` agrees with ``clinenv eval`` on the same log);
+  records, with the definitions of :mod:`clinenv.evaluation.metrics` (so the summary
+  ``clinenv run`` prints agrees with ``clinenv eval`` on the same log);
 - :func:`standing_records` — each episode once: an error line superseded by a later line
   of its episode (a retry on resume, :mod:`clinenv.runlog`) is left out;
 - :func:`llm_totals` — model calls, tokens and mean latency of a run from its lines'
@@ -17,6 +17,15 @@ from typing import Any
 
 import numpy as np
 
+from clinenv.evaluation.metrics import (
+    accuracy,
+    coverage,
+    is_unparsed,
+    is_unscored,
+    mean_sd,
+    mean_turns_exams,
+    per_repetition_accuracy,
+)
 from clinenv.runlog import EpisodeLines, episode_key, is_error_line
 
 __all__ = ["llm_totals", "standing_records", "summarize"]
@@ -74,16 +83,6 @@ def summarize(
         ValueError: two run-log lines of one episode where the earlier is not an error
             line (the message names the episode and both positions).
     """
-    from clinenv.evaluation.metrics import (
-        accuracy,
-        coverage,
-        is_unparsed,
-        is_unscored,
-        mean_sd,
-        mean_turns_exams,
-        per_repetition_accuracy,
-    )
-
     records = standing_records(records)
     verdicts = [r.get("verdict", "unscored") for r in records]
     reps = [int(r.get("repetition", 0)) for r in records]
