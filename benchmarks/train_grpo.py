@@ -91,6 +91,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a("--out", type=Path, required=True, help="output folder (stage files, checkpoints)")
     a("--resume-from", choices=STAGES, default=None, metavar="STAGE",
       help=f"go on from STAGE ({', '.join(STAGES)}), reading the earlier stages' files")
+    a("--measure-validation", type=Path, default=None, metavar="MODEL_DIR",
+      help="only print the SFT validation slice's tool-call validity of MODEL_DIR (the "
+           "split and teacher stages of --out are read), then exit")
     a("--seed", type=int, default=0)
     a("--device", choices=("auto", "cpu", "cuda"), default="auto")
     a("--use-vllm", action="store_true",
@@ -329,7 +332,9 @@ def validation_validity(model, tok, demos: list[dict[str, Any]], tools, turns: i
                         device: str) -> dict[str, Any]:
     """Tool-call validity on demonstration prefixes: each assistant turn (at most
     ``turns``, spread over the demos) generated greedily after the demonstration's
-    messages before it and parsed as TRL parses it."""
+    messages before it, rendered with the tokenizer's current template (during SFT the
+    training template, which renders the history as the rows did), and parsed as TRL
+    parses it."""
     import torch
     from trl.chat_template_utils import parse_response
 
@@ -588,10 +593,10 @@ def run_sft(model, tok, args, device, split, demos, tools) -> dict[str, Any]:
             step = state.global_step
             late = time.perf_counter() > deadline
             if step % args.sft_eval_every == 0 or late or step >= args.sft_max_steps:
-                tok.chat_template = qwen3_chat_template
+                # the training template renders the history as the rows did (each
+                # turn's empty think block), as TRL's loop keeps the generated tokens
                 v = validation_validity(kwargs["model"], tok, validation, tools,
                                         args.validation_turns, device)
-                tok.chat_template = qwen3_training_chat_template
                 loss = next((e["loss"] for e in reversed(state.log_history) if "loss" in e),
                             None)
                 history.append({"step": step, "loss": loss, **v,
@@ -737,6 +742,26 @@ def plot(results: dict[str, dict[str, Any]], path: Path) -> bool:
     return True
 
 
+def measure_validation(args: argparse.Namespace, device: str) -> int:
+    """``--measure-validation MODEL_DIR``: the validation slice's tool-call validity of a
+    saved model, rendered with TRL's Qwen3 training template as during SFT."""
+    from trl.chat_template_utils import qwen3_training_chat_template
+
+    try:
+        split, teacher = read_stage(args.out, "split"), read_stage(args.out, "teacher")
+        model, tok = load_model(args, str(args.measure_validation), device)
+    except (SetupError, OSError) as err:
+        print(f"train_grpo: {err}", file=sys.stderr)
+        return 2
+    if "<|im_start|>" in tok.get_vocab():
+        tok.chat_template = qwen3_training_chat_template
+    validation = [d for d in teacher["demos"] if d["case_id"] in set(split["validation"])]
+    result = validation_validity(model, tok, validation, trl_tools(args),
+                                 args.validation_turns, device)
+    print(json.dumps({"model": str(args.measure_validation), **result}))
+    return 0
+
+
 # ---------------------------------------------------------------- main
 
 def main(argv: list[str] | None = None) -> int:
@@ -755,6 +780,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(args.seed)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.measure_validation is not None:
+        return measure_validation(args, device)
     start = STAGES.index(args.resume_from) if args.resume_from else 0
     results: dict[str, dict[str, Any]] = {}
     t_all = time.perf_counter()

@@ -159,6 +159,14 @@ def test_every_stage_runs_and_writes_what_it_measured(model_dir, tmp_path, capsy
     after = {n: (out / f"{n}.json").stat().st_mtime_ns for n in tg.STAGES}
     assert [n for n in tg.STAGES if before[n] != after[n]] == ["eval-grpo"]
 
+    # --measure-validation: a saved model's validity on the validation slice, nothing run
+    capsys.readouterr()
+    assert tg.main(argv(model_dir, out, "--measure-validation",
+                        str(out / "checkpoints" / "sft-model"))) == 0
+    measured = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert measured["turns"] == 2 and 0 <= measured["valid"] <= 2
+    assert {n: (out / f"{n}.json").stat().st_mtime_ns for n in tg.STAGES} == after
+
 
 def test_resume_without_the_earlier_stage_is_refused_in_one_line(model_dir, tmp_path,
                                                                    capsys):
