@@ -157,7 +157,7 @@ from clinenv.agents.prompts import (
     EGIP_DOCTOR_SYSTEM,
 )
 from clinenv.datasets.registry import DATASETS, normalize_name
-from clinenv.errors import ClinenvError
+from clinenv.errors import ClinenvError, install_hint
 from clinenv.runlog import RunLogError, is_error_line, is_privileged_line, read_run_log
 
 __all__ = ["CREDENTIALED_DATASETS", "DUA_WARNING", "EXTRA_HINT", "FORMATS",
@@ -179,7 +179,7 @@ DUA_WARNING = (
     "data-use agreement; share the file only with credentialed users bound by it, never "
     "publish it (e.g. on the Hugging Face Hub) and never send it to a third-party service")
 #: How to get the optional dependency of parquet files and ``datasets.Dataset``.
-EXTRA_HINT = "pip install 'clinenv[export]' (the datasets package)"
+EXTRA_HINT = f"{install_hint('export')} (the datasets package)"
 #: The fixed fields and Arrow types of the ``reward_components`` column (a struct in
 #: ``.parquet`` and ``datasets.Dataset``), in :data:`clinenv.reward_components.COMPONENTS`
 #: order.
