@@ -121,10 +121,11 @@ clarification, where the live tool view (``"decide"``) would end acquisition;
 only), as ``ToolEpisode(..., tool_results="compact")`` gives them.
 
 In ``.parquet`` files and ``datasets.Dataset`` the message columns (``messages``,
-``prompt``, ``completion``) are stored as JSON objects (``datasets.Json``, where the
-installed ``datasets`` has it), so each message comes back with exactly its keys: an
-Arrow struct would give every message every key (``None`` where absent) and every call
-every tool's argument keys. ``chat_template=`` (``--chat-template FILE``) warns when
+``prompt``, ``completion``) are stored as JSON objects (``datasets.Json``, new in
+datasets 4.7.0, the ``export`` extra's floor), so each message comes back with exactly
+its keys: an Arrow struct, the fallback under an older ``datasets``, would give every
+message every key (``None`` where absent) and every call every tool's argument keys.
+``chat_template=`` (``--chat-template FILE``) warns when
 that template cannot render the rows (:func:`clinenv.template_check.check_template`:
 it raises, or, without tool support, renders tool calls empty).
 

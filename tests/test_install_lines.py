@@ -36,3 +36,20 @@ def test_no_install_line_names_clinenv_on_pypi():
 def test_install_hint():
     assert install_hint("plot") == "pip install -e '.[plot]' in a clinenv clone"
     assert install_hint("ray,openai") == "pip install -e '.[ray,openai]' in a clinenv clone"
+
+
+def test_the_export_extra_requires_datasets_with_json():
+    """datasets 4.7.0 added ``datasets.Json`` (huggingface/datasets#8027), the type of
+    the export's message columns: the ``export`` and ``trl`` extras require it."""
+    import configparser
+
+    import pytest
+
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg", encoding="utf-8")
+    extras = cfg["options.extras_require"]
+    for extra in ("export", "trl"):
+        assert "datasets>=4.7" in extras[extra].split("\n"), extra
+    datasets = pytest.importorskip("datasets")
+    version = tuple(int(p) for p in datasets.__version__.split(".")[:2])
+    assert hasattr(datasets, "Json") == (version >= (4, 7))
