@@ -67,3 +67,9 @@ class ChecksumWarning(UserWarning):
     """A dataset file whose records differ from the pinned ones is used anyway
     (``verify=False``, ``clinenv run --no-verify``); the message names the first case
     that differs."""
+
+
+def install_hint(extra: str) -> str:
+    """The install line of clinenv's optional extra ``extra`` (``"plot"``, ``"hf"``,
+    ``"ray,openai"``...): clinenv is not on PyPI, so from a clone of the repository."""
+    return f"pip install -e '.[{extra}]' in a clinenv clone"

@@ -121,10 +121,11 @@ clarification, where the live tool view (``"decide"``) would end acquisition;
 only), as ``ToolEpisode(..., tool_results="compact")`` gives them.
 
 In ``.parquet`` files and ``datasets.Dataset`` the message columns (``messages``,
-``prompt``, ``completion``) are stored as JSON objects (``datasets.Json``, where the
-installed ``datasets`` has it), so each message comes back with exactly its keys: an
-Arrow struct would give every message every key (``None`` where absent) and every call
-every tool's argument keys. ``chat_template=`` (``--chat-template FILE``) warns when
+``prompt``, ``completion``) are stored as JSON objects (``datasets.Json``, new in
+datasets 4.7.0, the ``export`` extra's floor), so each message comes back with exactly
+its keys: an Arrow struct, the fallback under an older ``datasets``, would give every
+message every key (``None`` where absent) and every call every tool's argument keys.
+``chat_template=`` (``--chat-template FILE``) warns when
 that template cannot render the rows (:func:`clinenv.template_check.check_template`:
 it raises, or, without tool support, renders tool calls empty).
 
@@ -157,7 +158,7 @@ from clinenv.agents.prompts import (
     EGIP_DOCTOR_SYSTEM,
 )
 from clinenv.datasets.registry import DATASETS, normalize_name
-from clinenv.errors import ClinenvError
+from clinenv.errors import ClinenvError, install_hint
 from clinenv.runlog import RunLogError, is_error_line, is_privileged_line, read_run_log
 
 __all__ = ["CREDENTIALED_DATASETS", "DUA_WARNING", "EXTRA_HINT", "FORMATS",
@@ -179,7 +180,7 @@ DUA_WARNING = (
     "data-use agreement; share the file only with credentialed users bound by it, never "
     "publish it (e.g. on the Hugging Face Hub) and never send it to a third-party service")
 #: How to get the optional dependency of parquet files and ``datasets.Dataset``.
-EXTRA_HINT = "pip install 'clinenv[export]' (the datasets package)"
+EXTRA_HINT = f"{install_hint('export')} (the datasets package)"
 #: The fixed fields and Arrow types of the ``reward_components`` column (a struct in
 #: ``.parquet`` and ``datasets.Dataset``), in :data:`clinenv.reward_components.COMPONENTS`
 #: order.

@@ -1,8 +1,8 @@
 """An LLM doctor on EGIP-MedQA-v0 with an in-process vLLM engine (GPU only), Direct.
 
 The same run as ``examples/llm_doctor_server.py`` without a server: the model is loaded
-into this process with :class:`~clinenv.llm.vllm_backend.VLLMChatModel` (``pip install
-'clinenv[vllm]'``; vLLM runs on a CUDA GPU only). Episodes run one after another here;
+into this process with :class:`~clinenv.llm.vllm_backend.VLLMChatModel` (``pip install -e
+'.[vllm]'`` in a clinenv clone; vLLM runs on a CUDA GPU only). Episodes run one after another here;
 for many episodes at once prefer ``vllm serve`` and the server example, which lets the
 server batch the requests of concurrent episodes. Without vLLM installed the script
 stops at once with the message of :class:`~clinenv.llm.base.BackendUnavailableError`

@@ -328,4 +328,4 @@ def test_cli_llm_seats_without_the_openai_client_is_a_one_line_error(capsys, mon
     monkeypatch.setitem(sys.modules, "openai", None)  # a plain install: no openai client
     assert main(["audit", "EGIP-Demo-v0", "--patient", "llm", "--limit", "1"]) == 2
     err = capsys.readouterr().err
-    assert "pip install 'clinenv[openai]'" in err and "Traceback" not in err
+    assert "pip install -e '.[openai]' in a clinenv clone" in err and "Traceback" not in err

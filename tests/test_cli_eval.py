@@ -183,7 +183,7 @@ def test_plot_without_matplotlib_is_a_clear_error(tmp_path, logs):
     path = os.pathsep.join([str(fake), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     proc = run_cli(tmp_path, "eval", str(logs["native_alpha"]), "--plot", code=2,
                    env_extra={"PYTHONPATH": path})
-    assert "pip install 'clinenv[plot]'" in one_error_line(proc)
+    assert "pip install -e '.[plot]' in a clinenv clone" in one_error_line(proc)
     # the tables come first: printed and written, only the figure is missing
     assert "native" in proc.stdout
     assert (tmp_path / "reports" / "accuracy.csv").is_file()

@@ -237,7 +237,8 @@ def test_unavailable_backend_is_one_line(workdir, capsys):
     code, out, err = run_cli(capsys, "--doctor", "llm", "--backend", "vllm", "--model", "m")
     assert code == 2
     assert err.strip() == ("clinenv: error: --backend vllm --model m: the in-process vLLM "
-                           "backend needs vLLM (CUDA GPU): pip install 'clinenv[vllm]'")
+                           "backend needs vLLM (CUDA GPU): pip install -e '.[vllm]' in a "
+                           "clinenv clone")
     assert json.dumps(err).count("\\n") == 1
 
 

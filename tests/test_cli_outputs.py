@@ -116,7 +116,7 @@ def test_a_stale_figure_goes_even_when_the_new_one_cannot_be_drawn(workdir, logs
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     code, out, err = cli(capsys, "eval", logs["native_alpha"], "--plot", *FAST)
-    assert code == 2 and "pip install 'clinenv[plot]'" in err
+    assert code == 2 and "pip install -e '.[plot]' in a clinenv clone" in err
     assert names(rep) == {"accuracy.md", "accuracy.csv"}
     assert (rep / "accuracy.md").read_text(encoding="utf-8") != "old table\n"
     assert out.splitlines()[-2:] == [

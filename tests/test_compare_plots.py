@@ -310,5 +310,5 @@ def test_plot_without_matplotlib_writes_the_tables_first(demo_logs, tmp_path, ca
     assert "scripted-explore0.3" in captured.out  # the tables were printed
     assert captured.err == (
         "clinenv: error: --plot: plots need matplotlib, which is not installed: pip "
-        "install 'clinenv[plot]'; the tables were written ("
+        "install -e '.[plot]' in a clinenv clone; the tables were written ("
         + ", ".join(str(p) for p in written) + "), the figures were not\n")

@@ -159,7 +159,7 @@ def test_load_error_names_the_model_and_the_fix(tmp_path):
 
 def test_missing_torch_names_the_hf_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)
-    with pytest.raises(ImportError, match=r"clinenv\[hf\]"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[hf\]' in a clinenv clone"):
         te.TransformersEncoder("any/model")
 
 

@@ -498,7 +498,8 @@ def test_plots_without_matplotlib_say_how_to_install_it(tmp_path, runs, monkeypa
     for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
-    with pytest.raises(PlotDependencyError, match=r"pip install 'clinenv\[plot\]'"):
+    with pytest.raises(PlotDependencyError,
+            match=r"pip install -e '\.\[plot\]' in a clinenv clone"):
         plot_accuracy(table, tmp_path / "a.png")
     assert not (tmp_path / "a.png").exists()
 

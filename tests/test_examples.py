@@ -258,7 +258,7 @@ def test_llm_doctor_engine_needs_vllm(tmp_path):
     proc = run_example("llm_doctor_engine.py", tmp_path, None, "--model", "some/model",
                        returncode=2)
     assert proc.stderr.strip() == ("error: the in-process vLLM backend needs vLLM (CUDA "
-                                   "GPU): pip install 'clinenv[vllm]'")
+                                   "GPU): pip install -e '.[vllm]' in a clinenv clone")
     assert proc.stdout == ""
     usage = run_example("llm_doctor_engine.py", tmp_path, None, "--help").stdout
     assert "--model" in usage and "--episodes" in usage

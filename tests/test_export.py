@@ -352,10 +352,10 @@ def test_parquet_without_datasets_names_the_extra(workdir, monkeypatch, capsys):
     log = scripted_run("run.jsonl", seed=0, episodes=1, repetitions=1)
     monkeypatch.setitem(__import__("sys").modules, "datasets", None)
     assert export(str(log), "--out", "x.parquet") == 2
-    assert "clinenv[export]" in capsys.readouterr().err
+    assert "pip install -e '.[export]' in a clinenv clone" in capsys.readouterr().err
     from clinenv.export import episodes_dataset
 
-    with pytest.raises(ImportError, match=r"clinenv\[export\]"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[export\]' in a clinenv clone"):
         episodes_dataset([log])
     assert export(str(log), "--out", "x.jsonl") == 0  # jsonl needs nothing
 

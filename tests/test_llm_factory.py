@@ -63,7 +63,8 @@ def test_vllm_backend_by_name_with_an_injected_engine():
 @pytest.mark.parametrize("name", ["transformers", "hf"])
 def test_transformers_backend_by_name_reports_a_missing_extra(monkeypatch, name):
     monkeypatch.setitem(sys.modules, "torch", None)
-    with pytest.raises(BackendUnavailableError, match=r"clinenv\[hf\]"):
+    with pytest.raises(BackendUnavailableError,
+            match=r"pip install -e '\.\[hf\]' in a clinenv clone"):
         make_chat_model(name, "some/model")
 
 

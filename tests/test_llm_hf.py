@@ -141,5 +141,6 @@ def test_cut_at_stop():
 
 def test_missing_torch_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)
-    with pytest.raises(BackendUnavailableError, match=r"clinenv\[hf\]"):
+    with pytest.raises(BackendUnavailableError,
+            match=r"pip install -e '\.\[hf\]' in a clinenv clone"):
         TransformersChatModel("any/model")

@@ -495,7 +495,8 @@ def test_bad_arguments_name_the_field(kwargs, field):
 
 def test_missing_openai_package_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "openai", None)
-    with pytest.raises(BackendUnavailableError, match=r"clinenv\[openai\]"):
+    with pytest.raises(BackendUnavailableError,
+            match=r"pip install -e '\.\[openai\]' in a clinenv clone"):
         OpenAIChatModel("m")
 
 

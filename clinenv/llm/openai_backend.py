@@ -107,6 +107,7 @@ import weakref
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal
 
+from clinenv.errors import install_hint
 from clinenv.llm.base import (
     BackendError,
     BackendUnavailableError,
@@ -165,7 +166,7 @@ def _import_openai() -> Any:
     except ImportError as exc:
         raise BackendUnavailableError(
             "the OpenAI-compatible backend needs the openai client: "
-            "pip install 'clinenv[openai]'") from exc
+            + install_hint("openai")) from exc
     return openai
 
 
@@ -656,7 +657,7 @@ class OpenAIChatModel(ChatModel):
         if http_transport == "aiohttp" and not has_aiohttp:
             raise BackendUnavailableError(
                 "http_transport='aiohttp' needs aiohttp: pip install 'openai[aiohttp]' "
-                "(or 'clinenv[openai]')")
+                f"(or {install_hint('openai')})")
         self.async_transport: Literal["aiohttp", "httpx"] = (
             "aiohttp" if has_aiohttp else "httpx")
         if preload != "sync" and self.async_transport == "aiohttp":

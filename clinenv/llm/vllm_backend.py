@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from clinenv.errors import install_hint
 from clinenv.llm.base import (
     BackendError,
     BackendUnavailableError,
@@ -40,7 +41,7 @@ def _import_vllm() -> Any:
         import vllm
     except ImportError as exc:
         raise BackendUnavailableError(
-            "the in-process vLLM backend needs vLLM (CUDA GPU): pip install 'clinenv[vllm]'"
+            "the in-process vLLM backend needs vLLM (CUDA GPU): " + install_hint("vllm")
         ) from exc
     return vllm
 

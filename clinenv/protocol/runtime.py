@@ -75,6 +75,29 @@ Phase = Literal["acquire", "decide", "done"]
 
 #: Reasoning text kept per action (``info["reasoning"]``); the rest is cut.
 MAX_REASONING_CHARS = 16_384
+#: The interface feedback that names the doctor's action forms, in the wording of
+#: ``ProtocolConfig.action_format``: the text protocol's markers, or the tool view's
+#: tools (:mod:`clinenv.integrations.tools`). Every other feedback names no form.
+FEEDBACK: dict[str, dict[str, str]] = {
+    "text": {
+        "empty_action": "No question or request was found. Ask the patient a question, "
+                        "or write REQUEST TEST: <examination>.",
+        "empty_request": "REQUEST TEST needs an examination name.",
+        "unclear_request": "Write only the examination's id or name after REQUEST TEST:, "
+                           "one examination at a time.",
+        "format_miss": "The answer is not in the form 'DIAGNOSIS READY: <diagnosis>' that "
+                       "strict mode requires.",
+    },
+    "tools": {
+        "empty_action": "No question or request was found. Call `ask_patient` with a "
+                        "question, or `order_exam` with an examination.",
+        "empty_request": "`order_exam` needs an examination name.",
+        "unclear_request": "Give `order_exam` only the examination's id or name, one "
+                           "examination at a time.",
+        "format_miss": "The answer was not given with `submit_diagnosis`, as strict mode "
+                       "requires.",
+    },
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,8 +305,7 @@ class EGIPRuntime:
                                   flags=tuple(f for f in action.flags if f != "placeholder"))
         if action.kind == "empty":
             return self._feedback(turn, action, "empty", "empty_action",
-                                  "No question or request was found. Ask the patient a "
-                                  "question, or write REQUEST TEST: <examination>.")
+                                  self._wording("empty_action"))
         if reads_as_placeholder(action, "acquire"):
             return self._route_placeholder(turn, action)
         if action.kind == "diagnosis":
@@ -332,7 +354,7 @@ class EGIPRuntime:
         menu_shown = self.config.show_menu
         if not action.payload:
             return self._feedback(turn, action, "test_request", "empty_request",
-                                  "REQUEST TEST needs an examination name.")
+                                  self._wording("empty_request"))
         reading = read_request(action.payload, self.matcher)
         if reading.reading == "placeholder":
             action = action.with_flags("placeholder")
@@ -347,8 +369,7 @@ class EGIPRuntime:
                                   "from the list (such as PE1 or T3), or a name.")
         if reading.reading == "not_a_name":
             return self._feedback(turn, action, "test_request", "unclear_request",
-                                  "Write only the examination's id or name after REQUEST "
-                                  "TEST:, one examination at a time.")
+                                  self._wording("unclear_request"))
         if reading.payload != action.payload:  # an id followed by words: that id
             action = DoctorAction(action.kind, action.text, reading.payload,
                                   action.reasoning, action.test_payload,
@@ -471,8 +492,7 @@ class EGIPRuntime:
         if self.answer is None and action.kind != "empty" and "placeholder" not in action.flags:
             lenient = parse_action(action.text, accept_bare_diagnosis=True)
             if strict and lenient.kind == "diagnosis":
-                self._note(turn, "format_miss", "The answer is not in the form "
-                           "'DIAGNOSIS READY: <diagnosis>' that strict mode requires.")
+                self._note(turn, "format_miss", self._wording("format_miss"))
             else:
                 self._note(turn, "no_answer", "No final answer could be identified.")
         if "placeholder" in action.flags:
@@ -483,6 +503,10 @@ class EGIPRuntime:
         return action
 
     # --------------------------------------------------------------- helpers
+    def _wording(self, key: str) -> str:
+        """:data:`FEEDBACK` ``key`` in the configuration's ``action_format``."""
+        return FEEDBACK[getattr(self.config, "action_format", "text")][key]
+
     def _lookup(self, entry: CatalogEntry) -> tuple[str | None, Availability]:
         """Record lookup O of ``entry``: the prepared case's result for an entry of this
         catalog, else looked up in the records."""

@@ -9,6 +9,9 @@ Write the parquet files first (needs clinenv[skyrl], which brings datasets):
 
 ``train.parquet`` holds the construction cases and ``validation.parquet`` the held-out
 cases of a :func:`clinenv.datasets.case_split.split_cases` split (fraction 0.7, seed 0).
+``--exclude-flags target_in_records target_in_menu`` (``clinenv.integrations.tools.
+LEAK_FLAGS``; any case flag name) leaves the flagged cases out of both files, after the
+split, so a held-out case stays held out; each file's note says what was left out.
 Then train (needs SkyRL's trainer and GPUs; see ``run_clinenv.sh``):
 
     python examples/skyrl/main_clinenv.py data.train_data="['$HOME/data/clinenv/train.parquet']" ...
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 
 from clinenv.integrations.skyrl import register_clinenv, task_rows
@@ -37,9 +41,12 @@ REQUIRED_OVERRIDES = (
 
 
 def write_dataset(out_dir: str | Path, env_id: str = "EGIP-Demo-v0", *, fraction: float = 0.7,
-                  seed: int = 0, **env_kwargs) -> dict[str, Path]:
+                  seed: int = 0, exclude_flags: tuple[str, ...] = (),
+                  **env_kwargs) -> dict[str, Path]:
     """Write ``train.parquet`` (construction cases) and ``validation.parquet`` (held-out
-    cases) of ``env_id`` under ``out_dir``; returns their paths by split name."""
+    cases) of ``env_id`` under ``out_dir``, without the cases flagged ``exclude_flags``
+    (:func:`clinenv.integrations.skyrl.task_rows`; its note, what was left out, goes to
+    stderr); returns their paths by split name."""
     import datasets
     import gymnasium as gym
 
@@ -56,7 +63,12 @@ def write_dataset(out_dir: str | Path, env_id: str = "EGIP-Demo-v0", *, fraction
     out.mkdir(parents=True, exist_ok=True)
     paths = {}
     for name, ids in (("train", split.construction), ("validation", split.evaluation)):
-        rows = task_rows(env_id, list(ids), seed=seed, **env_kwargs)
+        with warnings.catch_warnings():  # said once below, without the warning's frame
+            warnings.simplefilter("ignore", UserWarning)
+            rows = task_rows(env_id, list(ids), seed=seed, exclude_flags=exclude_flags,
+                             **env_kwargs)
+        if rows.note:
+            print(f"{name}: {rows.note}", file=sys.stderr)
         paths[name] = out / f"{name}.parquet"
         datasets.Dataset.from_list(rows).to_parquet(str(paths[name]))
     return paths
@@ -103,8 +115,17 @@ def main(argv: list[str] | None = None) -> None:
                             help="write train.parquet and validation.parquet here")
         parser.add_argument("--env-id", default="EGIP-Demo-v0")
         parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--exclude-flags", nargs="+", default=[], metavar="FLAG",
+                            help="leave out cases with these flags, e.g. target_in_records "
+                                 "target_in_menu (LEAK_FLAGS: a record or the menu names "
+                                 "the target)")
         args = parser.parse_args(argv)
-        for name, path in write_dataset(args.write_data, args.env_id, seed=args.seed).items():
+        try:
+            paths = write_dataset(args.write_data, args.env_id, seed=args.seed,
+                                  exclude_flags=tuple(args.exclude_flags))
+        except ValueError as err:
+            parser.error(str(err))
+        for name, path in paths.items():
             print(f"{name}: {path}")
         return
     train(argv)

@@ -29,6 +29,7 @@ from clinenv.integrations.skyrl import (  # noqa: E402
     task_rows,
 )
 from clinenv.integrations.tools import (  # noqa: E402
+    LEAK_FLAGS,
     TASK_INTRO,
     TEXT_SYSTEM_PROMPT,
     ToolEpisode,
@@ -388,3 +389,39 @@ def test_rows_leave_out_flagged_cases_and_say_so():
     with pytest.raises(ValueError, match="unknown flag 'leak'; the flags are "
                                          "target_in_records, "):
         task_rows(ENV_ID, exclude_flags=("leak",))
+
+
+def test_the_shipped_entrypoint_leaves_flagged_cases_out(tmp_path):
+    """Issue 30: ``--write-data DIR --exclude-flags ...`` leaves the flagged cases out of
+    both files, after the split (demo-01, -05, -13 and -17 name their target in a record:
+    by hand from the demo records; the 0.7 split holds 01 out), and says so; an unknown
+    flag is one usage error."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    datasets = pytest.importorskip("datasets")
+    root = Path(__file__).resolve().parents[2]
+    script = root / "examples" / "skyrl" / "main_clinenv.py"
+    proc = subprocess.run([sys.executable, str(script), "--write-data", str(tmp_path),
+                           "--exclude-flags", *LEAK_FLAGS],
+                          capture_output=True, text=True, timeout=120, cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    notes = [x for x in proc.stderr.splitlines() if "exclude_flags left out" in x]
+    assert notes == [
+        "train: EGIP-Demo-v0: exclude_flags left out 3 of 12 cases (target_in_records: 3, "
+        "target_in_menu: 0); 9 rows remain, `excluded` lists the case ids",
+        "validation: EGIP-Demo-v0: exclude_flags left out 1 of 5 cases (target_in_records: "
+        "1, target_in_menu: 0); 4 rows remain, `excluded` lists the case ids"]
+    ids = {name: [r["extra_info"]["case_id"] for r in datasets.Dataset.from_parquet(
+        str(tmp_path / f"{name}.parquet")).to_list()] for name in ("train", "validation")}
+    assert ids["validation"] == ["demo-03", "demo-07", "demo-11", "demo-15"]
+    assert len(ids["train"]) == 9
+    assert not {"demo-01", "demo-05", "demo-13", "demo-17"} & set(ids["train"])
+
+    proc = subprocess.run([sys.executable, str(script), "--write-data", str(tmp_path),
+                           "--exclude-flags", "leak"],
+                          capture_output=True, text=True, timeout=120, cwd=root)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1].startswith(
+        "main_clinenv.py: error: exclude_flags: unknown flag 'leak'; the flags are ")

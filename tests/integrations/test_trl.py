@@ -579,3 +579,31 @@ def test_scripted_policy_reaches_reward_one_at_the_documented_budget(tmp_path, t
     logged = trainer.state.log_history[0]
     assert logged["rewards/text_answer_at_end/mean"] == 0.5  # demo-01's "Thank you."
     assert logged["reward"] == pytest.approx(0.5)
+
+
+def test_tool_view_tokens_counts_with_a_local_tokenizer_folder(tokenizer, tmp_path):
+    """benchmarks/tool_view_tokens.py --tokenizer FOLDER renders an episode as TRL does:
+    the prompt is task_prompt() + the opening text, the completion the rest."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "tool_view_tokens.py"
+    spec = importlib.util.spec_from_file_location("tool_view_tokens", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    tokenizer.save_pretrained(tmp_path / "tok")
+    count, unit = bench.counter(str(tmp_path / "tok"))
+    assert unit.endswith("(own chat template)")
+    episode = tool_view.ToolEpisode(ENV_ID, acquisition_rounds=3)
+    teacher = bench.TeacherDoctor(episode.env.pool)
+    prompt, completion, calls, reward = bench.episode_tokens(episode, teacher, "demo-01", 0,
+                                                             count)
+    assert (calls, reward) == (4, 1.0)  # the teacher: 2 acquisition calls, submit twice
+    opening = tool_view.ToolEpisode(ENV_ID, acquisition_rounds=3).reset("demo-01", 0)
+    rows = task_dataset(ENV_ID)
+    messages = [dict(m) for m in rows[0]["prompt"]]
+    messages[-1]["content"] += opening
+    assert prompt == len(tokenizer.apply_chat_template(
+        messages, tools=TOOL_SCHEMAS, add_generation_prompt=True, tokenize=True,
+        return_dict=True)["input_ids"])
+    assert 5 * 20 < completion < 5 * 1000
