@@ -198,15 +198,15 @@ def demo_logs(tmp_path_factory):
     import gymnasium as gym
 
     from clinenv.agents.scripted_doctor import ScriptedDoctor
-    from clinenv.runs.logged import run_logged
+    from clinenv.runs import RunSpec, run
 
     folder = tmp_path_factory.mktemp("demo")
     run_cli(folder, "run", "--env", "EGIP-Demo-v0", "--repetitions", "3", "--out",
             "base.jsonl", "--quiet")
     env = gym.make("EGIP-Demo-v0")
     try:
-        run_logged(env, ScriptedDoctor(exploration=0.3), out=folder / "explore.jsonl",
-                   seed=0, repetitions=3, env_id="EGIP-Demo-v0")
+        run(lambda: env, lambda: ScriptedDoctor(exploration=0.3),
+            RunSpec(out=folder / "explore.jsonl", seed=0, repetitions=3, env_id="EGIP-Demo-v0"))
     finally:
         env.close()
     return folder
