@@ -194,7 +194,7 @@ def test_plot_without_matplotlib_is_a_clear_error(tmp_path, logs):
 @pytest.fixture(scope="module")
 def demo_logs(tmp_path_factory):
     """The scripted doctor on the demo set, 3 repetitions, from ``clinenv run``; and the
-    exploring scripted doctor (exploration 0.3) written with run_logged."""
+    exploring scripted doctor (exploration 0.3) written with clinenv.runs.run."""
     import gymnasium as gym
 
     from clinenv.agents.scripted_doctor import ScriptedDoctor

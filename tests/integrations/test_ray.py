@@ -17,9 +17,9 @@ Two kinds of test:
   and each test reports its outcome inside; where Ray is missing or ``unshare`` is not
   permitted they skip, saying why.
 
-Reference values: a one-machine run (:func:`clinenv.runs.concurrent.run_concurrent`) of
-the same schedule; a Ray run must write the same lines apart from ``timing`` and
-``llm``, whatever runner or node dies on the way.
+Reference values: a one-machine run (:func:`clinenv.runs.run` with
+:class:`~clinenv.runs.Concurrent`) of the same schedule; a Ray run must write the same
+lines apart from ``timing`` and ``llm``, whatever runner or node dies on the way.
 """
 
 from __future__ import annotations
