@@ -6,9 +6,10 @@ a fixed 200 ms) and a local :class:`ray.cluster_utils.Cluster`, then runs an
 :class:`~clinenv.agents.llm_doctor.LLMDoctor` (Direct strategy, 20 requests an episode)
 on ``EGIP-Demo-v0`` over the same schedule in four phases:
 
-1. **one machine**: :func:`clinenv.runs.concurrent.run_concurrent` with ``--concurrency``
-   episodes at once, no Ray (the reference);
-2. **Ray, 1 node**: :func:`clinenv.distributed.run_ray` on a one-node cluster, one
+1. **one machine**: :func:`clinenv.runs.run` with
+   :class:`~clinenv.runs.concurrent.Concurrent` (``--concurrency`` episodes at once), no
+   Ray (the reference);
+2. **Ray, 1 node**: :class:`clinenv.distributed.Ray` on a one-node cluster, one
    runner with ``--concurrency`` episodes at once;
 3. **Ray, 2 nodes**: a second node added, one runner per node, each with
    ``--concurrency`` episodes at once (twice the episodes in flight);
@@ -54,9 +55,9 @@ import gymnasium as gym
 import clinenv  # noqa: F401  (registers the EGIP environment ids)
 from clinenv.agents.llm_doctor import LLMDoctor
 from clinenv.agents.scripted_doctor import ScriptedDoctor
-from clinenv.distributed import RunnerParts, run_ray
+from clinenv.distributed import Ray, RayConfig, RunnerParts
 from clinenv.llm.openai_backend import OpenAIChatModel
-from clinenv.runs.concurrent import run_concurrent
+from clinenv.runs import Concurrent, RunSpec, run
 from clinenv.testing.fake_server import spawn_server
 
 ENV_ID = "EGIP-Demo-v0"
@@ -165,9 +166,10 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(tmp)
         try:
             model = OpenAIChatModel("fake-model", base_url=base_url, timeout_s=120)
-            one = phase("one machine (no Ray)", lambda: run_concurrent(
-                lambda: gym.make(ENV_ID), lambda: LLMDoctor(model), out=out / "one.jsonl",
-                episodes=cases, repetitions=reps, concurrency=args.concurrency))
+            one = phase("one machine (no Ray)", lambda: run(
+                lambda: gym.make(ENV_ID), lambda: LLMDoctor(model),
+                RunSpec(out=out / "one.jsonl", episodes=cases, repetitions=reps),
+                Concurrent(args.concurrency)))
             model.close()
             rows.append(one)
             start = time.monotonic()
@@ -176,19 +178,23 @@ def main(argv: list[str] | None = None) -> int:
             ray.init(address=cluster.address, logging_level="warning")
             print(f"(a one-node cluster up in {time.monotonic() - start:.1f} s)", flush=True)
             try:
-                common = dict(episodes=cases, repetitions=reps, base_url=base_url,
-                              concurrency=args.concurrency)
-                rows.append(phase("Ray, 1 node, 1 runner", lambda: run_ray(
-                    LLMParts(), out=out / "ray1.jsonl", **common), one["lines"]))
+                plan = dict(episodes=cases, repetitions=reps)
+                llm = Ray(RayConfig(base_url=base_url, concurrency=args.concurrency),
+                          parts=LLMParts())
+                rows.append(phase("Ray, 1 node, 1 runner", lambda: run(
+                    None, None, RunSpec(out=out / "ray1.jsonl", **plan), llm),
+                    one["lines"]))
                 start = time.monotonic()
                 cluster.add_node(num_cpus=2)
                 cluster.wait_for_nodes()
                 print(f"(a second node up in {time.monotonic() - start:.1f} s)", flush=True)
-                rows.append(phase("Ray, 2 nodes, 2 runners", lambda: run_ray(
-                    LLMParts(), out=out / "ray2.jsonl", **common), one["lines"]))
-                rows.append(phase("driver overhead: scripted doctor, 2 nodes", lambda: run_ray(
-                    ScriptedParts(), out=out / "scripted.jsonl", episodes=cases_o,
-                    repetitions=reps_o, concurrency=args.concurrency)))
+                rows.append(phase("Ray, 2 nodes, 2 runners", lambda: run(
+                    None, None, RunSpec(out=out / "ray2.jsonl", **plan), llm),
+                    one["lines"]))
+                rows.append(phase("driver overhead: scripted doctor, 2 nodes", lambda: run(
+                    None, None, RunSpec(out=out / "scripted.jsonl", episodes=cases_o,
+                                        repetitions=reps_o),
+                    Ray(RayConfig(concurrency=args.concurrency), parts=ScriptedParts()))))
             finally:
                 ray.shutdown()
                 cluster.shutdown()

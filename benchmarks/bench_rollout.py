@@ -7,9 +7,10 @@ one run, an :class:`~clinenv.agents.llm_doctor.LLMDoctor` with the Direct strate
 :class:`~clinenv.llm.openai_backend.OpenAIChatModel` on ``EGIP-MedQA-v0``:
 
 1. **sequential**: one episode at a time, with the synchronous client
-   (:func:`clinenv.runs.logged.run_logged`), as AgentClinic runs;
+   (:func:`clinenv.runs.run`, the default :class:`~clinenv.runs.logged.Serial`), as
+   AgentClinic runs;
 2. **concurrent**: ``--concurrency`` episodes at once in one asyncio loop
-   (:func:`clinenv.runs.concurrent.run_concurrent`);
+   (:class:`clinenv.runs.concurrent.Concurrent`);
 3. **end to end** (``--cli-runs N`` times, default 3; 0 skips it): the concurrent
    phase's episodes through the command line, ``python -m clinenv run --doctor llm
    --concurrency N ...`` in a fresh interpreter, timed from its start to its exit
@@ -81,8 +82,8 @@ from clinenv.agents.llm_doctor import LLMDoctor
 from clinenv.datasets import resolve_dataset
 from clinenv.errors import DatasetNotFoundError
 from clinenv.llm.openai_backend import OpenAIChatModel
-from clinenv.runs.concurrent import RAMP_UP_S, run_concurrent
-from clinenv.runs.logged import run_logged
+from clinenv.runs import Concurrent, RunSpec, run
+from clinenv.runs.concurrent import RAMP_UP_S
 from clinenv.testing.fake_server import spawn_server
 
 PREFERRED, FALLBACK = "EGIP-MedQA-v0", "EGIP-Demo-v0"
@@ -250,16 +251,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             seq_cases, seq_reps = schedule(args.episodes_seq, n_cases)
-            seq = phase("sequential", lambda: run_logged(
-                gym.make(env_id), LLMDoctor(model), out=Path(tmp, "seq.jsonl"),
-                episodes=seq_cases, repetitions=seq_reps), seq_cases * seq_reps, base_url,
+            seq = phase("sequential", lambda: run(
+                lambda: gym.make(env_id), lambda: LLMDoctor(model),
+                RunSpec(out=Path(tmp, "seq.jsonl"), episodes=seq_cases,
+                        repetitions=seq_reps)), seq_cases * seq_reps, base_url,
                 workers=1, delay_s=delay_s)
             con_cases, con_reps = schedule(args.episodes_concurrent, n_cases)
             n_con = con_cases * con_reps
-            con = phase("concurrent", lambda: run_concurrent(
+            con = phase("concurrent", lambda: run(
                 lambda: gym.make(env_id), lambda: LLMDoctor(model),
-                out=Path(tmp, "con.jsonl"), episodes=con_cases, repetitions=con_reps,
-                concurrency=args.concurrency), n_con, base_url,
+                RunSpec(out=Path(tmp, "con.jsonl"), episodes=con_cases, repetitions=con_reps),
+                Concurrent(args.concurrency)), n_con, base_url,
                 workers=min(args.concurrency, n_con), delay_s=delay_s)
             cli: list[dict] = []
             if args.cli_runs > 0:

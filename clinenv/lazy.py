@@ -3,7 +3,7 @@ first use, so that importing the package stays cheap.
 
 A package's ``__init__`` lists its names once::
 
-    __getattr__, __dir__, __all__ = lazy_exports(__name__, {"run_logged": "clinenv.runs.logged"})
+    __getattr__, __dir__, __all__ = lazy_exports(__name__, {"run": "clinenv.runs.execute"})
 """
 
 from __future__ import annotations

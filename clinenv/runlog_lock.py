@@ -5,7 +5,7 @@ drops it when its holder exits, however it exits, so a crash leaves no stale loc
 While it holds the lock the sidecar says who does (pid, host, start time, command line);
 it is removed on release. Every writer of a run log takes it before reading the log and
 keeps it until its last line is written: :func:`clinenv.runs.logged.prepare_run` (and
-through it ``run_logged``, ``run_concurrent``, ``run_ray``), ``replay_run`` and
+through it every executor of ``clinenv.runs.run``), ``replay_run`` and
 ``clinenv data dedupe``. Readers (eval, report, export) take no lock.
 """
 

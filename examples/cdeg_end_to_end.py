@@ -41,7 +41,7 @@ from clinenv import read_case_list, write_case_list
 from clinenv.agents import ScriptedDoctor
 from clinenv.datasets import split_cases
 from clinenv.embeddings import LEXICAL_THRESHOLDS, LexicalSimilarity
-from clinenv.runs import run_episode, run_logged
+from clinenv.runs import RunSpec, run, run_episode
 from clinenv.wrappers.cdeg import (
     BuildConfig,
     CDEGConfig,
@@ -66,8 +66,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as folder:
         listed = write_case_list(Path(folder) / "construction.txt", split.construction)
         log = Path(folder) / "construction.jsonl"
-        runs = run_logged(env, sampling_doctor(), out=log, repetitions=6, seed=1,
-                          cases=read_case_list(listed))
+        runs = run(lambda: env, sampling_doctor, RunSpec(out=log, repetitions=6, seed=1,
+                                                         cases=read_case_list(listed)))
         n_correct = sum(bool(line["correct"]) for line in runs.lines)
         print(f"construction runs: {len(runs.lines)} episodes, {n_correct} correct")
         result = build_graph([log], extractor=DeterministicExtractor(),

@@ -32,7 +32,7 @@ from llm_doctor_server import pick_env, print_verdict, report  # the server exam
 import clinenv  # noqa: F401  (registers the EGIP environment ids)
 from clinenv.agents import LLMDoctor
 from clinenv.llm import BackendUnavailableError, VLLMChatModel
-from clinenv.runs import RunAborted, run_logged
+from clinenv.runs import RunAborted, RunSpec, run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,9 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     env_id = pick_env()
     try:
         with model:
-            result = run_logged(gym.make(env_id), LLMDoctor(model, strategy="direct"),
-                                out=args.out, episodes=args.episodes, resume=True,
-                                env_id=env_id, progress=print_verdict)
+            result = run(lambda: gym.make(env_id), lambda: LLMDoctor(model, strategy="direct"),
+                         RunSpec(out=args.out, episodes=args.episodes, resume=True, env_id=env_id),
+                         progress=print_verdict)
     except RunAborted as err:  # fail fast: a refused request or an outage
         print(str(err), file=sys.stderr)
         return 2

@@ -11,7 +11,7 @@ then run from the repository root::
 
 Each episode runs :class:`~clinenv.agents.llm_doctor.LLMDoctor` (the EGIP doctor prompt,
 the Direct terminal strategy) through ``--concurrency`` episodes at once
-(:func:`clinenv.runs.concurrent.run_concurrent`), so the server batches their requests. Every
+(:class:`clinenv.runs.Concurrent`), so the server batches their requests. Every
 episode is one line of the run log ``--out`` (with the model calls, tokens and latency
 under ``llm``); the script prints each verdict as it arrives, then accuracy and the
 model-call totals. Without MedQA data (``CLINENV_DATA_DIR`` pointing at a folder with
@@ -45,7 +45,7 @@ from clinenv.agents import LLMDoctor
 from clinenv.datasets import resolve_dataset
 from clinenv.evaluation import llm_totals, summarize
 from clinenv.llm import OpenAIChatModel
-from clinenv.runs import RunAborted, RunResult, run_concurrent
+from clinenv.runs import Concurrent, RunAborted, RunResult, RunSpec, run
 
 
 def pick_env() -> str:
@@ -106,10 +106,9 @@ def main(argv: list[str] | None = None) -> int:
         env_id = pick_env()
         out = out or default_out(env_id, args.model)
         with OpenAIChatModel(args.model, base_url=args.base_url) as model:
-            result = run_concurrent(
-                lambda: gym.make(env_id), lambda: LLMDoctor(model, strategy="direct"),
-                out=out, episodes=args.episodes, concurrency=args.concurrency,
-                resume=True, env_id=env_id, progress=print_verdict)
+            result = run(lambda: gym.make(env_id), lambda: LLMDoctor(model, strategy="direct"),
+                         RunSpec(out=out, episodes=args.episodes, resume=True, env_id=env_id),
+                         Concurrent(args.concurrency), progress=print_verdict)
     except RunAborted as err:  # fail fast: a refused request or an outage
         print(str(err), file=sys.stderr)
         return 2

@@ -15,7 +15,7 @@ import clinenv  # noqa: F401  (registers the environment ids)
 from clinenv.agents.llm_doctor import LLMDoctor
 from clinenv.agents.scripted_doctor import ScriptedDoctor
 from clinenv.llm.scripted import ScriptedChatModel
-from clinenv.runs.logged import run_logged
+from clinenv.runs import RunSpec, run
 from clinenv.wrappers.baselines.experience import (
     TextRetriever,
     Trajectory,
@@ -170,10 +170,10 @@ def test_flat_experience_from_a_graph_gives_flattened_edges():
 
 def test_flat_experience_snippets_from_run_logs(tmp_path):
     log = tmp_path / "runs.jsonl"
-    run_logged(gym.make("EGIP-Demo-v0"), ScriptedDoctor(n_questions=1, exam_budget=2),
-               out=log, episodes=1)
-    run_logged(gym.make("EGIP-Demo-v0"), ScriptedDoctor(n_questions=1, exam_budget=7),
-               out=tmp_path / "more.jsonl", episodes=1)
+    run(lambda: gym.make("EGIP-Demo-v0"), lambda: ScriptedDoctor(n_questions=1, exam_budget=2),
+        RunSpec(out=log, episodes=1))
+    run(lambda: gym.make("EGIP-Demo-v0"), lambda: ScriptedDoctor(n_questions=1, exam_budget=7),
+        RunSpec(out=tmp_path / "more.jsonl", episodes=1))
     trajectories = load_trajectories([log, tmp_path / "more.jsonl"])
     # two exams miss the chest x-ray (answer "Undetermined": an abstention), seven
     # include it

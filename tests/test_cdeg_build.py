@@ -26,6 +26,7 @@ from clinenv.cli import main
 from clinenv.llm.base import BackendError, Choice
 from clinenv.llm.scripted import ScriptedChatModel
 from clinenv.runlog import RunLogError
+from clinenv.runs import RunSpec, run
 from clinenv.wrappers.cdeg.atoms import EvidenceAtom
 from clinenv.wrappers.cdeg.build import BuildConfig, build_graph
 from clinenv.wrappers.cdeg.candidates import CandidateSets, MergedAtom
@@ -386,11 +387,11 @@ def test_demo_smoke_with_sampling_scripted_doctor(tmp_path):
     validation the graph is non-empty, and both graphs save and load."""
     from clinenv.agents.scripted_doctor import ScriptedDoctor
     from clinenv.embeddings.lexical import LexicalSimilarity
-    from clinenv.runs.logged import run_logged
 
     log = tmp_path / "demo.jsonl"
-    run_logged(gym.make("EGIP-Demo-v0"), ScriptedDoctor(exploration=0.5), out=log, seed=0,
-               repetitions=8)
+    run(lambda: gym.make("EGIP-Demo-v0"), lambda: ScriptedDoctor(exploration=0.5), RunSpec(out=log,
+                                                                                           seed=0,
+                                                                                           repetitions=8))
     for validate in (True, False):
         result = build_graph([log], extractor=EX, verifier=LexicalVerifier(),
                              similarity=LexicalSimilarity(),

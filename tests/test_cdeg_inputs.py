@@ -21,7 +21,7 @@ from clinenv.embeddings.similarity import truncated_texts
 from clinenv.llm.base import Choice
 from clinenv.llm.scripted import ScriptedChatModel
 from clinenv.runlog import RunLogError
-from clinenv.runs.logged import run_logged
+from clinenv.runs import RunSpec, run
 from clinenv.wrappers.baselines.experience import load_trajectories as memory_trajectories
 from clinenv.wrappers.cdeg.atoms import EvidenceAtom
 from clinenv.wrappers.cdeg.build import BuildConfig, build_graph
@@ -45,9 +45,11 @@ def agentclinic_log(tmp_path_factory):
     """Real AgentClinic-Demo-v0 run-log lines of a sampling scripted doctor (3 cases, K=4):
     native lines log the whole utterance and score an abstention "wrong"."""
     path = tmp_path_factory.mktemp("ac") / "ac.jsonl"
-    run_logged(gym.make("AgentClinic-Demo-v0"),
-               ScriptedDoctor(n_questions=5, exam_budget=2, exploration=0.5), out=path,
-               episodes=3, repetitions=4, seed=1)
+    run(lambda: gym.make("AgentClinic-Demo-v0"),
+        lambda: ScriptedDoctor(n_questions=5, exam_budget=2, exploration=0.5), RunSpec(out=path,
+                                                                                       episodes=3,
+                                                                                       repetitions=4,
+                                                                                       seed=1))
     return path
 
 

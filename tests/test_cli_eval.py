@@ -194,19 +194,19 @@ def test_plot_without_matplotlib_is_a_clear_error(tmp_path, logs):
 @pytest.fixture(scope="module")
 def demo_logs(tmp_path_factory):
     """The scripted doctor on the demo set, 3 repetitions, from ``clinenv run``; and the
-    exploring scripted doctor (exploration 0.3) written with run_logged."""
+    exploring scripted doctor (exploration 0.3) written with clinenv.runs.run."""
     import gymnasium as gym
 
     from clinenv.agents.scripted_doctor import ScriptedDoctor
-    from clinenv.runs.logged import run_logged
+    from clinenv.runs import RunSpec, run
 
     folder = tmp_path_factory.mktemp("demo")
     run_cli(folder, "run", "--env", "EGIP-Demo-v0", "--repetitions", "3", "--out",
             "base.jsonl", "--quiet")
     env = gym.make("EGIP-Demo-v0")
     try:
-        run_logged(env, ScriptedDoctor(exploration=0.3), out=folder / "explore.jsonl",
-                   seed=0, repetitions=3, env_id="EGIP-Demo-v0")
+        run(lambda: env, lambda: ScriptedDoctor(exploration=0.3),
+            RunSpec(out=folder / "explore.jsonl", seed=0, repetitions=3, env_id="EGIP-Demo-v0"))
     finally:
         env.close()
     return folder

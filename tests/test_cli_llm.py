@@ -29,7 +29,7 @@ from clinenv.agents.prompts import AGENTCLINIC_DOCTOR_SYSTEM
 from clinenv.cli import EXIT_RUN_ERRORS, main
 from clinenv.llm.openai_backend import OpenAIChatModel
 from clinenv.runlog import read_run_log
-from clinenv.runs.logged import run_logged
+from clinenv.runs import RunSpec, run
 from clinenv.testing.fake_responders import role_of as clinician_role
 from clinenv.testing.fake_server import FakeChatServer
 
@@ -63,8 +63,8 @@ def test_llm_doctor_concurrent_run_end_to_end(workdir, server, capsys):
     assert len(lines) == 6
     # the same lines as the library's sequential run with the same doctor
     with OpenAIChatModel("fake-model", base_url=server.base_url) as chat:
-        ref = run_logged(gym.make("EGIP-Demo-v0"), LLMDoctor(chat), out=workdir / "ref.jsonl",
-                         episodes=3, repetitions=2)
+        ref = run(lambda: gym.make("EGIP-Demo-v0"), lambda: LLMDoctor(chat),
+                  RunSpec(out=workdir / "ref.jsonl", episodes=3, repetitions=2))
     key = lambda x: (x["repetition"], x["case_index"])  # noqa: E731
     assert without_volatile(sorted(lines, key=key)) == without_volatile(ref.lines)
     doctor = lines[0]["doctor"]

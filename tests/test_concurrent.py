@@ -28,9 +28,10 @@ from clinenv.agents.scripted_doctor import ScriptedDoctor
 from clinenv.evaluation.summary import summarize
 from clinenv.llm.openai_backend import OpenAIChatModel
 from clinenv.runlog import read_run_log
-from clinenv.runs.concurrent import arun_concurrent, arun_episode, run_concurrent
+from clinenv.runs import Concurrent, RunSpec, arun, run
+from clinenv.runs.concurrent import arun_episode
 from clinenv.runs.fail_fast import NON_RETRYABLE_DETAILS, RunAborted
-from clinenv.runs.logged import run_episode, run_logged
+from clinenv.runs.logged import run_episode
 from clinenv.seeding import episode_seed
 from clinenv.testing.fake_server import FakeChatServer
 
@@ -87,12 +88,12 @@ def test_llm_totals_sum_the_calls(model):
 
 # ------------------------------------------------------------------ whole runs
 def test_concurrent_run_writes_the_lines_of_a_sequential_run(tmp_path, model, server):
-    seq = run_logged(demo_env(), LLMDoctor(model), out=tmp_path / "seq.jsonl", seed=11,
-                     repetitions=2)
+    seq = run(demo_env, lambda: LLMDoctor(model), RunSpec(out=tmp_path / "seq.jsonl", seed=11,
+                                                          repetitions=2))
     seen = []
-    con = run_concurrent(demo_env, lambda: LLMDoctor(model), out=tmp_path / "con.jsonl",
-                         seed=11, repetitions=2, concurrency=8, progress=seen.append,
-                         on_start=lambda n: seen.append(n))
+    con = run(demo_env, lambda: LLMDoctor(model), RunSpec(out=tmp_path / "con.jsonl", seed=11,
+                                                          repetitions=2), Concurrent(8),
+              progress=seen.append, on_start=lambda n: seen.append(n))
     assert seen[0] == 2 * N_DEMO and len(seen) == 1 + 2 * N_DEMO
     assert con.n_new == 2 * N_DEMO and con.n_resumed == 0 and con.n_errors == 0
     assert without_volatile(con.lines) == without_volatile(seq.lines)
@@ -110,31 +111,30 @@ def test_concurrent_run_writes_the_lines_of_a_sequential_run(tmp_path, model, se
 def test_concurrent_runs_really_overlap(tmp_path):
     with FakeChatServer(clinic_responder(), delay_s=0.01) as srv:
         chat = OpenAIChatModel("fake-model", base_url=srv.base_url, max_retries=0)
-        run_concurrent(demo_env, lambda: LLMDoctor(chat), out=tmp_path / "c.jsonl",
-                       episodes=8, concurrency=8)
+        run(demo_env, lambda: LLMDoctor(chat), RunSpec(out=tmp_path / "c.jsonl", episodes=8),
+            Concurrent(8))
         chat.close()
         assert srv.stats()["max_in_flight"] >= 2
 
 
 def test_resume_after_a_partial_concurrent_run(tmp_path, model):
-    full = run_concurrent(demo_env, lambda: LLMDoctor(model), out=tmp_path / "full.jsonl",
-                          seed=2, repetitions=2, concurrency=8)
+    full = run(demo_env, lambda: LLMDoctor(model), RunSpec(out=tmp_path / "full.jsonl", seed=2,
+                                                           repetitions=2), Concurrent(8))
     raw = (tmp_path / "full.jsonl").read_bytes().split(b"\n")
     partial = tmp_path / "partial.jsonl"
     partial.write_bytes(b"\n".join(raw[:10]) + b"\n" + raw[10][:57])  # crash mid-line
-    resumed = run_concurrent(demo_env, lambda: LLMDoctor(model), out=partial, seed=2,
-                             repetitions=2, concurrency=8, resume=True)
+    resumed = run(demo_env, lambda: LLMDoctor(model), RunSpec(out=partial, seed=2, repetitions=2,
+                                                              resume=True), Concurrent(8))
     assert (resumed.n_new, resumed.n_resumed, resumed.partial_bytes) == (24, 10, 57)
     assert without_volatile(resumed.lines) == without_volatile(full.lines)
     assert len(read_run_log(partial).lines) == 2 * N_DEMO
     with pytest.raises(FileExistsError):
-        run_concurrent(demo_env, lambda: LLMDoctor(model), out=partial, seed=2)
+        run(demo_env, lambda: LLMDoctor(model), RunSpec(out=partial, seed=2), Concurrent())
 
 
 def test_scripted_doctor_runs_concurrently_too(tmp_path):
-    seq = run_logged(demo_env(), ScriptedDoctor(), out=tmp_path / "a.jsonl", seed=4)
-    con = run_concurrent(demo_env, ScriptedDoctor, out=tmp_path / "b.jsonl", seed=4,
-                         concurrency=5)
+    seq = run(demo_env, ScriptedDoctor, RunSpec(out=tmp_path / "a.jsonl", seed=4))
+    con = run(demo_env, ScriptedDoctor, RunSpec(out=tmp_path / "b.jsonl", seed=4), Concurrent(5))
     assert without_volatile(con.lines) == without_volatile(seq.lines)
     assert all("llm" not in line for line in con.lines)
 
@@ -142,11 +142,11 @@ def test_scripted_doctor_runs_concurrently_too(tmp_path):
 # ------------------------------------------------------------------ backend errors
 def test_backend_error_becomes_an_error_line_and_the_run_goes_on(tmp_path, model, server):
     """field-bug-reports B09 class: a failed model call is recorded, never a crash."""
-    clean = run_logged(demo_env(), LLMDoctor(model), out=tmp_path / "clean.jsonl",
-                       episodes=4)
+    clean = run(demo_env, lambda: LLMDoctor(model), RunSpec(out=tmp_path / "clean.jsonl",
+                                                            episodes=4))
     server.inject(status=500, count=1)  # the very next request: episode 0, first call
-    result = run_logged(demo_env(), LLMDoctor(model), out=tmp_path / "err.jsonl",
-                        episodes=4)
+    result = run(demo_env, lambda: LLMDoctor(model),
+                 RunSpec(out=tmp_path / "err.jsonl", episodes=4))
     first, *rest = result.lines
     assert result.n_errors == 1 and not any("error" in line for line in rest)
     assert first["error"]["type"] == "BackendError"
@@ -162,16 +162,16 @@ def test_backend_error_becomes_an_error_line_and_the_run_goes_on(tmp_path, model
     # on disk, and a resume with retry_errors=False does not run it again
     assert "error" in read_run_log(tmp_path / "err.jsonl").lines[0]
     before = (tmp_path / "err.jsonl").read_bytes()
-    again = run_logged(demo_env(), LLMDoctor(model), out=tmp_path / "err.jsonl",
-                       episodes=4, resume=True, retry_errors=False)
+    again = run(demo_env, lambda: LLMDoctor(model), RunSpec(out=tmp_path / "err.jsonl", episodes=4,
+                                                            resume=True, retry_errors=False))
     assert again.n_new == 0 and again.n_errors == 1 and again.n_retried == 0
     assert (tmp_path / "err.jsonl").read_bytes() == before
 
 
 def test_backend_error_mid_run_in_a_concurrent_run(tmp_path, model, server):
     server.inject(status=503, count=1)
-    result = run_concurrent(demo_env, lambda: LLMDoctor(model), out=tmp_path / "c.jsonl",
-                            episodes=N_DEMO, concurrency=8)
+    result = run(demo_env, lambda: LLMDoctor(model), RunSpec(out=tmp_path / "c.jsonl",
+                                                             episodes=N_DEMO), Concurrent(8))
     errors = [line for line in result.lines if "error" in line]
     assert result.n_errors == len(errors) == 1
     assert errors[0]["error"]["detail"] == "http_503" and errors[0]["verdict"] == "unscored"
@@ -186,8 +186,8 @@ def error_keys(lines):
 def test_resume_reruns_exactly_the_error_lines(tmp_path, model, server):
     """After a server outage, ``resume=True`` runs the error lines' episodes again and
     appends their lines, which supersede the error lines (clinenv.runlog)."""
-    clean = run_logged(demo_env(), LLMDoctor(model), out=tmp_path / "clean.jsonl", seed=5,
-                       episodes=3, repetitions=2)
+    clean = run(demo_env, lambda: LLMDoctor(model), RunSpec(out=tmp_path / "clean.jsonl", seed=5,
+                                                            episodes=3, repetitions=2))
     out = tmp_path / "outage.jsonl"
 
     def outage(line):  # the first request after (1, rep 0) and after (0, rep 1) fails
@@ -195,16 +195,17 @@ def test_resume_reruns_exactly_the_error_lines(tmp_path, model, server):
             server.inject(status=500)
 
     server.inject(status=500)  # the very first request: (0, rep 0)
-    first = run_logged(demo_env(), LLMDoctor(model), out=out, seed=5, episodes=3,
-                       repetitions=2, progress=outage)
+    first = run(demo_env, lambda: LLMDoctor(model), RunSpec(out=out, seed=5, episodes=3,
+                                                            repetitions=2), progress=outage)
     failed = [("demo-01", 0), ("demo-03", 0), ("demo-02", 1)]
     assert first.n_errors == 3 and error_keys(first.lines) == failed
     old = out.read_bytes()
     assert len(old.splitlines()) == 6
 
     seen = []
-    resumed = run_logged(demo_env(), LLMDoctor(model), out=out, seed=5, episodes=3,
-                         repetitions=2, resume=True, progress=seen.append)
+    resumed = run(demo_env, lambda: LLMDoctor(model), RunSpec(out=out, seed=5, episodes=3,
+                                                              repetitions=2, resume=True),
+                  progress=seen.append)
     assert (resumed.n_new, resumed.n_retried, resumed.n_resumed, resumed.n_errors) == (
         3, 3, 3, 0)
     assert [(x["case_id"], x["repetition"]) for x in seen] == failed  # plan order
@@ -219,34 +220,33 @@ def test_resume_reruns_exactly_the_error_lines(tmp_path, model, server):
     assert summarize(log.lines, plan=resumed.plan) == summarize(clean.lines,
                                                                 plan=clean.plan)
     # nothing is left to retry
-    assert run_logged(demo_env(), LLMDoctor(model), out=out, seed=5, episodes=3,
-                      repetitions=2, resume=True).n_new == 0
+    assert run(demo_env, lambda: LLMDoctor(model), RunSpec(out=out, seed=5, episodes=3,
+                                                           repetitions=2, resume=True)).n_new == 0
 
 
 def test_a_retry_that_fails_again_is_retried_on_the_next_resume(tmp_path, model, server):
     out = tmp_path / "r.jsonl"
     server.inject(status=500)
-    run_logged(demo_env(), LLMDoctor(model), out=out, episodes=2)
+    run(demo_env, lambda: LLMDoctor(model), RunSpec(out=out, episodes=2))
     server.inject(status=502)  # the outage goes on: the retry fails too
-    again = run_logged(demo_env(), LLMDoctor(model), out=out, episodes=2, resume=True)
+    again = run(demo_env, lambda: LLMDoctor(model), RunSpec(out=out, episodes=2, resume=True))
     assert (again.n_retried, again.n_errors) == (1, 1)
     assert again.lines[0]["error"]["detail"] == "http_502"
-    third = run_logged(demo_env(), LLMDoctor(model), out=out, episodes=2, resume=True)
+    third = run(demo_env, lambda: LLMDoctor(model), RunSpec(out=out, episodes=2, resume=True))
     assert (third.n_retried, third.n_errors) == (1, 0)
     details = [x.get("error", {}).get("detail") for x in read_run_log(out).lines]
     assert details == ["http_500", None, "http_502", None]
 
 
 def test_concurrent_resume_reruns_exactly_the_error_lines(tmp_path, model, server):
-    clean = run_logged(demo_env(), LLMDoctor(model), out=tmp_path / "clean.jsonl", seed=8)
+    clean = run(demo_env, lambda: LLMDoctor(model), RunSpec(out=tmp_path / "clean.jsonl", seed=8))
     out = tmp_path / "c.jsonl"
     server.inject(status=503, count=3)  # each failed request ends one episode
-    first = run_concurrent(demo_env, lambda: LLMDoctor(model), out=out, seed=8,
-                           concurrency=8)
+    first = run(demo_env, lambda: LLMDoctor(model), RunSpec(out=out, seed=8), Concurrent(8))
     failed = error_keys(first.lines)
     assert first.n_errors == len(failed) == 3
-    resumed = run_concurrent(demo_env, lambda: LLMDoctor(model), out=out, seed=8,
-                             concurrency=8, resume=True)
+    resumed = run(demo_env, lambda: LLMDoctor(model), RunSpec(out=out, seed=8, resume=True),
+                  Concurrent(8))
     assert (resumed.n_new, resumed.n_retried, resumed.n_errors) == (3, 3, 0)
     lines = read_run_log(out).lines
     assert len(lines) == N_DEMO + 3
@@ -255,13 +255,13 @@ def test_concurrent_resume_reruns_exactly_the_error_lines(tmp_path, model, serve
 
 
 # ------------------------------------------------------------------ arguments, loops
-def test_run_concurrent_refuses_a_running_loop_and_arun_concurrent_works(tmp_path):
+def test_run_concurrent_refuses_a_running_loop_and_arun_works(tmp_path):
     """field-bug-reports B10: no nested event loop; the async form is offered."""
     async def inside():
-        with pytest.raises(RuntimeError, match="arun_concurrent"):
-            run_concurrent(demo_env, ScriptedDoctor, out=tmp_path / "x.jsonl")
-        return await arun_concurrent(demo_env, ScriptedDoctor, out=tmp_path / "y.jsonl",
-                                     episodes=3, concurrency=2)
+        with pytest.raises(RuntimeError, match=r"await arun\("):
+            run(demo_env, ScriptedDoctor, RunSpec(out=tmp_path / "x.jsonl"), Concurrent())
+        return await arun(demo_env, ScriptedDoctor, RunSpec(out=tmp_path / "y.jsonl", episodes=3),
+                          Concurrent(2))
 
     result = asyncio.run(inside())
     assert result.n_new == 3 and not (tmp_path / "x.jsonl").exists()
@@ -270,14 +270,14 @@ def test_run_concurrent_refuses_a_running_loop_and_arun_concurrent_works(tmp_pat
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True])
 def test_bad_concurrency(tmp_path, bad):
     with pytest.raises(ValueError, match="concurrency"):
-        run_concurrent(demo_env, ScriptedDoctor, out=tmp_path / "x.jsonl", concurrency=bad)
+        run(demo_env, ScriptedDoctor, RunSpec(out=tmp_path / "x.jsonl"), Concurrent(bad))
 
 
 def test_doctors_must_share_one_config(tmp_path):
     made = iter([ScriptedDoctor(), ScriptedDoctor(n_questions=1)])
     with pytest.raises(ValueError, match="identically configured"):
-        run_concurrent(demo_env, lambda: next(made), out=tmp_path / "x.jsonl",
-                       episodes=2, concurrency=2)
+        run(demo_env, lambda: next(made), RunSpec(out=tmp_path / "x.jsonl", episodes=2),
+            Concurrent(2))
 
 
 class CrashingDoctor(ScriptedDoctor):
@@ -292,14 +292,13 @@ class CrashingDoctor(ScriptedDoctor):
 def test_other_exceptions_stop_the_run_and_keep_whole_lines(tmp_path):
     out = tmp_path / "crash.jsonl"
     with pytest.raises(RuntimeError, match="policy bug"):
-        run_concurrent(demo_env, CrashingDoctor, out=out, seed=6, concurrency=4)
+        run(demo_env, CrashingDoctor, RunSpec(out=out, seed=6), Concurrent(4))
     log = read_run_log(out)
     assert log.partial_bytes == 0 and 1 <= len(log.lines) < N_DEMO
     assert "demo-06" not in {line["case_id"] for line in log.lines}
-    resumed = run_concurrent(demo_env, ScriptedDoctor, out=out, seed=6, concurrency=4,
-                             resume=True)
+    resumed = run(demo_env, ScriptedDoctor, RunSpec(out=out, seed=6, resume=True), Concurrent(4))
     assert resumed.n_new == N_DEMO - len(log.lines)
-    clean = run_logged(demo_env(), ScriptedDoctor(), out=tmp_path / "clean.jsonl", seed=6)
+    clean = run(demo_env, ScriptedDoctor, RunSpec(out=tmp_path / "clean.jsonl", seed=6))
     assert without_volatile(resumed.lines) == without_volatile(clean.lines)
 
 
@@ -332,8 +331,8 @@ def test_a_refused_request_stops_the_run_at_once(tmp_path, model, server, status
     episode that met it, which gets no line; the lines before stay; a resume (after the
     fix) completes the run as if nothing happened."""
     assert f"http_{status}" in NON_RETRYABLE_DETAILS
-    clean = run_logged(demo_env(), LLMDoctor(model), out=tmp_path / "clean.jsonl",
-                       episodes=4)
+    clean = run(demo_env, lambda: LLMDoctor(model), RunSpec(out=tmp_path / "clean.jsonl",
+                                                            episodes=4))
     out = tmp_path / "run.jsonl"
     n_before = []
 
@@ -342,7 +341,7 @@ def test_a_refused_request_stops_the_run_at_once(tmp_path, model, server, status
         server.inject(status=status)
 
     with pytest.raises(RunAborted) as stop:
-        run_logged(demo_env(), LLMDoctor(model), out=out, episodes=4, progress=refuse_next)
+        run(demo_env, lambda: LLMDoctor(model), RunSpec(out=out, episodes=4), progress=refuse_next)
     err = stop.value
     assert (err.reason, err.error["detail"], err.case_id, err.n_written) == (
         "configuration", f"http_{status}", "demo-02", 1)
@@ -350,7 +349,7 @@ def test_a_refused_request_stops_the_run_at_once(tmp_path, model, server, status
     assert len(server.requests) == n_before[0] + 1  # one refused request, then the stop
     log = read_run_log(out)
     assert without_volatile(log.lines) == without_volatile(clean.lines[:1])
-    resumed = run_logged(demo_env(), LLMDoctor(model), out=out, episodes=4, resume=True)
+    resumed = run(demo_env, lambda: LLMDoctor(model), RunSpec(out=out, episodes=4, resume=True))
     assert (resumed.n_new, resumed.n_retried, resumed.n_errors) == (3, 0, 0)
     assert without_volatile(resumed.lines) == without_volatile(clean.lines)
 
@@ -362,16 +361,14 @@ def test_a_wrong_url_stops_a_concurrent_run_without_a_line(tmp_path, model,
     one; the resume with the right URL writes the clean run's lines."""
     out = tmp_path / "c.jsonl"
     with pytest.raises(RunAborted) as stop:
-        run_concurrent(demo_env, lambda: LLMDoctor(wrong_url_model), out=out,
-                       concurrency=4)
+        run(demo_env, lambda: LLMDoctor(wrong_url_model), RunSpec(out=out), Concurrent(4))
     assert (stop.value.reason, stop.value.error["detail"], stop.value.n_written) == (
         "configuration", "http_404", 0)
     assert "/v2" in stop.value.error["message"]
     log = read_run_log(out)
     assert (log.lines, log.partial_bytes) == ([], 0)
-    resumed = run_concurrent(demo_env, lambda: LLMDoctor(model), out=out, concurrency=4,
-                             resume=True)
-    clean = run_logged(demo_env(), LLMDoctor(model), out=tmp_path / "clean.jsonl")
+    resumed = run(demo_env, lambda: LLMDoctor(model), RunSpec(out=out, resume=True), Concurrent(4))
+    clean = run(demo_env, lambda: LLMDoctor(model), RunSpec(out=tmp_path / "clean.jsonl"))
     assert resumed.n_new == N_DEMO
     assert without_volatile(resumed.lines) == without_volatile(clean.lines)
 
@@ -382,18 +379,18 @@ def test_an_outage_stops_after_max_consecutive_errors(tmp_path, model, down_mode
     again and the rest."""
     out = tmp_path / "down.jsonl"
     with pytest.raises(RunAborted) as stop:
-        run_logged(demo_env(), LLMDoctor(down_model), out=out, episodes=8,
-                   max_consecutive_errors=3)
+        run(demo_env, lambda: LLMDoctor(down_model), RunSpec(out=out, episodes=8,
+                                                             max_consecutive_errors=3))
     err = stop.value
     assert (err.reason, err.error["detail"], err.n_errors_in_a_row, err.n_written) == (
         "outage", "connection", 3, 3)
     lines = read_run_log(out).lines
     assert [(x["case_id"], x["error"]["detail"]) for x in lines] == [
         ("demo-01", "connection"), ("demo-02", "connection"), ("demo-03", "connection")]
-    resumed = run_logged(demo_env(), LLMDoctor(model), out=out, episodes=8, resume=True)
+    resumed = run(demo_env, lambda: LLMDoctor(model), RunSpec(out=out, episodes=8, resume=True))
     assert (resumed.n_new, resumed.n_retried, resumed.n_errors) == (8, 3, 0)
-    clean = run_logged(demo_env(), LLMDoctor(model), out=tmp_path / "clean.jsonl",
-                       episodes=8)
+    clean = run(demo_env, lambda: LLMDoctor(model), RunSpec(out=tmp_path / "clean.jsonl",
+                                                            episodes=8))
     assert without_volatile(resumed.lines) == without_volatile(clean.lines)
 
 
@@ -405,18 +402,19 @@ def test_a_finished_episode_resets_the_count(tmp_path, model, server):
             server.inject(status=500)
 
     server.inject(status=500)
-    done = run_logged(demo_env(), LLMDoctor(model), out=tmp_path / "a.jsonl", episodes=4,
-                      max_consecutive_errors=2, progress=outage_after_demo_02)
+    done = run(demo_env, lambda: LLMDoctor(model), RunSpec(out=tmp_path / "a.jsonl", episodes=4,
+                                                           max_consecutive_errors=2),
+               progress=outage_after_demo_02)
     assert error_keys(done.lines) == [("demo-01", 0), ("demo-03", 0)]
     server.inject(status=500)
     with pytest.raises(RunAborted, match=r"1 episode\(s\) in a row"):
-        run_logged(demo_env(), LLMDoctor(model), out=tmp_path / "b.jsonl", episodes=4,
-                   max_consecutive_errors=1)
+        run(demo_env, lambda: LLMDoctor(model), RunSpec(out=tmp_path / "b.jsonl", episodes=4,
+                                                        max_consecutive_errors=1))
     assert len(read_run_log(tmp_path / "b.jsonl").lines) == 1
     # None: never stop
     server.inject(status=500, count=4)
-    never = run_logged(demo_env(), LLMDoctor(model), out=tmp_path / "c.jsonl", episodes=4,
-                       max_consecutive_errors=None)
+    never = run(demo_env, lambda: LLMDoctor(model), RunSpec(out=tmp_path / "c.jsonl", episodes=4,
+                                                            max_consecutive_errors=None))
     assert never.n_errors == 4
 
 
@@ -424,54 +422,47 @@ def test_an_outage_stops_a_concurrent_run_with_whole_error_lines(tmp_path, model
                                                                  down_model):
     out = tmp_path / "down.jsonl"
     with pytest.raises(RunAborted) as stop:
-        run_concurrent(demo_env, lambda: LLMDoctor(down_model), out=out, concurrency=4,
-                       max_consecutive_errors=5)
+        run(demo_env, lambda: LLMDoctor(down_model), RunSpec(out=out, max_consecutive_errors=5),
+            Concurrent(4))
     assert (stop.value.reason, stop.value.n_errors_in_a_row) == ("outage", 5)
     log = read_run_log(out)
     # the fifth error line stops it; at most the 3 other workers' lines being written
     # at that moment follow; every line is whole and an error line
     assert log.partial_bytes == 0 and 5 <= len(log.lines) <= 5 + 3
     assert all(x["error"]["detail"] == "connection" for x in log.lines)
-    resumed = run_concurrent(demo_env, lambda: LLMDoctor(model), out=out, concurrency=4,
-                             resume=True)
+    resumed = run(demo_env, lambda: LLMDoctor(model), RunSpec(out=out, resume=True), Concurrent(4))
     assert (resumed.n_new, resumed.n_retried, resumed.n_errors) == (
         N_DEMO, len(log.lines), 0)
-    clean = run_logged(demo_env(), LLMDoctor(model), out=tmp_path / "clean.jsonl")
+    clean = run(demo_env, lambda: LLMDoctor(model), RunSpec(out=tmp_path / "clean.jsonl"))
     assert without_volatile(resumed.lines) == without_volatile(clean.lines)
 
 
 @pytest.mark.parametrize("bad", [0, -2, 1.5, True, "5"])
 def test_bad_max_consecutive_errors_is_refused_before_anything_is_written(tmp_path, bad):
-    for runner in (lambda out: run_logged(demo_env(), ScriptedDoctor(), out=out,
-                                          max_consecutive_errors=bad),
-                   lambda out: run_concurrent(demo_env, ScriptedDoctor, out=out,
-                                              max_consecutive_errors=bad)):
+    for runner in (lambda out: run(demo_env, ScriptedDoctor, RunSpec(out=out,
+                                                                     max_consecutive_errors=bad)),
+                   lambda out: run(demo_env, ScriptedDoctor, RunSpec(out=out,
+                                                                     max_consecutive_errors=bad),
+                                   Concurrent())):
         with pytest.raises(ValueError, match="max_consecutive_errors"):
             runner(tmp_path / "x.jsonl")
         assert not (tmp_path / "x.jsonl").exists()
 
 
 # ------------------------------------------------------------------ signatures
-PLAN_OPTIONS = ["out", "seed", "episodes", "repetitions", "resume", "retry_errors",
-                "env_id", "max_consecutive_errors", "progress", "on_start",
-                "paper_settings", "cases"]
-
-
-@pytest.mark.parametrize("runner", [run_logged, run_concurrent, arun_concurrent])
+@pytest.mark.parametrize("runner", [run, arun])
 def test_runners_have_explicit_keyword_only_options(runner, tmp_path):
-    """Discoverable signatures (IDE completion, ``help()``): every option is a named
-    keyword-only parameter, documented, none hidden in ``**options``."""
+    """Discoverable signatures (IDE completion, ``help()``): the settings are the spec,
+    the executor is named, the hooks are keyword-only; none hidden in ``**options``."""
     params = inspect.signature(runner).parameters
     assert not any(p.kind is p.VAR_KEYWORD for p in params.values())
-    wanted = PLAN_OPTIONS + ([] if runner is run_logged else ["concurrency"])
+    assert list(params) == ["make_env", "make_doctor", "spec", "executor", "progress",
+                            "on_start"]
     options = {name: p for name, p in params.items() if p.kind is p.KEYWORD_ONLY}
-    assert set(options) == set(wanted)
-    assert options["out"].default is None  # required unless the RunSpec gives it
+    assert set(options) == {"progress", "on_start"}
     assert params["spec"].kind is params["spec"].POSITIONAL_OR_KEYWORD
-    assert (options["seed"].default, options["repetitions"].default,
-            options["retry_errors"].default, options["max_consecutive_errors"].default) == (
-        0, 1, True, 5)
-    doc = inspect.getdoc(run_concurrent if runner is arun_concurrent else runner)
-    assert all(f"{name}:" in doc for name in wanted)
+    assert params["executor"].default is None  # Serial()
+    doc = inspect.getdoc(run)
+    assert all(f"{name}:" in doc for name in params)
     with pytest.raises(TypeError, match="bogus"):
-        run_logged(demo_env(), ScriptedDoctor(), out=tmp_path / "x.jsonl", bogus=1)
+        run(demo_env, ScriptedDoctor, RunSpec(out=tmp_path / "x.jsonl"), bogus=1)

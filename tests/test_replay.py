@@ -22,6 +22,7 @@ from clinenv.agents.prompts import DIRECT_SYSTEM
 from clinenv.cli import main
 from clinenv.evaluation.runs import align, load_runs
 from clinenv.llm.openai_backend import OpenAIChatModel
+from clinenv.runs import RunSpec
 from clinenv.runs.replay import ReplayError, load_source
 from clinenv.runs.replay_run import replay_run
 from clinenv.seeding import call_seed
@@ -252,17 +253,17 @@ def test_error_lines_resume_and_concurrency(server, source, control, tmp_path):
             return LLMDoctor(chat)
 
         server.inject(status=500, count=1)
-        first = replay_run(path, doctor, out=out, ablation="full")
+        first = replay_run(path, doctor, RunSpec(out=out), ablation="full")
         assert first.n_errors == 1 and "error" in first.lines[0]
         assert first.lines[0]["verdict"] == "unscored" and first.lines[0]["terminated"] is False
-        again = replay_run(path, doctor, out=out, ablation="full", resume=True)
+        again = replay_run(path, doctor, RunSpec(out=out, resume=True), ablation="full")
         assert (again.n_new, again.n_resumed, again.n_errors) == (1, N_CASES - 1, 0)
         assert len(read(out)) == N_CASES + 1
-        concurrent = replay_run(path, doctor, out=tmp_path / "conc.jsonl", concurrency=4)
+        concurrent = replay_run(path, doctor, RunSpec(out=tmp_path / "conc.jsonl"), concurrency=4)
     assert without_volatile(again.lines) == without_volatile(control[1])
     assert without_volatile(concurrent.lines) == without_volatile(control[1])
     with pytest.raises(FileExistsError):
-        replay_run(path, doctor, out=out, ablation="full")
+        replay_run(path, doctor, RunSpec(out=out), ablation="full")
 
 
 def test_llm_judge_scores_answers_only(server, source, tmp_path):

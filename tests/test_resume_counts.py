@@ -13,7 +13,7 @@ from clinenv.agents.scripted_doctor import ScriptedDoctor
 from clinenv.cli import main
 from clinenv.evaluation.runs import load_runs
 from clinenv.runlog import RunLogError
-from clinenv.runs.logged import run_logged
+from clinenv.runs import RunSpec, run
 
 N_DEMO = 17
 
@@ -54,19 +54,19 @@ def test_the_issue_case_lower_repetitions_is_refused(tmp_path, capsys, monkeypat
 def test_lower_episodes_is_refused_and_higher_extends(tmp_path):
     out = tmp_path / "log.jsonl"
     with gym.make("EGIP-Demo-v0") as env:
-        run_logged(env, ScriptedDoctor(), out=out, episodes=10)
+        run(lambda: env, ScriptedDoctor, RunSpec(out=out, episodes=10))
         _cut(out, 4)
         with pytest.raises(RunLogError, match=r"log\.jsonl, line 1: the log was written "
                                               r"with --episodes 10 but this run has "
                                               r"--episodes 5"):
-            run_logged(env, ScriptedDoctor(), out=out, episodes=5, resume=True)
+            run(lambda: env, ScriptedDoctor, RunSpec(out=out, episodes=5, resume=True))
         assert len(out.read_bytes().splitlines()) == 4
-        more = run_logged(env, ScriptedDoctor(), out=out, episodes=12, repetitions=2,
-                          resume=True)
+        more = run(lambda: env, ScriptedDoctor, RunSpec(out=out, episodes=12, repetitions=2,
+                                                        resume=True))
         assert (more.n_new, more.n_resumed, more.n_extra) == (20, 4, 0)
         with pytest.raises(RunLogError, match="--repetitions 2 but this run has "
                                               "--repetitions 1"):
-            run_logged(env, ScriptedDoctor(), out=out, episodes=12, resume=True)
+            run(lambda: env, ScriptedDoctor, RunSpec(out=out, episodes=12, resume=True))
 
 
 def test_a_log_without_schedule_fields_is_judged_by_its_lines(tmp_path):
@@ -74,7 +74,7 @@ def test_a_log_without_schedule_fields_is_judged_by_its_lines(tmp_path):
     index present give the counts the log was started with."""
     out = tmp_path / "log.jsonl"
     with gym.make("EGIP-Demo-v0") as env:
-        run_logged(env, ScriptedDoctor(), out=out, episodes=3, repetitions=2)
+        run(lambda: env, ScriptedDoctor, RunSpec(out=out, episodes=3, repetitions=2))
         lines = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
         for line in lines:
             del line["n_cases_scheduled"], line["n_repetitions"]
@@ -82,11 +82,11 @@ def test_a_log_without_schedule_fields_is_judged_by_its_lines(tmp_path):
         with pytest.raises(RunLogError, match=r"line 4: the log holds repetition 1, so it "
                                               r"was run with --repetitions 2 or more but "
                                               r"this run has --repetitions 1"):
-            run_logged(env, ScriptedDoctor(), out=out, episodes=3, resume=True)
+            run(lambda: env, ScriptedDoctor, RunSpec(out=out, episodes=3, resume=True))
         with pytest.raises(RunLogError, match=r"line 3: the log holds case index 2, so it "
                                               r"was run with --episodes 3 or more but this "
                                               r"run has --episodes 2"):
-            run_logged(env, ScriptedDoctor(), out=out, episodes=2, repetitions=2,
-                       resume=True)
-        assert run_logged(env, ScriptedDoctor(), out=out, episodes=3, repetitions=2,
-                          resume=True).n_new == 0
+            run(lambda: env, ScriptedDoctor, RunSpec(out=out, episodes=2, repetitions=2,
+                                                     resume=True))
+        assert run(lambda: env, ScriptedDoctor, RunSpec(out=out, episodes=3, repetitions=2,
+                                                        resume=True)).n_new == 0

@@ -33,7 +33,7 @@ from clinenv.reward_spec import (
     spec_of_line,
 )
 from clinenv.runlog import RunLogError, env_spec_dict, read_run_log
-from clinenv.runs.logged import run_logged
+from clinenv.runs import RunSpec, run
 from clinenv.seeding import episode_seed
 
 VERDICT_REWARD = {"correct": rewards.CORRECT, "wrong": rewards.WRONG,
@@ -353,7 +353,7 @@ def test_env_spec_records_the_canonical_json_and_rebuilds_the_spec(tmp_path, how
 def run_demo(tmp_path, **kwargs):
     out = tmp_path / "log.jsonl"
     with gym.make("EGIP-Demo-v0", **kwargs) as env:
-        run_logged(env, ScriptedDoctor(), out=out, episodes=3, resume=out.exists())
+        run(lambda: env, ScriptedDoctor, RunSpec(out=out, episodes=3, resume=out.exists()))
     return out
 
 
@@ -431,9 +431,9 @@ def test_replayed_lines_carry_their_own_components_and_reward(tmp_path):
 
     source = tmp_path / "source.jsonl"
     with gym.make("EGIP-Demo-v0", reward_spec="diagagent", exam_cost=0.05) as env:
-        run_logged(env, ScriptedDoctor(), out=source)
+        run(lambda: env, ScriptedDoctor, RunSpec(out=source))
     out = tmp_path / "replay.jsonl"
-    replay_run(source, ScriptedDoctor, out=out, ablation="no_candidates")
+    replay_run(source, ScriptedDoctor, RunSpec(out=out), ablation="no_candidates")
     sources = read_run_log(source).episodes()
     pool = gym.make("EGIP-Demo-v0").unwrapped.pool
     spec, changed = PRESETS["diagagent"], 0
@@ -461,7 +461,7 @@ class FailingDoctor(ScriptedDoctor):
 def test_error_lines_get_the_unfinished_rule(tmp_path):
     out = tmp_path / "log.jsonl"
     with gym.make("EGIP-Demo-v0", reward_spec="diagagent") as env:
-        run_logged(env, FailingDoctor(), out=out, episodes=1, max_consecutive_errors=None)
+        run(lambda: env, FailingDoctor, RunSpec(out=out, episodes=1, max_consecutive_errors=None))
     (line,) = read_run_log(out).episodes().values()
     assert line["error"]["message"] == "server down" and line["case_id"] == "demo-01"
     assert line["reward_components"] == pytest.approx({
@@ -554,7 +554,7 @@ def test_a_cut_off_line_under_accuracy_is_the_plain_sum(tmp_path):
 def test_an_error_line_reward_holds_the_spec_term(tmp_path):
     out = tmp_path / "log.jsonl"
     with gym.make("EGIP-Demo-v0", reward_spec="diagagent") as env:
-        run_logged(env, FailingDoctor(), out=out, episodes=1, max_consecutive_errors=None)
+        run(lambda: env, FailingDoctor, RunSpec(out=out, episodes=1, max_consecutive_errors=None))
     (line,) = read_run_log(out).episodes().values()
     assert line["error"]
     f1 = line["reward_components"]["workup_f1"]
@@ -572,17 +572,17 @@ def test_replay_sources_are_finished_lines_so_the_subtraction_needs_no_version(
     source = tmp_path / "source.jsonl"
     with gym.make("EGIP-Demo-v0", reward_spec="diagagent", exam_cost=0.05,
                   max_episode_steps=3) as env:
-        run_logged(env, ScriptedDoctor(), out=source, episodes=2)
+        run(lambda: env, ScriptedDoctor, RunSpec(out=source, episodes=2))
     assert all(line["truncated"] for line in read_run_log(source).lines)
     with pytest.raises(ReplayError, match=r"line 1: field 'target'"):
-        replay_run(source, ScriptedDoctor, out=tmp_path / "replay.jsonl")
+        replay_run(source, ScriptedDoctor, RunSpec(out=tmp_path / "replay.jsonl"))
 
 
 def test_settings_and_keyword_runs_share_env_spec_and_resume_each_other(tmp_path,
                                                                          capsys):
     out = tmp_path / "run.jsonl"
     with gym.make("EGIP-Demo-v0", settings=EnvSettings(reward_spec="diagagent")) as env:
-        run_logged(env, ScriptedDoctor(), out=out, episodes=3)
+        run(lambda: env, ScriptedDoctor, RunSpec(out=out, episodes=3))
     with gym.make("EGIP-Demo-v0", reward_spec="diagagent") as env:
         assert read_run_log(out).lines[0]["env_spec"] == env_spec_dict(env)
     before = out.read_bytes()
@@ -596,10 +596,10 @@ def test_settings_and_keyword_runs_share_env_spec_and_resume_each_other(tmp_path
     # and the other way round: a keyword log resumed by settings=
     keyword = tmp_path / "keyword.jsonl"
     with gym.make("EGIP-Demo-v0", reward_spec="diagagent", exam_cost=0.1) as env:
-        run_logged(env, ScriptedDoctor(), out=keyword, episodes=2)
+        run(lambda: env, ScriptedDoctor, RunSpec(out=keyword, episodes=2))
     with gym.make("EGIP-Demo-v0", settings=EnvSettings(reward_spec="diagagent",
                                                        exam_cost=0.1)) as env:
-        run_logged(env, ScriptedDoctor(), out=keyword, episodes=3, resume=True)
+        run(lambda: env, ScriptedDoctor, RunSpec(out=keyword, episodes=3, resume=True))
     assert len(read_run_log(keyword).lines) == 3
 
 
@@ -730,20 +730,23 @@ def test_terminal_info_and_records_hold_their_own_copies():
 
 def test_a_run_without_gym_make_records_its_spec_in_the_line(tmp_path):
     out = tmp_path / "direct.jsonl"
-    run_logged(EGIPEnv("demo", reward_spec="diagagent"), ScriptedDoctor(), out=out,
-               episodes=2, env_id="EGIP-Demo-v0")
+    run(lambda: EGIPEnv("demo", reward_spec="diagagent"), ScriptedDoctor, RunSpec(out=out,
+                                                                                  episodes=2,
+                                                                                  env_id="EGIP-Demo-v0"))
     lines = read_run_log(out).lines
     assert all(line["env_spec"] is None for line in lines)
     assert lines[0]["reward_spec"] == PRESETS["diagagent"].to_dict()
     assert spec_of_line(lines[0]) == PRESETS["diagagent"]
     with pytest.raises(RunLogError, match=r"line 1: reward_spec is "):
-        run_logged(EGIPEnv("demo"), ScriptedDoctor(), out=out, episodes=3,
-                   env_id="EGIP-Demo-v0", resume=True)
-    run_logged(EGIPEnv("demo", reward_spec="diagagent"), ScriptedDoctor(), out=out,
-               episodes=3, env_id="EGIP-Demo-v0", resume=True)
+        run(lambda: EGIPEnv("demo"), ScriptedDoctor, RunSpec(out=out, episodes=3,
+                                                             env_id="EGIP-Demo-v0", resume=True))
+    run(lambda: EGIPEnv("demo", reward_spec="diagagent"), ScriptedDoctor, RunSpec(out=out,
+                                                                                  episodes=3,
+                                                                                  env_id="EGIP-Demo-v0",
+                                                                                  resume=True))
     assert len(read_run_log(out).lines) == 3
     # the default spec writes no such field
     plain = tmp_path / "plain.jsonl"
-    run_logged(EGIPEnv("demo"), ScriptedDoctor(), out=plain, episodes=1,
-               env_id="EGIP-Demo-v0")
+    run(lambda: EGIPEnv("demo"), ScriptedDoctor, RunSpec(out=plain, episodes=1,
+                                                         env_id="EGIP-Demo-v0"))
     assert "reward_spec" not in read_run_log(plain).lines[0]

@@ -22,12 +22,12 @@ from clinenv.runlog import (
     env_settings,
     read_run_log,
 )
+from clinenv.runs import RunSpec, run
 from clinenv.runs.logged import (
     awaitable,
     episode_seed,
     plan_episodes,
     run_episode,
-    run_logged,
     run_without_loop,
 )
 
@@ -127,7 +127,7 @@ def _lines(path):
 
 def test_run_logged_writes_one_line_per_case_and_repetition(demo_env, tmp_path):
     out = tmp_path / "runs" / "demo.jsonl"
-    result = run_logged(demo_env, ScriptedDoctor(), out=out, seed=3, repetitions=2)
+    result = run(lambda: demo_env, ScriptedDoctor, RunSpec(out=out, seed=3, repetitions=2))
     lines = _lines(out)
     assert len(lines) == 2 * N_DEMO == result.n_new
     assert {(ln["case_id"], ln["repetition"]) for ln in lines} == {
@@ -147,8 +147,8 @@ def test_run_logged_writes_one_line_per_case_and_repetition(demo_env, tmp_path):
 
 
 def test_same_seed_twice_identical_except_timing(demo_env, tmp_path):
-    run_logged(demo_env, ScriptedDoctor(), out=tmp_path / "a.jsonl", seed=11)
-    run_logged(demo_env, ScriptedDoctor(), out=tmp_path / "b.jsonl", seed=11)
+    run(lambda: demo_env, ScriptedDoctor, RunSpec(out=tmp_path / "a.jsonl", seed=11))
+    run(lambda: demo_env, ScriptedDoctor, RunSpec(out=tmp_path / "b.jsonl", seed=11))
     a, b = _lines(tmp_path / "a.jsonl"), _lines(tmp_path / "b.jsonl")
     assert without_timing(a) == without_timing(b)
     assert [x["timing"] for x in a] != [x["timing"] for x in b]
@@ -158,13 +158,13 @@ def test_refuses_to_overwrite_without_resume(demo_env, tmp_path):
     out = tmp_path / "log.jsonl"
     out.write_text("something\n", encoding="utf-8")
     with pytest.raises(FileExistsError):
-        run_logged(demo_env, ScriptedDoctor(), out=out)
+        run(lambda: demo_env, ScriptedDoctor, RunSpec(out=out))
     assert out.read_text(encoding="utf-8") == "something\n"
 
 
 def test_resume_after_crash_runs_exactly_the_missing_keys(demo_env, tmp_path):
     out = tmp_path / "log.jsonl"
-    full = run_logged(demo_env, ScriptedDoctor(), out=out, seed=5, repetitions=2)
+    full = run(lambda: demo_env, ScriptedDoctor, RunSpec(out=out, seed=5, repetitions=2))
     reference = {(x["case_id"], x["repetition"]): x for x in without_timing(full.lines)}
     raw = out.read_bytes().splitlines(keepends=True)
     deleted = [raw[3], raw[10], raw[20]]
@@ -179,8 +179,8 @@ def test_resume_after_crash_runs_exactly_the_missing_keys(demo_env, tmp_path):
     assert len(log.lines) == len(raw) - 4
 
     seen = []
-    result = run_logged(demo_env, ScriptedDoctor(), out=out, seed=5, repetitions=2,
-                        resume=True, progress=seen.append)
+    result = run(lambda: demo_env, ScriptedDoctor, RunSpec(out=out, seed=5, repetitions=2,
+                                                           resume=True), progress=seen.append)
     assert {(x["case_id"], x["repetition"]) for x in seen} == missing
     assert result.n_new == 4 and result.n_resumed == 2 * N_DEMO - 4
     assert result.partial_bytes == len(partial)
@@ -190,25 +190,26 @@ def test_resume_after_crash_runs_exactly_the_missing_keys(demo_env, tmp_path):
     assert {(x["case_id"], x["repetition"]): x for x in without_timing(final)} == reference
     assert without_timing(result.lines) == without_timing(full.lines)
 
-    again = run_logged(demo_env, ScriptedDoctor(), out=out, seed=5, repetitions=2,
-                       resume=True)
+    again = run(lambda: demo_env, ScriptedDoctor, RunSpec(out=out, seed=5, repetitions=2,
+                                                          resume=True))
     assert again.n_new == 0 and len(_lines(out)) == 2 * N_DEMO
 
 
 def test_complete_last_line_without_newline_is_kept(demo_env, tmp_path):
     out = tmp_path / "log.jsonl"
-    run_logged(demo_env, ScriptedDoctor(), out=out, episodes=3)
+    run(lambda: demo_env, ScriptedDoctor, RunSpec(out=out, episodes=3))
     out.write_bytes(out.read_bytes().rstrip(b"\n"))
     log = read_run_log(out, repair=True)
     assert len(log.lines) == 3 and log.partial_bytes == 0
     assert out.read_bytes().endswith(b"}\n")
-    assert run_logged(demo_env, ScriptedDoctor(), out=out, episodes=4, resume=True).n_new == 1
+    more = run(lambda: demo_env, ScriptedDoctor, RunSpec(out=out, episodes=4, resume=True))
+    assert more.n_new == 1
     assert len(_lines(out)) == 4
 
 
 def test_corrupt_middle_line_is_an_error_naming_the_line(demo_env, tmp_path):
     out = tmp_path / "log.jsonl"
-    run_logged(demo_env, ScriptedDoctor(), out=out, episodes=3)
+    run(lambda: demo_env, ScriptedDoctor, RunSpec(out=out, episodes=3))
     raw = out.read_bytes().splitlines(keepends=True)
     out.write_bytes(raw[0] + b'{"broken": \n' + raw[1] + raw[2])
     with pytest.raises(RunLogError, match=r"log\.jsonl, line 2"):
@@ -219,7 +220,7 @@ def test_corrupt_middle_line_is_an_error_naming_the_line(demo_env, tmp_path):
 @pytest.mark.parametrize("change", ["env_id", "doctor", "seed"])
 def test_resume_refuses_a_different_run(demo_env, tmp_path, change):
     out = tmp_path / "log.jsonl"
-    run_logged(demo_env, ScriptedDoctor(), out=out, seed=1, episodes=4)
+    run(lambda: demo_env, ScriptedDoctor, RunSpec(out=out, seed=1, episodes=4))
     before = out.read_bytes()
     kwargs = {"seed": 1, "episodes": 5, "resume": True}
     doctor = ScriptedDoctor()
@@ -233,7 +234,7 @@ def test_resume_refuses_a_different_run(demo_env, tmp_path, change):
     field = {"env_id": "env_id", "doctor": r"doctor\.config\.n_questions",
              "seed": "run_seed"}[change]
     with pytest.raises(RunLogError, match=rf"log\.jsonl, line 1: {field} is"):
-        run_logged(demo_env, doctor, out=out, **kwargs)
+        run(lambda: demo_env, lambda: doctor, RunSpec(out=out, **kwargs))
     assert out.read_bytes() == before
 
 
@@ -246,11 +247,11 @@ def test_resume_refuses_a_different_run(demo_env, tmp_path, change):
 def test_resume_refuses_other_environment_settings(tmp_path, kwargs, field):
     out = tmp_path / "log.jsonl"
     with gym.make("EGIP-Demo-v0") as env:
-        run_logged(env, ScriptedDoctor(), out=out, episodes=3)
+        run(lambda: env, ScriptedDoctor, RunSpec(out=out, episodes=3))
     before = out.read_bytes()
     with gym.make("EGIP-Demo-v0", **kwargs) as env, pytest.raises(
             RunLogError, match=rf"log\.jsonl, line 1: {field}"):
-        run_logged(env, ScriptedDoctor(), out=out, episodes=5, resume=True)
+        run(lambda: env, ScriptedDoctor, RunSpec(out=out, episodes=5, resume=True))
     assert out.read_bytes() == before  # nothing written
 
 
@@ -284,9 +285,9 @@ def test_resume_keeps_a_run_whose_data_or_model_server_moved(tmp_path):
 def test_resume_refuses_a_log_from_another_environment(tmp_path, shared_data_dir):
     out = tmp_path / "log.jsonl"
     with gym.make("EGIP-Demo-v0") as demo:
-        run_logged(demo, ScriptedDoctor(), out=out, episodes=2)
+        run(lambda: demo, ScriptedDoctor, RunSpec(out=out, episodes=2))
     with gym.make("EGIP-MedQA-v0") as medqa, pytest.raises(RunLogError) as err:
-        run_logged(medqa, ScriptedDoctor(), out=out, episodes=2, resume=True)
+        run(lambda: medqa, ScriptedDoctor, RunSpec(out=out, episodes=2, resume=True))
     assert "line 1" in str(err.value) and "EGIP-Demo-v0" in str(err.value)
     assert "EGIP-MedQA-v0" in str(err.value)
 
@@ -306,15 +307,15 @@ def _write(path, lines):
 def test_a_later_line_supersedes_only_an_error_line(demo_env, tmp_path):
     """The supersession rule (clinenv.runlog): error line, then its retry, is one episode;
     any other repeated key is refused by the reader and by resume."""
-    good = run_logged(demo_env, ScriptedDoctor(), out=tmp_path / "good.jsonl", seed=4,
-                      episodes=3).lines
+    good = run(lambda: demo_env, ScriptedDoctor, RunSpec(out=tmp_path / "good.jsonl", seed=4,
+                                                         episodes=3)).lines
     err = _as_error_line(good[1])
     retried = _write(tmp_path / "retried.jsonl", [good[0], err, err, good[2], good[1]])
     episodes = read_run_log(retried).episodes()
     assert list(episodes) == [("demo-01", 0), ("demo-02", 0), ("demo-03", 0)]
     assert list(episodes.values()) == good  # the retry stands, in first-line order
-    again = run_logged(demo_env, ScriptedDoctor(), out=retried, seed=4, episodes=3,
-                       resume=True)
+    again = run(lambda: demo_env, ScriptedDoctor, RunSpec(out=retried, seed=4, episodes=3,
+                                                          resume=True))
     assert (again.n_new, again.n_retried, again.n_errors) == (0, 0, 0)
     assert without_timing(again.lines) == without_timing(good)
     s = summarize(_lines(retried))
@@ -331,24 +332,25 @@ def test_a_later_line_supersedes_only_an_error_line(demo_env, tmp_path):
             read_run_log(path).episodes()
         before = path.read_bytes()
         with pytest.raises(RunLogError, match=pattern):
-            run_logged(demo_env, ScriptedDoctor(), out=path, seed=4, episodes=3,
-                       resume=True)
+            run(lambda: demo_env, ScriptedDoctor,
+                RunSpec(out=path, seed=4, episodes=3, resume=True))
         assert path.read_bytes() == before
         with pytest.raises(ValueError, match=r"records \d and 3 are both episode"):
             summarize(lines)
 
 
 def test_resume_retries_error_lines_unless_told_not_to(demo_env, tmp_path):
-    good = run_logged(demo_env, ScriptedDoctor(), out=tmp_path / "good.jsonl", seed=4,
-                      episodes=3, repetitions=2).lines
+    good = run(lambda: demo_env, ScriptedDoctor, RunSpec(out=tmp_path / "good.jsonl", seed=4,
+                                                         episodes=3, repetitions=2)).lines
     out = _write(tmp_path / "log.jsonl",
                  [good[0], _as_error_line(good[1]), good[2], good[3], _as_error_line(good[5])])
-    no_retry = run_logged(demo_env, ScriptedDoctor(), out=out, seed=4, episodes=3,
-                          repetitions=2, resume=True, retry_errors=False)
+    no_retry = run(lambda: demo_env, ScriptedDoctor, RunSpec(out=out, seed=4, episodes=3,
+                                                             repetitions=2, resume=True,
+                                                             retry_errors=False))
     assert (no_retry.n_new, no_retry.n_retried, no_retry.n_errors) == (1, 0, 2)
     assert [x["repetition"] for x in _lines(out)[5:]] == [1]  # only the missing (demo-02, 1)
-    retry = run_logged(demo_env, ScriptedDoctor(), out=out, seed=4, episodes=3,
-                       repetitions=2, resume=True)
+    retry = run(lambda: demo_env, ScriptedDoctor, RunSpec(out=out, seed=4, episodes=3,
+                                                          repetitions=2, resume=True))
     assert (retry.n_new, retry.n_retried, retry.n_resumed, retry.n_errors) == (2, 2, 4, 0)
     assert [(x["case_id"], x["repetition"]) for x in _lines(out)[6:]] == [
         ("demo-02", 0), ("demo-03", 1)]
@@ -377,8 +379,8 @@ def _recompute(lines, n_scheduled):
 
 
 def test_summary_matches_independent_recomputation(demo_env, tmp_path):
-    result = run_logged(demo_env, ScriptedDoctor(exploration=0.6), out=tmp_path / "l.jsonl",
-                        seed=2, repetitions=3)
+    result = run(lambda: demo_env, lambda: ScriptedDoctor(exploration=0.6),
+                 RunSpec(out=tmp_path / "l.jsonl", seed=2, repetitions=3))
     lines = _lines(tmp_path / "l.jsonl")
     summary = summarize(lines, plan=result.plan)
     acc, cov, turns, exams = _recompute(lines, len(lines))
@@ -420,7 +422,7 @@ def test_summary_keeps_unscored_and_missing_in_the_denominator():
 # ----------------------------------------------------------------------------- MedQA
 def test_medqa_all_cases(tmp_path, shared_data_dir):
     with gym.make("EGIP-MedQA-v0") as env:
-        result = run_logged(env, ScriptedDoctor(), out=tmp_path / "medqa.jsonl", seed=0)
+        result = run(lambda: env, ScriptedDoctor, RunSpec(out=tmp_path / "medqa.jsonl", seed=0))
     lines = _lines(tmp_path / "medqa.jsonl")
     assert len(lines) == 107 == len({x["case_id"] for x in lines})
     assert all(x["dataset"] == "medqa" and x["phase"] == "done" for x in lines)

@@ -1,9 +1,9 @@
 """One settings object for the run functions (:mod:`clinenv.runs.spec`), on real logs.
 
-A :class:`RunSpec` and the same fields given as keywords write byte-identical run logs
-(``timing`` masked: wall seconds), through every run function; a bad field is refused
-with its name before anything is written; a spec together with a field keyword is a
-:class:`TypeError` naming the field.
+One :class:`RunSpec` writes byte-identical run logs (``timing`` masked: wall seconds)
+under every executor; a bad field is refused with its name before anything is written;
+a field given as a keyword is a :class:`TypeError` naming the field (the spec is the only
+carrier of run settings).
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import pytest
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.scripted_doctor import ScriptedDoctor
 from clinenv.case_list import read_case_list, write_case_list
-from clinenv.runs.concurrent import arun_concurrent, run_concurrent
-from clinenv.runs.logged import prepare_run, run_logged
+from clinenv.runs import Concurrent, RunSpec, arun, run
+from clinenv.runs.logged import prepare_run
 from clinenv.runs.replay_run import NOT_REPLAYED, areplay_run, replay_run
-from clinenv.runs.spec import KEYWORD_DEFAULTS, RunSpec
+from clinenv.runs.spec import FIELD_DEFAULTS
 from clinenv.seeding import episode_seed
 
 #: ``timing`` is the one field of a scripted run that differs between two equal runs.
@@ -56,10 +56,10 @@ def full_options(out, cases):
 
 # ------------------------------------------------------------------ same logs
 def test_spec_and_keywords_write_byte_identical_logs(tmp_path, case_list):
-    by_kwargs = run_logged(demo_env(), ScriptedDoctor(),
-                           **full_options(tmp_path / "kwargs.jsonl", case_list))
+    by_kwargs = run(demo_env, ScriptedDoctor,
+                    RunSpec(**full_options(tmp_path / "kwargs.jsonl", case_list)))
     spec = RunSpec(**full_options(tmp_path / "spec.jsonl", case_list))
-    by_spec = run_logged(demo_env(), ScriptedDoctor(), spec)
+    by_spec = run(demo_env, ScriptedDoctor, spec)
     assert log_bytes(tmp_path / "spec.jsonl") == log_bytes(tmp_path / "kwargs.jsonl")
     # what the spec asked for, pinned from its fields: the listed cases in dataset order
     # (indices 1, 4, 8), repetition-major, with their full-run seeds
@@ -79,14 +79,13 @@ def test_spec_and_keywords_write_byte_identical_logs(tmp_path, case_list):
 
 def test_one_spec_gives_the_same_lines_sequentially_and_concurrently(tmp_path):
     spec = RunSpec(out=tmp_path / "seq.jsonl", seed=2, episodes=6)
-    seq = run_logged(demo_env(), ScriptedDoctor(), spec)
-    con = run_concurrent(demo_env, ScriptedDoctor,
-                         dataclasses.replace(spec, out=tmp_path / "con.jsonl"), concurrency=3)
+    seq = run(demo_env, ScriptedDoctor, spec)
+    con = run(demo_env, ScriptedDoctor, dataclasses.replace(spec, out=tmp_path / "con.jsonl"),
+              Concurrent(3))
 
     async def inside():
-        return await arun_concurrent(demo_env, ScriptedDoctor,
-                                     dataclasses.replace(spec, out=tmp_path / "acon.jsonl"),
-                                     concurrency=2)
+        return await arun(demo_env, ScriptedDoctor,
+                          dataclasses.replace(spec, out=tmp_path / "acon.jsonl"), Concurrent(2))
 
     acon = asyncio.run(inside())
 
@@ -99,9 +98,8 @@ def test_one_spec_gives_the_same_lines_sequentially_and_concurrently(tmp_path):
 
 def test_resume_from_a_spec(tmp_path):
     spec = RunSpec(out=tmp_path / "run.jsonl", episodes=3)
-    run_logged(demo_env(), ScriptedDoctor(), spec)
-    more = run_logged(demo_env(), ScriptedDoctor(),
-                      dataclasses.replace(spec, episodes=5, resume=True))
+    run(demo_env, ScriptedDoctor, spec)
+    more = run(demo_env, ScriptedDoctor, dataclasses.replace(spec, episodes=5, resume=True))
     assert (more.n_new, more.n_resumed) == (2, 3)
     prepared = prepare_run(demo_env(), ScriptedDoctor(), dataclasses.replace(
         spec, episodes=5, resume=True))
@@ -110,9 +108,9 @@ def test_resume_from_a_spec(tmp_path):
 
 def test_replay_takes_a_spec(tmp_path):
     source = tmp_path / "source.jsonl"
-    run_logged(demo_env(), ScriptedDoctor(), out=source, episodes=4)
-    replay_run(source, ScriptedDoctor, out=tmp_path / "kwargs.jsonl",
-               max_consecutive_errors=2)
+    run(demo_env, ScriptedDoctor, RunSpec(out=source, episodes=4))
+    replay_run(source, ScriptedDoctor, RunSpec(out=tmp_path / "kwargs.jsonl",
+                                               max_consecutive_errors=2))
     replay_run(source, ScriptedDoctor, RunSpec(out=tmp_path / "spec.jsonl",
                                                max_consecutive_errors=2))
 
@@ -159,10 +157,10 @@ def test_a_bad_field_is_named_before_anything_is_written(tmp_path, field, value,
     options = {"out": out, field: value}
     with pytest.raises(error, match=message):
         RunSpec(**options)
-    runners = [lambda: run_logged(demo_env(), ScriptedDoctor(), **options),
-               lambda: run_concurrent(demo_env, ScriptedDoctor, **options)]
+    runners = [lambda: run(demo_env, ScriptedDoctor, RunSpec(**options)),
+               lambda: run(demo_env, ScriptedDoctor, RunSpec(**options), Concurrent())]
     if field != "max_consecutive_errors":  # prepare_run does not stop runs
-        runners.append(lambda: prepare_run(demo_env(), ScriptedDoctor(), **options))
+        runners.append(lambda: prepare_run(demo_env(), ScriptedDoctor(), RunSpec(**options)))
     for runner in runners:
         with pytest.raises(error, match=message):
             runner()
@@ -171,7 +169,7 @@ def test_a_bad_field_is_named_before_anything_is_written(tmp_path, field, value,
 
 def test_episodes_beyond_the_dataset_and_episodes_with_cases(tmp_path, case_list):
     with pytest.raises(ValueError, match=r"episodes must be in 1\.\.17 \(the dataset has 17"):
-        run_logged(demo_env(), ScriptedDoctor(), RunSpec(out=tmp_path / "x.jsonl",
+        run(demo_env, ScriptedDoctor, RunSpec(out=tmp_path / "x.jsonl",
                                                          episodes=18))
     with pytest.raises(ValueError, match="give either episodes .* or a case list, not both"):
         RunSpec(out=tmp_path / "x.jsonl", episodes=2, cases=case_list)
@@ -199,11 +197,11 @@ def test_values_are_normalised(tmp_path):
 
 # ------------------------------------------------------------------ spec and keywords
 RUNNERS = {
-    "run_logged": lambda spec, **kw: run_logged(demo_env(), ScriptedDoctor(), spec, **kw),
+    "run": lambda spec, **kw: run(demo_env, ScriptedDoctor, spec, **kw),
     "prepare_run": lambda spec, **kw: prepare_run(demo_env(), ScriptedDoctor(), spec, **kw),
-    "run_concurrent": lambda spec, **kw: run_concurrent(demo_env, ScriptedDoctor, spec, **kw),
-    "arun_concurrent": lambda spec, **kw: asyncio.run(
-        arun_concurrent(demo_env, ScriptedDoctor, spec, **kw)),
+    "run_concurrent": lambda spec, **kw: run(demo_env, ScriptedDoctor, spec, Concurrent(), **kw),
+    "arun": lambda spec, **kw: asyncio.run(
+        arun(demo_env, ScriptedDoctor, spec, Concurrent(), **kw)),
 }
 
 
@@ -215,37 +213,38 @@ FIELD_VALUES = [("out", "other.jsonl"), ("seed", 4), ("episodes", 2), ("repetiti
 @pytest.mark.parametrize(("name", "field", "value"), [
     (name, field, value) for name in RUNNERS for field, value in FIELD_VALUES
     if not (name == "prepare_run" and field == "max_consecutive_errors")])
-def test_spec_and_a_field_keyword_is_a_type_error(tmp_path, name, field, value):
+def test_a_field_keyword_is_a_type_error(tmp_path, name, field, value):
+    """RunSpec is the only carrier of run settings: a field as a keyword is refused."""
     spec = RunSpec(out=tmp_path / "x.jsonl", seed=1)
-    with pytest.raises(TypeError, match=rf"{name}\(\) got both spec= and {field}="):
+    with pytest.raises(TypeError, match=rf"got an unexpected keyword argument '{field}'"):
         RUNNERS[name](spec, **{field: value})
     assert not (tmp_path / "x.jsonl").exists()
 
 
-def test_keywords_at_their_defaults_leave_the_spec_alone(tmp_path):
+def test_the_hooks_leave_the_spec_alone(tmp_path):
     spec = RunSpec(out=tmp_path / "x.jsonl", seed=7, episodes=2)
-    result = run_logged(demo_env(), ScriptedDoctor(), spec, seed=0, repetitions=1,
-                        progress=None)
+    result = run(demo_env, ScriptedDoctor, spec, progress=None)
     assert [s for _, _, s in result.plan] == [episode_seed(7, 0, 0), episode_seed(7, 0, 1)]
 
 
 def test_no_log_file_and_a_spec_of_another_type(tmp_path):
-    with pytest.raises(TypeError, match=r"run_logged\(\) needs the run log: pass out="):
-        run_logged(demo_env(), ScriptedDoctor())
-    with pytest.raises(TypeError, match=r"replay_run\(\) needs the run log"):
+    with pytest.raises(TypeError, match=r"RunSpec.* missing 1 required positional argument: "
+                                        r"'out'"):
+        run(demo_env, ScriptedDoctor, RunSpec())
+    with pytest.raises(TypeError, match=r"replay_run\(\) missing 1 required positional "
+                                        r"argument: 'spec'"):
         replay_run(tmp_path / "missing.jsonl", ScriptedDoctor)
     with pytest.raises(TypeError, match="spec must be a clinenv.runs.spec.RunSpec, got dict"):
-        run_concurrent(demo_env, ScriptedDoctor, {"out": tmp_path / "x.jsonl"})
+        run(demo_env, ScriptedDoctor, {"out": tmp_path / "x.jsonl"}, Concurrent())
 
 
-@pytest.mark.parametrize("runner", [run_logged, prepare_run, run_concurrent, arun_concurrent])
-def test_keyword_defaults_are_the_spec_defaults(runner):
-    """The rule "a keyword other than its default" needs one default per field."""
+@pytest.mark.parametrize("runner", [run, arun, prepare_run, replay_run, areplay_run])
+def test_the_run_functions_take_a_spec_and_no_field(runner):
+    """One carrier: every run function takes a required spec and declares no field."""
     params = inspect.signature(runner).parameters
-    assert list(params)[2] == "spec" and params["spec"].default is None
-    assert {name: params[name].default for name in KEYWORD_DEFAULTS if name in params} == {
-        name: value for name, value in KEYWORD_DEFAULTS.items() if name in params}
-    assert KEYWORD_DEFAULTS == {
+    assert list(params)[2] == "spec" and params["spec"].default is inspect.Parameter.empty
+    assert not set(params) & set(FIELD_DEFAULTS)
+    assert FIELD_DEFAULTS == {
         "out": None, "seed": 0, "episodes": None, "repetitions": 1, "resume": False,
         "retry_errors": True, "env_id": None, "max_consecutive_errors": 5,
         "paper_settings": None, "cases": None}

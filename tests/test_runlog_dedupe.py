@@ -16,7 +16,7 @@ from clinenv.evaluation.runs import RunsError, load_runs
 from clinenv.runlog import RunLogError, read_run_log
 from clinenv.runlog_dedupe import dedupe_run_log, dropped_path
 from clinenv.runlog_lock import RunLogLock, RunLogLocked
-from clinenv.runs.logged import run_logged
+from clinenv.runs import RunSpec, run
 
 N_DEMO = 17
 
@@ -29,7 +29,8 @@ def two_appenders(tmp_path) -> tuple[Path, list[bytes]]:
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     for path in (a, b):
         with gym.make("EGIP-Demo-v0") as env:
-            run_logged(env, ScriptedDoctor(exploration=0.5), out=path, repetitions=2)
+            run(lambda: env, lambda: ScriptedDoctor(exploration=0.5), RunSpec(out=path,
+                                                                              repetitions=2))
     lines_a, lines_b = a.read_bytes().splitlines(True), b.read_bytes().splitlines(True)
     raw = lines_a[:10] + lines_b[:20] + lines_a[10:]
     dup = tmp_path / "runs" / "dup.jsonl"
@@ -91,7 +92,7 @@ def test_the_cli_says_what_it_dropped(two_appenders, capsys, monkeypatch):
 def test_differing_duplicates_are_counted(tmp_path):
     out = tmp_path / "log.jsonl"
     with gym.make("EGIP-Demo-v0") as env:
-        run_logged(env, ScriptedDoctor(), out=out, episodes=2)
+        run(lambda: env, ScriptedDoctor, RunSpec(out=out, episodes=2))
     first, second = out.read_bytes().splitlines(True)
     other = json.loads(first)
     other.update(answer="something else", timing={"wall_s": 9.0})
@@ -109,7 +110,7 @@ def test_error_lines_and_their_retries_stay(tmp_path):
     """The supersession rule: a retry after an error line is no duplicate."""
     out = tmp_path / "log.jsonl"
     with gym.make("EGIP-Demo-v0") as env:
-        run_logged(env, ScriptedDoctor(), out=out, episodes=2)
+        run(lambda: env, ScriptedDoctor, RunSpec(out=out, episodes=2))
     first, second = out.read_bytes().splitlines(True)
     error = json.loads(first)
     error["error"] = {"type": "timeout", "message": "x"}
@@ -123,7 +124,7 @@ def test_error_lines_and_their_retries_stay(tmp_path):
 def test_a_partial_last_line_stays_for_resume_to_cut(tmp_path):
     out = tmp_path / "log.jsonl"
     with gym.make("EGIP-Demo-v0") as env:
-        run_logged(env, ScriptedDoctor(), out=out, episodes=2)
+        run(lambda: env, ScriptedDoctor, RunSpec(out=out, episodes=2))
     first, second = out.read_bytes().splitlines(True)
     out.write_bytes(first + second + first + second[:40])
     result = dedupe_run_log(out)
@@ -138,7 +139,7 @@ def test_a_partial_last_line_stays_for_resume_to_cut(tmp_path):
 def test_dedupe_refuses_a_log_in_use_and_bad_input(tmp_path, capsys, monkeypatch):
     out = tmp_path / "log.jsonl"
     with gym.make("EGIP-Demo-v0") as env:
-        run_logged(env, ScriptedDoctor(), out=out, episodes=1)
+        run(lambda: env, ScriptedDoctor, RunSpec(out=out, episodes=1))
     before = out.read_bytes()
     with RunLogLock(out), pytest.raises(RunLogLocked):
         dedupe_run_log(out)

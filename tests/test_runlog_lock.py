@@ -17,8 +17,8 @@ import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.scripted_doctor import ScriptedDoctor
 from clinenv.runlog import RunLogError
 from clinenv.runlog_lock import RunLogLock, RunLogLocked, lock_path
-from clinenv.runs.concurrent import run_concurrent
-from clinenv.runs.logged import prepare_run, run_logged
+from clinenv.runs import Concurrent, RunSpec, run
+from clinenv.runs.logged import prepare_run
 from clinenv.runs.replay_run import replay_run
 
 N_DEMO = 17
@@ -31,7 +31,7 @@ HOLDER = textwrap.dedent("""
     import gymnasium as gym
     import clinenv
     from clinenv.agents.scripted_doctor import ScriptedDoctor
-    from clinenv.runs.logged import run_logged
+    from clinenv.runs import RunSpec, run
 
     out, go = Path(sys.argv[1]), Path(sys.argv[2])
 
@@ -42,8 +42,8 @@ HOLDER = textwrap.dedent("""
                 time.sleep(0.02)
 
     with gym.make("EGIP-Demo-v0") as env:
-        result = run_logged(env, ScriptedDoctor(), out=out, repetitions=2, resume=True,
-                            progress=progress)
+        result = run(lambda: env, ScriptedDoctor, RunSpec(out=out, repetitions=2, resume=True),
+                     progress=progress)
     print("done", result.n_new, flush=True)
 """)
 
@@ -116,18 +116,18 @@ def test_two_cli_runs_started_together_never_duplicate_an_episode(tmp_path):
 def test_the_lock_is_held_from_reading_to_the_last_line_and_released(tmp_path):
     out = tmp_path / "runs" / "log.jsonl"
     env = gym.make("EGIP-Demo-v0")
-    run = prepare_run(env, ScriptedDoctor(), out=out, episodes=2)
+    prepared = prepare_run(env, ScriptedDoctor(), RunSpec(out=out, episodes=2))
     with pytest.raises(RunLogLocked, match=rf"in use by another run in this process \(pid "
                                            rf"{os.getpid()}, since "):
-        prepare_run(env, ScriptedDoctor(), out=out, episodes=2, resume=True)
+        prepare_run(env, ScriptedDoctor(), RunSpec(out=out, episodes=2, resume=True))
     with pytest.raises(RunLogLocked):
-        run_logged(env, ScriptedDoctor(), out=out, episodes=2, resume=True)
+        run(lambda: env, ScriptedDoctor, RunSpec(out=out, episodes=2, resume=True))
     holder = json.loads(lock_path(out).read_text(encoding="utf-8"))
     assert holder["pid"] == os.getpid()
-    run.close()
-    run.close()  # idempotent
+    prepared.close()
+    prepared.close()  # idempotent
     assert not lock_path(out).exists() and not out.parent.exists()  # nothing left
-    assert run_logged(env, ScriptedDoctor(), out=out, episodes=2).n_new == 2
+    assert run(lambda: env, ScriptedDoctor, RunSpec(out=out, episodes=2)).n_new == 2
     assert not lock_path(out).exists()
     env.close()
 
@@ -135,27 +135,28 @@ def test_the_lock_is_held_from_reading_to_the_last_line_and_released(tmp_path):
 def test_a_refused_resume_releases_the_lock(tmp_path):
     out = tmp_path / "log.jsonl"
     with gym.make("EGIP-Demo-v0") as env:
-        run_logged(env, ScriptedDoctor(), out=out, episodes=2)
+        run(lambda: env, ScriptedDoctor, RunSpec(out=out, episodes=2))
         with pytest.raises(RunLogError, match="run_seed"):
-            run_logged(env, ScriptedDoctor(), out=out, episodes=2, seed=5, resume=True)
+            run(lambda: env, ScriptedDoctor, RunSpec(out=out, episodes=2, seed=5, resume=True))
         with pytest.raises(FileExistsError):
-            run_logged(env, ScriptedDoctor(), out=out, episodes=2)
+            run(lambda: env, ScriptedDoctor, RunSpec(out=out, episodes=2))
         assert not lock_path(out).exists()
-        assert run_logged(env, ScriptedDoctor(), out=out, episodes=3, resume=True).n_new == 1
+        more = run(lambda: env, ScriptedDoctor, RunSpec(out=out, episodes=3, resume=True))
+        assert more.n_new == 1
 
 
 def test_concurrent_runs_and_replays_take_the_same_lock(tmp_path):
     out = tmp_path / "log.jsonl"
     with RunLogLock(out):
         with pytest.raises(RunLogLocked):
-            run_concurrent(lambda: gym.make("EGIP-Demo-v0"), ScriptedDoctor, out=out,
-                           episodes=2, concurrency=2)
-    run_concurrent(lambda: gym.make("EGIP-Demo-v0"), ScriptedDoctor, out=out, episodes=2,
-                   concurrency=2)
+            run(lambda: gym.make("EGIP-Demo-v0"), ScriptedDoctor, RunSpec(out=out, episodes=2),
+                Concurrent(2))
+    run(lambda: gym.make("EGIP-Demo-v0"), ScriptedDoctor, RunSpec(out=out, episodes=2),
+        Concurrent(2))
     replayed = tmp_path / "replay.jsonl"
     with RunLogLock(replayed), pytest.raises(RunLogLocked):
-        replay_run(out, ScriptedDoctor, out=replayed)
-    assert replay_run(out, ScriptedDoctor, out=replayed).n_new == 2
+        replay_run(out, ScriptedDoctor, RunSpec(out=replayed))
+    assert replay_run(out, ScriptedDoctor, RunSpec(out=replayed)).n_new == 2
     assert not lock_path(out).exists() and not lock_path(replayed).exists()
 
 

@@ -22,7 +22,7 @@ from clinenv.evaluation import (
     scoring_version,
 )
 from clinenv.runlog import read_run_log
-from clinenv.runs.logged import run_logged
+from clinenv.runs import RunSpec, run
 from clinenv.scoring import SCORING_VERSION
 
 
@@ -39,8 +39,8 @@ def test_the_current_version_is_3():
 def test_every_run_log_line_carries_the_scoring_version(tmp_path):
     env = gym.make("EGIP-Demo-v0")
     try:
-        run_logged(env, ScriptedDoctor(), out=tmp_path / "run.jsonl", seed=0, repetitions=1,
-                   env_id="EGIP-Demo-v0", episodes=2)
+        run(lambda: env, ScriptedDoctor, RunSpec(out=tmp_path / "run.jsonl", seed=0, repetitions=1,
+                                                 env_id="EGIP-Demo-v0", episodes=2))
     finally:
         env.close()
     lines = read_run_log(tmp_path / "run.jsonl").lines
@@ -113,11 +113,10 @@ def test_cli_refuses_mixed_versions_unless_told(tmp_path):
 @pytest.mark.parametrize("version", [None, 1, 2, 4])
 def test_resume_refuses_a_log_of_another_scoring_version(tmp_path, version):
     from clinenv.runlog import RunLogError
-    from clinenv.runs.logged import run_logged
 
     out = tmp_path / "log.jsonl"
     env = gym.make("EGIP-Demo-v0")
-    run_logged(env, ScriptedDoctor(), out=out, seed=1, episodes=2)
+    run(lambda: env, ScriptedDoctor, RunSpec(out=out, seed=1, episodes=2))
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     for line in lines:
         line.pop("scoring_version")
@@ -126,5 +125,5 @@ def test_resume_refuses_a_log_of_another_scoring_version(tmp_path, version):
     out.write_text("".join(json.dumps(x) + "\n" for x in lines))
     before = out.read_bytes()
     with pytest.raises(RunLogError, match=r"log\.jsonl, line 1: scoring_version is"):
-        run_logged(env, ScriptedDoctor(), out=out, seed=1, episodes=3, resume=True)
+        run(lambda: env, ScriptedDoctor, RunSpec(out=out, seed=1, episodes=3, resume=True))
     assert out.read_bytes() == before

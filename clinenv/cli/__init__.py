@@ -90,7 +90,7 @@ deterministic scorer with LLM agents of the same backend and model, unless
 ``--patient-model`` / ``--judge-model`` name another (one model object per distinct
 name). The API key is read from the environment variable ``--api-key-env`` (default
 ``OPENAI_API_KEY``; ``EMPTY`` when unset) and never written anywhere. ``--concurrency
-N`` (> 1) runs N episodes at once (:func:`clinenv.runs.concurrent.run_concurrent`, also with
+N`` (> 1) runs N episodes at once (:class:`clinenv.runs.concurrent.Concurrent`, also with
 the scripted doctor); the log is the same as a sequential run's. The summary then also
 gives model calls, tokens and mean latency, and the number of episodes stopped by a
 backend error (kept in the log as unscored error lines). ``--resume`` runs the missing

@@ -36,9 +36,9 @@ def add_ray_arguments(run: argparse.ArgumentParser) -> None:
                           "use it there (--model defaults to MODEL)")
 
 
-def ray_options(args: argparse.Namespace) -> dict[str, Any] | None:
+def ray_options(args: argparse.Namespace) -> Any:
     """Check the ``--ray`` options before anything is built; ``None`` without ``--ray``,
-    else the keyword arguments of :func:`clinenv.distributed.run_ray`.
+    else their :class:`clinenv.distributed.RayConfig` (``--concurrency`` per runner).
 
     With ``--ray-serve MODEL``, ``--model`` defaults to MODEL and the driver's copy of the
     models names the served URL; with ``--base-url-map`` and no ``--base-url``, it names
@@ -94,7 +94,9 @@ def ray_options(args: argparse.Namespace) -> dict[str, Any] | None:
         args.base_url = args.base_url or next(iter(options["base_url_map"].values()))
     if os.environ.get("CLINENV_DATA_DIR"):
         options["env_vars"] = {"CLINENV_DATA_DIR": os.environ["CLINENV_DATA_DIR"]}
-    return options
+    from clinenv.distributed import RayConfig
+
+    return RayConfig(concurrency=args.concurrency, **options)
 
 
 class RayParts:

@@ -168,6 +168,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from clinenv.runs.fail_fast import RunAborted
     from clinenv.runs.replay import load_source
     from clinenv.runs.replay_run import replay_run
+    from clinenv.runs.spec import RunSpec
 
     check_llm_args(args)
     ablation = ABLATION_CHOICES[args.ablation]
@@ -204,12 +205,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     try:
         setup.build()
         _warn_doctor_changes(source, setup.make_doctor())
+        spec = RunSpec(out=out, resume=args.resume, retry_errors=args.retry_errors,
+                       max_consecutive_errors=args.max_consecutive_errors or None)
         result = replay_run(
-            source, setup.make_doctor, out=out, ablation=ablation,
+            source, setup.make_doctor, spec, ablation=ablation,
             judge=setup.env_kwargs.get("judge"), judge_model=setup.env_kwargs.get("judge_model"),
-            resume=args.resume, retry_errors=args.retry_errors, concurrency=args.concurrency,
-            max_consecutive_errors=args.max_consecutive_errors or None,
-            progress=lambda _line: bar.update(1), on_start=start)
+            concurrency=args.concurrency, progress=lambda _line: bar.update(1), on_start=start)
     except RunAborted as err:
         raise CLIError(aborted_message(err, args)) from None
     except RunLogError as err:

@@ -45,7 +45,7 @@ every line), and ``--vote-temperature T`` sets the vote strategy's sampling temp
 runner actors, one per node (``--ray-runners N``), each with ``--concurrency`` episodes at
 once against its own node's server (``--base-url``, ``--base-url-map FILE`` or
 ``--ray-serve MODEL``); the driver writes the same log, summary and ``--resume`` as a run
-on one machine (:func:`clinenv.distributed.run_ray`, docs/cluster.md).
+on one machine (:class:`clinenv.distributed.Ray`, docs/cluster.md).
 
 Example (offline, the fake server's clinician plays every LLM seat)::
 
@@ -272,9 +272,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from clinenv.evaluation.summary import summarize
-    from clinenv.runs.concurrent import run_concurrent
-    from clinenv.runs.logged import RunAborted, RunLogError, plan_episodes, run_logged
-    from clinenv.runs.spec import RunSpec
+    from clinenv.runs import Concurrent, RunSpec, Serial, run
+    from clinenv.runs.logged import RunAborted, RunLogError, plan_episodes
 
     preset = getattr(args, "preset", None)
     protocol = env_protocol(args.env, preset)
@@ -365,28 +364,28 @@ def cmd_run(args: argparse.Namespace) -> int:
                        retry_errors=args.retry_errors, env_id=env_id,
                        max_consecutive_errors=args.max_consecutive_errors or None,
                        paper_settings=settings.record, cases=cases)
-        hooks = dict(progress=lambda _line: bar.update(1), on_start=start)
-        # the runners check --out (a non-empty file needs --resume) before they write,
+        factories: tuple[Any, Any] = (fresh_env, make_doctor)
+        ray_errors: tuple[type[Exception], ...] = ()
+        if ray is not None:
+            from clinenv.distributed import Ray, RayRunError
+
+            extra = {k: v for k, v in (("preset", preset), ("premature_diagnosis",
+                                                            args.premature_diagnosis),
+                                       ("reward_spec", setup.env_kwargs.get("reward_spec")))
+                     if v is not None}
+            executor: Any = Ray(ray, parts=RayParts(args, env_id, verify, wrap, extra))
+            factories = (None, None)  # the parts build them, on the driver and each node
+            ray_errors = (RayRunError,)
+        else:
+            executor = Concurrent(args.concurrency) if args.concurrency > 1 else Serial()
+        # the executors check --out (a non-empty file needs --resume) before they write,
         # and create the folder of --out only when they start writing
         try:
-            if ray is not None:
-                from clinenv.distributed import RayRunError, run_ray
-
-                extra = {k: v for k, v in (("preset", preset), ("premature_diagnosis",
-                                                                args.premature_diagnosis),
-                                           ("reward_spec", setup.env_kwargs.get(
-                                               "reward_spec")))
-                         if v is not None}
-                try:
-                    result = run_ray(RayParts(args, env_id, verify, wrap, extra), spec,
-                                     concurrency=args.concurrency, **ray, **hooks)
-                except RayRunError as err:
-                    raise CLIError(f"--ray {args.ray}: {err}") from None
-            elif args.concurrency > 1:
-                result = run_concurrent(fresh_env, make_doctor, spec,
-                                        concurrency=args.concurrency, **hooks)
-            else:
-                result = run_logged(fresh_env(), make_doctor(), spec, **hooks)
+            try:
+                result = run(*factories, spec, executor,
+                             progress=lambda _line: bar.update(1), on_start=start)
+            except ray_errors as err:
+                raise CLIError(f"--ray {args.ray}: {err}") from None
         except RunAborted as err:
             raise CLIError(aborted_message(err, args)) from None
         except RunLogError as err:

@@ -1,8 +1,11 @@
 """One run across many machines on Ray (``clinenv[ray]``, ``ray>=2.60``): runner actors
 near node-local LLM servers, one run log on the driver, nothing lost when a node dies.
 
-- :mod:`~clinenv.distributed.driver` — :func:`run_ray`: the schedule, resume and log of
-  a one-machine run (:mod:`clinenv.runs.logged`), its episodes on Ray;
+- :mod:`~clinenv.distributed.driver` — :class:`Ray`, the executor of
+  :func:`clinenv.runs.run` on Ray: the schedule, resume and log of a one-machine run
+  (:mod:`clinenv.runs.logged`), its episodes on Ray;
+- :mod:`~clinenv.distributed.config` — :class:`RayConfig`, Ray's own options (address,
+  runners, servers...);
 - :mod:`~clinenv.distributed.runner` — :class:`EpisodeRunner`, the runner actor (many
   episodes at once, :func:`clinenv.runs.concurrent.arun_episode`), and
   :class:`RunnerParts`, what it is built from;
@@ -16,13 +19,17 @@ Ray is imported only when a run starts (and by the actors), so this package impo
 without it; nothing in the core imports this package. A minimal run (a scripted doctor
 needs no server)::
 
-    from clinenv.distributed import RunnerParts, run_ray
+    from clinenv.distributed import Ray, RayConfig
+    from clinenv.runs import RunSpec, run
 
-    def parts(base_url):  # module-level: it travels to every node
-        return RunnerParts(make_env=lambda: gym.make("EGIP-Demo-v0"),
-                           make_doctor=ScriptedDoctor)
+    def make_env():  # module-level: it travels to every node
+        return gym.make("EGIP-Demo-v0")
 
-    result = run_ray(parts, out="runs/demo.jsonl", address="local", runners=2)
+    result = run(make_env, ScriptedDoctor, RunSpec(out="runs/demo.jsonl"),
+                 Ray(RayConfig(address="local", runners=2)))
+
+An LLM doctor talks to its node's server: give ``Ray(config, parts=parts)`` a parts
+factory ``parts(base_url) -> RunnerParts`` instead (:mod:`~clinenv.distributed.runner`).
 
 Running on a real cluster (``ray up``, KubeRay, one vLLM server per node, where the log
 goes, resuming) is described in ``docs/cluster.md``.
@@ -30,7 +37,8 @@ goes, resuming) is described in ``docs/cluster.md``.
 
 from __future__ import annotations
 
-from clinenv.distributed.driver import RayRunError, RayRunResult, run_ray
+from clinenv.distributed.config import RayConfig
+from clinenv.distributed.driver import FactoryParts, Ray, RayRunError, RayRunResult
 from clinenv.distributed.placement import (
     BaseUrlMapError,
     NoServerError,
@@ -41,7 +49,7 @@ from clinenv.distributed.runner import EpisodeRunner, PartsFactory, RunnerParts
 from clinenv.distributed.serve import ServeConfig, ServeError, VLLMServer
 
 __all__ = [
-    "BaseUrlMapError", "EpisodeRunner", "NoServerError", "PartsFactory", "RayRunError",
-    "RayRunResult", "RunnerParts", "ServeConfig", "ServeError", "UrlPlan", "VLLMServer",
-    "read_base_url_map", "run_ray",
+    "BaseUrlMapError", "EpisodeRunner", "FactoryParts", "NoServerError", "PartsFactory",
+    "Ray", "RayConfig", "RayRunError", "RayRunResult", "RunnerParts", "ServeConfig",
+    "ServeError", "UrlPlan", "VLLMServer", "read_base_url_map",
 ]

@@ -1,8 +1,9 @@
 """The driver of a run on Ray: one schedule, runners on many nodes, one run log.
 
-:func:`run_ray` plans and checks the run exactly as :func:`clinenv.runs.logged.run_logged`
-does (:func:`~clinenv.runs.logged.prepare_run`, one :class:`~clinenv.runs.spec.RunSpec`,
-before Ray starts), then:
+:class:`Ray`, the executor of :func:`clinenv.runs.run` on Ray, plans and checks the run
+exactly as :class:`clinenv.runs.logged.Serial` does (:func:`~clinenv.runs.logged.prepare_run`,
+one :class:`~clinenv.runs.spec.RunSpec`, before Ray starts), then, with the options of its
+:class:`~clinenv.distributed.config.RayConfig`:
 
 1. connects to Ray (``"local"`` starts a Ray on this machine; ``"auto"`` or
    ``"ray://HOST:PORT"`` joins a cluster; ``None`` uses the Ray this process is already
@@ -44,7 +45,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from clinenv.case_list import CaseList
+from clinenv.distributed.config import RayConfig
 from clinenv.distributed.placement import (
     NoServerError,
     UrlPlan,
@@ -53,16 +54,16 @@ from clinenv.distributed.placement import (
     read_base_url_map,
     runner_nodes,
 )
-from clinenv.distributed.runner import EpisodeRunner, PartsFactory, identity
-from clinenv.distributed.serve import ServeConfig, VLLMServer, server_nodes
+from clinenv.distributed.runner import EpisodeRunner, PartsFactory, RunnerParts, identity
+from clinenv.distributed.serve import VLLMServer, server_nodes
 from clinenv.distributed.units import Unit, case_groups, take_tail_group
 from clinenv.errors import ClinenvError
 from clinenv.runlog import KEY, RunLogWriter
-from clinenv.runs.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS, FailFast
+from clinenv.runs.fail_fast import FailFast
 from clinenv.runs.logged import PreparedRun, RunResult, prepare_run
-from clinenv.runs.spec import RunSpec, resolve_spec
+from clinenv.runs.spec import RunSpec
 
-__all__ = ["RayRunError", "RayRunResult", "run_ray", "runner_name"]
+__all__ = ["FactoryParts", "Ray", "RayRunError", "RayRunResult", "runner_name"]
 
 #: Seconds between two probes of a set-aside runner.
 PROBE_INTERVAL_S = 1.0
@@ -80,7 +81,7 @@ class RayRunError(ClinenvError, RuntimeError):
 
 @dataclass
 class RayRunResult(RunResult):
-    """:class:`~clinenv.runs.logged.RunResult` of :func:`run_ray`, plus where it ran.
+    """:class:`~clinenv.runs.logged.RunResult` of a run on :class:`Ray`, plus where it ran.
 
     Attributes:
         runners: one dict per runner: ``index``, ``node_id``, ``ip``, ``hostname``,
@@ -112,173 +113,129 @@ class RayRunResult(RunResult):
     driver_cpu_s: float = 0.0
 
 
-def run_ray(
-    parts: PartsFactory,
-    spec: RunSpec | None = None,
-    *,
-    out: str | Path | None = None,
-    seed: int = 0,
-    episodes: int | None = None,
-    repetitions: int = 1,
-    resume: bool = False,
-    retry_errors: bool = True,
-    env_id: str | None = None,
-    max_consecutive_errors: int | None = DEFAULT_MAX_CONSECUTIVE_ERRORS,
-    paper_settings: Mapping[str, Any] | None = None,
-    cases: CaseList | None = None,
-    address: str | None = None,
-    runners: int | None = None,
-    concurrency: int = 8,
-    base_url: str | None = None,
-    base_url_map: Mapping[str, str] | str | Path | None = None,
-    serve: ServeConfig | None = None,
-    runner_cpus: float = 1.0,
-    max_restarts: int = 3,
-    runner_timeout_s: float = 180.0,
-    env_vars: Mapping[str, str] | None = None,
-    ray_init: Mapping[str, Any] | None = None,
-    progress: Callable[[dict[str, Any]], None] | None = None,
-    on_start: Callable[[int], None] | None = None,
-) -> RayRunResult:
-    """Run a whole schedule on Ray (module docstring), logging each line on the driver.
+@dataclass(frozen=True)
+class FactoryParts:
+    """The parts factory of runners built from plain factories (:class:`Ray` without
+    ``parts``): every node gets ``RunnerParts(make_env, make_doctor)``, whatever its
+    server; picklable when the factories are."""
+
+    make_env: Callable[[], Any]
+    make_doctor: Callable[[], Any]
+
+    def __call__(self, base_url: str | None) -> RunnerParts:
+        return RunnerParts(make_env=self.make_env, make_doctor=self.make_doctor)
+
+
+@dataclass(frozen=True)
+class Ray:
+    """The executor of a run on Ray (module docstring), for :func:`clinenv.runs.run`.
 
     The schedule, resume checks (with the retry of error lines), fail-fast stops and
-    lines are those of :func:`clinenv.runs.logged.run_logged`; with deterministic model
+    lines are those of :class:`clinenv.runs.logged.Serial`; with deterministic model
     replies the log equals a one-machine run's apart from ``timing`` and ``llm``.
 
-    Args:
+    Attributes:
+        config: where and how (:class:`~clinenv.distributed.config.RayConfig`).
         parts: the parts factory (:data:`clinenv.distributed.runner.PartsFactory`):
             ``parts(base_url) -> RunnerParts``, picklable. Each runner calls it on its
             node with its server's URL; the driver calls it once for its own copy, which
             gives the run's context (environment spec, dataset, doctor config) and runs
             no episode, with ``base_url``, else the first URL of ``base_url_map``, else
             ``serve``'s URL on its port (``None`` with port 0 or without any server).
-        spec: the run's :class:`~clinenv.runs.spec.RunSpec`; or ``None`` and the keyword
-            arguments ``out`` ... ``cases``, which fill one (as in
-            :func:`~clinenv.runs.logged.run_logged`).
-        address: ``"local"``, ``"auto"``, ``"ray://HOST:PORT"`` or a GCS address
-            ``"HOST:PORT"``; ``None``: the connected Ray, else a new local one. Ray is
-            shut down at the end only when this call started or joined it.
-        runners: number of runner actors (>= 1); ``None``: one per node with a server.
-        concurrency: episodes in flight per runner (>= 1).
-        base_url: the one server of every node (or the fallback of nodes missing from
-            ``base_url_map``); not with ``serve``.
-        base_url_map: node (Ray node id, IP or hostname) -> base URL of its server, or
-            the path of such a JSON file (:func:`~clinenv.distributed.placement.
-            read_base_url_map`); runners go only to nodes it names, unless ``base_url``
-            is given too; not with ``serve``.
-        serve: start ``vllm serve`` on every GPU node (every node when none has a GPU)
-            and use it there (:class:`~clinenv.distributed.serve.ServeConfig`).
-        runner_cpus: Ray ``num_cpus`` of each runner (>= 0).
-        max_restarts: Ray restarts of a runner process that dies (>= 0); its units are
-            handed out again by the driver either way (Ray retries no task itself).
-        runner_timeout_s: seconds a runner gets to start, and a failed runner to come
-            back, before it is lost (> 0).
-        env_vars: environment variables of the runners' processes (e.g.
-            ``CLINENV_DATA_DIR``); API keys are better set on the nodes themselves.
-        ray_init: extra keyword arguments of ``ray.init`` (e.g. ``num_cpus``) when this
-            call connects.
-        progress: called with each new line after it is written (completion order).
-        on_start: called once with the number of episodes about to run (before Ray
-            starts).
+            ``None``: :class:`FactoryParts` of the ``make_env`` and ``make_doctor``
+            given to ``run`` (then picklable); with ``parts``, pass ``None`` for both.
 
-    Returns:
-        A :class:`RayRunResult`, lines in plan order.
-
-    Raises:
-        ImportError: Ray is not installed (``pip install 'clinenv[ray]'``).
-        RayRunError: Ray cannot be reached, a server or runner cannot start, a runner's
-            dataset, cases, doctor or clinenv version differ from the driver's, or every
-            runner was lost; the log keeps whole lines only.
-        clinenv.runs.fail_fast.RunAborted: a non-retryable backend error or
-            ``max_consecutive_errors`` error episodes in a row (as
-            :func:`~clinenv.runs.concurrent.run_concurrent`); in-flight episodes get no
-            line.
-        FileExistsError, clinenv.runlog.RunLogError: as
-            :func:`~clinenv.runs.logged.prepare_run` (before Ray starts).
-        ValueError: an argument out of range, ``serve`` with ``base_url`` or
-            ``base_url_map``, an address given while connected, or a bad URL.
-        clinenv.distributed.placement.BaseUrlMapError: a map file that cannot be used.
-        TypeError: ``spec`` together with a field keyword other than its default.
+    ``run`` returns a :class:`RayRunResult` and raises, besides the errors of
+    :func:`clinenv.runs.run`: ImportError (no Ray: ``pip install 'clinenv[ray]'``);
+    :class:`RayRunError` (Ray cannot be reached, a server or runner cannot start, a
+    runner's dataset, cases, doctor or clinenv version differ from the driver's, or
+    every runner was lost; the log keeps whole lines only); ValueError (an address
+    given while connected, a bad URL); :class:`~clinenv.distributed.placement.
+    BaseUrlMapError` (a map file that cannot be used).
     """
-    spec = resolve_spec(spec, dict(
-        out=out, seed=seed, episodes=episodes, repetitions=repetitions, resume=resume,
-        retry_errors=retry_errors, env_id=env_id,
-        max_consecutive_errors=max_consecutive_errors, paper_settings=paper_settings,
-        cases=cases), caller="run_ray")
-    _check_int("concurrency", concurrency, 1)
-    _check_int("max_restarts", max_restarts, 0)
-    if runners is not None:
-        _check_int("runners", runners, 1)
-    if isinstance(runner_cpus, bool) or not isinstance(runner_cpus, int | float) \
-            or runner_cpus < 0:
-        raise ValueError(f"runner_cpus must be a number >= 0, got {runner_cpus!r}")
-    if not (isinstance(runner_timeout_s, int | float) and runner_timeout_s > 0):
-        raise ValueError(f"runner_timeout_s must be > 0, got {runner_timeout_s!r}")
-    if serve is not None and (base_url or base_url_map):
-        raise ValueError("serve starts a server on every node and uses it there; give "
-                         "neither base_url nor base_url_map with it")
-    if base_url is not None:
-        check_url(base_url, "base_url")
-    source = "the base-URL map"
-    if isinstance(base_url_map, str | Path):
-        source = str(base_url_map)
-        base_url_map = read_base_url_map(base_url_map)
-    by_node = {str(k): check_url(v, f"base_url_map[{k!r}]")
-               for k, v in (base_url_map or {}).items()}
-    plan = UrlPlan(by_node=by_node, base_url=base_url, source=source)
-    context_url = base_url or next(iter(by_node.values()), None) or (
-        serve.url(serve.port) if serve is not None and serve.port else None)
 
-    try:
-        import ray  # imported here only: clinenv.distributed imports without it
-    except ImportError as err:
-        raise ImportError(f"run_ray needs Ray: pip install 'clinenv[ray]' ({err})") from None
+    config: RayConfig = field(default_factory=RayConfig)
+    parts: PartsFactory | None = None
 
-    driver_parts = parts(context_url)
-    env0 = driver_parts.make_env()
-    run = None
-    try:
+    async def arun(self, make_env: Any, make_doctor: Any, spec: RunSpec,
+                   **hooks: Any) -> RayRunResult:
+        """:meth:`run`, awaited (the loop waits for the whole run: the driver blocks)."""
+        return self.run(make_env, make_doctor, spec, **hooks)
+
+    def run(self, make_env: Any, make_doctor: Any, spec: RunSpec, *,
+            progress: Callable[[dict[str, Any]], None] | None = None,
+            on_start: Callable[[int], None] | None = None) -> RayRunResult:
+        """The run (:func:`clinenv.runs.run`); ``on_start`` is called before Ray starts,
+        ``progress`` in the order episodes finish."""
+        config = self.config
+        if self.parts is not None:
+            parts = self.parts
+            if make_env is not None or make_doctor is not None:
+                raise ValueError("Ray(parts=...) builds every environment and doctor; "
+                                 "pass None for make_env and make_doctor")
+        elif make_env is None or make_doctor is None:
+            raise ValueError("Ray() needs make_env and make_doctor, or Ray(parts=...)")
+        else:
+            parts = FactoryParts(make_env, make_doctor)
+        base_url, base_url_map, serve = config.base_url, config.base_url_map, config.serve
+        if base_url is not None:
+            check_url(base_url, "base_url")
+        source = "the base-URL map"
+        if isinstance(base_url_map, str | Path):
+            source = str(base_url_map)
+            base_url_map = read_base_url_map(base_url_map)
+        by_node = {str(k): check_url(v, f"base_url_map[{k!r}]")
+                   for k, v in (base_url_map or {}).items()}
+        plan = UrlPlan(by_node=by_node, base_url=base_url, source=source)
+        context_url = base_url or next(iter(by_node.values()), None) or (
+            serve.url(serve.port) if serve is not None and serve.port else None)
+
         try:
-            doctor0 = driver_parts.make_doctor()
-            run = prepare_run(env0, doctor0, spec)  # holds the log's lock until the end
-            expected = identity(env0, doctor0)
-        finally:
-            env0.close()
-            if driver_parts.close is not None:
-                driver_parts.close()
-    except BaseException:
-        if run is not None:  # the lock goes with any failure before the run starts
-            run.close()
-        raise
-    with run:  # the lock is released when the run ends, however it ends
-        if on_start is not None:
-            on_start(len(run.todo))
-        if not run.todo:
-            return _result(run.result())
-        guard = FailFast(spec.out, spec.max_consecutive_errors)
-        loop: _Loop | None = None
-        clock = {"start": time.monotonic()}
-        with _Session(ray, address, ray_init):
-            cluster = _Cluster(ray, parts, plan, serve, runners=runners,
-                               concurrency=concurrency, runner_cpus=runner_cpus,
-                               max_restarts=max_restarts, timeout_s=runner_timeout_s,
-                               env_vars=env_vars, expected=expected)
+            import ray  # imported here only: clinenv.distributed imports without it
+        except ImportError as err:
+            raise ImportError(f"Ray() needs Ray: pip install 'clinenv[ray]' ({err})") from None
+
+        driver_parts = parts(context_url)
+        env0 = driver_parts.make_env()
+        run = None
+        try:
             try:
-                cluster.start()
-                clock.update(ready=time.monotonic(), cpu=time.process_time())
-                # the guard exits last: a fail-fast stop is counted from the file
-                with guard, RunLogWriter(run.out) as writer:
-                    loop = _Loop(ray, run, cluster, guard, writer, progress)
-                    loop.run()
-                clock.update(done=time.monotonic(),
-                             cpu=time.process_time() - clock["cpu"])
+                doctor0 = driver_parts.make_doctor()
+                run = prepare_run(env0, doctor0, spec)  # holds the log's lock until the end
+                expected = identity(env0, doctor0)
             finally:
-                cluster.stop()
-        result = _result(run.result(), cluster=cluster, loop=loop)
-        result.startup_s = clock["ready"] - clock["start"]
-        result.run_s, result.driver_cpu_s = clock["done"] - clock["ready"], clock["cpu"]
-        return result
+                env0.close()
+                if driver_parts.close is not None:
+                    driver_parts.close()
+        except BaseException:
+            if run is not None:  # the lock goes with any failure before the run starts
+                run.close()
+            raise
+        with run:  # the lock is released when the run ends, however it ends
+            if on_start is not None:
+                on_start(len(run.todo))
+            if not run.todo:
+                return _result(run.result())
+            guard = FailFast(spec.out, spec.max_consecutive_errors)
+            loop: _Loop | None = None
+            clock = {"start": time.monotonic()}
+            with _Session(ray, config.address, config.ray_init):
+                cluster = _Cluster(ray, parts, plan, config, expected=expected)
+                try:
+                    cluster.start()
+                    clock.update(ready=time.monotonic(), cpu=time.process_time())
+                    # the guard exits last: a fail-fast stop is counted from the file
+                    with guard, RunLogWriter(run.out) as writer:
+                        loop = _Loop(ray, run, cluster, guard, writer, progress)
+                        loop.run()
+                    clock.update(done=time.monotonic(),
+                                 cpu=time.process_time() - clock["cpu"])
+                finally:
+                    cluster.stop()
+            result = _result(run.result(), cluster=cluster, loop=loop)
+            result.startup_s = clock["ready"] - clock["start"]
+            result.run_s, result.driver_cpu_s = clock["done"] - clock["ready"], clock["cpu"]
+            return result
 
 
 def runner_name(index: int, job_id: str | None = None) -> str:
@@ -290,11 +247,6 @@ def runner_name(index: int, job_id: str | None = None) -> str:
 
         job_id = ray.get_runtime_context().get_job_id()
     return f"clinenv-runner-{job_id}-{index}"
-
-
-def _check_int(name: str, value: Any, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
 
 
 def _result(base: RunResult, cluster: _Cluster | None = None,
@@ -377,14 +329,13 @@ class _Slot:
 class _Cluster:
     """The servers and runners of one run: started, checked, stopped."""
 
-    def __init__(self, ray: Any, parts: PartsFactory, plan: UrlPlan, serve: ServeConfig | None,
-                 *, runners: int | None, concurrency: int, runner_cpus: float,
-                 max_restarts: int, timeout_s: float, env_vars: Mapping[str, str] | None,
+    def __init__(self, ray: Any, parts: PartsFactory, plan: UrlPlan, config: RayConfig, *,
                  expected: dict[str, Any]) -> None:
-        self.ray, self.parts, self.plan, self.serve = ray, parts, plan, serve
-        self.n_runners, self.concurrency = runners, concurrency
-        self.runner_cpus, self.max_restarts, self.timeout_s = runner_cpus, max_restarts, timeout_s
-        self.env_vars, self.expected = dict(env_vars or {}), expected
+        self.ray, self.parts, self.plan, self.serve = ray, parts, plan, config.serve
+        self.n_runners, self.concurrency = config.runners, config.concurrency
+        self.runner_cpus, self.max_restarts = config.runner_cpus, config.max_restarts
+        self.timeout_s = config.runner_timeout_s
+        self.env_vars, self.expected = dict(config.env_vars or {}), expected
         self.server_handles: list[Any] = []
         self.servers: list[dict[str, Any]] = []
         self.slots: list[_Slot] = []

@@ -4,7 +4,7 @@ A runner is built from a *parts factory* ``parts(base_url) -> RunnerParts``, a p
 callable that the driver ships to the node: called there with the URL of the node's own
 server (:class:`~clinenv.distributed.placement.UrlPlan`; ``None`` when no server is
 configured), it returns the factories of fresh environments and doctors, exactly those
-of :func:`clinenv.runs.concurrent.run_concurrent`, plus an optional ``close``. The runner
+of :func:`clinenv.runs.run`, plus an optional ``close``. The runner
 keeps one environment and one doctor per episode in flight (never shared; model clients
 may be) and plays each work unit ``(case_index, repetition, seed)`` with
 :func:`clinenv.runs.concurrent.arun_episode` in the actor's event loop, so a runner with

@@ -612,7 +612,7 @@ class OpenAIChatModel(ChatModel):
             them before its first request: ``"both"`` (default), ``"async"`` (only the
             asynchronous transport's: aiohttp, or the openai client for httpx; for a
             model used only through ``agenerate``, as by
-            :func:`clinenv.runs.concurrent.run_concurrent`, this leaves the openai
+            :class:`clinenv.runs.concurrent.Concurrent`, this leaves the openai
             package, about a second to import, out) or ``"sync"`` (only the openai
             client). A library left out is imported when its first client is built,
             before that call's clock starts (``latency_s`` never includes it).

@@ -1,10 +1,14 @@
-"""Running episodes: one episode, logged and concurrent runs, and replay.
+"""Running episodes: one episode, a logged run under an executor, and replay.
 
+- :mod:`~clinenv.runs.execute` — :func:`run` / :func:`arun`, the one way to run a logged
+  run: ``run(make_env, make_doctor, spec, executor)``;
 - :mod:`~clinenv.runs.spec` — :class:`~clinenv.runs.spec.RunSpec`, what a logged run is
-  (log file, schedule, resume and fail-fast rules), shared by the run functions;
-- :mod:`~clinenv.runs.episode` — one episode of a doctor in an environment;
-- :mod:`~clinenv.runs.logged` — a run over cases and repetitions, logged and resumable;
-- :mod:`~clinenv.runs.concurrent` — the same run with many episodes in flight;
+  (log file, schedule, resume and fail-fast rules), the only carrier of its settings;
+- :mod:`~clinenv.runs.episode` — one episode of a doctor in an environment
+  (:func:`run_episode`; :func:`arun_episode` awaits the doctor and the environment);
+- :mod:`~clinenv.runs.logged` — the plan, the resume checks and the :class:`Serial`
+  executor; :mod:`~clinenv.runs.concurrent` — the :class:`Concurrent` executor (Ray's is
+  :class:`clinenv.distributed.Ray`);
 - :mod:`~clinenv.runs.fail_fast` — the abort rule for consecutive backend errors;
 - :mod:`~clinenv.runs.replay`, :mod:`~clinenv.runs.replay_run` — decisions replayed on
   logged evidence.
@@ -13,8 +17,8 @@ The run-log line format both runs and :mod:`clinenv.evaluation` rely on is
 :mod:`clinenv.runlog`; episode seeds are :mod:`clinenv.seeding`; a run's totals
 (accuracy, coverage, model calls) are :mod:`clinenv.evaluation.summary`.
 
-The public names below import from this package (``from clinenv.runs import
-run_logged``), each loaded on first use; replay's stay in their modules, since the
+The public names below import from this package (``from clinenv.runs import run,
+RunSpec``), each loaded on first use; replay's stay in their modules, since the
 module ``replay_run`` would shadow the function of that name here.
 """
 
@@ -23,13 +27,13 @@ from clinenv.lazy import lazy_exports
 #: Public names -> the module that defines them, imported on first use.
 _EXPORTS = {
     "RunSpec": "clinenv.runs.spec",
-    "play_episode": "clinenv.runs.episode", "run_episode": "clinenv.runs.episode",
-    "arun_concurrent": "clinenv.runs.concurrent",
-    "arun_episode": "clinenv.runs.concurrent",
-    "run_concurrent": "clinenv.runs.concurrent",
+    "arun": "clinenv.runs.execute", "run": "clinenv.runs.execute",
+    "run_episode": "clinenv.runs.episode",
+    "Concurrent": "clinenv.runs.concurrent", "arun_episode": "clinenv.runs.concurrent",
     "PreparedRun": "clinenv.runs.logged", "RunResult": "clinenv.runs.logged",
+    "Serial": "clinenv.runs.logged",
     "episode_seed": "clinenv.runs.logged", "plan_episodes": "clinenv.runs.logged",
-    "prepare_run": "clinenv.runs.logged", "run_logged": "clinenv.runs.logged",
+    "prepare_run": "clinenv.runs.logged",
     "FailFast": "clinenv.runs.fail_fast", "RunAborted": "clinenv.runs.fail_fast",
 }
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -4,15 +4,15 @@ Pieces, smallest first:
 
 - :func:`episode_seed` (from :mod:`clinenv.seeding`) — the seed of one scheduled episode;
 - :class:`~clinenv.runs.spec.RunSpec` — what a run is (log file, schedule, resume and
-  fail-fast rules); :func:`prepare_run` and :func:`run_logged` take one, or its fields
-  as keywords;
+  fail-fast rules);
 - :func:`plan_episodes` — the deterministic schedule of (case, repetition, seed);
 - the run log (:mod:`clinenv.runlog`) — one JSON object per line and per episode;
-- :func:`prepare_run` — the plan of a logged run and the resume checks, shared by
-  :func:`run_logged` (one episode at a time) and :func:`clinenv.runs.concurrent.run_concurrent`
-  (many episodes at once under asyncio);
-- :func:`run_logged` — the whole run with resume and fail-fast stops
-  (:mod:`clinenv.runs.fail_fast`), as used by ``clinenv run``.
+- :func:`prepare_run` — the plan of a logged run and the resume checks, shared by every
+  executor: :class:`Serial` (one episode at a time, here),
+  :class:`clinenv.runs.concurrent.Concurrent` (many at once under asyncio) and
+  :class:`clinenv.distributed.Ray`;
+- :class:`Serial` — the whole run with resume and fail-fast stops
+  (:mod:`clinenv.runs.fail_fast`), the default of :func:`clinenv.runs.run`.
 
 One episode is :mod:`clinenv.runs.episode` (:func:`run_episode`, re-exported here); a
 run's summary is evaluation's (:mod:`clinenv.evaluation.summary`: :func:`summarize`,
@@ -67,7 +67,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from clinenv.case_list import CaseList
 from clinenv.runlog import (
     KEY,
     RunContext,
@@ -88,13 +87,13 @@ from clinenv.runs.episode import (
     run_episode,
     run_without_loop,
 )
-from clinenv.runs.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS, FailFast, RunAborted
-from clinenv.runs.spec import RunSpec, resolve_spec
+from clinenv.runs.fail_fast import FailFast, RunAborted
+from clinenv.runs.spec import RunSpec, check_spec
 from clinenv.seeding import episode_seed
 
 __all__ = [
     # this module
-    "PreparedRun", "RunResult", "plan_episodes", "prepare_run", "run_logged",
+    "PreparedRun", "RunResult", "Serial", "plan_episodes", "prepare_run",
     # re-exported
     "EpisodeTally", "RunAborted", "RunLogError", "RunSpec", "awaitable", "call_totals",
     "episode_llm", "episode_seed", "error_dict", "play_episode", "run_episode",
@@ -157,7 +156,7 @@ def plan_episodes(
 
 @dataclass
 class RunResult:
-    """Outcome of :func:`run_logged` and :func:`clinenv.runs.concurrent.run_concurrent`.
+    """Outcome of a logged run (:func:`clinenv.runs.run`, any executor).
 
     Attributes:
         plan: the schedule (``[(case_index, repetition, seed), ...]``).
@@ -260,26 +259,11 @@ class PreparedRun:
                          n_errors=sum(map(is_error_line, lines)), n_retried=self.n_retried)
 
 
-def prepare_run(
-    env: Any,
-    doctor: Any,
-    spec: RunSpec | None = None,
-    *,
-    out: str | Path | None = None,
-    seed: int = 0,
-    episodes: int | None = None,
-    repetitions: int = 1,
-    resume: bool = False,
-    retry_errors: bool = True,
-    env_id: str | None = None,
-    paper_settings: Mapping[str, Any] | None = None,
-    cases: CaseList | None = None,
-) -> PreparedRun:
+def prepare_run(env: Any, doctor: Any, spec: RunSpec) -> PreparedRun:
     """Plan a logged run and check an existing log against it (nothing is run).
 
-    :func:`run_logged`, :func:`clinenv.runs.concurrent.run_concurrent` and
-    :func:`clinenv.runs.concurrent.arun_concurrent` take the same ``spec`` or keyword
-    arguments and pass their spec here.
+    Every executor (:class:`Serial`, :class:`~clinenv.runs.concurrent.Concurrent`,
+    :class:`clinenv.distributed.Ray`) starts with it.
 
     With ``resume=True`` an existing log is read (a partial last line is cut off), every
     line is checked against this run (:meth:`RunContext.check`), and left to do are
@@ -292,22 +276,10 @@ def prepare_run(
         env: the environment; with ``doctor`` it gives the run's context
             (environment id and spec, dataset, doctor config).
         doctor: the doctor policy.
-        spec: the run's :class:`~clinenv.runs.spec.RunSpec`; or ``None`` and the keyword
-            arguments below, which fill one (with a spec, a keyword other than its
-            default is a :class:`TypeError`).
-        out: the log file (required unless ``spec``).
-        seed: the run seed (>= 0).
-        episodes: the first N cases in dataset order (``None``: all).
-        repetitions: repetitions per case (>= 1).
-        resume: continue an existing log instead of refusing it.
-        retry_errors: when resuming, run the episodes whose latest line is an error
-            line again (default); false keeps them as they are.
-        env_id: overrides ``env.spec.id`` in the log.
-        paper_settings: JSON-ready record of the paper settings applied, written into
-            every line (:attr:`clinenv.runlog.RunContext.paper_settings`); ``None``: none.
-        cases: run only the cases of this list (:class:`clinenv.case_list.CaseList`,
-            in dataset order; not with ``episodes``); recorded in every line as
-            ``case_list`` and checked on resume (:attr:`RunContext.case_list`).
+        spec: the run's :class:`~clinenv.runs.spec.RunSpec`: its ``cases`` are
+            recorded in every line as ``case_list`` and checked on resume
+            (:attr:`RunContext.case_list`), its ``paper_settings`` written into every
+            line (:attr:`clinenv.runlog.RunContext.paper_settings`).
 
     The log's lock (:class:`~clinenv.runlog_lock.RunLogLock`) is taken before the log is
     read and stays held by the returned run until it is closed, so no other run can
@@ -325,15 +297,11 @@ def prepare_run(
         ValueError: ``episodes``, ``repetitions`` or ``seed`` out of range, or
             ``episodes`` with ``cases`` (:class:`~clinenv.runs.spec.RunSpec`; the
             dataset's size bounds ``episodes``).
-        TypeError: ``spec`` together with a keyword other than its default, or neither
-            ``spec`` nor ``out`` (:func:`~clinenv.runs.spec.resolve_spec`).
+        TypeError: ``spec`` is not a :class:`~clinenv.runs.spec.RunSpec`.
         clinenv.case_list.CaseListError: a listed case id is not in the dataset (file,
             line and the nearest id named).
     """
-    spec = resolve_spec(spec, dict(
-        out=out, seed=seed, episodes=episodes, repetitions=repetitions, resume=resume,
-        retry_errors=retry_errors, env_id=env_id, paper_settings=paper_settings,
-        cases=cases), caller="prepare_run")
+    spec = check_spec(spec, caller="prepare_run")
     out = spec.out
     context = RunContext.from_env(env, doctor, seed=spec.seed, env_id=spec.env_id)
     indices = None
@@ -369,75 +337,33 @@ def prepare_run(
                        partial_bytes=log.partial_bytes, n_retried=n_retried, lock=lock)
 
 
-def run_logged(
-    env: Any,
-    doctor: Any,
-    spec: RunSpec | None = None,
-    *,
-    out: str | Path | None = None,
-    seed: int = 0,
-    episodes: int | None = None,
-    repetitions: int = 1,
-    resume: bool = False,
-    retry_errors: bool = True,
-    env_id: str | None = None,
-    max_consecutive_errors: int | None = DEFAULT_MAX_CONSECUTIVE_ERRORS,
-    progress: Callable[[dict[str, Any]], None] | None = None,
-    on_start: Callable[[int], None] | None = None,
-    paper_settings: Mapping[str, Any] | None = None,
-    cases: CaseList | None = None,
-) -> RunResult:
-    """Run a whole schedule, one episode at a time, appending one line per episode to
-    the log (``out``; it and its folder are created when the run starts).
+@dataclass(frozen=True)
+class Serial:
+    """The executor of one episode at a time, with no event loop (the default of
+    :func:`clinenv.runs.run`): one environment from ``make_env()`` and one doctor from
+    ``make_doctor()``, each line appended to the log as its episode ends.
 
-    Args:
-        env: the environment (a Gymnasium environment over :class:`clinenv.env.EGIPEnv`).
-        doctor: the doctor policy.
-        spec: the run's :class:`~clinenv.runs.spec.RunSpec` (out, seed, episodes,
-            repetitions, resume, retry_errors, env_id, max_consecutive_errors,
-            paper_settings, cases); or ``None`` and those keyword arguments, which fill
-            one (with a spec, a field keyword other than its default is a
-            :class:`TypeError` naming it).
-        out: the log file (JSON Lines); must be new or empty unless ``resume``; required
-            unless ``spec``.
-        seed: the run seed (>= 0); episode seeds derive from it
-            (:func:`clinenv.seeding.episode_seed`).
-        episodes: run the first N cases in dataset order (``None``: all).
-        repetitions: repetitions per case (>= 1).
-        resume: continue an existing log (:func:`prepare_run`) instead of refusing it.
-        retry_errors: when resuming, run the episodes whose latest line is an error line
-            again (default); false keeps them.
-        env_id: the environment id written to the log (default ``env.spec.id``).
-        max_consecutive_errors: stop the run after this many error episodes in a row
-            (>= 1; ``None``: never); see :mod:`clinenv.runs.fail_fast`.
-        progress: called with each new line after it is written.
-        on_start: called once with the number of episodes about to run.
-        paper_settings: written into every line (:func:`prepare_run`).
-        cases: run only the cases of this case list (:func:`prepare_run`).
-
-    Returns:
-        A :class:`RunResult`. Episodes stopped by a backend error are error lines
-        (module docstring) and counted in ``n_errors``; the run goes on.
-
-    Raises:
-        RunAborted: a non-retryable backend error (the run stops before writing that
-            episode) or ``max_consecutive_errors`` error episodes in a row (written); the
-            log keeps whole lines only (:mod:`clinenv.runs.fail_fast`).
-        FileExistsError, RunLogError: as :func:`prepare_run`.
-        ValueError: ``episodes``, ``repetitions``, ``seed`` or ``max_consecutive_errors``
-            out of range.
-        TypeError: ``spec`` together with a field keyword other than its default.
+    It works inside a running event loop too (:meth:`arun` runs it there, blocking).
     """
-    spec = resolve_spec(spec, dict(
-        out=out, seed=seed, episodes=episodes, repetitions=repetitions, resume=resume,
-        retry_errors=retry_errors, env_id=env_id,
-        max_consecutive_errors=max_consecutive_errors, paper_settings=paper_settings,
-        cases=cases), caller="run_logged")
-    guard = FailFast(spec.out, spec.max_consecutive_errors)
-    run = prepare_run(env, doctor, spec)
-    with run:  # holds the log's lock until the last line is written
-        _run_todo(run, env, doctor, guard, progress, on_start)
-    return run.result()
+
+    def run(self, make_env: Callable[[], Any], make_doctor: Callable[[], Any],
+            spec: RunSpec, *, progress: Callable[[dict[str, Any]], None] | None = None,
+            on_start: Callable[[int], None] | None = None) -> RunResult:
+        """The run (:func:`clinenv.runs.run`); the environment is closed at the end."""
+        guard = FailFast(spec.out, spec.max_consecutive_errors)
+        env = make_env()
+        try:
+            doctor = make_doctor()
+            with prepare_run(env, doctor, spec) as run:  # holds the log's lock to the end
+                _run_todo(run, env, doctor, guard, progress, on_start)
+            return run.result()
+        finally:
+            env.close()
+
+    async def arun(self, make_env: Callable[[], Any], make_doctor: Callable[[], Any],
+                   spec: RunSpec, **hooks: Any) -> RunResult:
+        """:meth:`run`, awaited (it never suspends: the loop waits for the whole run)."""
+        return self.run(make_env, make_doctor, spec, **hooks)
 
 
 def _run_todo(run: PreparedRun, env: Any, doctor: Any, guard: FailFast,

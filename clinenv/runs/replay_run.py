@@ -12,7 +12,8 @@ See :mod:`clinenv.runs.replay` for the ablations, the source checks and the line
   the answer (a chosen candidate as its label, only when K was shown) and the target,
   and the shared verdict rule :func:`clinenv.env.terminal_outcome.terminal_outcome`. The
   judge's seed is ``call_seed(episode seed, "replay", "judge")``;
-- :func:`replay_run` / :func:`areplay_run` — the whole replay with resume (``resume``
+- :func:`replay_run` / :func:`areplay_run` — the whole replay, its log, resume and
+  fail-fast rules given by a :class:`~clinenv.runs.spec.RunSpec` (``resume``
   continues an output log of the same replay: same doctor, source file, ablation and
   judge; missing episodes and, with ``retry_errors``, error lines are run again and the
   new line supersedes the error line) and concurrency (``concurrency`` doctors at once
@@ -62,7 +63,7 @@ from clinenv.runlog import (
 )
 from clinenv.runlog_lock import RunLogLock
 from clinenv.runs.episode import call_totals, error_dict, run_without_loop
-from clinenv.runs.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS, FailFast
+from clinenv.runs.fail_fast import FailFast
 from clinenv.runs.replay import (
     NAME_SUFFIXES,
     ReplayError,
@@ -71,7 +72,7 @@ from clinenv.runs.replay import (
     ablate,
     load_source,
 )
-from clinenv.runs.spec import RunSpec, check_unused, resolve_spec
+from clinenv.runs.spec import RunSpec, check_spec, check_unused
 from clinenv.scoring import SCORING_VERSION, score_answer
 from clinenv.seeding import call_seed
 
@@ -275,11 +276,10 @@ def _existing(out: Path, *, resume: bool, doctor: dict[str, Any], settings: dict
 NOT_REPLAYED = ("seed", "episodes", "repetitions", "env_id", "paper_settings", "cases")
 
 
-def _replay_spec(spec: RunSpec | None, *, caller: str, **given: Any) -> RunSpec:
-    """The replay's spec (``out``, ``resume``, ``retry_errors``,
-    ``max_consecutive_errors``; :func:`~clinenv.runs.spec.resolve_spec`), refusing one
-    that sets a field of :data:`NOT_REPLAYED`."""
-    spec = resolve_spec(spec, given, caller=caller)
+def _replay_spec(spec: RunSpec, *, caller: str) -> RunSpec:
+    """The replay's spec (it uses ``out``, ``resume``, ``retry_errors`` and
+    ``max_consecutive_errors``), refusing one that sets a field of :data:`NOT_REPLAYED`."""
+    spec = check_spec(spec, caller=caller)
     check_unused(spec, NOT_REPLAYED, caller=caller,
                  why="replays every episode of the source log with its own seed and "
                      "environment")
@@ -292,12 +292,9 @@ def _check_concurrency(concurrency: Any) -> None:
 
 
 def replay_run(source: str | Path | ReplaySource, make_doctor: Callable[[], Any],
-               spec: RunSpec | None = None, *,
-               out: str | Path | None = None, ablation: str = "full", judge: Any = None,
+               spec: RunSpec, *, ablation: str = "full", judge: Any = None,
                judge_model: Any = None, data_dir: str | Path | None = None,
-               allow_download: bool = False, resume: bool = False, retry_errors: bool = True,
-               concurrency: int = 1,
-               max_consecutive_errors: int | None = DEFAULT_MAX_CONSECUTIVE_ERRORS,
+               allow_download: bool = False, concurrency: int = 1,
                progress: Callable[[dict[str, Any]], None] | None = None,
                on_start: Callable[[int], None] | None = None) -> ReplayResult:
     """Replay the terminal decisions of a run log under an ablation (module docstring).
@@ -306,24 +303,19 @@ def replay_run(source: str | Path | ReplaySource, make_doctor: Callable[[], Any]
         source: the source run log, or a :class:`~clinenv.runs.replay.ReplaySource`.
         make_doctor: factory of a fresh doctor; one per concurrent worker, all with the
             same config (for an LLM doctor: the same model, strategy and generation).
-        spec: a :class:`~clinenv.runs.spec.RunSpec` giving ``out``, ``resume``,
-            ``retry_errors`` and ``max_consecutive_errors`` (its schedule fields,
-            :data:`NOT_REPLAYED`, must keep their defaults); or ``None`` and those
-            keyword arguments (with a spec, one of them other than its default is a
-            :class:`TypeError`).
-        out: the output log (JSON Lines); new or empty unless ``resume``; required
-            unless ``spec``.
+        spec: a :class:`~clinenv.runs.spec.RunSpec` giving ``out`` (the output log,
+            JSON Lines; new or empty unless ``resume``), ``resume`` (continue an output
+            log of the same replay), ``retry_errors`` (when resuming, replay the
+            episodes whose line is an error line) and ``max_consecutive_errors`` (stop
+            after this many error lines in a row; ``None``: never); its schedule fields,
+            :data:`NOT_REPLAYED`, must keep their defaults.
         ablation: one of :data:`~clinenv.runs.replay.ABLATIONS`.
         judge: ``None`` / ``"deterministic"``, ``"llm"`` (with ``judge_model``; one judge
             per worker) or a judge object (shared).
         judge_model: the chat model of ``judge="llm"``.
         data_dir, allow_download: where the source's dataset is found
             (:func:`~clinenv.runs.replay.load_source`).
-        resume: continue an output log of the same replay.
-        retry_errors: when resuming, replay the episodes whose line is an error line.
         concurrency: decisions in flight at once (>= 1; 1 runs without an event loop).
-        max_consecutive_errors: stop after this many error lines in a row (``None``:
-            never).
         progress: called with each new line after it is written.
         on_start: called once with the number of episodes about to be replayed.
 
@@ -339,12 +331,9 @@ def replay_run(source: str | Path | ReplaySource, make_doctor: Callable[[], Any]
         ValueError: an unknown ablation, a bad ``concurrency`` or
             ``max_consecutive_errors``, doctors with different configs, an invalid judge
             setting, or a spec that sets a field of :data:`NOT_REPLAYED`.
-        TypeError: ``spec`` together with a keyword other than its default, or neither
-            ``spec`` nor ``out``.
+        TypeError: ``spec`` is not a :class:`~clinenv.runs.spec.RunSpec`.
     """
-    spec = _replay_spec(spec, caller="replay_run", out=out, resume=resume,
-                        retry_errors=retry_errors,
-                        max_consecutive_errors=max_consecutive_errors)
+    spec = _replay_spec(spec, caller="replay_run")
     _check_concurrency(concurrency)
     options = dict(ablation=ablation, judge=judge, judge_model=judge_model,
                    data_dir=data_dir, allow_download=allow_download,
@@ -361,16 +350,12 @@ def replay_run(source: str | Path | ReplaySource, make_doctor: Callable[[], Any]
 
 
 async def areplay_run(source: str | Path | ReplaySource, make_doctor: Callable[[], Any],
-                      spec: RunSpec | None = None, *, out: str | Path | None = None,
-                      resume: bool = False, retry_errors: bool = True,
-                      max_consecutive_errors: int | None = DEFAULT_MAX_CONSECUTIVE_ERRORS,
-                      concurrency: int = 1, **options: Any) -> ReplayResult:
+                      spec: RunSpec, *, concurrency: int = 1,
+                      **options: Any) -> ReplayResult:
     """:func:`replay_run` inside a running event loop (same arguments, result, errors;
     ``options``: ``ablation``, ``judge``, ``judge_model``, ``data_dir``,
     ``allow_download``, ``progress``, ``on_start``)."""
-    spec = _replay_spec(spec, caller="areplay_run", out=out, resume=resume,
-                        retry_errors=retry_errors,
-                        max_consecutive_errors=max_consecutive_errors)
+    spec = _replay_spec(spec, caller="areplay_run")
     _check_concurrency(concurrency)
     return await _replay(source, make_doctor, spec, use_async=True, concurrency=concurrency,
                          **options)

@@ -1,23 +1,17 @@
-"""What a logged run is, in one object shared by the run functions.
+"""What a logged run is, in one object: the only carrier of a run's settings.
 
-:class:`RunSpec` holds what :func:`clinenv.runs.logged.run_logged`,
-:func:`~clinenv.runs.logged.prepare_run` and :func:`clinenv.runs.concurrent.run_concurrent` /
-:func:`~clinenv.runs.concurrent.arun_concurrent` share: the log file, the schedule
-(seed, episodes or a case list, repetitions), the resume and fail-fast rules and what
-every line records (``env_id``, ``paper_settings``). :func:`clinenv.runs.replay_run.replay_run`
-uses its ``out``, ``resume``, ``retry_errors`` and ``max_consecutive_errors``. How a run
-executes (``concurrency``) and who watches it (``progress``, ``on_start``) stay arguments
-of each function, so one spec given to ``run_logged`` and to ``run_concurrent`` writes the
-same lines (apart from ``timing`` and ``llm``)::
+:class:`RunSpec` holds the log file, the schedule (seed, episodes or a case list,
+repetitions), the resume and fail-fast rules and what every line records (``env_id``,
+``paper_settings``). :func:`clinenv.runs.run` / :func:`~clinenv.runs.arun` take one
+whatever executes the run (:class:`~clinenv.runs.logged.Serial`,
+:class:`~clinenv.runs.concurrent.Concurrent`, :class:`clinenv.distributed.Ray`), so one
+spec writes the same lines (apart from ``timing`` and ``llm``) under each;
+:func:`clinenv.runs.replay_run.replay_run` uses its ``out``, ``resume``, ``retry_errors``
+and ``max_consecutive_errors``::
 
     spec = RunSpec(out="runs/demo.jsonl", seed=3, repetitions=2)
-    run_logged(gym.make("EGIP-Demo-v0"), ScriptedDoctor(), spec)
-    run_concurrent(make_env, make_doctor, dataclasses.replace(spec, resume=True),
-                   concurrency=8)
-
-Every run function also takes the fields as keyword arguments, which fill a spec
-(:func:`resolve_spec`); a spec together with a field keyword set to anything but its
-default is a :class:`TypeError` naming the field.
+    run(make_env, make_doctor, spec)
+    run(make_env, make_doctor, dataclasses.replace(spec, resume=True), Concurrent(8))
 """
 
 from __future__ import annotations
@@ -33,7 +27,7 @@ from typing import Any
 from clinenv.case_list import CaseList
 from clinenv.runs.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS, check_max_consecutive_errors
 
-__all__ = ["KEYWORD_DEFAULTS", "RunSpec", "check_unused", "resolve_spec"]
+__all__ = ["FIELD_DEFAULTS", "RunSpec", "check_spec", "check_unused"]
 
 
 def _integer(name: str, value: Any, low: int) -> int:
@@ -139,16 +133,15 @@ class RunSpec:
             object.__setattr__(self, name, value)
 
 
-#: The run functions' default of each :class:`RunSpec` field given as a keyword
-#: (``out``: ``None``, i.e. not given).
-KEYWORD_DEFAULTS: dict[str, Any] = {
+#: The default of each :class:`RunSpec` field (``out``: ``None``, i.e. none).
+FIELD_DEFAULTS: dict[str, Any] = {
     f.name: None if f.default is MISSING else f.default for f in fields(RunSpec)}
 
 
 def _is_default(name: str, value: Any) -> bool:
-    """``value`` is the keyword default of field ``name``, or equal to it and of the same
-    kind (``0`` for ``0.0`` counts, ``1`` for ``True`` does not)."""
-    default = KEYWORD_DEFAULTS[name]
+    """``value`` is the default of field ``name``, or equal to it and of the same kind
+    (``0`` for ``0.0`` counts, ``1`` for ``True`` does not)."""
+    default = FIELD_DEFAULTS[name]
     if value is default:
         return True
     if default is None or isinstance(value, bool) != isinstance(default, bool):
@@ -156,34 +149,15 @@ def _is_default(name: str, value: Any) -> bool:
     return bool(value == default)
 
 
-def resolve_spec(spec: RunSpec | None, given: Mapping[str, Any], *, caller: str) -> RunSpec:
-    """The spec of one call of a run function.
-
-    Args:
-        spec: the spec passed, or ``None``.
-        given: the function's :class:`RunSpec` keyword arguments by name (a subset of
-            the fields), each at its default (:data:`KEYWORD_DEFAULTS`) when not passed.
-        caller: the function's name, for the messages.
-
-    Returns:
-        ``spec``, or a new spec filled from ``given``.
+def check_spec(spec: Any, *, caller: str) -> RunSpec:
+    """``spec``, checked to be a :class:`RunSpec`.
 
     Raises:
-        TypeError: ``spec`` together with a keyword that differs from its default (the
-            field named), a ``spec`` that is not a :class:`RunSpec`, or neither ``spec``
-            nor ``out``; and the errors of :class:`RunSpec` for a bad keyword.
+        TypeError: it is not one (``caller`` named).
     """
-    if spec is None:
-        if given.get("out") is None:
-            raise TypeError(f"{caller}() needs the run log: pass out= or a RunSpec")
-        return RunSpec(**given)
     if not isinstance(spec, RunSpec):
         raise TypeError(f"{caller}(): spec must be a clinenv.runs.spec.RunSpec, got "
                         f"{type(spec).__name__}")
-    for name, value in given.items():
-        if not _is_default(name, value):
-            raise TypeError(f"{caller}() got both spec= and {name}={value!r}; set {name} in "
-                            f"the spec (dataclasses.replace(spec, {name}=...)) or drop one")
     return spec
 
 
@@ -199,4 +173,4 @@ def check_unused(spec: RunSpec, names: tuple[str, ...], *, caller: str, why: str
         if not _is_default(name, value):
             raise ValueError(f"{caller}() {why}, so RunSpec.{name}={value!r} would be "
                              f"ignored; leave it at its default "
-                             f"({KEYWORD_DEFAULTS[name]!r})")
+                             f"({FIELD_DEFAULTS[name]!r})")

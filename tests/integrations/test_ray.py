@@ -17,13 +17,14 @@ Two kinds of test:
   and each test reports its outcome inside; where Ray is missing or ``unshare`` is not
   permitted they skip, saying why.
 
-Reference values: a one-machine run (:func:`clinenv.runs.concurrent.run_concurrent`) of
-the same schedule; a Ray run must write the same lines apart from ``timing`` and
-``llm``, whatever runner or node dies on the way.
+Reference values: a one-machine run (:func:`clinenv.runs.run` with
+:class:`~clinenv.runs.Concurrent`) of the same schedule; a Ray run must write the same
+lines apart from ``timing`` and ``llm``, whatever runner or node dies on the way.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.util
 import json
@@ -50,6 +51,8 @@ from clinenv.cli import main
 from clinenv.distributed import (
     BaseUrlMapError,
     NoServerError,
+    Ray,
+    RayConfig,
     RayRunError,
     RunnerParts,
     ServeConfig,
@@ -57,7 +60,6 @@ from clinenv.distributed import (
     UrlPlan,
     VLLMServer,
     read_base_url_map,
-    run_ray,
 )
 from clinenv.distributed.placement import Node, runner_nodes
 from clinenv.distributed.serve import serve_command, server_nodes
@@ -65,7 +67,7 @@ from clinenv.distributed.units import case_groups, take_tail_group
 from clinenv.evaluation.summary import summarize
 from clinenv.llm.openai_backend import OpenAIChatModel
 from clinenv.runlog import read_run_log
-from clinenv.runs.concurrent import run_concurrent
+from clinenv.runs import Concurrent, RunSpec, run
 from clinenv.testing.fake_server import FakeChatServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -273,9 +275,9 @@ def reference():
     with FakeChatServer(clinic_responder()) as server, \
             tempfile.TemporaryDirectory() as tmp:
         model = OpenAIChatModel("fake-model", base_url=server.base_url)
-        result = run_concurrent(lambda: gym.make(ENV_ID), lambda: LLMDoctor(model),
-                                out=Path(tmp) / "one.jsonl", episodes=EPISODES,
-                                repetitions=REPETITIONS, concurrency=6)
+        result = run(lambda: gym.make(ENV_ID), lambda: LLMDoctor(model),
+                     RunSpec(out=Path(tmp) / "one.jsonl", episodes=EPISODES,
+                             repetitions=REPETITIONS), Concurrent(6))
         model.close()
     assert {line["verdict"] for line in result.lines} == {"correct", "wrong", "unscored"}
     yield result
@@ -460,7 +462,8 @@ def test_a_log_in_use_is_refused_before_ray_starts(tmp_path):
     with RunLogLock(out), pytest.raises(RunLogLocked, match=rf"ray\.jsonl: in use by "
                                                             r"another run in this process "
                                                             rf"\(pid {os.getpid()}"):
-        run_ray(DemoParts(), out=out, episodes=EPISODES, address="local")
+        run(None, None, RunSpec(out=out, episodes=EPISODES), Ray(RayConfig(address="local"),
+                                                                 parts=DemoParts()))
     assert not ray.is_initialized() and not out.exists()
 
 
@@ -510,9 +513,10 @@ class TestLocalRay:
     def test_a_ray_run_writes_the_lines_of_a_run_on_one_machine(self, local_ray, reference,
                                                                  tmp_path):
         server = local_ray
-        result = run_ray(DemoParts(), out=tmp_path / "ray.jsonl", episodes=EPISODES,
-                         repetitions=REPETITIONS, base_url=server.base_url, runners=2,
-                         concurrency=2)
+        result = run(None, None, RunSpec(out=tmp_path / "ray.jsonl", episodes=EPISODES,
+                                         repetitions=REPETITIONS),
+                     Ray(RayConfig(base_url=server.base_url, runners=2, concurrency=2),
+                         parts=DemoParts()))
         assert stable(result.lines) == stable(reference.lines)
         assert stable(logged(tmp_path / "ray.jsonl")) == stable(reference.lines)
         assert figures(result.lines, result.plan) == figures(reference.lines, reference.plan)
@@ -540,9 +544,9 @@ class TestLocalRay:
             if len(seen) == 1:
                 ray.kill(ray.get_actor(runner_name(0)), no_restart=True)
 
-        result = run_ray(DemoParts(), out=out, episodes=EPISODES, repetitions=REPETITIONS,
-                         base_url=local_ray.base_url, runners=2, concurrency=2,
-                         progress=kill_after_first_line)
+        result = run(None, None, RunSpec(out=out, episodes=EPISODES, repetitions=REPETITIONS),
+                     Ray(RayConfig(base_url=local_ray.base_url, runners=2, concurrency=2),
+                         parts=DemoParts()), progress=kill_after_first_line)
         assert seen[0] == 1  # one unit logged when the runner died...
         assert result.n_resubmitted >= 1  # ...and at least one in flight on it
         lines = logged(out)
@@ -569,9 +573,9 @@ class TestLocalRay:
                 os.kill(pids[0], signal.SIGKILL)
 
         # the one runner: the run can finish only once Ray has restarted it
-        result = run_ray(DemoParts(), out=out, episodes=EPISODES, repetitions=REPETITIONS,
-                         base_url=local_ray.base_url, runners=1, concurrency=2,
-                         progress=crash_after_first_line)
+        result = run(None, None, RunSpec(out=out, episodes=EPISODES, repetitions=REPETITIONS),
+                     Ray(RayConfig(base_url=local_ray.base_url, runners=1, concurrency=2),
+                         parts=DemoParts()), progress=crash_after_first_line)
         assert result.n_resubmitted >= 1
         assert stable(logged(out)) == stable(reference.lines)
         (runner,) = result.runners
@@ -592,13 +596,14 @@ class TestLocalRay:
             if not killed:  # a unit that finished with the first one may follow it
                 killed.append(ray.kill(ray.get_actor(runner_name(0)), no_restart=True))
 
-        options = dict(out=out, episodes=EPISODES, repetitions=REPETITIONS,
-                       base_url=local_ray.base_url, runners=1, concurrency=2)
+        spec = RunSpec(out=out, episodes=EPISODES, repetitions=REPETITIONS)
+        executor = Ray(RayConfig(base_url=local_ray.base_url, runners=1, concurrency=2),
+                       parts=DemoParts())
         with pytest.raises(RayRunError, match=r"every runner was lost \(runner 0: .*\); "
                                               rf"{out} keeps the [12] line\(s\) written now"):
-            run_ray(DemoParts(), **options, progress=kill_after_first_line)
+            run(None, None, spec, executor, progress=kill_after_first_line)
         n_before = len(logged(out))
-        result = run_ray(DemoParts(), **options, resume=True)
+        result = run(None, None, dataclasses.replace(spec, resume=True), executor)
         assert (result.n_new, result.n_resumed) == (EPISODES * REPETITIONS - n_before, n_before)
         assert stable(logged(out)) == stable(reference.lines)
         assert figures(result.lines, result.plan) == figures(reference.lines, reference.plan)
@@ -609,17 +614,20 @@ class TestLocalRay:
         with pytest.raises(RayRunError, match=r"runner 0 on node \w+ \(IP 127.0.0.1, hostname "
                                               r".+\) could not start: FileNotFoundError: no "
                                               r"dataset on this node"):
-            run_ray(NodeWithoutData(), out=out, episodes=1, base_url=local_ray.base_url)
+            run(None, None, RunSpec(out=out, episodes=1),
+                Ray(RayConfig(base_url=local_ray.base_url), parts=NodeWithoutData()))
         with pytest.raises(RayRunError, match=r"no node of the cluster has an LLM server in "
                                               r"the base-URL map: \w+ \(IP 127.0.0.1"):
-            run_ray(DemoParts(), out=out, episodes=1,
-                    base_url_map={"10.255.0.1": "http://127.0.0.1:9/v1"})
+            run(None, None, RunSpec(out=out, episodes=1),
+                Ray(RayConfig(base_url_map={"10.255.0.1": "http://127.0.0.1:9/v1"}),
+                    parts=DemoParts()))
         vllm = write_stand_in_vllm(tmp_path / "bin", tmp_path / "records")
         with pytest.raises(RayRunError, match=r"(?s)vllm serve on node \w+ \(IP 127.0.0.1, "
                                               r"hostname .+\) failed: .*exited with code 3 .*"
                                               r"cannot load model 'fail'"):
-            run_ray(DemoParts(), out=out, episodes=1,
-                    serve=ServeConfig("fail", port=0, executable=str(vllm)))
+            run(None, None, RunSpec(out=out, episodes=1),
+                Ray(RayConfig(serve=ServeConfig("fail", port=0, executable=str(vllm))),
+                    parts=DemoParts()))
         assert not out.exists()
 
 
@@ -668,9 +676,10 @@ class TestTwoNodes:
         _, servers, _ = two_nodes
         for server in servers.values():
             server.requests.clear()
-        result = run_ray(DemoParts(), out=tmp_path / "two.jsonl", episodes=EPISODES,
-                         repetitions=REPETITIONS, concurrency=3,
-                         base_url_map={node: s.base_url for node, s in servers.items()})
+        urls = {node: s.base_url for node, s in servers.items()}
+        result = run(None, None, RunSpec(out=tmp_path / "two.jsonl", episodes=EPISODES,
+                                         repetitions=REPETITIONS),
+                     Ray(RayConfig(concurrency=3, base_url_map=urls), parts=DemoParts()))
         assert stable(result.lines) == stable(reference.lines)
         assert figures(result.lines, result.plan) == figures(reference.lines, reference.plan)
         runners = result.runners
@@ -701,8 +710,9 @@ class TestTwoNodes:
                 removed.set()
                 cluster.remove_node(doomed, allow_graceful=False)
 
-        result = run_ray(DemoParts(), out=out, episodes=EPISODES, repetitions=REPETITIONS,
-                         concurrency=2, base_url_map=urls, progress=remove_after_first_line)
+        result = run(None, None, RunSpec(out=out, episodes=EPISODES, repetitions=REPETITIONS),
+                     Ray(RayConfig(concurrency=2, base_url_map=urls), parts=DemoParts()),
+                     progress=remove_after_first_line)
         assert removed.is_set() and len(result.runners) == 3
         assert result.n_resubmitted >= 1
         lines = logged(out)
@@ -720,9 +730,10 @@ class TestTwoNodes:
                                                                  tmp_path):
         _, servers, records = two_nodes
         before = set(records.iterdir()) if records.is_dir() else set()
-        result = run_ray(DemoParts(), out=tmp_path / "served.jsonl", episodes=EPISODES,
-                         repetitions=REPETITIONS, concurrency=3,
-                         serve=ServeConfig("fake-model", port=0, startup_timeout_s=120))
+        serve = ServeConfig("fake-model", port=0, startup_timeout_s=120)
+        result = run(None, None, RunSpec(out=tmp_path / "served.jsonl", episodes=EPISODES,
+                                         repetitions=REPETITIONS),
+                     Ray(RayConfig(concurrency=3, serve=serve), parts=DemoParts()))
         assert stable(result.lines) == stable(reference.lines)
         started = [json.loads(p.read_text()) for p in set(records.iterdir()) - before]
         alive_nodes = {n for n in servers}

@@ -1,0 +1,84 @@
+"""Ray's own options of a run, in one object: :class:`RayConfig`.
+
+What the run is (log file, schedule, resume) is the :class:`~clinenv.runs.spec.RunSpec`;
+where and how it runs on Ray is this, given to the :class:`~clinenv.distributed.Ray`
+executor (``clinenv run --ray`` builds one from its flags).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clinenv.distributed.serve import ServeConfig
+
+__all__ = ["RayConfig"]
+
+
+def _integer(name: str, value: Any, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class RayConfig:
+    """Where and how a run goes on Ray; frozen, checked on creation.
+
+    Attributes:
+        address: ``"local"``, ``"auto"``, ``"ray://HOST:PORT"`` or a GCS address
+            ``"HOST:PORT"``; ``None``: the connected Ray, else a new local one. Ray is
+            shut down at the end only when the run started or joined it.
+        runners: number of runner actors (>= 1); ``None``: one per node with a server.
+        concurrency: episodes in flight per runner (>= 1).
+        base_url: the one server of every node (or the fallback of nodes missing from
+            ``base_url_map``); not with ``serve``.
+        base_url_map: node (Ray node id, IP or hostname) -> base URL of its server, or
+            the path of such a JSON file (read when the run starts,
+            :func:`~clinenv.distributed.placement.read_base_url_map`); runners go only
+            to nodes it names, unless ``base_url`` is given too; not with ``serve``.
+        serve: start ``vllm serve`` on every GPU node (every node when none has a GPU)
+            and use it there (:class:`~clinenv.distributed.serve.ServeConfig`).
+        runner_cpus: Ray ``num_cpus`` of each runner (>= 0).
+        max_restarts: Ray restarts of a runner process that dies (>= 0); its units are
+            handed out again by the driver either way (Ray retries no task itself).
+        runner_timeout_s: seconds a runner gets to start, and a failed runner to come
+            back, before it is lost (> 0).
+        env_vars: environment variables of the runners' processes (e.g.
+            ``CLINENV_DATA_DIR``); API keys are better set on the nodes themselves.
+        ray_init: extra keyword arguments of ``ray.init`` (e.g. ``num_cpus``) when the
+            run connects.
+
+    Raises:
+        ValueError: a number out of range, or ``serve`` with ``base_url`` or
+            ``base_url_map`` (the field named).
+    """
+
+    address: str | None = None
+    runners: int | None = None
+    concurrency: int = 8
+    base_url: str | None = None
+    base_url_map: Mapping[str, str] | str | Path | None = None
+    serve: ServeConfig | None = None
+    runner_cpus: float = 1.0
+    max_restarts: int = 3
+    runner_timeout_s: float = 180.0
+    env_vars: Mapping[str, str] | None = None
+    ray_init: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        _integer("concurrency", self.concurrency, 1)
+        _integer("max_restarts", self.max_restarts, 0)
+        if self.runners is not None:
+            _integer("runners", self.runners, 1)
+        if isinstance(self.runner_cpus, bool) or not isinstance(self.runner_cpus,
+                                                                int | float) \
+                or self.runner_cpus < 0:
+            raise ValueError(f"runner_cpus must be a number >= 0, got {self.runner_cpus!r}")
+        if not (isinstance(self.runner_timeout_s, int | float)
+                and self.runner_timeout_s > 0):
+            raise ValueError(f"runner_timeout_s must be > 0, got {self.runner_timeout_s!r}")
+        if self.serve is not None and (self.base_url or self.base_url_map):
+            raise ValueError("serve starts a server on every node and uses it there; give "
+                             "neither base_url nor base_url_map with it")
