@@ -566,9 +566,34 @@ def step_timer():
     return StepTimer()
 
 
+def sft_dataset(demos: list[dict[str, Any]], tools: list[dict[str, Any]]):
+    """The SFT rows as a ``datasets.Dataset`` whose messages keep exactly their keys.
+
+    An Arrow struct column gives every message every key and every call every tool's
+    arguments (``None`` where absent), and a model trained on it learns to write
+    ``"exam": null`` into ``ask_patient``; the messages are stored as ``datasets.Json``
+    (datasets >= 4.7) and the rows are checked to come back unchanged.
+
+    Raises:
+        SetupError: ``datasets`` without ``Json``, or a row that does not round-trip.
+    """
+    import datasets
+
+    if not hasattr(datasets, "Json"):
+        raise SetupError("the SFT rows need datasets >= 4.7 (datasets.Json): "
+                         "pip install -U 'datasets>=4.7'")
+    rows = [{"messages": d["messages"], "tools": json.dumps(tools)} for d in demos]
+    data = datasets.Dataset.from_list(rows, features=datasets.Features(
+        {"messages": datasets.List(datasets.Json()), "tools": datasets.Value("string")}))
+    for i, row in enumerate(rows):
+        if data[i]["messages"] != row["messages"]:
+            raise SetupError(f"SFT row {i} ({demos[i]['case_id']}) does not come back from "
+                             "the dataset unchanged")
+    return data
+
+
 def run_sft(model, tok, args, device, split, demos, tools) -> dict[str, Any]:
     import trl
-    from datasets import Dataset
     from transformers import TrainerCallback
     from trl.chat_template_utils import qwen3_chat_template, qwen3_training_chat_template
 
@@ -582,8 +607,7 @@ def run_sft(model, tok, args, device, split, demos, tools) -> dict[str, Any]:
     print(f"[sft] {len(train)} rows, tokens median {statistics.median(lengths):.0f}, max "
           f"{max(lengths)}; {cut} longer than --sft-max-length {args.sft_max_length}",
           flush=True)
-    data = Dataset.from_list([{"messages": d["messages"], "tools": json.dumps(tools)}
-                              for d in train])
+    data = sft_dataset(train, tools)
     timer = step_timer()
     history: list[dict[str, Any]] = []
     deadline = time.perf_counter() + 60 * args.sft_max_minutes

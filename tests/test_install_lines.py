@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: ``pip install 'clinenv[x]'``, ``pip install clinenv[x]``, across a line break too.
 PYPI_LINE = re.compile(r"pip\s+install\s+(?:-\S+\s+)*['\"]?clinenv\[", re.IGNORECASE)
 #: Files another change owns, whose lines are fixed there (issue 30's report).
-PENDING = {"clinenv/cli/ray_run.py", "clinenv/distributed/driver.py"}
+PENDING: set[str] = set()
 
 
 def _files():

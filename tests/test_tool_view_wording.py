@@ -230,12 +230,9 @@ def test_the_tool_view_refuses_extra_actions_it_has_no_tool_for():
     ToolEpisode("EGIP-Demo-v0", history_review=True, action_format="text")
 
 
-@pytest.mark.xfail(strict=True, reason="clinenv/runs/replay_run.py decide_and_score renders "
-                   "e_T without action_format=episode.protocol.action_format (issue 30; "
-                   "fix there, then drop this mark)")
 def test_replay_renders_e_t_in_the_source_runs_wording(tmp_path):
     from clinenv.agents.scripted_doctor import ScriptedDoctor
-    from clinenv.runs.logged import run_logged
+    from clinenv.runs import RunSpec, run
     from clinenv.runs.replay_run import replay_run
 
     seen = []
@@ -247,7 +244,7 @@ def test_replay_renders_e_t_in_the_source_runs_wording(tmp_path):
             return super().act(obs, info)
 
     env = gym.make("EGIP-Demo-v0", action_format="tools", acquisition_rounds=3)
-    run_logged(env, Recording(), out=tmp_path / "src.jsonl", episodes=1)
-    replay_run(tmp_path / "src.jsonl", Recording, out=tmp_path / "replay.jsonl")
+    run(lambda: env, Recording, RunSpec(out=tmp_path / "src.jsonl", episodes=1))
+    replay_run(tmp_path / "src.jsonl", Recording, RunSpec(out=tmp_path / "replay.jsonl"))
     assert len(seen) == 2 and "Call `submit_diagnosis`" in seen[0]
     assert seen[1] == seen[0]

@@ -13,6 +13,7 @@ from clinenv.cli.argtypes import count
 from clinenv.cli.env_choice import make_env
 from clinenv.cli.errors import CLIError
 from clinenv.cli.llm_setup import LLMSetup
+from clinenv.errors import install_hint
 
 
 def add_ray_arguments(run: argparse.ArgumentParser) -> None:
@@ -59,7 +60,7 @@ def ray_options(args: argparse.Namespace) -> Any:
             raise CLIError(f"{given[0]} is used only with --ray ADDRESS")
         return None
     if importlib.util.find_spec("ray") is None:
-        raise CLIError("--ray needs Ray: pip install 'clinenv[ray]'")
+        raise CLIError("--ray needs Ray: " + install_hint("ray"))
     if args.base_url_map is not None and args.ray_serve:
         raise CLIError("--base-url-map and --ray-serve both choose each node's server; give one")
     seats = args.doctor == "llm" or "llm" in (args.patient, args.judge,

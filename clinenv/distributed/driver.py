@@ -57,7 +57,7 @@ from clinenv.distributed.placement import (
 from clinenv.distributed.runner import EpisodeRunner, PartsFactory, RunnerParts, identity
 from clinenv.distributed.serve import VLLMServer, server_nodes
 from clinenv.distributed.units import Unit, case_groups, take_tail_group
-from clinenv.errors import ClinenvError
+from clinenv.errors import ClinenvError, install_hint
 from clinenv.runlog import KEY, RunLogWriter
 from clinenv.runs.fail_fast import FailFast
 from clinenv.runs.logged import PreparedRun, RunResult, prepare_run
@@ -146,7 +146,7 @@ class Ray:
             given to ``run`` (then picklable); with ``parts``, pass ``None`` for both.
 
     ``run`` returns a :class:`RayRunResult` and raises, besides the errors of
-    :func:`clinenv.runs.run`: ImportError (no Ray: ``pip install 'clinenv[ray]'``);
+    :func:`clinenv.runs.run`: ImportError (no Ray: ``pip install -e '.[ray]'`` in a clinenv clone);
     :class:`RayRunError` (Ray cannot be reached, a server or runner cannot start, a
     runner's dataset, cases, doctor or clinenv version differ from the driver's, or
     every runner was lost; the log keeps whole lines only); ValueError (an address
@@ -193,7 +193,7 @@ class Ray:
         try:
             import ray  # imported here only: clinenv.distributed imports without it
         except ImportError as err:
-            raise ImportError(f"Ray() needs Ray: pip install 'clinenv[ray]' ({err})") from None
+            raise ImportError(f"Ray() needs Ray: {install_hint('ray')} ({err})") from None
 
         driver_parts = parts(context_url)
         env0 = driver_parts.make_env()

@@ -113,7 +113,8 @@ async def decide_and_score(episode: SourceEpisode, doctor: Any, *, ablation: str
         "applied": bool, "error": error dict or None, "doctor_s", "score_s"}``.
     """
     bundle = ablate(episode.bundle, ablation)
-    text, clipped = clip_text(render_evidence(bundle), episode.max_text_chars)
+    text, clipped = clip_text(render_evidence(
+        bundle, action_format=episode.protocol.action_format), episode.max_text_chars)
     line = episode.line
     info = {"case_id": episode.case.case_id, "dataset": episode.case.dataset,
             "phase": "decide", "turn": line["turns"], "menu": [],

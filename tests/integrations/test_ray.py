@@ -447,7 +447,8 @@ def test_bad_ray_options_are_refused_before_ray_starts(capsys, tmp_path, argv, m
 @pytest.mark.skipif(HAVE_RAY, reason="ray is installed")
 def test_ray_is_asked_for_by_name_when_missing(capsys):
     assert main(["run", "--env", ENV_ID, "--ray", "local"]) == 2
-    assert "--ray needs Ray: pip install 'clinenv[ray]'" in capsys.readouterr().err
+    assert "--ray needs Ray: pip install -e '.[ray]' in a clinenv clone" in \
+        capsys.readouterr().err
 
 
 @pytest.mark.skipif(not HAVE_RAY, reason="needs ray (clinenv[ray])")

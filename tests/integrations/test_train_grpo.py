@@ -258,3 +258,21 @@ def test_bad_settings_are_refused_by_the_parser(tmp_path, capsys):
         with pytest.raises(SystemExit):
             tg.parse_args(["--out", str(tmp_path), "--use-vllm"])
         assert "--use-vllm needs vllm" in capsys.readouterr().err
+
+
+def test_sft_rows_keep_exactly_their_keys(monkeypatch):
+    """An Arrow struct would give ask_patient every tool's arguments ("exam": null), which
+    a model then learns to write; the rows come back from the dataset unchanged."""
+    demos = [{"case_id": "a", "messages": [
+        {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
+            "name": "ask_patient", "arguments": {"question": "Where?"}}}]},
+        {"role": "tool", "name": "ask_patient", "content": "Here."},
+        {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
+            "name": "order_exam", "arguments": {"exam": "PE1"}}}]}]}]
+    data = tg.sft_dataset(demos, [{"type": "function"}])
+    assert data[0]["messages"] == demos[0]["messages"]
+    import datasets
+
+    monkeypatch.delattr(datasets, "Json")
+    with pytest.raises(tg.SetupError, match="datasets >= 4.7"):
+        tg.sft_dataset(demos, [])
