@@ -91,6 +91,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a("--out", type=Path, required=True, help="output folder (stage files, checkpoints)")
     a("--resume-from", choices=STAGES, default=None, metavar="STAGE",
       help=f"go on from STAGE ({', '.join(STAGES)}), reading the earlier stages' files")
+    a("--stop-after", choices=STAGES, default=None, metavar="STAGE",
+      help="end after STAGE (with --resume-from: run one stage again, e.g. an evaluation "
+           "with another --eval-max-cases)")
     a("--measure-validation", type=Path, default=None, metavar="MODEL_DIR",
       help="only print the SFT validation slice's tool-call validity of MODEL_DIR (the "
            "split and teacher stages of --out are read), then exit")
@@ -828,7 +831,11 @@ def main(argv: list[str] | None = None) -> int:
                 model, tok = load_model(args, str(source) if source else args.model, device)
             return model, tok
 
-        for stage in STAGES[start:]:
+        stop = STAGES.index(args.stop_after) + 1 if args.stop_after else len(STAGES)
+        if stop <= start:
+            raise SetupError(f"--stop-after {args.stop_after} comes before --resume-from "
+                             f"{STAGES[start]}")
+        for stage in STAGES[start:stop]:
             t0 = time.perf_counter()
             if stage == "split":
                 result = make_split(args)

@@ -159,6 +159,15 @@ def test_every_stage_runs_and_writes_what_it_measured(model_dir, tmp_path, capsy
     after = {n: (out / f"{n}.json").stat().st_mtime_ns for n in tg.STAGES}
     assert [n for n in tg.STAGES if before[n] != after[n]] == ["eval-grpo"]
 
+    # --stop-after: one stage again (an evaluation of the SFT model), nothing after it
+    assert tg.main(argv(model_dir, out, "--resume-from", "eval-sft", "--stop-after",
+                        "eval-sft")) == 0
+    again = {n: (out / f"{n}.json").stat().st_mtime_ns for n in tg.STAGES}
+    assert [n for n in tg.STAGES if again[n] != after[n]] == ["eval-sft"]
+    after = again
+    assert tg.main(argv(model_dir, out, "--resume-from", "grpo", "--stop-after", "sft")) == 2
+    assert "comes before" in capsys.readouterr().err
+
     # --measure-validation: a saved model's validity on the validation slice, nothing run
     capsys.readouterr()
     assert tg.main(argv(model_dir, out, "--measure-validation",
