@@ -500,8 +500,7 @@ def grpo_config(args, device, out: Path, **overrides):
         max_tool_calling_iterations=args.rounds + 2, learning_rate=args.grpo_lr,
         logging_steps=1, report_to="none", save_strategy="no", use_cpu=device == "cpu",
         seed=args.seed, temperature=1.0, bf16=device == "cuda",
-        **({"use_vllm": True, "vllm_mode": "colocate"} if args.use_vllm else {}),
-        reward_weights=[0.0] * len(_logging_funcs()))
+        **({"use_vllm": True, "vllm_mode": "colocate"} if args.use_vllm else {}))
     settings.update(overrides)
     return trl.GRPOConfig(**settings)
 

@@ -23,19 +23,16 @@ trl = pytest.importorskip("trl", reason="TRL is not installed: run in .venv-trl 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
-from trl.chat_template_utils import qwen3_chat_template  # noqa: E402
 
 import clinenv  # noqa: E402,F401
 from clinenv.datasets import load_cases  # noqa: E402
 from clinenv.integrations import tools as tool_view  # noqa: E402
 from clinenv.reward_components import RewardComponents  # noqa: E402
 from clinenv.reward_spec import load_reward_spec  # noqa: E402
+from clinenv.testing.tiny_models import chatml_tokenizer, tiny_qwen3  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV_ID = "EGIP-Demo-v0"
-SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>",
-            "<tool_response>", "</tool_response>", "<think>", "</think>"]
 
 
 def load_script():
@@ -59,23 +56,9 @@ def model_dir(tmp_path_factory):
               json.dumps(tool_view.TOOL_SCHEMAS)]
     for case in episode.env.pool.cases:
         corpus.append(episode.reset(case.case_id, 0))
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    bpe.train_from_iterator(corpus, trainers.BpeTrainer(
-        vocab_size=2000, special_tokens=SPECIALS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>",
-                                               pad_token="<|endoftext|>")
-    tok.chat_template = qwen3_chat_template
-    torch.manual_seed(0)
-    config = transformers.Qwen3Config(
-        vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=1, head_dim=16,
-        max_position_embeddings=8192, pad_token_id=tok.pad_token_id,
-        eos_token_id=tok.eos_token_id, bos_token_id=None)
+    tok = chatml_tokenizer(corpus, vocab_size=2000)
     folder = tmp_path_factory.mktemp("tiny-model")
-    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(folder)
+    tiny_qwen3(tok).save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder
 

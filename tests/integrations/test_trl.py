@@ -22,18 +22,15 @@ transformers = pytest.importorskip("transformers")
 
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
-from trl.chat_template_utils import qwen3_chat_template  # noqa: E402
 
 import clinenv  # noqa: E402,F401
 from clinenv.cli import main  # noqa: E402
 from clinenv.integrations import tools as tool_view  # noqa: E402
 from clinenv.integrations.tools import TOOL_SCHEMAS, TOOL_SYSTEM_PROMPT  # noqa: E402
 from clinenv.integrations.trl import TASK_INTRO, make_env_factory, task_dataset  # noqa: E402
+from clinenv.testing.tiny_models import chatml_tokenizer, tiny_qwen3  # noqa: E402
 
 ENV_ID = "EGIP-Demo-v0"
-SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>",
-            "<tool_response>", "</tool_response>", "<think>", "</think>"]
 
 
 @pytest.fixture(scope="module")
@@ -44,26 +41,7 @@ def tokenizer():
     for case in episode.env.pool.cases:
         corpus.append(episode.reset(case.case_id, 0))
         corpus.append(episode.submit_diagnosis(case.target.text))
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    bpe.train_from_iterator(corpus, trainers.BpeTrainer(
-        vocab_size=1000, special_tokens=SPECIALS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>",
-                                               pad_token="<|endoftext|>")
-    tok.chat_template = qwen3_chat_template
-    return tok
-
-
-def tiny_model(tok):
-    torch.manual_seed(0)
-    config = transformers.Qwen3Config(
-        vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=1, head_dim=16,
-        max_position_embeddings=8192, pad_token_id=tok.pad_token_id,
-        eos_token_id=tok.eos_token_id, bos_token_id=None)
-    return transformers.AutoModelForCausalLM.from_config(config)
+    return chatml_tokenizer(corpus, vocab_size=1000)
 
 
 def grpo_args(tmp_path, **kw):
@@ -111,7 +89,7 @@ def test_tool_schemas_trl_builds_equal_the_tool_view(tokenizer):
 def test_grpo_train_with_the_environment_factory(tmp_path, tokenizer):
     rows = task_dataset(ENV_ID, split=["demo-02", "demo-09", "demo-13", "demo-16"])
     log = {"resets": [], "rewards": []}
-    trainer = trl.GRPOTrainer(model=tiny_model(tokenizer), processing_class=tokenizer,
+    trainer = trl.GRPOTrainer(model=tiny_qwen3(tokenizer), processing_class=tokenizer,
                               args=grpo_args(tmp_path, max_completion_length=24),
                               train_dataset=rows,
                               environment_factory=recording_factory(log))
@@ -196,7 +174,7 @@ def test_tool_calls_go_through_trl_parsing_and_execution(tmp_path, tokenizer, mo
     monkeypatch.setattr(trl.GRPOTrainer, "_generate_single_turn",
                         scripted_generation(tokenizer, objectives))
     log = {"resets": [], "rewards": []}
-    trainer = trl.GRPOTrainer(model=tiny_model(tokenizer), processing_class=tokenizer,
+    trainer = trl.GRPOTrainer(model=tiny_qwen3(tokenizer), processing_class=tokenizer,
                               args=grpo_args(tmp_path, max_completion_length=4096),
                               train_dataset=rows,
                               environment_factory=recording_factory(log))
@@ -275,7 +253,7 @@ def test_sft_prompts_render_as_grpo_renders_them(tmp_path, tokenizer):
     it builds from make_env_factory's class (trl 1.16: the bound methods, listed by
     inspect.getmembers, rendered through transformers' get_json_schema)."""
     rows = task_dataset(ENV_ID, split=["demo-02", "demo-09"])
-    trainer = trl.GRPOTrainer(model=tiny_model(tokenizer), processing_class=tokenizer,
+    trainer = trl.GRPOTrainer(model=tiny_qwen3(tokenizer), processing_class=tokenizer,
                               args=grpo_args(tmp_path, max_completion_length=8),
                               train_dataset=rows, environment_factory=make_env_factory(ENV_ID))
     built = trainer._env_tools[None]  # what _tokenize_prompts renders for each row
@@ -413,7 +391,7 @@ def test_grpo_logs_each_component_and_rewards_the_cut_off_rollout(tmp_path, toke
     Recorded.__name__ = base.__name__
     funcs = component_reward_funcs()
     trainer = trl.GRPOTrainer(
-        model=tiny_model(tokenizer), processing_class=tokenizer, reward_funcs=funcs,
+        model=tiny_qwen3(tokenizer), processing_class=tokenizer, reward_funcs=funcs,
         args=grpo_args(tmp_path, max_completion_length=4096,
                        reward_weights=[0.0] * len(funcs)),
         train_dataset=rows, environment_factory=Recorded)
@@ -569,7 +547,7 @@ def test_scripted_policy_reaches_reward_one_at_the_documented_budget(tmp_path, t
 
     Recorded.__name__ = base.__name__
     trainer = trl.GRPOTrainer(
-        model=tiny_model(tokenizer), processing_class=tokenizer,
+        model=tiny_qwen3(tokenizer), processing_class=tokenizer,
         reward_funcs=[TextAnswerAtEnd()],
         args=grpo_args(tmp_path, max_completion_length=3072,
                        max_tool_calling_iterations=21, reward_weights=[0.0]),

@@ -19,7 +19,6 @@ trl = pytest.importorskip("trl", reason="TRL is not installed: run in .venv-trl 
                                          "(pip install -e '.[test,trl]'), as .ci/run does")
 transformers = pytest.importorskip("transformers")
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
 from trl.chat_template_utils import (  # noqa: E402
     get_training_chat_template,
     qwen3_chat_template,
@@ -29,9 +28,7 @@ from trl.chat_template_utils import (  # noqa: E402
 import clinenv  # noqa: F401,E402
 from clinenv.cli import main  # noqa: E402
 from clinenv.export import episode_rows, episodes_dataset  # noqa: E402
-
-SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>",
-            "<tool_response>", "</tool_response>", "<think>", "</think>"]
+from clinenv.testing.tiny_models import chatml_tokenizer, tiny_qwen3  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -51,16 +48,7 @@ def tokenizer(logs):
     corpus = [json.dumps(r["prompt"] + r["completion"])
               for fmt in ("tools", "messages") for r in episode_rows(logs, fmt=fmt,
                                                                      per_turn=True)]
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    bpe.train_from_iterator(corpus, trainers.BpeTrainer(
-        vocab_size=800, special_tokens=SPECIALS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>",
-                                               pad_token="<|endoftext|>")
-    tok.chat_template = qwen3_chat_template
-    return tok
+    return chatml_tokenizer(corpus, vocab_size=800)
 
 
 def render(tok, messages, tools, template, **kwargs):
@@ -117,7 +105,7 @@ def test_trls_sft_trainer_trains_on_exactly_the_turns(tokenizer, logs, tmp_path)
     trains on (labels not -100) are, for every row, exactly the rendered assistant turn,
     so each prompt tokenized as a prefix of prompt + completion."""
     pytest.importorskip("datasets")
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     rows = list(episode_rows(logs[:1], fmt="tools", per_turn=True))[:16]
     # episodes_dataset stores the messages as JSON objects (datasets.Json): an Arrow
     # struct would give each call every tool's argument keys, None where absent, and
@@ -126,16 +114,10 @@ def test_trls_sft_trainer_trains_on_exactly_the_turns(tokenizer, logs, tmp_path)
         range(16)).select_columns(["prompt", "completion", "tools"])
     assert [dict(x) for x in dataset] == [
         {k: r[k] for k in ("prompt", "completion", "tools")} for r in rows]
-    torch.manual_seed(0)
-    config = transformers.Qwen3Config(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
-        num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=16,
-        max_position_embeddings=8192, pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id, bos_token_id=None)
     args = trl.SFTConfig(output_dir=str(tmp_path / "out"), max_steps=1,
                          per_device_train_batch_size=4, report_to="none", use_cpu=True,
                          save_strategy="no", max_length=None, seed=0)
-    trainer = trl.SFTTrainer(model=transformers.AutoModelForCausalLM.from_config(config),
+    trainer = trl.SFTTrainer(model=tiny_qwen3(tokenizer),
                              processing_class=tokenizer, train_dataset=dataset, args=args)
     for row, example in zip(rows, trainer.train_dataset, strict=True):
         trained = [i for i, label in zip(example["input_ids"], example["labels"],
