@@ -32,10 +32,10 @@ BESIDE = {"clinenv.agents", "clinenv.wrappers", "clinenv.integrations", "clinenv
 #: The core's layers, lowest first: a module imports its own layer or lower ones only.
 #: Every core node is in one (a new package must be placed).
 LAYERS = (
-    # foundations: errors, seeds and lazy exports, the case model and its sources, the
-    # LLM layer (chat models, encoders), none of which knows an environment
-    {"clinenv.errors", "clinenv.seeding", "clinenv.lazy", "clinenv.case_list",
-     "clinenv.cases", "clinenv.datasets", "clinenv.llm", "clinenv.embeddings"},
+    # foundations: errors, seeds, lazy exports, the settings base, the case model and its
+    # sources, the LLM layer (chat models, encoders), none of which knows an environment
+    {"clinenv.errors", "clinenv.seeding", "clinenv.lazy", "clinenv.config_model",
+     "clinenv.case_list", "clinenv.cases", "clinenv.datasets", "clinenv.llm", "clinenv.embeddings"},
     # the protocol: EGIP's letters, scoring and the reward components over them
     {"clinenv.protocol", "clinenv.scoring", "clinenv.icd_map", "clinenv.reward_components",
      "clinenv.reward_spec"},

@@ -33,7 +33,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
+
+from clinenv.config_model import ConfigModel
 
 #: One chat message: ``{"role": "system" | "user" | "assistant", "content": str}``.
 Message = Mapping[str, str]
@@ -68,7 +70,7 @@ class BackendUnavailableError(LLMError, ImportError):
     """A backend's optional dependency is missing; the message names the pip extra."""
 
 
-class GenerationConfig(BaseModel):
+class GenerationConfig(ConfigModel):
     """Sampling settings of one call.
 
     Attributes:
@@ -83,7 +85,6 @@ class GenerationConfig(BaseModel):
         extra: backend-specific fields merged into the request (e.g. vLLM's ``top_k``).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     temperature: float = Field(0.0, ge=0.0)
     max_tokens: int = Field(200, ge=1)

@@ -8,7 +8,9 @@ from __future__ import annotations
 import os
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
+
+from clinenv.config_model import ConfigModel
 
 #: Fixed clarification question that replaces a repeated valid test request (EGIP 3.2).
 REPEAT_CLARIFICATION = (
@@ -20,7 +22,7 @@ PREMATURE_CLARIFICATION = (
 )
 
 
-class ProtocolConfig(BaseModel):
+class ProtocolConfig(ConfigModel):
     """EGIP protocol settings.
 
     Attributes:
@@ -70,7 +72,6 @@ class ProtocolConfig(BaseModel):
             opening text, the complete view and e_T are unchanged.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     acquisition_rounds: int = Field(default=19, ge=1, le=1000)
     menu_limit: int | None = Field(default=25, ge=0)

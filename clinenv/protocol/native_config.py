@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from clinenv.config_model import ConfigModel
 
 #: The doctor's whole starting information on NEJM cases in AgentClinic (weakness W6).
 NEJM_NATIVE_QUESTION = "What is the most likely diagnosis?"
 
 
-class NativeConfig(BaseModel):
+class NativeConfig(ConfigModel):
     """Native protocol settings.
 
     Attributes:
@@ -70,7 +72,6 @@ class NativeConfig(BaseModel):
         show_menu: always ``False``: the native doctor gets no examination menu (W2).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     max_turns: int = Field(default=20, ge=2, le=1000)
     final_turn: Literal["notice", "discussion"] = "notice"

@@ -1,0 +1,32 @@
+"""The one style of clinenv's settings objects: frozen pydantic models.
+
+Every layer's settings (:class:`~clinenv.env.config.EnvConfig`,
+:class:`~clinenv.protocol.config.ProtocolConfig`, :class:`~clinenv.runs.spec.RunSpec`,
+:class:`~clinenv.distributed.config.RayConfig`...) is a :class:`ConfigModel`: checked on
+creation (a :class:`pydantic.ValidationError`, a ``ValueError``, names the field), frozen,
+unknown fields refused, and :meth:`ConfigModel.replace` derives a checked variant.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["ConfigModel"]
+
+
+class ConfigModel(BaseModel):
+    """Base of the settings objects: frozen, unknown fields refused, checked on creation."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with ``changes`` applied, checked again like a new object (pydantic's
+        ``model_copy(update=...)`` skips the checks).
+
+        Raises:
+            pydantic.ValidationError: a changed field is invalid or unknown.
+        """
+        values = {name: getattr(self, name) for name in type(self).model_fields}
+        return type(self)(**{**values, **changes})
