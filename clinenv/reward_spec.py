@@ -12,7 +12,7 @@ on a correct answer. ``exam_costs`` is the tier table of the ``exam_spend`` comp
 
 The environment charges it at the end: ``gym.make(ID, reward_spec="diagagent")`` (a
 preset name, a :class:`RewardSpec`, its JSON dict or a JSON file), a field of
-:class:`clinenv.env.settings.EnvSettings`; the terminal step's reward is
+:class:`clinenv.env.config.EnvConfig`; the terminal step's reward is
 ``spec.reward(components)`` plus the legacy per-step terms of that step, non-terminal
 steps keep 0 apart from the legacy ``exam_cost`` / ``invalid_action_penalty``.
 

@@ -85,10 +85,10 @@ def env_spec_dict(env: Any) -> dict[str, Any] | None:
     by ``"<module.Class>"`` (no ``repr``: it may hold a memory address, and the lines of
     two equal runs must be identical). A ``reward_spec`` keyword is recorded as the
     spec's canonical JSON (:meth:`clinenv.reward_spec.RewardSpec.to_dict`: its content,
-    a file by its sha256, never its path), so the line rebuilds the same environment. A
-    ``settings=`` keyword (:class:`~clinenv.env.settings.EnvSettings`) is recorded as
-    its fields that differ from their defaults, flat in ``kwargs`` where it stood
-    (:meth:`~clinenv.env.settings.EnvSettings.to_kwargs`), the form the keyword route
+    a file by its sha256, never its path), so the line rebuilds the same environment. An
+    ``env_config=`` keyword (:class:`~clinenv.env.config.EnvConfig`) is recorded as its
+    fields that differ from their defaults, flat in ``kwargs`` where it stood
+    (:meth:`~clinenv.env.config.EnvConfig.to_kwargs`), the form the keyword route
     gives. ``None`` without a spec.
     """
     spec = getattr(env, "spec", None)
@@ -110,7 +110,7 @@ def env_spec_dict(env: Any) -> dict[str, Any] | None:
 
 
 def _canonical_kwargs(kwargs: Mapping[str, Any], unwrapped: Any) -> dict[str, Any]:
-    """``kwargs`` with a ``reward_spec`` as its canonical JSON and a ``settings=``
+    """``kwargs`` with a ``reward_spec`` as its canonical JSON and an ``env_config=``
     object as its non-default fields, flat where it stood (see :func:`env_spec_dict`)."""
     out = dict(kwargs)
     if "reward_spec" in out:
@@ -120,16 +120,16 @@ def _canonical_kwargs(kwargs: Mapping[str, Any], unwrapped: Any) -> dict[str, An
         if used is None:
             used = load_reward_spec(out["reward_spec"])
         out["reward_spec"] = used.to_dict()
-    settings = getattr(unwrapped, "settings", None)
-    if "settings" in out and callable(getattr(settings, "to_kwargs", None)):
-        # flat, as the keyword route records them (EnvSettings.to_kwargs): the line
+    config = out.get("env_config")
+    if callable(getattr(config, "to_kwargs", None)):
+        # flat, as the keyword route records them (EnvConfig.to_kwargs): the line
         # rebuilds the environment with gym.make(id, **kwargs), and both routes resume
         # each other
-        given, flat = settings.to_kwargs(), {}
+        given, flat = config.to_kwargs(), {}
         for key, value in out.items():
-            if key == "settings":
+            if key == "env_config":
                 flat.update(given)
-            elif key not in given:  # a field at its default beside settings=
+            elif key not in given:  # a field at its default beside env_config=
                 flat[key] = value
         out = flat
     return out
@@ -149,12 +149,11 @@ def env_settings(env_spec: Any) -> dict[str, Any] | None:
     protocol, its preset and settings, the seats and their models), without
     :data:`RUN_NEUTRAL_ENV_KWARGS` and, inside seat model descriptions,
     :data:`RUN_NEUTRAL_MODEL_KEYS`; ``None`` for a line without an ``env_spec``. The
-    fields of :class:`~clinenv.env.settings.EnvSettings` are compared flat, each left
-    out at its default (a ``reward_spec`` equal to the default ``accuracy`` too), so a
-    log written without one matches, and a ``settings`` dict (the form logs written
-    before :meth:`~clinenv.env.settings.EnvSettings.to_kwargs` hold) compares as its
-    fields."""
-    from clinenv.env.settings import is_default_field
+    fields of :class:`~clinenv.env.config.EnvConfig` are compared flat, each left out at
+    its default (a ``reward_spec`` equal to the default ``accuracy`` too), so a log
+    written without one matches, and a ``settings`` or ``env_config`` dict (a form of
+    older logs) compares as its fields."""
+    from clinenv.env.config import is_default_field
 
     if not isinstance(env_spec, Mapping):
         return None
@@ -163,7 +162,7 @@ def env_settings(env_spec: Any) -> dict[str, Any] | None:
         return {}
     items = []
     for key, value in kwargs.items():
-        if key == "settings" and isinstance(value, Mapping):
+        if key in ("settings", "env_config") and isinstance(value, Mapping):
             items += value.items()  # an older log: the fields, flat
         else:
             items.append((key, value))

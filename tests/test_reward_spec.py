@@ -21,7 +21,7 @@ import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.scripted_doctor import ScriptedDoctor
 from clinenv.cli import main
 from clinenv.env import EGIPEnv, rewards
-from clinenv.env.settings import EnvSettings
+from clinenv.env.config import EnvConfig
 from clinenv.multiagent.aec import DOCTOR, EGIPAECEnv
 from clinenv.reward_components import DEFAULT_EXAM_COSTS, RewardComponents, reward_components
 from clinenv.reward_spec import (
@@ -90,7 +90,7 @@ def test_the_accuracy_preset_is_the_verdict_reward():
     assert DEFAULT_SPEC is PRESETS["accuracy"]
     assert PRESETS["accuracy"].weights == {"diagnosis": rewards.CORRECT}
     assert rewards.WRONG == rewards.UNSCORED == 0.0
-    assert EnvSettings().reward_spec is DEFAULT_SPEC
+    assert EnvConfig().reward_spec is DEFAULT_SPEC
 
 
 def test_none_counts_0_and_the_gate_holds_process_terms():
@@ -312,17 +312,22 @@ def test_the_native_loop_charges_the_spec(tmp_path):
 def test_reward_spec_is_a_setting_given_through_gym_make():
     spec = PRESETS["cost-aware"]
     by_kwarg = gym.make("EGIP-Demo-v0", reward_spec="cost-aware").unwrapped
-    by_settings = gym.make("EGIP-Demo-v0", settings=EnvSettings(reward_spec=spec)).unwrapped
-    assert by_kwarg.settings == by_settings.settings
+    by_settings = gym.make("EGIP-Demo-v0", env_config=EnvConfig(reward_spec=spec)).unwrapped
+    assert by_kwarg.env_config == by_settings.env_config
     assert by_kwarg.reward_spec is spec and by_kwarg.loop.reward_spec is spec
-    with pytest.raises(TypeError, match=r"got both settings= and reward_spec='diagagent'"):
-        EGIPEnv("demo", settings=EnvSettings(max_exams=8), reward_spec="diagagent")
+    with pytest.raises(TypeError, match=r"got both env_config= \(reward_spec=.*\) and "
+                                        r"reward_spec='diagagent'"):
+        EGIPEnv("demo", env_config=EnvConfig(reward_spec="cost-aware"), reward_spec="diagagent")
+    # a keyword fills a field the config leaves at its default
+    assert EGIPEnv("demo", env_config=EnvConfig(max_exams=8),
+                   reward_spec="diagagent").reward_spec is PRESETS["diagagent"]
     # the default given again adds nothing; a protocol keyword still reaches the protocol
-    env = EGIPEnv("demo", settings=EnvSettings(max_exams=8), reward_spec="accuracy",
+    env = EGIPEnv("demo", env_config=EnvConfig(max_exams=8), reward_spec="accuracy",
                   acquisition_rounds=4)
     assert env.config.acquisition_rounds == 4 and env.max_exams == 8
-    with pytest.raises(TypeError, match=r"got both settings= and reward_spec="):
-        EGIPAECEnv("demo", settings=EnvSettings(), reward_spec="diagagent")
+    with pytest.raises(TypeError, match=r"got both env_config= \(reward_spec="):
+        EGIPAECEnv("demo", env_config=EnvConfig(reward_spec="cost-aware"),
+                   reward_spec="diagagent")
 
 
 @pytest.mark.parametrize("how", ["preset", "file", "object", "settings", "dict"])
@@ -336,13 +341,13 @@ def test_env_spec_records_the_canonical_json_and_rebuilds_the_spec(tmp_path, how
     kwargs = {"preset": {"reward_spec": "diagagent"},
               "file": {"reward_spec": str(path)},
               "object": {"reward_spec": spec},
-              "settings": {"settings": EnvSettings(reward_spec=path)},
+              "settings": {"env_config": EnvConfig(reward_spec=path)},
               "dict": {"reward_spec": spec.to_dict()}}[how]
     env = gym.make("EGIP-Demo-v0", **kwargs)
     recorded = env_spec_dict(env)
     text = json.dumps(recorded)
     assert str(tmp_path) not in text  # a file by content hash, never by path
-    # settings= is recorded as its fields, flat: the keyword route's form
+    # env_config= is recorded as its fields, flat: the keyword route's form
     assert recorded["kwargs"] == {"dataset": "demo", "reward_spec": spec.to_dict()}
     rebuilt = gym.make(recorded["id"], **recorded["kwargs"]).unwrapped
     assert rebuilt.reward_spec == spec
@@ -581,7 +586,7 @@ def test_replay_sources_are_finished_lines_so_the_subtraction_needs_no_version(
 def test_settings_and_keyword_runs_share_env_spec_and_resume_each_other(tmp_path,
                                                                          capsys):
     out = tmp_path / "run.jsonl"
-    with gym.make("EGIP-Demo-v0", settings=EnvSettings(reward_spec="diagagent")) as env:
+    with gym.make("EGIP-Demo-v0", env_config=EnvConfig(reward_spec="diagagent")) as env:
         run(lambda: env, ScriptedDoctor, RunSpec(out=out, episodes=3))
     with gym.make("EGIP-Demo-v0", reward_spec="diagagent") as env:
         assert read_run_log(out).lines[0]["env_spec"] == env_spec_dict(env)
@@ -597,7 +602,7 @@ def test_settings_and_keyword_runs_share_env_spec_and_resume_each_other(tmp_path
     keyword = tmp_path / "keyword.jsonl"
     with gym.make("EGIP-Demo-v0", reward_spec="diagagent", exam_cost=0.1) as env:
         run(lambda: env, ScriptedDoctor, RunSpec(out=keyword, episodes=2))
-    with gym.make("EGIP-Demo-v0", settings=EnvSettings(reward_spec="diagagent",
+    with gym.make("EGIP-Demo-v0", env_config=EnvConfig(reward_spec="diagagent",
                                                        exam_cost=0.1)) as env:
         run(lambda: env, ScriptedDoctor, RunSpec(out=keyword, episodes=3, resume=True))
     assert len(read_run_log(keyword).lines) == 3
@@ -608,7 +613,7 @@ def test_an_older_settings_dict_in_env_spec_compares_as_its_fields():
 
     flat = env_spec_dict(gym.make("EGIP-Demo-v0", reward_spec="diagagent", max_exams=8))
     old = {**flat, "kwargs": {"dataset": "demo", "settings": {
-        **EnvSettings().describe(), "max_exams": 8,
+        **EnvConfig().describe(), "max_exams": 8,
         "reward_spec": PRESETS["diagagent"].to_dict()}}}
     assert env_settings(old) == env_settings(flat)
     assert spec_of_line({"env_spec": old}) == PRESETS["diagagent"]

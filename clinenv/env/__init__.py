@@ -18,7 +18,7 @@ _EXPORTS = {
     "DEFAULT_MAX_TEXT_CHARS": "clinenv.env.environment",
     "JUDGE_TO_VERDICT": "clinenv.env.environment", "PROTOCOLS": "clinenv.env.environment",
     "STRATA_KEYS": "clinenv.env.environment",
-    "EnvSettings": "clinenv.env.settings",
+    "EnvConfig": "clinenv.env.config",
     "EGIP_IDS": "clinenv.env.registration", "MENU_IDS": "clinenv.env.registration",
     "NATIVE_IDS": "clinenv.env.registration",
     "make_vec": "clinenv.env.vector",

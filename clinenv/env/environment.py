@@ -31,7 +31,7 @@ counts): ``case_id``, ``dataset``, ``phase``, ``turn``, ``menu`` (list of ``{"id
 (``"correct"`` / ``"wrong"`` / ``"unparsed"``, ``None`` when the judge was not asked).
 
 Rewards: the terminal step's reward is the reward spec's (``reward_spec=``, a field of
-:class:`~clinenv.env.settings.EnvSettings`, default ``"accuracy"``: 1.0 for a correct
+:class:`~clinenv.env.config.EnvConfig`, default ``"accuracy"``: 1.0 for a correct
 answer, 0.0 otherwise; :mod:`clinenv.reward_spec`) over the episode's components
 (:mod:`clinenv.reward_components`), computed after the end from the episode record, so
 nothing the doctor sees changes; the terminal ``info`` (only that step's) holds them as
@@ -78,15 +78,20 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
 from clinenv.cases import Case
-from clinenv.env import rewards
 from clinenv.env.case_pool import CasePool
+from clinenv.env.config import (
+    DEFAULT_MAX_EXAMS,
+    DEFAULT_MAX_TEXT_CHARS,
+    EnvConfig,
+    is_default_field,
+)
 from clinenv.env.doctor_view import (
     doctor_info,
     exam_mask,
@@ -104,19 +109,13 @@ from clinenv.env.seats import (
     fill_seats,
     reset_seats,
 )
-from clinenv.env.settings import (
-    DEFAULT_MAX_EXAMS,
-    DEFAULT_MAX_TEXT_CHARS,
-    EnvSettings,
-    split_settings,
-)
 from clinenv.env.simulators import accepts_seed, make_examiner, make_judge, make_patient
 from clinenv.env.spaces import UnicodeText, clip_text
 from clinenv.env.terminal_outcome import JUDGE_TO_VERDICT
 from clinenv.env.terminal_reward import runtime_record
 from clinenv.protocol.history import event_to_dict
 from clinenv.protocol.native import NativeRuntime
-from clinenv.protocol.presets import PROTOCOLS, protocol_settings
+from clinenv.protocol.presets import PROTOCOLS
 from clinenv.protocol.render import render_history
 from clinenv.protocol.runtime import EGIPRuntime
 from clinenv.reward_components import RewardComponents
@@ -124,7 +123,7 @@ from clinenv.reward_components import RewardComponents
 #: Case metadata keys copied into episode records for stratified evaluation (e.g. the
 #: NEJM_Ext question type, EGIP appendix F).
 STRATA_KEYS = ("question_type", "specialty")
-__all__ = ["DEFAULT_MAX_EXAMS", "DEFAULT_MAX_TEXT_CHARS", "EGIPEnv", "EnvSettings",
+__all__ = ["DEFAULT_MAX_EXAMS", "DEFAULT_MAX_TEXT_CHARS", "EGIPEnv", "EnvConfig",
            "JUDGE_TO_VERDICT", "PROTOCOLS", "STRATA_KEYS"]
 
 
@@ -132,123 +131,74 @@ class EGIPEnv(gym.Env):
     """Gymnasium environment for EGIP diagnosis episodes.
 
     Args:
-        dataset: a registry name (``"demo"``, ``"medqa"``, ``"nejm"``...) or a path to a
-            case file; ignored when ``cases`` is given.
-        cases: explicit cases to draw from (overrides ``dataset``).
-        data_dir: directory holding the dataset files (else ``CLINENV_DATA_DIR``...).
-        disclosure: NEJM objective disclosure (``"question"``, ``"presentation"``,
-            ``"vignette"``); see :mod:`clinenv.datasets`.
-        allow_download: let the loader download a missing public dataset.
-        verify: refuse a registry dataset whose records differ from the pinned ones
-            (:class:`~clinenv.errors.ChecksumError`); ``False`` uses it with a
-            :class:`~clinenv.errors.ChecksumWarning` naming the first differing case. A
-            copy that differs only in bytes (CRLF, BOM) passes either way.
-        settings: the environment's :class:`~clinenv.env.settings.EnvSettings`
-            (observation_format, max_exams, max_text_chars, invalid_action_penalty,
-            exam_cost, render_mode, reward_spec); or ``None`` and those keyword
-            arguments, which fill it (with ``settings``, one of them other than its
-            default is a :class:`TypeError` naming it). Kept as :attr:`settings`; each
-            field is also an attribute (``env.max_exams``, ``env.reward_spec``...). A
-            field without a keyword of its own here (``reward_spec``) is read from
-            ``**protocol_kwargs`` (:func:`~clinenv.env.settings.split_settings`).
-        observation_format: ``"view"`` (complete x_t each step) or ``"delta"``.
-        max_exams: length of ``exam_mask`` (>= 1; catalog entries beyond it stay
-            requestable by name but have no mask slot).
-        max_text_chars: observation text limit (>= 256); longer text is clipped (noted in
-            info).
+        dataset: shorthand for ``EnvConfig.dataset`` (a registry name or a case file).
+        env_config: the :class:`~clinenv.env.config.EnvConfig` (cases, protocol,
+            observation, reward); kept, merged with the keywords, as :attr:`env_config`.
+            Each of its fields is also an attribute (``env.max_exams``...).
+        cases: explicit cases to draw from (overrides the dataset).
         patient: ``None`` or ``"retrieval"`` (the deterministic retrieval patient),
-            ``"llm"`` (an LLM patient over ``patient_model``), or an object with
+            ``"llm"`` (over ``patient_model``), or an object with
             ``reply(PatientView) -> str`` (optionally ``async areply``, ``reset(seed=)``
-            and ``last_flags``, the flags of its latest reply for
-            ``info["patient_flags"]``). A patient with ``reset`` is reset at every ``reset`` with
-            a seed drawn from ``self.np_random`` after the case; so, without
-            a pinned case, an LLM patient changes the case sequence of unseeded resets.
-        patient_model: the :class:`~clinenv.llm.base.ChatModel` of ``patient="llm"``
-            (required there, refused otherwise).
-        judge: ``None`` or ``"deterministic"`` (the deterministic scorer), ``"llm"`` (an
-            LLM judge over ``judge_model``), or an object with ``judge(answer, target)``
-            (optionally ``async ajudge``). Non-answers and abstentions are never sent to
-            the judge: they stay unscored. A judge whose method takes ``seed=`` gets one
-            drawn from ``self.np_random`` at reset (after the patient's).
+            and ``last_flags``). A patient with ``reset`` is reset at every ``reset``
+            with a seed drawn from ``self.np_random`` after the case.
+        patient_model: the :class:`~clinenv.llm.base.ChatModel` of ``patient="llm"``.
+        judge: ``None`` or ``"deterministic"``, ``"llm"`` (over ``judge_model``), or an
+            object with ``judge(answer, target)`` (optionally ``async ajudge``, and
+            ``seed=``, drawn at reset after the patient's). Non-answers and abstentions
+            are never judged: they stay unscored.
         judge_model: the :class:`~clinenv.llm.base.ChatModel` of ``judge="llm"``.
-        invalid_action_penalty: finite non-negative amount subtracted from the reward per
-            invalid action (default 0).
-        exam_cost: finite non-negative amount subtracted per examination test returned under
-            EGIP (a group request costs one per test), per measurement request under a
-            native protocol (the whole utterance is one request, whatever it names);
-            default 0, i.e. no cost.
-        render_mode: ``None`` or ``"ansi"``.
-        protocol: ``"egip"`` (default), ``"agentclinic"`` or ``"medagentsim"`` (the
-            native loops; see the module docstring and ``docs/protocols.md``).
-        preset: a named set of these kwargs (:data:`clinenv.protocol.presets.PRESETS`:
-            ``"egip"``, ``"egip-no-menu"``, ``"egip-native-measurement"``,
-            ``"agentclinic"``, ``"medagentsim"``); explicit kwargs win.
-        examiner: ``None`` (record lookup O under EGIP; the record reader under a native
-            protocol), ``"lookup"``, ``"reader"`` (the deterministic offline stand-in of
-            the native measurement agent), ``"llm"`` (the LLM measurement agent over
-            ``examiner_model``), or an object with ``measure(MeasurementView) -> str``
-            (optionally ``async ameasure`` and ``reset(seed=)``). Under EGIP any
-            examiner but lookup is the "native measurement access" ablation: validated
-            requests go to it and its answer is recorded as ``"generated"``.
+        examiner: ``None`` (record lookup O under EGIP, the record reader under a native
+            protocol; or the preset's), ``"lookup"``, ``"reader"``, ``"llm"`` (over
+            ``examiner_model``), or an object with ``measure(MeasurementView) -> str``.
+            Under EGIP any examiner but lookup is the "native measurement access"
+            ablation: its answers are recorded as ``"generated"``.
         examiner_model: the :class:`~clinenv.llm.base.ChatModel` of ``examiner="llm"``.
-        reward_spec: (through ``**protocol_kwargs``) the terminal reward: a preset name
-            (``"accuracy"``, ``"diagagent"``, ``"cost-aware"``), a
-            :class:`~clinenv.reward_spec.RewardSpec`, its JSON dict or a JSON file.
-        **protocol_kwargs: :class:`~clinenv.protocol.config.ProtocolConfig` fields
-            under EGIP (``acquisition_rounds``, ``menu_limit``, ``show_menu``...), or
-            :class:`~clinenv.protocol.native_config.NativeConfig` fields under a native
-            protocol (``max_turns``, ``normal_readings``, ``strict_yes``...).
+        **overrides: ``EnvConfig`` fields by name, and protocol options
+            (``acquisition_rounds``, ``show_menu``, ``max_turns``...), mapped onto
+            ``env_config`` (:meth:`~clinenv.env.config.EnvConfig.merge`): what
+            ``gym.make(ID, **overrides)`` passes.
 
     Raises:
-        clinenv.errors.DatasetNotFoundError: the dataset is not available (at once, at
-            construction, with instructions to get it).
-        pydantic.ValidationError: an invalid protocol setting.
-        ValueError: invalid environment arguments (the message names the argument,
-            e.g. ``patient='llm' needs patient_model``), an unknown protocol or preset.
-        clinenv.reward_spec.RewardSpecError: a bad ``reward_spec`` (a ValueError; the
-            one-line message names the file, the field and the nearest valid name).
-        TypeError: ``settings`` together with a field keyword other than its default.
+        clinenv.errors.DatasetNotFoundError: the dataset is not available (at once, with
+            instructions to get it).
+        pydantic.ValidationError: an invalid setting (the field named).
+        ValueError: invalid seats (``patient='llm' needs patient_model``), an unknown
+            protocol or preset, a setting of the PettingZoo game only.
+        TypeError: ``env_config`` with a keyword that differs from a value it sets.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
 
     def __init__(
         self,
-        dataset: str = "demo",
+        dataset: str | None = None,
         *,
+        env_config: EnvConfig | None = None,
         cases: list[Case] | None = None,
-        data_dir: str | None = None,
-        disclosure: str = "presentation",
-        allow_download: bool = False,
-        verify: bool = True,
-        settings: EnvSettings | None = None,
-        observation_format: Literal["view", "delta"] = "view",
-        max_exams: int = DEFAULT_MAX_EXAMS,
-        max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
         patient: Any = None,
         patient_model: Any = None,
         judge: Any = None,
         judge_model: Any = None,
-        invalid_action_penalty: float = rewards.INVALID_ACTION_PENALTY,
-        exam_cost: float = rewards.EXAM_COST,
-        render_mode: str | None = None,
-        protocol: str | None = None,
-        preset: str | None = None,
         examiner: Any = None,
         examiner_model: Any = None,
-        **protocol_kwargs: Any,
+        **overrides: Any,
     ) -> None:
-        self.settings = settings = EnvSettings.resolve(settings, split_settings(
-            protocol_kwargs, dict(
-                observation_format=observation_format, max_exams=max_exams,
-                max_text_chars=max_text_chars, invalid_action_penalty=invalid_action_penalty,
-                exam_cost=exam_cost, render_mode=render_mode)), caller=type(self).__name__)
-        self.protocol, self.config, examiner = protocol_settings(
-            preset, protocol_kwargs, protocol=protocol, examiner=examiner)
+        if dataset is not None:
+            overrides["dataset"] = dataset
+        self.env_config = settings = EnvConfig.merge(env_config, overrides,
+                                                     caller=type(self).__name__)
+        for name in ("fidelity_weight", "max_steps"):
+            if not is_default_field(name, getattr(settings, name)):
+                raise ValueError(f"{name} is a setting of the PettingZoo game "
+                                 "(clinenv.multiagent), not of EGIPEnv")
+        self.protocol, self.config = settings.protocol_name, settings.protocol_config
+        if examiner is None:
+            examiner = settings.preset_examiner
         self._native = self.protocol != "egip"
-        self.pool = CasePool.get(dataset, cases=cases, data_dir=data_dir,
-                                 disclosure=disclosure, allow_download=allow_download,
-                                 verify=verify)
+        self.pool = CasePool.get(settings.dataset, cases=cases, data_dir=settings.data_dir,
+                                 disclosure=settings.disclosure,
+                                 allow_download=settings.allow_download,
+                                 verify=settings.verify)
         if not self._native:  # the menu setting (off by default: "keep")
             self.pool = self.pool.with_target_in_menu(self.config.target_in_menu)
         # plain attributes, read by the step

@@ -87,8 +87,7 @@ exactly as in the Gymnasium environment (the same seed gives the same case);
 from __future__ import annotations
 
 import copy
-import math
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
@@ -96,22 +95,15 @@ from gymnasium.utils import seeding
 from pettingzoo import AECEnv
 
 from clinenv.cases import Case
-from clinenv.env import rewards
 from clinenv.env.case_pool import CasePool
+from clinenv.env.config import EnvConfig
 from clinenv.env.doctor_view import doctor_info, exam_mask, patient_flags
 from clinenv.env.egip_loop import EGIPLoop
 from clinenv.env.seats import PendingStep
-from clinenv.env.settings import (
-    DEFAULT_MAX_EXAMS,
-    DEFAULT_MAX_TEXT_CHARS,
-    EnvSettings,
-    split_settings,
-)
 from clinenv.env.simulators import make_patient
 from clinenv.env.spaces import UnicodeText, clip_text
 from clinenv.env.terminal_reward import terminal_reward
 from clinenv.multiagent import fidelity
-from clinenv.protocol.config import ProtocolConfig
 from clinenv.protocol.render import render_history
 from clinenv.protocol.runtime import EGIPRuntime
 from clinenv.protocol.seat_views import render_examiner_view, render_patient_view
@@ -129,38 +121,29 @@ class EGIPAECEnv(AECEnv):
     """PettingZoo AEC environment of one EGIP episode per reset; see the module docstring.
 
     Args:
-        dataset, cases, data_dir, disclosure, allow_download, verify: the case source,
-            as in :class:`clinenv.env.EGIPEnv`.
+        dataset: shorthand for ``EnvConfig.dataset``, as in :class:`clinenv.env.EGIPEnv`.
+        env_config: the :class:`~clinenv.env.config.EnvConfig` shared with
+            :class:`clinenv.env.EGIPEnv` (EGIP only: no ``protocol`` or ``preset``);
+            here ``fidelity_weight`` (the seats' fidelity penalty weight, 0: seats earn
+            0) and ``max_steps`` (``None``: episodes end by the doctor's answer, after at
+            most 2T + 1 steps; else an AEC step limit after which all agents truncate)
+            apply too.
+        cases: explicit cases to draw from.
         patient: ``"external"`` (a policy's seat, default), or a built-in patient as
-            accepted by :func:`clinenv.env.simulators.make_patient` (``"retrieval"``, ``"llm"``, an
-            object with a sync ``reply(PatientView) -> str``).
+            accepted by :func:`clinenv.env.simulators.make_patient` (``"retrieval"``,
+            ``"llm"``, an object with a sync ``reply(PatientView) -> str``).
         patient_model: the chat model of ``patient="llm"``.
         examiner: ``"external"`` (a policy's seat, default) or ``"lookup"`` (record
             lookup O).
-        settings: the environment's :class:`~clinenv.env.settings.EnvSettings`
-            (observation_format, max_exams, max_text_chars, invalid_action_penalty,
-            exam_cost, render_mode), as in :class:`clinenv.env.EGIPEnv`; or ``None`` and
-            those keyword arguments, which fill it (with ``settings``, one of them other
-            than its default is a :class:`TypeError`).
-        observation_format: the doctor's ``"view"`` or ``"delta"`` text.
-        max_exams: length of ``exam_mask`` (>= 1).
-        max_text_chars: observation text limit (>= 256); longer text is clipped.
-        reward_spec: (through ``**protocol``) the doctor's terminal reward, as in
-            :class:`clinenv.env.EGIPEnv`.
-        invalid_action_penalty, exam_cost: non-negative doctor reward shaping, as in
-            :class:`clinenv.env.EGIPEnv`.
-        fidelity_weight: non-negative weight of the seats' fidelity penalty (0: seats
-            earn 0).
-        max_steps: ``None`` (default; episodes end by the doctor's answer, after at most
-            2T + 1 steps) or an AEC step limit >= 2 after which all agents truncate.
-        render_mode: ``None`` or ``"ansi"``.
-        **protocol: :class:`~clinenv.protocol.config.ProtocolConfig` fields.
+        **overrides: ``EnvConfig`` fields and
+            :class:`~clinenv.protocol.config.ProtocolConfig` fields by name, mapped onto
+            ``env_config`` as in :class:`clinenv.env.EGIPEnv`.
 
     Raises:
-        ValueError: an invalid argument; the message names it (``protocol=`` and
-            ``preset=`` too: the native protocols are in the Gymnasium env only).
-        TypeError: ``settings`` together with a field keyword other than its default.
-        pydantic.ValidationError: an invalid protocol setting.
+        ValueError: an invalid argument; the message names it (``protocol`` and
+            ``preset`` too: the native protocols are in the Gymnasium env only).
+        TypeError: ``env_config`` with a keyword that differs from a value it sets.
+        pydantic.ValidationError: an invalid setting.
         clinenv.errors.DatasetNotFoundError: the dataset is not available.
     """
 
@@ -169,51 +152,33 @@ class EGIPAECEnv(AECEnv):
 
     def __init__(
         self,
-        dataset: str = "demo",
+        dataset: str | None = None,
         *,
+        env_config: EnvConfig | None = None,
         cases: list[Case] | None = None,
-        data_dir: str | None = None,
-        disclosure: str = "presentation",
-        allow_download: bool = False,
-        verify: bool = True,
         patient: Any = "external",
         patient_model: Any = None,
         examiner: str = "external",
-        settings: EnvSettings | None = None,
-        observation_format: Literal["view", "delta"] = "view",
-        max_exams: int = DEFAULT_MAX_EXAMS,
-        max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
-        invalid_action_penalty: float = rewards.INVALID_ACTION_PENALTY,
-        exam_cost: float = rewards.EXAM_COST,
-        fidelity_weight: float = 0.0,
-        max_steps: int | None = None,
-        render_mode: str | None = None,
-        **protocol: Any,
+        **overrides: Any,
     ) -> None:
         super().__init__()
-        self.settings = settings = EnvSettings.resolve(settings, split_settings(
-            protocol, dict(
-                observation_format=observation_format, max_exams=max_exams,
-                max_text_chars=max_text_chars, invalid_action_penalty=invalid_action_penalty,
-                exam_cost=exam_cost, render_mode=render_mode)), caller=type(self).__name__)
-        if not (isinstance(fidelity_weight, int | float) and math.isfinite(fidelity_weight)
-                and fidelity_weight >= 0):
-            raise ValueError(f"fidelity_weight must be a finite number >= 0, "
-                             f"got {fidelity_weight!r}")
-        if max_steps is not None and (isinstance(max_steps, bool)
-                                      or not isinstance(max_steps, int) or max_steps < 2):
-            raise ValueError(f"max_steps must be None or an int >= 2, got {max_steps!r}")
+        if dataset is not None:
+            overrides["dataset"] = dataset
+        self.env_config = settings = EnvConfig.merge(env_config, overrides,
+                                                     caller=type(self).__name__)
         if examiner not in EXAMINER_KINDS:
             raise ValueError(f"examiner must be one of {EXAMINER_KINDS}, got {examiner!r}")
-        if "protocol" in protocol or "preset" in protocol:
+        if settings.protocol is not None or settings.preset is not None:
             raise ValueError("protocol=/preset= are not settings of the multi-agent "
                              "environment, which runs EGIP (its settings, e.g. "
                              "show_menu=False, are accepted): native protocols are available "
                              "in the Gymnasium env only (EGIPEnv / gym.make)")
-        self.config = ProtocolConfig(**protocol)
-        self.pool = CasePool.get(dataset, cases=cases, data_dir=data_dir,
-                                 disclosure=disclosure, allow_download=allow_download,
-                                 verify=verify).with_target_in_menu(self.config.target_in_menu)
+        self.config = settings.protocol_config
+        self.pool = CasePool.get(settings.dataset, cases=cases, data_dir=settings.data_dir,
+                                 disclosure=settings.disclosure,
+                                 allow_download=settings.allow_download,
+                                 verify=settings.verify
+                                 ).with_target_in_menu(self.config.target_in_menu)
         if isinstance(patient, str) and patient == "external":
             if patient_model is not None:
                 raise ValueError("patient_model is used only with patient='llm'")
@@ -230,8 +195,8 @@ class EGIPAECEnv(AECEnv):
         self.invalid_action_penalty = settings.invalid_action_penalty
         self.exam_cost = settings.exam_cost
         self.reward_spec = settings.reward_spec
-        self.fidelity_weight = float(fidelity_weight)
-        self.max_steps = max_steps
+        self.fidelity_weight = settings.fidelity_weight
+        self.max_steps = settings.max_steps
         self.render_mode = settings.render_mode
         self.possible_agents = [DOCTOR]
         if self.patient is None:
