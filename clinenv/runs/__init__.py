@@ -18,8 +18,12 @@ The run-log line format both runs and :mod:`clinenv.evaluation` rely on is
 :mod:`clinenv.runlog`; episode seeds are :mod:`clinenv.seeding`; a run's totals
 (accuracy, coverage, model calls) are :mod:`clinenv.evaluation.summary`.
 
-The public names below import from this package (``from clinenv.runs import run,
-replay_run, RunSpec``), each loaded on first use.
+The run functions: :func:`run` / :func:`arun` (a logged run) and :func:`replay_run` /
+:func:`areplay_run` (a replay), each with a :class:`~clinenv.runs.spec.RunSpec` and an
+executor; :func:`run_episode` / :func:`arun_episode` (one episode, for a caller that
+drives its own loop, as the Ray runners do); :func:`prepare_run` (the plan and resume
+checks every executor starts with). The public names below import from this package
+(``from clinenv.runs import run, replay_run, RunSpec``), each loaded on first use.
 """
 
 from clinenv.lazy import lazy_exports
