@@ -154,13 +154,13 @@ def test_replay_runs_under_the_run_executors(tmp_path):
     assert len(logs) == 1
     assert log_bytes(tmp_path / "serial.jsonl") == log_bytes(tmp_path / "default.jsonl")
 
-    class Ray:  # stands for clinenv.distributed.Ray (no ray needed to refuse it)
-        n = 2
+    from clinenv.distributed import Ray, RayConfig  # no ray needed to refuse it
 
     for runner in (replay_run, lambda *a: asyncio.run(areplay_run(*a))):
         with pytest.raises(TypeError, match=r"runs with Serial\(\) or Concurrent\(n\), "
                                             r"not Ray: replay is not distributed"):
-            runner(source, ScriptedDoctor, RunSpec(out=tmp_path / "ray.jsonl"), Ray())
+            runner(source, ScriptedDoctor, RunSpec(out=tmp_path / "ray.jsonl"),
+                   Ray(RayConfig(address="local")))
     with pytest.raises(TypeError, match="concurrency"):
         replay_run(source, ScriptedDoctor, RunSpec(out=tmp_path / "ray.jsonl"),
                    concurrency=2)
