@@ -147,7 +147,7 @@ def _cached(path: str, mtime_ns: int, size: int) -> IcdMap:
 def cached_icd_map(path: str | Path) -> IcdMap:
     """:func:`load_icd_map`, read once per file version (path, modification time and
     size) in this process: for callers that score many lines of one run log against the
-    map its ``env_spec`` names (``clinenv replay``, :mod:`clinenv.runs.replay_run`).
+    map its ``env_spec`` names (``clinenv replay``, :mod:`clinenv.runs.replaying`).
 
     Raises:
         the errors of :meth:`IcdMap.from_file`.

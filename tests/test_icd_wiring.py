@@ -141,7 +141,7 @@ def test_replay_scores_through_the_runs_map(tmp_path, monkeypatch):
     import asyncio
 
     from clinenv.runs.replay import ReplayError, load_source
-    from clinenv.runs.replay_run import decide_and_score
+    from clinenv.runs.replaying import decide_and_score
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "icd.tsv").write_text(LOBAR, encoding="utf-8")

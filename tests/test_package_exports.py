@@ -47,7 +47,7 @@ def test_importing_the_packages_loads_none_of_the_exported_modules():
                           timeout=120)
     assert done.returncode == 0, done.stderr
     loaded = set(json.loads(done.stdout))
-    assert not loaded & {"clinenv.runs.logged", "clinenv.runs.replay_run",
+    assert not loaded & {"clinenv.runs.logged", "clinenv.runs.replaying",
                          "clinenv.agents.llm_doctor", "clinenv.wrappers.cdeg.build",
                          "clinenv.wrappers.env.menu_action", "clinenv.protocol.catalog",
                          "clinenv.env.environment", "clinenv.llm.openai_backend"}

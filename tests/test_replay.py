@@ -22,9 +22,8 @@ from clinenv.agents.prompts import DIRECT_SYSTEM
 from clinenv.cli import main
 from clinenv.evaluation.runs import align, load_runs
 from clinenv.llm.openai_backend import OpenAIChatModel
-from clinenv.runs import RunSpec
+from clinenv.runs import Concurrent, RunSpec, replay_run
 from clinenv.runs.replay import ReplayError, load_source
-from clinenv.runs.replay_run import replay_run
 from clinenv.seeding import call_seed
 from clinenv.testing.fake_server import FakeChatServer
 
@@ -259,7 +258,8 @@ def test_error_lines_resume_and_concurrency(server, source, control, tmp_path):
         again = replay_run(path, doctor, RunSpec(out=out, resume=True), ablation="full")
         assert (again.n_new, again.n_resumed, again.n_errors) == (1, N_CASES - 1, 0)
         assert len(read(out)) == N_CASES + 1
-        concurrent = replay_run(path, doctor, RunSpec(out=tmp_path / "conc.jsonl"), concurrency=4)
+        concurrent = replay_run(path, doctor, RunSpec(out=tmp_path / "conc.jsonl"),
+                                Concurrent(4))
     assert without_volatile(again.lines) == without_volatile(control[1])
     assert without_volatile(concurrent.lines) == without_volatile(control[1])
     with pytest.raises(FileExistsError):
@@ -317,7 +317,7 @@ def test_no_candidates_reads_an_option_letter_as_a_free_answer(source):
     with K (the control) the letter is the option and the judge gets its label."""
     import asyncio
 
-    from clinenv.runs.replay_run import decide_and_score
+    from clinenv.runs.replaying import decide_and_score
 
     ablated = load_source(source[0], ablation="no_candidates")
     full = load_source(source[0], ablation="full")

@@ -432,7 +432,7 @@ def test_cut_off_lines_get_the_unfinished_rule(tmp_path):
 
 
 def test_replayed_lines_carry_their_own_components_and_reward(tmp_path):
-    from clinenv.runs.replay_run import replay_run
+    from clinenv.runs import replay_run
 
     source = tmp_path / "source.jsonl"
     with gym.make("EGIP-Demo-v0", reward_spec="diagagent", exam_cost=0.05) as env:
@@ -571,8 +571,8 @@ def test_replay_sources_are_finished_lines_so_the_subtraction_needs_no_version(
     """replay_run subtracts spec.score(src) from a source's reward: right for finished
     lines of every version; a cut-off line (whose reward now holds the unfinished spec
     term) has no target and never reaches it."""
+    from clinenv.runs import replay_run
     from clinenv.runs.replay import ReplayError
-    from clinenv.runs.replay_run import replay_run
 
     source = tmp_path / "source.jsonl"
     with gym.make("EGIP-Demo-v0", reward_spec="diagagent", exam_cost=0.05,

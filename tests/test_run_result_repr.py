@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from clinenv.runs import ReplayResult
 from clinenv.runs.logged import RunResult
-from clinenv.runs.replay_run import ReplayResult
 
 
 def test_run_result_repr_is_its_counts():

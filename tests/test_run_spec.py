@@ -21,9 +21,9 @@ import pytest
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.scripted_doctor import ScriptedDoctor
 from clinenv.case_list import read_case_list, write_case_list
-from clinenv.runs import Concurrent, RunSpec, arun, run
+from clinenv.runs import Concurrent, RunSpec, Serial, areplay_run, arun, replay_run, run
 from clinenv.runs.logged import prepare_run
-from clinenv.runs.replay_run import NOT_REPLAYED, areplay_run, replay_run
+from clinenv.runs.replaying import NOT_REPLAYED
 from clinenv.runs.spec import FIELD_DEFAULTS
 from clinenv.seeding import episode_seed
 
@@ -116,7 +116,7 @@ def test_replay_takes_a_spec(tmp_path):
 
     async def inside():
         return await areplay_run(source, ScriptedDoctor, RunSpec(out=tmp_path / "a.jsonl"),
-                                 concurrency=2)
+                                 Concurrent(2))
 
     assert asyncio.run(inside()).n_new == 4
     assert log_bytes(tmp_path / "spec.jsonl") == log_bytes(tmp_path / "kwargs.jsonl")
@@ -128,6 +128,50 @@ def test_replay_takes_a_spec(tmp_path):
             replay_run(source, ScriptedDoctor, RunSpec(out=tmp_path / "x.jsonl",
                                                        **{name: value}))
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_replay_runs_under_the_run_executors(tmp_path):
+    """replay_run / areplay_run take run's executors: Serial() (the default) and
+    Concurrent(n) write the same lines (timing masked); Ray's is refused in one line,
+    and so is Concurrent inside a running loop (await areplay_run there)."""
+    source = tmp_path / "source.jsonl"
+    run(demo_env, ScriptedDoctor, RunSpec(out=source, episodes=5))
+    default = replay_run(source, ScriptedDoctor, RunSpec(out=tmp_path / "default.jsonl"))
+    serial = replay_run(source, ScriptedDoctor, RunSpec(out=tmp_path / "serial.jsonl"),
+                        Serial())
+    con = replay_run(source, ScriptedDoctor, RunSpec(out=tmp_path / "con.jsonl"),
+                     executor=Concurrent(3))
+
+    async def inside(name, executor):
+        return await areplay_run(source, ScriptedDoctor, RunSpec(out=tmp_path / name),
+                                 executor)
+
+    aserial = asyncio.run(inside("aserial.jsonl", Serial()))
+    acon = asyncio.run(inside("acon.jsonl", Concurrent(2)))
+    assert [r.n_new for r in (default, serial, con, aserial, acon)] == [5] * 5
+    logs = {tuple(sorted(log_bytes(tmp_path / f"{n}.jsonl").splitlines()))
+            for n in ("default", "serial", "con", "aserial", "acon")}  # in finish order
+    assert len(logs) == 1
+    assert log_bytes(tmp_path / "serial.jsonl") == log_bytes(tmp_path / "default.jsonl")
+
+    from clinenv.distributed import Ray, RayConfig  # no ray needed to refuse it
+
+    for runner in (replay_run, lambda *a: asyncio.run(areplay_run(*a))):
+        with pytest.raises(TypeError, match=r"runs with Serial\(\) or Concurrent\(n\), "
+                                            r"not Ray: replay is not distributed"):
+            runner(source, ScriptedDoctor, RunSpec(out=tmp_path / "ray.jsonl"),
+                   Ray(RayConfig(address="local")))
+    with pytest.raises(TypeError, match="concurrency"):
+        replay_run(source, ScriptedDoctor, RunSpec(out=tmp_path / "ray.jsonl"),
+                   concurrency=2)
+
+    async def nested():
+        replay_run(source, ScriptedDoctor, RunSpec(out=tmp_path / "nested.jsonl"),
+                   Concurrent(2))
+
+    with pytest.raises(RuntimeError, match=r"await areplay_run\(\.\.\.\)"):
+        asyncio.run(nested())
+    assert not (tmp_path / "ray.jsonl").exists() and not (tmp_path / "nested.jsonl").exists()
 
 
 # ------------------------------------------------------------------ bad values

@@ -17,9 +17,8 @@ import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.scripted_doctor import ScriptedDoctor
 from clinenv.runlog import RunLogError
 from clinenv.runlog_lock import RunLogLock, RunLogLocked, lock_path
-from clinenv.runs import Concurrent, RunSpec, run
+from clinenv.runs import Concurrent, RunSpec, replay_run, run
 from clinenv.runs.logged import prepare_run
-from clinenv.runs.replay_run import replay_run
 
 N_DEMO = 17
 

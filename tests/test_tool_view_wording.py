@@ -232,8 +232,7 @@ def test_the_tool_view_refuses_extra_actions_it_has_no_tool_for():
 
 def test_replay_renders_e_t_in_the_source_runs_wording(tmp_path):
     from clinenv.agents.scripted_doctor import ScriptedDoctor
-    from clinenv.runs import RunSpec, run
-    from clinenv.runs.replay_run import replay_run
+    from clinenv.runs import RunSpec, replay_run, run
 
     seen = []
 

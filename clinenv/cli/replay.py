@@ -4,7 +4,7 @@
 the terminal decision of every finished episode of ``RUN.jsonl`` on its evidence
 interface e_T, unchanged (``full``, the rerun control), without the acquired observations,
 or without the candidate labels K (EGIP Table 3 Panel B, appendix C), and writes a new
-run log (:mod:`clinenv.runs.replay`, :mod:`clinenv.runs.replay_run`) whose method label is the
+run log (:mod:`clinenv.runs.replay`, :mod:`clinenv.runs.replaying`) whose method label is the
 doctor's name with ``/replay``, ``/no-observations`` or ``/no-candidates``; ``clinenv
 compare CONTROL.jsonl ABLATION.jsonl`` then gives the drop with its paired interval.
 
@@ -18,7 +18,9 @@ LLM judge. There is no ``--patient`` option: no patient is asked. A log whose do
 wrapped (CDEG, a baseline: its ``doctor.config`` names a ``wrapper``) is refused: replay
 rebuilds plain doctors only, and the wrapper's re-asks would be lost. ``--resume``
 continues the same replay (missing episodes, and error lines unless
-``--no-retry-errors``); ``--concurrency N`` runs N decisions at once. Every argument and
+``--no-retry-errors``); ``--concurrency N`` runs N decisions at once
+(:class:`~clinenv.runs.concurrent.Concurrent`; 1, the default, is
+:class:`~clinenv.runs.logged.Serial`). Every argument and
 the whole source log (fields, dataset, case ids and targets) are checked before anything
 is written. Exit codes as ``clinenv run``.
 """
@@ -165,10 +167,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from clinenv.cli.run import aborted_message
     from clinenv.evaluation.summary import summarize
     from clinenv.runlog import RunLogError
+    from clinenv.runs import Concurrent, RunSpec, Serial, replay_run
     from clinenv.runs.fail_fast import RunAborted
     from clinenv.runs.replay import load_source
-    from clinenv.runs.replay_run import replay_run
-    from clinenv.runs.spec import RunSpec
 
     check_llm_args(args)
     ablation = ABLATION_CHOICES[args.ablation]
@@ -207,10 +208,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
         _warn_doctor_changes(source, setup.make_doctor())
         spec = RunSpec(out=out, resume=args.resume, retry_errors=args.retry_errors,
                        max_consecutive_errors=args.max_consecutive_errors or None)
+        executor = Concurrent(args.concurrency) if args.concurrency > 1 else Serial()
         result = replay_run(
-            source, setup.make_doctor, spec, ablation=ablation,
+            source, setup.make_doctor, spec, executor, ablation=ablation,
             judge=setup.env_kwargs.get("judge"), judge_model=setup.env_kwargs.get("judge_model"),
-            concurrency=args.concurrency, progress=lambda _line: bar.update(1), on_start=start)
+            progress=lambda _line: bar.update(1), on_start=start)
     except RunAborted as err:
         raise CLIError(aborted_message(err, args)) from None
     except RunLogError as err:

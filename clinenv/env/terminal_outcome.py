@@ -2,7 +2,7 @@
 
 One definition shared by every place that ends an episode -- the EGIP decision step and
 the native protocols' last turn (:class:`clinenv.env.EGIPEnv`) and the replayed terminal
-decisions of :mod:`clinenv.runs.replay_run` -- so a replay scores exactly as the environment
+decisions of :mod:`clinenv.runs.replaying` -- so a replay scores exactly as the environment
 does, by construction.
 
 Rules (:func:`terminal_outcome`):

@@ -10,16 +10,20 @@
   executor; :mod:`~clinenv.runs.concurrent` — the :class:`Concurrent` executor (Ray's is
   :class:`clinenv.distributed.Ray`);
 - :mod:`~clinenv.runs.fail_fast` — the abort rule for consecutive backend errors;
-- :mod:`~clinenv.runs.replay`, :mod:`~clinenv.runs.replay_run` — decisions replayed on
-  logged evidence.
+- :mod:`~clinenv.runs.replay` (source checks, ablations) and
+  :mod:`~clinenv.runs.replaying` (:func:`replay_run` / :func:`areplay_run`, under the
+  same ``Serial`` and ``Concurrent`` executors) — decisions replayed on logged evidence.
 
 The run-log line format both runs and :mod:`clinenv.evaluation` rely on is
 :mod:`clinenv.runlog`; episode seeds are :mod:`clinenv.seeding`; a run's totals
 (accuracy, coverage, model calls) are :mod:`clinenv.evaluation.summary`.
 
-The public names below import from this package (``from clinenv.runs import run,
-RunSpec``), each loaded on first use; replay's stay in their modules, since the
-module ``replay_run`` would shadow the function of that name here.
+The run functions: :func:`run` / :func:`arun` (a logged run) and :func:`replay_run` /
+:func:`areplay_run` (a replay), each with a :class:`~clinenv.runs.spec.RunSpec` and an
+executor; :func:`run_episode` / :func:`arun_episode` (one episode, for a caller that
+drives its own loop, as the Ray runners do); :func:`prepare_run` (the plan and resume
+checks every executor starts with). The public names below import from this package
+(``from clinenv.runs import run, replay_run, RunSpec``), each loaded on first use.
 """
 
 from clinenv.lazy import lazy_exports
@@ -35,5 +39,8 @@ _EXPORTS = {
     "episode_seed": "clinenv.runs.logged", "plan_episodes": "clinenv.runs.logged",
     "prepare_run": "clinenv.runs.logged",
     "FailFast": "clinenv.runs.fail_fast", "RunAborted": "clinenv.runs.fail_fast",
+    "ReplayResult": "clinenv.runs.replaying", "areplay_run": "clinenv.runs.replaying",
+    "replay_run": "clinenv.runs.replaying",
+    "ReplayError": "clinenv.runs.replay",
 }
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -14,7 +14,7 @@ scheduled episode into an error line within seconds:
   written (a resume runs them again), then the run stops.
 
 Either way the runner (every executor of :func:`clinenv.runs.run`,
-:func:`clinenv.runs.replay_run.replay_run`)
+:func:`clinenv.runs.replay_run`)
 raises :class:`RunAborted` once the log holds only whole lines: the lines written before
 stay, no new episode starts, and with concurrency the episodes in flight are cancelled
 without a line. The runner writes inside ``with guard:`` (:class:`FailFast` is a context

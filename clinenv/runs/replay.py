@@ -24,7 +24,7 @@ sha256, the case's target Y and its candidate labels must match the line. Logs o
 native protocols (AgentClinic, MedAgentSim), whose terminal input is the transcript and
 not e_T, are refused. The source file is never modified.
 
-The decision (:mod:`clinenv.runs.replay_run`): the doctor is reset with the episode seed
+The decision (:mod:`clinenv.runs.replaying`): the doctor is reset with the episode seed
 and acts once in the decision phase on the rendered e_T (``info["turn"]`` is the line's
 ``turns``), so an :class:`~clinenv.agents.llm_doctor.LLMDoctor` sends the prompt, config
 and per-call seeds of the original run (the control's prompt equals the original one). The
@@ -42,7 +42,8 @@ something from e_T, never for ``"full"``; ``terminal_events``: the decision step
 doctor and interface events, which ``events`` (the source's h_T, kept byte for byte)
 holds for the source's own answer). ``clinenv compare`` pairs a control with an
 ablation (same dataset, cases and repetitions, different method labels). The runner,
-with resume and concurrency, is :func:`clinenv.runs.replay_run.replay_run`.
+with resume and an executor, is :func:`clinenv.runs.replay_run`
+(:mod:`clinenv.runs.replaying`).
 """
 
 from __future__ import annotations
@@ -309,7 +310,7 @@ def load_source(path: str | Path, *, ablation: str = "full",
                 data_dir: str | Path | None = None,
                 allow_download: bool = False,
                 allow_privileged: bool = False) -> ReplaySource:
-    """Read and check a source run log for :func:`clinenv.runs.replay_run.replay_run`.
+    """Read and check a source run log for :func:`clinenv.runs.replaying.replay_run`.
 
     Args:
         path: the run log (not modified).

@@ -6,7 +6,7 @@ repetitions), the resume and fail-fast rules and what every line records (``env_
 whatever executes the run (:class:`~clinenv.runs.logged.Serial`,
 :class:`~clinenv.runs.concurrent.Concurrent`, :class:`clinenv.distributed.Ray`), so one
 spec writes the same lines (apart from ``timing`` and ``llm``) under each;
-:func:`clinenv.runs.replay_run.replay_run` uses its ``out``, ``resume``, ``retry_errors``
+:func:`clinenv.runs.replay_run` uses its ``out``, ``resume``, ``retry_errors``
 and ``max_consecutive_errors``::
 
     spec = RunSpec(out="runs/demo.jsonl", seed=3, repetitions=2)

@@ -16,8 +16,12 @@ See :mod:`clinenv.runs.replay` for the ablations, the source checks and the line
   fail-fast rules given by a :class:`~clinenv.runs.spec.RunSpec` (``resume``
   continues an output log of the same replay: same doctor, source file, ablation and
   judge; missing episodes and, with ``retry_errors``, error lines are run again and the
-  new line supersedes the error line) and concurrency (``concurrency`` doctors at once
-  under asyncio, through ``doctor.aact``). A doctor whose backend fails after its retries
+  new line supersedes the error line), executed as a logged run is
+  (:func:`clinenv.runs.run`): by a :class:`~clinenv.runs.logged.Serial` executor (one
+  decision at a time, the default) or a :class:`~clinenv.runs.concurrent.Concurrent`
+  one (``n`` decisions at once under asyncio, through ``doctor.aact``); Ray's executor
+  is refused (a replay makes one model call per episode, and its runners build
+  environments, not replay decisions). A doctor whose backend fails after its retries
   gives an error line; the fail-fast rule of :mod:`clinenv.runs.fail_fast` stops the run on a
   refused request or too many errors in a row.
 
@@ -62,8 +66,10 @@ from clinenv.runlog import (
     read_run_log,
 )
 from clinenv.runlog_lock import RunLogLock
+from clinenv.runs.concurrent import Concurrent
 from clinenv.runs.episode import call_totals, error_dict, run_without_loop
 from clinenv.runs.fail_fast import FailFast
+from clinenv.runs.logged import Serial
 from clinenv.runs.replay import (
     NAME_SUFFIXES,
     ReplayError,
@@ -287,15 +293,27 @@ def _replay_spec(spec: RunSpec, *, caller: str) -> RunSpec:
     return spec
 
 
-def _check_concurrency(concurrency: Any) -> None:
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+def _width(executor: Any, *, caller: str) -> int | None:
+    """The decisions ``executor`` runs at once: ``None`` for
+    :class:`~clinenv.runs.logged.Serial` (and ``None``, its default: one at a time, no
+    event loop), ``n`` for :class:`~clinenv.runs.concurrent.Concurrent`.
+
+    Raises:
+        TypeError: any other executor (:class:`clinenv.distributed.Ray` among them).
+    """
+    if executor is None or isinstance(executor, Serial):
+        return None
+    if isinstance(executor, Concurrent):
+        return executor.n
+    raise TypeError(f"{caller}() runs with Serial() or Concurrent(n), not "
+                    f"{type(executor).__name__}: replay is not distributed (Ray's runners "
+                    "build environments, not replay decisions); use Concurrent(n)")
 
 
 def replay_run(source: str | Path | ReplaySource, make_doctor: Callable[[], Any],
-               spec: RunSpec, *, ablation: str = "full", judge: Any = None,
-               judge_model: Any = None, data_dir: str | Path | None = None,
-               allow_download: bool = False, concurrency: int = 1,
+               spec: RunSpec, executor: Serial | Concurrent | None = None, *,
+               ablation: str = "full", judge: Any = None, judge_model: Any = None,
+               data_dir: str | Path | None = None, allow_download: bool = False,
                progress: Callable[[dict[str, Any]], None] | None = None,
                on_start: Callable[[int], None] | None = None) -> ReplayResult:
     """Replay the terminal decisions of a run log under an ablation (module docstring).
@@ -310,13 +328,15 @@ def replay_run(source: str | Path | ReplaySource, make_doctor: Callable[[], Any]
             episodes whose line is an error line) and ``max_consecutive_errors`` (stop
             after this many error lines in a row; ``None``: never); its schedule fields,
             :data:`NOT_REPLAYED`, must keep their defaults.
+        executor: :class:`~clinenv.runs.logged.Serial` (the default: one decision at a
+            time, without an event loop) or :class:`~clinenv.runs.concurrent.Concurrent`
+            (``n`` decisions in flight at once under asyncio).
         ablation: one of :data:`~clinenv.runs.replay.ABLATIONS`.
         judge: ``None`` / ``"deterministic"``, ``"llm"`` (with ``judge_model``; one judge
             per worker) or a judge object (shared).
         judge_model: the chat model of ``judge="llm"``.
         data_dir, allow_download: where the source's dataset is found
             (:func:`~clinenv.runs.replay.load_source`).
-        concurrency: decisions in flight at once (>= 1; 1 runs without an event loop).
         progress: called with each new line after it is written.
         on_start: called once with the number of episodes about to be replayed.
 
@@ -327,39 +347,47 @@ def replay_run(source: str | Path | ReplaySource, make_doctor: Callable[[], Any]
         ReplayError: the source cannot be replayed, or ``out`` is another replay's log.
         FileExistsError: ``out`` is not empty and ``resume`` is false.
         RunAborted: fail fast (:mod:`clinenv.runs.fail_fast`); the log keeps whole lines.
-        RuntimeError: ``concurrency`` > 1 inside a running event loop (use
-            :func:`areplay_run`).
-        ValueError: an unknown ablation, a bad ``concurrency`` or
-            ``max_consecutive_errors``, doctors with different configs, an invalid judge
-            setting, or a spec that sets a field of :data:`NOT_REPLAYED`.
-        TypeError: ``spec`` is not a :class:`~clinenv.runs.spec.RunSpec`.
+        RuntimeError: :class:`~clinenv.runs.concurrent.Concurrent` inside a running
+            event loop (use :func:`areplay_run`).
+        ValueError: an unknown ablation, a bad ``max_consecutive_errors``, doctors with
+            different configs, an invalid judge setting, or a spec that sets a field of
+            :data:`NOT_REPLAYED`.
+        TypeError: ``spec`` is not a :class:`~clinenv.runs.spec.RunSpec`, or
+            ``executor`` is neither ``Serial`` nor ``Concurrent`` (Ray's is refused).
     """
     spec = _replay_spec(spec, caller="replay_run")
-    _check_concurrency(concurrency)
+    width = _width(executor, caller="replay_run")
     options = dict(ablation=ablation, judge=judge, judge_model=judge_model,
                    data_dir=data_dir, allow_download=allow_download,
-                   concurrency=concurrency, progress=progress, on_start=on_start)
-    if concurrency == 1:
+                   progress=progress, on_start=on_start)
+    if width is None:
         return run_without_loop(_replay(source, make_doctor, spec, use_async=False,
-                                        **options))
+                                        workers=1, **options))
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(_replay(source, make_doctor, spec, use_async=True, **options))
-    raise RuntimeError("replay_run(concurrency > 1) cannot run inside a running event loop; "
-                       "use `await areplay_run(...)` there")
+        return asyncio.run(_replay(source, make_doctor, spec, use_async=True,
+                                   workers=width, **options))
+    raise RuntimeError("replay_run() with Concurrent cannot run inside a running event "
+                       "loop; use `await areplay_run(...)` there")
 
 
 async def areplay_run(source: str | Path | ReplaySource, make_doctor: Callable[[], Any],
-                      spec: RunSpec, *, concurrency: int = 1,
-                      **options: Any) -> ReplayResult:
-    """:func:`replay_run` inside a running event loop (same arguments, result, errors;
-    ``options``: ``ablation``, ``judge``, ``judge_model``, ``data_dir``,
-    ``allow_download``, ``progress``, ``on_start``)."""
+                      spec: RunSpec, executor: Serial | Concurrent | None = None, *,
+                      ablation: str = "full", judge: Any = None, judge_model: Any = None,
+                      data_dir: str | Path | None = None, allow_download: bool = False,
+                      progress: Callable[[dict[str, Any]], None] | None = None,
+                      on_start: Callable[[int], None] | None = None) -> ReplayResult:
+    """:func:`replay_run` inside a running event loop (``await`` it): same arguments,
+    result and errors, never refusing a running loop. The doctor's ``aact`` (and the
+    judge's ``ajudge``) is awaited under either executor: ``Serial()`` has one decision
+    in flight, ``Concurrent(n)`` ``n``."""
     spec = _replay_spec(spec, caller="areplay_run")
-    _check_concurrency(concurrency)
-    return await _replay(source, make_doctor, spec, use_async=True, concurrency=concurrency,
-                         **options)
+    width = _width(executor, caller="areplay_run")
+    return await _replay(source, make_doctor, spec, use_async=True, workers=width or 1,
+                         ablation=ablation, judge=judge, judge_model=judge_model,
+                         data_dir=data_dir, allow_download=allow_download,
+                         progress=progress, on_start=on_start)
 
 
 async def _replay(source: Any, make_doctor: Callable[[], Any], spec: RunSpec,
@@ -371,7 +399,7 @@ async def _replay(source: Any, make_doctor: Callable[[], Any], spec: RunSpec,
 async def _replay_locked(source: Any, make_doctor: Callable[[], Any], spec: RunSpec, *,
                          use_async: bool, ablation: str = "full", judge: Any = None,
                          judge_model: Any = None, data_dir: Any = None,
-                         allow_download: bool = False, concurrency: int = 1,
+                         allow_download: bool = False, workers: int = 1,
                          progress: Any = None, on_start: Any = None) -> ReplayResult:
     if not isinstance(source, ReplaySource):
         source = load_source(source, ablation=ablation, data_dir=data_dir,
@@ -415,7 +443,7 @@ async def _replay_locked(source: Any, make_doctor: Callable[[], Any], spec: RunS
         if not use_async:
             await worker(0)
         else:
-            await guard.run_workers(worker, min(concurrency, len(todo)))
+            await guard.run_workers(worker, min(workers, len(todo)))
     lines = [done[e.key] for e in source.episodes]
     return ReplayResult(out, lines, n_new=len(todo), n_resumed=len(lines) - len(todo),
                         n_errors=sum(map(is_error_line, lines)),
