@@ -101,7 +101,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                               session_timeout_s=args.session_timeout, **kwargs)
     except Exception as err:  # the environment refused its settings: one line
         raise CLIError(f"cannot serve {env_id!r}: {err}") from None
-    logging.getLogger("clinenv.serve").info(
+    logging.getLogger("clinenv.integrations.openenv").info(
         "serving %s on http://%s:%d (max %d sessions)", env_id, args.host, args.port,
         args.max_sessions)
     # uvicorn re-raises the signal that stopped it once it has shut down; these no-op
@@ -110,5 +110,5 @@ def cmd_serve(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: None)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning",
                 timeout_graceful_shutdown=5)
-    logging.getLogger("clinenv.serve").info("stopped")
+    logging.getLogger("clinenv.integrations.openenv").info("stopped")
     return 0

@@ -34,7 +34,7 @@ per request), so a step there has no episode and gets 409 (:class:`NoEpisodeErro
 An action text over the environment's ``max_text_chars`` (default 65,536) is refused
 (:class:`ActionTooLongError`), not clipped.
 
-Logging (logger ``clinenv.serve``): one line per session open, close or error, with the
+Logging (this module's logger): one line per session open, close or error, with the
 session id; never an action, observation or case field.
 """
 
@@ -58,13 +58,14 @@ except ImportError as err:  # pragma: no cover - exercised without the extra
     raise ImportError("clinenv.integrations.openenv needs openenv 0.10: "
                       "pip install 'clinenv[openenv]'") from err
 from pydantic import Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from clinenv.integrations.tools import TOOL_NAMES, ToolEpisode
 
 __all__ = ["INFO_KEYS", "OUTCOME_KEYS", "ActionTooLongError", "ClinAction", "ClinObservation",
            "ClinOpenEnv", "ClinenvClient", "NoEpisodeError", "create_clin_app"]
 
-log = logging.getLogger("clinenv.serve")
+log = logging.getLogger(__name__)
 
 #: The doctor's ``info`` keys copied into an observation's metadata (all doctor-visible).
 INFO_KEYS = ("case_id", "dataset", "phase", "turn", "menu", "candidates",
@@ -97,11 +98,16 @@ class ClinAction(Action):
 
     @model_validator(mode="after")
     def _one_kind(self) -> ClinAction:
+        # PydanticCustomError, not ValueError: OpenEnv 0.10's WebSocket handler sends
+        # e.errors() as JSON, and a ValueError in its ctx is not serialisable (the
+        # session would end with SESSION_ERROR instead of a VALIDATION_ERROR reply)
         if (self.text is None) == (self.tool is None):
-            raise ValueError("give exactly one of 'text' (an action of the text protocol) "
-                             "and 'tool' (with 'arguments')")
+            raise PydanticCustomError(
+                "clin_action", "give exactly one of 'text' (an action of the text "
+                "protocol) and 'tool' (with 'arguments')")
         if self.text is not None and self.arguments:
-            raise ValueError("'arguments' go with 'tool', not with 'text'")
+            raise PydanticCustomError("clin_action",
+                                      "'arguments' go with 'tool', not with 'text'")
         return self
 
 

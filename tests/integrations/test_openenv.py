@@ -143,7 +143,7 @@ def test_64_sessions_no_crosstalk(server, local_env):
         return await asyncio.gather(*(remote_episode(server.url, c, s) for c, s in jobs))
 
     remote = asyncio.run(all_sessions())
-    for (case_id, seed), (transcript, reward, verdict, meta) in zip(jobs, remote):
+    for (case_id, seed), (transcript, reward, verdict, meta) in zip(jobs, remote, strict=True):
         want = local_episode(local_env, case_id, seed)
         assert (transcript, reward, verdict) == want, case_id
         assert meta["case_id"] == case_id and meta["seed"] == seed
@@ -220,9 +220,10 @@ def test_malformed_input_gets_error_replies(server):
             await send("bad_seed", json.dumps({"type": "reset", "data": {"seed": "x"}}))
             await send("bad_case", json.dumps({"type": "reset", "data": {"case_id": "nope"}}))
             await send("bad_kw", json.dumps({"type": "reset", "data": {"target": 1}}))
-            await send("ten_mb", json.dumps({"type": "step", "data": {"text": big}}))
             await send("reset2", json.dumps({"type": "reset", "data": {"seed": 1,
                                                                         "case_id": 2}}))
+            # a refused reset leaves no episode: reset2 starts one again
+            await send("ten_mb", json.dumps({"type": "step", "data": {"text": big}}))
             await send("answer", json.dumps({"type": "step", "data": {
                 "tool": "submit_diagnosis", "arguments": {"diagnosis": "Asthma"}}}))
             await send("answer2", json.dumps({"type": "step", "data": {
@@ -239,6 +240,7 @@ def test_malformed_input_gets_error_replies(server):
     assert "reset first" in errors["before_reset"]["message"]
     assert "max_text_chars is 65536" in errors["ten_mb"]["message"]  # refused by length
     assert "episode is over" in errors["after_done"]["message"]
+    assert errors["both"]["code"] == "VALIDATION_ERROR"
     assert replies["answer2"]["data"]["done"] is True
     # the server goes on serving
     with ClinenvClient(base_url=server.url).sync() as client:
