@@ -277,7 +277,7 @@ def test_abbreviated_options_are_refused(workdir, capsys, args, prog, message):
      "the following arguments are required: RUN.jsonl"),
     (["export", "x.jsonl", "--format", "csv"], "clinenv export",
      "argument --format: invalid choice: 'csv' (choose from 'messages', 'tools')"),
-    (["evl"], "clinenv", "argument {run,replay,data,eval,compare,cdeg,export,report,audit}: "
+    (["evl"], "clinenv", "argument {run,replay,data,eval,compare,cdeg,export,report,audit,serve}: "
                          "invalid choice: 'evl'"),
 ])
 def test_argument_errors_are_a_line_and_where_help_is(workdir, capsys, args, prog, message):

@@ -121,7 +121,7 @@ def test_installed_wheel_runs_the_command(wheel, tmp_path):
     # argparse wraps the line at the terminal width: compared with spaces collapsed
     assert " ".join(usage.stdout.split()).startswith(
         "usage: clinenv [-h] [--version] "
-        "{run,replay,data,eval,compare,cdeg,export,report,audit}")
+        "{run,replay,data,eval,compare,cdeg,export,report,audit,serve}")
     listing = run("-m", "clinenv", "data", "list")
     assert listing.returncode == 0, listing.stderr
     demo = next(line for line in listing.stdout.splitlines() if line.startswith("demo "))

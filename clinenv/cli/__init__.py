@@ -200,6 +200,7 @@ from clinenv.cli.replay import add_replay_parser
 from clinenv.cli.report import add_report_parser
 from clinenv.cli.run import MESSAGE_CHARS, aborted_message, add_run_parser, cmd_run
 from clinenv.cli.run_summary import format_llm_totals, format_summary
+from clinenv.cli.serve import add_serve_parser
 
 __all__ = [
     "AUTO_FALLBACK", "AUTO_PREFERRED", "BACKENDS", "DOCTORS", "DOCTOR_CHOICES",
@@ -225,7 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser.add_argument("--version", action="version", version=f"clinenv {__version__}")
     sub = parser.add_subparsers(dest="command", parser_class=CLIParser,
-                                metavar="{run,replay,data,eval,compare,cdeg,export,report,audit}")
+                                metavar="{run,replay,data,eval,compare,cdeg,export,report,audit,serve}")
     sub.required = True
     add_run_parser(sub)
     add_replay_parser(sub)
@@ -235,6 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_export_parser(sub)
     add_report_parser(sub)
     add_audit_parser(sub)
+    add_serve_parser(sub)
     return parser
 
 
