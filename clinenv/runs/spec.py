@@ -24,7 +24,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import PlainSerializer, PlainValidator, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    PlainSerializer,
+    PlainValidator,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from clinenv.case_list import CaseList
 from clinenv.config_model import ConfigModel
