@@ -24,7 +24,6 @@ lines apart from ``timing`` and ``llm``, whatever runner or node dies on the way
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import importlib.util
 import json
@@ -630,7 +629,7 @@ class TestLocalRay:
                                               rf"{out} keeps the [12] line\(s\) written now"):
             run(None, None, spec, executor, progress=kill_after_first_line)
         n_before = len(logged(out))
-        result = run(None, None, dataclasses.replace(spec, resume=True), executor)
+        result = run(None, None, spec.replace(resume=True), executor)
         assert (result.n_new, result.n_resumed) == (EPISODES * REPETITIONS - n_before, n_before)
         assert stable(logged(out)) == stable(reference.lines)
         assert figures(result.lines, result.plan) == figures(reference.lines, reference.plan)
