@@ -63,12 +63,15 @@ import math
 import numbers
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic.json_schema import SkipJsonSchema
+
 from clinenv.cases import Case
+from clinenv.config_model import ConfigModel
 from clinenv.errors import ClinenvError
 from clinenv.reward_components import (
     COMPONENTS,
@@ -86,6 +89,8 @@ __all__ = ["DEFAULT_SPEC", "GATES", "PRESETS", "RewardSpec", "RewardSpecError",
 GATES: tuple[str, ...] = ("format", "diagnosis")
 #: Keys of the JSON form.
 KEYS: tuple[str, ...] = ("name", "weights", "gate", "exam_costs", "sha256")
+#: The fields that make two specs equal (all but ``source``).
+_COMPARED: tuple[str, ...] = KEYS
 
 
 class RewardSpecError(ClinenvError, ValueError):
@@ -141,9 +146,11 @@ def _number(value: Any, *, what: str, source: Any, field: str) -> float:
     return number
 
 
-@dataclass(frozen=True, eq=True)
-class RewardSpec:
-    """Weights over the components, an optional gate, the exam-cost table; frozen.
+class RewardSpec(ConfigModel):
+    """Weights over the components, an optional gate, the exam-cost table; frozen (a
+    :class:`~clinenv.config_model.ConfigModel`: ``spec.replace(gate="format")`` derives
+    a checked variant). ``name`` and ``weights`` may be given by position:
+    ``RewardSpec("mine", {"diagnosis": 1.0, "turns": -0.02})``.
 
     Attributes:
         name: a label (a preset's name, a file's ``"name"``, else ``"custom"``).
@@ -158,48 +165,78 @@ class RewardSpec:
             :data:`~clinenv.reward_components.TIERS` (missing tiers are filled from the
             default table).
         sha256: sha256 of the file the spec was read from, else ``None``.
+        source: where it was read from, for messages only: not compared, hashed,
+            shown or dumped.
+
+    Equal specs are those of equal content (``source`` aside); the hash is that of
+    :meth:`to_json`.
 
     Raises:
         RewardSpecError: an unknown component, tier or gate, a weight or cost that is
             not a finite number, or no non-zero weight (a reward always 0); the message
-            names the field and the nearest name.
+            names the field and the nearest name. (Through pydantic's own entry points,
+            ``RewardSpec.model_validate``, it arrives inside a
+            :class:`pydantic.ValidationError`.)
+        TypeError: an unknown or missing argument, as for any call.
     """
 
     name: str
     weights: Mapping[str, float]
     gate: str | None = None
-    exam_costs: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_EXAM_COSTS))
+    exam_costs: Mapping[str, float] = Field(
+        default_factory=lambda: ReadOnlyDict(DEFAULT_EXAM_COSTS))
     sha256: str | None = None
-    #: where it was read from, for messages only (never recorded, not compared)
-    source: str | None = field(default=None, compare=False, repr=False)
+    source: SkipJsonSchema[str | None] = Field(default=None, repr=False, exclude=True)
 
-    def __post_init__(self) -> None:
-        src = self.source
-        if not isinstance(self.name, str) or not self.name:
-            raise RewardSpecError(f"name must be a non-empty string, got {self.name!r}",
+    def __init__(self, name: Any, weights: Any, gate: Any = None,
+                 exam_costs: Any = DEFAULT_EXAM_COSTS, sha256: Any = None,
+                 source: Any = None) -> None:
+        try:
+            super().__init__(name=name, weights=weights, gate=gate, exam_costs=exam_costs,
+                             sha256=sha256, source=source)
+        except ValidationError as err:  # the checks' own error, not pydantic's wrapper
+            found = err.errors()[0].get("ctx", {}).get("error")
+            if isinstance(found, RewardSpecError):
+                raise found from None
+            raise
+
+    @model_validator(mode="before")
+    @classmethod
+    def _checked(cls, data: Any) -> Any:
+        """The fields checked and normalised (class docstring), the first fault a
+        :class:`RewardSpecError`."""
+        if not isinstance(data, Mapping) or "name" not in data or "weights" not in data:
+            return data  # pydantic names what is missing
+        values = dict(data)
+        src = values["source"] = None if values.get("source") is None else str(values["source"])
+        name, weights, gate = values["name"], values["weights"], values.get("gate")
+        exam_costs = values.get("exam_costs", DEFAULT_EXAM_COSTS)
+        sha256 = values.get("sha256")
+        if not isinstance(name, str) or not name:
+            raise RewardSpecError(f"name must be a non-empty string, got {name!r}",
                                   source=src, field="name")
-        if not isinstance(self.weights, Mapping):
+        if not isinstance(weights, Mapping):
             raise RewardSpecError("weights must be an object {component: number}, got "
-                                  f"{type(self.weights).__name__}", source=src,
+                                  f"{type(weights).__name__}", source=src,
                                   field="weights")
-        weights = {}
-        for key, value in self.weights.items():
+        checked = {}
+        for key, value in weights.items():
             if key not in COMPONENTS:
                 raise RewardSpecError(f"unknown component {key!r}{_nearest(key, COMPONENTS)}"
                                       f" (components: {', '.join(COMPONENTS)})", source=src,
                                       field=f"weights.{key}")
-            weights[key] = _number(value, what="a weight", source=src,
+            checked[key] = _number(value, what="a weight", source=src,
                                    field=f"weights.{key}")
-        if self.gate is not None and self.gate not in GATES:
-            raise RewardSpecError(f"unknown gate {self.gate!r}{_nearest(self.gate, GATES)} "
+        if gate is not None and gate not in GATES:
+            raise RewardSpecError(f"unknown gate {gate!r}{_nearest(gate, GATES)} "
                                   f"(gates: {', '.join(GATES)}, or null)", source=src,
                                   field="gate")
-        if not isinstance(self.exam_costs, Mapping):
+        if not isinstance(exam_costs, Mapping):
             raise RewardSpecError("exam_costs must be an object {tier: number}, got "
-                                  f"{type(self.exam_costs).__name__}", source=src,
+                                  f"{type(exam_costs).__name__}", source=src,
                                   field="exam_costs")
         costs = dict(DEFAULT_EXAM_COSTS)
-        for key, value in self.exam_costs.items():
+        for key, value in exam_costs.items():
             if key not in TIERS:
                 raise RewardSpecError(f"unknown tier {key!r}{_nearest(key, TIERS)} "
                                       f"(tiers: {', '.join(TIERS)})", source=src,
@@ -209,17 +246,28 @@ class RewardSpec:
                 raise RewardSpecError(f"a cost must be >= 0, got {value!r}", source=src,
                                       field=f"exam_costs.{key}")
             costs[key] = cost
-        if self.sha256 is not None and not isinstance(self.sha256, str):
-            raise RewardSpecError(f"sha256 must be a string or null, got {self.sha256!r}",
+        if sha256 is not None and not isinstance(sha256, str):
+            raise RewardSpecError(f"sha256 must be a string or null, got {sha256!r}",
                                   source=src, field="sha256")
-        if not any(weights.values()):
+        if not any(checked.values()):
             raise RewardSpecError("gives no component a non-zero weight, so the reward "
                                   "would always be 0 (e.g. {\"diagnosis\": 1.0})",
                                   source=src, field="weights")
         # read-only copies: a spec (a preset above all) is shared by every environment
-        object.__setattr__(self, "weights", ReadOnlyDict(weights))
-        object.__setattr__(self, "exam_costs",
-                           ReadOnlyDict({tier: costs[tier] for tier in TIERS}))
+        values["weights"] = ReadOnlyDict(checked)
+        values["exam_costs"] = ReadOnlyDict({tier: costs[tier] for tier in TIERS})
+        return values
+
+    @field_validator("weights", "exam_costs", mode="after")
+    @classmethod
+    def _read_only(cls, value: Mapping[str, float]) -> ReadOnlyDict:
+        """pydantic's ``Mapping`` check returns a plain ``dict``: read-only again."""
+        return value if isinstance(value, ReadOnlyDict) else ReadOnlyDict(value)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in _COMPARED)
 
     def __hash__(self) -> int:
         return hash(self.to_json())
@@ -326,7 +374,7 @@ def _read_file(path: Path) -> RewardSpec:
     except ValueError as err:
         raise RewardSpecError(f"is not valid JSON ({err})", source=path) from None
     spec = RewardSpec.from_dict(data, source=path)  # no "name": "custom", never the stem
-    return replace(spec, sha256=hashlib.sha256(raw).hexdigest())
+    return spec.replace(sha256=hashlib.sha256(raw).hexdigest())
 
 
 def load_reward_spec(value: Any) -> RewardSpec:

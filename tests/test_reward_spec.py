@@ -755,3 +755,17 @@ def test_a_run_without_gym_make_records_its_spec_in_the_line(tmp_path):
     run(lambda: EGIPEnv("demo"), ScriptedDoctor, RunSpec(out=plain, episodes=1,
                                                          env_id="EGIP-Demo-v0"))
     assert "reward_spec" not in read_run_log(plain).lines[0]
+
+
+def test_a_spec_is_a_settings_object():
+    """A :class:`~clinenv.config_model.ConfigModel`: a variant is checked again and raises
+    the same one-line error; ``source`` is neither compared nor dumped."""
+    spec = PRESETS["diagagent"]
+    assert spec.replace(source="mine.json") == spec
+    assert spec.replace(gate="format").gate == "format"
+    with pytest.raises(RewardSpecError, match=r"^reward spec x\.json, field 'gate': unknown "
+                                              r"gate 'fromat'; did you mean 'format'\?"):
+        spec.replace(gate="fromat", source="x.json")
+    assert spec.model_dump() == {**spec.to_dict(), "sha256": None}
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        RewardSpec("x", {"diagnosis": 1.0}, bogus=1)

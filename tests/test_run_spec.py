@@ -9,14 +9,15 @@ carrier of run settings).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import inspect
 import json
+import pickle
 import re
 
 import gymnasium as gym
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.scripted_doctor import ScriptedDoctor
@@ -80,12 +81,12 @@ def test_spec_and_keywords_write_byte_identical_logs(tmp_path, case_list):
 def test_one_spec_gives_the_same_lines_sequentially_and_concurrently(tmp_path):
     spec = RunSpec(out=tmp_path / "seq.jsonl", seed=2, episodes=6)
     seq = run(demo_env, ScriptedDoctor, spec)
-    con = run(demo_env, ScriptedDoctor, dataclasses.replace(spec, out=tmp_path / "con.jsonl"),
+    con = run(demo_env, ScriptedDoctor, spec.replace(out=tmp_path / "con.jsonl"),
               Concurrent(3))
 
     async def inside():
         return await arun(demo_env, ScriptedDoctor,
-                          dataclasses.replace(spec, out=tmp_path / "acon.jsonl"), Concurrent(2))
+                          spec.replace(out=tmp_path / "acon.jsonl"), Concurrent(2))
 
     acon = asyncio.run(inside())
 
@@ -99,10 +100,10 @@ def test_one_spec_gives_the_same_lines_sequentially_and_concurrently(tmp_path):
 def test_resume_from_a_spec(tmp_path):
     spec = RunSpec(out=tmp_path / "run.jsonl", episodes=3)
     run(demo_env, ScriptedDoctor, spec)
-    more = run(demo_env, ScriptedDoctor, dataclasses.replace(spec, episodes=5, resume=True))
+    more = run(demo_env, ScriptedDoctor, spec.replace(episodes=5, resume=True))
     assert (more.n_new, more.n_resumed) == (2, 3)
-    prepared = prepare_run(demo_env(), ScriptedDoctor(), dataclasses.replace(
-        spec, episodes=5, resume=True))
+    prepared = prepare_run(demo_env(), ScriptedDoctor(),
+                           spec.replace(episodes=5, resume=True))
     assert prepared.todo == [] and len(prepared.plan) == 5
 
 
@@ -187,10 +188,11 @@ BAD = [
     ("env_id", "", ValueError, r"env_id must be None or a non-empty string"),
     ("max_consecutive_errors", 0, ValueError,
      r"max_consecutive_errors must be an integer >= 1 or None, got 0"),
-    ("out", 3, TypeError, r"out must be a file path"),
-    ("paper_settings", ["a"], TypeError, r"paper_settings must be None or a JSON-ready"),
-    ("paper_settings", {"model": object()}, TypeError, r"paper_settings must be JSON-ready"),
-    ("cases", [0, 1], TypeError, r"cases must be None or a clinenv\.case_list\.CaseList"),
+    ("out", 3, ValueError, r"out must be a file path"),
+    ("paper_settings", ["a"], ValueError, r"paper_settings must be None or a JSON-ready"),
+    ("paper_settings", {"model": object()}, ValueError, r"paper_settings must be JSON-ready"),
+    ("cases", [0, 1], ValueError, r"cases must be None or a clinenv\.case_list\.CaseList"),
+    ("cases", {"path": "p"}, ValueError, r"cases must be None or a clinenv\.case_list"),
 ]
 
 
@@ -221,13 +223,13 @@ def test_episodes_beyond_the_dataset_and_episodes_with_cases(tmp_path, case_list
 
 
 def test_unknown_field_and_frozen_spec(tmp_path):
-    with pytest.raises(TypeError, match="bogus"):
+    with pytest.raises(ValidationError, match=r"bogus\n  Extra inputs are not permitted"):
         RunSpec(out=tmp_path / "x.jsonl", bogus=1)
     spec = RunSpec(out=tmp_path / "x.jsonl")
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(ValidationError, match="Instance is frozen"):
         spec.seed = 3
     with pytest.raises(ValueError, match="seed must be >= 0"):
-        dataclasses.replace(spec, seed=-2)  # a variant is checked again
+        spec.replace(seed=-2)  # a variant is checked again
 
 
 def test_values_are_normalised(tmp_path):
@@ -272,8 +274,7 @@ def test_the_hooks_leave_the_spec_alone(tmp_path):
 
 
 def test_no_log_file_and_a_spec_of_another_type(tmp_path):
-    with pytest.raises(TypeError, match=r"RunSpec.* missing 1 required positional argument: "
-                                        r"'out'"):
+    with pytest.raises(ValidationError, match=r"for RunSpec\nout\n  Field required"):
         run(demo_env, ScriptedDoctor, RunSpec())
     with pytest.raises(TypeError, match=r"replay_run\(\) missing 1 required positional "
                                         r"argument: 'spec'"):
@@ -292,3 +293,13 @@ def test_the_run_functions_take_a_spec_and_no_field(runner):
         "out": None, "seed": 0, "episodes": None, "repetitions": 1, "resume": False,
         "retry_errors": True, "env_id": None, "max_consecutive_errors": 5,
         "paper_settings": None, "cases": None}
+
+
+def test_a_spec_pickles_and_dumps(tmp_path, case_list):
+    """Ray ships specs to its actors: a pickled spec is an equal one; the JSON dump holds
+    every field."""
+    spec = RunSpec(**full_options(tmp_path / "x.jsonl", case_list))
+    assert pickle.loads(pickle.dumps(spec)) == spec
+    dumped = spec.model_dump(mode="json")
+    assert set(dumped) == set(FIELD_DEFAULTS) and dumped["out"] == str(tmp_path / "x.jsonl")
+    assert dumped["cases"]["case_ids"] == LISTED

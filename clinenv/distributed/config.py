@@ -8,23 +8,30 @@ executor (``clinenv run --ray`` builds one from its flags).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationInfo, field_validator, model_validator
+
+from clinenv.config_model import ConfigModel
 from clinenv.distributed.serve import ServeConfig
 
 __all__ = ["RayConfig"]
 
+#: The lowest value of each integer field.
+_LOWEST = {"concurrency": 1, "max_restarts": 0, "runners": 1}
 
-def _integer(name: str, value: Any, low: int) -> None:
+
+def _integer(name: str, value: Any, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return value
 
 
-@dataclass(frozen=True)
-class RayConfig:
-    """Where and how a run goes on Ray; frozen, checked on creation.
+class RayConfig(ConfigModel):
+    """Where and how a run goes on Ray; frozen, checked on creation (a
+    :class:`~clinenv.config_model.ConfigModel`: ``config.replace(runners=4)`` derives a
+    checked variant).
 
     Attributes:
         address: ``"local"``, ``"auto"``, ``"ray://HOST:PORT"`` or a GCS address
@@ -50,9 +57,12 @@ class RayConfig:
         ray_init: extra keyword arguments of ``ray.init`` (e.g. ``num_cpus``) when the
             run connects.
 
+    Integers are strict (a bool, a float or a string is refused).
+
     Raises:
-        ValueError: a number out of range, or ``serve`` with ``base_url`` or
-            ``base_url_map`` (the field named).
+        pydantic.ValidationError: (a ``ValueError``; the message names the field) a
+            number out of range or of the wrong kind, a field of the wrong type, an
+            unknown field, or ``serve`` with ``base_url`` or ``base_url_map``.
     """
 
     address: str | None = None
@@ -67,18 +77,31 @@ class RayConfig:
     env_vars: Mapping[str, str] | None = None
     ray_init: Mapping[str, Any] | None = None
 
-    def __post_init__(self) -> None:
-        _integer("concurrency", self.concurrency, 1)
-        _integer("max_restarts", self.max_restarts, 0)
-        if self.runners is not None:
-            _integer("runners", self.runners, 1)
-        if isinstance(self.runner_cpus, bool) or not isinstance(self.runner_cpus,
-                                                                int | float) \
-                or self.runner_cpus < 0:
-            raise ValueError(f"runner_cpus must be a number >= 0, got {self.runner_cpus!r}")
-        if not (isinstance(self.runner_timeout_s, int | float)
-                and self.runner_timeout_s > 0):
-            raise ValueError(f"runner_timeout_s must be > 0, got {self.runner_timeout_s!r}")
+    @field_validator("concurrency", "max_restarts", "runners", mode="before")
+    @classmethod
+    def _integers(cls, value: Any, info: ValidationInfo) -> int | None:
+        name = str(info.field_name)
+        if value is None and name == "runners":
+            return None
+        return _integer(name, value, _LOWEST[name])
+
+    @field_validator("runner_cpus", mode="before")
+    @classmethod
+    def _runner_cpus(cls, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            raise ValueError(f"runner_cpus must be a number >= 0, got {value!r}")
+        return value
+
+    @field_validator("runner_timeout_s", mode="before")
+    @classmethod
+    def _runner_timeout_s(cls, value: Any) -> float:
+        if isinstance(value, bool) or not (isinstance(value, int | float) and value > 0):
+            raise ValueError(f"runner_timeout_s must be > 0, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _serve_alone(self) -> RayConfig:
         if self.serve is not None and (self.base_url or self.base_url_map):
             raise ValueError("serve starts a server on every node and uses it there; give "
                              "neither base_url nor base_url_map with it")
+        return self

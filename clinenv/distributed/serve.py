@@ -30,10 +30,12 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import field_validator
+
+from clinenv.config_model import ConfigModel
 from clinenv.errors import ClinenvError
 
 __all__ = ["ServeConfig", "ServeError", "VLLMServer", "serve_command", "server_nodes"]
@@ -42,6 +44,8 @@ __all__ = ["ServeConfig", "ServeError", "VLLMServer", "serve_command", "server_n
 LOG_TAIL_LINES = 20
 #: Seconds between two health checks while a server starts.
 HEALTH_POLL_S = 0.5
+#: ``ServeConfig()`` without a model given by position.
+_UNSET: Any = object()
 
 
 class ServeError(ClinenvError, RuntimeError):
@@ -49,16 +53,18 @@ class ServeError(ClinenvError, RuntimeError):
     answer in time; the message names the node, the command and the log's last lines."""
 
 
-@dataclass(frozen=True)
-class ServeConfig:
-    """How to serve a model on every node (``clinenv run --ray-serve MODEL``).
+class ServeConfig(ConfigModel):
+    """How to serve a model on every node (``clinenv run --ray-serve MODEL``); frozen,
+    checked on creation (a :class:`~clinenv.config_model.ConfigModel`). The model may be
+    given by position: ``ServeConfig("Qwen/Qwen3-8B", port=0)``.
 
     Attributes:
         model: the model to serve (a Hugging Face id or a path on the nodes); vLLM
             serves it under this name, which the doctor's ``--model`` must use.
         port: the port on each node's loopback (1..65535), default 8000; 0 picks a free
             port on each node (when several nodes share one machine, as in tests).
-        args: extra arguments for ``vllm serve`` (e.g. ``("--max-model-len", "8192")``).
+        args: extra arguments for ``vllm serve`` (e.g. ``("--max-model-len", "8192")``);
+            any iterable of strings, kept as a tuple.
         executable: the ``vllm`` program (looked up on each node's ``PATH``).
         startup_timeout_s: seconds to wait for the health check (> 0; loading a large
             model takes minutes).
@@ -66,8 +72,10 @@ class ServeConfig:
             more than one adds ``--tensor-parallel-size``.
 
     Raises:
-        ValueError: an empty model, a port outside 0..65535, a non-positive timeout or
-            GPU count, or an ``args`` entry that is not a string.
+        pydantic.ValidationError: (a ``ValueError``; the message names the field) an
+            empty model, a port outside 0..65535, a non-positive timeout or GPU count,
+            an ``args`` entry that is not a string, or an unknown field.
+        TypeError: ``model`` given both by position and by name.
     """
 
     model: str
@@ -77,23 +85,50 @@ class ServeConfig:
     startup_timeout_s: float = 1800.0
     gpus_per_node: int | None = None
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.model, str) or not self.model.strip():
-            raise ValueError(f"model must be a non-empty string, got {self.model!r}")
-        if isinstance(self.port, bool) or not isinstance(self.port, int) \
-                or not 0 <= self.port <= 65535:
-            raise ValueError(f"port must be an integer in 0..65535, got {self.port!r}")
-        if not self.startup_timeout_s > 0:
-            raise ValueError(f"startup_timeout_s must be > 0, got {self.startup_timeout_s!r}")
-        if self.gpus_per_node is not None and (
-                isinstance(self.gpus_per_node, bool) or not isinstance(self.gpus_per_node, int)
-                or self.gpus_per_node < 1):
+    def __init__(self, model: Any = _UNSET, /, **data: Any) -> None:
+        if model is not _UNSET:
+            if "model" in data:
+                raise TypeError("ServeConfig() got multiple values for argument 'model'")
+            data["model"] = model
+        super().__init__(**data)
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model(cls, value: Any) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"model must be a non-empty string, got {value!r}")
+        return value
+
+    @field_validator("port", mode="before")
+    @classmethod
+    def _port(cls, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
+            raise ValueError(f"port must be an integer in 0..65535, got {value!r}")
+        return value
+
+    @field_validator("startup_timeout_s", mode="before")
+    @classmethod
+    def _startup_timeout_s(cls, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise ValueError(f"startup_timeout_s must be > 0, got {value!r}")
+        return value
+
+    @field_validator("gpus_per_node", mode="before")
+    @classmethod
+    def _gpus_per_node(cls, value: Any) -> int | None:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
             raise ValueError(f"gpus_per_node must be None or an integer >= 1, got "
-                             f"{self.gpus_per_node!r}")
-        args = tuple(self.args)
+                             f"{value!r}")
+        return value
+
+    @field_validator("args", mode="before")
+    @classmethod
+    def _args(cls, value: Any) -> tuple[str, ...]:
+        args = tuple(value)
         if not all(isinstance(a, str) for a in args):
             raise ValueError(f"args must be strings, got {list(args)!r}")
-        object.__setattr__(self, "args", args)
+        return args
 
     def url(self, port: int) -> str:
         """The base URL of a server on ``port`` of the node's loopback."""

@@ -5,7 +5,7 @@ resume and fail-fast rules) executed *how* (an executor)::
 
     spec = RunSpec(out="runs/demo.jsonl", seed=3, repetitions=2)
     run(lambda: gym.make("EGIP-Demo-v0"), ScriptedDoctor, spec)             # Serial()
-    run(make_env, make_doctor, dataclasses.replace(spec, resume=True), Concurrent(64))
+    run(make_env, make_doctor, spec.replace(resume=True), Concurrent(64))
     run(None, None, spec, Ray(RayConfig(address="auto"), parts=parts))      # clinenv[ray]
 
 Executors: :class:`~clinenv.runs.logged.Serial` (one episode at a time, the default),

@@ -11,20 +11,29 @@ and ``max_consecutive_errors``::
 
     spec = RunSpec(out="runs/demo.jsonl", seed=3, repetitions=2)
     run(make_env, make_doctor, spec)
-    run(make_env, make_doctor, dataclasses.replace(spec, resume=True), Concurrent(8))
+    run(make_env, make_doctor, spec.replace(resume=True), Concurrent(8))
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import numbers
 import os
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import (
+    PlainSerializer,
+    PlainValidator,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from clinenv.case_list import CaseList
+from clinenv.config_model import ConfigModel
 from clinenv.runs.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS, check_max_consecutive_errors
 
 __all__ = ["FIELD_DEFAULTS", "RunSpec", "check_spec", "check_unused"]
@@ -45,11 +54,20 @@ def _flag(name: str, value: Any) -> bool:
     return value
 
 
-@dataclass(frozen=True)
-class RunSpec:
+def _case_list(value: Any) -> CaseList:
+    """``value`` if it is a :class:`~clinenv.case_list.CaseList` (taken as is: a dict is
+    not turned into one)."""
+    if not isinstance(value, CaseList):
+        raise ValueError("cases must be None or a clinenv.case_list.CaseList "
+                         f"(read_case_list), got {type(value).__name__}")
+    return value
+
+
+class RunSpec(ConfigModel):
     """The settings of one logged run (module docstring); frozen, checked on creation.
 
-    Derive a variant with :func:`dataclasses.replace` (checked again).
+    Derive a variant with :meth:`~clinenv.config_model.ConfigModel.replace` (checked
+    again): ``spec.replace(resume=True)``.
 
     Attributes:
         out: the run log (JSON Lines) as a :class:`~pathlib.Path` (a ``str`` or
@@ -75,11 +93,15 @@ class RunSpec:
         cases: run only the cases of this :class:`~clinenv.case_list.CaseList`, in
             dataset order with the seeds they have in a full run; not with ``episodes``.
 
+    Integers are strict: a bool or a string (``"3"``) is refused, any integral number
+    (``numpy.int64``) is stored as an ``int``; flags must be ``True`` or ``False``.
+
     Raises:
-        ValueError: a number or flag out of range or of the wrong kind, or ``episodes``
-            with ``cases`` (the message names the field).
-        TypeError: ``out`` is not a path, ``paper_settings`` not a JSON-ready mapping,
-            ``cases`` not a :class:`~clinenv.case_list.CaseList`, or an unknown field.
+        pydantic.ValidationError: (a ``ValueError``; the message names the field) a
+            number or flag out of range or of the wrong kind, ``out`` not a path,
+            ``paper_settings`` not a JSON-ready mapping, ``cases`` not a
+            :class:`~clinenv.case_list.CaseList`, ``episodes`` with ``cases``, ``out``
+            missing or an unknown field.
     """
 
     out: Path
@@ -91,51 +113,77 @@ class RunSpec:
     env_id: str | None = None
     max_consecutive_errors: int | None = DEFAULT_MAX_CONSECUTIVE_ERRORS
     paper_settings: Mapping[str, Any] | None = None
-    cases: CaseList | None = None
+    cases: Annotated[CaseList, PlainValidator(_case_list),
+                     PlainSerializer(dataclasses.asdict)] | None = None
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.out, str | os.PathLike):
-            raise TypeError(f"out must be a file path (str or os.PathLike), got {self.out!r}")
-        checked: dict[str, Any] = {
-            "out": Path(self.out),
-            "seed": _integer("seed", self.seed, 0),
-            "repetitions": _integer("repetitions", self.repetitions, 1),
-            "resume": _flag("resume", self.resume),
-            "retry_errors": _flag("retry_errors", self.retry_errors),
-            "max_consecutive_errors": check_max_consecutive_errors(
-                self.max_consecutive_errors),
-        }
-        if self.episodes is not None:
-            if isinstance(self.episodes, bool) or not isinstance(self.episodes,
-                                                                 numbers.Integral) \
-                    or self.episodes < 1:
-                raise ValueError("episodes must be None (all cases) or an integer >= 1, "
-                                 f"got {self.episodes!r}")
-            checked["episodes"] = int(self.episodes)
-        if self.env_id is not None and not (isinstance(self.env_id, str) and self.env_id):
-            raise ValueError(f"env_id must be None or a non-empty string, got {self.env_id!r}")
-        if self.paper_settings is not None:
-            if not isinstance(self.paper_settings, Mapping):
-                raise TypeError("paper_settings must be None or a JSON-ready mapping, got "
-                                f"{type(self.paper_settings).__name__}")
-            try:
-                checked["paper_settings"] = json.loads(json.dumps(dict(self.paper_settings)))
-            except (TypeError, ValueError) as err:
-                raise TypeError(f"paper_settings must be JSON-ready: {err}") from None
-        if self.cases is not None:
-            if not isinstance(self.cases, CaseList):
-                raise TypeError("cases must be None or a clinenv.case_list.CaseList "
-                                f"(read_case_list), got {type(self.cases).__name__}")
-            if self.episodes is not None:
-                raise ValueError("give either episodes (the first N cases) or a case list, "
-                                 "not both")
-        for name, value in checked.items():
-            object.__setattr__(self, name, value)
+    @field_validator("out", mode="before")
+    @classmethod
+    def _out(cls, value: Any) -> Path:
+        if not isinstance(value, str | os.PathLike):
+            raise ValueError(f"out must be a file path (str or os.PathLike), got {value!r}")
+        return Path(value)
+
+    @field_validator("seed", mode="before")
+    @classmethod
+    def _seed(cls, value: Any) -> int:
+        return _integer("seed", value, 0)
+
+    @field_validator("repetitions", mode="before")
+    @classmethod
+    def _repetitions(cls, value: Any) -> int:
+        return _integer("repetitions", value, 1)
+
+    @field_validator("resume", "retry_errors", mode="before")
+    @classmethod
+    def _flags(cls, value: Any, info: ValidationInfo) -> bool:
+        return _flag(str(info.field_name), value)
+
+    @field_validator("max_consecutive_errors", mode="before")
+    @classmethod
+    def _max_consecutive_errors(cls, value: Any) -> int | None:
+        return check_max_consecutive_errors(value)
+
+    @field_validator("episodes", mode="before")
+    @classmethod
+    def _episodes(cls, value: Any) -> int | None:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ValueError("episodes must be None (all cases) or an integer >= 1, "
+                             f"got {value!r}")
+        return int(value)
+
+    @field_validator("env_id", mode="before")
+    @classmethod
+    def _env_id(cls, value: Any) -> str | None:
+        if value is not None and not (isinstance(value, str) and value):
+            raise ValueError(f"env_id must be None or a non-empty string, got {value!r}")
+        return value
+
+    @field_validator("paper_settings", mode="before")
+    @classmethod
+    def _paper_settings(cls, value: Any) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        if not isinstance(value, Mapping):
+            raise ValueError("paper_settings must be None or a JSON-ready mapping, got "
+                             f"{type(value).__name__}")
+        try:
+            return json.loads(json.dumps(dict(value)))
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"paper_settings must be JSON-ready: {err}") from None
+
+    @model_validator(mode="after")
+    def _episodes_or_cases(self) -> RunSpec:
+        if self.cases is not None and self.episodes is not None:
+            raise ValueError("give either episodes (the first N cases) or a case list, "
+                             "not both")
+        return self
 
 
 #: The default of each :class:`RunSpec` field (``out``: ``None``, i.e. none).
 FIELD_DEFAULTS: dict[str, Any] = {
-    f.name: None if f.default is MISSING else f.default for f in fields(RunSpec)}
+    name: None if f.is_required() else f.default for name, f in RunSpec.model_fields.items()}
 
 
 def _is_default(name: str, value: Any) -> bool:

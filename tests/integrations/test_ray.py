@@ -24,7 +24,6 @@ lines apart from ``timing`` and ``llm``, whatever runner or node dies on the way
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import importlib.util
 import json
@@ -382,6 +381,32 @@ def test_serve_commands_and_nodes():
             ServeConfig(**{"model": "m", **bad})
 
 
+def test_ray_and_serve_configs_are_checked_settings_objects():
+    """Ray ships both to its actors: a pickled config is an equal one; a bad field is
+    named; a variant is checked again."""
+    import pickle
+
+    config = RayConfig(runners=2, serve=ServeConfig("m", args=["--a", "b"]),
+                       env_vars={"CLINENV_DATA_DIR": "/data"})
+    assert config.serve.args == ("--a", "b")
+    assert pickle.loads(pickle.dumps(config)) == config
+    assert config.model_dump(mode="json")["serve"]["model"] == "m"
+    for bad, message in (({"concurrency": 0}, r"concurrency must be an integer >= 1, got 0"),
+                         ({"runners": True}, r"runners must be an integer >= 1, got True"),
+                         ({"max_restarts": 1.0}, r"max_restarts must be an integer >= 0"),
+                         ({"runner_cpus": "1"}, r"runner_cpus must be a number >= 0"),
+                         ({"runner_timeout_s": 0}, r"runner_timeout_s must be > 0"),
+                         ({"bogus": 1}, r"bogus\n  Extra inputs are not permitted"),
+                         ({"serve": ServeConfig("m"), "base_url": "http://x/v1"},
+                          r"give neither base_url nor base_url_map")):
+        with pytest.raises(ValueError, match=message):
+            RayConfig(**bad)
+    with pytest.raises(ValueError, match="concurrency must be an integer >= 1"):
+        config.replace(concurrency=0)
+    with pytest.raises(TypeError, match="multiple values for argument 'model'"):
+        ServeConfig("m", model="n")
+
+
 def test_the_node_server_waits_for_the_health_check_and_stops_its_process(tmp_path):
     write_stand_in_vllm(tmp_path / "bin", tmp_path / "records", delay_s=0.0)
     config = ServeConfig("fake-model", port=0, executable=str(tmp_path / "bin" / "vllm"),
@@ -604,7 +629,7 @@ class TestLocalRay:
                                               rf"{out} keeps the [12] line\(s\) written now"):
             run(None, None, spec, executor, progress=kill_after_first_line)
         n_before = len(logged(out))
-        result = run(None, None, dataclasses.replace(spec, resume=True), executor)
+        result = run(None, None, spec.replace(resume=True), executor)
         assert (result.n_new, result.n_resumed) == (EPISODES * REPETITIONS - n_before, n_before)
         assert stable(logged(out)) == stable(reference.lines)
         assert figures(result.lines, result.plan) == figures(reference.lines, reference.plan)
