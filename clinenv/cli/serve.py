@@ -82,7 +82,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         from clinenv.integrations.openenv import create_clin_app
     except ImportError as err:
-        raise CLIError(f"clinenv serve needs openenv: pip install 'clinenv[openenv]' "
+        from clinenv.errors import install_hint
+
+        raise CLIError(f"clinenv serve needs openenv: {install_hint('openenv')} "
                        f"({err})") from None
     env_id, _ = choose_env(args.env, args.data_dir, args.allow_download, args.verify)
     kwargs: dict[str, Any] = {}

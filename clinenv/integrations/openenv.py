@@ -55,8 +55,10 @@ try:
     from openenv.core.env_server.mcp_environment import MCPEnvironment
     from openenv.core.env_server.types import Action, ConcurrencyConfig, Observation, State
 except ImportError as err:  # pragma: no cover - exercised without the extra
+    from clinenv.errors import install_hint
+
     raise ImportError("clinenv.integrations.openenv needs openenv 0.10: "
-                      "pip install 'clinenv[openenv]'") from err
+                      + install_hint("openenv")) from err
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
