@@ -211,7 +211,7 @@ class RunContext:
             dataset order); ``None`` until :meth:`scheduled` sets it.
         n_repetitions: repetitions in the plan; ``None`` until :meth:`scheduled`.
         paper_settings: the paper settings the run applied (``clinenv run
-            --paper-settings``, :func:`clinenv.cli.paper_settings.resolve_run_settings`:
+            --paper-settings``, :func:`clinenv.cli.paper_settings.paper_settings_config`:
             framework, the paper's values, the values applied, the flags that overrode
             them, notes), written into every line as ``paper_settings``; ``None`` (the
             default) writes no such field. Not compared on resume (:meth:`check`): the

@@ -161,6 +161,12 @@ not ``--out-dir``; :class:`~clinenv.cli.parser.CLIParser`).
 their fixed histories, with the full evidence interface (the rerun control) or without
 observations or candidate labels (EGIP Table 3 Panel B); see :mod:`clinenv.cli.replay`.
 
+Each command turns its flags into settings objects once (one function per flag group:
+:func:`~clinenv.cli.llm_setup.llm_config`, :func:`~clinenv.cli.ray_run.ray_config`,
+:func:`~clinenv.cli.doctors.wrapper_config`, :func:`~clinenv.cli.env_choice.
+env_overrides`...) and passes those on: the parsed flags go no further than the
+command's own module.
+
 Modules: :mod:`clinenv.cli.run` (``run``), :mod:`clinenv.cli.replay` (``replay``),
 :mod:`clinenv.cli.env_choice` (``--env``),
 :mod:`clinenv.cli.llm_setup` (the LLM options and models), :mod:`clinenv.cli.doctors`
@@ -194,7 +200,7 @@ from clinenv.cli.errors import (
 )
 from clinenv.cli.evaluate import SIMILARITY_ENCODERS, add_eval_parsers, cmd_compare, cmd_eval
 from clinenv.cli.export import add_export_parser
-from clinenv.cli.llm_setup import BACKENDS, LLMSetup, check_llm_args
+from clinenv.cli.llm_setup import BACKENDS, LLMConfig, LLMSeats, check_llm_config, llm_config
 from clinenv.cli.parser import CLIParser
 from clinenv.cli.replay import add_replay_parser
 from clinenv.cli.report import add_report_parser
@@ -205,10 +211,10 @@ from clinenv.cli.serve import add_serve_parser
 __all__ = [
     "AUTO_FALLBACK", "AUTO_PREFERRED", "BACKENDS", "DOCTORS", "DOCTOR_CHOICES",
     "EXIT_BROKEN_PIPE", "EXIT_INTERRUPTED", "EXIT_RUN_ERRORS", "EXIT_USAGE",
-    "EXIT_VERIFY_FAILED", "MESSAGE_CHARS", "SIMILARITY_ENCODERS", "CLIError", "LLMSetup",
-    "aborted_message", "build_parser", "check_llm_args", "choose_env", "cmd_compare",
+    "EXIT_VERIFY_FAILED", "MESSAGE_CHARS", "SIMILARITY_ENCODERS", "CLIError", "LLMConfig",
+    "LLMSeats", "aborted_message", "build_parser", "check_llm_config", "choose_env", "cmd_compare",
     "cmd_data_download", "cmd_data_list", "cmd_data_verify", "cmd_eval", "cmd_run",
-    "format_llm_totals", "format_summary", "main",
+    "format_llm_totals", "format_summary", "llm_config", "main",
 ]
 
 

@@ -50,7 +50,13 @@ from clinenv.cli.argtypes import count, number
 from clinenv.cli.cdeg_run import add_cdeg_run_arguments, cdeg_wrapper
 from clinenv.cli.cdeg_scale import add_scale_parser
 from clinenv.cli.errors import CLIError
-from clinenv.cli.llm_setup import BACKENDS, LLM_HELP, LLMSetup, add_connection_arguments
+from clinenv.cli.llm_setup import (
+    BACKENDS,
+    LLM_HELP,
+    LLMSeats,
+    add_connection_arguments,
+    llm_config,
+)
 from clinenv.wrappers.cdeg.thresholds import (
     DIAGNOSIS_THRESHOLD,
     PAIR_THRESHOLD,
@@ -123,8 +129,7 @@ def add_cdeg_parser(sub: Any) -> None:
     llm.add_argument("--temperature", type=number(0.0), default=0.0, metavar="T",
                      help="verifier and extractor sampling temperature (default: 0)")
     add_connection_arguments(llm)
-    # prompt: read by LLMSetup (a clinenv run option) but meaningless here
-    build.set_defaults(func=cmd_cdeg_build, prompt=None)
+    build.set_defaults(func=cmd_cdeg_build)
     inspect = inner.add_parser("inspect", help="counts and top revisions of a graph file")
     inspect.add_argument("graph", type=Path, metavar="graph.json")
     inspect.add_argument("--top", type=count(1), default=5, metavar="N",
@@ -262,7 +267,7 @@ def cmd_cdeg_build(args: argparse.Namespace) -> int:
     if threshold is None:
         threshold = (LEXICAL_THRESHOLDS["diagnosis"] if args.similarity.startswith("lexical")
                      else DIAGNOSIS_THRESHOLD)
-    setup = LLMSetup(args)
+    setup = LLMSeats(llm_config(args))
     model = setup.model(args.model) if args.model else None
     if args.verifier == "llm":
         verifier: Any = LLMVerifier(model, seed=args.seed, temperature=args.temperature,

@@ -10,7 +10,6 @@ and returns ``doctor -> CDEGDoctor``. The graph itself is built by ``clinenv cde
 
 from __future__ import annotations
 
-import argparse
 import sys
 from typing import Any
 
@@ -62,9 +61,10 @@ def add_cdeg_run_arguments(group: Any) -> None:
                             "(acquisition only; see CDEGConfig.global_guidance)")
 
 
-def cdeg_wrapper(args: argparse.Namespace, similarity: Any) -> Any:
+def cdeg_wrapper(wrapper: Any, similarity: Any) -> Any:
     """``doctor -> CDEGDoctor`` from ``--cdeg GRAPH`` and the options of
-    :func:`add_cdeg_run_arguments`, the graph loaded now. A graph with no revision edge
+    :func:`add_cdeg_run_arguments` (``wrapper``, :class:`~clinenv.cli.doctors.
+    WrapperConfig`), the graph loaded now. A graph with no revision edge
     gets one ``warning:`` line on stderr (:func:`empty_graph_warning`). With a lexical
     ``--cdeg-similarity`` the evidence and diagnosis thresholds default to
     :data:`~clinenv.embeddings.lexical.LEXICAL_THRESHOLDS`. Prints one note on stderr
@@ -89,25 +89,25 @@ def cdeg_wrapper(args: argparse.Namespace, similarity: Any) -> Any:
     from clinenv.wrappers.cdeg.retrieval import missing_only_edges
 
     try:
-        graph = CDEGraph.load(args.cdeg)
+        graph = CDEGraph.load(wrapper.cdeg)
     except FileNotFoundError:
-        raise CLIError(f"--cdeg {args.cdeg}: no such graph file; build one with `clinenv "
+        raise CLIError(f"--cdeg {wrapper.cdeg}: no such graph file; build one with `clinenv "
                        "cdeg build`") from None
     except IsADirectoryError:
-        raise CLIError(f"--cdeg {args.cdeg}: is a folder; give the graph file (from "
+        raise CLIError(f"--cdeg {wrapper.cdeg}: is a folder; give the graph file (from "
                        "`clinenv cdeg build`)") from None
     except (OSError, GraphFileError) as err:
         raise CLIError(f"--cdeg: {err}") from None
-    empty = empty_graph_warning(graph, str(args.cdeg))
+    empty = empty_graph_warning(graph, str(wrapper.cdeg))
     if empty is not None:
         print(empty, file=sys.stderr)
     lexical = str(getattr(similarity, "name", "")).startswith("lexical")
-    given = {"mode": args.cdeg_mode, "coverage_basis": args.cdeg_coverage_basis,
-             "global_guidance": args.cdeg_global_guidance,
-             "max_deferrals": args.cdeg_max_deferrals,
-             "evidence_threshold": args.cdeg_evidence_threshold,
-             "diagnosis_threshold": args.cdeg_diagnosis_threshold,
-             "coverage_threshold": args.cdeg_coverage_threshold}
+    given = {"mode": wrapper.cdeg_mode, "coverage_basis": wrapper.cdeg_coverage_basis,
+             "global_guidance": wrapper.cdeg_global_guidance,
+             "max_deferrals": wrapper.cdeg_max_deferrals,
+             "evidence_threshold": wrapper.cdeg_evidence_threshold,
+             "diagnosis_threshold": wrapper.cdeg_diagnosis_threshold,
+             "coverage_threshold": wrapper.cdeg_coverage_threshold}
     if lexical:
         for key in ("evidence", "diagnosis"):
             if given[f"{key}_threshold"] is None:
@@ -120,20 +120,20 @@ def cdeg_wrapper(args: argparse.Namespace, similarity: Any) -> Any:
                        f"{first['msg']}") from None
     extractor = str(graph.metadata.get("extractor", ""))
     if extractor.startswith("llm"):
-        print(f"note: {args.cdeg} was built with the extractor {extractor}; --cdeg matches "
+        print(f"note: {wrapper.cdeg} was built with the extractor {extractor}; --cdeg matches "
               "observations with the deterministic extractor, so atoms may not match",
               file=sys.stderr)
     n = missing_only_edges(graph)
     if n and config.coverage_basis == "edge":
-        print(f"note: {n} of {len(graph.revisions)} revision edges in {args.cdeg} carry only "
+        print(f"note: {n} of {len(graph.revisions)} revision edges in {wrapper.cdeg} carry only "
               "missing evidence: under --cdeg-coverage-basis edge they are retrieved only "
               "once the doctor has acquired that evidence itself, so they never prompt "
               "its acquisition; --cdeg-coverage-basis edge+context makes them retrievable",
               file=sys.stderr)
     try:  # one warner for every wrapper of the run: the overlap warning comes once
-        overlap = OverlapWarner(graph, name=str(args.cdeg), emit=lambda message: print(
+        overlap = OverlapWarner(graph, name=str(wrapper.cdeg), emit=lambda message: print(
             f"warning: {message}", file=sys.stderr, flush=True))
     except ValueError as err:
-        raise CLIError(f"--cdeg {args.cdeg}: {err}") from None
+        raise CLIError(f"--cdeg {wrapper.cdeg}: {err}") from None
     return lambda doctor: CDEGDoctor(doctor, graph, similarity=similarity, config=config,
                                      overlap=overlap)

@@ -13,7 +13,7 @@ guidance reaches the doctor as ``info["guidance"]``).
 
 ``--doctor teacher`` is the PRIVILEGED teacher
 (:class:`~clinenv.agents.teacher_doctor.TeacherDoctor`): it is given the cases of the
-run's environment (its case pool, :meth:`clinenv.cli.llm_setup.LLMSetup.match_env`) and
+run's environment (its case pool, :meth:`clinenv.cli.llm_setup.LLMSeats.match_env`) and
 reads each case's target Y and records M, to write demonstrations for ``clinenv export``.
 Its environment gets the tool view's settings
 (:data:`~clinenv.agents.teacher_doctor.TEACHER_ENV_SETTINGS`: delta observations,
@@ -21,15 +21,60 @@ Its environment gets the tool view's settings
 ``--preset``, a Menu or native-protocol id, ``--cdeg`` and ``--baseline`` are refused
 with it, and ``--teacher-questions K`` (default 5) caps its history questions. Every line
 of its log carries ``privileged: true``.
+
+The flags become two settings objects once, in the command (:func:`doctor_config`,
+:func:`wrapper_config`): :class:`DoctorConfig` (the doctor: ``--doctor`` and its options,
+the LLM doctor's prompt, strategy and decoding) and :class:`WrapperConfig` (``--cdeg`` /
+``--baseline`` and their options); everything below the command takes those.
 """
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
 from typing import Any
 
+from clinenv.config_model import ConfigModel
 
-def _teacher(args: Any = None, cases: Any = None) -> Any:
+
+class DoctorConfig(ConfigModel):
+    """The doctor a command plays (``--doctor`` and the options of its policy).
+
+    Attributes:
+        name: the ``--doctor`` name (``llm``, ``scripted``, ``teacher``).
+        exploration, exam_budget: ``--exploration``, ``--exam-budget`` (scripted).
+        teacher_questions: ``--teacher-questions`` (teacher).
+        prompt, strategy: ``--prompt``, ``--strategy`` as given (``None``: by the
+            environment's protocol, :func:`clinenv.cli.llm_setup.doctor_prompt`).
+        max_questions: ``--max-questions`` (the agentclinic prompt's budget).
+        temperature, max_tokens: the LLM doctor's decoding (``None``: the
+            :class:`~clinenv.llm.base.GenerationConfig` defaults).
+        vote_temperature: ``--vote-temperature`` (the vote strategy's samples).
+    """
+
+    name: str = "scripted"
+    exploration: float | None = None
+    exam_budget: int | None = None
+    teacher_questions: int | None = None
+    prompt: str | None = None
+    strategy: str | None = None
+    max_questions: int | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    vote_temperature: float | None = None
+
+
+def doctor_config(args: argparse.Namespace) -> DoctorConfig:
+    """The :class:`DoctorConfig` of the parsed flags (``--doctor``, the options of
+    :func:`add_doctor_arguments` and the LLM doctor's of
+    :func:`clinenv.cli.llm_setup.add_llm_arguments`; a command without one of them gets
+    its default)."""
+    fields = DoctorConfig.model_fields
+    return DoctorConfig(name=getattr(args, "doctor", None) or "scripted", **{
+        key: getattr(args, key, None) for key in fields if key != "name"})
+
+
+def _teacher(doctor: DoctorConfig | None = None, cases: Any = None) -> Any:
     """The privileged teacher over ``cases`` (the run environment's case pool)."""
     from clinenv.agents.teacher_doctor import DEFAULT_MAX_QUESTIONS, TeacherDoctor
     from clinenv.cli.errors import CLIError
@@ -37,7 +82,7 @@ def _teacher(args: Any = None, cases: Any = None) -> Any:
     if cases is None:
         raise CLIError("--doctor teacher reads the cases of the run's environment; this "
                        "command gives it none")
-    k = getattr(args, "teacher_questions", None)
+    k = None if doctor is None else doctor.teacher_questions
     return TeacherDoctor(cases, max_questions=DEFAULT_MAX_QUESTIONS if k is None else k)
 
 
@@ -48,17 +93,18 @@ TEACHER_NOTE = ("--doctor teacher is PRIVILEGED: it reads each case's target Y a
                 "keeps the field in its rows)")
 
 
-def _scripted(args: Any = None) -> Any:
+def _scripted(doctor: DoctorConfig | None = None) -> Any:
     from clinenv.agents.scripted_doctor import ScriptedDoctor
 
-    budget = getattr(args, "exam_budget", None)
-    return ScriptedDoctor(exploration=getattr(args, "exploration", None) or 0.0,
+    doctor = doctor or DoctorConfig()
+    budget = doctor.exam_budget
+    return ScriptedDoctor(exploration=doctor.exploration or 0.0,
                           **({} if budget is None else {"exam_budget": budget}))
 
 
-#: ``--doctor`` choices: name -> factory of a fresh policy from the parsed options (or
-#: ``None``: the defaults); ``llm`` is built from the LLM options by
-#: :class:`clinenv.cli.llm_setup.LLMSetup`.
+#: ``--doctor`` choices: name -> factory of a fresh policy from a :class:`DoctorConfig`
+#: (or ``None``: the defaults); ``llm`` is built from the LLM options by
+#: :class:`clinenv.cli.llm_setup.LLMSeats`.
 DOCTORS: dict[str, Callable[..., Any]] = {"scripted": _scripted, "teacher": _teacher}
 #: Every ``--doctor`` value.
 DOCTOR_CHOICES = ("llm", *DOCTORS)
@@ -97,8 +143,14 @@ def add_doctor_arguments(run: Any) -> None:
                           "history questions it asks (default: 5)")
 
 
-def check_doctor_args(args: Any) -> None:
+def check_doctor(doctor: DoctorConfig, wrapper: WrapperConfig, *, env_id: str = "auto",
+                 preset: str | None = None, premature_diagnosis: str | None = None) -> None:
     """Refuse doctor options that the chosen ``--doctor`` does not use.
+
+    Args:
+        doctor, wrapper: the doctor and its wrapper.
+        env_id, preset, premature_diagnosis: ``--env``, ``--preset`` and
+            ``--premature-diagnosis`` (the teacher's settings refuse some).
 
     Raises:
         CLIError: ``--exploration`` or ``--exam-budget`` without ``--doctor scripted``;
@@ -107,39 +159,39 @@ def check_doctor_args(args: Any) -> None:
     """
     from clinenv.cli.errors import CLIError
 
-    if getattr(args, "exploration", None) is not None and args.doctor != "scripted":
+    if doctor.exploration is not None and doctor.name != "scripted":
         raise CLIError("--exploration is used only with --doctor scripted (the LLM doctor "
                        "samples with --temperature)")
-    if getattr(args, "exam_budget", None) is not None and args.doctor != "scripted":
+    if doctor.exam_budget is not None and doctor.name != "scripted":
         raise CLIError("--exam-budget is used only with --doctor scripted")
-    if getattr(args, "baseline", None) and args.doctor == "scripted":
-        raise CLIError(f"--baseline {args.baseline} acts through the doctor's prompt, which "
-                       "the scripted doctor has not; use --doctor llm (--cdeg works with the "
-                       "scripted doctor)")
-    if getattr(args, "teacher_questions", None) is not None and args.doctor != "teacher":
+    if wrapper.baseline and doctor.name == "scripted":
+        raise CLIError(f"--baseline {wrapper.baseline} acts through the doctor's prompt, "
+                       "which the scripted doctor has not; use --doctor llm (--cdeg works "
+                       "with the scripted doctor)")
+    if doctor.teacher_questions is not None and doctor.name != "teacher":
         raise CLIError("--teacher-questions is used only with --doctor teacher")
-    if args.doctor == "teacher":
-        _check_teacher_args(args)
+    if doctor.name == "teacher":
+        _check_teacher(wrapper, env_id, preset, premature_diagnosis)
 
 
-def _check_teacher_args(args: Any) -> None:
+def _check_teacher(wrapper: WrapperConfig, env_id: str, preset: str | None,
+                   premature_diagnosis: str | None) -> None:
     """Refuse what contradicts the teacher's settings (module docstring)."""
     from clinenv.cli.errors import CLIError
 
     why = ("the privileged teacher plays with the tool view's settings (delta observations, "
            "premature_diagnosis='decide', the id's own T), so that its exported prompts "
            "equal a trainer's rollouts")
-    if getattr(args, "premature_diagnosis", None) not in (None, "decide"):
+    if premature_diagnosis not in (None, "decide"):
         raise CLIError(f"--doctor teacher with --premature-diagnosis "
-                       f"{args.premature_diagnosis}: {why}; leave the option out")
-    if getattr(args, "preset", None) is not None:
-        raise CLIError(f"--doctor teacher with --preset {args.preset}: {why}; leave the "
+                       f"{premature_diagnosis}: {why}; leave the option out")
+    if preset is not None:
+        raise CLIError(f"--doctor teacher with --preset {preset}: {why}; leave the "
                        "option out")
     for option in ("cdeg", "baseline"):
-        if getattr(args, option, None):
+        if getattr(wrapper, option):
             raise CLIError(f"--doctor teacher with --{option}: the teacher is no doctor to "
                            "improve or evaluate (it reads the target); run it plain")
-    env_id = getattr(args, "env", "auto")
     if env_id != "auto":
         import gymnasium as gym
 
@@ -179,9 +231,45 @@ def add_wrapper_arguments(run: Any) -> None:
                        help="run logs of the memory of trajectory-rag / flat-experience")
 
 
-def doctor_wrapper(args: Any) -> Callable[[Any], Any] | None:
-    """The wrapper the options ask for, loaded now (before the run creates anything), as
+class WrapperConfig(ConfigModel):
+    """The doctor wrapper of ``clinenv run`` (``--cdeg`` or ``--baseline``) and its options
+    (:func:`add_wrapper_arguments`; the ``cdeg_*`` fields are the ``--cdeg-*`` flags of
+    :func:`clinenv.cli.cdeg_run.add_cdeg_run_arguments`, ``None``: the wrapper's default).
+
+    Attributes:
+        allow_privileged: ``--allow-privileged`` (``--experience`` may hold a
+            privileged doctor's logs).
+    """
+
+    cdeg: str | None = None
+    cdeg_similarity: str = "lexical"
+    cdeg_mode: str = "both"
+    cdeg_coverage_basis: str = "edge"
+    cdeg_global_guidance: bool = False
+    cdeg_max_deferrals: int | None = None
+    cdeg_evidence_threshold: float | None = None
+    cdeg_diagnosis_threshold: float | None = None
+    cdeg_coverage_threshold: float | None = None
+    baseline: str | None = None
+    experience: tuple[str, ...] | None = None
+    allow_privileged: bool = False
+
+
+def wrapper_config(args: argparse.Namespace) -> WrapperConfig:
+    """The :class:`WrapperConfig` of the parsed flags (a command without the wrapper
+    options gets the defaults: no wrapper)."""
+    given = {key: getattr(args, key) for key in WrapperConfig.model_fields
+             if getattr(args, key, None) is not None}
+    if given.get("experience") is not None:
+        given["experience"] = tuple(str(path) for path in given["experience"])
+    given["allow_privileged"] = bool(given.get("allow_privileged", False))
+    return WrapperConfig(**given)
+
+
+def doctor_wrapper(config: WrapperConfig) -> Callable[[Any], Any] | None:
+    """The wrapper ``config`` asks for, loaded now (before the run creates anything), as
     a function ``doctor -> wrapped doctor``; ``None`` without ``--cdeg`` / ``--baseline``.
+    The doctor's own options are checked before (:func:`check_doctor`).
 
     Raises:
         CLIError: conflicting or missing options, a graph or run log that cannot be
@@ -189,26 +277,26 @@ def doctor_wrapper(args: Any) -> Callable[[Any], Any] | None:
     """
     from clinenv.cli.errors import CLIError
 
-    check_doctor_args(args)
-    if args.cdeg and args.baseline:
+    if config.cdeg and config.baseline:
         raise CLIError("--cdeg and --baseline wrap the doctor in different ways; give one")
-    if args.experience and args.baseline not in ("trajectory-rag", "flat-experience"):
+    experience = list(config.experience) if config.experience else None
+    if experience and config.baseline not in ("trajectory-rag", "flat-experience"):
         raise CLIError("--experience is used only with --baseline trajectory-rag or "
                        "flat-experience")
-    if args.baseline in ("trajectory-rag", "flat-experience") and not args.experience:
-        raise CLIError(f"--baseline {args.baseline} needs --experience RUN.jsonl...")
-    allow_privileged = bool(getattr(args, "allow_privileged", False))
-    if allow_privileged and not args.experience:
+    if config.baseline in ("trajectory-rag", "flat-experience") and not experience:
+        raise CLIError(f"--baseline {config.baseline} needs --experience RUN.jsonl...")
+    allow_privileged = config.allow_privileged
+    if allow_privileged and not experience:
         raise CLIError("--allow-privileged is used only with --experience (the run logs "
                        "of the baselines' memory)")
-    if not (args.cdeg or args.baseline):
+    if not (config.cdeg or config.baseline):
         return None
-    if args.baseline == "self-reflection":
+    if config.baseline == "self-reflection":
         from clinenv.wrappers.baselines.self_reflection import SelfReflectionDoctor
 
         return SelfReflectionDoctor
-    similarity = _similarity(args.cdeg_similarity)
-    if args.baseline:
+    similarity = _similarity(config.cdeg_similarity)
+    if config.baseline:
         from clinenv.runlog import RunLogError, is_privileged_line, read_run_log
         from clinenv.wrappers.baselines.experience import load_trajectories
         from clinenv.wrappers.baselines.flat_experience import (
@@ -217,12 +305,12 @@ def doctor_wrapper(args: Any) -> Callable[[Any], Any] | None:
         )
         from clinenv.wrappers.baselines.trajectory_rag import TrajectoryRAGDoctor
 
+        assert experience is not None  # checked above
         try:
-            trajectories = load_trajectories(args.experience,
-                                             allow_privileged=allow_privileged)
+            trajectories = load_trajectories(experience, allow_privileged=allow_privileged)
             # a memory of a privileged doctor's episodes makes this run privileged too
             tainted = allow_privileged and any(
-                is_privileged_line(line) for path in args.experience
+                is_privileged_line(line) for path in experience
                 for line in read_run_log(path).lines)
         except (OSError, RunLogError) as err:
             raise CLIError(f"--experience: {err}") from None
@@ -232,7 +320,7 @@ def doctor_wrapper(args: Any) -> Callable[[Any], Any] | None:
                 wrapper.privileged = True  # its lines carry privileged: true
             return wrapper
 
-        if args.baseline == "trajectory-rag":
+        if config.baseline == "trajectory-rag":
             return lambda doctor: marked(TrajectoryRAGDoctor(doctor, trajectories,
                                                              similarity=similarity))
         snippets = snippets_from_trajectories(trajectories)
@@ -240,7 +328,7 @@ def doctor_wrapper(args: Any) -> Callable[[Any], Any] | None:
                                                           similarity=similarity))
     from clinenv.cli.cdeg_run import cdeg_wrapper
 
-    return cdeg_wrapper(args, similarity)
+    return cdeg_wrapper(config, similarity)
 
 
 def _similarity(spec: str) -> Any:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from clinenv.cli.errors import CLIError
+from clinenv.config_model import ConfigModel
 
 #: Environment chosen by ``--env auto`` when the MedQA file resolves, and the fallback.
 AUTO_PREFERRED = "EGIP-MedQA-v0"
@@ -27,6 +28,90 @@ def add_dataset_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentP
     parser.add_argument("--allow-download", action="store_true",
                         help="download a missing public dataset (pinned URL and sha256)")
     return parser
+
+
+class DataConfig(ConfigModel):
+    """Where a command's dataset files come from (:func:`add_dataset_arguments`,
+    :func:`add_verify_argument`).
+
+    Attributes:
+        data_dir: ``--data-dir`` (before ``$CLINENV_DATA_DIR``).
+        allow_download: ``--allow-download``.
+        verify: ``False`` with ``--no-verify``.
+    """
+
+    data_dir: Path | None = None
+    allow_download: bool = False
+    verify: bool = True
+
+    def make_env(self, env_id: str, **kwargs: Any) -> Any:
+        """:func:`make_env` with these data options."""
+        return make_env(env_id, self.data_dir, self.allow_download, self.verify, **kwargs)
+
+
+def data_config(args: argparse.Namespace) -> DataConfig:
+    """The :class:`DataConfig` of the parsed flags (``--no-verify`` may be absent)."""
+    return DataConfig(data_dir=args.data_dir, allow_download=args.allow_download,
+                      verify=getattr(args, "verify", True))
+
+
+def env_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The environment's keyword arguments that ``clinenv run``'s flags set over the
+    id's own (``gym.make`` keyword overrides; the data options are
+    :class:`DataConfig`'s): the privileged teacher's settings (``--doctor teacher``),
+    the seats (``--patient llm``, ``--judge llm``, ``--examiner``; the seats' models
+    are added by :meth:`clinenv.cli.llm_setup.LLMSeats.env_kwargs`), ``--preset``,
+    ``--premature-diagnosis``, ``--reward-spec`` (its canonical JSON: a file is read
+    once, here), ``--icd-map``, ``--knowledge-source`` and ``--dataset``.
+
+    Raises:
+        CLIError: a bad ``--reward-spec`` (:func:`reward_spec_option`), or an
+            ``--icd-map``, ``--dataset`` or ``--knowledge-source`` that is no file.
+    """
+    kwargs: dict[str, Any] = {}
+    if args.doctor == "teacher":  # the tool view's settings (clinenv.cli.doctors)
+        from clinenv.agents.teacher_doctor import TEACHER_ENV_SETTINGS
+
+        kwargs.update(TEACHER_ENV_SETTINGS)
+    for seat in ("patient", "judge"):
+        if getattr(args, seat, None) == "llm":
+            kwargs[seat] = "llm"
+    if getattr(args, "examiner", None) is not None:
+        kwargs["examiner"] = args.examiner
+    if args.preset is not None:
+        kwargs["preset"] = args.preset
+    if args.premature_diagnosis is not None:
+        kwargs["premature_diagnosis"] = args.premature_diagnosis
+    reward_spec = reward_spec_option(getattr(args, "reward_spec", None))
+    if reward_spec is not None:
+        kwargs["reward_spec"] = reward_spec.to_dict()
+    for flag, key in (("--icd-map", "icd_map"), ("--dataset", "dataset"),
+                      ("--knowledge-source", "knowledge_source")):
+        path = getattr(args, key)
+        if path is not None and not path.is_file():
+            raise CLIError(f"{flag} {path}: no such file")
+    for key in ("icd_map", "knowledge_source", "dataset"):
+        if getattr(args, key) is not None:
+            kwargs[key] = str(getattr(args, key))
+    return kwargs
+
+
+def reward_spec_option(value: str | None) -> Any:
+    """The :class:`~clinenv.reward_spec.RewardSpec` of ``--reward-spec`` (``value``), or
+    ``None``.
+
+    Raises:
+        CLIError: an unknown preset, a missing or invalid file (one line: the file, the
+            field and the nearest valid name).
+    """
+    from clinenv.reward_spec import RewardSpecError, load_reward_spec
+
+    if value is None:
+        return None
+    try:
+        return load_reward_spec(value)
+    except RewardSpecError as err:
+        raise CLIError("--reward-spec" + str(err).removeprefix("reward spec")) from None
 
 
 def add_verify_argument(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

@@ -3,12 +3,16 @@
 ``--doctor llm``, ``--patient llm``, ``--judge llm`` and (``clinenv run`` only)
 ``--examiner llm`` share ``--backend`` and, unless ``--patient-model`` /
 ``--judge-model`` / ``--examiner-model`` name another, ``--model``; one chat model object
-is built per distinct name (:class:`LLMSetup`). The API key is read from the environment
-variable ``--api-key-env`` and never written anywhere.
+is built per distinct name (:class:`LLMSeats`). The API key is read from the environment
+variable ``--api-key-env`` when a model is built and never written anywhere.
+
+The flags become one :class:`LLMConfig` (:func:`llm_config`, the only function here that
+reads the parsed flags), checked by :func:`check_llm_config`; :class:`LLMSeats` builds the
+models and the doctor from it.
 
 ``--prompt`` has no fixed default: the LLM doctor uses ``agentclinic`` on an environment
 that runs a native protocol (AgentClinic, MedAgentSim: the diagnosis must come within
-the turns) and ``egip`` otherwise (:meth:`LLMSetup.match_env`). Nor has ``--strategy``:
+the turns) and ``egip`` otherwise (:meth:`LLMSeats.match_env`). Nor has ``--strategy``:
 the terminal strategy F is ``medagentsim`` (MedAgentSim's final turn as published:
 discussion, answer options, consensus) on an environment running the MedAgentSim
 protocol and ``direct`` otherwise; an explicit
@@ -19,11 +23,12 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from typing import Any, Literal
 
 from clinenv.cli.argtypes import count, number
-from clinenv.cli.doctors import DOCTORS
+from clinenv.cli.doctors import DOCTORS, DoctorConfig, doctor_config
 from clinenv.cli.errors import CLIError
+from clinenv.config_model import ConfigModel
 
 #: ``--backend`` choices (:func:`clinenv.llm.factory.make_chat_model`).
 BACKENDS = ("openai", "vllm", "transformers")
@@ -141,29 +146,93 @@ def env_protocol(env_id: str, preset: str | None = None) -> str:
     return str(settings.get("protocol") or "egip")
 
 
-def doctor_prompt(args: argparse.Namespace, protocol: str) -> str:
+class LLMConfig(ConfigModel):
+    """The LLM seats of a command: which seats a model plays, on which backend and
+    server, with which models, and the doctor (:class:`~clinenv.cli.doctors.
+    DoctorConfig`, whose decoding the LLM doctor uses).
+
+    It holds the name of the API key's environment variable, never the key (read when a
+    model is built, on the machine that builds it).
+
+    Attributes:
+        backend, base_url, model: ``--backend``, ``--base-url``, ``--model``.
+        api_key_env, timeout, max_retries: the server connection
+            (:func:`add_connection_arguments`).
+        preload: the openai client a model preloads: ``"async"`` with ``--concurrency``
+            > 1 (only asynchronous calls), else ``"sync"``.
+        log_messages: ``--log-messages`` (models keep messages and raw replies).
+        doctor: the doctor (``doctor.name == "llm"``: the LLM doctor on ``model``).
+        patient, judge, examiner: the seats (``"llm"``: a model plays it; ``examiner``
+            ``None``: the environment's own).
+        patient_model, judge_model, examiner_model: their own models (``None``:
+            ``model``).
+        examiner_option: the command has ``--examiner`` (``clinenv run``; named in the
+            errors of :func:`check_llm_config`).
+    """
+
+    backend: Literal["openai", "vllm", "transformers"] = "openai"
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout: float = 60.0
+    max_retries: int = 3
+    preload: Literal["sync", "async"] = "sync"
+    log_messages: bool = False
+    doctor: DoctorConfig = DoctorConfig()
+    patient: Literal["retrieval", "llm"] = "retrieval"
+    patient_model: str | None = None
+    judge: Literal["deterministic", "llm"] = "deterministic"
+    judge_model: str | None = None
+    examiner: Literal["lookup", "llm"] | None = None
+    examiner_model: str | None = None
+    examiner_option: bool = False
+
+    def seat_models(self) -> dict[str, str | None]:
+        """Seat -> the model it uses, for the seats a model plays (``doctor``,
+        ``patient``, ``judge``, ``examiner``, in that order)."""
+        return {seat: model for seat, on, model in (
+            ("doctor", self.doctor.name == "llm", self.model),
+            ("patient", self.patient == "llm", self.patient_model or self.model),
+            ("judge", self.judge == "llm", self.judge_model or self.model),
+            ("examiner", self.examiner == "llm", self.examiner_model or self.model)) if on}
+
+
+def llm_config(args: argparse.Namespace) -> LLMConfig:
+    """The :class:`LLMConfig` of the parsed flags (:func:`add_llm_arguments`,
+    :func:`add_examiner_arguments`, ``--doctor`` and the doctor's options,
+    ``--concurrency``, ``--log-messages``); a flag the command has not (``clinenv cdeg
+    build`` has no seats) keeps the default."""
+    given = {key: getattr(args, key) for key in (
+        "backend", "base_url", "model", "api_key_env", "timeout", "max_retries",
+        "patient", "patient_model", "judge", "judge_model", "examiner", "examiner_model")
+        if getattr(args, key, None) is not None}
+    return LLMConfig(**given, doctor=doctor_config(args),
+                     preload="async" if getattr(args, "concurrency", 1) > 1 else "sync",
+                     log_messages=bool(getattr(args, "log_messages", False)),
+                     examiner_option=hasattr(args, "examiner"))
+
+
+def doctor_prompt(doctor: DoctorConfig, protocol: str) -> str:
     """``--prompt``, or its default for an environment running ``protocol``:
     ``"agentclinic"`` under a native protocol, else ``"egip"``."""
-    given = getattr(args, "prompt", None)  # ``clinenv cdeg build`` has no --prompt
-    if given:
-        return given
+    if doctor.prompt:
+        return doctor.prompt
     return "agentclinic" if protocol in NATIVE_PROTOCOLS else "egip"
 
 
-def doctor_strategy(args: argparse.Namespace, protocol: str) -> str:
+def doctor_strategy(doctor: DoctorConfig, protocol: str) -> str:
     """``--strategy``, or its default for an environment running ``protocol``:
     ``"medagentsim"`` under MedAgentSim, else ``"direct"``."""
-    given = getattr(args, "strategy", None)  # ``clinenv cdeg build`` has no --strategy
-    if given:
-        return given
+    if doctor.strategy:
+        return doctor.strategy
     return "medagentsim" if protocol == "medagentsim" else "direct"
 
 
-def check_llm_args(args: argparse.Namespace, protocol: str = "egip") -> None:
+def check_llm_config(config: LLMConfig, protocol: str = "egip") -> None:
     """Refuse, before anything is built, LLM options that cannot work.
 
     Args:
-        args: the parsed options (``--examiner`` / ``--examiner-model`` are optional).
+        config: the LLM seats (:func:`llm_config`).
         protocol: the protocol of the chosen environment (:func:`env_protocol`), which
             fixes the default ``--prompt`` and whether record lookup has a seat.
 
@@ -175,64 +244,68 @@ def check_llm_args(args: argparse.Namespace, protocol: str = "egip") -> None:
             ``--max-questions`` without ``--doctor llm`` and the agentclinic prompt;
             ``--vote-temperature`` without ``--doctor llm`` and the vote strategy.
     """
-    examiner = getattr(args, "examiner", None)
-    examiner_model = getattr(args, "examiner_model", None)
-    if examiner_model and examiner != "llm":
+    examiner, doctor = config.examiner, config.doctor
+    if config.examiner_model and examiner != "llm":
         raise CLIError("--examiner-model is used only with --examiner llm")
     if examiner == "lookup" and protocol in NATIVE_PROTOCOLS:
         raise CLIError(f"--examiner lookup: the {protocol} protocol has no seat for record "
                        "lookup (its measurement agent answers whole utterances); use "
                        "--examiner llm, or leave it out for the record reader")
-    wants = [name for name, on in (("--doctor llm", args.doctor == "llm"),
-                                   ("--patient llm", args.patient == "llm"),
-                                   ("--judge llm", args.judge == "llm"),
+    wants = [name for name, on in (("--doctor llm", doctor.name == "llm"),
+                                   ("--patient llm", config.patient == "llm"),
+                                   ("--judge llm", config.judge == "llm"),
                                    ("--examiner llm", examiner == "llm")) if on]
-    for flag, own in (("--doctor llm", None), ("--patient llm", args.patient_model),
-                      ("--judge llm", args.judge_model), ("--examiner llm", examiner_model)):
-        if flag in wants and not (own or args.model):
+    for flag, own in (("--doctor llm", None), ("--patient llm", config.patient_model),
+                      ("--judge llm", config.judge_model),
+                      ("--examiner llm", config.examiner_model)):
+        if flag in wants and not (own or config.model):
             extra = "" if flag == "--doctor llm" else f" (or {flag.split()[0]}-model)"
             raise CLIError(f"{flag} needs --model M{extra}")
-    if wants and args.backend == "openai" and not args.base_url:
+    if wants and config.backend == "openai" and not config.base_url:
         raise CLIError(f"{wants[0]} with --backend openai needs --base-url URL "
                        "(e.g. http://127.0.0.1:8000/v1 for `vllm serve`)")
-    if args.max_questions is not None and (
-            args.doctor != "llm" or doctor_prompt(args, protocol) != "agentclinic"):
+    if doctor.max_questions is not None and (
+            doctor.name != "llm" or doctor_prompt(doctor, protocol) != "agentclinic"):
         raise CLIError("--max-questions is used only with --doctor llm --prompt agentclinic "
                        "(the egip prompt has no question budget)")
-    if getattr(args, "vote_temperature", None) is not None and (
-            args.doctor != "llm" or doctor_strategy(args, protocol) != "vote"):
+    if doctor.vote_temperature is not None and (
+            doctor.name != "llm" or doctor_strategy(doctor, protocol) != "vote"):
         raise CLIError("--vote-temperature is used only with --doctor llm --strategy vote")
     if not wants:
-        given = [flag for flag, value in (("--model", args.model), ("--base-url", args.base_url),
-                                          ("--patient-model", args.patient_model),
-                                          ("--judge-model", args.judge_model)) if value]
+        given = [flag for flag, value in (("--model", config.model),
+                                          ("--base-url", config.base_url),
+                                          ("--patient-model", config.patient_model),
+                                          ("--judge-model", config.judge_model)) if value]
         if given:
             seats = "--doctor llm, --patient llm or --judge llm"
-            if hasattr(args, "examiner"):
+            if config.examiner_option:
                 seats = "--doctor llm, --patient llm, --judge llm or --examiner llm"
             raise CLIError(f"{given[0]} is used only with {seats}")
 
 
-class LLMSetup:
-    """The chat models, doctor factory and environment kwargs of ``clinenv run``.
+#: The environment keyword of each seat's model (:meth:`LLMSeats.env_kwargs`).
+SEAT_MODEL_KEYS = {"patient": "patient_model", "judge": "judge_model",
+                   "examiner": "examiner_model"}
+
+
+class LLMSeats:
+    """The chat models and the doctor factory of a command's LLM seats.
 
     One model object per distinct model name (shared by doctor, patient, judge and
     examiner, and by every concurrent worker); :meth:`close` closes them.
 
     Args:
-        args: the parsed ``clinenv run`` options, already checked by
-            :func:`check_llm_args`.
+        config: the LLM seats, already checked by :func:`check_llm_config`.
     """
 
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
+    def __init__(self, config: LLMConfig) -> None:
+        self.config = config
         self.models: dict[str, Any] = {}
-        self.env_kwargs: dict[str, Any] = {}
         self.observation_format = "view"
         self.acquisition_rounds: int | None = None
         self.cases: Any = None  # the environment's case pool: --doctor teacher's cases
-        self.prompt = doctor_prompt(args, "egip")
-        self.strategy = doctor_strategy(args, "egip")
+        self.prompt = doctor_prompt(config.doctor, "egip")
+        self.strategy = doctor_strategy(config.doctor, "egip")
 
     def match_env(self, env: Any) -> None:
         """Take the doctor's observation format, default prompt, default strategy and
@@ -245,12 +318,12 @@ class LLMSetup:
         self.observation_format = env.observation_format
         self.acquisition_rounds = env.config.acquisition_rounds
         protocol = getattr(env, "protocol", "egip")
-        self.prompt = doctor_prompt(self.args, protocol)
-        self.strategy = doctor_strategy(self.args, protocol)
+        self.prompt = doctor_prompt(self.config.doctor, protocol)
+        self.strategy = doctor_strategy(self.config.doctor, protocol)
 
     def model(self, name: str) -> Any:
-        """The chat model named ``name`` on ``--backend`` (built once), logging its
-        messages when ``--log-messages`` is given (:attr:`~clinenv.llm.base.ChatModel.
+        """The chat model named ``name`` on the config's backend (built once), logging
+        its messages with ``log_messages`` (:attr:`~clinenv.llm.base.ChatModel.
         log_messages`). An ``openai`` model preloads only the client of the calls the
         run makes (``preload``: asynchronous with ``--concurrency`` > 1, else
         synchronous; :class:`~clinenv.llm.openai_backend.OpenAIChatModel`).
@@ -263,81 +336,80 @@ class LLMSetup:
             from clinenv.llm.base import LLMError
             from clinenv.llm.factory import make_chat_model
 
-            args = self.args
+            config = self.config
             kwargs: dict[str, Any] = {}
-            if args.backend == "openai":
+            if config.backend == "openai":
                 # --concurrency N > 1 makes only asynchronous calls (aiohttp): the openai
                 # client, about a second to import, is then left out of the start
-                kwargs = {"base_url": args.base_url, "timeout_s": args.timeout,
-                          "max_retries": args.max_retries,
-                          "api_key": os.environ.get(args.api_key_env) or "EMPTY",
-                          "preload": ("async" if getattr(args, "concurrency", 1) > 1
-                                      else "sync")}
+                kwargs = {"base_url": config.base_url, "timeout_s": config.timeout,
+                          "max_retries": config.max_retries,
+                          "api_key": os.environ.get(config.api_key_env) or "EMPTY",
+                          "preload": config.preload}
             try:
-                model = make_chat_model(args.backend, name, **kwargs)
+                model = make_chat_model(config.backend, name, **kwargs)
             except (LLMError, ImportError, ValueError, OSError) as err:
-                raise CLIError(f"--backend {args.backend} --model {name}: {err}") from None
-            model.log_messages = bool(getattr(args, "log_messages", False))
+                raise CLIError(f"--backend {config.backend} --model {name}: {err}") from None
+            model.log_messages = config.log_messages
             self.models[name] = model
         return self.models[name]
 
     def build(self) -> None:
-        """Build the models and environment kwargs the options ask for.
+        """Build the models the seats ask for.
 
         Raises:
             CLIError: as :meth:`model`.
         """
-        args = self.args
-        if args.doctor == "llm":
-            self.model(args.model)
-        if args.doctor == "teacher":  # the tool view's settings (clinenv.cli.doctors)
-            from clinenv.agents.teacher_doctor import TEACHER_ENV_SETTINGS
+        for model in self.config.seat_models().values():
+            self.model(str(model))
 
-            self.env_kwargs.update(TEACHER_ENV_SETTINGS)
-        if args.patient == "llm":
-            self.env_kwargs.update(patient="llm",
-                                   patient_model=self.model(args.patient_model or args.model))
-        if args.judge == "llm":
-            self.env_kwargs.update(judge="llm",
-                                   judge_model=self.model(args.judge_model or args.model))
-        examiner = getattr(args, "examiner", None)
-        if examiner == "llm":
-            self.env_kwargs.update(examiner="llm", examiner_model=self.model(
-                getattr(args, "examiner_model", None) or args.model))
-        elif examiner is not None:
-            self.env_kwargs["examiner"] = examiner
+    def env_kwargs(self, overrides: dict[str, Any]) -> dict[str, Any]:
+        """The environment's keyword arguments: ``overrides`` (the flags'
+        :func:`clinenv.cli.env_choice.env_overrides`) with, after each seat a model
+        plays (``patient="llm"``...), that seat's model object (``patient_model``...),
+        built once (:meth:`model`).
+
+        Raises:
+            CLIError: as :meth:`model`.
+        """
+        models = self.config.seat_models()
+        kwargs: dict[str, Any] = {}
+        for key, value in overrides.items():
+            kwargs[key] = value
+            if key in SEAT_MODEL_KEYS and value == "llm":
+                kwargs[SEAT_MODEL_KEYS[key]] = self.model(str(models[key]))
+        return kwargs
 
     def make_doctor(self) -> Any:
-        """A fresh doctor (``--doctor``; the registry's factories get the options,
-        e.g. ``--exploration``). The LLM doctor uses the environment's observation format,
-        ``--prompt`` and ``--strategy`` (defaults: by the environment's protocol; the
-        vote strategy samples at ``--vote-temperature`` when given, else at the doctor's
-        temperature) and, with the agentclinic prompt, states the question budget
+        """A fresh doctor (``config.doctor``; the registry's factories get the
+        :class:`~clinenv.cli.doctors.DoctorConfig`, e.g. ``--exploration``). The LLM
+        doctor uses the environment's observation format, ``--prompt`` and
+        ``--strategy`` (defaults: by the environment's protocol; the vote strategy
+        samples at ``--vote-temperature`` when given, else at the doctor's temperature)
+        and, with the agentclinic prompt, states the question budget
         ``--max-questions`` (default: the environment's T; see :meth:`match_env`).
         ``--temperature`` / ``--max-tokens`` left out (``None``) keep
         :class:`~clinenv.llm.base.GenerationConfig`'s 0 and 200."""
-        args = self.args
-        if args.doctor == "teacher":  # privileged: the environment's cases (match_env)
-            return DOCTORS["teacher"](args, cases=self.cases)
-        if args.doctor != "llm":
-            return DOCTORS[args.doctor](args)
+        doctor = self.config.doctor
+        if doctor.name == "teacher":  # privileged: the environment's cases (match_env)
+            return DOCTORS["teacher"](doctor, cases=self.cases)
+        if doctor.name != "llm":
+            return DOCTORS[doctor.name](doctor)
         from clinenv.agents.llm_doctor import LLMDoctor
         from clinenv.llm.base import GenerationConfig
 
-        config = GenerationConfig().merged(temperature=args.temperature,
-                                           max_tokens=args.max_tokens)
+        config = GenerationConfig().merged(temperature=doctor.temperature,
+                                           max_tokens=doctor.max_tokens)
         budget = None
         if self.prompt == "agentclinic":
-            budget = args.max_questions or self.acquisition_rounds
+            budget = doctor.max_questions or self.acquisition_rounds
         strategy: Any = self.strategy
-        vote_temperature = getattr(args, "vote_temperature", None)
-        if strategy == "vote" and vote_temperature is not None:
+        if strategy == "vote" and doctor.vote_temperature is not None:
             from clinenv.agents.terminal_vote import Vote
 
-            strategy = Vote(temperature=vote_temperature)
-        return LLMDoctor(self.model(args.model), strategy=strategy, prompt=self.prompt,
-                         config=config, observation_format=self.observation_format,
-                         max_questions=budget)
+            strategy = Vote(temperature=doctor.vote_temperature)
+        return LLMDoctor(self.model(str(self.config.model)), strategy=strategy,
+                         prompt=self.prompt, config=config,
+                         observation_format=self.observation_format, max_questions=budget)
 
     def close(self) -> None:
         """Close every model (clients, engines)."""

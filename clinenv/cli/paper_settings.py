@@ -16,9 +16,11 @@ generation config (temperature 0, 200 tokens), as without the option. With ``--d
 scripted`` no model decodes: the temperature and max tokens are not applied (a note
 says so) and the repetitions are.
 
-:func:`resolve_run_settings` fills the namespace and returns the record written into
-every run-log line as ``paper_settings`` (:attr:`clinenv.runlog.RunContext.
-paper_settings`)::
+:func:`paper_settings_config` turns the flags into a :class:`PaperSettingsConfig`: the
+resolved repetitions, the LLM doctor's resolved temperature and max tokens (which the
+command puts into its :class:`~clinenv.cli.doctors.DoctorConfig`,
+:meth:`PaperSettingsConfig.apply`), and the record written into every run-log line as
+``paper_settings`` (:attr:`clinenv.runlog.RunContext.paper_settings`)::
 
     {"source": "EGIP 4.1", "framework": "agentclinic",
      "framework_from": "env id" | "preset" | "--framework" | "default",
@@ -34,11 +36,12 @@ paper_settings`)::
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field
 from typing import Any
 
+from clinenv.cli.doctors import DoctorConfig
 from clinenv.cli.errors import CLIError
 from clinenv.cli.llm_setup import doctor_strategy
+from clinenv.config_model import ConfigModel
 
 #: Sampling temperature of every model call, per framework (EGIP 4.1).
 PAPER_TEMPERATURE: dict[str, float] = {"agentclinic": 0.05, "medagentsim": 0.2}
@@ -69,11 +72,14 @@ def add_paper_arguments(run: argparse.ArgumentParser) -> None:
                           "AgentClinic-* and MedAgentSim-* ids fix it themselves")
 
 
-@dataclass
-class RunSettings:
-    """What :func:`resolve_run_settings` decided.
+class PaperSettingsConfig(ConfigModel):
+    """What :func:`paper_settings_config` decided.
 
     Attributes:
+        repetitions: the run's repetitions (given, else :data:`PAPER_REPETITIONS` with
+            ``--paper-settings``, else :data:`DEFAULT_REPETITIONS`).
+        temperature, max_tokens: the LLM doctor's decoding (given, else the paper's
+            with ``--paper-settings`` and ``--doctor llm``, else ``None``).
         record: the run-log record (module docstring), or ``None`` without
             ``--paper-settings``.
         summary: one line for the terminal (``paper settings (EGIP 4.1): ...``), or
@@ -82,18 +88,23 @@ class RunSettings:
             samples would all be greedy).
     """
 
+    repetitions: int = DEFAULT_REPETITIONS
+    temperature: float | None = None
+    max_tokens: int | None = None
     record: dict[str, Any] | None = None
     summary: str | None = None
-    notes: list[str] = field(default_factory=list)
+    notes: tuple[str, ...] = ()
+
+    def apply(self, doctor: DoctorConfig) -> DoctorConfig:
+        """``doctor`` with the resolved temperature and max tokens."""
+        return doctor.replace(temperature=self.temperature, max_tokens=self.max_tokens)
 
 
-def _framework(args: argparse.Namespace, protocol: str) -> tuple[str, str]:
+def _framework(given: str | None, where: str, preset: str | None,
+               protocol: str) -> tuple[str, str]:
     """``(framework, where it came from)``; refuses a ``--framework`` that the id or
     preset contradicts."""
-    given = getattr(args, "framework", None)
-    preset = getattr(args, "preset", None)
     if protocol in FRAMEWORKS:
-        where = f"--env {args.env}" + (f" --preset {preset}" if preset else "")
         if given is not None and given != protocol:
             raise CLIError(f"--framework {given}: {where} runs the {protocol} protocol, "
                            f"whose paper temperature is {PAPER_TEMPERATURE[protocol]:g}; "
@@ -104,70 +115,78 @@ def _framework(args: argparse.Namespace, protocol: str) -> tuple[str, str]:
     return DEFAULT_FRAMEWORK, "default"
 
 
-def resolve_run_settings(args: argparse.Namespace, protocol: str) -> RunSettings:
-    """Resolve ``--paper-settings`` and the defaults of the options it sets, in place.
-
-    Sets ``args.repetitions`` always (given, else :data:`PAPER_REPETITIONS` with
-    ``--paper-settings``, else :data:`DEFAULT_REPETITIONS`) and, with
-    ``--paper-settings`` and ``--doctor llm``, ``args.temperature`` and
-    ``args.max_tokens`` where they were not given.
+def paper_settings_config(args: argparse.Namespace, doctor: DoctorConfig,
+                          protocol: str) -> PaperSettingsConfig:
+    """Resolve ``--paper-settings`` and the defaults of the options it sets (``args`` is
+    left as it is).
 
     Args:
-        args: the parsed ``clinenv run`` options (``--temperature``, ``--max-tokens``
-            and ``--repetitions`` are ``None`` when not given).
+        args: the parsed ``clinenv run`` options (``--paper-settings``, ``--framework``,
+            ``--repetitions``, ``--env``, ``--preset``; ``--repetitions`` is ``None``
+            when not given).
+        doctor: the doctor as given (its ``temperature`` / ``max_tokens`` ``None``
+            when not given).
         protocol: the protocol of ``--env`` / ``--preset``
             (:func:`clinenv.cli.llm_setup.env_protocol`).
 
     Returns:
-        A :class:`RunSettings`.
+        A :class:`PaperSettingsConfig`.
 
     Raises:
         CLIError: ``--framework`` without ``--paper-settings``, or one that contradicts
             the id's framework.
     """
-    out = RunSettings()
     paper = bool(getattr(args, "paper_settings", False))
-    if getattr(args, "framework", None) is not None and not paper:
+    framework_given = getattr(args, "framework", None)
+    preset = getattr(args, "preset", None)
+    if framework_given is not None and not paper:
         raise CLIError("--framework is used only with --paper-settings (it picks the "
                        "paper's temperature on an EGIP-* id)")
-    given = [flag for flag, value in (("--temperature", args.temperature),
-                                      ("--max-tokens", args.max_tokens),
-                                      ("--repetitions", args.repetitions))
+    temperature, max_tokens, repetitions = (doctor.temperature, doctor.max_tokens,
+                                            args.repetitions)
+    given = [flag for flag, value in (("--temperature", temperature),
+                                      ("--max-tokens", max_tokens),
+                                      ("--repetitions", repetitions))
              if value is not None]
-    if args.repetitions is None:
-        args.repetitions = PAPER_REPETITIONS if paper else DEFAULT_REPETITIONS
-    llm = args.doctor == "llm"
+    if repetitions is None:
+        repetitions = PAPER_REPETITIONS if paper else DEFAULT_REPETITIONS
+    notes: list[str] = []
+    llm = doctor.name == "llm"
     if paper:
-        framework, origin = _framework(args, protocol)
+        where = f"--env {args.env}" + (f" --preset {preset}" if preset else "")
+        framework, origin = _framework(framework_given, where, preset, protocol)
         wanted = {"temperature": PAPER_TEMPERATURE[framework],
                   "max_tokens": PAPER_MAX_TOKENS, "repetitions": PAPER_REPETITIONS}
         if llm:
-            if args.temperature is None:
-                args.temperature = wanted["temperature"]
-            if args.max_tokens is None:
-                args.max_tokens = wanted["max_tokens"]
+            if temperature is None:
+                temperature = wanted["temperature"]
+            if max_tokens is None:
+                max_tokens = wanted["max_tokens"]
         else:
-            out.notes.append(f"--paper-settings with --doctor {args.doctor}: no model "
-                             f"decodes the doctor's actions, so temperature "
-                             f"{wanted['temperature']:g} and max tokens "
-                             f"{wanted['max_tokens']} are not applied; the repetitions "
-                             f"({args.repetitions}) are")
-    if llm and doctor_strategy(args, protocol) == "vote" and \
-            getattr(args, "vote_temperature", None) is None and not args.temperature:
-        out.notes.append("--strategy vote at temperature 0: its extra samples use the "
-                         "doctor's temperature, and greedy samples agree, so the vote is "
-                         "the Direct answer; give --temperature, --vote-temperature or "
-                         "--paper-settings")
+            notes.append(f"--paper-settings with --doctor {doctor.name}: no model "
+                         f"decodes the doctor's actions, so temperature "
+                         f"{wanted['temperature']:g} and max tokens "
+                         f"{wanted['max_tokens']} are not applied; the repetitions "
+                         f"({repetitions}) are")
+    if llm and doctor_strategy(doctor, protocol) == "vote" and \
+            doctor.vote_temperature is None and not temperature:
+        notes.append("--strategy vote at temperature 0: its extra samples use the "
+                     "doctor's temperature, and greedy samples agree, so the vote is "
+                     "the Direct answer; give --temperature, --vote-temperature or "
+                     "--paper-settings")
+    record = summary = None
     if paper:
-        applied = {"temperature": args.temperature if llm else None,
-                   "max_tokens": args.max_tokens if llm else None,
-                   "repetitions": args.repetitions}
-        out.record = {"source": SOURCE, "framework": framework, "framework_from": origin,
-                      "paper": wanted, "applied": applied, "given": given,
-                      "applies_to": "doctor" if llm else None, "notes": list(out.notes)}
+        applied = {"temperature": temperature if llm else None,
+                   "max_tokens": max_tokens if llm else None,
+                   "repetitions": repetitions}
+        record = {"source": SOURCE, "framework": framework, "framework_from": origin,
+                  "paper": wanted, "applied": applied, "given": given,
+                  "applies_to": "doctor" if llm else None, "notes": list(notes)}
         decoding = (f"temperature {applied['temperature']:g}, max tokens "
                     f"{applied['max_tokens']}" if llm else "no model decoding")
         flags = f"; given: {', '.join(given)}" if given else ""
-        out.summary = (f"paper settings ({SOURCE}, {framework} framework): {decoding}, "
-                       f"{args.repetitions} repetition(s){flags}")
-    return out
+        summary = (f"paper settings ({SOURCE}, {framework} framework): {decoding}, "
+                   f"{repetitions} repetition(s){flags}")
+    return PaperSettingsConfig(repetitions=repetitions, temperature=temperature,
+                               max_tokens=max_tokens, record=record, summary=summary,
+                               notes=tuple(notes))

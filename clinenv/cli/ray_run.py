@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from clinenv.cli.argtypes import count
-from clinenv.cli.env_choice import make_env
+from clinenv.cli.env_choice import DataConfig
 from clinenv.cli.errors import CLIError
-from clinenv.cli.llm_setup import LLMSetup
+from clinenv.cli.llm_setup import LLMConfig, LLMSeats
 from clinenv.errors import install_hint
 
 
@@ -37,13 +37,19 @@ def add_ray_arguments(run: argparse.ArgumentParser) -> None:
                           "use it there (--model defaults to MODEL)")
 
 
-def ray_options(args: argparse.Namespace) -> Any:
-    """Check the ``--ray`` options before anything is built; ``None`` without ``--ray``,
-    else their :class:`clinenv.distributed.RayConfig` (``--concurrency`` per runner).
+def ray_config(args: argparse.Namespace, llm: LLMConfig) -> tuple[Any, LLMConfig]:
+    """Check the ``--ray`` options before anything is built: ``(None, llm)`` without
+    ``--ray``, else their :class:`clinenv.distributed.RayConfig` (``--concurrency`` per
+    runner) and the LLM seats as the options fill them (``args`` is left as it is).
 
-    With ``--ray-serve MODEL``, ``--model`` defaults to MODEL and the driver's copy of the
-    models names the served URL; with ``--base-url-map`` and no ``--base-url``, it names
-    the map's first URL (runners use their own node's).
+    With ``--ray-serve MODEL``, the seats' ``model`` defaults to MODEL and their
+    ``base_url`` (the driver's copy of the models) is the served URL; with
+    ``--base-url-map`` and no ``--base-url``, it is the map's first URL (runners use
+    their own node's).
+
+    Args:
+        args: the parsed ``clinenv run`` options.
+        llm: the LLM seats of the flags (:func:`clinenv.cli.llm_setup.llm_config`).
 
     Raises:
         CLIError: a Ray option without ``--ray``, ``--base-url-map`` with ``--ray-serve``,
@@ -58,33 +64,32 @@ def ray_options(args: argparse.Namespace) -> Any:
     if args.ray is None:
         if given:
             raise CLIError(f"{given[0]} is used only with --ray ADDRESS")
-        return None
+        return None, llm
     if importlib.util.find_spec("ray") is None:
         raise CLIError("--ray needs Ray: " + install_hint("ray"))
     if args.base_url_map is not None and args.ray_serve:
         raise CLIError("--base-url-map and --ray-serve both choose each node's server; give one")
-    seats = args.doctor == "llm" or "llm" in (args.patient, args.judge,
-                                              getattr(args, "examiner", None))
+    seats = bool(llm.seat_models())
     if (args.base_url_map is not None or args.ray_serve) and not seats:
         raise CLIError(f"{given[-1]} is used only with an LLM agent (--doctor llm, "
                        "--patient llm, --judge llm or --examiner llm)")
-    if seats and args.backend != "openai":
+    if seats and llm.backend != "openai":
         raise CLIError(f"--ray runs the LLM agents against OpenAI-compatible servers; use "
-                       f"--backend openai, not {args.backend}")
+                       f"--backend openai, not {llm.backend}")
     options: dict[str, Any] = {"address": args.ray, "runners": args.ray_runners,
-                               "base_url": args.base_url}
+                               "base_url": llm.base_url}
     if args.ray_serve:
         from clinenv.distributed import ServeConfig
 
-        if args.base_url:
+        if llm.base_url:
             raise CLIError("--base-url is not used with --ray-serve: each runner talks to "
                            "the server started on its own node")
-        if args.model and args.model != args.ray_serve:
-            raise CLIError(f"--model {args.model} differs from --ray-serve {args.ray_serve}, "
+        if llm.model and llm.model != args.ray_serve:
+            raise CLIError(f"--model {llm.model} differs from --ray-serve {args.ray_serve}, "
                            "the name vllm serve gives the model; leave --model out")
-        args.model = args.model or args.ray_serve
         options["serve"] = ServeConfig(args.ray_serve)
-        args.base_url = options["serve"].url(options["serve"].port)
+        llm = llm.replace(model=llm.model or args.ray_serve,
+                          base_url=options["serve"].url(options["serve"].port))
     if args.base_url_map is not None:
         from clinenv.distributed import BaseUrlMapError, read_base_url_map
 
@@ -92,52 +97,53 @@ def ray_options(args: argparse.Namespace) -> Any:
             options["base_url_map"] = read_base_url_map(args.base_url_map)
         except BaseUrlMapError as err:
             raise CLIError(f"--base-url-map: {err}") from None
-        args.base_url = args.base_url or next(iter(options["base_url_map"].values()))
+        llm = llm.replace(base_url=llm.base_url or next(iter(
+            options["base_url_map"].values())))
     if os.environ.get("CLINENV_DATA_DIR"):
         options["env_vars"] = {"CLINENV_DATA_DIR": os.environ["CLINENV_DATA_DIR"]}
     from clinenv.distributed import RayConfig
 
-    return RayConfig(concurrency=args.concurrency, **options)
+    return RayConfig(concurrency=args.concurrency, **options), llm
 
 
 class RayParts:
     """The parts factory of ``clinenv run --ray`` (:data:`clinenv.distributed.runner.
-    PartsFactory`): picklable, it carries the parsed options to each runner's node and
-    builds the models there against that node's server (``base_url``), then
-    environments and doctors as ``clinenv run`` does on one machine.
+    PartsFactory`): picklable (settings objects and the loaded doctor wrapper), it
+    carries the run's settings to each runner's node and builds the models there
+    against that node's server (``base_url``), then environments and doctors as
+    ``clinenv run`` does on one machine.
 
     Args:
-        args: the checked options; env_id, verify: the chosen environment and
-            ``--no-verify``; wrap: the doctor wrapper (:func:`doctor_wrapper`) or
-            ``None``; env_options: further environment kwargs (``preset``,
-            ``premature_diagnosis``).
+        llm: the checked LLM seats (:class:`~clinenv.cli.llm_setup.LLMConfig`).
+        env_id: the chosen environment.
+        data: where its dataset comes from (:class:`~clinenv.cli.env_choice.DataConfig`).
+        env_overrides: its keyword arguments from the flags
+            (:func:`~clinenv.cli.env_choice.env_overrides`).
+        wrap: the doctor wrapper (:func:`~clinenv.cli.doctors.doctor_wrapper`) or
+            ``None``.
     """
 
-    def __init__(self, args: argparse.Namespace, env_id: str, verify: bool,
-                 wrap: Any, env_options: dict[str, Any]) -> None:
-        self.args = argparse.Namespace(**{k: v for k, v in vars(args).items() if k != "func"})
-        self.env_id, self.verify, self.wrap = env_id, verify, wrap
-        self.env_options = dict(env_options)
+    def __init__(self, llm: LLMConfig, env_id: str, data: DataConfig,
+                 env_overrides: dict[str, Any], wrap: Any) -> None:
+        self.llm, self.env_id, self.data, self.wrap = llm, env_id, data, wrap
+        self.env_overrides = dict(env_overrides)
 
     def __call__(self, base_url: str | None) -> Any:
         from clinenv.distributed import RunnerParts
 
-        args = argparse.Namespace(**vars(self.args))
-        args.base_url = base_url or args.base_url
-        setup = LLMSetup(args)
-        setup.build()
-        setup.env_kwargs.update(self.env_options)
+        seats = LLMSeats(self.llm.replace(base_url=base_url or self.llm.base_url))
+        seats.build()
+        kwargs = seats.env_kwargs(self.env_overrides)
 
         def new_env() -> Any:
-            return make_env(self.env_id, args.data_dir, args.allow_download, self.verify,
-                            **setup.env_kwargs)
+            return self.data.make_env(self.env_id, **kwargs)
 
         spare = [new_env()]
-        setup.match_env(spare[0].unwrapped)
+        seats.match_env(spare[0].unwrapped)
 
         def make_doctor() -> Any:
-            doctor = setup.make_doctor()
+            doctor = seats.make_doctor()
             return doctor if self.wrap is None else self.wrap(doctor)
 
         return RunnerParts(make_env=lambda: spare.pop() if spare else new_env(),
-                           make_doctor=make_doctor, close=setup.close)
+                           make_doctor=make_doctor, close=seats.close)

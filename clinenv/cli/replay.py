@@ -37,7 +37,7 @@ from clinenv.cli.argtypes import count
 from clinenv.cli.doctors import DOCTOR_CHOICES
 from clinenv.cli.env_choice import add_dataset_arguments
 from clinenv.cli.errors import CLIError
-from clinenv.cli.llm_setup import LLMSetup, add_llm_arguments, check_llm_args
+from clinenv.cli.llm_setup import LLMSeats, add_llm_arguments, check_llm_config, llm_config
 from clinenv.cli.run_summary import format_summary, print_run_end
 from clinenv.runs.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS
 
@@ -171,7 +171,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from clinenv.runs.fail_fast import RunAborted
     from clinenv.runs.replay import load_source
 
-    check_llm_args(args)
+    llm = llm_config(args)
+    check_llm_config(llm)
     ablation = ABLATION_CHOICES[args.ablation]
     out: Path = args.out or args.source.with_name(f"{args.source.stem}_{args.ablation}.jsonl")
     if out.is_dir():
@@ -190,7 +191,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                        "rebuilds plain doctors only")
     first = source.episodes[0]
     spec = first.line.get("env_spec") or {}
-    setup = LLMSetup(args)
+    setup = LLMSeats(llm)
     kwargs = spec.get("kwargs") or {}
     settings = kwargs.get("settings") if isinstance(kwargs.get("settings"), dict) else {}
     setup.observation_format = str(kwargs.get("observation_format",
@@ -205,16 +206,17 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     try:
         setup.build()
+        judge = setup.env_kwargs({"judge": "llm"} if llm.judge == "llm" else {})
         _warn_doctor_changes(source, setup.make_doctor())
         spec = RunSpec(out=out, resume=args.resume, retry_errors=args.retry_errors,
                        max_consecutive_errors=args.max_consecutive_errors or None)
         executor = Concurrent(args.concurrency) if args.concurrency > 1 else Serial()
         result = replay_run(
             source, setup.make_doctor, spec, executor, ablation=ablation,
-            judge=setup.env_kwargs.get("judge"), judge_model=setup.env_kwargs.get("judge_model"),
+            judge=judge.get("judge"), judge_model=judge.get("judge_model"),
             progress=lambda _line: bar.update(1), on_start=start)
     except RunAborted as err:
-        raise CLIError(aborted_message(err, args)) from None
+        raise CLIError(aborted_message(err, llm)) from None
     except RunLogError as err:
         raise CLIError(str(err)) from None
     except OSError as err:  # errno None: the runner's FileExistsError (non-empty --out)

@@ -64,9 +64,12 @@ from typing import Any
 from clinenv.cli.argtypes import count
 from clinenv.cli.doctors import (
     DOCTOR_CHOICES,
+    WrapperConfig,
     add_doctor_arguments,
     add_wrapper_arguments,
+    check_doctor,
     doctor_wrapper,
+    wrapper_config,
 )
 from clinenv.cli.env_choice import (
     AUTO_FALLBACK,
@@ -74,19 +77,26 @@ from clinenv.cli.env_choice import (
     add_dataset_arguments,
     add_verify_argument,
     choose_env,
-    make_env,
+    data_config,
+    env_overrides,
 )
 from clinenv.cli.errors import CLIError
 from clinenv.cli.llm_setup import (
-    LLMSetup,
+    LLMConfig,
+    LLMSeats,
     add_examiner_arguments,
     add_llm_arguments,
-    check_llm_args,
+    check_llm_config,
     doctor_strategy,
     env_protocol,
+    llm_config,
 )
-from clinenv.cli.paper_settings import add_paper_arguments, resolve_run_settings
-from clinenv.cli.ray_run import RayParts, add_ray_arguments, ray_options
+from clinenv.cli.paper_settings import (
+    PaperSettingsConfig,
+    add_paper_arguments,
+    paper_settings_config,
+)
+from clinenv.cli.ray_run import RayParts, add_ray_arguments, ray_config
 from clinenv.cli.run_summary import format_summary, print_run_end
 from clinenv.protocol.presets import PRESETS
 from clinenv.runs.fail_fast import DEFAULT_MAX_CONSECUTIVE_ERRORS
@@ -179,26 +189,110 @@ def add_run_parser(sub: Any) -> None:
     run.set_defaults(func=cmd_run)
 
 
-def doctor_label(args: argparse.Namespace, protocol: str = "egip") -> str:
+def cmd_run(args: argparse.Namespace) -> int:
+    """``clinenv run``: see the :mod:`clinenv.cli` docstring.
+
+    The flags become settings objects once, here (:class:`~clinenv.cli.llm_setup.
+    LLMConfig`, :class:`~clinenv.cli.paper_settings.PaperSettingsConfig`,
+    :class:`~clinenv.cli.doctors.WrapperConfig`, :class:`~clinenv.cli.env_choice.
+    DataConfig`, the environment's keyword overrides, :class:`~clinenv.runs.RunSpec`,
+    :class:`~clinenv.distributed.RayConfig`); everything below takes those.
+
+    Returns:
+        0, or :data:`~clinenv.cli.errors.EXIT_RUN_ERRORS` when some episodes stopped with
+        a backend error.
+
+    Raises:
+        CLIError: bad arguments (``--examiner lookup`` on a native id, ``--prompt egip``
+            on an AgentClinic id...), a missing dataset, a log that cannot be continued,
+            an ``--out`` that would be overwritten, or a run stopped early (fail fast).
+    """
+    from clinenv.runs import RunSpec
+
+    protocol = env_protocol(args.env, args.preset)
+    # --ray: fills the model / base URL for --ray-serve or a map
+    ray, llm = ray_config(args, llm_config(args))
+    check_llm_config(llm, protocol)
+    # the repetitions and, with --paper-settings, the doctor's temperature / max tokens
+    paper = paper_settings_config(args, llm.doctor, protocol)
+    llm = llm.replace(doctor=paper.apply(llm.doctor))
+    cases = case_list_option(args.cases, args.episodes)
+    wrapper = wrapper_config(args)
+    check_doctor(llm.doctor, wrapper, env_id=args.env, preset=args.preset,
+                 premature_diagnosis=args.premature_diagnosis)
+    wrap = doctor_wrapper(wrapper)  # loads a CDEG graph / run logs now: errors come first
+    data = data_config(args)
+    env_id, reason = choose_env(args.env, data.data_dir, data.allow_download, data.verify)
+    overrides = env_overrides(args)  # reads --reward-spec, checks the input files
+    out: Path = args.out or default_out(env_id, args.preset, overrides.get("reward_spec"),
+                                        doctor_label(llm, wrapper, protocol), args.seed)
+    if out.is_dir():
+        raise CLIError(f"--out {out} is a folder; give a file path")
+    spec = RunSpec(out=out, seed=args.seed, episodes=args.episodes,
+                   repetitions=paper.repetitions, resume=args.resume,
+                   retry_errors=args.retry_errors, env_id=env_id,
+                   max_consecutive_errors=args.max_consecutive_errors or None,
+                   paper_settings=paper.record, cases=cases)
+    print_start(f"env: {env_id} ({reason})", paper, llm, quiet=args.quiet)
+    seats = LLMSeats(llm)
+    try:
+        seats.build()
+        kwargs = seats.env_kwargs(overrides)
+        env = data.make_env(env_id, **kwargs)
+        try:
+            check_env(env, env_id, spec, llm)
+            seats.match_env(env.unwrapped)
+            spare = [env]  # the checked environment first, then fresh ones
+
+            def make_env() -> Any:
+                return spare.pop() if spare else data.make_env(env_id, **kwargs)
+
+            def make_doctor() -> Any:
+                return seats.make_doctor() if wrap is None else wrap(seats.make_doctor())
+
+            parts = RayParts(llm, env_id, data, overrides, wrap)
+            result = run_logged(spec, (make_env, make_doctor), ray, parts,
+                                args.concurrency, quiet=args.quiet, where=llm)
+        finally:
+            env.close()
+    finally:
+        seats.close()
+    return print_result(result, spec, args.preset, llm.doctor.name, quiet=args.quiet)
+
+
+def doctor_label(llm: LLMConfig, wrapper: WrapperConfig, protocol: str = "egip") -> str:
     """The doctor part of the default ``--out`` name (file-name safe): the ``--doctor``
     name (``scripted-explore<X>`` with ``--exploration X``), or
     ``llm-<strategy>-<model>`` with every character of the model name other than
     letters, digits, ``-``, ``_`` and ``.`` replaced by ``-`` (the strategy defaults by
     ``protocol``, :func:`~clinenv.cli.llm_setup.doctor_strategy`); plus ``-cdeg`` or
     ``-<baseline>`` for a wrapped doctor; ``privileged-teacher`` for ``--doctor teacher``."""
-    wrapper = "-cdeg" if getattr(args, "cdeg", None) else (
-        f"-{args.baseline}" if getattr(args, "baseline", None) else "")
-    if args.doctor == "teacher":
+    doctor = llm.doctor
+    wrapped = "-cdeg" if wrapper.cdeg else (f"-{wrapper.baseline}" if wrapper.baseline
+                                            else "")
+    if doctor.name == "teacher":
         return "privileged-teacher"
-    if args.doctor != "llm":
-        explore = getattr(args, "exploration", None)
-        return args.doctor + (f"-explore{explore:g}" if explore else "") + wrapper
-    model = "".join(c if c.isalnum() or c in "-_." else "-" for c in args.model)
-    return f"llm-{doctor_strategy(args, protocol)}-{model}{wrapper}"
+    if doctor.name != "llm":
+        explore = doctor.exploration
+        return doctor.name + (f"-explore{explore:g}" if explore else "") + wrapped
+    model = "".join(c if c.isalnum() or c in "-_." else "-" for c in str(llm.model))
+    return f"llm-{doctor_strategy(doctor, protocol)}-{model}{wrapped}"
 
 
-def case_list_option(args: argparse.Namespace) -> Any:
-    """The :class:`~clinenv.case_list.CaseList` of ``--cases FILE``, or ``None``.
+def default_out(env_id: str, preset: str | None, reward_spec: dict[str, Any] | None,
+                doctor: str, seed: int) -> Path:
+    """The default ``--out``: ``runs/<env id>[_<preset>][_reward-<name>]_<doctor>
+    _seed<S>.jsonl`` (``reward_spec``: the canonical JSON of ``--reward-spec``,
+    :func:`reward_spec_label`; ``doctor``: :func:`doctor_label`)."""
+    env_part = env_id if preset is None else f"{env_id}_{preset}"
+    if reward_spec is not None:
+        env_part += reward_spec_label(reward_spec)
+    return Path("runs") / f"{env_part}_{doctor}_seed{seed}.jsonl"
+
+
+def case_list_option(path: Path | None, episodes: int | None) -> Any:
+    """The :class:`~clinenv.case_list.CaseList` of ``--cases FILE`` (``path``), or
+    ``None``.
 
     Raises:
         CLIError: ``--cases`` with ``--episodes``, or a file that is missing, a folder,
@@ -206,235 +300,174 @@ def case_list_option(args: argparse.Namespace) -> Any:
     """
     from clinenv.case_list import CaseListError, read_case_list
 
-    if args.cases is None:
+    if path is None:
         return None
-    if args.episodes is not None:
+    if episodes is not None:
         raise CLIError("--cases and --episodes both choose the cases; give one")
     try:
-        return read_case_list(args.cases)
+        return read_case_list(path)
     except FileNotFoundError:
-        raise CLIError(f"--cases {args.cases}: no such file") from None
+        raise CLIError(f"--cases {path}: no such file") from None
     except IsADirectoryError:
-        raise CLIError(f"--cases {args.cases}: is a folder; give a case-list file (e.g. "
+        raise CLIError(f"--cases {path}: is a folder; give a case-list file (e.g. "
                        "construction.txt from `clinenv data split`)") from None
     except (OSError, CaseListError) as err:
         raise CLIError(f"--cases: {err}") from None
 
 
-def reward_spec_option(args: argparse.Namespace) -> Any:
-    """The :class:`~clinenv.reward_spec.RewardSpec` of ``--reward-spec``, or ``None``.
-
-    Raises:
-        CLIError: an unknown preset, a missing or invalid file (one line: the file, the
-            field and the nearest valid name).
-    """
-    from clinenv.reward_spec import RewardSpecError, load_reward_spec
-
-    value = getattr(args, "reward_spec", None)
-    if value is None:
-        return None
-    try:
-        return load_reward_spec(value)
-    except RewardSpecError as err:
-        raise CLIError("--reward-spec" + str(err).removeprefix("reward spec")) from None
-
-
 def reward_spec_label(spec: Any) -> str:
-    """The default ``--out`` name's part for a reward spec: ``""`` for the default
+    """The default ``--out`` name's part for a reward spec (a
+    :class:`~clinenv.reward_spec.RewardSpec` or its canonical JSON,
+    :meth:`~clinenv.reward_spec.RewardSpec.to_dict`): ``""`` for the default
     ``accuracy``, else ``"_reward-<name>"`` and, for a file without a ``"name"`` (named
     ``custom``: a spec is its content, never its path), the first 8 hex digits of its
     sha256 (``"_reward-custom-1a2b3c4d"``), so different files write different logs and
     identical ones the same."""
     from clinenv.reward_spec import DEFAULT_SPEC
 
-    if spec == DEFAULT_SPEC:
+    if not isinstance(spec, dict):
+        spec = spec.to_dict()
+    if spec == DEFAULT_SPEC.to_dict():
         return ""
-    label = spec.name if spec.name != "custom" or not spec.sha256 else \
-        f"custom-{spec.sha256[:8]}"
+    name, sha256 = str(spec.get("name")), spec.get("sha256")
+    label = name if name != "custom" or not sha256 else f"custom-{sha256[:8]}"
     return "_reward-" + "".join(c if c.isalnum() or c in "-_." else "-" for c in label)
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    """``clinenv run``: see the :mod:`clinenv.cli` docstring.
-
-    Returns:
-        0, or :data:`~clinenv.cli.errors.EXIT_RUN_ERRORS` when some episodes stopped with
-        a backend error.
-
-    Under a native-protocol ``--env`` the LLM doctor's default prompt is
-    ``agentclinic`` (module docstring).
-
-    Raises:
-        CLIError: bad arguments (``--examiner lookup`` on a native id, ``--prompt egip``
-            on an AgentClinic id...), a missing dataset, a log that cannot be continued,
-            an ``--out`` that would be overwritten, or a run stopped early (fail fast).
-    """
-    from tqdm import tqdm
-
-    from clinenv.evaluation.summary import summarize
-    from clinenv.runs import Concurrent, RunSpec, Serial, run
-    from clinenv.runs.logged import RunAborted, RunLogError, plan_episodes
-
-    preset = getattr(args, "preset", None)
-    protocol = env_protocol(args.env, preset)
-    ray = ray_options(args)  # --ray: fills --model / --base-url for --ray-serve or a map
-    check_llm_args(args, protocol)
-    # fills --repetitions and, with --paper-settings, the doctor's --temperature and
-    # --max-tokens where not given (clinenv.cli.paper_settings)
-    settings = resolve_run_settings(args, protocol)
-    cases = case_list_option(args)
-    wrap = doctor_wrapper(args)  # loads a CDEG graph / run logs now: errors come first
-    verify = getattr(args, "verify", True)  # --no-verify
-    env_id, reason = choose_env(args.env, args.data_dir, args.allow_download, verify)
-    env_part = env_id if preset is None else f"{env_id}_{preset}"
-    reward_spec = reward_spec_option(args)
-    if reward_spec is not None:
-        env_part += reward_spec_label(reward_spec)
-    out: Path = args.out or Path("runs") / (
-        f"{env_part}_{doctor_label(args, protocol)}_seed{args.seed}.jsonl")
-    if out.is_dir():
-        raise CLIError(f"--out {out} is a folder; give a file path")
-    if args.icd_map is not None and not args.icd_map.is_file():
-        raise CLIError(f"--icd-map {args.icd_map}: no such file")
-    if args.dataset is not None and not args.dataset.is_file():
-        raise CLIError(f"--dataset {args.dataset}: no such file")
-    if args.knowledge_source is not None and not args.knowledge_source.is_file():
-        raise CLIError(f"--knowledge-source {args.knowledge_source}: no such file")
-    if not args.quiet:
-        print(f"env: {env_id} ({reason})", flush=True)
-        if settings.summary:
-            print(settings.summary, flush=True)
-        for note in settings.notes:
+def print_start(env_line: str, paper: PaperSettingsConfig, llm: LLMConfig, *,
+                quiet: bool) -> None:
+    """What ``clinenv run`` prints before it starts: the chosen environment, the paper
+    settings' summary and notes (not with ``--quiet``), and the privileged teacher's
+    note (always: its log is no doctor's result)."""
+    if not quiet:
+        print(env_line, flush=True)
+        if paper.summary:
+            print(paper.summary, flush=True)
+        for note in paper.notes:
             print(f"note: {note}", file=sys.stderr, flush=True)
-    if args.doctor == "teacher":  # even with --quiet: its log is no doctor's result
+    if llm.doctor.name == "teacher":
         from clinenv.cli.doctors import TEACHER_NOTE
 
         print(f"note: {TEACHER_NOTE}", file=sys.stderr, flush=True)
-    setup = LLMSetup(args)
 
-    def make_doctor() -> Any:
-        return setup.make_doctor() if wrap is None else wrap(setup.make_doctor())
+
+def check_env(env: Any, env_id: str, spec: Any, llm: LLMConfig) -> None:
+    """Refuse, before the run starts, a schedule the environment's cases cannot fill
+    (``--episodes``, ``--cases``) and the egip doctor prompt on an AgentClinic-protocol
+    environment (it never gives the marker such an episode ends on).
+
+    Raises:
+        CLIError: either (the environment is not closed here).
+    """
+    from clinenv.runs.logged import plan_episodes
+
+    pool = env.unwrapped.pool
+    try:
+        ids = [c.case_id for c in pool.cases]
+        plan_episodes(len(ids), spec.episodes, spec.repetitions, spec.seed,
+                      None if spec.cases is None else spec.cases.indices(
+                          ids, dataset=f"dataset {pool.name}"))
+    except ValueError as err:
+        raise CLIError(f"{env_id}: {err}") from None
+    if llm.doctor.name == "llm" and llm.doctor.prompt == "egip" and \
+            getattr(env.unwrapped, "protocol", "egip") == "agentclinic":
+        raise CLIError(f"{env_id} ends only on DIAGNOSIS READY, which the egip doctor "
+                       "prompt forbids during acquisition: add --prompt agentclinic")
+
+
+def run_logged(spec: Any, factories: tuple[Any, Any], ray: Any, parts: RayParts,
+               concurrency: int, *, quiet: bool, where: LLMConfig) -> Any:
+    """Run ``spec`` on the executor the options pick (Ray with ``ray``, the
+    :class:`RayParts` building environments and doctors on the driver and each node;
+    else asyncio with ``concurrency`` > 1, else one episode at a time with
+    ``factories``), with a progress bar on a terminal unless ``quiet``; returns the
+    :class:`~clinenv.runs.RunResult`. The executors check ``--out`` (a non-empty file
+    needs ``--resume``) before they write, and create its folder only when they start
+    writing.
+
+    Raises:
+        CLIError: the run stopped early (:func:`aborted_message`, ``where`` names the
+            server and models), a log that cannot be continued, Ray failed, or
+            ``--out`` cannot be written.
+    """
+    from tqdm import tqdm
+
+    from clinenv.runs import Concurrent, Serial, run
+    from clinenv.runs.logged import RunAborted, RunLogError
+
+    ray_errors: tuple[type[Exception], ...] = ()
+    if ray is not None:
+        from clinenv.distributed import Ray, RayRunError
+
+        executor: Any = Ray(ray, parts=parts)
+        factories = (None, None)  # the parts build them, on the driver and each node
+        ray_errors = (RayRunError,)
+    else:
+        executor = Concurrent(concurrency) if concurrency > 1 else Serial()
+    bar: Any = None
+
+    def start(n_todo: int) -> None:
+        nonlocal bar
+        bar = tqdm(total=n_todo, desc=spec.env_id, unit="ep", file=sys.stderr,
+                   disable=quiet or not sys.stderr.isatty())
 
     try:
-        setup.build()
-        if preset is not None:
-            setup.env_kwargs["preset"] = preset
-        if args.premature_diagnosis is not None:
-            setup.env_kwargs["premature_diagnosis"] = args.premature_diagnosis
-        if reward_spec is not None:  # its JSON: a file is read once, here
-            setup.env_kwargs["reward_spec"] = reward_spec.to_dict()
-        if args.icd_map is not None:
-            setup.env_kwargs["icd_map"] = str(args.icd_map)
-        if args.knowledge_source is not None:
-            setup.env_kwargs["knowledge_source"] = str(args.knowledge_source)
-        if args.dataset is not None:
-            setup.env_kwargs["dataset"] = str(args.dataset)
-        spare = [make_env(env_id, args.data_dir, args.allow_download, verify,
-                          **setup.env_kwargs)]
-        env = spare[0]
         try:
-            ids = [c.case_id for c in env.unwrapped.pool.cases]
-            plan_episodes(len(ids), args.episodes, args.repetitions, args.seed,
-                          None if cases is None else cases.indices(
-                              ids, dataset=f"dataset {env.unwrapped.pool.name}"))
-        except ValueError as err:
-            env.close()
-            raise CLIError(f"{env_id}: {err}") from None
-        if args.doctor == "llm" and args.prompt == "egip" and \
-                getattr(env.unwrapped, "protocol", "egip") == "agentclinic":
-            env.close()  # the egip prompt never gives the marker AgentClinic ends on
-            raise CLIError(f"{env_id} ends only on DIAGNOSIS READY, which the egip doctor "
-                           "prompt forbids during acquisition: add --prompt agentclinic")
-        setup.match_env(env.unwrapped)
-        bar: Any = None
-
-        def start(n_todo: int) -> None:
-            nonlocal bar
-            bar = tqdm(total=n_todo, desc=env_id, unit="ep", file=sys.stderr,
-                       disable=args.quiet or not sys.stderr.isatty())
-
-        def fresh_env() -> Any:  # the checked environment first, then fresh ones
-            if spare:
-                return spare.pop()
-            return make_env(env_id, args.data_dir, args.allow_download, verify,
-                            **setup.env_kwargs)
-
-        spec = RunSpec(out=out, seed=args.seed, episodes=args.episodes,
-                       repetitions=args.repetitions, resume=args.resume,
-                       retry_errors=args.retry_errors, env_id=env_id,
-                       max_consecutive_errors=args.max_consecutive_errors or None,
-                       paper_settings=settings.record, cases=cases)
-        factories: tuple[Any, Any] = (fresh_env, make_doctor)
-        ray_errors: tuple[type[Exception], ...] = ()
-        if ray is not None:
-            from clinenv.distributed import Ray, RayRunError
-
-            extra = {k: v for k, v in (("preset", preset), ("premature_diagnosis",
-                                                            args.premature_diagnosis),
-                                       ("reward_spec", setup.env_kwargs.get("reward_spec")))
-                     if v is not None}
-            executor: Any = Ray(ray, parts=RayParts(args, env_id, verify, wrap, extra))
-            factories = (None, None)  # the parts build them, on the driver and each node
-            ray_errors = (RayRunError,)
-        else:
-            executor = Concurrent(args.concurrency) if args.concurrency > 1 else Serial()
-        # the executors check --out (a non-empty file needs --resume) before they write,
-        # and create the folder of --out only when they start writing
-        try:
-            try:
-                result = run(*factories, spec, executor,
-                             progress=lambda _line: bar.update(1), on_start=start)
-            except ray_errors as err:
-                raise CLIError(f"--ray {args.ray}: {err}") from None
-        except RunAborted as err:
-            raise CLIError(aborted_message(err, args)) from None
-        except RunLogError as err:
-            raise CLIError(str(err)) from None
-        except OSError as err:  # errno None: the runners' FileExistsError (non-empty --out)
-            raise CLIError(str(err) if err.errno is None else f"--out {out}: {err}") from None
-        finally:
-            if bar is not None:
-                bar.close()
-            env.close()
+            return run(*factories, spec, executor, progress=lambda _line: bar.update(1),
+                       on_start=start)
+        except ray_errors as err:
+            raise CLIError(f"--ray {ray.address}: {err}") from None
+    except RunAborted as err:
+        raise CLIError(aborted_message(err, where)) from None
+    except RunLogError as err:
+        raise CLIError(str(err)) from None
+    except OSError as err:  # errno None: the runners' FileExistsError (non-empty --out)
+        raise CLIError(str(err) if err.errno is None else f"--out {spec.out}: {err}") from None
     finally:
-        setup.close()
-    if result.partial_bytes and not args.quiet:
+        if bar is not None:
+            bar.close()
+
+
+def print_result(result: Any, spec: Any, preset: str | None, doctor: str, *,
+                 quiet: bool) -> int:
+    """Print a finished run's notes (a cut-off partial line, episodes outside the
+    schedule; not with ``quiet``), its summary table and its end (:func:`~clinenv.cli.
+    run_summary.print_run_end`); returns the exit code."""
+    from clinenv.evaluation.summary import summarize
+
+    out = spec.out
+    if result.partial_bytes and not quiet:
         print(f"note: {out}: cut off a partial last line ({result.partial_bytes} bytes) "
               "left by an interrupted run", file=sys.stderr)
-    if result.n_extra and not args.quiet:
+    if result.n_extra and not quiet:
         print(f"note: {out} also holds {result.n_extra} episode(s) outside this schedule; "
               "they are not in the summary", file=sys.stderr)
     summary = summarize(result.lines, plan=result.plan)
     n_cases = len({i for i, _, _ in result.plan})
-    doctor_name = result.lines[0]["doctor"]["name"] if result.lines else args.doctor
+    doctor_name = result.lines[0]["doctor"]["name"] if result.lines else doctor
     retried = (f" ({result.n_retried} after a backend error)" if result.n_retried
                else "")
-    shown = env_id if preset is None else f"{env_id} (preset {preset})"
-    title = (f"{shown} | doctor {doctor_name} | seed {args.seed} | {n_cases} cases x "
-             f"{args.repetitions} repetition(s) | {result.n_new} run now{retried}, "
+    shown = spec.env_id if preset is None else f"{spec.env_id} (preset {preset})"
+    title = (f"{shown} | doctor {doctor_name} | seed {spec.seed} | {n_cases} cases x "
+             f"{spec.repetitions} repetition(s) | {result.n_new} run now{retried}, "
              f"{result.n_resumed} resumed")
     print(format_summary(summary, title=title))
     return print_run_end(summary, result.lines, out, what="episode(s)", rerun="runs them again")
 
 
-def aborted_message(err: Any, args: argparse.Namespace) -> str:
+def aborted_message(err: Any, llm: LLMConfig) -> str:
     """The one-line error of a run stopped by :class:`clinenv.runs.fail_fast.RunAborted`:
-    what happened, the server and model(s), the server's message (whitespace collapsed,
-    at most :data:`MESSAGE_CHARS` characters), the lines this run wrote and the
-    episodes of the log whose latest line is an error line (counted from the file, so
-    earlier runs' error lines and lines of workers that finished are included), and how
-    to continue."""
+    what happened, the server and model(s) of ``llm``'s seats, the server's message
+    (whitespace collapsed, at most :data:`MESSAGE_CHARS` characters), the lines this run
+    wrote and the episodes of the log whose latest line is an error line (counted from
+    the file, so earlier runs' error lines and lines of workers that finished are
+    included), and how to continue."""
     message = " ".join(str(err.error.get("message", "")).split())
     if len(message) > MESSAGE_CHARS:
         message = message[:MESSAGE_CHARS - 3] + "..."
-    models = [name for name in dict.fromkeys(
-        [args.model if args.doctor == "llm" else None,
-         (args.patient_model or args.model) if args.patient == "llm" else None,
-         (args.judge_model or args.model) if args.judge == "llm" else None,
-         (getattr(args, "examiner_model", None) or args.model)
-         if getattr(args, "examiner", None) == "llm" else None]) if name]
-    where = (f"--base-url {args.base_url}" if args.backend == "openai"
-             else f"--backend {args.backend}")
+    models = [name for name in dict.fromkeys(llm.seat_models().values()) if name]
+    where = (f"--base-url {llm.base_url}" if llm.backend == "openai"
+             else f"--backend {llm.backend}")
     where += ", model " + ", ".join(models) if models else ""
     detail = err.error.get("detail") or err.error.get("type")
     kept = f"{err.n_written} episode(s) of this run are in {err.out}"
