@@ -21,7 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from clinenv.cli.argtypes import count
-from clinenv.cli.env_choice import add_dataset_arguments, add_verify_argument, make_env
+from clinenv.cli.env_choice import (
+    add_dataset_arguments,
+    add_verify_argument,
+    env_config,
+    make_env,
+)
 from clinenv.cli.errors import CLIError
 
 #: Exit code of an audit that found a leak.
@@ -82,12 +87,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
             raise CLIError(f"--cases {args.cases}: {err}") from None
     if args.json not in (None, "-") and not Path(args.json).parent.is_dir():
         raise CLIError(f"--json {args.json}: no such folder {Path(args.json).parent}")
-    extra = {} if args.preset is None else {"preset": args.preset}
+    config = env_config(args)  # the data options and --preset
 
     def make(env_id: str, **kwargs: Any) -> Any:
         try:
-            return make_env(env_id, args.data_dir, args.allow_download, args.verify,
-                            **kwargs, **extra)
+            return make_env(env_id, config, **kwargs)
         except KeyError as err:  # gymnasium: an id that is not registered
             raise CLIError(f"cannot make {env_id!r}: {err.args[0] if err.args else err}"
                            ) from None

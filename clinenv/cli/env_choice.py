@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from clinenv.cli.errors import CLIError
-from clinenv.config_model import ConfigModel
 
 #: Environment chosen by ``--env auto`` when the MedQA file resolves, and the fallback.
 AUTO_PREFERRED = "EGIP-MedQA-v0"
@@ -30,70 +29,60 @@ def add_dataset_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentP
     return parser
 
 
-class DataConfig(ConfigModel):
-    """Where a command's dataset files come from (:func:`add_dataset_arguments`,
-    :func:`add_verify_argument`).
-
-    Attributes:
-        data_dir: ``--data-dir`` (before ``$CLINENV_DATA_DIR``).
-        allow_download: ``--allow-download``.
-        verify: ``False`` with ``--no-verify``.
-    """
-
-    data_dir: Path | None = None
-    allow_download: bool = False
-    verify: bool = True
-
-    def make_env(self, env_id: str, **kwargs: Any) -> Any:
-        """:func:`make_env` with these data options."""
-        return make_env(env_id, self.data_dir, self.allow_download, self.verify, **kwargs)
-
-
-def data_config(args: argparse.Namespace) -> DataConfig:
-    """The :class:`DataConfig` of the parsed flags (``--no-verify`` may be absent)."""
-    return DataConfig(data_dir=args.data_dir, allow_download=args.allow_download,
-                      verify=getattr(args, "verify", True))
-
-
-def env_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """The environment's keyword arguments that ``clinenv run``'s flags set over the
-    id's own (``gym.make`` keyword overrides; the data options are
-    :class:`DataConfig`'s): the privileged teacher's settings (``--doctor teacher``),
-    the seats (``--patient llm``, ``--judge llm``, ``--examiner``; the seats' models
-    are added by :meth:`clinenv.cli.llm_setup.LLMSeats.env_kwargs`), ``--preset``,
-    ``--premature-diagnosis``, ``--reward-spec`` (its canonical JSON: a file is read
-    once, here), ``--icd-map``, ``--knowledge-source`` and ``--dataset``.
+def env_config(args: argparse.Namespace) -> Any:
+    """The :class:`~clinenv.env.EnvConfig` of a command's flags, over the id's own
+    settings (the seats are :class:`~clinenv.cli.llm_setup.LLMConfig`'s): the data
+    options (``--data-dir``, ``--allow-download``, ``--no-verify``), the privileged
+    teacher's settings (``--doctor teacher``), ``--preset``, ``--premature-diagnosis``,
+    ``--reward-spec`` (read once, here), ``--icd-map``, ``--knowledge-source`` and
+    ``--dataset``. Flags a command does not have are left out.
 
     Raises:
-        CLIError: a bad ``--reward-spec`` (:func:`reward_spec_option`), or an
-            ``--icd-map``, ``--dataset`` or ``--knowledge-source`` that is no file.
+        CLIError: a bad ``--reward-spec`` (:func:`reward_spec_option`), an ``--icd-map``,
+            ``--dataset`` or ``--knowledge-source`` that is no file, or a setting the
+            config refuses.
     """
-    kwargs: dict[str, Any] = {}
-    if args.doctor == "teacher":  # the tool view's settings (clinenv.cli.doctors)
+    from pydantic import ValidationError
+
+    from clinenv.env import EnvConfig
+
+    def flag(name: str) -> Any:
+        return getattr(args, name, None)
+
+    values: dict[str, Any] = {"allow_download": bool(flag("allow_download")),
+                              "verify": getattr(args, "verify", True)}
+    if flag("data_dir") is not None:
+        values["data_dir"] = str(args.data_dir)
+    if flag("doctor") == "teacher":  # the tool view's settings (clinenv.cli.doctors)
         from clinenv.agents.teacher_doctor import TEACHER_ENV_SETTINGS
 
-        kwargs.update(TEACHER_ENV_SETTINGS)
-    for seat in ("patient", "judge"):
-        if getattr(args, seat, None) == "llm":
-            kwargs[seat] = "llm"
-    if getattr(args, "examiner", None) is not None:
-        kwargs["examiner"] = args.examiner
-    if args.preset is not None:
-        kwargs["preset"] = args.preset
-    if args.premature_diagnosis is not None:
-        kwargs["premature_diagnosis"] = args.premature_diagnosis
-    reward_spec = reward_spec_option(getattr(args, "reward_spec", None))
+        values.update(TEACHER_ENV_SETTINGS)
+    for key in ("preset", "premature_diagnosis"):
+        if flag(key) is not None:
+            values[key] = flag(key)
+    reward_spec = reward_spec_option(flag("reward_spec"))
     if reward_spec is not None:
-        kwargs["reward_spec"] = reward_spec.to_dict()
-    for flag, key in (("--icd-map", "icd_map"), ("--dataset", "dataset"),
-                      ("--knowledge-source", "knowledge_source")):
-        path = getattr(args, key)
+        values["reward_spec"] = reward_spec
+    for option, key in (("--icd-map", "icd_map"), ("--dataset", "dataset"),
+                        ("--knowledge-source", "knowledge_source")):
+        path = flag(key)
         if path is not None and not path.is_file():
-            raise CLIError(f"{flag} {path}: no such file")
-    for key in ("icd_map", "knowledge_source", "dataset"):
-        if getattr(args, key) is not None:
-            kwargs[key] = str(getattr(args, key))
-    return kwargs
+            raise CLIError(f"{option} {path}: no such file")
+        if path is not None:
+            values[key] = str(path)
+    try:
+        return EnvConfig(**values)
+    except ValidationError as err:
+        raise CLIError(_setting_error("the environment settings", err)) from None
+    except ValueError as err:
+        raise CLIError(str(err)) from None
+
+
+def _setting_error(what: str, err: Any) -> str:
+    """One line for a pydantic error: the first field and its message."""
+    first = err.errors()[0]
+    field = ".".join(str(p) for p in first["loc"]) or "(settings)"
+    return f"{what}: setting {field!r}: {first['msg']} ({err.title})"
 
 
 def reward_spec_option(value: str | None) -> Any:
@@ -233,40 +222,30 @@ def reject_foreign_entry_point(env_id: str) -> None:
         raise _not_egip(env_id)
 
 
-def make_env(env_id: str, data_dir: Path | None, allow_download: bool,
-             verify: bool = True, **kwargs: Any) -> Any:
-    """``gym.make(env_id, **kwargs)`` with the data options; refuses a non-EGIP
-    environment.
+def make_env(env_id: str, config: Any = None, **seats: Any) -> Any:
+    """``gym.make(env_id, ...)`` with the settings of ``config`` (an
+    :class:`~clinenv.env.EnvConfig`, given as the keywords it maps from, so the run log
+    records them as the keyword route does) and the ``seats`` (``patient="llm"``,
+    ``patient_model=<ChatModel>``...); refuses a non-EGIP environment.
 
     Raises:
         CLIError: the dataset is missing or corrupt, gymnasium or the environment refuses
             the arguments (e.g. an examiner the protocol has no seat for), or the made
             environment is not an :class:`~clinenv.env.EGIPEnv` (it is closed).
-
-    ``verify=False`` (``--no-verify``) passes ``verify=False`` to the environment.
     """
     import gymnasium as gym
+    from pydantic import ValidationError
 
     from clinenv.env import EGIPEnv
     from clinenv.errors import ClinenvError
 
-    if data_dir is not None:
-        kwargs["data_dir"] = str(data_dir)
-    if allow_download:
-        kwargs["allow_download"] = True
-    if not verify:
-        kwargs["verify"] = False
-    from pydantic import ValidationError
-
+    kwargs = {} if config is None else config.to_kwargs()
     try:
-        env = gym.make(env_id, **kwargs)
+        env = gym.make(env_id, **kwargs, **seats)
     except ClinenvError as err:
         raise CLIError(str(err)) from None
     except ValidationError as err:  # a protocol setting the id's protocol does not have
-        first = err.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "(settings)"
-        raise CLIError(f"cannot make {env_id!r}: setting {field!r}: {first['msg']} "
-                       f"({err.title})") from None
+        raise CLIError(_setting_error(f"cannot make {env_id!r}", err)) from None
     except (gym.error.Error, ValueError) as err:  # ValueError: EGIPEnv's argument checks
         raise CLIError(f"cannot make {env_id!r}: {err}") from None
     if not isinstance(env.unwrapped, EGIPEnv):

@@ -362,20 +362,24 @@ class LLMSeats:
         for model in self.config.seat_models().values():
             self.model(str(model))
 
-    def env_kwargs(self, overrides: dict[str, Any]) -> dict[str, Any]:
-        """The environment's keyword arguments: ``overrides`` (the flags'
-        :func:`clinenv.cli.env_choice.env_overrides`) with, after each seat a model
-        plays (``patient="llm"``...), that seat's model object (``patient_model``...),
-        built once (:meth:`model`).
+    def env_kwargs(self) -> dict[str, Any]:
+        """The environment's seat keywords: each seat the flags name (``patient="llm"``,
+        ``judge="llm"``, ``examiner=...``) followed by the model object of a seat a
+        model plays (``patient_model``...), built once (:meth:`model`).
 
         Raises:
             CLIError: as :meth:`model`.
         """
-        models = self.config.seat_models()
+        config, models = self.config, self.config.seat_models()
+        chosen = {"patient": "llm" if config.patient == "llm" else None,
+                  "judge": "llm" if config.judge == "llm" else None,
+                  "examiner": config.examiner}
         kwargs: dict[str, Any] = {}
-        for key, value in overrides.items():
+        for key, value in chosen.items():
+            if value is None:
+                continue
             kwargs[key] = value
-            if key in SEAT_MODEL_KEYS and value == "llm":
+            if value == "llm":
                 kwargs[SEAT_MODEL_KEYS[key]] = self.model(str(models[key]))
         return kwargs
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from clinenv.cli.argtypes import count
-from clinenv.cli.env_choice import DataConfig
+from clinenv.cli.env_choice import make_env
 from clinenv.cli.errors import CLIError
 from clinenv.cli.llm_setup import LLMConfig, LLMSeats
 from clinenv.errors import install_hint
@@ -116,27 +116,24 @@ class RayParts:
     Args:
         llm: the checked LLM seats (:class:`~clinenv.cli.llm_setup.LLMConfig`).
         env_id: the chosen environment.
-        data: where its dataset comes from (:class:`~clinenv.cli.env_choice.DataConfig`).
-        env_overrides: its keyword arguments from the flags
-            (:func:`~clinenv.cli.env_choice.env_overrides`).
+        env_config: its settings from the flags
+            (:func:`~clinenv.cli.env_choice.env_config`).
         wrap: the doctor wrapper (:func:`~clinenv.cli.doctors.doctor_wrapper`) or
             ``None``.
     """
 
-    def __init__(self, llm: LLMConfig, env_id: str, data: DataConfig,
-                 env_overrides: dict[str, Any], wrap: Any) -> None:
-        self.llm, self.env_id, self.data, self.wrap = llm, env_id, data, wrap
-        self.env_overrides = dict(env_overrides)
+    def __init__(self, llm: LLMConfig, env_id: str, env_config: Any, wrap: Any) -> None:
+        self.llm, self.env_id, self.env_config, self.wrap = llm, env_id, env_config, wrap
 
     def __call__(self, base_url: str | None) -> Any:
         from clinenv.distributed import RunnerParts
 
         seats = LLMSeats(self.llm.replace(base_url=base_url or self.llm.base_url))
         seats.build()
-        kwargs = seats.env_kwargs(self.env_overrides)
+        kwargs = seats.env_kwargs()
 
         def new_env() -> Any:
-            return self.data.make_env(self.env_id, **kwargs)
+            return make_env(self.env_id, self.env_config, **kwargs)
 
         spare = [new_env()]
         seats.match_env(spare[0].unwrapped)

@@ -206,7 +206,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     try:
         setup.build()
-        judge = setup.env_kwargs({"judge": "llm"} if llm.judge == "llm" else {})
+        judge = setup.env_kwargs()
         _warn_doctor_changes(source, setup.make_doctor())
         spec = RunSpec(out=out, resume=args.resume, retry_errors=args.retry_errors,
                        max_consecutive_errors=args.max_consecutive_errors or None)

@@ -77,8 +77,8 @@ from clinenv.cli.env_choice import (
     add_dataset_arguments,
     add_verify_argument,
     choose_env,
-    data_config,
-    env_overrides,
+    env_config,
+    make_env,
 )
 from clinenv.cli.errors import CLIError
 from clinenv.cli.llm_setup import (
@@ -195,7 +195,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     The flags become settings objects once, here (:class:`~clinenv.cli.llm_setup.
     LLMConfig`, :class:`~clinenv.cli.paper_settings.PaperSettingsConfig`,
     :class:`~clinenv.cli.doctors.WrapperConfig`, :class:`~clinenv.cli.env_choice.
-    DataConfig`, the environment's keyword overrides, :class:`~clinenv.runs.RunSpec`,
+    :func:`~clinenv.cli.env_choice.env_config`'s :class:`~clinenv.env.EnvConfig`,
+    :class:`~clinenv.runs.RunSpec`,
     :class:`~clinenv.distributed.RayConfig`); everything below takes those.
 
     Returns:
@@ -221,10 +222,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_doctor(llm.doctor, wrapper, env_id=args.env, preset=args.preset,
                  premature_diagnosis=args.premature_diagnosis)
     wrap = doctor_wrapper(wrapper)  # loads a CDEG graph / run logs now: errors come first
-    data = data_config(args)
-    env_id, reason = choose_env(args.env, data.data_dir, data.allow_download, data.verify)
-    overrides = env_overrides(args)  # reads --reward-spec, checks the input files
-    out: Path = args.out or default_out(env_id, args.preset, overrides.get("reward_spec"),
+    config = env_config(args)  # reads --reward-spec, checks the input files
+    env_id, reason = choose_env(args.env, config.data_dir, config.allow_download,
+                                config.verify)
+    out: Path = args.out or default_out(env_id, args.preset, config.reward_spec,
                                         doctor_label(llm, wrapper, protocol), args.seed)
     if out.is_dir():
         raise CLIError(f"--out {out} is a folder; give a file path")
@@ -237,21 +238,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     seats = LLMSeats(llm)
     try:
         seats.build()
-        kwargs = seats.env_kwargs(overrides)
-        env = data.make_env(env_id, **kwargs)
+        kwargs = seats.env_kwargs()
+        env = make_env(env_id, config, **kwargs)
         try:
             check_env(env, env_id, spec, llm)
             seats.match_env(env.unwrapped)
             spare = [env]  # the checked environment first, then fresh ones
 
-            def make_env() -> Any:
-                return spare.pop() if spare else data.make_env(env_id, **kwargs)
+            def fresh_env() -> Any:
+                return spare.pop() if spare else make_env(env_id, config, **kwargs)
 
             def make_doctor() -> Any:
                 return seats.make_doctor() if wrap is None else wrap(seats.make_doctor())
 
-            parts = RayParts(llm, env_id, data, overrides, wrap)
-            result = run_logged(spec, (make_env, make_doctor), ray, parts,
+            parts = RayParts(llm, env_id, config, wrap)
+            result = run_logged(spec, (fresh_env, make_doctor), ray, parts,
                                 args.concurrency, quiet=args.quiet, where=llm)
         finally:
             env.close()
@@ -279,11 +280,12 @@ def doctor_label(llm: LLMConfig, wrapper: WrapperConfig, protocol: str = "egip")
     return f"llm-{doctor_strategy(doctor, protocol)}-{model}{wrapped}"
 
 
-def default_out(env_id: str, preset: str | None, reward_spec: dict[str, Any] | None,
-                doctor: str, seed: int) -> Path:
+def default_out(env_id: str, preset: str | None, reward_spec: Any, doctor: str,
+                seed: int) -> Path:
     """The default ``--out``: ``runs/<env id>[_<preset>][_reward-<name>]_<doctor>
-    _seed<S>.jsonl`` (``reward_spec``: the canonical JSON of ``--reward-spec``,
-    :func:`reward_spec_label`; ``doctor``: :func:`doctor_label`)."""
+    _seed<S>.jsonl`` (``reward_spec``: a :class:`~clinenv.reward_spec.RewardSpec`, its
+    canonical JSON or ``None``, :func:`reward_spec_label`; ``doctor``:
+    :func:`doctor_label`)."""
     env_part = env_id if preset is None else f"{env_id}_{preset}"
     if reward_spec is not None:
         env_part += reward_spec_label(reward_spec)

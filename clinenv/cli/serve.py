@@ -19,7 +19,12 @@ import signal
 from typing import Any
 
 from clinenv.cli.argtypes import count, number
-from clinenv.cli.env_choice import add_dataset_arguments, add_verify_argument, choose_env
+from clinenv.cli.env_choice import (
+    add_dataset_arguments,
+    add_verify_argument,
+    choose_env,
+    env_config,
+)
 from clinenv.cli.errors import CLIError
 
 LOOPBACK_NAMES = ("localhost",)
@@ -72,8 +77,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         CLIError: openenv not installed, a non-loopback host without --allow-remote, an
             unknown id or a bad environment setting.
     """
-    from clinenv.cli.run import reward_spec_option
-
     if not is_loopback(args.host) and not args.allow_remote:
         raise CLIError(f"--host {args.host} is not loopback: the server has no "
                        "authentication; pass --allow-remote to serve it anyway")
@@ -86,21 +89,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         raise CLIError(f"clinenv serve needs openenv: {install_hint('openenv')} "
                        f"({err})") from None
-    env_id, _ = choose_env(args.env, args.data_dir, args.allow_download, args.verify)
-    kwargs: dict[str, Any] = {}
-    if args.data_dir is not None:
-        kwargs["data_dir"] = str(args.data_dir)
-    if args.allow_download:
-        kwargs["allow_download"] = True
-    if not args.verify:
-        kwargs["verify"] = False
-    spec = reward_spec_option(args)
-    if spec is not None:
-        kwargs["reward_spec"] = spec
+    config = env_config(args)  # the data options, --reward-spec
+    env_id, _ = choose_env(args.env, config.data_dir, config.allow_download, config.verify)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
-        app = create_clin_app(env_id, max_sessions=args.max_sessions,
-                              session_timeout_s=args.session_timeout, **kwargs)
+        app = create_clin_app(env_id, config, max_sessions=args.max_sessions,
+                              session_timeout_s=args.session_timeout)
     except Exception as err:  # the environment refused its settings: one line
         raise CLIError(f"cannot serve {env_id!r}: {err}") from None
     logging.getLogger("clinenv.integrations.openenv").info(
