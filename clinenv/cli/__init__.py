@@ -164,7 +164,7 @@ observations or candidate labels (EGIP Table 3 Panel B); see :mod:`clinenv.cli.r
 Each command turns its flags into settings objects once (one function per flag group:
 :func:`~clinenv.cli.llm_setup.llm_config`, :func:`~clinenv.cli.ray_run.ray_config`,
 :func:`~clinenv.cli.doctors.wrapper_config`, :func:`~clinenv.cli.env_choice.
-env_overrides`...) and passes those on: the parsed flags go no further than the
+env_config`...) and passes those on: the parsed flags go no further than the
 command's own module.
 
 Modules: :mod:`clinenv.cli.run` (``run``), :mod:`clinenv.cli.replay` (``replay``),
