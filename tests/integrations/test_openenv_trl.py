@@ -216,7 +216,7 @@ def test_a_session_left_open_closes_at_exit(server):
         env.list_exams()
     """)
     opened_before, _ = sessions(server.log())
-    proc = subprocess.run([sys.executable, "-X", "dev", "-W", "error::ResourceWarning",
+    proc = subprocess.run([sys.executable, "-W", "error::ResourceWarning",
                            "-c", script], capture_output=True, text=True, timeout=120,
                           cwd=ROOT)
     assert proc.returncode == 0 and proc.stdout == "# Task\n", proc.stderr
