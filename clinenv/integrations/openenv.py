@@ -370,8 +370,9 @@ def make_remote_env_factory(base_url: str, *, env_id: str | None = None,
     """
     import httpx
 
+    http_url = "http" + base_url[2:] if base_url.startswith(("ws://", "wss://")) else base_url
     try:
-        httpx.get(base_url.replace("ws", "http", 1).rstrip("/") + "/health",
+        httpx.get(http_url.rstrip("/") + "/health",
                   timeout=connect_timeout_s).raise_for_status()
     except httpx.HTTPError as err:  # fail here, not inside the trainer
         raise ConnectionError(f"no clinenv server at {base_url}: {err}") from None

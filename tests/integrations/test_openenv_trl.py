@@ -41,7 +41,7 @@ from clinenv.integrations.trl import (  # noqa: E402
 )
 from clinenv.reward_components import COMPONENTS  # noqa: E402
 from clinenv.testing.rewards import gym_reward  # noqa: E402
-from clinenv.testing.serve import ServeProcess  # noqa: E402
+from clinenv.testing.serve import ServeProcess, free_port  # noqa: E402
 from clinenv.testing.tiny_models import chatml_tokenizer, tiny_qwen3  # noqa: E402
 
 ENV_ID = "EGIP-Demo-v0"
@@ -98,7 +98,9 @@ def all_closed(server, opened: int | None = None, timeout_s: float = 10.0) -> bo
 
 
 def test_remote_instances_play_as_in_process_ones(server):
-    Remote = make_remote_env_factory(server.url, env_id=ENV_ID)
+    with pytest.raises(ConnectionError, match="no clinenv server"):  # checked at once
+        make_remote_env_factory(f"ws://127.0.0.1:{free_port()}", connect_timeout_s=2)
+    Remote = make_remote_env_factory("ws" + server.url[4:], env_id=ENV_ID)  # ws:// too
     local = make_env_factory(ENV_ID, reward_spec=SPEC)()
     remote = Remote()
     # the same tools for TRL: public functions, and the schemas built from them
