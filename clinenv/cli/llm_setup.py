@@ -66,10 +66,7 @@ def add_llm_arguments(run: argparse.ArgumentParser, *, patient: bool = True,
         title: the group's title in ``--help``.
     """
     llm = run.add_argument_group(title)
-    llm.add_argument("--backend", choices=BACKENDS, default="openai",
-                     help=LLM_HELP["backend"])
-    llm.add_argument("--base-url", default=None, metavar="URL", help=LLM_HELP["base_url"])
-    llm.add_argument("--model", default=None, metavar="M", help=LLM_HELP["model"])
+    add_server_arguments(llm)
     llm.add_argument("--strategy", choices=STRATEGIES, default=None,
                      help="terminal decision strategy F (EGIP eq. 5; default: medagentsim on "
                           "the MedAgentSim-* ids, else direct); medagentsim: MedAgentSim's "
@@ -91,17 +88,33 @@ def add_llm_arguments(run: argparse.ArgumentParser, *, patient: bool = True,
                           "A.2)")
     add_connection_arguments(llm)
     if patient:
-        llm.add_argument("--patient", choices=("retrieval", "llm"), default="retrieval",
-                         help="patient simulator (default: retrieval, deterministic)")
-        llm.add_argument("--patient-model", default=None, metavar="M",
-                         help="model of the LLM patient (default: --model)")
+        add_seat_arguments(llm)
     else:
         run.set_defaults(patient="retrieval", patient_model=None)
-    llm.add_argument("--judge", choices=("deterministic", "llm"), default="deterministic",
-                     help="answer scorer (default: deterministic)")
-    llm.add_argument("--judge-model", default=None, metavar="M",
-                     help="model of the LLM judge (default: --model)")
+        add_seat_arguments(llm, patient=False)
     return llm
+
+
+def add_server_arguments(group: Any) -> None:
+    """``--backend``, ``--base-url`` and ``--model`` (where the models run)."""
+    group.add_argument("--backend", choices=BACKENDS, default="openai",
+                       help=LLM_HELP["backend"])
+    group.add_argument("--base-url", default=None, metavar="URL", help=LLM_HELP["base_url"])
+    group.add_argument("--model", default=None, metavar="M", help=LLM_HELP["model"])
+
+
+def add_seat_arguments(group: Any, *, patient: bool = True) -> None:
+    """``--patient`` / ``--patient-model`` (unless ``patient`` is false) and ``--judge``
+    / ``--judge-model``: the environment's seats a model may play."""
+    if patient:
+        group.add_argument("--patient", choices=("retrieval", "llm"), default="retrieval",
+                           help="patient simulator (default: retrieval, deterministic)")
+        group.add_argument("--patient-model", default=None, metavar="M",
+                           help="model of the LLM patient (default: --model)")
+    group.add_argument("--judge", choices=("deterministic", "llm"), default="deterministic",
+                       help="answer scorer (default: deterministic)")
+    group.add_argument("--judge-model", default=None, metavar="M",
+                       help="model of the LLM judge (default: --model)")
 
 
 def add_connection_arguments(group: Any) -> None:

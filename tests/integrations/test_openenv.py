@@ -301,6 +301,39 @@ def test_serve_refuses_a_remote_host_without_the_flag():
     assert proc.returncode == 2 and "--allow-remote" in proc.stderr
 
 
+def test_serve_takes_run_options_preset_cases_and_an_llm_patient(tmp_path):
+    """--preset, --cases and an LLM patient seat on the server, as `clinenv run` takes
+    them: the menu is hidden (egip-no-menu), resets draw only the listed cases and refuse
+    others, and the patient's replies come from the model server (the fake's "echo"
+    responder repeats the question it was sent)."""
+    from clinenv.testing.fake_server import FakeChatServer
+
+    listed = tmp_path / "cases.txt"
+    listed.write_text("demo-05\ndemo-11\n", encoding="utf-8")
+    with FakeChatServer("echo") as model_server:
+        srv = ServeProcess(tmp_path, "--env", "EGIP-Demo-v0", "--preset", "egip-no-menu",
+                           "--cases", str(listed), "--patient", "llm", "--model", "fake",
+                           "--base-url", model_server.base_url, cwd=ROOT)
+        try:
+            with GenericEnvClient(base_url=srv.url).sync() as client:
+                drawn = {client.reset(seed=seed).observation["metadata"]["case_id"]
+                         for seed in range(12)}
+                assert drawn == {"demo-05", "demo-11"}
+                opening = client.reset(seed=0, case_id="demo-05").observation
+                assert "Tests you can request" not in opening["text"]
+                assert opening["metadata"]["menu"] == []  # egip-no-menu: no menu shown
+                reply = client.step({"tool": "ask_patient",
+                                     "arguments": {"question": "Where does it hurt?"}})
+                assert "Where does it hurt?" in reply.observation["text"]
+                assert any("Where does it hurt?" in json.dumps(body)
+                           for body in model_server.requests)
+                with pytest.raises(Exception, match="demo-01"):
+                    client.reset(case_id="demo-01")  # not listed
+        finally:
+            srv.stop()
+    assert "Traceback" not in srv.log()
+
+
 def test_sigterm_exits_0_and_closes_open_sessions(server):
     async def run():
         ws = await websockets.connect(server.url.replace("http", "ws") + "/ws")
