@@ -38,7 +38,7 @@ class Finding:
         exam: the examination of an unrequested result (``"; "``-joined when several
             unrequested examinations record the same value), else ``None``.
         text: the line of the doctor's input that holds it.
-        placement: ``"leak"``, ``"menu"`` or ``"patient_facts"``.
+        placement: ``"leak"``, ``"menu"``, ``"patient_facts"`` or ``"bias"``.
         source: ``"observation"`` (the observation text) or ``"info"``.
     """
 
