@@ -243,3 +243,37 @@ def test_audit_reports_what_the_bias_said_apart(shared_data_dir):
     assert biased.passed
     assert [(f.kind, f.item, f.placement) for f in biased.apart] == [
         ("target_word", "cancer", "bias")]
+
+
+# ------------------------------------------------------------------------- the CLI
+def test_cli_flags_reach_the_run_log(tmp_path):
+    import json
+
+    from clinenv.cli import main
+
+    out = tmp_path / "run.jsonl"
+    with FakeChatServer(clinic_responder()) as server:
+        code = main(["run", "--env", "EGIP-Demo-v0", "--doctor", "llm", "--model",
+                     "fake-model", "--base-url", server.base_url, "--patient", "llm",
+                     "--patient-bias", "self_diagnosis", "--doctor-bias", "confirmation",
+                     "--episodes", "1", "--quiet", "--out", str(out)])
+        systems = [r["messages"][0]["content"] for r in server.requests]
+    assert code == 0
+    line = json.loads(out.read_text(encoding="utf-8").splitlines()[0])
+    assert line["env_spec"]["kwargs"]["patient_bias"] == "self_diagnosis"
+    assert line["doctor"]["config"]["bias"] == "confirmation"
+    assert line["case_flags"]["target_in_bias"] is False  # demo-01: no malignancy
+    assert any(s.startswith(EGIP_DOCTOR_SYSTEM + CONFIRMATION) for s in systems)
+    assert any(SELF_DIAGNOSIS + "\n\nFacts:\n" in s for s in systems)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--patient-bias", "recency"], "needs the LLM patient"),
+    (["--doctor-bias", "recency"], "--doctor scripted has no prompt"),
+])
+def test_cli_refusals(argv, message, capsys, tmp_path):
+    from clinenv.cli import main
+
+    code = main(["run", "--env", "EGIP-Demo-v0", "--episodes", "1", "--quiet",
+                 "--out", str(tmp_path / "r.jsonl"), *argv])
+    assert code == 2 and message in capsys.readouterr().err
