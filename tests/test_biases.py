@@ -277,3 +277,11 @@ def test_cli_refusals(argv, message, capsys, tmp_path):
     code = main(["run", "--env", "EGIP-Demo-v0", "--episodes", "1", "--quiet",
                  "--out", str(tmp_path / "r.jsonl"), *argv])
     assert code == 2 and message in capsys.readouterr().err
+
+
+def test_cli_audit_with_a_patient_bias(capsys):
+    from clinenv.cli import main
+
+    code = main(["audit", "EGIP-Demo-v0", "--patient", "llm", "--patient-bias", "recency",
+                 "--limit", "2"])
+    assert code == 0 and "PASSED" in capsys.readouterr().out

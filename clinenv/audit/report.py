@@ -154,8 +154,10 @@ class AuditReport:
                 lines.append(f"flagged {flag}: {len(ids)} cases: {', '.join(ids[:20])}"
                              + (" ..." if len(ids) > 20 else ""))
         if self.apart:
+            bias = (", hits the patient's bias text holds"
+                    if any(f.placement == "bias" for f in self.apart) else "")
             lines.append(f"reported apart ({len(self.apart)}: menu or patient-fact hits, "
-                         "target hits on flagged cases):")
+                         f"target hits on flagged cases{bias}):")
             lines += [_line(f) for f in self.apart[:max_listed]]
             if len(self.apart) > max_listed:
                 lines.append(f"  ... and {len(self.apart) - max_listed} more (see --json)")
