@@ -285,3 +285,30 @@ def test_cli_audit_with_a_patient_bias(capsys):
     code = main(["audit", "EGIP-Demo-v0", "--patient", "llm", "--patient-bias", "recency",
                  "--limit", "2"])
     assert code == 0 and "PASSED" in capsys.readouterr().out
+
+
+def test_eval_by_target_in_bias(tmp_path, capsys, shared_data_dir):
+    """Flagged cases are reported apart: ``clinenv eval --by target_in_bias`` splits a
+    biased run into the flagged case (medqa-0029) and the others."""
+    import json
+
+    from clinenv.cli import main
+
+    out = tmp_path / "run.jsonl"
+    with FakeChatServer(clinic_responder()) as server:
+        assert main(["run", "--env", "EGIP-MedQA-v0", "--doctor", "llm", "--model",
+                     "fake-model", "--base-url", server.base_url, "--doctor-bias",
+                     "recency", "--episodes", "29", "--quiet", "--out", str(out)]) == 0
+    lines = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
+    assert [x["case_id"] for x in lines if x["case_flags"]["target_in_bias"]] == [
+        "medqa-0004", "medqa-0023", "medqa-0029"]
+    capsys.readouterr()
+    assert main(["eval", str(out), "--by", "target_in_bias", "--out-dir",
+                 str(tmp_path / "ev")]) == 0
+    table = (tmp_path / "ev" / "accuracy_by_target_in_bias.md").read_text(encoding="utf-8")
+    assert "True" in table and "False" in table
+    plain = tmp_path / "plain.jsonl"
+    assert main(["run", "--env", "EGIP-Demo-v0", "--episodes", "1", "--quiet", "--out",
+                 str(plain)]) == 0
+    assert main(["eval", str(plain), "--by", "target_in_bias"]) == 2
+    assert "only runs with --patient-bias or --doctor-bias" in capsys.readouterr().err
