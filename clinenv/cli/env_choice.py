@@ -34,6 +34,7 @@ def env_config(args: argparse.Namespace) -> Any:
     settings (the seats are :class:`~clinenv.cli.llm_setup.LLMConfig`'s): the data
     options (``--data-dir``, ``--allow-download``, ``--no-verify``), the privileged
     teacher's settings (``--doctor teacher``), ``--preset``, ``--premature-diagnosis``,
+    ``--patient-bias``,
     ``--reward-spec`` (read once, here), ``--icd-map``, ``--knowledge-source`` and
     ``--dataset``. Flags a command does not have are left out.
 
@@ -57,7 +58,7 @@ def env_config(args: argparse.Namespace) -> Any:
         from clinenv.agents.teacher_doctor import TEACHER_ENV_SETTINGS
 
         values.update(TEACHER_ENV_SETTINGS)
-    for key in ("preset", "premature_diagnosis"):
+    for key in ("preset", "premature_diagnosis", "patient_bias"):
         if flag(key) is not None:
             values[key] = flag(key)
     reward_spec = reward_spec_option(flag("reward_spec"))

@@ -37,13 +37,15 @@ LLM_SEATS = {
 EXAMINER_KINDS = ("lookup", "reader", "llm")
 
 
-def make_patient(patient: Any, patient_model: Any = None) -> Any:
+def make_patient(patient: Any, patient_model: Any = None, *, bias: str | None = None) -> Any:
     """The patient simulator of ``EGIPEnv(patient=..., patient_model=...)``.
 
     Args:
         patient: ``None`` / ``"retrieval"``, ``"llm"``, or an object with ``reply`` or
             ``areply``.
         patient_model: a :class:`~clinenv.llm.base.ChatModel`, only with ``"llm"``.
+        bias: ``EnvConfig.patient_bias`` (a checked name or ``None``): given to the LLM
+            patient; a patient object must carry the same ``bias`` attribute.
 
     Returns:
         A :class:`~clinenv.env.retrieval_patient.RetrievalPatient`, an
@@ -52,14 +54,27 @@ def make_patient(patient: Any, patient_model: Any = None) -> Any:
     Raises:
         ValueError: an unknown name, ``"llm"`` without ``patient_model`` (or with a
             non-ChatModel), ``patient_model`` with another patient, or an object with
-            neither ``reply`` nor ``areply``.
+            neither ``reply`` nor ``areply``; a ``bias`` with the retrieval patient
+            (it has no prompt), or a patient object whose ``bias`` differs from it.
     """
 
-    return _build("patient", patient, patient_model, kinds=PATIENT_KINDS,
-                  kinds_text=f"one of {PATIENT_KINDS} or a patient object",
-                  default=RetrievalPatient, llm=lambda model: _llm_seat("patient")(model),
-                  methods=("reply", "areply"),
-                  method_text="a reply(view) -> str method (or async areply)")
+    if bias is not None and (patient is None or patient == "retrieval"):
+        raise ValueError(f"patient_bias={bias!r} needs the LLM patient (patient='llm' with "
+                         "patient_model=...): the retrieval patient answers from the case "
+                         "facts by lookup and has no prompt to put a bias in")
+    built = _build("patient", patient, patient_model, kinds=PATIENT_KINDS,
+                   kinds_text=f"one of {PATIENT_KINDS} or a patient object",
+                   default=RetrievalPatient,
+                   llm=lambda model: _llm_seat("patient")(model, bias=bias),
+                   methods=("reply", "areply"),
+                   method_text="a reply(view) -> str method (or async areply)")
+    own = getattr(built, "bias", None)
+    if own != bias:
+        raise ValueError(f"patient_bias={bias!r} but the patient object "
+                         f"{type(built).__name__} has bias={own!r}: set the same bias on "
+                         "both (LLMPatient(model, bias=NAME) and patient_bias=NAME), so that "
+                         "the run log's env_spec records the bias the patient uses")
+    return built
 
 
 def make_judge(judge: Any, judge_model: Any = None, *, strict: bool = False) -> Any:

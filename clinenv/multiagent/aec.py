@@ -182,9 +182,13 @@ class EGIPAECEnv(AECEnv):
         if isinstance(patient, str) and patient == "external":
             if patient_model is not None:
                 raise ValueError("patient_model is used only with patient='llm'")
+            if settings.patient_bias is not None:
+                raise ValueError(f"patient_bias={settings.patient_bias!r} needs the LLM "
+                                 "patient (patient='llm'); an external patient seat is a "
+                                 "policy whose prompt the environment does not write")
             self.patient = None
         else:
-            self.patient = make_patient(patient, patient_model)
+            self.patient = make_patient(patient, patient_model, bias=settings.patient_bias)
             if not callable(getattr(self.patient, "reply", None)):
                 raise ValueError("patient: the PettingZoo environment calls a built-in "
                                  "patient's sync reply(view); this one has only areply")
