@@ -403,7 +403,8 @@ def cmd_data_difficulty(args: argparse.Namespace) -> int:
         print(f"wrote {args.out}")
     if shipped is not None:
         if shipped.to_json() != table.to_json():
-            differ = [c.case_id for c, s in zip(table.cases, shipped.cases) if c != s]
+            differ = [c.case_id for c, s in zip(table.cases, shipped.cases, strict=False)
+                      if c != s]
             print(f"--check: differs from the shipped {args.dataset} table"
                   + (f" (cases {', '.join(differ[:5])}{' ...' if len(differ) > 5 else ''})"
                      if differ else " (header or case count)"), file=sys.stderr)

@@ -111,7 +111,7 @@ def assign_max_rounds(rows: Sequence[Mapping[str, Any]], budgets: Sequence[int],
     starts = list(starts)
     if len(starts) != len(budgets):
         raise ValueError(f"starts: {len(starts)} starts for {len(budgets)} budgets")
-    if starts[0] != 0 or any(b <= a for a, b in zip(starts, starts[1:])) \
+    if starts[0] != 0 or any(b <= a for a, b in zip(starts, starts[1:], strict=False)) \
             or starts[-1] >= len(rows):
         raise ValueError(f"starts must begin at 0, increase strictly and stay below "
                          f"{len(rows)} (the rows), got {starts}")
