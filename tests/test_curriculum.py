@@ -135,6 +135,16 @@ def test_shipped_medqa_table_is_reproducible_and_its_distribution(monkeypatch):
     assert sum(c.target_in_records for c in table.cases) == 17
 
 
+def test_tables_are_package_data():
+    import configparser
+    from pathlib import Path
+
+    parser = configparser.ConfigParser()
+    parser.read(Path(__file__).resolve().parents[1] / "setup.cfg", encoding="utf-8")
+    assert "data/difficulty/*.json" in parser.get("options.package_data",
+                                                  "clinenv.datasets").split()
+
+
 def test_table_fields_match_their_definitions():
     table = load_difficulty("demo")
     env = gym.make(ENV_ID).unwrapped
