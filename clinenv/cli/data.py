@@ -1,5 +1,6 @@
-"""``clinenv data list | verify | download | split | dedupe``: the dataset files, their
-checks, held-out case lists, and the repair of a run log holding an episode twice.
+"""``clinenv data list | verify | download | split | difficulty | dedupe``: the dataset
+files, their checks, held-out case lists, case difficulty for curricula, and the repair
+of a run log holding an episode twice.
 
 ``verify`` exits 1 when a present file has a wrong checksum or record count; an unknown
 dataset name, or a dataset that cannot be downloaded, is a :class:`CLIError` (exit 2).
@@ -13,6 +14,15 @@ and ``DIR/split.json`` (:data:`SPLIT_FORMAT`: ``dataset``, ``dataset_file``,
 ``counts`` {cases, construction, evaluation, near_duplicate_groups}, ``files`` and their
 ``sha256``, the digests ``clinenv run --cases`` records). It refuses to overwrite those files unless
 ``--force``.
+
+``difficulty DATASET [--out FILE | --check]`` measures the case difficulty table
+(:mod:`clinenv.datasets.difficulty`: the scripted doctor's seeded sampling episodes;
+flags ``--episodes K``, ``--exploration X``, ``--exam-budgets 1,2,4,8``, ``--seed S``,
+built once into a :class:`~clinenv.datasets.difficulty.DifficultyMethod` by
+:func:`difficulty_method`). ``--out`` writes it (refusing to overwrite without
+``--force``); ``--check`` compares it with the shipped table and exits 1 when they
+differ. The shipped tables are rebuilt with ``clinenv data difficulty NAME --out
+clinenv/datasets/data/difficulty/NAME.json --force``.
 """
 
 from __future__ import annotations
@@ -30,11 +40,11 @@ from clinenv.cli.errors import EXIT_VERIFY_FAILED, CLIError
 
 def add_data_parser(sub: Any) -> None:
     """Add the ``data`` sub-command (``list``, ``verify``, ``download``, ``split``,
-    ``dedupe``) to ``sub``."""
+    ``difficulty``, ``dedupe``) to ``sub``."""
     data = sub.add_parser("data", help="list, verify, download or split datasets; repair "
                                        "run logs")
     dsub = data.add_subparsers(dest="data_command",
-                               metavar="{list,verify,download,split,dedupe}")
+                               metavar="{list,verify,download,split,difficulty,dedupe}")
     dsub.required = True
     dlist = dsub.add_parser("list", help="known datasets and where their files are")
     dlist.add_argument("--data-dir", type=Path, default=None, metavar="DIR")
@@ -66,6 +76,20 @@ def add_data_parser(sub: Any) -> None:
     dsplit.add_argument("--allow-download", action="store_true",
                         help="download a missing public dataset (pinned URL and sha256)")
     dsplit.set_defaults(func=cmd_data_split)
+    ddiff = dsub.add_parser("difficulty", help="measure case difficulty (the scripted "
+                                               "doctor's sampled episodes) for curricula")
+    ddiff.add_argument("dataset", metavar="DATASET",
+                       help="a dataset name (clinenv data list) or a case file")
+    add_difficulty_arguments(ddiff)
+    ddiff.add_argument("--out", type=Path, default=None, metavar="FILE",
+                       help="write the table (JSON) here")
+    ddiff.add_argument("--force", action="store_true", help="overwrite --out")
+    ddiff.add_argument("--check", action="store_true",
+                       help="compare with the shipped table; exit 1 when they differ")
+    ddiff.add_argument("--data-dir", type=Path, default=None, metavar="DIR")
+    ddiff.add_argument("--allow-download", action="store_true",
+                       help="download a missing public dataset (pinned URL and sha256)")
+    ddiff.set_defaults(func=cmd_data_difficulty)
     ddedupe = dsub.add_parser("dedupe", help="repair a run log that holds an episode twice: "
                                              "keep the first line of each episode")
     ddedupe.add_argument("log", type=Path, metavar="LOG", help="the run log (JSON Lines)")
@@ -277,6 +301,115 @@ def cmd_data_split(args: argparse.Namespace) -> int:
           f"({targets['evaluation']}); seed {split.seed}; "
           f"{split.n_duplicate_groups} near-duplicate group(s) kept on one side; manifest "
           f"{targets['manifest']}")
+    return 0
+
+
+def budget_list(text: str) -> tuple[int, ...]:
+    """argparse type of ``--exam-budgets``: comma-separated integers >= 0 (``1,2,4,8``)."""
+    try:
+        values = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers separated by commas, e.g. "
+                                         f"1,2,4,8, got {text!r}") from None
+    if any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"each budget must be >= 0, got {text}")
+    return values
+
+
+def add_difficulty_arguments(parser: Any) -> None:
+    """The measurement flags of ``clinenv data difficulty`` (:func:`difficulty_method`)."""
+    from clinenv.cli.doctors import exploration
+    from clinenv.datasets.difficulty import DifficultyMethod
+
+    default = DifficultyMethod()
+    parser.add_argument("--episodes", type=count(1), default=None, metavar="K",
+                        help=f"seeded episodes per case (default: {default.episodes})")
+    parser.add_argument("--exploration", type=exploration, default=None, metavar="X",
+                        help="the scripted doctor's sampling probability, in (0, 1] "
+                             f"(default: {default.exploration:g})")
+    parser.add_argument("--exam-budgets", type=budget_list, default=None, metavar="B,B..",
+                        help="exam budgets cycled over the episodes (default: "
+                             f"{','.join(map(str, default.exam_budgets))})")
+    parser.add_argument("--seed", type=count(0), default=None, metavar="S",
+                        help=f"run seed of the episode seeds (default: {default.seed})")
+
+
+def difficulty_method(args: argparse.Namespace) -> Any:
+    """The :class:`~clinenv.datasets.difficulty.DifficultyMethod` of the parsed flags
+    (a flag not given keeps its default).
+
+    Raises:
+        CLIError: a value the method refuses (the flag named).
+    """
+    from pydantic import ValidationError
+
+    from clinenv.datasets.difficulty import DifficultyMethod
+
+    given = {key: getattr(args, key, None)
+             for key in ("episodes", "exploration", "exam_budgets", "seed")}
+    try:
+        return DifficultyMethod(**{k: v for k, v in given.items() if v is not None})
+    except ValidationError as err:
+        first = err.errors()[0]
+        flag = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else "--exam-budgets"
+        raise CLIError(f"{flag}: {first['msg']}") from None
+
+
+def cmd_data_difficulty(args: argparse.Namespace) -> int:
+    """``clinenv data difficulty``: measure, then write (``--out``) or compare with the
+    shipped table (``--check``: exit 1 on a difference); print a summary.
+
+    Raises:
+        CLIError: neither ``--out`` nor ``--check``, ``--out`` exists without
+            ``--force``, a bad flag value, the dataset cannot be loaded, or ``--check``
+            on a dataset with no shipped table.
+    """
+    import time
+    from collections import Counter
+
+    from clinenv.datasets.difficulty import DifficultyError, load_difficulty
+    from clinenv.errors import ClinenvError
+    from clinenv.integrations.curriculum import measure_difficulty
+
+    if args.out is None and not args.check:
+        raise CLIError("clinenv data difficulty: give --out FILE (write the table) or "
+                       "--check (compare with the shipped one)")
+    if args.out is not None and args.out.exists() and not args.force:
+        raise CLIError(f"--out {args.out} exists; use --force to overwrite")
+    method = difficulty_method(args)
+    shipped = None
+    if args.check:
+        try:
+            shipped = load_difficulty(args.dataset)
+        except DifficultyError as err:
+            raise CLIError(f"--check: {err}") from None
+    start = time.perf_counter()
+    try:
+        table = measure_difficulty(args.dataset, method, data_dir=args.data_dir,
+                                   allow_download=args.allow_download)
+    except ClinenvError as err:
+        raise CLIError(str(err)) from None
+    seconds = time.perf_counter() - start
+    counts = Counter(c.difficulty for c in table.cases)
+    spread = ", ".join(f"{d:g}: {n}" for d, n in sorted(counts.items()))
+    print(f"{table.dataset}: {len(table.cases)} cases x {method.episodes} episodes "
+          f"(exploration {method.exploration:g}, exam budgets "
+          f"{','.join(map(str, method.exam_budgets))}, seed {method.seed}) in "
+          f"{seconds:.1f} s; difficulty -> cases: {spread}; target_in_records: "
+          f"{sum(c.target_in_records for c in table.cases)}")
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(table.to_json(), encoding="utf-8")
+        print(f"wrote {args.out}")
+    if shipped is not None:
+        if shipped.to_json() != table.to_json():
+            differ = [c.case_id for c, s in zip(table.cases, shipped.cases, strict=False)
+                      if c != s]
+            print(f"--check: differs from the shipped {args.dataset} table"
+                  + (f" (cases {', '.join(differ[:5])}{' ...' if len(differ) > 5 else ''})"
+                     if differ else " (header or case count)"), file=sys.stderr)
+            return EXIT_VERIFY_FAILED
+        print(f"--check: identical to the shipped {args.dataset} table")
     return 0
 
 

@@ -88,8 +88,13 @@ class EGIPLoop:
         self.runtime: EGIPRuntime | None = None
         self._renderer: DoctorViewRenderer | None = None
 
-    def start(self, prepared: PreparedCase) -> str:
-        self.runtime = EGIPRuntime(prepared, self.config)
+    def start(self, prepared: PreparedCase, *, max_rounds: int | None = None) -> str:
+        """Begin an episode; ``max_rounds`` (already checked: 1..T) caps this episode's
+        acquisition rounds (the reset option of :meth:`clinenv.env.EGIPEnv.reset`), so
+        its runtime and views count ``Round k of max_rounds``; ``None``: T."""
+        config = self.config if max_rounds is None else self.config.model_copy(
+            update={"acquisition_rounds": int(max_rounds)})
+        self.runtime = EGIPRuntime(prepared, config)
         self._renderer = DoctorViewRenderer(self.runtime)
         return self.view()
 

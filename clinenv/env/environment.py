@@ -77,6 +77,7 @@ both.
 from __future__ import annotations
 
 import copy
+import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -251,6 +252,7 @@ class EGIPEnv(gym.Env):
         self._last_obs_text = ""
         self._final: dict[str, Any] = {}
         self._flagged_replies: list[dict[str, Any]] = []
+        self._max_rounds: int | None = None
 
     # ------------------------------------------------------------------ API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -259,26 +261,56 @@ class EGIPEnv(gym.Env):
         Args:
             seed: seeds ``self.np_random``; the case is drawn from it unless pinned.
             options: ``{"case_id": id_or_index}`` pins the case (a ``case_id`` string or
-                a 0-based index into the dataset).
+                a 0-based index into the dataset); ``{"max_rounds": T}`` (EGIP only, an
+                int 1..``acquisition_rounds``) caps this episode's acquisition rounds at
+                T (the view counts ``Round k of T``; the record keeps ``max_rounds``), a
+                round budget a trainer's row carries (:mod:`clinenv.integrations.
+                curriculum`); absent or ``None``: the configured T, the episode
+                unchanged.
 
         Raises:
             KeyError: an unknown ``case_id``.
             IndexError: a case index out of range.
+            ValueError: a bad ``max_rounds`` (not an int in 1..T, or under a native
+                protocol), before anything is reset.
         """
-        super().reset(seed=seed)
         options = options or {}
+        max_rounds = self._max_rounds_option(options.get("max_rounds"))
+        super().reset(seed=seed)
         if options.get("case_id") is not None:
             case = self.pool.case(options["case_id"])
         else:
             case = self.pool.cases[int(self.np_random.integers(len(self.pool.cases)))]
-        text = self.loop.start(self.pool.prepared(case, **self.loop.matching))
+        prepared = self.pool.prepared(case, **self.loop.matching)
+        text = (self.loop.start(prepared) if max_rounds is None
+                else self.loop.start(prepared, max_rounds=max_rounds))
         self.runtime = self.loop.runtime
+        self._max_rounds = max_rounds
         self._final = {}  # an episode cut by a judge error never shows the last outcome
         self._flagged_replies = []
         # simulator seeds, drawn after the case
         self._judge_seed = reset_seats(self.patient, self.examiner, self.np_random,
                                        self._judge_takes_seed)
         return self._emit(text, action_kind=None)
+
+    def _max_rounds_option(self, value: Any) -> int | None:
+        """The reset option ``max_rounds`` checked (:meth:`reset`); ``None`` if absent.
+
+        Raises:
+            ValueError: not an int in 1..``config.acquisition_rounds``, or a native
+                protocol (whose turn limit is ``max_turns``).
+        """
+        if value is None:
+            return None
+        if self._native:
+            raise ValueError(f"reset option max_rounds: an EGIP option; the {self.protocol} "
+                             "protocol limits turns with max_turns=")
+        limit = self.config.acquisition_rounds
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) \
+                or not 1 <= value <= limit:
+            raise ValueError(f"reset option max_rounds must be an int in 1..{limit} (this "
+                             f"environment's acquisition_rounds), got {value!r}")
+        return int(value)
 
     def step(self, action: str):
         """Apply one doctor action; see the module docstring. Never raises on any text.
@@ -403,7 +435,8 @@ class EGIPEnv(gym.Env):
 
         Keys: ``case_id``, ``dataset``, ``phase``, ``turns``, ``n_exams_requested``,
         ``invalid_actions``, ``stopped_early``, ``events``, ``evidence``, ``answer``,
-        ``case_flags``, ``case_strata``; with a flag-reporting patient (the LLM patient)
+        ``case_flags``, ``case_strata``; ``max_rounds`` when the reset option set it;
+        with a flag-reporting patient (the LLM patient)
         ``patient_flags``, the flagged replies so far as ``[{"turn": int, "flags":
         [str, ...]}, ...]`` (``[]`` when none; see the module docstring). Once the
         episode is over the record also holds the outcome keys of ``info`` and the
@@ -430,6 +463,8 @@ class EGIPEnv(gym.Env):
         }
         if self.loop.protocol != "egip":
             record["protocol"] = self.loop.protocol
+        if self._max_rounds is not None:  # the reset option (absent: no key)
+            record["max_rounds"] = self._max_rounds
         if self._reports_flags:
             record["patient_flags"] = [{"turn": e["turn"], "flags": list(e["flags"])}
                                        for e in self._flagged_replies]

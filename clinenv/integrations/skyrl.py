@@ -59,7 +59,8 @@ class ClinenvTextEnv(BaseTextEnv):
             ``env_id`` (default for rows without one) and any ``gym.make`` keyword
             (``data_dir``, ``acquisition_rounds``...).
         extras: the row: ``case_id`` and ``seed`` (top level or under ``extra_info``,
-            as :func:`task_rows` writes them), ``env_id`` there or in ``env_config``;
+            as :func:`task_rows` writes them), ``env_id`` there or in ``env_config``,
+            and an optional round budget ``max_rounds`` (the reset option);
             ``max_turns`` (set by SkyRL) ends an unfinished episode, with the reward of
             the unfinished rule (module docstring).
 
@@ -83,6 +84,7 @@ class ClinenvTextEnv(BaseTextEnv):
             raise ValueError(f"ClinenvTextEnv: the row has no {', '.join(missing)} (rows of "
                              "clinenv.integrations.skyrl.task_rows carry them in extra_info)")
         self.case_id, self.seed = row["case_id"], int(row["seed"])
+        self.max_rounds = row.get("max_rounds")  # the row's round budget, or None
         self.max_turns = int(extras.get("max_turns") or 0)  # 0: the episode's own limit
         self.episode = tools.ToolEpisode(env_id, **settings)
         self.reward_given = 0.0  # the sum of the step rewards returned
@@ -92,7 +94,7 @@ class ClinenvTextEnv(BaseTextEnv):
         its last user message (or added as one), and the environment's ``info``."""
         self.turns = 0
         self.reward_given = 0.0
-        opening = self.episode.reset(self.case_id, self.seed)
+        opening = self.episode.reset(self.case_id, self.seed, max_rounds=self.max_rounds)
         messages = [dict(m) for m in prompt or []]
         if messages and messages[-1].get("role") == "user":
             messages[-1]["content"] = messages[-1]["content"] + opening
@@ -142,6 +144,7 @@ def register_clinenv(env_class: str = ENV_CLASS) -> str:
 
 def task_rows(env_id: str, split: str | Path | Sequence[str] | None = None, *,
               seed: int = 0, env_class: str = ENV_CLASS, exclude_flags: Sequence[str] = (),
+              order: str = "dataset", difficulty: Any = None,
               **env_kwargs: Any) -> tools.TaskRows:
     """SkyRL dataset rows, one per case (write them with ``datasets.Dataset.from_list(rows)
     .to_parquet(...)``): ``data_source`` (``env_id``), ``prompt`` (system
@@ -149,13 +152,15 @@ def task_rows(env_id: str, split: str | Path | Sequence[str] | None = None, *,
     :data:`~clinenv.integrations.tools.TASK_INTRO`; ``init`` adds the opening text),
     ``env_class`` and ``extra_info`` (``case_id``, ``seed``, ``env_id``). Arguments,
     ``exclude_flags`` (e.g. :data:`~clinenv.integrations.tools.LEAK_FLAGS`; default
-    ``()``, every case) and errors as :func:`clinenv.integrations.tools.task_rows`; the
+    ``()``, every case), ``order`` / ``difficulty`` (``"curriculum"``: easiest first;
+    SkyRL shuffles its training rows by default) and errors as
+    :func:`clinenv.integrations.tools.task_rows`; the
     returned :class:`~clinenv.integrations.tools.TaskRows` says what was left out
     (``excluded``, ``note``)."""
     prompt = [{"role": "system", "content": tools.TEXT_SYSTEM_PROMPT},
               {"role": "user", "content": tools.TASK_INTRO}]
     rows = tools.task_rows(env_id, split, seed=seed, exclude_flags=exclude_flags,
-                           **env_kwargs)
+                           order=order, difficulty=difficulty, **env_kwargs)
     return tools.TaskRows([{"data_source": env_id, "prompt": prompt, "env_class": env_class,
                             "extra_info": row} for row in rows],
                           excluded=rows.excluded, considered=rows.considered, note=rows.note)

@@ -67,6 +67,12 @@ from clinenv.agents.llm_patient import LLMPatient
 from clinenv.agents.patient_cache import CachedPatient, PatientReplyCache
 from clinenv.case_list import CaseListError, nearest_id, read_case_list
 from clinenv.cases import CaseFlags
+from clinenv.datasets.difficulty import (
+    DifficultyError,
+    DifficultyTable,
+    load_difficulty,
+    shipped_difficulty,
+)
 from clinenv.protocol.parser import parse_action
 from clinenv.protocol.render import render_menu
 from clinenv.protocol.runtime import reads_as_placeholder
@@ -345,17 +351,21 @@ class ToolEpisode:
         #: nor replies of :meth:`step_text` that are no call: empty, or a placeholder).
         self.calls: list[ToolCall] = []
 
-    def reset(self, case_id: str | int, seed: int) -> str:
+    def reset(self, case_id: str | int, seed: int, max_rounds: int | None = None) -> str:
         """Start the episode of ``(case_id, seed)``; returns the opening text (objective,
         candidates, menu and the first round's instructions), the same for the same pair
-        in any process or thread.
+        in any process or thread. ``max_rounds`` (a row's round budget) caps the
+        acquisition rounds at T (the environment's reset option); ``None``: the
+        configured T.
 
         Raises:
             KeyError, IndexError: an unknown case id or index (from the environment).
+            ValueError: a bad ``max_rounds`` (not an int in 1..acquisition_rounds).
         """
         with self._lock:
             self._clear()
-            obs, self.info = self.env.reset(seed=int(seed), options={"case_id": case_id})
+            obs, self.info = self.env.reset(seed=int(seed), options={
+                "case_id": case_id, "max_rounds": max_rounds})
             self.started = True
             return obs["text"]
 
@@ -584,11 +594,14 @@ def check_flags(exclude_flags: Sequence[str]) -> tuple[str, ...]:
 
 def task_rows(env_id: str, split: str | Path | Sequence[str] | None = None, *,
               seed: int = 0, exclude_flags: Sequence[str] = (),
+              order: Literal["dataset", "curriculum"] = "dataset",
+              difficulty: str | Path | DifficultyTable | None = None,
               **env_kwargs: Any) -> TaskRows:
     """The episodes a trainer's rows pin: one ``{"case_id", "seed", "env_id"}`` per case
-    of ``env_id``, in dataset order; ``seed`` is ``episode_seed(seed, 0, case index)``,
-    the seed ``clinenv run --seed`` gives repetition 0 of that case (the index in the
-    whole dataset, so leaving cases out changes no other row).
+    of ``env_id``, in dataset order (or curriculum order); ``seed`` is
+    ``episode_seed(seed, 0, case index)``, the seed ``clinenv run --seed`` gives
+    repetition 0 of that case (the index in the whole dataset, so leaving cases out or
+    reordering them changes no row).
 
     Args:
         env_id: an EGIP text environment id.
@@ -601,16 +614,30 @@ def task_rows(env_id: str, split: str | Path | Sequence[str] | None = None, *,
             record that names the target, and copying it is most of what a policy can
             learn there). What is left out is in the returned rows' ``excluded`` and
             ``note`` (:class:`TaskRows`) and in a warning.
+        order: ``"dataset"`` (default) or ``"curriculum"``: easiest first by the case
+            difficulty table (:mod:`clinenv.datasets.difficulty`; ties as its rank).
+            Trainers shuffle rows by default: turn that off to keep the order
+            (:mod:`clinenv.integrations.curriculum`).
+        difficulty: the table of ``order="curriculum"``: ``None`` (the shipped table
+            measured on this dataset's records: demo, MedQA, NEJM), a file, or a
+            :class:`~clinenv.datasets.difficulty.DifficultyTable`.
         **env_kwargs: as for :class:`ToolEpisode` (``data_dir``...).
 
     Raises:
         clinenv.case_list.CaseListError: an unreadable list, an id listed twice, or one
             the dataset lacks (file, line and the nearest id named).
         ValueError: a bad ``exclude_flags`` (:func:`check_flags`), or one that leaves
-            no case; as :class:`ToolEpisode`.
+            no case; an unknown ``order``; ``difficulty`` without
+            ``order="curriculum"``; as :class:`ToolEpisode`.
+        clinenv.datasets.difficulty.DifficultyError: no table for this dataset, a table
+            measured on other records, or one that lacks a case.
         gymnasium.error.Error: as :class:`ToolEpisode`.
     """
     flags = check_flags(exclude_flags)
+    if order not in ("dataset", "curriculum"):
+        raise ValueError(f"order must be 'dataset' or 'curriculum', got {order!r}")
+    if difficulty is not None and order != "curriculum":
+        raise ValueError("difficulty= is the table of order='curriculum'; pass both")
     pool = ToolEpisode(env_id, **env_kwargs).env.pool
     ids = [case.case_id for case in pool.cases]
     if split is None:
@@ -632,9 +659,37 @@ def task_rows(env_id: str, split: str | Path | Sequence[str] | None = None, *,
     if not rows:
         raise ValueError(f"{env_id}: exclude_flags={flags!r} leaves no case: each of the "
                          f"{len(indices)} cases has one of these flags")
+    if order == "curriculum":
+        rank = {case_id: r for r, case_id in enumerate(
+            _difficulty_table(env_id, pool, difficulty).order(row["case_id"] for row in rows))}
+        rows.sort(key=lambda row: rank[row["case_id"]])
     if left_out:
         warnings.warn(note, UserWarning, stacklevel=2)
     return TaskRows(rows, excluded=excluded, considered=len(indices), note=note)
+
+
+def _difficulty_table(env_id: str, pool: Any,
+                      source: str | Path | DifficultyTable | None) -> DifficultyTable:
+    """The difficulty table of ``task_rows(order="curriculum")``, checked against the
+    pool's records digest.
+
+    Raises:
+        DifficultyError: no shipped table for these records, or one of other records.
+    """
+    if source is None:
+        table = shipped_difficulty(pool.sha256)
+        if table is None:
+            raise DifficultyError(f"{env_id}: no shipped difficulty table for these "
+                                  "records (shipped: demo, MedQA, NEJM); build one with "
+                                  "clinenv data difficulty DATASET --out FILE and pass "
+                                  "difficulty=FILE")
+        return table
+    table = source if isinstance(source, DifficultyTable) else load_difficulty(source)
+    if table.dataset_sha256 not in (None, pool.sha256, *pool.sha256_aliases):
+        raise DifficultyError(f"{env_id}: the difficulty table was measured on other "
+                              f"records (dataset_sha256 {table.dataset_sha256}, these are "
+                              f"{pool.sha256}); rebuild it with clinenv data difficulty")
+    return table
 
 
 def _list_indices(listed: list[str], ids: list[str], env_id: str) -> list[int]:

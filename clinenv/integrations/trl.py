@@ -72,7 +72,8 @@ def make_env_factory(env_id: str, *,
     """A class for ``GRPOTrainer(environment_factory=...)`` over ``env_id``.
 
     Instances: ``reset(**row) -> str`` (reads ``case_id`` and ``seed``, checks ``env_id``
-    when the row has one, ignores the other columns), the tools ``ask_patient``,
+    when the row has one, passes a ``max_rounds`` round budget to the environment's
+    reset option, ignores the other columns), the tools ``ask_patient``,
     ``order_exam``, ``submit_diagnosis`` and ``list_exams`` (each returns its result
     text; raises ``ValueError`` after the episode ended, before any reset, or on a call
     the tool view refuses), and ``get_reward() -> float`` (the spec's reward of the
@@ -125,8 +126,9 @@ def make_env_factory(env_id: str, *,
             """Start the row's episode; returns the doctor's opening text.
 
             Raises:
-                ValueError: the row has no ``case_id`` or ``seed``, or names another
-                    ``env_id``.
+                ValueError: the row has no ``case_id`` or ``seed``, names another
+                    ``env_id``, or has a bad ``max_rounds`` (an int in
+                    1..acquisition_rounds, or ``None``).
             """
             missing = [key for key in ("case_id", "seed") if row.get(key) is None]
             if missing:
@@ -136,7 +138,8 @@ def make_env_factory(env_id: str, *,
             if row.get("env_id", env_id) != env_id:
                 raise ValueError(f"reset(**row): the row is for {row['env_id']!r}, this "
                                  f"environment is {env_id!r}")
-            return self._episode.reset(row["case_id"], int(row["seed"]))
+            return self._episode.reset(row["case_id"], int(row["seed"]),
+                                       max_rounds=row.get("max_rounds"))
 
         def ask_patient(self, question: str) -> str:
             return self._episode.ask_patient(question)
@@ -298,8 +301,11 @@ def _patient_cache(value: Any) -> PatientReplyCache | None:
 
 
 def task_dataset(env_id: str, split: str | Path | Sequence[str] | None = None, *,
-                 seed: int = 0, exclude_flags: Sequence[str] = (), **env_kwargs: Any):
-    """The GRPO task rows of ``env_id``: one per case, in dataset order.
+                 seed: int = 0, exclude_flags: Sequence[str] = (),
+                 order: str = "dataset", difficulty: Any = None, **env_kwargs: Any):
+    """The GRPO task rows of ``env_id``: one per case, in dataset order (or
+    ``order="curriculum"``: easiest first; then pass ``GRPOConfig(shuffle_dataset=
+    False)``, since TRL shuffles the rows by default).
 
     Columns: ``prompt`` (:func:`task_prompt`: a system message with
     :data:`~clinenv.integrations.tools.TOOL_SYSTEM_PROMPT` and the user message
@@ -320,6 +326,10 @@ def task_dataset(env_id: str, split: str | Path | Sequence[str] | None = None, *
             and its ``info.description`` the one-line note (also a warning when a case
             is left out); ``excluded`` stays on this object only, ``info`` carries over
             ``select``, ``shuffle`` and the like.
+        order, difficulty: the row order, ``"dataset"`` or ``"curriculum"``, and the
+            latter's difficulty table (:func:`~clinenv.integrations.tools.task_rows`).
+            A round budget schedule is a ``max_rounds`` column
+            (:func:`clinenv.integrations.curriculum.assign_max_rounds` on the rows).
         **env_kwargs: as for :func:`make_env_factory` (``data_dir``...).
 
     Raises:
@@ -327,7 +337,8 @@ def task_dataset(env_id: str, split: str | Path | Sequence[str] | None = None, *
         clinenv.case_list.CaseListError: an unreadable list, an id listed twice, or one
             the dataset lacks (file, line and the nearest id named).
         ValueError: an unknown or repeated flag (the valid names listed), or flags that
-            leave no case; as :func:`make_env_factory`.
+            leave no case; a bad ``order`` or difficulty table; as
+            :func:`make_env_factory`.
         gymnasium.error.Error: as :func:`make_env_factory`.
     """
     try:
@@ -335,7 +346,8 @@ def task_dataset(env_id: str, split: str | Path | Sequence[str] | None = None, *
     except ImportError as err:
         raise ImportError("task_dataset needs `datasets`: pip install -e '.[trl]' "
                           "from a clone") from err
-    rows = task_rows(env_id, split, seed=seed, exclude_flags=exclude_flags, **env_kwargs)
+    rows = task_rows(env_id, split, seed=seed, exclude_flags=exclude_flags, order=order,
+                     difficulty=difficulty, **env_kwargs)
     prompt = task_prompt()
     dataset = Dataset.from_list([{"prompt": prompt, **row} for row in rows],
                                 info=DatasetInfo(description=rows.note))

@@ -121,7 +121,8 @@ class ClinenvTaskset(vf.Taskset[ClinenvTask, ClinenvTasksetConfig]):
         for row in self.rows():
             yield ClinenvTask(ClinenvData(
                 id=str(row["case_id"]), name=f"{cfg.env_id}/{row['case_id']}",
-                prompt=episode.reset(row["case_id"], row["seed"]),
+                prompt=episode.reset(row["case_id"], row["seed"],
+                                     max_rounds=row.get("max_rounds")),
                 system_prompt=TEXT_SYSTEM_PROMPT, info=row), cfg.task)
 
 
@@ -153,7 +154,8 @@ class ClinenvEnv(vf.Env[ClinenvEnvConfig]):
         info = task.data.info
         kwargs = _text_view(getattr(self.taskset.config, "env_kwargs", {}))
         episode = ToolEpisode(info["env_id"], **kwargs)
-        opening = episode.reset(info["case_id"], int(info["seed"]))
+        opening = episode.reset(info["case_id"], int(info["seed"]),
+                                max_rounds=info.get("max_rounds"))
         if opening != task.data.prompt:
             raise ValueError(f"task {task.data.name}: its prompt is not the opening text "
                              f"of {info} with these settings; reload the taskset")

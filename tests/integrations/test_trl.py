@@ -585,3 +585,22 @@ def test_tool_view_tokens_counts_with_a_local_tokenizer_folder(tokenizer, tmp_pa
         messages, tools=TOOL_SCHEMAS, add_generation_prompt=True, tokenize=True,
         return_dict=True)["input_ids"])
     assert 5 * 20 < completion < 5 * 1000
+
+
+def test_curriculum_rows_keep_their_order_only_without_trl_shuffling():
+    """TRL shuffles the rows by default (GRPOConfig.shuffle_dataset, trl 1.16): a
+    curriculum needs shuffle_dataset=False; the rows' max_rounds reach reset."""
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    from clinenv.integrations.curriculum import assign_max_rounds
+
+    default = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+    assert default["shuffle_dataset"] is True
+    rows = task_dataset(ENV_ID, order="curriculum")
+    assert rows["case_id"][:4] == ["demo-12", "demo-13", "demo-05", "demo-01"]
+    staged = assign_max_rounds(rows.to_list(), (5, 10, 19))
+    env = make_env_factory(ENV_ID)()
+    assert "Round 1 of 5." in env.reset(**staged[0])
+    assert "Round 1 of 19." in env.reset(**staged[-1])

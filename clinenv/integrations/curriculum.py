@@ -1,0 +1,134 @@
+"""Curricula for trainers: measured case difficulty, and round budgets carried by rows.
+
+- :func:`measure_difficulty` measures a :class:`~clinenv.datasets.difficulty.
+  DifficultyTable` (the definition is in :mod:`clinenv.datasets.difficulty`) with the
+  scripted doctor's seeded sampling episodes, offline; ``clinenv data difficulty NAME
+  --out FILE`` runs it (MedQA: 107 cases x 16 episodes, a few seconds on one core).
+  ``task_rows(..., order="curriculum")`` (:func:`clinenv.integrations.tools.task_rows`,
+  TRL's ``task_dataset``, SkyRL's ``task_rows``) orders the rows easiest first by the
+  shipped table, or by ``difficulty=FILE``.
+- :func:`assign_max_rounds` writes a round budget ``max_rounds`` into each row by its
+  position, so a schedule such as T = 5 -> 10 -> 19 over training is data: every
+  adapter's reset passes the row's ``max_rounds`` to ``env.reset(options={"case_id":
+  ..., "max_rounds": T})``, which caps that episode's acquisition rounds at T.
+
+Trainers shuffle their rows by default, which undoes both: set TRL's
+``GRPOConfig(shuffle_dataset=False)``, verl's ``data.shuffle=False``, and in SkyRL a
+sequential train sampler (docs/training.md, "Curricula").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from clinenv.datasets.difficulty import (
+    CaseDifficulty,
+    DifficultyMethod,
+    DifficultyTable,
+    ranked,
+)
+
+__all__ = ["assign_max_rounds", "measure_difficulty"]
+
+
+def measure_difficulty(dataset: str | Path, method: DifficultyMethod | None = None, *,
+                       data_dir: str | Path | None = None,
+                       allow_download: bool = False) -> DifficultyTable:
+    """The difficulty table of ``dataset`` (a registry name or a case file) under
+    ``method`` (default :class:`~clinenv.datasets.difficulty.DifficultyMethod`: K = 16,
+    exploration 0.5, exam budgets 1, 2, 4, 8, seed 0), on the EGIP environment with its
+    defaults. Deterministic: the same cases and method give the same table.
+
+    Raises:
+        clinenv.errors.DatasetNotFoundError: the dataset is not available.
+    """
+    from clinenv.agents.scripted_doctor import ScriptedDoctor
+    from clinenv.env import EGIPEnv, EnvConfig
+    from clinenv.runs.episode import run_episode
+    from clinenv.seeding import episode_seed
+
+    method = method or DifficultyMethod()
+    env = EGIPEnv(env_config=EnvConfig(dataset=str(dataset), data_dir=data_dir,
+                                       allow_download=allow_download))
+    budgets = method.exam_budgets
+    doctors = {b: ScriptedDoctor(exploration=method.exploration, exam_budget=b)
+               for b in budgets}
+    cases: list[CaseDifficulty] = []
+    for index, case in enumerate(env.pool.cases):
+        successes = 0
+        for k in range(method.episodes):
+            record = run_episode(env, doctors[budgets[k % len(budgets)]],
+                                 case_id=case.case_id,
+                                 seed=episode_seed(method.seed, k, index))
+            successes += record.get("correct") is True
+        assert env.runtime is not None
+        cases.append(CaseDifficulty(
+            case_id=case.case_id, index=index, successes=successes,
+            episodes=method.episodes,
+            difficulty=round(1.0 - successes / method.episodes, 6),
+            n_exams=len(env.runtime.catalog),
+            target_in_records=case.flags.target_in_records, rank=0))
+    return DifficultyTable(dataset=env.pool.cases[0].dataset,
+                           dataset_sha256=env.pool.sha256, method=method,
+                           cases=ranked(cases))
+
+
+def assign_max_rounds(rows: Sequence[Mapping[str, Any]], budgets: Sequence[int], *,
+                      starts: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    """Copies of ``rows`` (order kept) with ``max_rounds`` set by position: stage s
+    covers the rows from ``starts[s]`` to the next start, and its rows get
+    ``budgets[s]``.
+
+    Args:
+        rows: task rows (``task_rows``, ``task_dataset`` as a list); for a schedule over
+            several passes, repeat them first (``list(rows) * passes``). A SkyRL row
+            gets ``max_rounds`` in its ``extra_info``.
+        budgets: T per stage, e.g. ``(5, 10, 19)``; each an int >= 1 (and at most the
+            environment's ``acquisition_rounds``, checked at reset).
+        starts: the row position where each stage begins: ``starts[0] == 0``, strictly
+            increasing, each < ``len(rows)``; default equal stages (stage s starts at
+            ``s * len(rows) // len(budgets)``). Row position p is reached at training
+            step ``p // prompts_per_step`` when the trainer does not shuffle.
+
+    Raises:
+        ValueError: an empty ``budgets`` or ``rows``, a budget that is not an int >= 1,
+            ``starts`` of another length, not starting at 0, not increasing, or past
+            the rows (the field named).
+    """
+    rows = list(rows)
+    budgets = list(budgets)
+    if not budgets:
+        raise ValueError("budgets: give at least one round budget, e.g. (5, 10, 19)")
+    if not rows:
+        raise ValueError("rows: no rows to assign round budgets to")
+    for budget in budgets:
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+            raise ValueError(f"budgets: each must be an int >= 1, got {budget!r}")
+    if starts is None:
+        starts = [s * len(rows) // len(budgets) for s in range(len(budgets))]
+    starts = list(starts)
+    if len(starts) != len(budgets):
+        raise ValueError(f"starts: {len(starts)} starts for {len(budgets)} budgets")
+    if starts[0] != 0 or any(b <= a for a, b in zip(starts, starts[1:], strict=False)) \
+            or starts[-1] >= len(rows):
+        raise ValueError(f"starts must begin at 0, increase strictly and stay below "
+                         f"{len(rows)} (the rows), got {starts}")
+    out = []
+    stage = 0
+    for position, row in enumerate(rows):
+        while stage + 1 < len(starts) and position >= starts[stage + 1]:
+            stage += 1
+        out.append(_with_rounds(row, budgets[stage]))
+    return out
+
+
+def _with_rounds(row: Mapping[str, Any], budget: int) -> dict[str, Any]:
+    """A copy of ``row`` with ``max_rounds``; a SkyRL row (``extra_info``) gets it there."""
+    new = dict(row)
+    if isinstance(new.get("extra_info"), Mapping):
+        new["extra_info"] = {**new["extra_info"], "max_rounds": budget}
+    else:
+        new["max_rounds"] = budget
+    return new
