@@ -113,6 +113,7 @@ from clinenv.env.simulators import accepts_seed, make_examiner, make_judge, make
 from clinenv.env.spaces import UnicodeText, clip_text
 from clinenv.env.terminal_outcome import JUDGE_TO_VERDICT
 from clinenv.env.terminal_reward import runtime_record
+from clinenv.protocol.exam_noise import ExamNoise
 from clinenv.protocol.history import event_to_dict
 from clinenv.protocol.native import NativeRuntime
 from clinenv.protocol.presets import PROTOCOLS
@@ -209,10 +210,17 @@ class EGIPEnv(gym.Env):
         self.exam_cost = settings.exam_cost
         self.render_mode = settings.render_mode
         self.reward_spec = settings.reward_spec
-        self.patient = make_patient(patient, patient_model)
+        self.patient = make_patient(patient, patient_model,
+                                    persona=settings.patient_persona)
         self.judge = make_judge(judge, judge_model,
                                 strict=self._native and self.config.strict_yes)
         self.examiner = make_examiner(examiner, examiner_model, native=self._native)
+        self.patient_persona, self.exam_noise = settings.patient_persona, settings.exam_noise
+        if self.exam_noise.active and (self._native or self.examiner is not None):
+            raise ValueError(f"exam_noise={self.exam_noise.to_dict()!r} applies to record "
+                             "lookup O under EGIP (examiner=None or 'lookup'), not to "
+                             + ("a native protocol's examiner" if self._native
+                                else f"examiner={type(self.examiner).__name__}"))
         self._judge_takes_seed = accepts_seed(self.judge)
         self._judge_seed: int | None = None
         self.observation_space = spaces.Dict({
@@ -264,6 +272,10 @@ class EGIPEnv(gym.Env):
         # simulator seeds, drawn after the case
         self._judge_seed = reset_seats(self.patient, self.examiner, self.np_random,
                                        self._judge_takes_seed)
+        if self.exam_noise.active:  # drawn last: without noise nothing is drawn
+            self.runtime.noise = ExamNoise(self.exam_noise,
+                                           int(self.np_random.integers(2**31 - 1)),
+                                           case.case_id)
         return self._emit(text, action_kind=None)
 
     def step(self, action: str):

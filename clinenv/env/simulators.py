@@ -17,6 +17,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from clinenv.env.persona import PersonaPatient
 from clinenv.env.record_reader import NativeRecordReader
 from clinenv.env.retrieval_patient import RetrievalPatient
 from clinenv.llm.base import ChatModel
@@ -37,24 +38,37 @@ LLM_SEATS = {
 EXAMINER_KINDS = ("lookup", "reader", "llm")
 
 
-def make_patient(patient: Any, patient_model: Any = None) -> Any:
+def make_patient(patient: Any, patient_model: Any = None, *, persona: Any = None) -> Any:
     """The patient simulator of ``EGIPEnv(patient=..., patient_model=...)``.
 
     Args:
         patient: ``None`` / ``"retrieval"``, ``"llm"``, or an object with ``reply`` or
             ``areply``.
         patient_model: a :class:`~clinenv.llm.base.ChatModel`, only with ``"llm"``.
+        persona: the retrieval patient's :class:`~clinenv.env.persona.PersonaConfig`
+            (``None`` or ``cooperative``: the plain patient).
 
     Returns:
-        A :class:`~clinenv.env.retrieval_patient.RetrievalPatient`, an
+        A :class:`~clinenv.env.retrieval_patient.RetrievalPatient` (a
+        :class:`~clinenv.env.persona.PersonaPatient` under a persona), an
         :class:`~clinenv.agents.llm_patient.LLMPatient`, or ``patient`` itself.
 
     Raises:
         ValueError: an unknown name, ``"llm"`` without ``patient_model`` (or with a
-            non-ChatModel), ``patient_model`` with another patient, or an object with
-            neither ``reply`` nor ``areply``.
+            non-ChatModel), ``patient_model`` with another patient, an object with
+            neither ``reply`` nor ``areply``, or a persona with any patient but the
+            retrieval patient.
     """
-
+    if persona is not None and persona.active:
+        if not (patient is None or patient == "retrieval"):
+            kind = patient if isinstance(patient, str) else type(patient).__name__
+            raise ValueError(f"patient_persona={persona.to_value()!r} works with the "
+                             f"retrieval patient only (patient=None or 'retrieval'), got "
+                             f"patient={kind!r}: the LLM patient and patient objects "
+                             "take no persona")
+        if patient_model is not None:
+            raise ValueError("patient_model is used only with patient='llm'")
+        return PersonaPatient(persona)
     return _build("patient", patient, patient_model, kinds=PATIENT_KINDS,
                   kinds_text=f"one of {PATIENT_KINDS} or a patient object",
                   default=RetrievalPatient, llm=lambda model: _llm_seat("patient")(model),
