@@ -21,6 +21,7 @@ from typing import Any
 from clinenv.cli.argtypes import count, number
 from clinenv.cli.env_choice import (
     add_dataset_arguments,
+    add_variation_arguments,
     add_verify_argument,
     choose_env,
     env_config,
@@ -57,6 +58,7 @@ def add_serve_parser(sub: Any) -> None:
                             "cost-aware) or a JSON spec file (docs/rewards.md)")
     add_dataset_arguments(serve)
     add_verify_argument(serve)
+    add_variation_arguments(serve)
     serve.set_defaults(func=cmd_serve)
 
 
