@@ -63,6 +63,13 @@ by default, LLM-backed ones opt-in) fill their seats as :mod:`clinenv.env.seats`
 describes; the same module says how ``step`` and ``astep`` share one implementation and
 where model call records go (:meth:`EGIPEnv.drain_llm_calls`, never ``info``).
 
+Personas and noise (fields of :class:`~clinenv.env.config.EnvConfig`):
+``patient_persona`` makes the retrieval patient reluctant, vague, lay, forgetful or
+tangential (:mod:`clinenv.env.persona`); ``exam_noise`` makes record lookup O return
+recorded results unavailable or a round late (:mod:`clinenv.protocol.exam_noise`). The
+patient's seed comes from its ``reset`` (as any seat's); the noise seed is drawn after
+the seats' only when noise is on, so the defaults draw exactly what they did.
+
 Protocols (``protocol=`` or ``preset=``, :mod:`clinenv.protocol.presets`) choose the
 loop once, at construction (:mod:`clinenv.env.loop`): ``"egip"`` (everything above,
 :class:`~clinenv.env.egip_loop.EGIPLoop`), or the native loops ``"agentclinic"`` and
