@@ -327,13 +327,15 @@ class PersonaPatient(RetrievalPatient):
     """The retrieval patient under a persona (module docstring); it answers only from P.
 
     Args:
-        persona: a :class:`PersonaConfig` or its string / dict form.
+        persona: a :class:`PersonaConfig` or its string / dict form (``cooperative``
+            answers as the plain patient does).
 
     Raises:
         pydantic.ValidationError: a bad persona.
     """
 
-    def __init__(self, persona: PersonaConfig | str | Mapping[str, Any]) -> None:
+    def __init__(self, persona: PersonaConfig | str | Mapping[str, Any] = "cooperative"
+                 ) -> None:
         self.persona = (persona if isinstance(persona, PersonaConfig)
                         else PersonaConfig.model_validate(persona))
         self.seed = 0
