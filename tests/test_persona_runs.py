@@ -82,3 +82,21 @@ def test_the_audit_passes_under_every_persona_and_noise(settings):
 
     report = run_audit("EGIP-Demo-v0", limit=4, **settings)
     assert report.leaks == [] and report.passed
+
+
+def test_gymnasium_and_pettingzoo_checks_pass_with_persona_and_noise():
+    import warnings
+
+    import gymnasium as gym
+    from gymnasium.utils.env_checker import check_env
+    from pettingzoo.test import api_test
+
+    from clinenv.multiagent.aec import EGIPAECEnv
+
+    noise = {"unavailable": 0.5, "delayed": 0.5}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_env(gym.make("EGIP-Demo-v0", patient_persona="tangential:0.5",
+                           exam_noise=noise).unwrapped, skip_render_check=True)
+        api_test(EGIPAECEnv("demo", patient="retrieval", examiner="lookup",
+                            patient_persona="forgetful", exam_noise=noise), num_cycles=30)
