@@ -48,6 +48,12 @@ model call. MedAgentSim's last turn is a decision phase: the observation is the
 transcript plus a discussion instruction, passed whole to the terminal strategy
 (``"medagentsim"`` there, or any other).
 
+Bias (``bias=``, a name of :data:`~clinenv.protocol.biases.DOCTOR_BIASES`, AgentClinic's
+doctor biases): its text (:func:`clinenv.protocol.biases.bias_text`) ends the system
+prompt of every call, acquisition and decision alike, so it sits between the base
+prompt and the case information of the user message, as in AgentClinic's
+``DoctorAgent.system_prompt``. :attr:`LLMDoctor.config` records it (``bias``) when set.
+
 Seeds: every call carries ``call_seed(episode_seed, turn, purpose)`` with
 ``turn = info["turn"]``; the episode seed comes from :meth:`LLMDoctor.reset` (else the
 generation config's seed; with neither, no seed is sent).
@@ -79,7 +85,8 @@ from clinenv.agents.terminal_base import (
     turn_plan,
     turn_stops,
 )
-from clinenv.llm.base import ChatModel, Choice, GenerationConfig
+from clinenv.llm.base import ChatModel, ChatResult, Choice, GenerationConfig
+from clinenv.protocol.biases import bias_text, check_bias
 from clinenv.protocol.parser import split_reasoning
 from clinenv.protocol.turns import cut_turn, stop_strings
 from clinenv.seeding import call_seed
@@ -108,6 +115,22 @@ def with_boundary(choice: Choice) -> str:
     return choice.text
 
 
+def biased_plan(plan: Plan[Any], text: str) -> Plan[Any]:
+    """``plan`` with ``text`` appended to the system message (the first message, when
+    its role is ``"system"``) of every call it asks for. Returns what ``plan`` returns."""
+    try:
+        request = next(plan)
+        while True:
+            messages = request.messages
+            if messages and messages[0].get("role") == "system":
+                messages = [{**messages[0], "content": messages[0]["content"] + text},
+                            *messages[1:]]
+            result: ChatResult = yield CallRequest(request.purpose, messages, request.config)
+            request = plan.send(result)
+    except StopIteration as stop:
+        return stop.value
+
+
 def evidence_part(text: str) -> str:
     """e_T inside a decision-phase observation: the text from ``# Objective (S0)`` on.
 
@@ -134,14 +157,16 @@ class LLMDoctor:
         name: the policy name for run logs (default ``"llm-<strategy>"``).
         max_questions: the question budget stated by the ``"agentclinic"`` prompt
             (>= 1); ``None`` says "a limited number of". Not used by ``"egip"``.
+        bias: ``None`` or a name of :data:`~clinenv.protocol.biases.DOCTOR_BIASES`
+            (module docstring).
 
     Attributes:
         last_decision: the :class:`~clinenv.agents.terminal_base.TerminalDecision` of the
             latest decision step (votes, proposals, ledger...), or ``None``.
 
     Raises:
-        ValueError: an unknown prompt, observation format or strategy name, or a bad
-            ``max_questions``.
+        ValueError: an unknown prompt, observation format, strategy name or bias, or a
+            bad ``max_questions``.
         TypeError: ``model`` is not a :class:`~clinenv.llm.base.ChatModel` or
             ``strategy`` is neither a name nor a strategy.
     """
@@ -149,7 +174,7 @@ class LLMDoctor:
     def __init__(self, model: ChatModel, *, strategy: TerminalStrategy | str = "direct",
                  prompt: str = "egip", observation_format: str = "view",
                  config: GenerationConfig | None = None, name: str | None = None,
-                 max_questions: int | None = None) -> None:
+                 max_questions: int | None = None, bias: str | None = None) -> None:
         if not isinstance(model, ChatModel):
             raise TypeError(f"model must be a clinenv.llm.ChatModel, got {type(model).__name__}")
         if prompt not in PROMPTS:
@@ -161,6 +186,7 @@ class LLMDoctor:
                 max_questions, int) or max_questions < 1):
             raise ValueError(f"max_questions must be an integer >= 1 or None, "
                              f"got {max_questions!r}")
+        self.bias = check_bias("doctor", bias, "bias")
         if isinstance(strategy, str):
             strategy = make_strategy(strategy)
         elif not isinstance(strategy, TerminalStrategy):
@@ -180,24 +206,28 @@ class LLMDoctor:
     # --------------------------------------------------------------- policy API
     @property
     def system_prompt(self) -> str:
-        """The acquisition-phase system prompt of this doctor."""
+        """The acquisition-phase system prompt of this doctor (its bias text last)."""
         if self.prompt == "agentclinic":
             budget = (AGENTCLINIC_BUDGET_UNKNOWN if self.max_questions is None
                       else AGENTCLINIC_BUDGET_KNOWN.format(n=self.max_questions))
-            return AGENTCLINIC_DOCTOR_SYSTEM.format(budget=budget)
-        return EGIP_DOCTOR_SYSTEM
+            return AGENTCLINIC_DOCTOR_SYSTEM.format(budget=budget) + bias_text(
+                "doctor", self.bias)
+        return EGIP_DOCTOR_SYSTEM + bias_text("doctor", self.bias)
 
     @property
     def config(self) -> dict[str, Any]:
         """JSON-ready description for run logs (never an API key): ``agent``,
         ``backend``, ``model``, ``generation``, ``strategy``, ``prompt``,
-        ``observation_format``, ``max_questions``."""
-        return {"agent": "llm_doctor", "backend": self.model.backend,
-                "model": self.model.model,
-                "generation": self.generation.model_dump(mode="json"),
-                "strategy": self.strategy.describe(), "prompt": self.prompt,
-                "observation_format": self.observation_format,
-                "max_questions": self.max_questions}
+        ``observation_format``, ``max_questions``; ``bias`` when one is set."""
+        out = {"agent": "llm_doctor", "backend": self.model.backend,
+               "model": self.model.model,
+               "generation": self.generation.model_dump(mode="json"),
+               "strategy": self.strategy.describe(), "prompt": self.prompt,
+               "observation_format": self.observation_format,
+               "max_questions": self.max_questions}
+        if self.bias is not None:
+            out["bias"] = self.bias
+        return out
 
     def reset(self, *, seed: int | None = None) -> None:
         """Start an episode: ``seed`` is the episode seed of every per-call seed; the
@@ -245,9 +275,12 @@ class LLMDoctor:
         if phase == "decide":
             evidence = evidence_part(text)
             candidates = check_evidence(evidence, info.get("candidates"))
-            decision = yield from turn_plan(self.strategy.plan(
-                evidence, candidates=candidates, seed=call_seed(episode, turn, "decide"),
-                config=self.generation), "doctor")
+            plan = self.strategy.plan(evidence, candidates=candidates,
+                                      seed=call_seed(episode, turn, "decide"),
+                                      config=self.generation)
+            if self.bias is not None:
+                plan = biased_plan(plan, bias_text("doctor", self.bias))
+            decision = yield from turn_plan(plan, "doctor")
             self.last_decision = decision
             for record in decision.calls:
                 self._calls.append({"turn": turn, "purpose": record.get("purpose"),

@@ -8,7 +8,10 @@ records M or the target Y (EGIP section 3.2).
 Messages (:meth:`LLMPatient.messages_for`):
 
 1. system: :data:`~clinenv.agents.prompts.PATIENT_SYSTEM` with the rendered facts and
-   the voice (the patient, or a caregiver when ``view.caregiver_voice``);
+   the voice (the patient, or a caregiver when ``view.caregiver_voice``); with a
+   ``bias``, its text (:func:`clinenv.protocol.biases.bias_text`) sits between the base
+   prompt and the facts (:data:`~clinenv.agents.prompts.PATIENT_FACTS_START`), as in
+   AgentClinic's ``PatientAgent.system_prompt``;
 2. a user turn before anything the patient says: it opens with
    :data:`~clinenv.agents.prompts.PATIENT_OPENING` and holds the doctor's first question
    (one turn, so that roles alternate: some chat templates reject two user turns in a
@@ -39,11 +42,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from pydantic import JsonValue
 
 from clinenv.agents.chat_seat import ChatSeat
 from clinenv.agents.prompts import (
+    PATIENT_FACTS_START,
     PATIENT_OPENING,
     PATIENT_SYSTEM,
     PATIENT_VOICE_CAREGIVER,
@@ -52,6 +57,7 @@ from clinenv.agents.prompts import (
 from clinenv.agents.terminal_base import CallRequest, Plan, arun_plan, run_plan
 from clinenv.env.retrieval_patient import NOT_SURE
 from clinenv.llm.base import ChatModel, GenerationConfig
+from clinenv.protocol.biases import bias_text, check_bias
 from clinenv.protocol.parser import split_reasoning
 from clinenv.protocol.turns import cut_turn
 from clinenv.protocol.views import PatientView
@@ -162,6 +168,9 @@ class LLMPatient(ChatSeat):
     Args:
         model: the chat model.
         config: generation settings (default ``model.config``).
+        bias: ``None`` or a name of :data:`~clinenv.protocol.biases.PATIENT_BIASES`
+            (AgentClinic's patient biases); the environment sets it from
+            ``EnvConfig.patient_bias``.
 
     Attributes:
         last_flags: the flags of the latest reply (list of str, see :func:`clean_reply`;
@@ -169,14 +178,26 @@ class LLMPatient(ChatSeat):
 
     Raises:
         TypeError: ``model`` is not a :class:`~clinenv.llm.base.ChatModel`.
+        ValueError: an unknown ``bias`` (the allowed names listed).
     """
 
     name = "llm_patient"
     seat = "patient"
 
-    def __init__(self, model: ChatModel, *, config: GenerationConfig | None = None) -> None:
+    def __init__(self, model: ChatModel, *, config: GenerationConfig | None = None,
+                 bias: str | None = None) -> None:
         super().__init__(model, config=config)
+        self.bias = check_bias("patient", bias, "bias")
         self.last_flags: list[str] = []
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """JSON-ready description for run logs: :attr:`ChatSeat.config
+        <clinenv.agents.chat_seat.ChatSeat.config>`, plus ``bias`` when one is set."""
+        out = super().config
+        if self.bias is not None:
+            out["bias"] = self.bias
+        return out
 
     def reset(self, *, seed: int | None = None) -> None:
         """Start an episode; ``seed`` (>= 0) is the base of every per-call seed.
@@ -196,8 +217,11 @@ class LLMPatient(ChatSeat):
         if not isinstance(view, PatientView):
             raise TypeError(f"view must be a PatientView, got {type(view).__name__}")
         voice = PATIENT_VOICE_CAREGIVER if view.caregiver_voice else PATIENT_VOICE_SELF
-        messages = [{"role": "system", "content": PATIENT_SYSTEM.format(
-            voice=voice, facts=render_facts(view.facts) or "(none)")}]
+        system = PATIENT_SYSTEM.format(voice=voice, facts=render_facts(view.facts) or "(none)")
+        if self.bias is not None:
+            base, start, facts = system.partition(PATIENT_FACTS_START)
+            system = base + bias_text("patient", self.bias) + start + facts
+        messages = [{"role": "system", "content": system}]
         questions = view.heard_questions()
         replies = [r for _, r in view.dialogue]
         for i, question in enumerate(questions):

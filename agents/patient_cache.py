@@ -156,6 +156,11 @@ class CachedPatient:
         self.last_flags: list[str] = []
 
     @property
+    def bias(self) -> str | None:
+        """The wrapped patient's bias (``EnvConfig.patient_bias`` must match it)."""
+        return self.patient.bias
+
+    @property
     def config(self) -> dict[str, Any]:
         """The wrapped patient's run-log description, with ``"cached": True``."""
         return {**self.patient.config, "cached": True}

@@ -9,7 +9,9 @@ names exactly these words. The texts are written for this project; the AgentClin
 doctor prompt follows that framework's rules (a question budget, ``REQUEST TEST:``,
 ``DIAGNOSIS READY:``) without its wording.
 
-Templates use :meth:`str.format` fields, listed in each constant's comment.
+Templates use :meth:`str.format` fields, listed in each constant's comment. The bias
+texts of AgentClinic's bias conditions live in :mod:`clinenv.protocol.biases` (the
+environment checks their names).
 """
 
 from __future__ import annotations
@@ -118,6 +120,9 @@ PATIENT_SYSTEM = (
     "say.\n\n"
     "Facts:\n{facts}"
 )
+#: Where the facts start in :data:`PATIENT_SYSTEM`: a patient bias text
+#: (:mod:`clinenv.protocol.biases`) goes right before it, after the base prompt.
+PATIENT_FACTS_START = "\n\nFacts:\n"
 #: ``{voice}`` for a patient who speaks for themselves.
 PATIENT_VOICE_SELF = "You are the patient and speak in the first person."
 #: ``{voice}`` when a caregiver answers for a patient too young to self-report.

@@ -92,6 +92,12 @@ class CaseFlags(_Frozen):
         non_diagnostic_target: the target is not a diagnosis (a treatment, a pathogen, a
             mechanism...), e.g. 17 NEJM_Ext items (EGIP appendix F).
         no_recorded_tests: M holds no test results at all (e.g. NEJM refusal records).
+        target_in_bias: the target is a malignancy, the diagnosis AgentClinic's
+            cognitive-bias texts name ("cancer"), so under such a bias
+            (:data:`clinenv.protocol.biases.CANCER_BIASES`) the bias hints at the answer
+            (:func:`clinenv.datasets.flags.names_malignancy`). A run log's
+            ``case_flags`` holds it only on runs with a bias (as
+            :func:`clinenv.protocol.biases.bias_hints_target`).
     """
 
     target_in_records: bool = False
@@ -102,6 +108,7 @@ class CaseFlags(_Frozen):
     near_duplicate_of: str | None = None
     non_diagnostic_target: bool = False
     no_recorded_tests: bool = False
+    target_in_bias: bool = False
 
 
 class Case(_Frozen):

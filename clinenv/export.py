@@ -159,6 +159,7 @@ from clinenv.agents.prompts import (
 )
 from clinenv.datasets.registry import DATASETS, normalize_name
 from clinenv.errors import ClinenvError, install_hint
+from clinenv.protocol.biases import bias_text
 from clinenv.runlog import RunLogError, is_error_line, is_privileged_line, read_run_log
 
 __all__ = ["CREDENTIALED_DATASETS", "DUA_WARNING", "EXTRA_HINT", "FORMATS",
@@ -754,8 +755,13 @@ def doctor_system_prompt(line: Mapping[str, Any]) -> str:
     """The doctor's acquisition system prompt for a rebuilt episode: the LLM doctor's
     own (``doctor.config.prompt``, ``max_questions``), else the one ``clinenv run
     --doctor llm`` uses on the line's environment (``agentclinic`` with a budget of T
-    under a native protocol, else ``egip``)."""
+    under a native protocol, else ``egip``), the doctor's bias text last
+    (``doctor.config.bias``, :func:`clinenv.protocol.biases.bias_text`)."""
     config = line["doctor"].get("config") or {}
+    return _base_system_prompt(line, config) + bias_text("doctor", config.get("bias"))
+
+
+def _base_system_prompt(line: Mapping[str, Any], config: Mapping[str, Any]) -> str:
     if config.get("agent") == "llm_doctor":
         prompt, budget = config.get("prompt"), config.get("max_questions")
     else:
@@ -801,7 +807,8 @@ def _rebuilt_messages(replay: _Replay, line: Mapping[str, Any], *,
     messages = [{"role": "system", "content": doctor_system_prompt(line)}]
     for text, phase, action in replay.steps:
         if phase == "decide" and not _native(line):
-            text = _with_instructions(DIRECT_SYSTEM, text if delta else evidence_part(text))
+            text = _with_instructions(DIRECT_SYSTEM + bias_text("doctor", config.get("bias")),
+                                      text if delta else evidence_part(text))
         messages.append({"role": "user", "content": text})
         messages.append({"role": "assistant", "content": str(action["text"])})
     return messages

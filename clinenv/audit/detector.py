@@ -20,7 +20,11 @@ that names Y, ``target_in_records``, is such a requested record). Otherwise a ta
 that occurs in a menu name is reported apart as ``"menu"`` (the case is
 ``target_in_menu``), one that occurs in P apart as ``"patient_facts"`` (the case is
 ``target_in_patient_facts``); a distinctive word or a result value that P holds is no
-finding (the patient may say what P says). Every other hit is a leak.
+finding (the patient may say what P says). A target or distinctive-word hit that occurs
+in the patient's bias text (``EnvConfig.patient_bias``, :mod:`clinenv.protocol.biases`:
+"cancer" on a malignant target, ``target_in_bias``) is reported apart as ``"bias"``: the
+bias put it in the patient's mouth, whatever the case, so it tells nothing of Y. Every
+other hit is a leak.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from clinenv.protocol.lookup import record_at
 #: What was found: the target, one of its distinctive words, or an unrequested result.
 LeakKind = Literal["target", "target_word", "unrequested_result"]
 #: Where a finding belongs: a leak, or a data property reported apart.
-Placement = Literal["leak", "menu", "patient_facts"]
+Placement = Literal["leak", "menu", "patient_facts", "bias"]
 
 #: Words that, alone or together, make a result value generic ("Normal", "Negative").
 GENERIC_RESULT_WORDS = frozenset("""
@@ -149,7 +153,8 @@ class Hit:
             examination that records the same value, joined by ``"; "``); else ``None``.
         text: the line of the doctor's input it was found in (accents folded; a long
             line cut around the hit, :data:`SNIPPET_CONTEXT`).
-        placement: ``"leak"``, ``"menu"`` or ``"patient_facts"`` (module docstring).
+        placement: ``"leak"``, ``"menu"``, ``"patient_facts"`` or ``"bias"`` (module
+            docstring).
     """
 
     kind: LeakKind
@@ -168,10 +173,12 @@ class LeakDetector:
             text, :func:`clinenv.protocol.native.native_objective`); default
             ``case.objective``.
         show_candidates: whether the doctor sees K (the native loops do not).
+        bias: the patient's bias text (:func:`clinenv.protocol.biases.bias_text`);
+            ``""``: none.
     """
 
     def __init__(self, case: Case, *, objective: str | None = None,
-                 show_candidates: bool = True) -> None:
+                 show_candidates: bool = True, bias: str = "") -> None:
         self.case = case
         self.catalog = Catalog(case.records)
         target = case.target.text
@@ -198,6 +205,7 @@ class LeakDetector:
         self._menu_raw = "\n".join(fold_accents(e.label) for e in self.catalog)
         self._patient = "\n".join(fold(t) for t in iter_leaf_texts(case.patient))
         self._patient_raw = "\n".join(fold_accents(t) for t in iter_leaf_texts(case.patient))
+        self._bias, self._bias_raw = fold(bias), fold_accents(bias)
 
     # ------------------------------------------------------------------ requests
     def named_entries(self, utterance: str) -> list[CatalogEntry]:
@@ -265,18 +273,20 @@ class LeakDetector:
                     target_found = True
                     hits += self._target_hit(phrase, pat, known_folded,
                                              _snippet(raw, folded, match),
-                                             self._menu, self._patient)
+                                             self._menu, self._patient, self._bias)
             for abbreviation, pat in self._abbreviations:
                 if (match := pat.search(raw)):
                     target_found = True
                     hits += self._target_hit(abbreviation, pat, known_raw,
                                              _snippet(raw, raw, match),
-                                             self._menu_raw, self._patient_raw)
+                                             self._menu_raw, self._patient_raw, self._bias_raw)
             if not target_found:
                 for word, pat in self._words:
                     if (match := pat.search(folded)) and not pat.search(known_folded) \
                             and not pat.search(self._patient):
-                        placement = "menu" if pat.search(self._menu) else "leak"
+                        placement: Placement = (
+                            "menu" if pat.search(self._menu)
+                            else "bias" if pat.search(self._bias) else "leak")
                         hits.append(Hit("target_word", word, None, _snippet(raw, folded, match),
                                         placement))
             results: dict[str, tuple[list[str], str]] = {}  # value -> (exams, snippet)
@@ -295,13 +305,15 @@ class LeakDetector:
 
     @staticmethod
     def _target_hit(item: str, pat: re.Pattern[str], known: str, shown: str, menu: str,
-                    patient: str) -> list[Hit]:
+                    patient: str, bias: str) -> list[Hit]:
         if pat.search(known):
             return []
         if pat.search(menu):
             return [Hit("target", item, None, shown, "menu")]
         if pat.search(patient):
             return [Hit("target", item, None, shown, "patient_facts")]
+        if pat.search(bias):
+            return [Hit("target", item, None, shown, "bias")]
         return [Hit("target", item, None, shown, "leak")]
 
 

@@ -38,7 +38,7 @@ class Finding:
         exam: the examination of an unrequested result (``"; "``-joined when several
             unrequested examinations record the same value), else ``None``.
         text: the line of the doctor's input that holds it.
-        placement: ``"leak"``, ``"menu"`` or ``"patient_facts"``.
+        placement: ``"leak"``, ``"menu"``, ``"patient_facts"`` or ``"bias"``.
         source: ``"observation"`` (the observation text) or ``"info"``.
     """
 
@@ -154,8 +154,10 @@ class AuditReport:
                 lines.append(f"flagged {flag}: {len(ids)} cases: {', '.join(ids[:20])}"
                              + (" ..." if len(ids) > 20 else ""))
         if self.apart:
+            bias = (", hits the patient's bias text holds"
+                    if any(f.placement == "bias" for f in self.apart) else "")
             lines.append(f"reported apart ({len(self.apart)}: menu or patient-fact hits, "
-                         "target hits on flagged cases):")
+                         f"target hits on flagged cases{bias}):")
             lines += [_line(f) for f in self.apart[:max_listed]]
             if len(self.apart) > max_listed:
                 lines.append(f"  ... and {len(self.apart) - max_listed} more (see --json)")

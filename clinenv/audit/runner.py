@@ -59,7 +59,10 @@ def audit_case(env: Any, case: Case, *, max_steps: int = MAX_STEPS
     """
     base = env.unwrapped
     objective, show_candidates = _objective(base, case)
-    detector = LeakDetector(case, objective=objective, show_candidates=show_candidates)
+    from clinenv.protocol.biases import bias_text
+
+    detector = LeakDetector(case, objective=objective, show_candidates=show_candidates,
+                            bias=bias_text("patient", base.env_config.patient_bias))
     obs, info = env.reset(seed=0, options={"case_id": case.case_id})
     # a plan turn naming this target ("REQUEST TEST: ALL" for a target "... (ALL)")
     # would make it the doctor's own words, hiding a later leak of it: left out

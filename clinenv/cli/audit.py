@@ -37,6 +37,7 @@ EXIT_LEAKED = 1
 def add_audit_parser(sub: Any) -> None:
     """Add the ``audit`` sub-command to ``sub``."""
     from clinenv.audit.seats import EXAMINER_SEATS, PATIENT_SEATS
+    from clinenv.protocol.biases import PATIENT_BIASES
 
     audit = sub.add_parser(
         "audit", help="check that neither Y nor an unrequested result reaches the doctor",
@@ -49,6 +50,11 @@ def add_audit_parser(sub: Any) -> None:
     audit.add_argument("--patient", choices=PATIENT_SEATS, default="retrieval",
                        help="patient seat: the retrieval simulator (default) or the LLM "
                             "patient over an over-sharing fake model (offline)")
+    audit.add_argument("--patient-bias", choices=PATIENT_BIASES, default=None,
+                       metavar="NAME",
+                       help="--patient llm: one of AgentClinic's patient biases; what its "
+                            "text puts in the patient's mouth is reported apart (placement "
+                            "'bias'), not as a leak")
     audit.add_argument("--examiner", choices=EXAMINER_SEATS, default="default",
                        help="examiner seat: the id's own (default: record lookup under "
                             "EGIP, the record reader under a native protocol), or the LLM "
@@ -89,7 +95,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             raise CLIError(f"--cases {args.cases}: {err}") from None
     if args.json not in (None, "-") and not Path(args.json).parent.is_dir():
         raise CLIError(f"--json {args.json}: no such folder {Path(args.json).parent}")
-    config = env_config(args)  # the data options and --preset
+    config = env_config(args)  # the data options, --preset and --patient-bias
 
     def make(env_id: str, **kwargs: Any) -> Any:
         try:

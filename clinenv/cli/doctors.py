@@ -50,6 +50,7 @@ class DoctorConfig(ConfigModel):
         temperature, max_tokens: the LLM doctor's decoding (``None``: the
             :class:`~clinenv.llm.base.GenerationConfig` defaults).
         vote_temperature: ``--vote-temperature`` (the vote strategy's samples).
+        doctor_bias: ``--doctor-bias`` (``LLMDoctor(bias=...)``; the LLM doctor only).
     """
 
     name: str = "scripted"
@@ -62,6 +63,7 @@ class DoctorConfig(ConfigModel):
     temperature: float | None = None
     max_tokens: int | None = None
     vote_temperature: float | None = None
+    doctor_bias: str | None = None
 
 
 def doctor_config(args: argparse.Namespace) -> DoctorConfig:

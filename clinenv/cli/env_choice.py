@@ -83,6 +83,7 @@ def env_config(args: argparse.Namespace) -> Any:
     settings (the seats are :class:`~clinenv.cli.llm_setup.LLMConfig`'s): the data
     options (``--data-dir``, ``--allow-download``, ``--no-verify``), the privileged
     teacher's settings (``--doctor teacher``), ``--preset``, ``--premature-diagnosis``,
+    ``--patient-bias``,
     ``--reward-spec`` (read once, here), ``--icd-map``, ``--knowledge-source``,
     ``--dataset``, ``--patient-persona`` and ``--exam-noise``. Flags a command does not
     have are left out.
@@ -107,7 +108,7 @@ def env_config(args: argparse.Namespace) -> Any:
         from clinenv.agents.teacher_doctor import TEACHER_ENV_SETTINGS
 
         values.update(TEACHER_ENV_SETTINGS)
-    for key in ("preset", "premature_diagnosis", "patient_persona"):
+    for key in ("preset", "premature_diagnosis", "patient_bias", "patient_persona"):
         if flag(key) is not None:
             values[key] = flag(key)
     noise = exam_noise_option(flag("exam_noise"))

@@ -370,6 +370,9 @@ def _with_flag_strata(runs: Sequence[Any], by: str | None) -> list[Any]:
         return list(runs)
     if not any(by in (r.get("case_flags") or {}) for run in runs for r in run.records):
         logs = ", ".join(p for run in runs for p in run.paths)
+        if by == "target_in_bias":  # recorded by runs with a bias only
+            raise CLIError(f"--by {by}: no line of {logs} records case_flags.{by}, which "
+                           "only runs with --patient-bias or --doctor-bias record")
         raise CLIError(f"--by {by}: no line of {logs} records case_flags.{by} (logs written "
                        "before that flag existed); run the cases again to stratify by it")
     out = []

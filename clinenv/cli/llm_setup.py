@@ -29,6 +29,7 @@ from clinenv.cli.argtypes import count, number
 from clinenv.cli.doctors import DOCTORS, DoctorConfig, doctor_config
 from clinenv.cli.errors import CLIError
 from clinenv.config_model import ConfigModel
+from clinenv.protocol.biases import DOCTOR_BIASES, PATIENT_BIASES
 
 #: ``--backend`` choices (:func:`clinenv.llm.factory.make_chat_model`).
 BACKENDS = ("openai", "vllm", "transformers")
@@ -66,10 +67,7 @@ def add_llm_arguments(run: argparse.ArgumentParser, *, patient: bool = True,
         title: the group's title in ``--help``.
     """
     llm = run.add_argument_group(title)
-    llm.add_argument("--backend", choices=BACKENDS, default="openai",
-                     help=LLM_HELP["backend"])
-    llm.add_argument("--base-url", default=None, metavar="URL", help=LLM_HELP["base_url"])
-    llm.add_argument("--model", default=None, metavar="M", help=LLM_HELP["model"])
+    add_server_arguments(llm)
     llm.add_argument("--strategy", choices=STRATEGIES, default=None,
                      help="terminal decision strategy F (EGIP eq. 5; default: medagentsim on "
                           "the MedAgentSim-* ids, else direct); medagentsim: MedAgentSim's "
@@ -78,6 +76,10 @@ def add_llm_arguments(run: argparse.ArgumentParser, *, patient: bool = True,
     llm.add_argument("--prompt", choices=PROMPTS, default=None,
                      help="doctor prompt (default: agentclinic on the native ids "
                           "AgentClinic-* and MedAgentSim-*, else egip)")
+    llm.add_argument("--doctor-bias", choices=DOCTOR_BIASES, default=None, metavar="NAME",
+                     help="--doctor llm: one of AgentClinic's doctor biases, its text put "
+                          "between the doctor's base prompt and the case (docs/protocols.md): "
+                          f"{', '.join(DOCTOR_BIASES)}")
     llm.add_argument("--max-questions", type=count(1), default=None, metavar="N",
                      help="question budget stated by the agentclinic prompt (default: the "
                           "environment's acquisition rounds T, or its turns)")
@@ -91,17 +93,38 @@ def add_llm_arguments(run: argparse.ArgumentParser, *, patient: bool = True,
                           "A.2)")
     add_connection_arguments(llm)
     if patient:
-        llm.add_argument("--patient", choices=("retrieval", "llm"), default="retrieval",
-                         help="patient simulator (default: retrieval, deterministic)")
-        llm.add_argument("--patient-model", default=None, metavar="M",
-                         help="model of the LLM patient (default: --model)")
+        add_seat_arguments(llm)
     else:
         run.set_defaults(patient="retrieval", patient_model=None)
-    llm.add_argument("--judge", choices=("deterministic", "llm"), default="deterministic",
-                     help="answer scorer (default: deterministic)")
-    llm.add_argument("--judge-model", default=None, metavar="M",
-                     help="model of the LLM judge (default: --model)")
+        add_seat_arguments(llm, patient=False)
     return llm
+
+
+def add_server_arguments(group: Any) -> None:
+    """``--backend``, ``--base-url`` and ``--model`` (where the models run)."""
+    group.add_argument("--backend", choices=BACKENDS, default="openai",
+                       help=LLM_HELP["backend"])
+    group.add_argument("--base-url", default=None, metavar="URL", help=LLM_HELP["base_url"])
+    group.add_argument("--model", default=None, metavar="M", help=LLM_HELP["model"])
+
+
+def add_seat_arguments(group: Any, *, patient: bool = True) -> None:
+    """``--patient`` / ``--patient-model`` (unless ``patient`` is false) and ``--judge``
+    / ``--judge-model``: the environment's seats a model may play."""
+    if patient:
+        group.add_argument("--patient", choices=("retrieval", "llm"), default="retrieval",
+                           help="patient simulator (default: retrieval, deterministic)")
+        group.add_argument("--patient-model", default=None, metavar="M",
+                           help="model of the LLM patient (default: --model)")
+        group.add_argument("--patient-bias", choices=PATIENT_BIASES, default=None,
+                           metavar="NAME",
+                           help="--patient llm: one of AgentClinic's patient biases, its "
+                                "text put between the patient's base prompt and its facts "
+                                f"(docs/protocols.md): {', '.join(PATIENT_BIASES)}")
+    group.add_argument("--judge", choices=("deterministic", "llm"), default="deterministic",
+                       help="answer scorer (default: deterministic)")
+    group.add_argument("--judge-model", default=None, metavar="M",
+                       help="model of the LLM judge (default: --model)")
 
 
 def add_connection_arguments(group: Any) -> None:
@@ -394,6 +417,9 @@ class LLMSeats:
         ``--temperature`` / ``--max-tokens`` left out (``None``) keep
         :class:`~clinenv.llm.base.GenerationConfig`'s 0 and 200."""
         doctor = self.config.doctor
+        if doctor.doctor_bias is not None and doctor.name != "llm":
+            raise CLIError(f"--doctor-bias {doctor.doctor_bias}: the bias is a prompt text, "
+                           f"and --doctor {doctor.name} has no prompt; use --doctor llm")
         if doctor.name == "teacher":  # privileged: the environment's cases (match_env)
             return DOCTORS["teacher"](doctor, cases=self.cases)
         if doctor.name != "llm":
@@ -413,7 +439,8 @@ class LLMSeats:
             strategy = Vote(temperature=doctor.vote_temperature)
         return LLMDoctor(self.model(str(self.config.model)), strategy=strategy,
                          prompt=self.prompt, config=config,
-                         observation_format=self.observation_format, max_questions=budget)
+                         observation_format=self.observation_format, max_questions=budget,
+                         bias=doctor.doctor_bias)
 
     def close(self) -> None:
         """Close every model (clients, engines)."""

@@ -31,6 +31,18 @@ They follow the leak and quality notes of the AgentClinic audit
   value is the first case of that duplicate group.
 - ``no_recorded_tests``: M holds no test result (no tests, or only placeholders such as
   "Pending", see :func:`clinenv.datasets.availability.is_unavailable`).
+- ``target_in_bias``: the target names a malignancy (:func:`names_malignancy`), the
+  diagnosis AgentClinic's cognitive-bias texts name ("cancer",
+  :data:`clinenv.protocol.biases.CANCER_BIASES`): under those biases the bias hints at
+  the answer. The rule is a hand-written term list (:data:`MALIGNANCY_PATTERN`) of
+  malignant and in-situ neoplasms (ICD-O-3 behaviour /3 and /2): cancer; words ending
+  in carcinoma, sarcoma, lymphoma, leukemia, melanoma, myeloma; the named blastomas;
+  mesothelioma, seminoma; Waldenstrom macroglobulinemia; the myeloproliferative
+  neoplasms essential thrombocythemia, polycythemia vera, myelofibrosis; Bowen's
+  disease, Hodgkin's disease; granulosa cell, Pancoast (apical lung) and malignant
+  tumours. It is no oncology vocabulary: a tumour of uncertain behaviour (phyllodes
+  tumour, giant-cell tumour "osteoclastoma") is not flagged, nor "neuroleptic malignant
+  syndrome". MedQA: 14 of 107 cases; NEJM: 1 of 15.
 """
 
 from __future__ import annotations
@@ -309,6 +321,22 @@ def target_in_menu(target: str, physical_exam: JsonValue, tests: JsonValue) -> b
     return bool(names_target_in_menu(target, menu_names(physical_exam, tests)))
 
 
+#: A target that names a malignancy (module docstring, ``target_in_bias``), on
+#: :func:`fold`-ed text.
+MALIGNANCY_PATTERN = re.compile(
+    r"(?<!\w)(?:cancers?|\w*(?:carcinoma|sarcoma|lymphoma|leuka?emia|melanoma|myeloma)s?|"
+    r"(?:neuro|retino|nephro|medullo|glio|hepato|pleuropulmonary )blastomas?|"
+    r"mesotheliomas?|seminomas?|macroglobulina?emia|thrombocytha?emia|"
+    r"polycytha?emia vera|myelofibrosis|(?:bowen|hodgkin)(?:'?s)? disease|"
+    r"(?:granulosa cell|pancoast|apical lung|malignant) tumou?rs?|malignant neoplasms?)(?!\w)")
+
+
+def names_malignancy(target: str) -> bool:
+    """Whether ``target`` names a malignancy (:data:`MALIGNANCY_PATTERN` on the
+    :func:`fold`-ed text; module docstring, ``target_in_bias``)."""
+    return MALIGNANCY_PATTERN.search(fold(target)) is not None
+
+
 def no_recorded_tests(tests: JsonValue) -> bool:
     """Whether a tests tree holds no result at all (empty, or only placeholders)."""
     return is_unavailable(tests)
@@ -345,10 +373,12 @@ def near_duplicates(ids: Sequence[str], texts: Sequence[str],
 
 def target_flags(target: str, physical_exam: JsonValue, tests: JsonValue,
                  patient: JsonValue) -> dict[str, bool]:
-    """The three flags every loader computes from Y and the record, as ``CaseFlags``
-    fields: ``target_in_records`` (:func:`names_target` over M), ``target_in_patient_facts``
-    (over P) and ``target_in_menu`` (:func:`target_in_menu`)."""
+    """The flags every loader computes from Y and the record, as ``CaseFlags`` fields:
+    ``target_in_records`` (:func:`names_target` over M), ``target_in_patient_facts``
+    (over P), ``target_in_menu`` (:func:`target_in_menu`) and ``target_in_bias``
+    (:func:`names_malignancy`)."""
     return {"target_in_records": names_target(target, [physical_exam, tests]),
             "target_in_patient_facts": names_target(target, patient),
-            "target_in_menu": target_in_menu(target, physical_exam, tests)}
+            "target_in_menu": target_in_menu(target, physical_exam, tests),
+            "target_in_bias": names_malignancy(target)}
 

@@ -27,6 +27,7 @@ from clinenv.config_model import ConfigModel
 from clinenv.datasets.nejm import DISCLOSURES
 from clinenv.env import rewards
 from clinenv.env.persona import PersonaConfig
+from clinenv.protocol.biases import check_bias
 from clinenv.protocol.exam_noise import ExamNoiseConfig
 
 __all__ = ["DEFAULT_MAX_EXAMS", "DEFAULT_MAX_TEXT_CHARS", "FIELDS", "OBSERVATION_FORMATS",
@@ -86,6 +87,7 @@ def _check(values: dict[str, Any]) -> dict[str, Any]:
     for name in ("dataset", "data_dir"):
         if isinstance(out.get(name), os.PathLike):
             out[name] = os.fspath(out[name])
+    out["patient_bias"] = check_bias("patient", out.get("patient_bias"), "patient_bias")
     if not (isinstance(out.get("dataset", "demo"), str) and out.get("dataset", "demo")):
         raise ValueError(f"dataset must be a registry name or a file path, got "
                          f"{out['dataset']!r}")
@@ -130,6 +132,11 @@ class EnvConfig(ConfigModel):
             fidelity reward, >= 0 (:mod:`clinenv.multiagent.fidelity`).
         max_steps: the PettingZoo game only: truncate after this many agent steps
             (>= 2); ``None``: never.
+        patient_bias: ``None`` or one of AgentClinic's patient biases
+            (:data:`clinenv.protocol.biases.PATIENT_BIASES`), whose text the LLM patient
+            gets between its base prompt and the facts. Only with ``patient="llm"`` (or
+            a patient object with that ``bias``); the retrieval patient has no prompt,
+            so it is refused there.
         patient_persona: the retrieval patient's persona
             (:class:`~clinenv.env.persona.PersonaConfig`): a name of
             :data:`~clinenv.env.persona.PERSONAS` (default ``"cooperative"``: today's
@@ -165,6 +172,7 @@ class EnvConfig(ConfigModel):
     reward_spec: Any = "accuracy"
     fidelity_weight: float = 0.0
     max_steps: int | None = None
+    patient_bias: str | None = None
     patient_persona: PersonaConfig = PersonaConfig()
     exam_noise: ExamNoiseConfig = ExamNoiseConfig()
 

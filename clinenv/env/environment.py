@@ -120,6 +120,7 @@ from clinenv.env.simulators import accepts_seed, make_examiner, make_judge, make
 from clinenv.env.spaces import UnicodeText, clip_text
 from clinenv.env.terminal_outcome import JUDGE_TO_VERDICT
 from clinenv.env.terminal_reward import runtime_record
+from clinenv.protocol.biases import bias_hints_target
 from clinenv.protocol.exam_noise import ExamNoise
 from clinenv.protocol.history import event_to_dict
 from clinenv.protocol.native import NativeRuntime
@@ -133,6 +134,19 @@ from clinenv.reward_components import RewardComponents
 STRATA_KEYS = ("question_type", "specialty")
 __all__ = ["DEFAULT_MAX_EXAMS", "DEFAULT_MAX_TEXT_CHARS", "EGIPEnv", "EnvConfig",
            "JUDGE_TO_VERDICT", "PROTOCOLS", "STRATA_KEYS"]
+
+
+def case_flags(case: Case, patient_bias: str | None) -> dict[str, Any]:
+    """A record's ``case_flags``: the case's :class:`~clinenv.cases.CaseFlags`, with
+    ``target_in_bias`` only under a patient bias, where it says whether that bias hints
+    at the target (:func:`~clinenv.protocol.biases.bias_hints_target`); runs without a
+    bias keep the flags they always had. The runner adds the doctor's bias
+    (:func:`clinenv.runs.episode.run_episode`)."""
+    flags = case.flags.model_dump(mode="json", exclude={"target_in_bias"})
+    if patient_bias is not None:
+        flags["target_in_bias"] = bias_hints_target(case.flags.target_in_bias,
+                                                    patient_bias=patient_bias)
+    return flags
 
 
 class EGIPEnv(gym.Env):
@@ -217,7 +231,7 @@ class EGIPEnv(gym.Env):
         self.exam_cost = settings.exam_cost
         self.render_mode = settings.render_mode
         self.reward_spec = settings.reward_spec
-        self.patient = make_patient(patient, patient_model,
+        self.patient = make_patient(patient, patient_model, bias=settings.patient_bias,
                                     persona=settings.patient_persona)
         self.judge = make_judge(judge, judge_model,
                                 strict=self._native and self.config.strict_yes)
@@ -429,7 +443,7 @@ class EGIPEnv(gym.Env):
             "events": [event_to_dict(e) for e in rt.history],
             "evidence": rt.evidence().to_dict(),
             "answer": rt.answer,
-            "case_flags": rt.case.flags.model_dump(mode="json"),
+            "case_flags": case_flags(rt.case, self.env_config.patient_bias),
             "case_strata": {key: rt.case.metadata[key] for key in STRATA_KEYS
                             if key in rt.case.metadata},
         }

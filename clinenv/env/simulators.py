@@ -38,13 +38,16 @@ LLM_SEATS = {
 EXAMINER_KINDS = ("lookup", "reader", "llm")
 
 
-def make_patient(patient: Any, patient_model: Any = None, *, persona: Any = None) -> Any:
+def make_patient(patient: Any, patient_model: Any = None, *, bias: str | None = None,
+                 persona: Any = None) -> Any:
     """The patient simulator of ``EGIPEnv(patient=..., patient_model=...)``.
 
     Args:
         patient: ``None`` / ``"retrieval"``, ``"llm"``, or an object with ``reply`` or
             ``areply``.
         patient_model: a :class:`~clinenv.llm.base.ChatModel`, only with ``"llm"``.
+        bias: ``EnvConfig.patient_bias`` (a checked name or ``None``): given to the LLM
+            patient; a patient object must carry the same ``bias`` attribute.
         persona: the retrieval patient's :class:`~clinenv.env.persona.PersonaConfig`
             (``None`` or ``cooperative``: the plain patient).
 
@@ -55,9 +58,10 @@ def make_patient(patient: Any, patient_model: Any = None, *, persona: Any = None
 
     Raises:
         ValueError: an unknown name, ``"llm"`` without ``patient_model`` (or with a
-            non-ChatModel), ``patient_model`` with another patient, an object with
-            neither ``reply`` nor ``areply``, or a persona with any patient but the
-            retrieval patient.
+            non-ChatModel), ``patient_model`` with another patient, or an object with
+            neither ``reply`` nor ``areply``; a ``bias`` with the retrieval patient
+            (it has no prompt), or a patient object whose ``bias`` differs from it; a
+            persona with any patient but the retrieval patient.
     """
     if persona is not None and persona.active:
         if not (patient is None or patient == "retrieval"):
@@ -68,12 +72,29 @@ def make_patient(patient: Any, patient_model: Any = None, *, persona: Any = None
                              "take no persona")
         if patient_model is not None:
             raise ValueError("patient_model is used only with patient='llm'")
+        if bias is not None:
+            raise ValueError(f"patient_bias={bias!r} needs the LLM patient, "
+                             f"patient_persona={persona.to_value()!r} the retrieval patient: "
+                             "set one of them")
         return PersonaPatient(persona)
-    return _build("patient", patient, patient_model, kinds=PATIENT_KINDS,
-                  kinds_text=f"one of {PATIENT_KINDS} or a patient object",
-                  default=RetrievalPatient, llm=lambda model: _llm_seat("patient")(model),
-                  methods=("reply", "areply"),
-                  method_text="a reply(view) -> str method (or async areply)")
+
+    if bias is not None and (patient is None or patient == "retrieval"):
+        raise ValueError(f"patient_bias={bias!r} needs the LLM patient (patient='llm' with "
+                         "patient_model=...): the retrieval patient answers from the case "
+                         "facts by lookup and has no prompt to put a bias in")
+    built = _build("patient", patient, patient_model, kinds=PATIENT_KINDS,
+                   kinds_text=f"one of {PATIENT_KINDS} or a patient object",
+                   default=RetrievalPatient,
+                   llm=lambda model: _llm_seat("patient")(model, bias=bias),
+                   methods=("reply", "areply"),
+                   method_text="a reply(view) -> str method (or async areply)")
+    own = getattr(built, "bias", None)
+    if own != bias:
+        raise ValueError(f"patient_bias={bias!r} but the patient object "
+                         f"{type(built).__name__} has bias={own!r}: set the same bias on "
+                         "both (LLMPatient(model, bias=NAME) and patient_bias=NAME), so that "
+                         "the run log's env_spec records the bias the patient uses")
+    return built
 
 
 def make_judge(judge: Any, judge_model: Any = None, *, strict: bool = False) -> Any:

@@ -41,10 +41,14 @@ session id; never an action, observation or case field.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import numbers
+import re
+import threading
 import uuid
+import weakref
 from typing import Any
 
 try:
@@ -62,10 +66,12 @@ except ImportError as err:  # pragma: no cover - exercised without the extra
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from clinenv.integrations.tools import TOOL_NAMES, ToolEpisode
+from clinenv.integrations.tools import TOOL_NAMES, ToolEpisode, tool_docstring
+from clinenv.reward_components import RewardComponents
 
 __all__ = ["INFO_KEYS", "OUTCOME_KEYS", "ActionTooLongError", "ClinAction", "ClinObservation",
-           "ClinOpenEnv", "ClinenvClient", "NoEpisodeError", "create_clin_app"]
+           "ClinOpenEnv", "ClinenvClient", "NoEpisodeError", "create_clin_app",
+           "make_remote_env_factory"]
 
 log = logging.getLogger(__name__)
 
@@ -209,12 +215,17 @@ class ClinOpenEnv(MCPEnvironment):
 
     @property
     def state(self) -> State:
-        """``episode_id``, ``step_count``, and ``case_id``, ``seed``, ``phase`` once reset."""
+        """``episode_id``, ``step_count``, and once reset ``case_id``, ``seed``,
+        ``phase``, ``done``, ``episode_reward`` (finished or cut off:
+        :meth:`ToolEpisode.episode_reward`, what TRL's ``get_reward`` reports) and
+        ``reward_components`` (so far, as a dict)."""
         extra: dict[str, Any] = {}
         if self._episode.started:
             info = self._episode.info
             extra = {"case_id": info.get("case_id"), "seed": self._seed,
-                     "phase": info.get("phase")}
+                     "phase": info.get("phase"), "done": self._episode.done,
+                     "episode_reward": self._episode.episode_reward(),
+                     "reward_components": self._episode.reward_components().to_dict()}
         return State(episode_id=self._episode_id, step_count=self._steps, **extra)
 
     def close(self) -> None:
@@ -317,3 +328,171 @@ class ClinenvClient(EnvClient[ClinAction, ClinObservation, State]):
                 self._ws_loop = None
                 self._schedule_socket_close(ws)
             raise
+
+
+_SERVER_ERROR = re.compile(r"Server error: (?P<message>.*) \(code: (?P<code>\w+)\)", re.S)
+
+
+def make_remote_env_factory(base_url: str, *, env_id: str | None = None,
+                            message_timeout_s: float = 60.0,
+                            connect_timeout_s: float = 10.0) -> type:
+    """A class for TRL's ``GRPOTrainer(environment_factory=...)`` whose episodes run on a
+    clinenv server (``clinenv serve``), one WebSocket session per instance.
+
+    Instances behave as :func:`clinenv.integrations.trl.make_env_factory`'s: ``reset(**row)
+    -> str`` (the row's ``case_id`` and ``seed``; the opening text), the tools
+    ``ask_patient``, ``order_exam``, ``list_exams`` and ``submit_diagnosis`` (same
+    signatures and docstrings, so TRL builds the same schemas, :data:`~clinenv.
+    integrations.tools.TOOL_SCHEMAS`; each returns the server's result text), and
+    ``get_reward() -> float`` (the server's ``episode_reward``: from the final
+    observation, or for an episode cut off from the session's ``state``). The private
+    ``_reward_components()`` and ``_text_answer_at_end()`` serve
+    :func:`~clinenv.integrations.trl.component_reward_funcs` and
+    :class:`~clinenv.integrations.trl.TextAnswerAtEnd`.
+
+    A session opens at the first ``reset`` and is reused by later ones. There is no public
+    ``close()`` (TRL would offer it to the model as a tool): the session's socket and
+    thread are closed when the instance is garbage-collected or at interpreter exit
+    (``weakref.finalize``), without a ResourceWarning.
+
+    Args:
+        base_url: the server, ``http://HOST:PORT`` (or ``ws://``).
+        env_id: when given, a row naming another ``env_id`` is refused (the server serves
+            one id; ``None``: rows' ``env_id`` is not checked).
+        message_timeout_s: seconds to wait for a reply; on a timeout the connection is
+            dropped (:class:`ClinenvClient`) and the episode is lost (the next tool call
+            raises; the next ``reset`` opens a new session).
+        connect_timeout_s: seconds to open the connection.
+
+    Raises:
+        ConnectionError: the server does not answer ``GET /health`` (checked here).
+        ValueError (from instances): a row without ``case_id`` or ``seed`` or for another
+            ``env_id``; a tool or ``get_reward`` before ``reset``; whatever the server
+            refuses (its message, as in process: ``"the episode is over..."``).
+    """
+    import httpx
+
+    http_url = "http" + base_url[2:] if base_url.startswith(("ws://", "wss://")) else base_url
+    try:
+        httpx.get(http_url.rstrip("/") + "/health",
+                  timeout=connect_timeout_s).raise_for_status()
+    except httpx.HTTPError as err:  # fail here, not inside the trainer
+        raise ConnectionError(f"no clinenv server at {base_url}: {err}") from None
+
+    class ClinenvRemoteToolEnv:
+        """One clinenv episode per rollout, played on the server."""
+
+        def __init__(self) -> None:
+            self._conn: dict[str, Any] = {}  # "client": the SyncEnvClient, once reset
+            self._lock = threading.Lock()
+            self._last: StepResult[ClinObservation] | None = None
+            self._state: State | None = None
+            weakref.finalize(self, _close_session, self._conn)
+
+        def _call(self, message: str, *args: Any, **kwargs: Any) -> Any:
+            client = self._conn.get("client")
+            if client is None:
+                client = ClinenvClient(base_url=base_url, message_timeout_s=message_timeout_s,
+                                       connect_timeout_s=connect_timeout_s).sync()
+                self._conn["client"] = client
+            try:
+                return getattr(client, message)(*args, **kwargs)
+            except RuntimeError as err:
+                found = _SERVER_ERROR.fullmatch(str(err))
+                if found is None:
+                    raise
+                raise ValueError(found["message"]) from None
+
+        def reset(self, **row: Any) -> str:
+            """Start the row's episode on the server; returns the opening text.
+
+            Raises:
+                ValueError: the row has no ``case_id`` or ``seed``, names another
+                    ``env_id``, or the server refuses the case.
+            """
+            missing = [key for key in ("case_id", "seed") if row.get(key) is None]
+            if missing:
+                raise ValueError(f"reset(**row): the row has no {' or '.join(missing)}; "
+                                 "rows of clinenv.integrations.trl.task_dataset carry "
+                                 "case_id and seed")
+            if env_id is not None and row.get("env_id", env_id) != env_id:
+                raise ValueError(f"reset(**row): the row is for {row['env_id']!r}, this "
+                                 f"environment is {env_id!r}")
+            with self._lock:
+                self._last = self._state = None
+                self._last = self._call("reset", seed=int(row["seed"]),
+                                        case_id=row["case_id"])
+                return self._last.observation.text
+
+        def _tool(self, name: str, **arguments: Any) -> str:
+            with self._lock:
+                if self._last is None:
+                    raise ValueError("no episode: call reset() first")
+                self._state = None
+                self._last = self._call("step", ClinAction(tool=name, arguments=arguments))
+                return self._last.observation.text
+
+        def ask_patient(self, question: str) -> str:
+            return self._tool("ask_patient", question=question)
+
+        def order_exam(self, exam: str) -> str:
+            return self._tool("order_exam", exam=exam)
+
+        def submit_diagnosis(self, diagnosis: str) -> str:
+            return self._tool("submit_diagnosis", diagnosis=diagnosis)
+
+        def list_exams(self) -> str:
+            return self._tool("list_exams")
+
+        def get_reward(self) -> float:
+            """The server's reward of the episode, finished or cut off (the factory's
+            docstring)."""
+            last = self._last
+            if last is not None and last.done:
+                return float(last.observation.metadata["episode_reward"])
+            return float(self._session_state().episode_reward)
+
+        def _session_state(self) -> State:
+            """The session's ``state`` after the last action (fetched once per action)."""
+            with self._lock:
+                if self._last is None:
+                    raise ValueError("no episode: call reset() first")
+                if self._state is None:
+                    self._state = self._call("state")
+                return self._state
+
+        def _reward_components(self) -> RewardComponents:
+            """The components of the episode so far (not a tool: private)."""
+            last = self._last
+            if last is not None and last.done:
+                return RewardComponents.from_dict(last.observation.metadata["reward_components"])
+            return RewardComponents.from_dict(self._session_state().reward_components)
+
+        def _text_answer_at_end(self, final_text: str | None) -> bool:
+            """As the in-process factory's (not a tool: private)."""
+            if self._last is None:
+                raise ValueError("no episode: call reset() first")
+            return (not self._last.done and isinstance(final_text, str)
+                    and bool(final_text.strip()))
+
+    for name in TOOL_NAMES:
+        getattr(ClinenvRemoteToolEnv, name).__doc__ = tool_docstring(name)
+    return ClinenvRemoteToolEnv
+
+
+def _close_session(conn: dict[str, Any]) -> None:
+    """Close a remote factory instance's session: its socket, then its client's event
+    loop thread. On that thread itself (a collection there), the close is scheduled and
+    the loop stops when it is done."""
+    client = conn.pop("client", None)
+    if client is None:
+        return
+    loop, thread = client._loop, client._loop_thread
+    if loop is None or thread is None or not thread.is_alive():
+        return
+    if threading.current_thread() is thread:
+        task = loop.create_task(client.async_client._close_async())
+        task.add_done_callback(lambda _: loop.stop())
+        return
+    with contextlib.suppress(Exception):
+        client.close()  # SyncEnvClient.close: the socket, then the loop and its thread

@@ -183,13 +183,17 @@ class EGIPAECEnv(AECEnv):
         if isinstance(patient, str) and patient == "external":
             if patient_model is not None:
                 raise ValueError("patient_model is used only with patient='llm'")
+            if settings.patient_bias is not None:
+                raise ValueError(f"patient_bias={settings.patient_bias!r} needs the LLM "
+                                 "patient (patient='llm'); an external patient seat is a "
+                                 "policy whose prompt the environment does not write")
             if settings.patient_persona.active:
                 raise ValueError(f"patient_persona={settings.patient_persona.to_value()!r} "
                                  "works with the retrieval patient only, not with the "
                                  "external patient seat (patient='external')")
             self.patient = None
         else:
-            self.patient = make_patient(patient, patient_model,
+            self.patient = make_patient(patient, patient_model, bias=settings.patient_bias,
                                         persona=settings.patient_persona)
         self.exam_noise = settings.exam_noise
         if self.exam_noise.active and examiner != "lookup":

@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clinenv.llm.base import BackendError
+from clinenv.protocol.biases import bias_hints_target
 
 __all__ = [
     "EpisodeTally", "awaitable", "call_totals", "episode_llm", "error_dict",
@@ -222,6 +223,7 @@ class EpisodeTally:
     def record(self, env: Any, doctor: Any) -> dict[str, Any]:
         """The episode record (see :func:`run_episode`); drains the model call records."""
         record = env.unwrapped.episode_record()
+        mark_doctor_bias(record, env, doctor)
         record.update(reward=self.reward, steps=self.steps, terminated=self.terminated,
                       truncated=self.truncated)
         if self.error is not None:
@@ -247,6 +249,32 @@ class EpisodeTally:
         record["timing"] = {"reset_s": self.reset_s, "doctor_s": self.doctor_s,
                             "env_s": self.env_s, "total_s": self.clock() - self.start}
         return record
+
+
+def doctor_bias(doctor: Any) -> str | None:
+    """The bias of the doctor, or of a doctor it wraps (``.doctor``, as the policy
+    wrappers keep it): its ``bias`` attribute (``LLMDoctor(bias=...)``), else ``None``."""
+    seen: set[int] = set()
+    while doctor is not None and id(doctor) not in seen:
+        seen.add(id(doctor))
+        bias = getattr(doctor, "bias", None)
+        if isinstance(bias, str):
+            return bias
+        doctor = getattr(doctor, "doctor", None)
+    return None
+
+
+def mark_doctor_bias(record: dict[str, Any], env: Any, doctor: Any) -> None:
+    """With a biased doctor, ``record["case_flags"]["target_in_bias"]``: whether its
+    bias, or the environment's patient bias, hints at the case's target
+    (:func:`~clinenv.protocol.biases.bias_hints_target`); without one, nothing."""
+    bias = doctor_bias(doctor)
+    runtime = getattr(env.unwrapped, "runtime", None)
+    flags = record.get("case_flags")
+    if bias is None or runtime is None or not isinstance(flags, dict):
+        return
+    flags["target_in_bias"] = bool(flags.get("target_in_bias")) or bias_hints_target(
+        runtime.case.flags.target_in_bias, doctor_bias=bias)
 
 
 def error_dict(err: BaseException) -> dict[str, Any]:

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -35,6 +33,7 @@ import clinenv  # noqa: E402,F401
 from clinenv.agents import ScriptedDoctor  # noqa: E402
 from clinenv.integrations.openenv import ClinAction, ClinenvClient  # noqa: E402
 from clinenv.integrations.tools import FINAL_RESULT  # noqa: E402
+from clinenv.testing.serve import ServeProcess  # noqa: E402
 
 ENV_ID = "EGIP-MedQA-v0"
 TOOL_VIEW = {"observation_format": "delta", "premature_diagnosis": "decide",
@@ -46,46 +45,10 @@ pytestmark = pytest.mark.skipif(missing_shared_data(MEDQA_FILE) is not None,
                                 reason=missing_shared_data(MEDQA_FILE) or "")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """``clinenv serve`` in a subprocess; ``log()`` is its stderr so far."""
-
-    def __init__(self, tmp: Path, *args: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = tmp / "serve.log"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "clinenv", "serve", "--port", str(self.port), *args],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=self.log_path.open("w"),
-            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        deadline = time.monotonic() + 180  # importing openenv imports gradio: slow
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.log()
-            try:
-                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.3)
-        raise AssertionError("server did not start:\n" + self.log())
-
-    def log(self) -> str:
-        return self.log_path.read_text()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    srv = Server(tmp_path_factory.mktemp("serve"), "--env", ENV_ID, "--data-dir",
-                 str(SHARED_DATA), "--max-sessions", str(N_SESSIONS + 6))
+    srv = ServeProcess(tmp_path_factory.mktemp("serve"), "--env", ENV_ID, "--data-dir",
+                       str(SHARED_DATA), "--max-sessions", str(N_SESSIONS + 6), cwd=ROOT)
     yield srv
     srv.stop()
 
@@ -336,6 +299,39 @@ def test_serve_refuses_a_remote_host_without_the_flag():
     proc = subprocess.run([sys.executable, "-m", "clinenv", "serve", "--host", "0.0.0.0"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "--allow-remote" in proc.stderr
+
+
+def test_serve_takes_run_options_preset_cases_and_an_llm_patient(tmp_path):
+    """--preset, --cases and an LLM patient seat on the server, as `clinenv run` takes
+    them: the menu is hidden (egip-no-menu), resets draw only the listed cases and refuse
+    others, and the patient's replies come from the model server (the fake's "echo"
+    responder repeats the question it was sent)."""
+    from clinenv.testing.fake_server import FakeChatServer
+
+    listed = tmp_path / "cases.txt"
+    listed.write_text("demo-05\ndemo-11\n", encoding="utf-8")
+    with FakeChatServer("echo") as model_server:
+        srv = ServeProcess(tmp_path, "--env", "EGIP-Demo-v0", "--preset", "egip-no-menu",
+                           "--cases", str(listed), "--patient", "llm", "--model", "fake",
+                           "--base-url", model_server.base_url, cwd=ROOT)
+        try:
+            with GenericEnvClient(base_url=srv.url).sync() as client:
+                drawn = {client.reset(seed=seed).observation["metadata"]["case_id"]
+                         for seed in range(12)}
+                assert drawn == {"demo-05", "demo-11"}
+                opening = client.reset(seed=0, case_id="demo-05").observation
+                assert "Tests you can request" not in opening["text"]
+                assert opening["metadata"]["menu"] == []  # egip-no-menu: no menu shown
+                reply = client.step({"tool": "ask_patient",
+                                     "arguments": {"question": "Where does it hurt?"}})
+                assert "Where does it hurt?" in reply.observation["text"]
+                assert any("Where does it hurt?" in json.dumps(body)
+                           for body in model_server.requests)
+                with pytest.raises(Exception, match="demo-01"):
+                    client.reset(case_id="demo-01")  # not listed
+        finally:
+            srv.stop()
+    assert "Traceback" not in srv.log()
 
 
 def test_sigterm_exits_0_and_closes_open_sessions(server):
