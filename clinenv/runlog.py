@@ -110,8 +110,9 @@ def env_spec_dict(env: Any) -> dict[str, Any] | None:
 
 
 def _canonical_kwargs(kwargs: Mapping[str, Any], unwrapped: Any) -> dict[str, Any]:
-    """``kwargs`` with a ``reward_spec`` as its canonical JSON and an ``env_config=``
-    object as its non-default fields, flat where it stood (see :func:`env_spec_dict`)."""
+    """``kwargs`` with a ``reward_spec`` as its canonical JSON, a ``patient_persona`` /
+    ``exam_noise`` settings object as its string / dict, and an ``env_config=`` object
+    as its non-default fields, flat where it stood (see :func:`env_spec_dict`)."""
     out = dict(kwargs)
     if "reward_spec" in out:
         from clinenv.reward_spec import load_reward_spec
@@ -120,6 +121,11 @@ def _canonical_kwargs(kwargs: Mapping[str, Any], unwrapped: Any) -> dict[str, An
         if used is None:
             used = load_reward_spec(out["reward_spec"])
         out["reward_spec"] = used.to_dict()
+    persona, noise = out.get("patient_persona"), out.get("exam_noise")
+    if callable(getattr(persona, "to_value", None)):  # a PersonaConfig: its string
+        out["patient_persona"] = persona.to_value()
+    if callable(getattr(noise, "to_dict", None)):  # an ExamNoiseConfig: its dict
+        out["exam_noise"] = noise.to_dict()
     config = out.get("env_config")
     if callable(getattr(config, "to_kwargs", None)):
         # flat, as the keyword route records them (EnvConfig.to_kwargs): the line

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 
 
@@ -29,7 +31,6 @@ def episode_seed(seed: int, repetition: int, case_index: int) -> int:
         raise ValueError("seed, repetition and case_index must be >= 0")
     state = np.random.SeedSequence([int(seed), int(repetition), int(case_index)])
     return int(state.generate_state(1, dtype=np.uint32)[0]) & 0x7FFF_FFFF
-
 
 
 def call_seed(seed: int | None, *keys: int | str) -> int | None:
@@ -62,3 +63,19 @@ def call_seed(seed: int | None, *keys: int | str) -> int | None:
         raise ValueError("seed and keys must be >= 0")
     state = np.random.SeedSequence(entropy)
     return int(state.generate_state(1, dtype=np.uint32)[0]) & 0x7FFF_FFFF
+
+
+def keyed_uniform(seed: int, *keys: int | str) -> float:
+    """A uniform draw in ``[0, 1)`` that is a pure function of ``seed`` and ``keys``.
+
+    For draws keyed by (episode seed, case, fact): no generator state, so the same keys
+    give the same value in any process, order, copy or pickle. BLAKE2b (8 bytes) of the
+    keys' text joined by ``\\x1f``, read as an unsigned int and divided by ``2**64``.
+
+    Args:
+        seed: an int (the episode's draw seed).
+        *keys: ints or strings (a case key, a fact's text, a purpose such as ``"forget"``).
+    """
+    text = "\x1f".join([str(int(seed)), *(str(k) for k in keys)])
+    digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2.0**64

@@ -23,6 +23,7 @@ from typing import Any
 from clinenv.cli.argtypes import count
 from clinenv.cli.env_choice import (
     add_dataset_arguments,
+    add_variation_arguments,
     add_verify_argument,
     env_config,
     make_env,
@@ -71,6 +72,7 @@ def add_audit_parser(sub: Any) -> None:
                        help="findings listed in the text report per section (default: 50)")
     add_dataset_arguments(audit)
     add_verify_argument(audit)
+    add_variation_arguments(audit)
     audit.set_defaults(func=cmd_audit)
 
 

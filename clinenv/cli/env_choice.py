@@ -29,14 +29,64 @@ def add_dataset_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentP
     return parser
 
 
+def add_variation_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add ``--patient-persona NAME[:P]`` and ``--exam-noise KIND=P[,KIND=P]`` (the
+    environment's ``patient_persona`` and ``exam_noise``; :mod:`clinenv.env.persona`,
+    :mod:`clinenv.protocol.exam_noise`) to ``parser``; returns it."""
+    from clinenv.env.persona import PERSONAS
+
+    parser.add_argument("--patient-persona", default=None, metavar="NAME[:P]",
+                        help=f"the retrieval patient's persona: {', '.join(PERSONAS)} "
+                             "(default: cooperative); P is the probability of forgetful "
+                             "and tangential (default 0.3)")
+    parser.add_argument("--exam-noise", default=None, metavar="KIND=P[,KIND=P]",
+                        help="examiner noise of record lookup: unavailable=P (a recorded "
+                             "result comes back unavailable), delayed=P (it arrives a "
+                             "round later); e.g. unavailable=0.2,delayed=0.1")
+    return parser
+
+
+def exam_noise_option(value: str | None) -> dict[str, Any] | None:
+    """``--exam-noise`` as a dict (``"unavailable=0.2,delayed=0.1"`` ->
+    ``{"unavailable": 0.2, "delayed": 0.1}``; a JSON object too), or ``None``.
+
+    Raises:
+        CLIError: a part that is not ``KIND=NUMBER``.
+    """
+    import json
+
+    if value is None:
+        return None
+    if value.lstrip().startswith("{"):
+        try:
+            found = json.loads(value)
+        except ValueError as err:
+            raise CLIError(f"--exam-noise {value!r}: not a JSON object ({err})") from None
+        if not isinstance(found, dict):
+            raise CLIError(f"--exam-noise {value!r}: not a JSON object")
+        return found
+    noise: dict[str, Any] = {}
+    for part in filter(None, (p.strip() for p in value.split(","))):
+        kind, sep, number = part.partition("=")
+        try:
+            noise[kind.strip()] = float(number)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise CLIError(f"--exam-noise {value!r}: {part!r} is not KIND=P (e.g. "
+                           "unavailable=0.2,delayed=0.1)")
+    return noise
+
+
 def env_config(args: argparse.Namespace) -> Any:
     """The :class:`~clinenv.env.EnvConfig` of a command's flags, over the id's own
     settings (the seats are :class:`~clinenv.cli.llm_setup.LLMConfig`'s): the data
     options (``--data-dir``, ``--allow-download``, ``--no-verify``), the privileged
     teacher's settings (``--doctor teacher``), ``--preset``, ``--premature-diagnosis``,
     ``--patient-bias``,
-    ``--reward-spec`` (read once, here), ``--icd-map``, ``--knowledge-source`` and
-    ``--dataset``. Flags a command does not have are left out.
+    ``--reward-spec`` (read once, here), ``--icd-map``, ``--knowledge-source``,
+    ``--dataset``, ``--patient-persona`` and ``--exam-noise``. Flags a command does not
+    have are left out.
 
     Raises:
         CLIError: a bad ``--reward-spec`` (:func:`reward_spec_option`), an ``--icd-map``,
@@ -58,9 +108,12 @@ def env_config(args: argparse.Namespace) -> Any:
         from clinenv.agents.teacher_doctor import TEACHER_ENV_SETTINGS
 
         values.update(TEACHER_ENV_SETTINGS)
-    for key in ("preset", "premature_diagnosis", "patient_bias"):
+    for key in ("preset", "premature_diagnosis", "patient_bias", "patient_persona"):
         if flag(key) is not None:
             values[key] = flag(key)
+    noise = exam_noise_option(flag("exam_noise"))
+    if noise is not None:
+        values["exam_noise"] = noise
     reward_spec = reward_spec_option(flag("reward_spec"))
     if reward_spec is not None:
         values["reward_spec"] = reward_spec

@@ -75,6 +75,7 @@ from clinenv.cli.env_choice import (
     AUTO_FALLBACK,
     AUTO_PREFERRED,
     add_dataset_arguments,
+    add_variation_arguments,
     add_verify_argument,
     choose_env,
     env_config,
@@ -163,6 +164,7 @@ def add_run_parser(sub: Any) -> None:
                           "they are instead of running them again")
     add_dataset_arguments(run)
     add_verify_argument(run)
+    add_variation_arguments(run)
     run.add_argument("--concurrency", type=count(1), default=1, metavar="N",
                      help="episodes run at once under asyncio (default: 1, sequential)")
     run.add_argument("--max-consecutive-errors", type=count(0),

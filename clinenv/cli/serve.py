@@ -24,6 +24,7 @@ from typing import Any
 from clinenv.cli.argtypes import count, number
 from clinenv.cli.env_choice import (
     add_dataset_arguments,
+    add_variation_arguments,
     add_verify_argument,
     choose_env,
     env_config,
@@ -80,6 +81,7 @@ def add_serve_parser(sub: Any) -> None:
                             "refused")
     add_dataset_arguments(serve)
     add_verify_argument(serve)
+    add_variation_arguments(serve)
     seats = serve.add_argument_group("LLM seats (--patient llm, --judge llm, --examiner "
                                      "llm), run on the server")
     add_server_arguments(seats)

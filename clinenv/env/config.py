@@ -26,7 +26,9 @@ from pydantic import PrivateAttr, model_validator
 from clinenv.config_model import ConfigModel
 from clinenv.datasets.nejm import DISCLOSURES
 from clinenv.env import rewards
+from clinenv.env.persona import PersonaConfig
 from clinenv.protocol.biases import check_bias
+from clinenv.protocol.exam_noise import ExamNoiseConfig
 
 __all__ = ["DEFAULT_MAX_EXAMS", "DEFAULT_MAX_TEXT_CHARS", "FIELDS", "OBSERVATION_FORMATS",
            "EnvConfig", "is_default_field"]
@@ -135,6 +137,15 @@ class EnvConfig(ConfigModel):
             gets between its base prompt and the facts. Only with ``patient="llm"`` (or
             a patient object with that ``bias``); the retrieval patient has no prompt,
             so it is refused there.
+        patient_persona: the retrieval patient's persona
+            (:class:`~clinenv.env.persona.PersonaConfig`): a name of
+            :data:`~clinenv.env.persona.PERSONAS` (default ``"cooperative"``: today's
+            patient), ``"NAME:P"`` or ``{"name", "p"}``; refused with the LLM patient, a
+            patient object or an external patient seat.
+        exam_noise: examiner noise of record lookup O
+            (:class:`~clinenv.protocol.exam_noise.ExamNoiseConfig`): ``{"unavailable":
+            p, "delayed": p}``, probabilities in [0, 1] (default none); EGIP with
+            record lookup only.
 
     Raises:
         pydantic.ValidationError: a field out of range, of the wrong kind or unknown
@@ -162,6 +173,8 @@ class EnvConfig(ConfigModel):
     fidelity_weight: float = 0.0
     max_steps: int | None = None
     patient_bias: str | None = None
+    patient_persona: PersonaConfig = PersonaConfig()
+    exam_noise: ExamNoiseConfig = ExamNoiseConfig()
 
     _resolved: tuple[str, Any, Any] = PrivateAttr()
 
@@ -249,6 +262,8 @@ class EnvConfig(ConfigModel):
         """Every field as a JSON-ready dict; ``reward_spec`` as its canonical JSON dict."""
         out = {name: getattr(self, name) for name in FIELDS}
         out["reward_spec"] = self.reward_spec.to_dict()
+        out["patient_persona"] = self.patient_persona.to_value()
+        out["exam_noise"] = self.exam_noise.to_dict()
         out["protocol_options"] = dict(self.protocol_options)
         return out
 
@@ -262,7 +277,7 @@ class EnvConfig(ConfigModel):
         for name in FIELDS:
             value = getattr(self, name)
             if name != "protocol_options" and not _is_default(name, value):
-                kwargs[name] = value.to_dict() if name == "reward_spec" else value
+                kwargs[name] = _json_value(name, value)
         return {**kwargs, **self.protocol_options}
 
 
@@ -271,7 +286,32 @@ FIELDS: tuple[str, ...] = tuple(EnvConfig.model_fields)
 _DEFAULTS = {name: info.default for name, info in EnvConfig.model_fields.items()}
 
 
+#: Fields held as settings models, and how each reads a keyword's value.
+_MODELS = {"patient_persona": PersonaConfig, "exam_noise": ExamNoiseConfig}
+
+
+def _json_value(name: str, value: Any) -> Any:
+    """A field's value as ``gym.make`` takes it and JSON holds it."""
+    if name == "reward_spec":
+        return value.to_dict()
+    if name == "patient_persona":
+        return value.to_value()
+    if name == "exam_noise":
+        return value.to_dict()
+    return value
+
+
+def _as_model(name: str, value: Any) -> Any:
+    """``value`` read as field ``name``'s model; ``None`` when it cannot be."""
+    try:
+        return _MODELS[name].model_validate(value)
+    except ValueError:
+        return None
+
+
 def _same(name: str, value: Any, current: Any) -> bool:
+    if name in _MODELS:
+        return _as_model(name, value) == current
     if name == "reward_spec":
         from clinenv.reward_spec import load_reward_spec
 
@@ -304,4 +344,6 @@ def _is_default(name: str, value: Any) -> bool:
                                           DEFAULT_SPEC.to_dict())
     if name == "protocol_options":
         return not value
+    if name in _MODELS:
+        return _as_model(name, value) == _DEFAULTS[name]
     return name in _DEFAULTS and _equal(value, _DEFAULTS[name])

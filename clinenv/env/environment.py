@@ -63,6 +63,13 @@ by default, LLM-backed ones opt-in) fill their seats as :mod:`clinenv.env.seats`
 describes; the same module says how ``step`` and ``astep`` share one implementation and
 where model call records go (:meth:`EGIPEnv.drain_llm_calls`, never ``info``).
 
+Personas and noise (fields of :class:`~clinenv.env.config.EnvConfig`):
+``patient_persona`` makes the retrieval patient reluctant, vague, lay, forgetful or
+tangential (:mod:`clinenv.env.persona`); ``exam_noise`` makes record lookup O return
+recorded results unavailable or a round late (:mod:`clinenv.protocol.exam_noise`). The
+patient's seed comes from its ``reset`` (as any seat's); the noise seed is drawn after
+the seats' only when noise is on, so the defaults draw exactly what they did.
+
 Protocols (``protocol=`` or ``preset=``, :mod:`clinenv.protocol.presets`) choose the
 loop once, at construction (:mod:`clinenv.env.loop`): ``"egip"`` (everything above,
 :class:`~clinenv.env.egip_loop.EGIPLoop`), or the native loops ``"agentclinic"`` and
@@ -115,6 +122,7 @@ from clinenv.env.spaces import UnicodeText, clip_text
 from clinenv.env.terminal_outcome import JUDGE_TO_VERDICT
 from clinenv.env.terminal_reward import runtime_record
 from clinenv.protocol.biases import bias_hints_target
+from clinenv.protocol.exam_noise import ExamNoise
 from clinenv.protocol.history import event_to_dict
 from clinenv.protocol.native import NativeRuntime
 from clinenv.protocol.presets import PROTOCOLS
@@ -224,10 +232,17 @@ class EGIPEnv(gym.Env):
         self.exam_cost = settings.exam_cost
         self.render_mode = settings.render_mode
         self.reward_spec = settings.reward_spec
-        self.patient = make_patient(patient, patient_model, bias=settings.patient_bias)
+        self.patient = make_patient(patient, patient_model, bias=settings.patient_bias,
+                                    persona=settings.patient_persona)
         self.judge = make_judge(judge, judge_model,
                                 strict=self._native and self.config.strict_yes)
         self.examiner = make_examiner(examiner, examiner_model, native=self._native)
+        self.patient_persona, self.exam_noise = settings.patient_persona, settings.exam_noise
+        if self.exam_noise.active and (self._native or self.examiner is not None):
+            raise ValueError(f"exam_noise={self.exam_noise.to_dict()!r} applies to record "
+                             "lookup O under EGIP (examiner=None or 'lookup'), not to "
+                             + ("a native protocol's examiner" if self._native
+                                else f"examiner={type(self.examiner).__name__}"))
         self._judge_takes_seed = accepts_seed(self.judge)
         self._judge_seed: int | None = None
         self.observation_space = spaces.Dict({
@@ -291,6 +306,10 @@ class EGIPEnv(gym.Env):
         # simulator seeds, drawn after the case
         self._judge_seed = reset_seats(self.patient, self.examiner, self.np_random,
                                        self._judge_takes_seed)
+        if self.exam_noise.active:  # drawn last: without noise nothing is drawn
+            self.runtime.noise = ExamNoise(self.exam_noise,
+                                           int(self.np_random.integers(2**31 - 1)),
+                                           case.case_id)
         return self._emit(text, action_kind=None)
 
     def _max_rounds_option(self, value: Any) -> int | None:

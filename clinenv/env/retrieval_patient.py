@@ -417,19 +417,25 @@ class RetrievalPatient:
         voice = 1 if view.caregiver_voice else 0
         earlier = " ".join([reply for _, reply in view.dialogue]).lower()
         last = view.dialogue[-1][1].lower() if view.dialogue else ""
-        question = view.question.strip()
-        rest, kind = _reading_memo(question)
-        opening = kind == "opening"
-        if opening:
-            chosen = _opening(index, earlier, last)
-        elif kind == "continue":
-            chosen = [f for f in index.story if f.needle not in earlier][:2]
-        else:
-            repeat_ok = bool(view.dialogue) and _same(view.dialogue[-1][0], question)
-            chosen = sorted(_retrieve(index, rest, earlier, "" if repeat_ok else last,
-                                      _candidates_memo), key=_order)
+        chosen, opening = _choose(index, view, earlier, last)
         text = " ".join(_say(index, f, voice, opening) for f in chosen) or NOT_SURE
         return CAREGIVER_PREFIX + text if view.caregiver_voice else text
+
+
+def _choose(index: _Index, view: PatientView, earlier: str,
+            last: str) -> tuple[list[_Fact], bool]:
+    """``(facts to give, the question is an opening)`` for ``view.question``;
+    ``earlier`` / ``last``: the earlier replies / the last one, lower case (a fact counts
+    as given when its ``needle`` is in them)."""
+    question = view.question.strip()
+    rest, kind = _reading_memo(question)
+    if kind == "opening":
+        return _opening(index, earlier, last), True
+    if kind == "continue":
+        return [f for f in index.story if f.needle not in earlier][:2], False
+    repeat_ok = bool(view.dialogue) and _same(view.dialogue[-1][0], question)
+    return sorted(_retrieve(index, rest, earlier, "" if repeat_ok else last,
+                            _candidates_memo), key=_order), False
 
 
 def _read_question(question: str) -> tuple[str, str]:

@@ -17,6 +17,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from clinenv.env.persona import PersonaPatient
 from clinenv.env.record_reader import NativeRecordReader
 from clinenv.env.retrieval_patient import RetrievalPatient
 from clinenv.llm.base import ChatModel
@@ -37,7 +38,8 @@ LLM_SEATS = {
 EXAMINER_KINDS = ("lookup", "reader", "llm")
 
 
-def make_patient(patient: Any, patient_model: Any = None, *, bias: str | None = None) -> Any:
+def make_patient(patient: Any, patient_model: Any = None, *, bias: str | None = None,
+                 persona: Any = None) -> Any:
     """The patient simulator of ``EGIPEnv(patient=..., patient_model=...)``.
 
     Args:
@@ -46,17 +48,35 @@ def make_patient(patient: Any, patient_model: Any = None, *, bias: str | None = 
         patient_model: a :class:`~clinenv.llm.base.ChatModel`, only with ``"llm"``.
         bias: ``EnvConfig.patient_bias`` (a checked name or ``None``): given to the LLM
             patient; a patient object must carry the same ``bias`` attribute.
+        persona: the retrieval patient's :class:`~clinenv.env.persona.PersonaConfig`
+            (``None`` or ``cooperative``: the plain patient).
 
     Returns:
-        A :class:`~clinenv.env.retrieval_patient.RetrievalPatient`, an
+        A :class:`~clinenv.env.retrieval_patient.RetrievalPatient` (a
+        :class:`~clinenv.env.persona.PersonaPatient` under a persona), an
         :class:`~clinenv.agents.llm_patient.LLMPatient`, or ``patient`` itself.
 
     Raises:
         ValueError: an unknown name, ``"llm"`` without ``patient_model`` (or with a
             non-ChatModel), ``patient_model`` with another patient, or an object with
             neither ``reply`` nor ``areply``; a ``bias`` with the retrieval patient
-            (it has no prompt), or a patient object whose ``bias`` differs from it.
+            (it has no prompt), or a patient object whose ``bias`` differs from it; a
+            persona with any patient but the retrieval patient.
     """
+    if persona is not None and persona.active:
+        if not (patient is None or patient == "retrieval"):
+            kind = patient if isinstance(patient, str) else type(patient).__name__
+            raise ValueError(f"patient_persona={persona.to_value()!r} works with the "
+                             f"retrieval patient only (patient=None or 'retrieval'), got "
+                             f"patient={kind!r}: the LLM patient and patient objects "
+                             "take no persona")
+        if patient_model is not None:
+            raise ValueError("patient_model is used only with patient='llm'")
+        if bias is not None:
+            raise ValueError(f"patient_bias={bias!r} needs the LLM patient, "
+                             f"patient_persona={persona.to_value()!r} the retrieval patient: "
+                             "set one of them")
+        return PersonaPatient(persona)
 
     if bias is not None and (patient is None or patient == "retrieval"):
         raise ValueError(f"patient_bias={bias!r} needs the LLM patient (patient='llm' with "

@@ -104,6 +104,7 @@ from clinenv.env.simulators import make_patient
 from clinenv.env.spaces import UnicodeText, clip_text
 from clinenv.env.terminal_reward import terminal_reward
 from clinenv.multiagent import fidelity
+from clinenv.protocol.exam_noise import ExamNoise
 from clinenv.protocol.render import render_history
 from clinenv.protocol.runtime import EGIPRuntime
 from clinenv.protocol.seat_views import render_examiner_view, render_patient_view
@@ -186,9 +187,19 @@ class EGIPAECEnv(AECEnv):
                 raise ValueError(f"patient_bias={settings.patient_bias!r} needs the LLM "
                                  "patient (patient='llm'); an external patient seat is a "
                                  "policy whose prompt the environment does not write")
+            if settings.patient_persona.active:
+                raise ValueError(f"patient_persona={settings.patient_persona.to_value()!r} "
+                                 "works with the retrieval patient only, not with the "
+                                 "external patient seat (patient='external')")
             self.patient = None
         else:
-            self.patient = make_patient(patient, patient_model, bias=settings.patient_bias)
+            self.patient = make_patient(patient, patient_model, bias=settings.patient_bias,
+                                        persona=settings.patient_persona)
+        self.exam_noise = settings.exam_noise
+        if self.exam_noise.active and examiner != "lookup":
+            raise ValueError(f"exam_noise={self.exam_noise.to_dict()!r} applies to record "
+                             "lookup O (examiner='lookup'), not to the external examiner "
+                             "seat")
             if not callable(getattr(self.patient, "reply", None)):
                 raise ValueError("patient: the PettingZoo environment calls a built-in "
                                  "patient's sync reply(view); this one has only areply")
@@ -274,6 +285,10 @@ class EGIPAECEnv(AECEnv):
         reset_patient = getattr(self.patient, "reset", None)
         if callable(reset_patient):  # as EGIPEnv: drawn after the case
             reset_patient(seed=int(self.np_random.integers(2**31 - 1)))
+        if self.exam_noise.active:  # as EGIPEnv: drawn last
+            self.runtime.noise = ExamNoise(self.exam_noise,
+                                           int(self.np_random.integers(2**31 - 1)),
+                                           case.case_id)
         self._leakable = (fidelity.leakable_values(case.records, case.patient)
                           if self.fidelity_weight else ())
         self.agents = list(self.possible_agents)

@@ -68,6 +68,11 @@ class MeasurementEvent:
             ``generated`` (the text of a measurement agent that holds every record, not a
             record lookup: the native protocols and the "native measurement access"
             ablation, EGIP Table 3A).
+        noise: the examiner noise changed this result (:mod:`clinenv.protocol.exam_noise`):
+            a recorded result shown ``unavailable``, or a delayed one; ``False``
+            (default) is left out of :func:`event_to_dict`.
+        delayed_from: a delayed result: the round of its request (``None``, left out of
+            :func:`event_to_dict`, otherwise).
     """
 
     turn: int
@@ -78,6 +83,8 @@ class MeasurementEvent:
     recorded_value: str | None
     result_availability: Availability
     source: Literal["measurement"] = "measurement"
+    noise: bool = False
+    delayed_from: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +108,8 @@ _FIELD_NAMES = {cls: tuple(f.name for f in fields(cls))
 def event_to_dict(event: Event) -> dict[str, Any]:
     """JSON-ready dict of one event: its fields in declaration order, tuples as lists
     (``flags``, ``source_paths``); the same dict as :func:`dataclasses.asdict` with those
-    conversions."""
+    conversions, less a measurement's ``noise`` / ``delayed_from`` at their defaults (so
+    records without examiner noise are unchanged)."""
     names = _FIELD_NAMES.get(type(event))
     if names is None:  # not one of the four event types: the generic conversion
         data = asdict(event)
@@ -111,4 +119,9 @@ def event_to_dict(event: Event) -> dict[str, Any]:
         data["flags"] = list(data["flags"])
     if "source_paths" in data:
         data["source_paths"] = [list(p) for p in data["source_paths"]]
+    if "noise" in data:  # a measurement event: its noise keys only when set
+        if not data["noise"]:
+            del data["noise"]
+        if data.get("delayed_from") is None:
+            data.pop("delayed_from", None)
     return data

@@ -45,7 +45,7 @@ and onto its :class:`~clinenv.protocol.history.DoctorEvent`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from clinenv.cases import Case
@@ -53,6 +53,7 @@ from clinenv.protocol import config as cfg
 from clinenv.protocol.catalog import CatalogEntry
 from clinenv.protocol.evidence import EvidenceBundle, Observation, ObservationLog
 from clinenv.protocol.exam_matching import ID_PATTERN
+from clinenv.protocol.exam_noise import DELAYED_TEXT, ExamNoise
 from clinenv.protocol.extra_actions import HISTORY_RECORD, ExtraAction, KnowledgeSource
 from clinenv.protocol.history import (
     Availability,
@@ -62,7 +63,7 @@ from clinenv.protocol.history import (
     MeasurementEvent,
     PatientEvent,
 )
-from clinenv.protocol.lookup import lookup, record_at
+from clinenv.protocol.lookup import UNAVAILABLE_TEXT, lookup, record_at
 from clinenv.protocol.measurement_view import MeasurementView, Speaker, exam_information
 from clinenv.protocol.menu import MenuState
 from clinenv.protocol.parser import DoctorAction, parse_action
@@ -212,6 +213,10 @@ class EGIPRuntime:
         # derived from the state above, rebuilt when it changes (menu_state, observations)
         self._menu_state: MenuState | None = None
         self._observation_log = ObservationLog()
+        #: Examiner noise of this episode (:mod:`clinenv.protocol.exam_noise`), set by
+        #: the environment at reset; ``None``: none (record lookup as is).
+        self.noise: ExamNoise | None = None
+        self._delayed: list[MeasurementEvent] = []  # results due next round
 
     # ----------------------------------------------------------------- views
     def menu(self) -> list[CatalogEntry]:
@@ -314,6 +319,7 @@ class EGIPRuntime:
                 self.stopped_early = True
                 self._note(turn, "early_stop", "Acquisition ended early at your request; "
                            "give your final answer on the acquired evidence.")
+                self._deliver(turn, every=True)
                 self.phase = "decide"
                 self.turn = turn
                 return Routing("interface", action)
@@ -434,18 +440,34 @@ class EGIPRuntime:
                 result text (an external examiner policy) with the same availability.
             availability: replaces the lookup's availability (``"generated"`` for a
                 measurement agent's answer, the native measurement access ablation).
+
+        With :attr:`noise` set (and neither argument given) a recorded result may come
+        back unavailable, or be delayed to the next round (then the returned event is
+        the one delivered later, with its request's round; this round holds the
+        interface note ``result_delayed``); :mod:`clinenv.protocol.exam_noise`.
         """
         entries = routing.entries
         request = routing.request or ""
         found: Availability
+        noise = self.noise if result_text is None and availability is None else None
+        noised = False
         if not entries:
             value, found = lookup(self.case.records, None)
             exam_id, name, paths = None, request, ()
         elif len(entries) == 1:
             value, found = self._lookup(entries[0])
+            if noise is not None and found == "recorded" and noise.unavailable(
+                    entries[0].exam_id):
+                value, found, noised = UNAVAILABLE_TEXT, "unavailable", True
             exam_id, name, paths = entries[0].exam_id, entries[0].label, (entries[0].source_path,)
         else:
             parts = [(e, *self._lookup(e)) for e in entries]
+            if noise is not None:
+                hit = [found == "recorded" and noise.unavailable(e.exam_id)
+                       for e, _, found in parts]
+                parts = [(part[0], UNAVAILABLE_TEXT, "unavailable") if h else part
+                         for part, h in zip(parts, hit)]
+                noised = any(hit)
             value = "\n".join(f"{e.name}:\n  " + text.replace("\n", "\n  ")
                               for e, text, _ in parts)
             found = ("recorded" if any(a == "recorded" for _, _, a in parts)
@@ -457,8 +479,15 @@ class EGIPRuntime:
         if availability is not None:
             found = availability
         self.requested.extend(e.exam_id for e in entries if e.exam_id not in self.requested)
-        event = MeasurementEvent(self.turn + 1, request, exam_id, name, paths, value, found)
-        self.history.append(event)
+        turn = self.turn + 1
+        event = MeasurementEvent(turn, request, exam_id, name, paths, value, found,
+                                 noise=noised)
+        if noise is not None and exam_id is not None and noise.delayed(exam_id):
+            event = replace(event, noise=True, delayed_from=turn)
+            self._delayed.append(event)
+            self._note(turn, "result_delayed", DELAYED_TEXT.format(name))
+        else:
+            self.history.append(event)
         self._finish()
         return event
 
@@ -569,8 +598,17 @@ class EGIPRuntime:
     def _note(self, turn: int, kind: str, message: str) -> None:
         self.history.append(InterfaceEvent(turn, kind, message))
 
+    def _deliver(self, turn: int, *, every: bool = False) -> None:
+        """Append the delayed results due by round ``turn`` (``every``: all of them, as
+        acquisition ends) as events of round ``turn``."""
+        due = [e for e in self._delayed if every or e.delayed_from < turn]
+        self._delayed = [e for e in self._delayed if not (every or e.delayed_from < turn)]
+        self.history.extend(replace(e, turn=turn) for e in due)
+
     def _finish(self) -> None:
         self.turn += 1
+        if self._delayed:
+            self._deliver(self.turn, every=self.turn >= self.config.acquisition_rounds)
         if self.phase == "acquire" and self.turn >= self.config.acquisition_rounds:
             self.phase = "decide"
             self._note(self.turn, "decision_phase",
