@@ -213,7 +213,7 @@ def test_forgetful_withholds_with_p_and_asking_again_reveals():
 def test_tangential_adds_one_filler_sentence_with_p():
     questions = [OPENING, "Do you smoke?"]
     plain = _dialogue(RetrievalPatient(), questions)
-    for reply, base in zip(_dialogue(_persona("tangential:1"), questions), plain):
+    for reply, base in zip(_dialogue(_persona("tangential:1"), questions), plain, strict=True):
         extra = reply.removeprefix(base + " ")
         assert reply.startswith(base + " ") and extra in FILLER
     assert _dialogue(_persona("tangential:0"), questions) == plain

@@ -466,7 +466,7 @@ class EGIPRuntime:
                 hit = [found == "recorded" and noise.unavailable(e.exam_id)
                        for e, _, found in parts]
                 parts = [(part[0], UNAVAILABLE_TEXT, "unavailable") if h else part
-                         for part, h in zip(parts, hit)]
+                         for part, h in zip(parts, hit, strict=True)]
                 noised = any(hit)
             value = "\n".join(f"{e.name}:\n  " + text.replace("\n", "\n  ")
                               for e, text, _ in parts)
