@@ -3,7 +3,8 @@ downloading a model (needs ``tokenizers`` and ``transformers``; ``torch`` for th
 
 The tokenizer is a byte-level BPE trained on the caller's corpus, with the ChatML and tool
 tokens as specials and TRL's Qwen3 chat template (TRL parses tool calls only for the
-templates it lists); the model is two layers of width 32.
+templates it lists), or another template such as :data:`CHATML_TEMPLATE`; the model is two
+layers of width 32.
 """
 
 from __future__ import annotations
@@ -16,12 +17,26 @@ SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</too
             "<tool_response>", "</tool_response>", "<think>", "</think>")
 
 
-def chatml_tokenizer(corpus: Iterable[str], vocab_size: int = 1000) -> Any:
+#: Plain ChatML (Qwen2.5's turns, without its tools and default system prompt): each
+#: message ``<|im_start|>{role}\n{content}<|im_end|>\n``; the generation prompt
+#: ``<|im_start|>assistant\n``. Needs no TRL.
+CHATML_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}")
+
+
+def chatml_tokenizer(corpus: Iterable[str], vocab_size: int = 1000,
+                     chat_template: str | None = None) -> Any:
     """A ``PreTrainedTokenizerFast`` (byte-level BPE of ``vocab_size`` tokens trained on
-    ``corpus``; eos ``<|im_end|>``, pad ``<|endoftext|>``) with TRL's Qwen3 template."""
+    ``corpus``; eos ``<|im_end|>``, pad ``<|endoftext|>``) with ``chat_template``
+    (``None``: TRL's Qwen3 template, which needs ``trl``; or e.g.
+    :data:`CHATML_TEMPLATE`)."""
     import transformers
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from trl.chat_template_utils import qwen3_chat_template
+    if chat_template is None:
+        from trl.chat_template_utils import qwen3_chat_template as chat_template
 
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -31,7 +46,7 @@ def chatml_tokenizer(corpus: Iterable[str], vocab_size: int = 1000) -> Any:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     tok = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>",
                                                pad_token="<|endoftext|>")
-    tok.chat_template = qwen3_chat_template
+    tok.chat_template = chat_template
     return tok
 
 

@@ -1,0 +1,224 @@
+"""verl adapter: a verl agent loop (``AgentLoopBase``) that plays clinenv episodes.
+
+Install from a clone with ``pip install -e '.[verl]'`` (``verl>=0.9.1,<0.10`` and the
+three packages its agent-loop module imports without declaring them: ``cachetools``,
+``fastapi``, ``uvicorn``; torch first, which verl does not declare). Tested with verl
+0.9.1, transformers 5.10 and torch 2.13 (CPU).
+
+:class:`ClinenvAgentLoop` is registered under ``clinenv_agent`` (verl's ``register``) when
+this module is imported; a row selects it with ``agent_name: clinenv_agent``
+(:func:`verl_rows`). verl imports it in its workers through an agent-loop YAML file
+(``actor_rollout_ref.rollout.agent.agent_loop_config_path``), one entry::
+
+    - name: clinenv_agent
+      _target_: clinenv.integrations.verl.ClinenvAgentLoop
+      env_kwargs: {reward_spec: diagagent}   # optional gym.make settings
+
+verl builds one loop per trajectory (``hydra.utils.instantiate`` of that entry) and calls
+``run(sampling_params, **row)``. The doctor plays the text protocol (EGIP section 3.2),
+instructed by :data:`~clinenv.integrations.tools.TEXT_SYSTEM_PROMPT`, through
+:meth:`~clinenv.integrations.tools.ToolEpisode.step_text`, as the SkyRL and verifiers
+adapters do; verl's ``ToolAgentLoop`` and its tool parser are not used (its tools answer
+as ``tool`` messages, it ends a rollout at the first reply without a tool call, and the
+patient and examiner are the environment's turns, not tools). The loop:
+
+1. resets the row's episode (``extra_info``: ``case_id``, ``seed``, ``env_id``) and
+   appends the opening text to the row prompt's last user message;
+2. renders it once with verl's Continuous Token builder (``ct_build_initial_tokens``);
+3. per turn: ``server_manager.generate`` on the running token ids; the reply's tokens
+   are merged with ``ct_merge_assistant_token`` (mask 1, their logprobs), decoded
+   (special tokens skipped) and stepped; the delta observation is merged as a user
+   message with ``ct_merge_context_msg`` (mask 0: the patient's reply, the examiner's
+   result, the interface's feedback and footer, and any boundary token the builder
+   inserts, such as Qwen's newline after ``<|im_end|>``);
+4. stops when the final answer is scored, at ``rollout.multi_turn.max_assistant_turns``
+   doctor replies, or when the response reaches ``rollout.response_length`` tokens
+   (the ids, mask and logprobs are cut there, as ``ToolAgentLoop`` cuts them).
+
+The output's ``reward_score`` is
+:meth:`~clinenv.integrations.tools.ToolEpisode.episode_reward` (the reward spec's reward,
+``reward_spec`` in ``env_kwargs``; default ``accuracy``), also for an episode cut before
+its final answer (the one rule for unfinished episodes, :mod:`clinenv.reward_components`).
+verl skips its reward function when ``reward_score`` is set and puts the score on the
+last response token. ``extra_fields["reward_extra_info"]`` holds the components
+(``reward_components/<name>``, ``None`` where undefined, which verl's validation
+metrics leave out), ``turns``, ``exams_ordered`` and ``finished``; verl logs them as
+reward extra info. ``extra_fields["clinenv"]`` holds the row, the environment's last
+``info``, the components and the doctor's actions as tool calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+from verl.experimental.agent_loop.agent_loop import (
+    AgentLoopBase,
+    AgentLoopMetrics,
+    AgentLoopOutput,
+    register,
+)
+from verl.utils.profiler import simple_timer
+
+from clinenv.integrations import tools
+
+__all__ = ["ABILITY", "AGENT_NAME", "ClinenvAgentLoop", "verl_rows"]
+
+#: The ``agent_name`` the loop is registered under.
+AGENT_NAME = "clinenv_agent"
+#: The rows' ``ability`` column.
+ABILITY = "clinical_diagnosis"
+
+
+@register(AGENT_NAME)
+class ClinenvAgentLoop(AgentLoopBase):
+    """One clinenv episode per instance (verl builds one per trajectory; module
+    docstring).
+
+    Args:
+        *args, **kwargs: verl's (``AgentLoopBase``: trainer config, server manager,
+            tokenizer, processor, dataset class, data config, ``hf_model_type``);
+            ``tools`` (verl's tool list) is ignored.
+        env_kwargs: ``gym.make`` settings for every episode (``reward_spec``,
+            ``acquisition_rounds``, ``data_dir``...; a mapping or omegaconf config).
+            ``action_format`` defaults to ``"text"`` (the text protocol's wording).
+    """
+
+    def __init__(self, *args: Any, env_kwargs: Any = None, tools: Any = None,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.env_kwargs = {"action_format": "text", **_plain(env_kwargs)}
+        multi_turn = self.rollout_config.multi_turn
+        self.max_assistant_turns = int(multi_turn.get("max_assistant_turns") or 0)
+        self.response_length = int(self.rollout_config.response_length)
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        """Play the row's episode (module docstring).
+
+        Args:
+            sampling_params: passed to ``server_manager.generate`` as they are.
+            **kwargs: the row as verl's dataset gives it: ``raw_prompt`` (chat
+                messages) and ``extra_info`` (``case_id``, ``seed``, ``env_id``).
+
+        Returns:
+            ``AgentLoopOutput``: ``prompt_ids``, ``response_ids``, ``response_mask`` (1 on
+            the doctor's tokens), ``response_logprobs`` (where the server gave them),
+            ``reward_score``, ``num_turns`` (doctor replies + observations + 1),
+            ``metrics`` (seconds in ``generate_sequences`` and in the environment,
+            ``tool_calls``) and ``extra_fields`` (module docstring).
+
+        Raises:
+            ValueError: the row lacks ``case_id``, ``seed`` or ``env_id``; as
+                :class:`~clinenv.integrations.tools.ToolEpisode`.
+        """
+        row = _plain(kwargs.get("extra_info"))
+        missing = [key for key in ("case_id", "seed", "env_id") if row.get(key) is None]
+        if missing:
+            raise ValueError(f"ClinenvAgentLoop: extra_info has no {', '.join(missing)} "
+                             "(rows of clinenv.integrations.verl.verl_rows carry them)")
+        metrics: dict[str, Any] = {}
+        with simple_timer("tool_calls", metrics):
+            episode = await asyncio.to_thread(tools.ToolEpisode, row["env_id"],
+                                              **self.env_kwargs)
+            opening = await asyncio.to_thread(episode.reset, row["case_id"], int(row["seed"]))
+        messages = [dict(m) for m in kwargs.get("raw_prompt") or []]
+        if messages and messages[-1].get("role") == "user":
+            messages[-1]["content"] = messages[-1]["content"] + opening
+        else:
+            messages.append({"role": "user", "content": opening})
+
+        request_id = uuid4().hex
+        token_ids = await self.ct_build_initial_tokens(messages)
+        prompt_length = len(token_ids)
+        mask: list[int] = []
+        logprobs: list[float] | None = None
+        doctor_turns = env_turns = 0
+        while True:
+            with simple_timer("generate_sequences", metrics):
+                out = await self.server_manager.generate(
+                    request_id=request_id, prompt_ids=token_ids,
+                    sampling_params=sampling_params)
+            if out.num_preempted is not None:
+                metrics["num_preempted"] = max(metrics.get("num_preempted", 0), 0) \
+                    + out.num_preempted
+            if out.log_probs and logprobs is None:
+                logprobs = [0.0] * len(mask)
+            merged, mask, aligned = await self.ct_merge_assistant_token(
+                token_ids, list(out.token_ids), mask, logprobs,
+                assistant_logprobs=list(out.log_probs) if logprobs is not None else None)
+            token_ids, logprobs = merged.token_ids, aligned
+            doctor_turns += 1
+            reply = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
+            messages.append({"role": "assistant", "content": reply})
+            with simple_timer("tool_calls", metrics):
+                obs = await asyncio.to_thread(episode.step_text, reply)
+            if (episode.done or len(mask) >= self.response_length
+                    or 0 < self.max_assistant_turns <= doctor_turns):
+                break
+            previous = list(messages)
+            messages.append({"role": "user", "content": obs})
+            merged, new_mask, aligned = await self.ct_merge_context_msg(
+                previous, messages, token_ids, mask, logprobs)
+            if len(new_mask) >= self.response_length:
+                break
+            token_ids, mask, logprobs = merged.token_ids, new_mask, aligned
+            env_turns += 1
+
+        components = episode.reward_components()
+        cut = self.response_length
+        extra_info = {**tools.component_metrics(components), "turns": doctor_turns,
+                      "exams_ordered": sum(c.name == "order_exam" for c in episode.calls),
+                      "finished": float(episode.done)}
+        return AgentLoopOutput(
+            prompt_ids=token_ids[:prompt_length],
+            response_ids=token_ids[prompt_length:][:cut],
+            response_mask=mask[:cut],
+            response_logprobs=logprobs[:cut] if logprobs is not None else None,
+            reward_score=episode.episode_reward(),
+            num_turns=doctor_turns + env_turns + 1,
+            metrics=AgentLoopMetrics(**metrics),
+            extra_fields={"reward_extra_info": extra_info, "clinenv": {
+                **row, "finished": episode.done, "env_info": dict(episode.info),
+                "reward_components": components.to_dict(),
+                "calls": [{"name": c.name, "arguments": c.arguments}
+                          for c in episode.calls]}})
+
+
+def verl_rows(env_id: str, split: str | Path | Sequence[str] | None = None, *,
+              seed: int = 0, exclude_flags: Sequence[str] = (), agent_name: str = AGENT_NAME,
+              **env_kwargs: Any) -> tools.TaskRows:
+    """verl dataset rows, one per case (write them with ``datasets.Dataset.from_list(rows)
+    .to_parquet(...)`` or pandas): ``data_source`` (``env_id``), ``prompt`` (system
+    :data:`~clinenv.integrations.tools.TEXT_SYSTEM_PROMPT`, user
+    :data:`~clinenv.integrations.tools.TASK_INTRO`; the loop appends the opening text),
+    ``ability`` (:data:`ABILITY`), ``reward_model`` (``{"style": "environment",
+    "ground_truth": ""}``: the loop sets the reward, so no reward function reads it),
+    ``extra_info`` (``case_id``, ``seed``, ``env_id`` and ``index``, the row's position,
+    which verl groups by) and ``agent_name``. Arguments, ``exclude_flags`` and errors as
+    :func:`clinenv.integrations.tools.task_rows`; the returned
+    :class:`~clinenv.integrations.tools.TaskRows` says what was left out."""
+    prompt = [{"role": "system", "content": tools.TEXT_SYSTEM_PROMPT},
+              {"role": "user", "content": tools.TASK_INTRO}]
+    rows = tools.task_rows(env_id, split, seed=seed, exclude_flags=exclude_flags,
+                           **env_kwargs)
+    return tools.TaskRows(
+        [{"data_source": env_id, "prompt": prompt, "ability": ABILITY,
+          "reward_model": {"style": "environment", "ground_truth": ""},
+          "extra_info": {**row, "index": index}, "agent_name": agent_name}
+         for index, row in enumerate(rows)],
+        excluded=rows.excluded, considered=rows.considered, note=rows.note)
+
+
+def _plain(config: Any) -> dict[str, Any]:
+    """A plain dict of a mapping or an omegaconf config (``None``: empty)."""
+    if config is None:
+        return {}
+    if type(config).__module__.startswith("omegaconf"):
+        from omegaconf import OmegaConf
+        return dict(OmegaConf.to_container(config, resolve=True))
+    if isinstance(config, Mapping):
+        return dict(config)
+    raise TypeError(f"expected a mapping, got {type(config).__name__}")
