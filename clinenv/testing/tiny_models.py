@@ -16,12 +16,21 @@ SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</too
             "<tool_response>", "</tool_response>", "<think>", "</think>")
 
 
-def chatml_tokenizer(corpus: Iterable[str], vocab_size: int = 1000) -> Any:
+#: Plain ChatML: ``<|im_start|>ROLE\nCONTENT<|im_end|>\n`` per message, then
+#: ``<|im_start|>assistant\n`` with ``add_generation_prompt`` (needs no TRL).
+CHATML_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}"
+                   "<|im_end|>\n{% endfor %}"
+                   "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def chatml_tokenizer(corpus: Iterable[str], vocab_size: int = 1000, *,
+                     template: str | None = None) -> Any:
     """A ``PreTrainedTokenizerFast`` (byte-level BPE of ``vocab_size`` tokens trained on
-    ``corpus``; eos ``<|im_end|>``, pad ``<|endoftext|>``) with TRL's Qwen3 template."""
+    ``corpus``; eos ``<|im_end|>``, pad ``<|endoftext|>``) with ``template`` as its chat
+    template (Jinja text, e.g. :data:`CHATML_TEMPLATE`), or by default TRL's Qwen3 one
+    (then TRL is imported)."""
     import transformers
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from trl.chat_template_utils import qwen3_chat_template
 
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -31,7 +40,11 @@ def chatml_tokenizer(corpus: Iterable[str], vocab_size: int = 1000) -> Any:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     tok = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>",
                                                pad_token="<|endoftext|>")
-    tok.chat_template = qwen3_chat_template
+    if template is None:
+        from trl.chat_template_utils import qwen3_chat_template
+
+        template = qwen3_chat_template
+    tok.chat_template = template
     return tok
 
 
