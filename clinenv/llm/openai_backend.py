@@ -106,8 +106,8 @@ JSON body on either transport (compact UTF-8 JSON, as the openai client encodes 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import contextvars
+import dataclasses
 import email.utils
 import importlib.util
 import json
