@@ -252,10 +252,32 @@ def episode_rows(paths: Iterable[str | Path], *, fmt: str = "messages",
             warnings.warn(f"the chat template does not fit {fmt}-format rows: {problem}",
                           stacklevel=2)
 
+    lookup = CaseLookup(None if data_dir is None else str(data_dir))
+    for line, path, number in exported_lines(paths, allow_credentialed=allow_credentialed):
+        row = _row(line, path, number, fmt=fmt, rebuild=rebuild, data_dir=data_dir,
+                   delta=delta, tool_results=tool_results,
+                   tool_arguments=tool_arguments)
+        row["reward_components"] = _reward_components(line, lookup, path, number)
+        row["privileged"] = is_privileged_line(line)
+        if per_turn:
+            yield from per_turn_rows(row, fmt=fmt)
+        else:
+            yield row
+
+
+def exported_lines(paths: Iterable[str | Path], *, allow_credentialed: bool = False
+                   ) -> Iterator[tuple[dict[str, Any], Path, int]]:
+    """``(line, path, 1-based line number)`` of each finished episode of the run logs
+    ``paths`` that export writes (error lines skipped; the checks of
+    :func:`episode_rows`: required fields, credentialed data, each file and episode
+    once).
+
+    Raises:
+        ExportError, RunLogError: as :func:`episode_rows`.
+    """
     seen_files: dict[Path, str] = {}
     seen_keys: dict[tuple[str, str, int], tuple[str, int]] = {}
     warned = False
-    lookup = CaseLookup(None if data_dir is None else str(data_dir))
     for raw_path in paths:
         path = Path(raw_path)
         if not path.is_file():
@@ -294,15 +316,7 @@ def episode_rows(paths: Iterable[str | Path], *, fmt: str = "messages",
                                   f"{where[1]}; export each episode once", path=path,
                                   line=number)
             seen_keys[(gid, *key)] = (str(path), number)
-            row = _row(line, path, number, fmt=fmt, rebuild=rebuild, data_dir=data_dir,
-                       delta=delta, tool_results=tool_results,
-                       tool_arguments=tool_arguments)
-            row["reward_components"] = _reward_components(line, lookup, path, number)
-            row["privileged"] = is_privileged_line(line)
-            if per_turn:
-                yield from per_turn_rows(row, fmt=fmt)
-            else:
-                yield row
+            yield line, path, number
 
 
 def _check_options(fmt: str, delta: bool, tool_results: str | None,

@@ -27,7 +27,8 @@ SOURCES = {"clinenv": ROOT / "clinenv", "clinenv.agents": ROOT / "agents",
            "clinenv.wrappers": ROOT / "wrappers"}
 #: Beside the core: they may import the core, never the reverse.
 BESIDE = {"clinenv.agents", "clinenv.wrappers", "clinenv.integrations", "clinenv.cli",
-          "clinenv.testing", "clinenv.export", "clinenv.distributed", "clinenv.__main__",
+          "clinenv.testing", "clinenv.export", "clinenv.export_tokens", "clinenv.distributed",
+          "clinenv.__main__",
           "clinenv.audit", "clinenv.template_check"}
 #: The core's layers, lowest first: a module imports its own layer or lower ones only.
 #: Every core node is in one (a new package must be placed).

@@ -3,7 +3,9 @@ data, one row per episode (columns, formats and where the messages come from:
 :mod:`clinenv.export`).
 
 ``--format messages`` (default) writes the doctor's chat; ``--format tools`` the tool
-view's calls and results; ``--per-turn`` (either format) one row per assistant turn
+view's calls and results; ``--format tokens`` token ids, the doctor's mask and logprobs
+of a run written with ``clinenv run --log-tokens`` (:mod:`clinenv.export_tokens`; it
+prints how many episodes it refused); ``--per-turn`` (either format) one row per assistant turn
 (``prompt``, ``completion``, ``tools``) for prompt-completion SFT; ``--delta`` (messages)
 user turns that hold only what is new; ``--tool-results compact`` compact results;
 ``--tool-arguments json`` OpenAI-style string arguments; ``--chat-template FILE`` warns
@@ -47,9 +49,11 @@ def add_export_parser(sub: Any) -> None:
     export.add_argument("--out", type=Path, required=True, metavar="FILE",
                         help="output file: .jsonl, or .parquet (extra export)")
     export.add_argument("--format", dest="fmt", default="messages",
-                        choices=("messages", "tools"),
+                        choices=("messages", "tools", "tokens"),
                         help="messages: the doctor's chat (default); tools: the tool "
-                             "view's calls and results, for tool-calling models")
+                             "view's calls and results, for tool-calling models; tokens: "
+                             "input_ids, assistant_mask and logprobs of a run written with "
+                             "clinenv run --log-tokens")
     export.add_argument("--per-turn", action="store_true",
                         help="one row per assistant turn instead of one per episode: "
                              "prompt (the messages before it), completion (that turn) and "
@@ -134,6 +138,15 @@ def cmd_export(args: argparse.Namespace) -> int:
         except ImportError:
             raise CLIError(f"--out {out}: parquet needs the datasets package: "
                            f"{EXTRA_HINT}; or write .jsonl") from None
+    if args.fmt == "tokens":
+        given = [flag for flag, on in (
+            ("--delta", args.delta), ("--tool-results", args.tool_results is not None),
+            ("--tool-arguments", args.tool_arguments != "dict"),
+            ("--chat-template", args.chat_template is not None)) if on]
+        if given:
+            raise CLIError(f"{given[0]}: not with --format tokens (its rows are the logged "
+                           "token ids)")
+        return _export_tokens(args, out)
     template = None if args.chat_template is None else read_chat_template(args.chat_template)
     if args.delta and args.fmt == "tools":
         raise CLIError("--delta: only with --format messages (tool results are what is "
@@ -158,6 +171,37 @@ def cmd_export(args: argparse.Namespace) -> int:
             for warning in caught:
                 print(f"clinenv: warning: {warning.message}", file=sys.stderr)
     print(f"exported {n} {'turn' if args.per_turn else 'episode'}(s) to {out}")
+    if existed:
+        print(replaced_line(1, out.parent))
+    return 0
+
+
+def _export_tokens(args: argparse.Namespace, out: Path) -> int:
+    """``clinenv export --format tokens``: prints ``exported N episode(s)|turn(s) to
+    FILE``, then ``refused K episode(s): ...`` for each kind of refusal."""
+    from clinenv.export import write_rows
+    from clinenv.export_tokens import TokenSummary, token_rows
+    from clinenv.runlog import RunLogError
+
+    existed = out.is_file()
+    summary = TokenSummary()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            n = write_rows(token_rows(args.logs, per_turn=args.per_turn,
+                                      allow_credentialed=args.allow_credentialed,
+                                      data_dir=args.data_dir, summary=summary), out)
+        except RunLogError as err:
+            raise CLIError(str(err)) from None
+        finally:
+            for warning in caught:
+                print(f"clinenv: warning: {warning.message}", file=sys.stderr)
+    print(f"exported {n} {'turn' if args.per_turn else 'episode'}(s) to {out}")
+    if summary.not_prefix:
+        print(f"refused {summary.not_prefix} episode(s): a doctor call's prompt ids do not "
+              "start with the previous call's prompt and completion ids (use --per-turn)")
+    if summary.no_tokens:
+        print(f"refused {summary.no_tokens} episode(s): a doctor call without token ids")
     if existed:
         print(replaced_line(1, out.parent))
     return 0

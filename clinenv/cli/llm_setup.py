@@ -184,6 +184,8 @@ class LLMConfig(ConfigModel):
         preload: the openai client a model preloads: ``"async"`` with ``--concurrency``
             > 1 (only asynchronous calls), else ``"sync"``.
         log_messages: ``--log-messages`` (models keep messages and raw replies).
+        log_tokens: ``--log-tokens`` (models keep token ids and logprobs,
+            :attr:`~clinenv.llm.base.ChatModel.log_tokens`).
         doctor: the doctor (``doctor.name == "llm"``: the LLM doctor on ``model``).
         patient, judge, examiner: the seats (``"llm"``: a model plays it; ``examiner``
             ``None``: the environment's own).
@@ -201,6 +203,7 @@ class LLMConfig(ConfigModel):
     max_retries: int = 3
     preload: Literal["sync", "async"] = "sync"
     log_messages: bool = False
+    log_tokens: bool = False
     doctor: DoctorConfig = DoctorConfig()
     patient: Literal["retrieval", "llm"] = "retrieval"
     patient_model: str | None = None
@@ -223,8 +226,8 @@ class LLMConfig(ConfigModel):
 def llm_config(args: argparse.Namespace) -> LLMConfig:
     """The :class:`LLMConfig` of the parsed flags (:func:`add_llm_arguments`,
     :func:`add_examiner_arguments`, ``--doctor`` and the doctor's options,
-    ``--concurrency``, ``--log-messages``); a flag the command has not (``clinenv cdeg
-    build`` has no seats) keeps the default."""
+    ``--concurrency``, ``--log-messages``, ``--log-tokens``); a flag the command has not
+    (``clinenv cdeg build`` has no seats) keeps the default."""
     given = {key: getattr(args, key) for key in (
         "backend", "base_url", "model", "api_key_env", "timeout", "max_retries",
         "patient", "patient_model", "judge", "judge_model", "examiner", "examiner_model")
@@ -232,6 +235,7 @@ def llm_config(args: argparse.Namespace) -> LLMConfig:
     return LLMConfig(**given, doctor=doctor_config(args),
                      preload="async" if getattr(args, "concurrency", 1) > 1 else "sync",
                      log_messages=bool(getattr(args, "log_messages", False)),
+                     log_tokens=bool(getattr(args, "log_tokens", False)),
                      examiner_option=hasattr(args, "examiner"))
 
 
@@ -373,6 +377,7 @@ class LLMSeats:
             except (LLMError, ImportError, ValueError, OSError) as err:
                 raise CLIError(f"--backend {config.backend} --model {name}: {err}") from None
             model.log_messages = config.log_messages
+            model.log_tokens = config.log_tokens
             self.models[name] = model
         return self.models[name]
 

@@ -21,6 +21,9 @@ marker (EGIP ids; the setting the CDEG wrapper's acquisition guidance is meant f
 ``--log-messages`` keeps, in every call record of the run log, the messages sent and the
 raw replies (``messages``, ``raw_reply``; :meth:`clinenv.llm.base.ChatResult.to_log`),
 by setting :attr:`~clinenv.llm.base.ChatModel.log_messages` on the models it builds.
+``--log-tokens`` likewise sets :attr:`~clinenv.llm.base.ChatModel.log_tokens`: each call
+record keeps ``completion_ids`` and ``logprobs``, and its prompt ids compacted
+(:mod:`clinenv.llm.tokens`).
 ``--dataset FILE`` runs the cases of a file (e.g. MIMIC-IDx-style admissions,
 :mod:`clinenv.datasets.mimic_idx`) under the id's protocol; ``--icd-map FILE`` scores
 answers through a user-supplied ICD mapping and
@@ -181,6 +184,12 @@ def add_run_parser(sub: Any) -> None:
                      help="write every model call's messages and raw reply (before any "
                           "cut) into the run log's call records (llm.calls[*].messages, "
                           ".raw_reply); off by default: logs get large and hold the case")
+    llm.add_argument("--log-tokens", action="store_true",
+                     help="write every model call's token ids and logprobs into its run-log "
+                          "record (completion_ids, logprobs; prompt ids as the suffix new "
+                          "since the agent's previous call: prompt_ids_shared, "
+                          "prompt_ids_new), for clinenv export --format tokens; needs "
+                          "--backend vllm or transformers, or a vLLM server")
     add_wrapper_arguments(run)
     run.add_argument("--allow-privileged", action="store_true",
                      help="with --experience: accept run logs of a privileged doctor "

@@ -19,6 +19,9 @@ Timings and token counts belong to :meth:`ChatResult.to_log` records, which roll
 write to the run log; they never go into a Gymnasium ``info`` dict. With
 :attr:`ChatModel.log_messages` on, every result also carries the messages it answered,
 and its record the messages and the raw replies (``clinenv run --log-messages``).
+With :attr:`ChatModel.log_tokens` on, each choice keeps its completion token ids and
+logprobs and the result its prompt token ids, where the backend sees them
+(``clinenv run --log-tokens``; :mod:`clinenv.llm.tokens`).
 
 Stop strings are enforced on this side too (:func:`enforce_stop`): a backend whose
 server or model wrote past a stop string returns the text before it, marked
@@ -147,6 +150,10 @@ class Choice:
             model) wrote past.
         wrote_past_turn: the reply went on past its end (a stop string or a turn
             boundary); ``text`` keeps only what came before.
+        token_ids: the completion's token ids as generated (end token included, before
+            any cut on this side), kept with :attr:`ChatModel.log_tokens`; else ``None``.
+        logprobs: one float (natural log) per ``token_ids`` entry, the sampled token's
+            log-probability as the backend reports it; ``None``: not kept or not sent.
     """
 
     text: str
@@ -156,6 +163,8 @@ class Choice:
     raw_text: str | None = None
     stop_enforced: bool = False
     wrote_past_turn: bool = False
+    token_ids: tuple[int, ...] | None = None
+    logprobs: tuple[float, ...] | None = None
 
     @property
     def truncated(self) -> bool:
@@ -211,6 +220,9 @@ class ChatResult:
             ``None``: the same as ``prompt_tokens``.
         messages: the messages of the call when the model logs them
             (:attr:`ChatModel.log_messages`), else ``None``.
+        prompt_ids: the prompt's token ids (chat template applied) when the model logs
+            tokens (:attr:`ChatModel.log_tokens`) and the backend sees them, else
+            ``None``.
     """
 
     choices: tuple[Choice, ...]
@@ -226,6 +238,7 @@ class ChatResult:
     attempts: tuple[Mapping[str, Any], ...] = ()
     prompt_tokens_sent: int | None = None
     messages: tuple[Mapping[str, str], ...] | None = None
+    prompt_ids: tuple[int, ...] | None = None
 
     @property
     def text(self) -> str:
@@ -281,6 +294,12 @@ class ChatResult:
         if self.messages is not None:
             record["messages"] = [dict(m) for m in self.messages]
             record["raw_reply"] = [c.raw for c in self.choices]
+        if any(c.token_ids is not None for c in self.choices):
+            record["completion_ids"] = [list(c.token_ids or ()) for c in self.choices]
+            record["logprobs"] = [None if c.logprobs is None else list(c.logprobs)
+                                  for c in self.choices]
+            if self.prompt_ids is not None:
+                record["prompt_ids"] = list(self.prompt_ids)
         return record
 
 
@@ -321,10 +340,15 @@ class ChatModel(abc.ABC):
             messages`), so that its run-log record holds them and the raw replies
             (default ``False``; ``clinenv run --log-messages`` sets it). Left out of
             :meth:`describe`: it changes the log, never a reply.
+        log_tokens: ask the backend for token ids and logprobs and keep them
+            (:attr:`Choice.token_ids`, :attr:`Choice.logprobs`,
+            :attr:`ChatResult.prompt_ids`; default ``False``; ``clinenv run
+            --log-tokens`` sets it). Left out of :meth:`describe` as well.
     """
 
     backend: ClassVar[str] = "abstract"
     log_messages: bool = False
+    log_tokens: bool = False
 
     def __init__(self, model: str, *, config: GenerationConfig | None = None) -> None:
         self.model = model

@@ -19,12 +19,19 @@ generates with ``model.generate``:
 - token counts: prompt tokens without padding; completion tokens up to and including
   the end token.
 
+- token ids (:attr:`~clinenv.llm.base.ChatModel.log_tokens`): the prompt's ids without
+  padding (:attr:`ChatResult.prompt_ids`), each completion's ids up to and including
+  the end token (:attr:`Choice.token_ids`) and their logprobs (:attr:`Choice.logprobs`):
+  ``log_softmax`` of the model's raw logits (``output_logits=True``), before temperature
+  and top-p, as vLLM's default ``--logprobs-mode raw_logprobs``.
+
 ``agenerate`` runs the call in a worker thread; calls are serialized by a lock.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import time
 from collections.abc import Sequence
@@ -180,9 +187,18 @@ class TransformersChatModel(ChatModel):
             with self._rng_context(config.seed), torch.no_grad():
                 if config.seed is not None:
                     torch.manual_seed(config.seed)
-                sequences = self.model_obj.generate(**batch,
-                                                    **self._generate_kwargs(config, config.n))
+                kwargs = self._generate_kwargs(config, config.n)
+                if self.log_tokens:
+                    kwargs.update(return_dict_in_generate=True, output_logits=True)
+                out = self.model_obj.generate(**batch, **kwargs)
         latency = time.perf_counter() - start
+        sequences, logprobs = out, None
+        if self.log_tokens:
+            sequences = out.sequences
+            # (rows, new tokens): log-probability of each generated token
+            steps = torch.stack(out.logits, dim=1).float().log_softmax(dim=-1)
+            new = sequences[:, batch["input_ids"].shape[1]:]
+            logprobs = steps.gather(-1, new[:, :steps.shape[1], None]).squeeze(-1)
         input_len = batch["input_ids"].shape[1]
         prompt_lengths = batch["attention_mask"].sum(dim=1).tolist()
         per_conv = config.n if sampled else 1
@@ -190,16 +206,25 @@ class TransformersChatModel(ChatModel):
         for i, prompt_tokens in enumerate(prompt_lengths):
             choices, completion_tokens = [], 0
             for j in range(config.n):
-                row = sequences[i * per_conv + (j if sampled else 0), input_len:].tolist()
+                k = i * per_conv + (j if sampled else 0)
+                row = sequences[k, input_len:].tolist()
                 choice, used = self._decode(row, config)
+                if logprobs is not None:
+                    choice = dataclasses.replace(
+                        choice, token_ids=tuple(row[:used]),
+                        logprobs=tuple(float(x) for x in logprobs[k, :used].tolist()))
                 choices.append(choice)
                 completion_tokens += used
             note = identical_choices_warning(choices, config)
+            prompt_ids = None
+            if self.log_tokens:
+                mask = batch["attention_mask"][i].bool()
+                prompt_ids = tuple(batch["input_ids"][i][mask].tolist())
             results.append(ChatResult(
                 choices=tuple(choices), model=self.model, backend=self.backend,
                 prompt_tokens=int(prompt_tokens), completion_tokens=completion_tokens,
                 latency_s=latency, n_requests=1, seed=config.seed,
-                warnings=(note,) if note else ()))
+                warnings=(note,) if note else (), prompt_ids=prompt_ids))
         return results
 
     def _decode(self, tokens: list[int], config: GenerationConfig) -> tuple[Choice, int]:

@@ -65,6 +65,18 @@ Policies:
   :meth:`~clinenv.llm.base.ChatModel.generate` uses a separate synchronous client and
   works from any thread, including one that runs an event loop.
 
+Token ids (:attr:`~clinenv.llm.base.ChatModel.log_tokens`, ``clinenv run
+--log-tokens``): each request also sends vLLM's ``"logprobs": true`` (``top_logprobs``
+left at 0: the sampled token only) and ``"return_token_ids": true``
+(``vllm/entrypoints/openai/chat_completion/protocol.py``, ``ChatCompletionRequest``); the
+reply's ``choices[i].token_ids`` (list[int]) become :attr:`Choice.token_ids`,
+``choices[i].logprobs.content[k].logprob`` (float) :attr:`Choice.logprobs`, and the
+top-level ``prompt_token_ids`` (list[int], of the first reply of the call)
+:attr:`ChatResult.prompt_ids`. A server that sends none of them leaves them ``None``
+(OpenAI and llama.cpp ignore ``return_token_ids``). vLLM's logprobs follow its
+``--logprobs-mode`` (default ``raw_logprobs``: the model's distribution before
+temperature and top-p).
+
 HTTP transports. Every request is ``POST <base_url>/chat/completions`` with the same
 JSON body on either transport (compact UTF-8 JSON, as the openai client encodes it):
 
@@ -95,6 +107,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import email.utils
 import importlib.util
 import json
@@ -412,8 +425,10 @@ class _Collector:
     """
 
     def __init__(self, model: str, messages: list[dict[str, str]], config: GenerationConfig,
-                 fallback: ReasoningFallback) -> None:
+                 fallback: ReasoningFallback, tokens: bool = False) -> None:
         self.model = model
+        self.tokens = tokens
+        self.prompt_ids: tuple[int, ...] | None = None
         self.messages = messages
         self.config = config
         self.fallback = fallback
@@ -464,6 +479,8 @@ class _Collector:
             kwargs["seed"] = seed
         if cfg.stop:
             kwargs["stop"] = list(cfg.stop)[:MAX_SERVER_STOPS]
+        if self.tokens:
+            kwargs.update(logprobs=True, return_token_ids=True)
         if cfg.extra:
             kwargs.update(cfg.extra)
         return kwargs
@@ -494,6 +511,8 @@ class _Collector:
             self.warnings.append("server returned no choices; request repeated once")
             return
         self.attempt("ok", start, prompt_tokens=tokens)
+        if self.tokens and self.prompt_ids is None:
+            self.prompt_ids = _int_list(completion.get("prompt_token_ids"))
         missing = self.config.n - len(self.choices)
         if len(choices) < missing:
             self.warnings.append(f"server returned {len(choices)} of {missing} requested "
@@ -525,6 +544,13 @@ class _Collector:
                 reasoning = value
                 break
         reason = finish_reason(_field(raw, "finish_reason", str))
+        if self.tokens:
+            return dataclasses.replace(self._text_choice(text, reason, reasoning, position),
+                                       **_choice_tokens(raw))
+        return self._text_choice(text, reason, reasoning, position)
+
+    def _text_choice(self, text: str, reason: str, reasoning: str | None,
+                     position: int) -> Choice:
         if text.strip() or reasoning is None:
             return Choice(text=text, finish_reason=reason, reasoning=reasoning)
         # Empty content with reasoning text.
@@ -560,7 +586,31 @@ class _Collector:
             prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
             latency_s=latency_s, n_requests=n_requests, seed=self.config.seed,
             system_fingerprint=self.fingerprint, warnings=tuple(warnings),
-            attempts=tuple(self.attempts), prompt_tokens_sent=self.prompt_tokens_sent())
+            attempts=tuple(self.attempts), prompt_tokens_sent=self.prompt_tokens_sent(),
+            prompt_ids=self.prompt_ids)
+
+
+def _int_list(value: Any) -> tuple[int, ...] | None:
+    """``value`` as a tuple of ints when it is a list of ints, else ``None``."""
+    if isinstance(value, list) and all(type(v) is int for v in value):
+        return tuple(value)
+    return None
+
+
+def _choice_tokens(raw: Any) -> dict[str, Any]:
+    """``token_ids`` and ``logprobs`` of a reply choice (vLLM's ``token_ids`` and
+    ``logprobs.content[*].logprob``); ``None`` where absent or malformed, and the
+    logprobs also where their count differs from the token ids'."""
+    ids = _int_list(raw.get("token_ids")) if isinstance(raw, dict) else None
+    content = (_field(raw, "logprobs", dict) or {}).get("content")
+    logprobs = None
+    if isinstance(content, list) and all(
+            isinstance(c, dict) and isinstance(c.get("logprob"), (int, float))
+            and not isinstance(c.get("logprob"), bool) for c in content):
+        logprobs = tuple(float(c["logprob"]) for c in content)
+        if ids is not None and len(logprobs) != len(ids):
+            logprobs = None
+    return {"token_ids": ids, "logprobs": logprobs}
 
 
 #: :func:`_owned_httpx_client`'s class, made on first use (openai is imported lazily).
@@ -791,7 +841,8 @@ class OpenAIChatModel(ChatModel):
     def _generate(self, messages: list[dict[str, str]], config: GenerationConfig) -> ChatResult:
         client = self._sync_client()
         openai = _import_openai()
-        collector = _Collector(self.model, messages, config, self.reasoning_fallback)
+        collector = _Collector(self.model, messages, config, self.reasoning_fallback,
+                               self.log_tokens)
         counter = [0]
         token = _REQUEST_COUNTER.set(counter)
         start = time.perf_counter()
@@ -819,7 +870,8 @@ class OpenAIChatModel(ChatModel):
     async def _agenerate(self, messages: list[dict[str, str]],
                          config: GenerationConfig) -> ChatResult:
         client = await self._async_client()
-        collector = _Collector(self.model, messages, config, self.reasoning_fallback)
+        collector = _Collector(self.model, messages, config, self.reasoning_fallback,
+                               self.log_tokens)
         counter = [0]
         token = _REQUEST_COUNTER.set(counter)
         start = time.perf_counter()

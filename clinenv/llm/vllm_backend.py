@@ -13,6 +13,7 @@ without vLLM installed.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Sequence
@@ -46,12 +47,13 @@ def _import_vllm() -> Any:
     return vllm
 
 
-def sampling_kwargs(config: GenerationConfig) -> dict[str, Any]:
+def sampling_kwargs(config: GenerationConfig, *, tokens: bool = False) -> dict[str, Any]:
     """Keyword arguments of ``vllm.SamplingParams`` for ``config``.
 
     ``temperature``, ``top_p``, ``max_tokens``, ``n``, ``seed`` (``None`` kept: vLLM then
-    draws its own), ``stop`` (a list; omitted when empty), then ``config.extra`` merged
-    last (e.g. ``{"top_k": 20}``), so it may override any of them.
+    draws its own), ``stop`` (a list; omitted when empty), ``logprobs=0`` with ``tokens``
+    (the sampled token's logprob only), then ``config.extra`` merged last (e.g.
+    ``{"top_k": 20}``), so it may override any of them.
     """
     kwargs: dict[str, Any] = {
         "temperature": config.temperature, "top_p": config.top_p,
@@ -59,14 +61,16 @@ def sampling_kwargs(config: GenerationConfig) -> dict[str, Any]:
     }
     if config.stop:
         kwargs["stop"] = list(config.stop)
+    if tokens:
+        kwargs["logprobs"] = 0
     kwargs.update(config.extra)
     return kwargs
 
 
-def make_sampling_params(config: GenerationConfig) -> Any:
+def make_sampling_params(config: GenerationConfig, *, tokens: bool = False) -> Any:
     """``vllm.SamplingParams`` for ``config`` when vLLM is importable, else the kwargs
     dict of :func:`sampling_kwargs` (what an injected test engine receives)."""
-    kwargs = sampling_kwargs(config)
+    kwargs = sampling_kwargs(config, tokens=tokens)
     try:
         from vllm import SamplingParams
     except ImportError:
@@ -74,8 +78,24 @@ def make_sampling_params(config: GenerationConfig) -> Any:
     return SamplingParams(**kwargs)
 
 
+def _sampled_logprobs(out: Any, ids: Sequence[int]) -> tuple[float, ...] | None:
+    """The sampled tokens' logprobs of a ``CompletionOutput``: ``out.logprobs[k]``
+    (``dict[int, Logprob]``, or ``FlatLogprobs``' equivalent) at key ``ids[k]``;
+    ``None`` when absent or incomplete."""
+    positions = getattr(out, "logprobs", None)
+    if positions is None or len(positions) != len(ids):
+        return None
+    values = []
+    for k, token in enumerate(ids):
+        entry = (positions[k] or {}).get(token)
+        if entry is None:
+            return None
+        values.append(float(getattr(entry, "logprob", entry)))
+    return tuple(values)
+
+
 def to_chat_result(output: Any, config: GenerationConfig, *, model: str,
-                   latency_s: float = 0.0) -> ChatResult:
+                   latency_s: float = 0.0, tokens: bool = False) -> ChatResult:
     """A ``vllm.RequestOutput``-like object as a :class:`ChatResult`.
 
     Reads ``output.outputs[i].text``, ``.finish_reason`` (``"stop"``/``"length"``/
@@ -84,7 +104,9 @@ def to_chat_result(output: Any, config: GenerationConfig, *, model: str,
     identical-choices warning. ``config.stop`` is enforced on
     each text (:func:`~clinenv.llm.base.enforce_stop`; the engine stops there already,
     so this only marks an output that went past one), unless ``config.extra`` sets
-    ``include_stop_str_in_output``.
+    ``include_stop_str_in_output``. With ``tokens``: :attr:`ChatResult.prompt_ids` from
+    ``output.prompt_token_ids``, each choice's ``token_ids`` and its logprobs from
+    ``.logprobs[k][token_ids[k]].logprob`` (``SamplingParams(logprobs=0)``).
 
     Raises:
         BackendError: fewer than ``config.n`` outputs (``detail="too_few_choices"``, or
@@ -100,8 +122,15 @@ def to_chat_result(output: Any, config: GenerationConfig, *, model: str,
         choices = tuple(enforce_stop(c, config.stop) for c in choices)
     prompt_ids = getattr(output, "prompt_token_ids", None)
     completion = [getattr(o, "token_ids", None) for o in outputs[:config.n]]
+    if tokens:
+        choices = tuple(
+            dataclasses.replace(c, token_ids=None if ids is None else tuple(int(t) for t in ids),
+                                logprobs=None if ids is None else _sampled_logprobs(o, ids))
+            for c, o, ids in zip(choices, outputs, completion, strict=False))
     note = identical_choices_warning(choices, config)
     return ChatResult(
+        prompt_ids=(tuple(int(t) for t in prompt_ids)
+                    if tokens and prompt_ids is not None else None),
         choices=choices, model=model, backend="vllm",
         prompt_tokens=None if prompt_ids is None else len(prompt_ids),
         completion_tokens=(None if any(c is None for c in completion)
@@ -159,7 +188,7 @@ class VLLMChatModel(ChatModel):
         if self._llm is None:
             raise BackendError("the vLLM model is closed", backend="vllm", detail="closed")
         configs = [cfg for _, cfg in requests]
-        params = [make_sampling_params(cfg) for cfg in configs]
+        params = [make_sampling_params(cfg, tokens=self.log_tokens) for cfg in configs]
         same = all(cfg == configs[0] for cfg in configs)
         start = time.perf_counter()
         try:
@@ -175,7 +204,8 @@ class VLLMChatModel(ChatModel):
             raise BackendError(f"engine returned {len(outputs)} outputs for "
                                f"{len(requests)} conversations", backend="vllm",
                                detail="malformed")
-        return [to_chat_result(out, cfg, model=self.model, latency_s=latency)
+        return [to_chat_result(out, cfg, model=self.model, latency_s=latency,
+                               tokens=self.log_tokens)
                 for out, cfg in zip(outputs, configs, strict=True)]
 
     # ------------------------------------------------------------------ interface

@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clinenv.llm.base import BackendError
+from clinenv.llm.tokens import compact_prompt_ids
 from clinenv.protocol.biases import bias_hints_target
 
 __all__ = [
@@ -289,7 +290,9 @@ def episode_llm(env: Any, doctor: Any) -> dict[str, Any] | None:
     """The ``llm`` field of an episode record, or ``None`` without any LLM agent.
 
     Drains ``doctor.drain_calls()`` (records get ``agent="doctor"`` unless they name
-    one) and ``env.unwrapped.drain_llm_calls()`` (patient, judge).
+    one) and ``env.unwrapped.drain_llm_calls()`` (patient, judge). Records with
+    ``prompt_ids`` (``--log-tokens``) get them compacted
+    (:func:`clinenv.llm.tokens.compact_prompt_ids`).
     """
     drain = getattr(doctor, "drain_calls", None)
     unwrapped = env.unwrapped
@@ -299,6 +302,8 @@ def episode_llm(env: Any, doctor: Any) -> dict[str, Any] | None:
     calls = [{"agent": "doctor", **call} for call in drain()] if callable(drain) else []
     if env_llm:
         calls += unwrapped.drain_llm_calls()
+    if any("prompt_ids" in call for call in calls):
+        calls = compact_prompt_ids(calls)
     return call_totals(calls) | {"calls": calls}
 
 

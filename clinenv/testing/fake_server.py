@@ -56,7 +56,8 @@ from clinenv.testing.fake_responders import (
 
 __all__ = [
     "DECISION_MARKER", "FALLBACK_QUESTION", "FakeChatServer", "MENU_HEADING", "RESPONDERS",
-    "Responder", "clinician_responder", "echo_responder", "last_user_text", "main",
+    "Responder", "clinician_responder", "echo_responder", "fake_logprob", "last_user_text",
+    "main",
     "ok_responder", "resolve_responder", "yes_responder",
 ]
 
@@ -174,6 +175,12 @@ class _HTTPServer(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
+def fake_logprob(position: int) -> float:
+    """The fake server's logprob of the completion token at 0-based ``position``:
+    ``-(1 + position % 5) / 8`` (exact in binary floating point)."""
+    return -(1 + position % 5) / 8
+
+
 # --------------------------------------------------------------------------- server
 class FakeChatServer:
     """An OpenAI-compatible chat-completions server on a local port, in daemon threads.
@@ -196,6 +203,8 @@ class FakeChatServer:
         model: the model name reported in replies and by ``GET /v1/models``.
         ignore_n: return one choice whatever ``n`` says.
         system_fingerprint: reported in every reply.
+        tokenizer: a Hugging Face tokenizer with a chat template for the token ids of
+            requests that ask for them (below), or ``None``: UTF-8 bytes as ids.
 
     Attributes:
         base_url: ``"http://HOST:PORT/v1"`` once started.
@@ -209,13 +218,26 @@ class FakeChatServer:
     not a JSON object gets a 400 error; a responder that raises gets a 500 whose message
     names the exception.
 
+    Token ids, as vLLM sends them (:mod:`clinenv.llm.openai_backend`): a request with
+    ``"return_token_ids": true`` gets the top-level ``prompt_token_ids`` and each
+    choice's ``token_ids``; one with ``"logprobs": true`` gets each choice's
+    ``logprobs.content`` (one ``{"token", "logprob", "bytes", "top_logprobs": []}`` per
+    completion token, ``logprob`` = :func:`fake_logprob` of its position). With a
+    ``tokenizer``: the prompt is ``tokenizer.apply_chat_template(messages,
+    add_generation_prompt=True)`` encoded without special tokens added, the completion
+    ``encode(content) + [eos_token_id]``. Without one: the prompt is the UTF-8 bytes of
+    ``"<|role|>content\n"`` per message then ``"<|assistant|>"``, the completion those of
+    ``content + "\n"``; so each prompt starts with the previous prompt and completion
+    when the history is kept verbatim.
+
     Raises:
         ValueError: an unknown responder name or a negative delay.
     """
 
     def __init__(self, responder: Responder | str | None = None, *, delay_s: float = 0.0,
                  host: str = "127.0.0.1", port: int = 0, model: str = "fake-model",
-                 ignore_n: bool = False, system_fingerprint: str = "fp-fake") -> None:
+                 ignore_n: bool = False, system_fingerprint: str = "fp-fake",
+                 tokenizer: Any = None) -> None:
         if delay_s < 0:
             raise ValueError(f"delay_s must be >= 0, got {delay_s}")
         self.responder = resolve_responder(responder)
@@ -225,6 +247,7 @@ class FakeChatServer:
         self.model = model
         self.ignore_n = bool(ignore_n)
         self.system_fingerprint = system_fingerprint
+        self.tokenizer = tokenizer
         self.requests: list[dict] = []
         self.base_url = ""
         self._lock = threading.Lock()
@@ -425,13 +448,22 @@ class FakeChatServer:
             else:
                 message = {"role": "assistant", "content": str(reply)}
                 finish_reason = "stop"
-            choices.append({"index": index, "message": message,
-                            "finish_reason": finish_reason, "logprobs": None})
+            choice = {"index": index, "message": message,
+                      "finish_reason": finish_reason, "logprobs": None}
+            if body.get("return_token_ids") is True or body.get("logprobs") is True:
+                ids = self._completion_ids(str(message.get("content") or ""))
+                if body.get("return_token_ids") is True:
+                    choice["token_ids"] = ids
+                if body.get("logprobs") is True:
+                    choice["logprobs"] = {"content": [
+                        {"token": str(t), "logprob": fake_logprob(k), "bytes": None,
+                         "top_logprobs": []} for k, t in enumerate(ids)]}
+            choices.append(choice)
         prompt = sum(_words(content_text(m.get("content")))
                      for m in body.get("messages") or [] if isinstance(m, dict))
         completion = sum(_words(c["message"].get("content"))
                          + _words(c["message"].get("reasoning")) for c in choices)
-        return {
+        reply = {
             "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
             "object": "chat.completion",
             "created": int(time.time()),
@@ -441,6 +473,25 @@ class FakeChatServer:
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
                       "total_tokens": prompt + completion},
         }
+        if body.get("return_token_ids") is True:
+            reply["prompt_token_ids"] = self._prompt_ids(body.get("messages") or [])
+        return reply
+
+    def _prompt_ids(self, messages: list) -> list[int]:
+        plain = [{"role": m.get("role"), "content": content_text(m.get("content"))}
+                 for m in messages if isinstance(m, dict)]
+        if self.tokenizer is None:
+            text = "".join(f"<|{m['role']}|>{m['content']}\n" for m in plain)
+            return list((text + "<|assistant|>").encode("utf-8"))
+        text = self.tokenizer.apply_chat_template(plain, add_generation_prompt=True,
+                                                  tokenize=False)
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def _completion_ids(self, content: str) -> list[int]:
+        if self.tokenizer is None:
+            return list((content + "\n").encode("utf-8"))
+        return [*self.tokenizer.encode(content, add_special_tokens=False),
+                self.tokenizer.eos_token_id]
 
 
 def _sse(completion: dict, body: dict) -> bytes:
