@@ -197,3 +197,16 @@ def test_a_run_log_records_a_config_given_to_gym_make():
     assert EnvConfig(reward_spec=PRESETS["accuracy"]).to_kwargs() == {}
     assert EnvConfig(reward_spec="diagagent", exam_cost=1).to_kwargs() == {
         "exam_cost": 1.0, "reward_spec": PRESETS["diagagent"].to_dict()}
+
+
+def test_a_bad_reward_spec_is_the_reward_specs_own_one_line_error():
+    """Not a pydantic error wrapping it: the SkyRL, verifiers and CLI callers catch
+    RewardSpecError and show its one line (file, field, nearest name)."""
+    from clinenv.reward_spec import RewardSpecError
+
+    for make in (lambda: EnvConfig(reward_spec="diagagnet"),
+                 lambda: gym.make("EGIP-Demo-v0", reward_spec="diagagnet"),
+                 lambda: EGIPAECEnv("demo", reward_spec="diagagnet")):
+        with pytest.raises(RewardSpecError, match=r"^reward spec: unknown preset "
+                                                  r"'diagagnet'; did you mean 'diagagent'"):
+            make()

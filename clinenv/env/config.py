@@ -191,7 +191,10 @@ class EnvConfig(ConfigModel):
 
     def __init__(self, **values: Any) -> None:
         from clinenv.protocol.presets import protocol_settings
+        from clinenv.reward_spec import load_reward_spec
 
+        if "reward_spec" in values:  # its RewardSpecError reaches the caller as it is
+            values["reward_spec"] = load_reward_spec(values["reward_spec"])
         super().__init__(**values)
         # after pydantic's own checks, so that errors of the protocol's config class
         # (pydantic.ValidationError naming it) and of the preset reach the caller as
