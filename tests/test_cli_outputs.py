@@ -276,7 +276,7 @@ def test_abbreviated_options_are_refused(workdir, capsys, args, prog, message):
     (["cdeg", "build"], "clinenv cdeg build",
      "the following arguments are required: RUN.jsonl"),
     (["export", "x.jsonl", "--format", "csv"], "clinenv export",
-     "argument --format: invalid choice: 'csv' (choose from 'messages', 'tools')"),
+     "argument --format: invalid choice: 'csv' (choose from 'messages', 'tools', 'tokens')"),
     (["evl"], "clinenv", "argument {run,replay,data,eval,compare,cdeg,export,report,audit,serve}: "
                          "invalid choice: 'evl'"),
 ])
