@@ -338,7 +338,8 @@ def component_means(runs: Sequence[Run], components: RunComponents | None = None
             strict).
         by: a ``case_strata`` key; a record in several strata counts in each, a record
             without the key in none.
-        n_resamples, confidence: of the bootstrap.
+        n_resamples: bootstrap resamples.
+        confidence: the interval's level, in (0, 1).
         seed: base seed (module docstring); ``None``: fresh entropy.
         lookup: where cases are found when ``components`` is not given.
 
@@ -410,8 +411,13 @@ def components_table(runs: Sequence[Run], components: RunComponents | None = Non
     component has no defined value or no interval.
 
     Args:
-        runs, components, by, n_resamples, seed, confidence, lookup: as
-            :func:`component_means`.
+        runs: as :func:`component_means`.
+        components: as :func:`component_means`.
+        by: as :func:`component_means`.
+        n_resamples: as :func:`component_means`.
+        seed: as :func:`component_means`.
+        confidence: as :func:`component_means`.
+        lookup: as :func:`component_means`.
 
     Returns:
         A :class:`~clinenv.evaluation.table.Table` whose CSV has one row per

@@ -80,15 +80,15 @@ def answer_status(record: Mapping[str, Any] | None) -> str:
         ``"placeholder"`` or ``"abstained"``. Rules, in order:
 
         1. ``None`` (no record) or an error line (an episode stopped by a backend
-           error, :func:`clinenv.runlog.is_error_line`): ``"no_answer"``;
+            error, :func:`clinenv.runlog.is_error_line`): ``"no_answer"``;
         2. a record with ``answer_status`` (written by the environments since scoring
-           version 2, :data:`clinenv.scoring.SCORING_VERSION`): that value (an unknown
-           value reads as ``"no_answer"``);
+            version 2, :data:`clinenv.scoring.SCORING_VERSION`): that value (an unknown
+            value reads as ``"no_answer"``);
         3. older records: ``abstained`` true → ``"abstained"``; an ``answer`` key whose
-           value is ``None`` or blank → ``"no_answer"`` (a native unfinished episode);
-           verdict ``"unscored"`` that no judge reply explains (``judge_verdict`` is not
-           ``"unparsed"``) or no verdict and no answer → ``"no_answer"``; otherwise
-           ``"answer"``.
+            value is ``None`` or blank → ``"no_answer"`` (a native unfinished episode);
+            verdict ``"unscored"`` that no judge reply explains (``judge_verdict`` is not
+            ``"unparsed"``) or no verdict and no answer → ``"no_answer"``; otherwise
+            ``"answer"``.
     """
     if not isinstance(record, Mapping) or is_error_line(record):
         return "no_answer"

@@ -112,7 +112,8 @@ def review_pairs(pairs: Sequence[Alignment | tuple[Run, Run]],
         pairs: :class:`~clinenv.evaluation.runs.Alignment` objects or ``(base, method)``
             runs (as for :func:`clinenv.evaluation.comparison.compare`).
         labels: a reviewer-label file.
-        intersect, mixed_scoring: passed to :func:`~clinenv.evaluation.runs.align`.
+        intersect: passed to :func:`~clinenv.evaluation.runs.align`.
+        mixed_scoring: passed to :func:`~clinenv.evaluation.runs.align`.
 
     Raises:
         ReviewerLabelError: (naming the label file, line and field) a rated output of a

@@ -119,7 +119,9 @@ async def play_episode(env: Any, doctor: Any, act: Callable[..., Awaitable[Any]]
         act: the doctor's move, awaited (``doctor.aact``, or :func:`awaitable` of
             ``doctor.act``).
         step: the environment's move, awaited, returning Gymnasium's 5-tuple.
-        case_id, seed, max_steps: as in :func:`run_episode`.
+        case_id: as in :func:`run_episode`.
+        seed: as in :func:`run_episode`.
+        max_steps: as in :func:`run_episode`.
 
     Returns:
         The record of :func:`run_episode`; a :class:`~clinenv.llm.base.BackendError`

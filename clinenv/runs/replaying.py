@@ -335,8 +335,9 @@ def replay_run(source: str | Path | ReplaySource, make_doctor: Callable[[], Any]
         judge: ``None`` / ``"deterministic"``, ``"llm"`` (with ``judge_model``; one judge
             per worker) or a judge object (shared).
         judge_model: the chat model of ``judge="llm"``.
-        data_dir, allow_download: where the source's dataset is found
+        data_dir: where the source's dataset is found
             (:func:`~clinenv.runs.replay.load_source`).
+        allow_download: whether it may be downloaded (as ``load_source``).
         progress: called with each new line after it is written.
         on_start: called once with the number of episodes about to be replayed.
 
