@@ -120,8 +120,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             parquet without ``datasets``, or a log that cannot be exported (file, line,
             field).
     """
-    from clinenv.export import EXTRA_HINT, episode_rows, write_rows
-    from clinenv.runlog import RunLogError
+    from clinenv.export import EXTRA_HINT, episode_rows
 
     out: Path = args.out
     if out.suffix.lower() not in (".jsonl", ".parquet"):
@@ -155,21 +154,12 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise CLIError(f"--tool-results {args.tool_results}: only with --format tools or "
                        "--delta (a complete view shows the whole menu)")
     existed = out.is_file()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            n = write_rows(episode_rows(args.logs, fmt=args.fmt,
-                                        allow_credentialed=args.allow_credentialed,
-                                        data_dir=args.data_dir, per_turn=args.per_turn,
-                                        delta=args.delta, tool_results=args.tool_results,
-                                        tool_arguments=args.tool_arguments,
-                                        chat_template=template),
-                           out)
-        except RunLogError as err:
-            raise CLIError(str(err)) from None
-        finally:
-            for warning in caught:
-                print(f"clinenv: warning: {warning.message}", file=sys.stderr)
+    n = _write(lambda: episode_rows(args.logs, fmt=args.fmt,
+                                    allow_credentialed=args.allow_credentialed,
+                                    data_dir=args.data_dir, per_turn=args.per_turn,
+                                    delta=args.delta, tool_results=args.tool_results,
+                                    tool_arguments=args.tool_arguments,
+                                    chat_template=template), out)
     print(f"exported {n} {'turn' if args.per_turn else 'episode'}(s) to {out}")
     if existed:
         print(replaced_line(1, out.parent))
@@ -179,23 +169,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 def _export_tokens(args: argparse.Namespace, out: Path) -> int:
     """``clinenv export --format tokens``: prints ``exported N episode(s)|turn(s) to
     FILE``, then ``refused K episode(s): ...`` for each kind of refusal."""
-    from clinenv.export import write_rows
     from clinenv.export_tokens import TokenSummary, token_rows
-    from clinenv.runlog import RunLogError
 
     existed = out.is_file()
     summary = TokenSummary()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            n = write_rows(token_rows(args.logs, per_turn=args.per_turn,
-                                      allow_credentialed=args.allow_credentialed,
-                                      data_dir=args.data_dir, summary=summary), out)
-        except RunLogError as err:
-            raise CLIError(str(err)) from None
-        finally:
-            for warning in caught:
-                print(f"clinenv: warning: {warning.message}", file=sys.stderr)
+    n = _write(lambda: token_rows(args.logs, per_turn=args.per_turn,
+                                  allow_credentialed=args.allow_credentialed,
+                                  data_dir=args.data_dir, summary=summary), out)
     print(f"exported {n} {'turn' if args.per_turn else 'episode'}(s) to {out}")
     if summary.not_prefix:
         print(f"refused {summary.not_prefix} episode(s): a doctor call's prompt ids do not "
@@ -205,3 +185,25 @@ def _export_tokens(args: argparse.Namespace, out: Path) -> int:
     if existed:
         print(replaced_line(1, out.parent))
     return 0
+
+
+def _write(rows: Any, out: Path) -> int:
+    """Write the rows ``rows()`` yields to ``out`` (:func:`clinenv.export.write_rows`),
+    printing each warning raised meanwhile as one ``clinenv: warning:`` line; returns
+    the row count.
+
+    Raises:
+        CLIError: a run log that cannot be read (:class:`~clinenv.runlog.RunLogError`).
+    """
+    from clinenv.export import write_rows
+    from clinenv.runlog import RunLogError
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            return write_rows(rows(), out)
+        except RunLogError as err:
+            raise CLIError(str(err)) from None
+        finally:
+            for warning in caught:
+                print(f"clinenv: warning: {warning.message}", file=sys.stderr)

@@ -71,11 +71,11 @@ class ClinenvTextEnv(BaseTextEnv):
 
     def __init__(self, env_config: Any = None, extras: Mapping[str, Any] | None = None):
         super().__init__()
-        settings = _plain(env_config)
+        settings = tools.plain_mapping(env_config)
         # the doctor writes text actions (TEXT_SYSTEM_PROMPT): the text protocol's wording
         settings.setdefault("action_format", "text")
         extras = dict(extras or {})
-        row = {**_plain(extras.get("extra_info")), **extras}
+        row = {**tools.plain_mapping(extras.get("extra_info")), **extras}
         env_id = row.get("env_id") or settings.pop("env_id", None)
         settings.pop("env_id", None)
         missing = [k for k, v in (("case_id", row.get("case_id")), ("seed", row.get("seed")),
@@ -164,13 +164,3 @@ def task_rows(env_id: str, split: str | Path | Sequence[str] | None = None, *,
     return tools.TaskRows([{"data_source": env_id, "prompt": prompt, "env_class": env_class,
                             "extra_info": row} for row in rows],
                           excluded=rows.excluded, considered=rows.considered, note=rows.note)
-
-
-def _plain(config: Any) -> dict[str, Any]:
-    """A plain dict of a mapping or an omegaconf config (``None``: empty)."""
-    if config is None:
-        return {}
-    if type(config).__module__.startswith("omegaconf"):
-        from omegaconf import OmegaConf
-        return dict(OmegaConf.to_container(config, resolve=True))
-    return dict(config)

@@ -56,7 +56,7 @@ from __future__ import annotations
 import json
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -707,3 +707,21 @@ def _list_indices(listed: list[str], ids: list[str], env_id: str) -> list[int]:
     if not listed:
         raise CaseListError("split: an empty list of case ids")
     return sorted(where[case_id] for case_id in listed)
+
+
+def plain_mapping(config: Any) -> dict[str, Any]:
+    """A plain dict of a mapping or an omegaconf config (verl's and SkyRL's settings);
+    ``None``: empty.
+
+    Raises:
+        TypeError: neither a mapping nor an omegaconf config.
+    """
+    if config is None:
+        return {}
+    if type(config).__module__.startswith("omegaconf"):
+        from omegaconf import OmegaConf
+
+        return dict(OmegaConf.to_container(config, resolve=True))
+    if isinstance(config, Mapping):
+        return dict(config)
+    raise TypeError(f"expected a mapping, got {type(config).__name__}")

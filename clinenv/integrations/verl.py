@@ -50,7 +50,7 @@ reward extra info. ``extra_fields["clinenv"]`` holds the row, the environment's 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -90,7 +90,7 @@ class ClinenvAgentLoop(AgentLoopBase):
     def __init__(self, *args: Any, env_kwargs: Any = None, tools: Any = None,
                  **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.env_kwargs = {"action_format": "text", **_plain(env_kwargs)}
+        self.env_kwargs = {"action_format": "text", **tools.plain_mapping(env_kwargs)}
         multi_turn = self.rollout_config.multi_turn
         self.max_assistant_turns = int(multi_turn.get("max_assistant_turns") or 0)
         self.response_length = int(self.rollout_config.response_length)
@@ -114,7 +114,7 @@ class ClinenvAgentLoop(AgentLoopBase):
             ValueError: the row lacks ``case_id``, ``seed`` or ``env_id``; as
                 :class:`~clinenv.integrations.tools.ToolEpisode`.
         """
-        row = _plain(kwargs.get("extra_info"))
+        row = tools.plain_mapping(kwargs.get("extra_info"))
         missing = [key for key in ("case_id", "seed", "env_id") if row.get(key) is None]
         if missing:
             raise ValueError(f"ClinenvAgentLoop: extra_info has no {', '.join(missing)} "
@@ -210,15 +210,3 @@ def verl_rows(env_id: str, split: str | Path | Sequence[str] | None = None, *,
           "extra_info": {**row, "index": index}, "agent_name": agent_name}
          for index, row in enumerate(rows)],
         excluded=rows.excluded, considered=rows.considered, note=rows.note)
-
-
-def _plain(config: Any) -> dict[str, Any]:
-    """A plain dict of a mapping or an omegaconf config (``None``: empty)."""
-    if config is None:
-        return {}
-    if type(config).__module__.startswith("omegaconf"):
-        from omegaconf import OmegaConf
-        return dict(OmegaConf.to_container(config, resolve=True))
-    if isinstance(config, Mapping):
-        return dict(config)
-    raise TypeError(f"expected a mapping, got {type(config).__name__}")
