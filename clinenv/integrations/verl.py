@@ -64,6 +64,7 @@ from verl.experimental.agent_loop.agent_loop import (
 from verl.utils.profiler import simple_timer
 
 from clinenv.integrations import tools
+from clinenv.integrations.tools import plain_mapping
 
 __all__ = ["ABILITY", "AGENT_NAME", "ClinenvAgentLoop", "verl_rows"]
 
@@ -90,7 +91,7 @@ class ClinenvAgentLoop(AgentLoopBase):
     def __init__(self, *args: Any, env_kwargs: Any = None, tools: Any = None,
                  **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.env_kwargs = {"action_format": "text", **tools.plain_mapping(env_kwargs)}
+        self.env_kwargs = {"action_format": "text", **plain_mapping(env_kwargs)}
         multi_turn = self.rollout_config.multi_turn
         self.max_assistant_turns = int(multi_turn.get("max_assistant_turns") or 0)
         self.response_length = int(self.rollout_config.response_length)
@@ -114,7 +115,7 @@ class ClinenvAgentLoop(AgentLoopBase):
             ValueError: the row lacks ``case_id``, ``seed`` or ``env_id``; as
                 :class:`~clinenv.integrations.tools.ToolEpisode`.
         """
-        row = tools.plain_mapping(kwargs.get("extra_info"))
+        row = plain_mapping(kwargs.get("extra_info"))
         missing = [key for key in ("case_id", "seed", "env_id") if row.get(key) is None]
         if missing:
             raise ValueError(f"ClinenvAgentLoop: extra_info has no {', '.join(missing)} "
