@@ -222,8 +222,7 @@ def prepare_run(env: Any, doctor: Any, spec: RunSpec) -> PreparedRun:
     line is checked against this run (:meth:`RunContext.check`), and left to do are
     exactly the scheduled ``(case_id, repetition)`` keys missing from it and, with
     ``retry_errors``, those whose latest line is an error line (an episode stopped by a
-    backend error; its new line is appended and supersedes it, see the module
-    docstring).
+    backend error; its new line is appended and supersedes it, :mod:`clinenv.runlog`).
 
     Args:
         env: the environment; with ``doctor`` it gives the run's context
