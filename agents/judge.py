@@ -24,13 +24,9 @@ Reading the reply (:func:`parse_verdict`), lenient default:
    ``"Yesterday"`` from reading as yes.
 
 The answer word ``no`` (in steps 2 and 4) is a ``no`` that is not followed, on the same
-line, by a word: before a word it is a determiner (``"No doubt, they are the same
-condition."``, ``"No difference; same disease."``, ``"there is no question"``), which
-says nothing about the verdict, so such replies are ``"unparsed"`` and the judge is
-asked again, never read as ``"wrong"``. ``"No doubt."`` alone
-is ``"unparsed"`` too: it answers no yes/no question, and reading idioms as agreement
-is the kind of guess this parser avoids. ``yes`` has no such use and counts wherever it
-stands as a word.
+line, by a word (``"No doubt, they are the same condition."`` is ``"unparsed"`` and the
+judge is asked again, never read as ``"wrong"``); ``"No doubt."`` alone is
+``"unparsed"`` too. ``yes`` counts wherever it stands as a word.
 
 Strict mode is AgentClinic's exact rule: ``"correct"`` iff the whole reply, lower-cased,
 is exactly ``"yes"`` (``"Yes."`` and ``" yes"`` are wrong); everything else is

@@ -1,62 +1,14 @@
 """The LLM doctor: a chat model as the doctor policy of :class:`clinenv.env.EGIPEnv`.
 
-Acquisition phase (``info["phase"] == "acquire"``, EGIP section 3.2):
-
-- ``observation_format="view"``: stateless. Each call sends the system prompt and one
-  user message holding ``observation["text"]``, the complete doctor view x_t.
-- ``observation_format="delta"``: the doctor keeps its own chat history (user: each new
-  observation text; assistant: its visible replies, ``<think>`` blocks removed), as RL
-  trainers do; the environment must use the same format.
-
-The reply is returned as the action; the environment's parser reads markers, markdown
-and ``<think>`` blocks and cuts it to the doctor's turn.
-Every call sends the doctor's turn stop strings after the configured ones
-(:func:`~clinenv.agents.terminal_base.turn_stops`). The doctor's own record of its turn
-is cut too (:func:`~clinenv.protocol.turns.cut_turn`, seat ``"doctor"``): in
-``"delta"`` format its history holds only the cut text, so a patient turn the model
-invented never enters it, and a cut call's record has the flag ``"wrote_past_turn"``.
-
-A reply cut by ``max_tokens`` with no visible content is returned as ``""``: the
-environment answers with interface feedback and the round counts toward T; its call
-record has ``truncated=True`` and ``flags`` ``["empty_reply"]``. The environment never
-sees the doctor's model, so this flag is in the run log's call records
-(``llm.calls[*].truncated``), not in ``info``.
-
-Decision phase (``"decide"``): ``observation["text"]`` is the evidence interface e_T
-(in ``"delta"`` format, the part from ``# Objective (S0)`` on); the doctor delegates to
-its terminal strategy and returns its action line. Strategies
-(:func:`clinenv.agents.terminal.make_strategy`): ``"direct"``, ``"vote"`` and
-``"full"`` (EGIP eq. 5, appendix A.2), and ``"discussion"`` (MedAgentSim's final-turn
-multi-doctor discussion, :mod:`clinenv.agents.terminal_discussion`: several doctor
-personas give opinions and a summarizing call follows the majority; meant for
-MedAgentSim's decision phase, and usable on e_T as well), and ``"medagentsim"``
-(MedAgentSim's final turn as published: the discussion, answer options built from it and
-a consensus, :mod:`clinenv.agents.terminal_medagentsim`).
-
-Prompts (:mod:`clinenv.agents.prompts`): ``"egip"`` (one action per reply, no early
-diagnosis) or ``"agentclinic"`` (AgentClinic's rules in this project's words: a question
-budget, ``REQUEST TEST:``, ending with ``DIAGNOSIS READY:``).
-
-Native protocols (``info["protocol"]`` is ``"agentclinic"`` or ``"medagentsim"``;
-:mod:`clinenv.protocol.native`): ``prompt="agentclinic"`` is the natural doctor. Its
-system prompt carries the rules and ``observation["text"]`` the starting information,
-the transcript and the latest response (with the final-turn notice on the last turn),
-as AgentClinic's doctor receives them. The ``"egip"`` prompt forbids the diagnosis
-marker during acquisition, so under ``"agentclinic"`` (where the diagnosis must come
-within the turns) :meth:`LLMDoctor.act` refuses with a :class:`ValueError` before any
-model call. MedAgentSim's last turn is a decision phase: the observation is the
-transcript plus a discussion instruction, passed whole to the terminal strategy
-(``"medagentsim"`` there, or any other).
-
-Bias (``bias=``, a name of :data:`~clinenv.protocol.biases.DOCTOR_BIASES`, AgentClinic's
-doctor biases): its text (:func:`clinenv.protocol.biases.bias_text`) ends the system
-prompt of every call, acquisition and decision alike, so it sits between the base
-prompt and the case information of the user message, as in AgentClinic's
-``DoctorAgent.system_prompt``. :attr:`LLMDoctor.config` records it (``bias``) when set.
-
-Seeds: every call carries ``call_seed(episode_seed, turn, purpose)`` with
-``turn = info["turn"]``; the episode seed comes from :meth:`LLMDoctor.reset` (else the
-generation config's seed; with neither, no seed is sent).
+In the acquisition phase (EGIP section 3.2) each reply is the action: stateless over the
+complete view x_t (``observation_format="view"``), or over its own chat history
+(``"delta"``, the environment's format must match); replies are cut to the doctor's turn.
+In the decision phase it delegates e_T to its terminal strategy
+(:func:`clinenv.agents.terminal.make_strategy`: ``"direct"``, ``"vote"``, ``"full"``,
+EGIP eq. 5; ``"discussion"``, ``"medagentsim"``). Prompts: ``"egip"`` or
+``"agentclinic"`` (:mod:`clinenv.agents.prompts`); ``"egip"`` under the AgentClinic
+protocol raises :class:`ValueError`. Every call carries ``call_seed(episode_seed, turn,
+purpose)``. Native protocols, biases and empty replies are in docs/llm-doctors.md.
 """
 
 from __future__ import annotations
@@ -142,7 +94,7 @@ def evidence_part(text: str) -> str:
 
 
 class LLMDoctor:
-    """A doctor policy backed by a chat model (see the module docstring).
+    """A doctor policy backed by a chat model (docs/llm-doctors.md).
 
     Implements :class:`clinenv.agents.base.DoctorPolicy`, plus :meth:`aact`,
     :meth:`drain_calls` and :attr:`config`.
@@ -158,7 +110,7 @@ class LLMDoctor:
         max_questions: the question budget stated by the ``"agentclinic"`` prompt
             (>= 1); ``None`` says "a limited number of". Not used by ``"egip"``.
         bias: ``None`` or a name of :data:`~clinenv.protocol.biases.DOCTOR_BIASES`
-            (module docstring).
+            (docs/llm-doctors.md).
 
     Attributes:
         last_decision: the :class:`~clinenv.agents.terminal_base.TerminalDecision` of the
@@ -237,12 +189,12 @@ class LLMDoctor:
         self.last_decision = None
 
     def act(self, observation: Mapping[str, Any], info: Mapping[str, Any]) -> str:
-        """The next action (see the module docstring).
+        """The next action (docs/llm-doctors.md).
 
         Raises:
             ValueError: ``info["phase"]`` is neither ``"acquire"`` nor ``"decide"``, the
                 observation has no ``text``, or the ``"egip"`` prompt meets the native
-                AgentClinic protocol (module docstring).
+                AgentClinic protocol (docs/llm-doctors.md).
             clinenv.llm.base.BackendError: a model call failed.
         """
         return run_plan(self._plan(observation, info), self.model)

@@ -14,8 +14,7 @@ Messages (:meth:`LLMPatient.messages_for`):
    AgentClinic's ``PatientAgent.system_prompt``;
 2. a user turn before anything the patient says: it opens with
    :data:`~clinenv.agents.prompts.PATIENT_OPENING` and holds the doctor's first question
-   (one turn, so that roles alternate: some chat templates reject two user turns in a
-   row);
+   (one turn, so that roles alternate);
 3. every earlier ``(question, reply)`` pair as user / assistant, oldest first, nothing
    dropped;
 4. the current question as the last user turn.

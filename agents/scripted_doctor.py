@@ -1,58 +1,14 @@
 """A scripted doctor: the deterministic, LLM-free baseline.
 
-Plan per episode, one utterance per acquisition round:
-
-1. the first ``n_questions`` history questions of :data:`HISTORY_QUESTIONS`;
-2. examinations, up to ``exam_budget``:
-
-   - with a menu B (EGIP): menu entries in menu order (``REQUEST TEST: <id>``), or until
-     the menu is empty;
-   - *by name*, when there is no menu: under a native protocol (``info["protocol"]`` in
-     :data:`NATIVE_PROTOCOLS`), or when the first acquisition step of the episode shows
-     an empty menu (``info["menu"] == []``: EGIP's "w/o menu" ablation, preset
-     ``"egip-no-menu"``, EGIP Table 3A). The doctor then requests the common names of
-     :data:`EXAM_NAMES` in order (``REQUEST TEST: <name>``), one per round; EGIP
-     validates each against the whole catalog A, the native measurement agent reads it;
-3. the remaining history questions, in :data:`HISTORY_QUESTIONS` order;
-4. a diagnosis proposal (``DIAGNOSIS READY: ...``), repeated every round left. Under the
-   EGIP default each proposal is replaced by a fixed clarification question; with
-   ``premature_diagnosis="decide"`` the first one ends acquisition. Under a native
-   protocol the first proposal ends the episode; it comes at the latest on the last
-   turn (the footer's ``Turn k of N`` with k = N), so the doctor never runs out of
-   turns (an unfinished native episode counts wrong). MedAgentSim's final discussion
-   (``info["phase"] == "decide"``) is answered like EGIP's decision phase.
-
-Answers are computed only from evidence the doctor acquired, never from the candidate
-list or the menu (the candidate labels are hypotheses, not findings; the readers are in
-:mod:`clinenv.agents.evidence_reading`):
-
-- in the acquisition phase, from the doctor-visible history of the view (the
-  ``# Interaction so far`` section; in ``observation_format="delta"`` from the new events
-  of every step, collected by the doctor);
-- in the decision phase, from the ``# Acquired observations`` section of the evidence
-  interface e_T;
-- under a native protocol (:mod:`clinenv.protocol.native_render`), from the ``Patient:``
-  and ``Measurement:`` lines of the transcript (``# Interaction so far`` plus ``# Latest
-  response`` in the acquisition view; ``# Consultation transcript`` in MedAgentSim's
-  decision observation); the doctor's own lines and interface feedback are left out.
-
-With candidate labels K the answer is the candidate with the largest share of its content
-words present in that evidence (ties: the earlier candidate). Without K it is the phrase a
-recorded result names after "consistent with", "suggestive of", "diagnostic of"...;
-otherwise it abstains with :data:`NO_ANSWER_GUESS`, which the scorer counts as no
-answer ("unscored": it lowers answer coverage, not only accuracy).
-
-Guidance (policy wrappers such as CDEG, :mod:`clinenv.wrappers.cdeg.policy`): when
-``info["guidance"]`` is a dict whose ``action`` (``{"id", "name"}``) is an entry of the
-current menu, the doctor requests it (``REQUEST TEST: <id>``); when it carries a
-``question`` instead, the doctor asks it; both only in the acquisition phase and outside
-the exam budget. Other guidance (reappraisal) does not change the answer, which stays a
-function of the acquired evidence. A guided call is a re-ask of the same step, so in
-``"delta"`` format its text is not recorded as new events.
-
-With ``exploration > 0`` it becomes a seeded *sampling* policy (random menu entries and
-a score-weighted candidate draw), which yields successful and failed trajectories of the
-same case for CDEG construction; ``reset(seed=...)`` pins every draw.
+Per episode, one utterance per round: history questions (:data:`HISTORY_QUESTIONS`),
+examinations up to ``exam_budget`` (menu entries in menu order, or the names of
+:data:`EXAM_NAMES` when there is no menu), the remaining questions, then a diagnosis
+proposal every round left. The answer comes only from acquired evidence (never from the
+candidates or the menu; :mod:`clinenv.agents.evidence_reading`): the candidate with the
+largest share of its content words in that evidence, else the phrase a result names,
+else :data:`NO_ANSWER_GUESS` (unscored). It follows a wrapper's ``info["guidance"]``;
+with ``exploration > 0`` it is a seeded sampling policy (for CDEG construction). The
+plan in detail is in docs/llm-doctors.md.
 """
 
 from __future__ import annotations
@@ -108,7 +64,7 @@ NO_ANSWER_GUESS = "Undetermined"
 
 
 class ScriptedDoctor:
-    """Deterministic (or seeded-sampling) doctor policy; see the module docstring.
+    """Deterministic (or seeded-sampling) doctor policy; docs/llm-doctors.md.
 
     Args:
         n_questions: history questions asked before the examinations
@@ -158,7 +114,7 @@ class ScriptedDoctor:
         return self._by_name
 
     def act(self, observation: Mapping[str, Any], info: Mapping[str, Any]) -> str:
-        """The next utterance (see the module docstring)."""
+        """The next utterance (docs/llm-doctors.md)."""
         text = observation["text"]
         if info.get("phase") == "decide":
             return f"DIAGNOSIS READY: {self.choose_answer(text, info)}"

@@ -1,52 +1,14 @@
 """A PRIVILEGED teacher doctor: it reads the case's target Y and records M, for SFT rows.
 
-:class:`TeacherDoctor` is no policy to evaluate. It is handed the cases themselves (z =
-(P, M, Y), EGIP Eq. 1) through an explicit *privileged channel*, its constructor's
-``cases`` (a :class:`~clinenv.env.case_pool.CasePool` such as ``env.unwrapped.pool``, a
-mapping ``case_id -> Case`` or the cases), and looks the episode's case up by the
-doctor-visible ``info["case_id"]``. It never reads Y or M from the observation (the
-observation holds neither). Its purpose is a clean demonstration of the protocol for a
-supervised warm start (``clinenv export``; docs/teacher.md):
-
-1. it asks the history questions of ``questions`` (default: the scripted doctor's
-   :data:`~clinenv.agents.scripted_doctor.HISTORY_QUESTIONS`, in order) whose retrieval
-   answer is non-empty, at most ``max_questions`` of them. "Non-empty": a
-   :class:`~clinenv.env.retrieval_patient.RetrievalPatient` of its own, shown the
-   patient view of an empty dialogue (P with the target sentences withheld, as the
-   environment's patient sees it, :class:`~clinenv.protocol.prepared.PreparedCase`),
-   answers with a fact of P, not :data:`~clinenv.env.retrieval_patient.NOT_SURE`. The
-   retrieval patient holds no state and its memos are pure functions of P and the
-   question, so the check changes nothing in the episode (not even with the retrieval
-   patient in the patient seat; an LLM patient is not asked at all);
-2. it orders the recorded exams (catalog entries whose record lookup is ``recorded``,
-   not a placeholder such as ``Pending``) by id: those whose result shares a content
-   word with Y (:func:`shares_content`) first, then the others, each part in menu order
-   (:func:`clinenv.protocol.menu.menu_order`); questions and exams together fit the
-   round budget T (read from the opening's ``Round 1 of T`` footer);
-3. it submits Y (``DIAGNOSIS READY: <Y>``; with candidate labels K the option as
-   listed): once in acquisition, which ends it under ``premature_diagnosis="decide"``,
-   and again as the final answer on e_T (or only there, when the rounds ran out).
-
-Its own actions (every question and exam request) never contain a word of Y that the
-opening text does not already hold (:func:`leaked_words`, checked on every planned
-action; an action that would leak one is dropped from the plan).
-
-Settings: the teacher plays with the tool view's settings
-(:data:`TEACHER_ENV_SETTINGS`: ``observation_format="delta"``,
-``premature_diagnosis="decide"``, the environment's own T, as
-:class:`~clinenv.integrations.tools.ToolEpisode` sets them), so that its exported
-prompts equal what a trainer's rollouts see. ``clinenv run --doctor teacher`` sets them
-(and refuses ``--premature-diagnosis clarify``, a ``--preset`` and a native protocol id);
-:meth:`TeacherDoctor.check_env` checks an environment built elsewhere, and :meth:`act`
-raises :class:`ValueError` as soon as an episode shows other settings (a full view after
-the opening, or acquisition going on after its diagnosis).
-
-Privileged everywhere: its name is ``privileged-teacher``, its config holds
-``"privileged": True``, its class attribute ``privileged`` is ``True``, and
-:class:`clinenv.runlog.RunContext` therefore writes ``"privileged": true`` into every
-run-log line of its runs; ``clinenv eval``, ``compare``, ``report``, ``cdeg build`` and
-``replay`` refuse such lines unless ``--allow-privileged``
-(:func:`clinenv.runlog.check_privileged`).
+:class:`TeacherDoctor` is no policy to evaluate: it is handed the cases (z = (P, M, Y),
+EGIP Eq. 1) through its constructor's ``cases`` and plays a clean demonstration for a
+supervised warm start: the history questions the retrieval patient can answer, the
+recorded exams (those sharing a word with Y first), then Y. Its actions never leak a
+word of Y (:func:`leaked_words`). It plays with the tool view's settings
+(:data:`TEACHER_ENV_SETTINGS`; :meth:`act` raises :class:`ValueError` on others), and
+its run-log lines are marked ``"privileged": true``, which readers refuse unless
+``--allow-privileged`` (:func:`clinenv.runlog.check_privileged`). The plan in detail:
+docs/teacher.md.
 """
 
 from __future__ import annotations
@@ -137,7 +99,7 @@ def shares_content(result: str, target: str) -> bool:
 
 @dataclass(frozen=True)
 class TeacherPlan:
-    """One episode's plan (see the module docstring).
+    """One episode's plan (docs/teacher.md).
 
     Attributes:
         questions: the history questions to ask, in order.
@@ -159,7 +121,7 @@ class TeacherPlan:
 
 class TeacherDoctor:
     """PRIVILEGED doctor: reads Y and M of the episode's case and demonstrates the
-    protocol (module docstring). Never evaluate it as a doctor; its logs are marked
+    protocol (docs/teacher.md). Never evaluate it as a doctor; its logs are marked
     ``privileged: true`` and the evaluation commands refuse them by default.
 
     Args:
@@ -314,7 +276,7 @@ class TeacherDoctor:
         return prepared
 
     def _answers(self, prepared: PreparedCase, case: Case, question: str) -> bool:
-        """The retrieval patient answers ``question`` with a fact of P (module docstring)."""
+        """The retrieval patient answers ``question`` with a fact of P (docs/teacher.md)."""
         view = PatientView(prepared.patient_facts, (), question,
                            case.flags.caregiver_voice)
         reply = self._patient.reply(view).removeprefix(CAREGIVER_PREFIX).strip()

@@ -28,8 +28,7 @@ Checks on the consensus reply (:func:`validate_consensus`):
   (compared by :func:`~clinenv.agents.terminal_vote.vote_key`: formatting, case and
   candidate letters aside) is recorded, not enforced: ``detail["in_proposals"]`` (for
   the last reply that names a diagnosis) and the flag ``"not_a_proposal"`` on that
-  reply's call record. The Consensus may merge or refine proposals, and a rejection
-  there would turn wording differences into abstentions.
+  reply's call record.
 
 A failed reply gets at most one repair call (``"repair"``: the consensus messages, the
 reply, and the list of problems). A template placeholder (``<single diagnosis>``,
@@ -40,8 +39,7 @@ reply that reads as an abstention ("DIAGNOSIS READY: Undetermined" instead of JS
 and Full abstains (:data:`~clinenv.agents.terminal_base.ABSTENTION_ACTION`, ``abstained``
 true), or no usable answer came back and Full gives no answer
 (:data:`~clinenv.agents.terminal_base.NO_ANSWER_ACTION`, ``abstained`` false), as Direct
-does on such replies. The checks test structure and citations only, not whether the
-evidence clinically entails the diagnosis.
+does on such replies.
 """
 
 from __future__ import annotations

@@ -1,139 +1,14 @@
 """Episodes of run logs as training data: one row per episode.
 
 :func:`episode_rows` reads run logs (``clinenv run``) and yields one dict per finished
-episode (the line that stands for it, :mod:`clinenv.runlog`; error lines, episodes
-stopped by a model backend, are skipped); :func:`episodes_dataset` makes them a
-``datasets.Dataset`` (extra ``export``), :func:`write_rows` a ``.jsonl`` or
-``.parquet`` file. ``clinenv export`` (:mod:`clinenv.cli.export`) is the command line.
-
-Columns of a row:
-
-- ``messages``: OpenAI chat messages, exactly what the doctor saw and said, in order:
-  the doctor's system prompt, each observation it acted on as a ``user`` turn and each
-  action as an ``assistant`` turn. One ``system`` message at most, first (Gemma 3's
-  template raises on another): where the doctor's instructions changed (the decision
-  call of a terminal strategy has its own system prompt,
-  :data:`clinenv.agents.prompts.DIRECT_SYSTEM`) that prompt opens the turn's user
-  message, then a blank line, then the observation. In the ``"view"`` observation
-  format each user turn is the complete doctor view x_t, as a stateless doctor
-  receives it; in ``"delta"`` only what is new. ``delta=True`` (``--delta``) rebuilds
-  the turns as delta observations whatever the run's format (the whole view is not
-  sent again each turn: a third of the tokens on the demo set). Never the target Y,
-  never a record the doctor did not request, never another seat's prompt (patient,
-  examiner, judge);
-- ``reward_components``: the episode's reward components (:mod:`clinenv.reward_components`)
-  as a dict with every key of :data:`~clinenv.reward_components.COMPONENTS`, always in
-  that order, ``None`` where a component is undefined: the line's logged
-  ``reward_components``, or for a log written before them the components computed from
-  the line and its case (:func:`clinenv.evaluation.components.line_components`: the
-  case of the line's environment, the cost table of its reward spec), never re-run; the
-  same numbers ``clinenv eval --components`` and the report give. The schema is fixed
-  (:data:`REWARD_COMPONENTS_SCHEMA`): in ``.parquet`` files and ``datasets.Dataset``
-  it is a struct with exactly these fields and types (``float64`` for ``diagnosis``, the
-  workup values and ``exam_spend``; ``int64`` for ``turns``, ``invalid_actions`` and
-  ``format``), whatever the rows hold (a field that is ``None`` in every row is still
-  ``float64``);
-- ``reward`` (float), ``terminated``, ``truncated`` (bool), ``num_turns`` (the
-  doctor's actions: the assistant turns of the chat format), ``answer`` (str or
-  ``None``), ``verdict``, ``correct``, ``exams_ordered`` (the exam ids the examiner
-  answered, in order; the request text for one the records do not hold);
-- ``case_id``, ``seed`` (the episode seed), ``repetition``, ``group_id``
-  (:func:`group_id`: one value per case and run, shared by the case's repetitions in
-  that run and by nothing else);
-- ``env_id``, ``clinenv_version``, ``dataset``, ``dataset_sha256``, ``doctor`` (its
-  name), ``model`` (the LLM doctor's model, else ``None``), ``target`` (Y, only here);
-- ``tool_calls``: the doctor's actions as tool calls of the tool view
-  (:mod:`clinenv.integrations.tools`), OpenAI style ``{"id", "type": "function",
-  "function": {"name", "arguments": JSON string}}``; always a list (``[]`` when none),
-  never null, so Arrow never meets a mix of lists and nulls;
-- ``messages_source``: ``"logged"`` or ``"rebuilt"`` (below);
-- ``tool_results``: ``"full"`` or ``"compact"``, the setting the delta turns were
-  rendered with (the ``tools`` format, ``delta=True``): ``tool_results=`` of the export
-  (``--tool-results``), else the run's own; ``None`` where the turns are not replayed
-  as delta observations;
-- ``privileged`` (bool): the episode was played by a privileged doctor that saw the
-  target Y (``clinenv run --doctor teacher``, the line's ``"privileged": true``). Such
-  rows are demonstrations for a supervised warm start, never a doctor's result; export
-  is the one reader that does not refuse them (:func:`clinenv.runlog.check_privileged`).
-
-Per turn (``per_turn=True``, ``clinenv export --per-turn``; every format): one row per
-assistant turn instead of one per episode, for prompt-completion SFT (TRL's
-conversational prompt-completion format): ``prompt`` (every message before the turn, as
-in ``messages``), ``completion`` (a list holding that assistant message), ``tools`` (the
-tool view's :data:`~clinenv.integrations.tools.TOOL_SCHEMAS` as a JSON string in the
-``"tools"`` format, ``"[]"`` in ``"messages"``: a string, since Arrow would merge the
-schemas' differing ``properties`` into one struct; TRL's SFT trainer reads a JSON string
-there), ``turn_index`` (0-based among the episode's assistant turns), then the episode's
-other columns (all but ``messages``). ``prompt + completion`` of turn *i* is the episode's
-``messages`` up to and including its *i*-th assistant message, so the rows of an episode
-rebuild it (the tools format's final ``tool`` result follows the last turn only).
-
-Where the messages come from. A run log written with ``clinenv run --log-messages``
-holds each model call's ``messages`` and ``raw_reply`` (``llm.calls``,
-:meth:`clinenv.llm.base.ChatResult.to_log`); then the user and system turns are those
-exact texts and each assistant turn is the raw reply, except a reply the client cut
-(flags ``stop_enforced``, ``"wrote_past_turn"``, ``"empty_reply"``), given as the
-environment kept it (the doctor event's text, reasoning removed). A decision of
-several calls (Vote, Full, Discussion) is given as its first call's system and user
-texts and the action the strategy returned. Otherwise (the scripted doctor, an LLM run
-without ``--log-messages``) the messages are *rebuilt*: the logged doctor actions are
-replayed through a fresh environment of the line's ``env_id`` and ``env_spec`` kwargs,
-pinned to the line's case and seed, so every observation text is rendered by the
-environment's own code (not re-rendered from the events, which could drift from what
-it showed); a deterministic patient and examiner answer again, an LLM one is replaced
-by its logged replies; the rebuilt ``events`` (doctor flags aside) and ``evidence`` must
-equal the logged ones, else :class:`ExportError`. The framing is that of the LLM doctor
-(:class:`clinenv.agents.llm_doctor.LLMDoctor`): its system prompt (for a scripted
-doctor, the prompt ``clinenv run --doctor llm`` gives on that environment) and, under
-EGIP, the Direct decision call (its system prompt, then e_T). A rebuilt LLM run without
-reasoning in its replies equals its logged messages. A doctor that played in the tool
-view (its ``doctor.config.framing`` is ``"tool-view"``: the privileged teacher) gets the
-tool view's text framing instead, the prompt of the text-protocol trainers (the SkyRL
-adapter's rows, :mod:`clinenv.integrations.skyrl`):
-:data:`~clinenv.integrations.tools.TEXT_SYSTEM_PROMPT`, the opening text after
-:data:`~clinenv.integrations.tools.TASK_INTRO` as the first user turn, then each delta
-observation as a user turn (the decision phase's included, with no other system
-message).
-
-Formats (``fmt``): ``"messages"`` (above) or ``"tools"``: the same episodes as tool
-calls and tool results of the tool view (:mod:`clinenv.integrations.tools`) for SFT of
-tool-calling models — :data:`~clinenv.integrations.tools.TOOL_SYSTEM_PROMPT`, then
-:data:`~clinenv.integrations.tools.TASK_INTRO` with the opening text appended as the
-first user turn (byte for byte the prompt that a GRPO row of
-:func:`clinenv.integrations.trl.task_dataset` shows once TRL appended ``reset``'s text),
-each action as an assistant message with its ``tool_calls``
-(:func:`~clinenv.integrations.tools.action_to_tool`; an empty action and a template
-placeholder, which the environment refused, are an assistant text and the next
-observation a user turn) and each answer as a ``tool``
-message holding the delta observation the run's environment gave (only what is new;
-:data:`~clinenv.integrations.tools.FINAL_RESULT` for the scored answer). A message has
-only the keys of its kind, as Hugging Face chat templates expect: ``role`` and
-``content``; ``tool_calls`` on an assistant message that calls a tool (one call, id
-``call_<i>``, i its action's 0-based index; Llama 3.x templates read any ``tool_calls``
-key as a call); ``tool_call_id`` and ``name`` on a tool message. Arguments are a dict
-(``tool_arguments="dict"``, the templates write it with ``tojson``); ``"json"``
-(``--tool-arguments json``) gives OpenAI's JSON strings, which those templates encode
-twice. The results follow the run's own settings: under EGIP's default
-``premature_diagnosis="clarify"`` a diagnosis during acquisition is answered by the
-clarification, where the live tool view (``"decide"``) would end acquisition;
-``tool_results="compact"`` (``--tool-results compact``) replays with compact results
-(:class:`clinenv.protocol.config.ProtocolConfig`: a round's result and "Round k of T."
-only), as ``ToolEpisode(..., tool_results="compact")`` gives them.
-
-In ``.parquet`` files and ``datasets.Dataset`` the message columns (``messages``,
-``prompt``, ``completion``) are stored as JSON objects (``datasets.Json``, new in
-datasets 4.7.0, the ``export`` extra's floor), so each message comes back with exactly
-its keys: an Arrow struct, the fallback under an older ``datasets``, would give every
-message every key (``None`` where absent) and every call every tool's argument keys.
-``chat_template=`` (``--chat-template FILE``) warns when
-that template cannot render the rows (:func:`clinenv.template_check.check_template`:
-it raises, or, without tool support, renders tool calls empty).
-
-Credentialed data (MIMIC-IV, registry name ``mimiciv``) is refused unless
-``allow_credentialed=True`` (CLI ``--allow-credentialed``), which warns about its
-data-use agreement. Replay logs (``clinenv replay``: acquisition and decision by
-different doctors) and doctors whose inputs were not the environment's observations (a
-policy wrapper logging ``doctor_log``, e.g. CDEG) without logged messages are refused.
+episode (error lines are skipped), or one per assistant turn with ``per_turn``;
+:func:`episodes_dataset` makes them a ``datasets.Dataset`` (extra ``export``),
+:func:`write_rows` a ``.jsonl`` or ``.parquet`` file; ``clinenv export``
+(:mod:`clinenv.cli.export`) is the command line. Formats: ``"messages"`` (OpenAI chat
+messages, exactly what the doctor saw and said, taken from the log's ``--log-messages``
+records or rebuilt by replay) and ``"tools"`` (the tool view's calls and results,
+:mod:`clinenv.integrations.tools`). The columns, the per-turn rows and the rules are in
+docs/export.md. Credentialed data (``mimiciv``) is refused unless ``allow_credentialed``.
 """
 
 from __future__ import annotations
@@ -205,7 +80,7 @@ def episode_rows(paths: Iterable[str | Path], *, fmt: str = "messages",
                  delta: bool = False, tool_results: str | None = None,
                  tool_arguments: str = "dict",
                  chat_template: str | None = None) -> Iterator[dict[str, Any]]:
-    """One row per finished episode of the run logs ``paths`` (module docstring), or one
+    """One row per finished episode of the run logs ``paths`` (docs/export.md), or one
     per assistant turn with ``per_turn`` (:func:`per_turn_rows`).
 
     Args:
@@ -216,7 +91,7 @@ def episode_rows(paths: Iterable[str | Path], *, fmt: str = "messages",
             that both agree).
         data_dir: where the datasets are found for a replay (default: the line's
             ``env_spec`` kwargs, then ``CLINENV_DATA_DIR``...).
-        per_turn: one row per assistant turn (module docstring).
+        per_turn: one row per assistant turn (docs/export.md).
         delta: ``"messages"`` only: each user turn is only what is new since the last
             action (rebuilt by replay), not the complete view.
         tool_results: ``"full"`` or ``"compact"``: replay with that setting
@@ -337,7 +212,7 @@ def _check_options(fmt: str, delta: bool, tool_results: str | None,
 
 
 def per_turn_rows(row: Mapping[str, Any], *, fmt: str = "messages") -> list[dict[str, Any]]:
-    """The per-turn rows of one episode row of :func:`episode_rows` (module docstring):
+    """The per-turn rows of one episode row of :func:`episode_rows` (docs/export.md):
     one per assistant message, with ``prompt`` (the messages before it), ``completion``
     (``[that message]``), ``tools`` (JSON: the tool schemas for ``fmt="tools"``, else
     ``"[]"``), ``turn_index`` and the episode's other columns.
@@ -487,7 +362,7 @@ def _check_line(line: Mapping[str, Any], path: Path, number: int) -> None:
 
 def _reward_components(line: Mapping[str, Any], lookup: Any, path: Path,
                        number: int) -> dict[str, float | int | None]:
-    """The row's ``reward_components`` (module docstring), typed as
+    """The row's ``reward_components`` (docs/export.md), typed as
     :data:`REWARD_COMPONENTS_SCHEMA`.
 
     Raises:
@@ -597,7 +472,7 @@ def _effective_tool_results(line: Mapping[str, Any], chosen: str | None) -> str:
 # ---------------------------------------------------------------- logged messages
 def _logged_messages(calls: Sequence[Mapping[str, Any]], actions: Sequence[Mapping],
                      line: Mapping[str, Any], path: Path, number: int) -> list[dict]:
-    """The chat of the doctor's logged calls (module docstring)."""
+    """The chat of the doctor's logged calls (docs/export.md)."""
     acquire = [c for c in calls if c.get("purpose") == "acquire"]
     decide = [c for c in calls if c.get("purpose") != "acquire"]
     n_steps = len(acquire) + (1 if decide else 0)
@@ -686,7 +561,7 @@ class _Replay:
 def _replay(line: Mapping[str, Any], path: Path, number: int, *, data_dir: Any,
             observation_format: str | None, action_format: str | None = None,
             tool_results: str | None = None) -> _Replay:
-    """Replay the logged doctor actions through a fresh environment (module docstring)."""
+    """Replay the logged doctor actions through a fresh environment (docs/export.md)."""
     spec = line.get("env_spec") or {}
     kwargs = dict(spec.get("kwargs") or {})
     events = line["events"]
@@ -829,7 +704,7 @@ def _rebuilt_messages(replay: _Replay, line: Mapping[str, Any], *,
 
 
 def _text_view_messages(replay: _Replay) -> list[dict]:
-    """The episode in the tool view's text framing (module docstring): the messages a
+    """The episode in the tool view's text framing (docs/export.md): the messages a
     text-protocol trainer's rollout holds (the SkyRL adapter: system
     :data:`~clinenv.integrations.tools.TEXT_SYSTEM_PROMPT`, user
     :data:`~clinenv.integrations.tools.TASK_INTRO` plus the opening text, then each
@@ -881,7 +756,7 @@ def _tool_calls(events: Sequence[Mapping[str, Any]], *,
 
 def _tool_messages(replay: _Replay, events: Sequence[Mapping[str, Any]], *,
                    arguments: str = "dict") -> list[dict]:
-    """The episode as tool calls and tool results (module docstring): the tool view's
+    """The episode as tool calls and tool results (docs/export.md): the tool view's
     system prompt, the task row's user message with the opening text appended, then
     per action its call and the delta observation the environment answered (the tool
     view's final result once scored). Each message has only the keys of its kind (Llama

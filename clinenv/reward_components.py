@@ -1,65 +1,13 @@
 """Reward components: one pure function from an episode record and its case to numbers.
 
-:func:`reward_components` reads a finished or cut-off episode record -- a run-log line,
-or :meth:`clinenv.env.EGIPEnv.episode_record` -- and the :class:`~clinenv.cases.Case` it
-played, and returns :class:`RewardComponents`. It runs after the end (nothing the doctor
-sees changes) and reads only fields that every run log holds (``events``, ``turns``,
-``invalid_actions``, ``phase``, ``verdict`` / ``correct``, ``answer_status``,
-``protocol``, ``error``), so old logs get components without re-running. A reward spec
-(:mod:`clinenv.reward_spec`) turns them into one reward; the environment, run logs and
-every adapter call these two and compute no reward of their own::
-
-    from clinenv.reward_components import reward_components
-    from clinenv.reward_spec import load_reward_spec
-
-    spec = load_reward_spec("diagagent")
-    components = reward_components(line, case, exam_costs=spec.exam_costs)
-    reward = spec.reward(components)          # or spec.score(line, case)
-
-Components (:data:`COMPONENTS`; ``None`` means undefined and counts 0 in a reward):
-
-- ``diagnosis``: 1.0 when the final verdict is ``correct`` (the judge's where an LLM
-  judge scored: the record's ``verdict``), else 0.0 (wrong, unscored, unfinished).
-- ``workup_recall``, ``workup_precision``, ``workup_f1``: the exams ordered against the
-  exams the case records, the catalog A (:class:`~clinenv.protocol.catalog.Catalog`,
-  everything the records M can answer; the menu lists A). The unit is one catalog entry
-  (``exam_id``): a group request that returns several entries is several orders (as
-  the per-step ``exam_cost`` charges one per test), a request the records cannot answer
-  ("not recorded") is one order that is not recorded (one per distinct name, normalized),
-  and repeats count once. Invalid or ambiguous requests are not orders (they count in
-  ``invalid_actions`` only). The clinical-history record (:func:`is_history`: what
-  ``REVIEW HISTORY`` reads under ``history_review``, preset ``cdeg-30``, also when
-  requested by its name or id) is history, not an examination: reviewing it is no
-  order, recorded or not, costs no ``exam_spend``, and it is not in A; knowledge queries
-  (``RETRIEVE KNOWLEDGE:``) are no orders either. recall = recorded orders / |A|;
-  precision = recorded orders / orders; F1 their harmonic mean. Having ordered nothing
-  gives recall 0, precision ``None`` and F1 0 (nothing of A was found). Where A is
-  empty (M records nothing) all three are ``None``; under the native protocols
-  (``record["protocol"]`` not ``egip``), which parse no test names, all three are
-  ``None``.
-
-  With the menu shown every menu pick is recorded, so precision is 1 by construction
-  for a doctor that orders from the menu (only names outside it lower it) and recall is
-  the share of the menu ordered: "how much was ordered". Precision means something
-  only when exams are named freely (``show_menu=False``, preset ``egip-no-menu``).
-- ``exam_spend``: the sum, over the distinct recorded entries ordered, of a per-exam
-  cost keyed by the entry's menu priority tier (:func:`exam_tier`, tiers
-  :data:`TIERS`); the table is ``exam_costs`` (default :data:`DEFAULT_EXAM_COSTS`,
-  hand-set relative units: an assumption, not prices). Unrecorded orders cost nothing.
-  ``None`` under the native protocols. Not the legacy per-step ``exam_cost`` amount.
-- ``turns``: acquisition rounds used (the record's ``turns``; an early stop's round
-  included); ``invalid_actions``: the record's count; ``format``: 1 when the episode
-  ended with a scored answer (verdict ``correct`` or ``wrong`` on an identifiable
-  answer), else 0.
-
-Unfinished or cut-off episodes (a rollout stopped before the answer, a truncated or
-error line): ``diagnosis`` 0, ``format`` 0, workup and ``exam_spend`` over what was
-ordered so far, ``turns`` and ``invalid_actions`` as counted. This is the one rule, used
-by the environment and by every adapter.
-
-Pass the case as the environment played it (``env.unwrapped.pool.case(case_id)``):
-exam ids are the same under every ``target_in_menu`` setting, but a group renamed by
-``"neutral"`` can fall in another tier.
+:func:`reward_components` reads a finished or cut-off episode record (a run-log line, or
+:meth:`clinenv.env.EGIPEnv.episode_record`) and the :class:`~clinenv.cases.Case` it
+played, and returns :class:`RewardComponents` (:data:`COMPONENTS`; ``None`` means
+undefined and counts 0 in a reward); a reward spec (:mod:`clinenv.reward_spec`) turns
+them into one reward. Pass the case as the environment played it
+(``env.unwrapped.pool.case(case_id)``): a group renamed by ``"neutral"`` can fall in
+another tier. Each component's definition, and the rule for unfinished episodes, are in
+docs/rewards.md.
 """
 
 from __future__ import annotations
@@ -120,7 +68,7 @@ DEFAULT_EXAM_COSTS: Mapping[str, float] = ReadOnlyDict({
 
 @dataclass(frozen=True)
 class RewardComponents:
-    """The components of one episode (module docstring); frozen.
+    """The components of one episode (docs/rewards.md); frozen.
 
     Attributes:
         diagnosis: 1.0 or 0.0.
@@ -201,7 +149,7 @@ _HISTORY = normalize_name(HISTORY_RECORD)
 def is_history(entry: CatalogEntry) -> bool:
     """The entry is the clinical-history record (test group ``Clinical_History``, the
     record ``REVIEW HISTORY`` reads): history, not an examination, so no part of the
-    workup (module docstring)."""
+    workup (docs/rewards.md)."""
     return normalize_name(entry.name) == _HISTORY or any(
         normalize_name(str(part)) == _HISTORY for part in entry.source_path)
 
@@ -232,7 +180,7 @@ def _orders(events: Any, case_id: str) -> tuple[list[str], set[str]]:
 
 def reward_components(record: Mapping[str, Any], case: Case, *,
                       exam_costs: Mapping[str, float] | None = None) -> RewardComponents:
-    """The components of one episode (module docstring).
+    """The components of one episode (docs/rewards.md).
 
     Args:
         record: a run-log line or :meth:`clinenv.env.EGIPEnv.episode_record` (finished

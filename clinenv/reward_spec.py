@@ -1,57 +1,19 @@
 """Reward specs: weights over the reward components, an optional gate, the exam costs.
 
 A :class:`RewardSpec` turns :class:`~clinenv.reward_components.RewardComponents` into
-one number::
-
-    reward = sum(weight * value for each weighted component)   # None counts 0
-
-Penalties are negative weights (``{"turns": -0.01}``). With ``gate="format"`` every
-weighted term other than ``diagnosis`` counts only when ``format`` is 1 (process terms
-pay only for an episode that ended with a scored answer); ``gate="diagnosis"`` the same
-on a correct answer. ``exam_costs`` is the tier table of the ``exam_spend`` component.
-
-The environment charges it at the end: ``gym.make(ID, reward_spec="diagagent")`` (a
-preset name, a :class:`RewardSpec`, its JSON dict or a JSON file), a field of
-:class:`clinenv.env.config.EnvConfig`; the terminal step's reward is
-``spec.reward(components)`` plus the legacy per-step terms of that step, non-terminal
-steps keep 0 apart from the legacy ``exam_cost`` / ``invalid_action_penalty``.
-
-What to call (adapters, evaluation, reports, export compute no reward of their own):
-
-- a live environment, finished or cut off: ``env.unwrapped.reward_components()`` and
-  ``env.unwrapped.reward_spec.reward(components)`` (the unfinished rule of
-  :mod:`clinenv.reward_components` applies before the answer);
-- a run-log line: ``line["reward_components"]`` (:meth:`RewardComponents.from_dict
-  <clinenv.reward_components.RewardComponents.from_dict>`), or for a log without them
-  ``spec_of_line(line).components(line, case)``; ``spec_of_line(line)`` is the spec the
-  line ran under, and ``spec.score(record, case)`` its reward without the legacy terms.
-
-Presets (:data:`PRESETS`):
-
-- ``accuracy`` (default): ``{diagnosis: 1.0}``, 1.0 for a correct answer, 0.0 otherwise:
-  today's terminal reward (:data:`clinenv.env.rewards.CORRECT`, ``WRONG``,
-  ``UNSCORED``) and the papers' metric, accuracy (EGIP 4.1; AgentClinic).
-- ``diagagent``: ``{diagnosis: 1.0, workup_f1: 0.5, turns: -0.01}``. DiagAgent
-  (MAGIC-AI4Med/DiagGym; arXiv 2510.24654) rewards diagnosis, exam-recommendation F1
-  against the real workup and a turn penalty, with a turn limit of 12; these weights
-  are our setting, not DiagAgent's published numbers. Run it with
-  ``acquisition_rounds=12`` to match the limit (the spec does not set T). F1 is "how
-  much of the menu was ordered" with the menu shown (:mod:`clinenv.reward_components`).
-- ``cost-aware``: ``{diagnosis: 1.0, exam_spend: -0.03}``, accuracy minus lambda times
-  exam spend (MedExAgent, arXiv 2605.07058: accuracy plus exam cost); lambda = 0.03 per
-  cost unit is our setting: ordering a MedQA case's whole catalog costs 0.19 on average
-  (6.4 units under the default table), 0.65 at most.
-
-JSON form (:meth:`RewardSpec.to_json`, a file for :func:`load_reward_spec`)::
+``reward = sum(weight * value)`` (``None`` counts 0; penalties are negative weights).
+``gate="format"`` pays the terms other than ``diagnosis`` only when ``format`` is 1,
+``gate="diagnosis"`` only on a correct answer; ``exam_costs`` is the tier table of
+``exam_spend``. Presets (:data:`PRESETS`): ``accuracy`` (default), ``diagagent``,
+``cost-aware``. JSON form (:meth:`RewardSpec.to_json`, :func:`load_reward_spec`)::
 
     {"name": "mine", "weights": {"diagnosis": 1.0, "turns": -0.02},
      "gate": "format", "exam_costs": {"ecg_imaging": 4.0}}
 
-``weights`` is required and gives some component a non-zero weight; ``name`` defaults
-to ``"custom"`` (for a file too: a spec is identified by its content, never by its path),
-``gate`` to ``null``, ``exam_costs`` to :data:`~clinenv.reward_components.DEFAULT_EXAM_COSTS`
-(tiers left out keep their default). The canonical JSON (what a run log's ``env_spec``
-records) holds every field and, for a file, ``sha256`` of its bytes, never its path.
+``weights`` is required and non-zero somewhere; ``name`` defaults to ``"custom"``,
+``gate`` to ``null``, ``exam_costs`` to
+:data:`~clinenv.reward_components.DEFAULT_EXAM_COSTS`. The presets' sources and what to
+call where are in docs/rewards.md.
 """
 
 from __future__ import annotations
@@ -345,7 +307,7 @@ class RewardSpec(ConfigModel):
                    sha256=data.get("sha256"), source=src)
 
 
-#: The presets by name (module docstring); read-only, like each spec's weights.
+#: The presets by name (docs/rewards.md); read-only, like each spec's weights.
 PRESETS: Mapping[str, RewardSpec] = MappingProxyType({
     "accuracy": RewardSpec("accuracy", {"diagnosis": 1.0}),
     "diagagent": RewardSpec("diagagent", {"diagnosis": 1.0, "workup_f1": 0.5,

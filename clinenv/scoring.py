@@ -1,89 +1,12 @@
 """Deterministic answer scoring: is the doctor's terminal answer the reference target Y?
 
-This is the offline default scorer. It needs no model and gives the same verdict on every
-machine, so it is what tests, CI and quick benchmark runs use; an LLM judge (the
-AgentClinic-style "are these the same diagnosis?" moderator) arrives later as an opt-in
-alternative with the same :class:`Score` result.
-
-Design
-------
-The scorer forgives *formatting*, never *medicine* (EGIP appendix B): it merges answers
-that differ only by markdown, case, quotes, a leading answer marker, a trailing period,
-dashes, apostrophes, a leading article, a possessive ``'s`` or accents, and answers that
-name the target through its abbreviation (``"SLE"`` for ``"Systemic lupus erythematosus
-(SLE)"``, ``"COPD"`` for ``"chronic obstructive pulmonary disease"``). It does *not*
-hold a table of clinical synonyms: ``"Clostridioides difficile infection"`` is not
-``"C. difficile colitis"`` here; that call is left to a judge.
-
-Rules, in order (see :func:`score_answer`):
-
-1. ``None``, empty, a template placeholder (:func:`clinenv.protocol.placeholders.
-   is_placeholder`: ``<single diagnosis>``, ``[diagnosis]``, ``N/A``...), nothing left
-   after normalization, or an abstention (:func:`is_abstention`): ``"unscored"`` (a
-   non-answer stays in the accuracy denominator but is never silently merged into
-   wrong). :attr:`Score.status` says which (``"no_answer"``, ``"placeholder"``,
-   ``"abstained"``); a placeholder is never an abstention.
-2. With candidate labels K: an option letter (``"C"``, ``"(C)"``, ``"C."``, ``"Option
-   C"``, ``"Answer: C"``; ``A`` is index 0) or the option whose text the answer matches
-   (exact, acronym, else the single best rapidfuzz ``WRatio`` at or above the threshold)
-   is the chosen option; the verdict is correct iff its index is ``target.option_index``.
-   In ``"C. Exogenous ochronosis"`` the text decides (so ``"C. difficile colitis"`` is
-   never read as option C). An answer that matches no option, or ties between options,
-   is scored against the target text as a free answer.
-3. Free answer: exact normalized equality, then acronym forms, then rapidfuzz
-   ``token_sort_ratio`` at or above the threshold. Fuzzy matching tolerates typos
-   (``"Myasthenia gravs"``) but is refused when the two texts differ in a number or
-   single-letter qualifier (``"type 1"``/``"type 2"``, ``"hepatitis B"``/``"hepatitis
-   C"``) or a laterality, acuity or similar qualifier word (``left``/``right``,
-   ``acute``/``chronic``...); a fuzzy match also reads the answer without its
-   parentheticals, as the exact path does. A trailing ``"(ABBR)"`` names a whole answer
-   only when it is the initials of the text before it (:func:`_defines`):
-   ``"Toxoplasmosis (PML)"`` and ``"Primary CNS lymphoma (PML)"`` are not PML.
-
-   **The negation rule** is one rule, with a scope, on every path (exact, acronym, a
-   list's first item, fuzzy, option, ICD; :func:`_negated`). An answer is read as its
-   *main segment*, the first listed diagnosis outside parentheses (the text the match
-   is read from; the text before a trailing ``"(ABBR)"`` is main text), and its *side
-   segments*: each parenthetical's content and each list item after the first (split as
-   in rule 4). A match stands only when the main segment holds the negation cues
-   (``not``, ``no``, ``without``, ``ruled out``, ``excluded``, ``negative for``...) of
-   the target and no other, the part that matched read as the target form (``"NHL"`` is
-   ``"Non-Hodgkin lymphoma"``), and no side segment is a *bare negation*: a cue with only
-   function or hedge words (``"ruled out"``, ``"unlikely"``, ``"not likely"``,
-   ``"probably not"``, ``"excluded"``, ``"negative"``, ``"absent"``; the grounds after
-   ``"ruled out"``-like cues are not read: ``"ruled out by MRI"``;
-   :func:`_bare_negation`). A side segment with a content word negates that other
-   thing and is ignored. So ``"no PML (PML)"``, ``"not X"``, ``"X, ruled out"`` and
-   ``"X (ruled out)"`` are wrong; ``"X, not toxoplasmosis"``, ``"X (not
-   toxoplasmosis)"`` and ``"X (no complications)"`` are X. Punctuation never decides.
-4. A hedged list (``"X or Y"``, ``"X vs Y"``, ``"X, Y"``, ``"X; Y"``, ``"X / Y"``) is
-   scored on the FIRST listed diagnosis only, after the whole answer fails an exact or
-   acronym match; the list is split outside parentheses, and a separator that occurs in
-   the target itself is not split on. The hedges of :data:`HEDGES` (``"likely"``,
-   ``"presumptive"``, ``"consistent with"``, ``"indicative of"``, ``"concerning
-   for"``...) are dropped from the front of that first item, with a colon after one
-   (``"Likely: X"``) and a lead before a link hedge (``"Findings consistent with X"``,
-   ``"The clinical picture is suggestive of X"``).
-
-Optional ICD normalization (off unless an ``icd_map`` is given; CDEG Eq. 3 maps
-diagnoses "to the same ICD-aligned label space as the reference diagnosis"): before
-rules 2-4, when the answer (its whole text, an abbreviation form, else the first item
-of a hedged list; a form the negation rule refuses gives no code) and the target both
-map to an ICD code, the codes decide: the same code is ``"correct"``, different codes
-``"wrong"`` (:attr:`Score.method` ``"icd"``, :attr:`Score.matched` the answer's code).
-When either side is unknown to the map the rules above apply unchanged. The map is any
-object with ``code(text) -> str | None`` (:class:`CodeMap`; the user-file reader is
-:class:`clinenv.icd_map.IcdMap`).
-
-The gold answer always scores full marks: ``score_answer(case.target.text, case)`` is
-correct for every case (tested on every MedQA target and NEJM option).
-
-Known limits, left to a judge: a text made to spell the abbreviation after it
-(``"Primary malignant lymphoma (PML)"``) names it; an abbreviation that takes a letter
-from inside a word (``"Gastroesophageal reflux disease (GERD)"``) names nothing, the
-answer being read by its text; a side segment that negates only by a word outside the
-cue list is ignored; and a double negation in a side segment (``"X, not ruled out"``)
-counts as a negation.
+The offline default scorer (EGIP appendix B): it forgives formatting, never medicine
+(no table of clinical synonyms; that call is left to a judge). :func:`score_answer`
+applies its rules in order: non-answers are ``"unscored"``; option letters and option
+texts against the candidates K; the free answer by exact, acronym, then fuzzy match,
+under one negation rule; a hedged list by its first item; optionally an ICD map
+(:class:`CodeMap`, CDEG Eq. 3) first. The rules, their examples and known limits are in
+docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -432,7 +355,7 @@ def _bare_negation(segment: str) -> bool:
 
 
 def _negated(reading: str, target_form: str, sides: tuple[str, ...] = ()) -> bool:
-    """The negation rule, one check for every match path (rule 3 of the module docstring).
+    """The negation rule, one check for every match path (rule 3, docs/evaluation.md).
 
     The answer is read as its main segment (``reading``) and its side segments
     (``sides``). A match with ``target_form`` stands only when no side segment is a bare
@@ -665,7 +588,7 @@ def _answer_code(cleaned: str, target: str, target_form: str, icd_map: CodeMap) 
 
 def icd_score(answer: str, target: str, icd_map: CodeMap) -> Score | None:
     """The verdict of the ICD codes when both the answer and the target text map to one
-    (the module docstring's ICD rule), else ``None``. ``answer`` is an identifiable
+    (the ICD rule, docs/evaluation.md), else ``None``. ``answer`` is an identifiable
     answer (not unscored)."""
     target = _clean(target)
     target_code, target_form = next(
@@ -699,7 +622,7 @@ def score_answer(answer: str | None, case: Case, *, threshold: float = DEFAULT_T
             protocols and the ``no_candidates`` replay ablation (EGIP Table 3B) -- so
             a bare ``"C"`` is a free answer scored against the target text (wrong), never
             option C.
-        icd_map: optional ICD normalization (module docstring); ``None`` (default)
+        icd_map: optional ICD normalization (docs/evaluation.md); ``None`` (default)
             leaves the rules unchanged. An option letter is never looked up.
 
     Returns:
@@ -707,7 +630,7 @@ def score_answer(answer: str | None, case: Case, *, threshold: float = DEFAULT_T
         whitespace-only answers (and answers that are only formatting), for template
         placeholders (``placeholder=True``; checked before abstention, so ``"N/A"`` is a
         placeholder) and for abstentions (:func:`is_abstention`, ``abstained=True``),
-        otherwise ``"correct"`` or ``"wrong"``. See the module docstring for the rules.
+        otherwise ``"correct"`` or ``"wrong"``. The rules are in docs/evaluation.md.
     """
     if answer is None:
         return Score("unscored", 0.0, None, None, "none")

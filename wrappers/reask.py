@@ -1,26 +1,21 @@
 """The re-ask mechanics shared by the CDEG wrapper and the baseline wrappers.
 
 A :class:`ReaskWrapper` wraps any doctor policy (:class:`clinenv.agents.base.DoctorPolicy`)
-and intercepts its final answer: a ``DIAGNOSIS READY:`` action during acquisition (it
-ends acquisition in environments made with ``premature_diagnosis="decide"``, where the
-doctor decides when to stop, as in the CDEG setting; under the EGIP default
-``"clarify"`` the environment would replace it by a clarification question, and the
-wrapper treats it the same way because it cannot see the environment's setting) or the
-doctor's answer in the decision phase. A subclass may then *re-ask* the inner doctor in
-the same step with guidance: the inner doctor gets
+and intercepts its final answer: a ``DIAGNOSIS READY:`` action during acquisition (under
+either ``premature_diagnosis`` setting) or the doctor's answer in the decision phase. A
+subclass may then *re-ask* the inner doctor in the same step with guidance: the inner
+doctor gets
 
 - ``observation["text"]`` with ``# Guidance`` and the guidance text appended (in the
   acquisition phase of an inner doctor whose ``observation_format`` is ``"delta"``, the
   guidance text alone: the observation is already in its own chat history), and
 - ``info["guidance"]``: a dict describing the guidance (its keys depend on the wrapper),
 
-and its new action is returned instead. The appended text sits after the view's footer
-and after e_T's instructions, so parsers of the view's sections (the scripted doctor)
-read the same evidence as before, and LLM doctors read the guidance last.
+and its new action is returned instead (the guidance comes after the view's footer and
+e_T's instructions).
 
 The wrapper forwards ``reset`` and, only when the inner doctor has them, ``aact`` and
-``drain_calls`` (so that a scripted doctor never looks like an LLM doctor to the run
-log); ``name`` is the inner name plus a suffix, and ``config()`` describes both, so run
+``drain_calls``; ``name`` is the inner name plus a suffix, and ``config()`` describes both, so run
 logs of wrapped and vanilla doctors are told apart and paired by ``clinenv compare``.
 :meth:`ReaskWrapper.episode_log` returns the JSON-ready log of the episode, which
 :mod:`clinenv.runs.episode` stores as the run-log line's ``doctor_log``.

@@ -2,39 +2,15 @@
 and a look inside it (CDEG paper, "Counterfactual Diagnostic Evidence Graph
 Construction").
 
-``build RUN.jsonl [RUN2.jsonl ...] [--out graph.json]`` reads ``clinenv run`` logs with K
-repetitions per case, pairs failed with successful trajectories (``--pair-similarity``,
-default the ``--similarity`` spec with encoders given ``max_length``
-:data:`~clinenv.embeddings.factory.PAIR_MAX_LENGTH`; ``--pair-threshold``), extracts
-evidence atoms (``--extractor``), validates candidates with ``--verifier``
-(``--no-validation`` and ``--no-missing / --no-ignored / --no-blocking`` are the Table 3
-ablations) and writes the graph atomically to ``--out`` (default
-``runs/<first log's name>.cdeg.json``, :func:`default_graph_path`; ``runs/`` is
-git-ignored), creating its folder when missing (the summary says so). It refuses to
-overwrite the graph file unless ``--force`` (a graph can cost LLM calls to make again;
-when the file is the default one the message names it and says how to choose another
-with ``--out``), and an ``--out`` that is a folder or lies under a file. The LLM
-options (``--backend``, ``--base-url``, ``--model``...) are those of ``clinenv run``
-and serve ``--verifier llm`` and ``--extractor llm``.
-
-With ``--similarity lexical`` (the default, no model) the diagnosis threshold defaults
-to :data:`clinenv.embeddings.lexical.LEXICAL_THRESHOLDS` ``["diagnosis"]`` instead of
-the paper's 0.65 for encoder cosines.
-
-Exit codes of ``build``: 0 — a graph with revision edges was written; 1 — a graph was
-written but has no revision edge (a warning on stderr names the stage that emptied it:
-:func:`clinenv.wrappers.cdeg.build.empty_stage`); 2 — nothing usable: bad options or
-input (one line on stderr, nothing written), or every verifier call failed (backend
-errors or unreadable replies; the graph is written, the line says so).
-
-``inspect graph.json [--top N]`` prints node and edge counts and the top revisions by
-support, each with its evidence texts and acquisition actions.
-
-``scale RUN.jsonl ... --eval-cases FILE [--fractions 0.1,0.5,1.0]`` is the
-experience-scaling study (CDEG Figure 3), :mod:`clinenv.cli.cdeg_scale`.
-
-:func:`add_cdeg_run_arguments` and :func:`cdeg_wrapper`, the ``--cdeg`` options of
-``clinenv run``, live in :mod:`clinenv.cli.cdeg_run` (re-exported here).
+``build`` pairs failed with successful trajectories of ``clinenv run`` logs, extracts and
+validates evidence and writes the graph atomically to ``--out`` (default
+:func:`default_graph_path`; an existing graph only with ``--force``). Exit codes of
+``build``: 0 a graph with revision edges; 1 a graph without one (a warning names the
+stage that emptied it, :func:`clinenv.wrappers.cdeg.build.empty_stage`); 2 bad options or
+input (nothing written), or every verifier call failed (the graph is written). ``scale``
+is :mod:`clinenv.cli.cdeg_scale`; the ``--cdeg`` options of ``clinenv run`` live in
+:mod:`clinenv.cli.cdeg_run` (re-exported here). The options: ``clinenv cdeg build
+--help`` and docs/cdeg.md.
 """
 
 from __future__ import annotations

@@ -1,37 +1,13 @@
 """``clinenv cdeg scale``: CDEG's experience-scaling curve (CDEG Figure 3) in one command.
 
-::
-
-    clinenv cdeg scale runs/construct.jsonl --eval-cases splits/demo/evaluation.txt \\
-        --fractions 0.1,0.5,1.0 --seed 0 --out-dir runs/scale --plot \\
-        --run-args="--env EGIP-Demo-v0 --premature-diagnosis decide" \\
-        --build-args="--no-blocking"
-
-1. The construction cases are those of the ``clinenv run`` logs given (K repetitions
-   each); for each fraction the first ``max(1, round(f × n))`` cases of one seeded order
-   (:func:`clinenv.wrappers.cdeg.scaling.nested_subsets`: the subsets are nested).
-2. For each subset, its lines go to ``<out-dir>/construct-<pct>.jsonl`` and ``clinenv
-   cdeg build`` (with ``--build-args``) writes ``<out-dir>/graph-<pct>.cdeg.json``; a
-   subset that validates no revision gives an empty graph, evaluated like the others.
-3. ``clinenv run --cases EVAL`` (with ``--run-args``) runs the vanilla doctor once
-   (``<out-dir>/vanilla.jsonl``) and, for each graph, the doctor wrapped by ``--cdeg
-   graph`` (``<out-dir>/cdeg-<pct>.jsonl``): every graph meets the same held-out cases.
-   The evaluation cases must not be construction cases (the split of ``clinenv data
-   split``): a case in both is an error.
-4. The table (accuracy, Δ against vanilla with its paired bootstrap interval, the
-   lexical answer similarity, correction and regression; :func:`~clinenv.wrappers.cdeg.
-   scaling.scaling_table`) is printed and written to ``<out-dir>/scaling.md`` and
-   ``.csv``; ``--plot`` adds ``<out-dir>/scaling.png`` (needs matplotlib).
-
-The sub-commands' own output goes to ``<out-dir>/scale.log``; their errors to stderr.
-``--run-args`` and ``--build-args`` are one string each (write ``--run-args="..."`` with
-``=``, since the value starts with ``--``); options the command sets itself are refused
-there (``--cases``, ``--out``, ``--cdeg``, ``--episodes``, ``--resume``; ``--out`` and
-``--force`` of the build); the wrapper's ``--cdeg-*`` settings belong in ``--run-args``
-(the vanilla run ignores them). ``--out-dir`` must be new or empty unless ``--force``.
-
-Exit codes: 0 — the table was written; 2 — bad options, a held-out overlap, or a build
-or run that failed (its command is named).
+For each ``--fractions`` share of the construction cases (nested seeded subsets,
+:func:`clinenv.wrappers.cdeg.scaling.nested_subsets`) it builds a graph, runs the vanilla
+doctor once and the CDEG-wrapped doctor per graph on the held-out ``--eval-cases`` (a
+case in both is an error), and writes the table (:func:`~clinenv.wrappers.cdeg.scaling.
+scaling_table`) to ``<out-dir>/scaling.md`` / ``.csv`` (``--plot``: ``.png``); the
+sub-commands' output goes to ``<out-dir>/scale.log``. Exit codes: 0 the table was
+written; 2 bad options, a held-out overlap, or a failed build or run (named). The steps,
+files and ``--run-args`` / ``--build-args`` rules are in docs/cdeg.md.
 """
 
 from __future__ import annotations
@@ -174,7 +150,7 @@ def _sub(parser: argparse.ArgumentParser, argv: list[str], log: Any, what: str,
 
 
 def cmd_cdeg_scale(args: argparse.Namespace) -> int:
-    """``clinenv cdeg scale`` (module docstring)."""
+    """``clinenv cdeg scale`` (docs/cdeg.md)."""
     from clinenv.evaluation.metrics import HashingEncoder
     from clinenv.evaluation.plots import PlotDependencyError
     from clinenv.runlog import RunLogError, check_privileged, read_run_log

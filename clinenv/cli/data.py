@@ -3,26 +3,13 @@ files, their checks, held-out case lists, case difficulty for curricula, and the
 of a run log holding an episode twice.
 
 ``verify`` exits 1 when a present file has a wrong checksum or record count; an unknown
-dataset name, or a dataset that cannot be downloaded, is a :class:`CLIError` (exit 2).
-
-``split DATASET --construction FRAC --seed S --out DIR`` writes ``DIR/construction.txt``
-and ``DIR/evaluation.txt`` (disjoint case lists, one ``case_id`` per line, dataset
-order; near-duplicate cases on one side: :func:`clinenv.datasets.case_split.split_cases`)
-and ``DIR/split.json`` (:data:`SPLIT_FORMAT`: ``dataset``, ``dataset_file``,
-``dataset_sha256`` (the digest run logs record as ``dataset_sha256``),
-``dataset_file_sha256`` (of the file's bytes), ``construction_fraction``, ``seed``,
-``counts`` {cases, construction, evaluation, near_duplicate_groups}, ``files`` and their
-``sha256``, the digests ``clinenv run --cases`` records). It refuses to overwrite those files unless
-``--force``.
-
-``difficulty DATASET [--out FILE | --check]`` measures the case difficulty table
-(:mod:`clinenv.datasets.difficulty`: the scripted doctor's seeded sampling episodes;
-flags ``--episodes K``, ``--exploration X``, ``--exam-budgets 1,2,4,8``, ``--seed S``,
-built once into a :class:`~clinenv.datasets.difficulty.DifficultyMethod` by
-:func:`difficulty_method`). ``--out`` writes it (refusing to overwrite without
-``--force``); ``--check`` compares it with the shipped table and exits 1 when they
-differ. The shipped tables are rebuilt with ``clinenv data difficulty NAME --out
-clinenv/datasets/data/difficulty/NAME.json --force``.
+dataset, or one that cannot be downloaded, is a :class:`CLIError` (exit 2). ``split``
+writes ``DIR/construction.txt``, ``DIR/evaluation.txt`` (disjoint case lists,
+:func:`clinenv.datasets.case_split.split_cases`) and ``DIR/split.json``
+(:data:`SPLIT_FORMAT`); ``difficulty`` measures the case difficulty table
+(:mod:`clinenv.datasets.difficulty`; ``--check`` exits 1 when it differs from the
+shipped one). Existing outputs are kept unless ``--force``. The manifest's fields:
+docs/analyses.md.
 """
 
 from __future__ import annotations

@@ -2,30 +2,12 @@
 and its doctor wrappers (``--cdeg``, ``--baseline``).
 
 ``--exploration X`` (0..1, ``--doctor scripted`` only) makes the scripted doctor a seeded
-sampling policy (:class:`~clinenv.agents.scripted_doctor.ScriptedDoctor`, named
-``scripted-explore<X>``): with ``--repetitions K`` it yields the successful and failed
-trajectories of one case that CDEG construction pairs, offline; ``--exam-budget N``
-sets its examinations per episode (default 8: with a small menu every run then acquires
-everything, and paired runs differ in no evidence). ``--baseline`` is
-refused with the scripted doctor: the CDEG paper's baselines act through the doctor's
-prompt, which the scripted doctor has not; ``--cdeg`` works with it (its acquisition
-guidance reaches the doctor as ``info["guidance"]``).
-
-``--doctor teacher`` is the PRIVILEGED teacher
-(:class:`~clinenv.agents.teacher_doctor.TeacherDoctor`): it is given the cases of the
-run's environment (its case pool, :meth:`clinenv.cli.llm_setup.LLMSeats.match_env`) and
-reads each case's target Y and records M, to write demonstrations for ``clinenv export``.
-Its environment gets the tool view's settings
-(:data:`~clinenv.agents.teacher_doctor.TEACHER_ENV_SETTINGS`: delta observations,
-``premature_diagnosis="decide"``, the id's own T); ``--premature-diagnosis clarify``, a
-``--preset``, a Menu or native-protocol id, ``--cdeg`` and ``--baseline`` are refused
-with it, and ``--teacher-questions K`` (default 5) caps its history questions. Every line
-of its log carries ``privileged: true``.
-
-The flags become two settings objects once, in the command (:func:`doctor_config`,
-:func:`wrapper_config`): :class:`DoctorConfig` (the doctor: ``--doctor`` and its options,
-the LLM doctor's prompt, strategy and decoding) and :class:`WrapperConfig` (``--cdeg`` /
-``--baseline`` and their options); everything below the command takes those.
+sampling policy (``scripted-explore<X>``; ``--exam-budget N``, default 8); ``--baseline``
+is refused with the scripted doctor. ``--doctor teacher`` is the PRIVILEGED teacher
+(:class:`~clinenv.agents.teacher_doctor.TeacherDoctor`) with the tool view's settings;
+``--premature-diagnosis clarify``, ``--preset``, Menu or native ids, ``--cdeg`` and
+``--baseline`` are refused with it. The flags become :class:`DoctorConfig` and
+:class:`WrapperConfig` once (:func:`doctor_config`, :func:`wrapper_config`).
 """
 
 from __future__ import annotations

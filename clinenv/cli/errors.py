@@ -1,6 +1,7 @@
 """The user-facing error and the exit codes of the ``clinenv`` command line.
 
-The meaning of each code is listed in the :mod:`clinenv.cli` docstring.
+Errors are one line on stderr, never a traceback. Exit codes: 0 success, then the
+constants below.
 """
 
 from __future__ import annotations

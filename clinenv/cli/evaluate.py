@@ -1,58 +1,11 @@
 """``clinenv eval`` (accuracy tables) and ``clinenv compare`` (paired comparisons).
 
 Both read run logs, print their tables and write them as Markdown and CSV (and PNG with
-``--plot``) in ``--out-dir``; the tables come from :mod:`clinenv.evaluation`. See the
-:mod:`clinenv.cli` docstring for the files written. ``--out-dir`` is checked before the
-logs are read. Each call replaces the command's earlier files there and removes those of
-an earlier call it did not write (``replaced N earlier files in DIR``, ``removed ...``;
-the files each command owns: :data:`clinenv.cli.outputs.OWNED`), so the folder never
-holds a figure of older logs beside newer tables. ``--by`` a stratum no line records is
-refused with the strata and case flags the logs do record.
-
-A log's method label is its doctor's name, plus ``@<protocol or preset>`` when the run
-did not play plain EGIP (:func:`clinenv.evaluation.labels.method_label`): the scripted
-doctor's runs are ``scripted`` on ``EGIP-Demo-v0``, ``scripted@agentclinic`` on
-``AgentClinic-Demo-v0``, ``scripted@egip-no-menu`` under ``--preset egip-no-menu``, so
-``clinenv eval runs/*.jsonl`` keeps them apart and ``clinenv compare EGIP.jsonl
-NATIVE.jsonl`` pairs them without labels. ``LABEL=path`` names a log's method and wins.
-
-When the logs of one such label hold different models (``doctor.config.model``), each
-gets ``[<model>]``: ``llm-direct[Qwen2.5-7B-Instruct]``
-(:func:`clinenv.evaluation.labels.with_models`). Two logs that still share a label and a
-dataset but come from different runs are refused: the message names the first field that
-differs by its full path and both values in full, and says how to name them
-(``LABEL=path``).
-
-``--plot`` draws what the command prints: ``eval`` the accuracy bars with their CIs
-(``accuracy.png``, ``accuracy_by_<STRATUM>.png``), ``compare`` each pair's Δ with its CI
-and Holm p beside correction and regression (``comparison.png``,
-``comparison_by_<STRATUM>.png``; :mod:`clinenv.evaluation.plots`). Without matplotlib
-the tables are still printed and written, then the command says what to install and
-exits 2.
-
-``eval --components`` adds the mean of each reward component per method (and per
-``--by`` stratum) with a 95 % case-cluster bootstrap CI and n, the episodes where the
-component is defined (``components.md`` / ``.csv``, ``components_by_<STRATUM>.md/.csv``;
-:func:`clinenv.evaluation.components.components_table`). Lines written before
-``reward_components`` get them computed from the line and its case; a line whose case
-cannot be found is refused in one line naming the file, the line and the case id.
-
-``compare --sensitivity`` adds EGIP appendix B's shared-answer sensitivity analysis
-(``sensitivity.md`` / ``.csv``: effect bounds and conservative envelope per pair, the
-label pool taken over every log given, and Δ with every unscored baseline output counted
-correct, appendix B.1's extreme assumption; with ``--by`` also
-``sensitivity_by_<STRATUM>.md/.csv``; :mod:`clinenv.evaluation.sensitivity`).
-``compare --reviewer-labels FILE`` adds the reviewer-support table of EGIP Table 4 with
-the correct-and-jointly-supported yield of Eq. 6 and dataset-stratified source-case
-bootstrap intervals (``review.md`` / ``.csv``, ``--review-resamples``, default 20000)
-and, with two or more reviewers, their agreement and Cohen's kappa (``agreement.md`` /
-``.csv``); the file format is in :mod:`clinenv.evaluation.reviewer_labels` and
-docs/analyses.md.
-
-Both refuse logs scored under different scoring versions (``scoring_version`` of the
-lines, :data:`clinenv.scoring.SCORING_VERSION`; a line without it is version 1): the
-message names both versions and the files. ``--mixed-scoring`` reports them anyway, with
-a note naming the versions.
+``--plot``) in ``--out-dir``; the tables come from :mod:`clinenv.evaluation`. Each call
+replaces the command's earlier files there (:data:`clinenv.cli.outputs.OWNED`). Method
+labels: :mod:`clinenv.evaluation.labels`; the options (``--components``,
+``--sensitivity``, ``--reviewer-labels``, ``--mixed-scoring``...) are in ``--help`` and
+docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -187,7 +140,7 @@ def add_eval_parsers(sub: Any) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    """``clinenv eval``: see the :mod:`clinenv.cli` docstring.
+    """``clinenv eval`` (``clinenv eval --help``).
 
     Raises:
         CLIError: an empty ``--by``, an unreadable log, a table the logs cannot give, an
@@ -249,7 +202,7 @@ def _components_tables(runs: Sequence[Any], args: argparse.Namespace
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """``clinenv compare``: see the :mod:`clinenv.cli` docstring.
+    """``clinenv compare`` (``clinenv compare --help``).
 
     Raises:
         CLIError: as :func:`cmd_eval`, a malformed ``--pair``, or no method log to

@@ -2,26 +2,11 @@
 data, one row per episode (columns, formats and where the messages come from:
 :mod:`clinenv.export`).
 
-``--format messages`` (default) writes the doctor's chat; ``--format tools`` the tool
-view's calls and results; ``--format tokens`` token ids, the doctor's mask and logprobs
-of a run written with ``clinenv run --log-tokens`` (:mod:`clinenv.export_tokens`; it
-prints how many episodes it refused); ``--per-turn`` (either format) one row per assistant turn
-(``prompt``, ``completion``, ``tools``) for prompt-completion SFT; ``--delta`` (messages)
-user turns that hold only what is new; ``--tool-results compact`` compact results;
-``--tool-arguments json`` OpenAI-style string arguments; ``--chat-template FILE`` warns
-when that template cannot render the rows (:func:`clinenv.template_check.check_template`).
-Logs of the privileged teacher are exported (it is how SFT rows are made), each row with
-``privileged: true``.
-Every row has ``reward_components`` (the line's, or for a log written before them
-computed from the line and its case; a fixed struct in ``.parquet``) beside ``reward``.
-``.jsonl`` needs nothing; ``.parquet`` needs the extra
-``export`` (``datasets``). Episodes of credentialed data (MIMIC-IV) are refused unless
-``--allow-credentialed``, which prints the data-use warning. The output is written
-whole or not at all. ``--out`` is checked before any work (a bad suffix, a folder, a
-folder that cannot be created or written, a run log: refused; run logs are never
-overwritten). An existing ``--out`` is replaced, with the line ``replaced 1 earlier
-file in DIR``, as ``eval``, ``compare`` and ``report`` replace their outputs
-(:mod:`clinenv.cli.outputs`); ``--force``, once needed for that, is still accepted.
+``--format messages`` (default), ``tools`` or ``tokens`` (:mod:`clinenv.export_tokens`);
+``.parquet`` needs the extra ``export``. Credentialed data (MIMIC-IV) is refused unless
+``--allow-credentialed``. The output is written whole or not at all; ``--out`` is checked
+before any work and an existing one is replaced (:mod:`clinenv.cli.outputs`), a run log
+never. Options: ``clinenv export --help``.
 """
 
 from __future__ import annotations

@@ -1,26 +1,10 @@
 """``clinenv run --paper-settings``: the EGIP paper's decoding settings and repetitions.
 
-EGIP section 4.1 ("Execution settings") and appendix A.1: every model call allows up to
-200 output tokens, three stochastic repetitions run per configuration, and the
-temperature is 0.05 in the AgentClinic framework and 0.2 in MedAgentSim. clinenv's own
-defaults are temperature 0 (greedy) and one repetition (200 tokens alike).
-
-``--paper-settings`` sets, for the framework of the environment id (``AgentClinic-*`` ->
-``agentclinic``, ``MedAgentSim-*`` -> ``medagentsim``; on ``EGIP-*`` ids, and ``auto``,
-``--framework agentclinic|medagentsim``, default ``agentclinic``, which changes the
-decoding only), the LLM doctor's temperature and max tokens and the run's repetitions.
-A flag given on the command line wins (``--temperature``, ``--max-tokens``,
-``--repetitions``; their argparse default is ``None``, so "given" is exact, also when the
-value equals the paper's). The patient, examiner and judge models keep their own
-generation config (temperature 0, 200 tokens), as without the option. With ``--doctor
-scripted`` no model decodes: the temperature and max tokens are not applied (a note
-says so) and the repetitions are.
-
-:func:`paper_settings_config` turns the flags into a :class:`PaperSettingsConfig`: the
-resolved repetitions, the LLM doctor's resolved temperature and max tokens (which the
-command puts into its :class:`~clinenv.cli.doctors.DoctorConfig`,
-:meth:`PaperSettingsConfig.apply`), and the record written into every run-log line as
-``paper_settings`` (:attr:`clinenv.runlog.RunContext.paper_settings`)::
+EGIP section 4.1 and appendix A.1: up to 200 output tokens per call, three repetitions,
+temperature 0.05 (AgentClinic) or 0.2 (MedAgentSim); clinenv's defaults are temperature
+0 and one repetition. A flag given on the command line wins; only the LLM doctor's
+decoding changes. :func:`paper_settings_config` makes a :class:`PaperSettingsConfig`,
+whose record goes into every run-log line as ``paper_settings``::
 
     {"source": "EGIP 4.1", "framework": "agentclinic",
      "framework_from": "env id" | "preset" | "--framework" | "default",
@@ -28,9 +12,8 @@ command puts into its :class:`~clinenv.cli.doctors.DoctorConfig`,
      "applied": {"temperature": 0.05 | None, "max_tokens": 200 | None, "repetitions": 3},
      "given": ["--temperature", ...], "applies_to": "doctor" | None, "notes": [...]}
 
-``given`` lists the flags given on the command line (their values are the applied ones);
-``applied`` holds ``None`` for a setting with no model to apply to; ``notes`` are the
-``note:`` lines the run printed.
+``applied`` holds ``None`` for a setting with no model to apply to (``--doctor
+scripted``); ``notes`` are the ``note:`` lines the run printed.
 """
 
 from __future__ import annotations

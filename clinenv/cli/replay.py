@@ -1,28 +1,12 @@
 """``clinenv replay``: terminal-input ablations on the fixed histories of a run log.
 
-``clinenv replay RUN.jsonl --ablation full|no-observations|no-candidates`` recomputes only
-the terminal decision of every finished episode of ``RUN.jsonl`` on its evidence
-interface e_T, unchanged (``full``, the rerun control), without the acquired observations,
-or without the candidate labels K (EGIP Table 3 Panel B, appendix C), and writes a new
-run log (:mod:`clinenv.runs.replay`, :mod:`clinenv.runs.replaying`) whose method label is the
-doctor's name with ``/replay``, ``/no-observations`` or ``/no-candidates``; ``clinenv
-compare CONTROL.jsonl ABLATION.jsonl`` then gives the drop with its paired interval.
-
-The doctor is built from the LLM options of ``clinenv run`` (``--doctor llm --model M
---base-url URL --strategy ...``; use the source run's settings to hold prompt and
-generation fixed: appendix C holds the doctor fixed, and a replaying doctor that differs
-from the source run's -- in any field of its run-log ``doctor`` description: model,
-strategy, prompt, temperature, max_tokens... -- gets one ``warning:`` line on stderr
-listing every differing field, even with ``--quiet``); ``--judge llm`` scores with the
-LLM judge. There is no ``--patient`` option: no patient is asked. A log whose doctor is
-wrapped (CDEG, a baseline: its ``doctor.config`` names a ``wrapper``) is refused: replay
-rebuilds plain doctors only, and the wrapper's re-asks would be lost. ``--resume``
-continues the same replay (missing episodes, and error lines unless
-``--no-retry-errors``); ``--concurrency N`` runs N decisions at once
-(:class:`~clinenv.runs.concurrent.Concurrent`; 1, the default, is
-:class:`~clinenv.runs.logged.Serial`). Every argument and
-the whole source log (fields, dataset, case ids and targets) are checked before anything
-is written. Exit codes as ``clinenv run``.
+``clinenv replay RUN.jsonl --ablation full|no-observations|no-candidates`` recomputes the
+terminal decision of every finished episode (EGIP Table 3 Panel B, appendix C;
+:mod:`clinenv.runs.replay`) and writes a new run log whose method label is the doctor's
+name with ``/replay``, ``/no-observations`` or ``/no-candidates``. A doctor that differs
+from the source run's gets one ``warning:`` line listing the fields; a wrapped doctor's
+log is refused. Every argument and the whole source log are checked before anything is
+written. Exit codes as ``clinenv run``; options: ``clinenv replay --help``.
 """
 
 from __future__ import annotations
@@ -151,7 +135,7 @@ def _warn_doctor_changes(source: Any, doctor: Any) -> None:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    """``clinenv replay``: see the module docstring.
+    """``clinenv replay`` (``clinenv replay --help``).
 
     Returns:
         0, or :data:`~clinenv.cli.errors.EXIT_RUN_ERRORS` when some decisions stopped

@@ -3,58 +3,9 @@
 The command checks every argument before it creates anything (not even the ``runs/``
 folder of the default ``--out``), prints the chosen environment, a progress bar on a
 terminal and the summary, and stops early (fail fast, :mod:`clinenv.runs.fail_fast`) on a
-refused model request or too many backend errors in a row; see the :mod:`clinenv.cli`
-docstring for the options and exit codes.
-
-``--env`` also takes the native-protocol ids (``AgentClinic-<Dataset>-v0``,
-``MedAgentSim-<Dataset>-v0``; :mod:`clinenv.protocol.native`). There the LLM doctor uses
-the ``agentclinic`` prompt unless ``--prompt`` is given, and on the MedAgentSim ids the
-``medagentsim`` terminal strategy unless ``--strategy`` is given (``--strategy direct``
-stays allowed) (an explicit ``--prompt egip`` is
-refused on the AgentClinic ids: that prompt forbids the diagnosis marker the episode
-ends on), and ``--examiner llm [--examiner-model M]`` puts the LLM measurement agent in
-the examiner seat (default: the deterministic record reader; ``--examiner lookup`` is
-refused with a one-line error, record lookup has no seat there). On the EGIP ids
-``--examiner llm`` is the "native measurement access" ablation (EGIP Table 3A), and
-``--premature-diagnosis decide`` lets the doctor end acquisition early with a diagnosis
-marker (EGIP ids; the setting the CDEG wrapper's acquisition guidance is meant for).
-``--log-messages`` keeps, in every call record of the run log, the messages sent and the
-raw replies (``messages``, ``raw_reply``; :meth:`clinenv.llm.base.ChatResult.to_log`),
-by setting :attr:`~clinenv.llm.base.ChatModel.log_messages` on the models it builds.
-``--log-tokens`` likewise sets :attr:`~clinenv.llm.base.ChatModel.log_tokens`: each call
-record keeps ``completion_ids`` and ``logprobs``, and its prompt ids compacted
-(:mod:`clinenv.llm.tokens`).
-``--dataset FILE`` runs the cases of a file (e.g. MIMIC-IDx-style admissions,
-:mod:`clinenv.datasets.mimic_idx`) under the id's protocol; ``--icd-map FILE`` scores
-answers through a user-supplied ICD mapping and
-``--knowledge-source FILE`` enables CDEG's knowledge retrieval (EGIP ids;
-:mod:`clinenv.icd_map`, :mod:`clinenv.protocol.extra_actions`, docs/cdeg.md).
-``--preset NAME`` runs a named preset (:mod:`clinenv.protocol.presets`), e.g.
-``--env EGIP-MedQA-v0 --preset egip-no-menu``; the default ``--out`` then names it.
-``--reward-spec PRESET|FILE`` sets the terminal reward (:mod:`clinenv.reward_spec`,
-docs/rewards.md; default ``accuracy``): recorded in ``env_spec`` as its canonical JSON
-(a file by content hash), checked by ``--resume``, named in the default ``--out`` when
-it is not the default (``_reward-<name>``; a file without a ``"name"`` is ``custom``,
-named ``_reward-custom-<first 8 hex digits of its sha256>``); a bad spec is a one-line
-error.
-``--cases FILE`` runs only the case ids listed in FILE (:mod:`clinenv.case_list`, e.g. a
-list written by ``clinenv data split``), in dataset order with the seeds they have in a
-full run; every line records the list as ``case_list`` and ``--resume`` checks it.
-``--paper-settings [--framework agentclinic|medagentsim]`` applies EGIP 4.1's decoding
-and repetitions (:mod:`clinenv.cli.paper_settings`; recorded as ``paper_settings`` in
-every line), and ``--vote-temperature T`` sets the vote strategy's sampling temperature
-(default: the doctor's).
-``--ray ADDRESS`` (``local``, ``auto``, ``ray://HOST:PORT``) runs the episodes on Ray
-runner actors, one per node (``--ray-runners N``), each with ``--concurrency`` episodes at
-once against its own node's server (``--base-url``, ``--base-url-map FILE`` or
-``--ray-serve MODEL``); the driver writes the same log, summary and ``--resume`` as a run
-on one machine (:class:`clinenv.distributed.Ray`, docs/cluster.md).
-
-Example (offline, the fake server's clinician plays every LLM seat)::
-
-    python -m clinenv.testing.fake_server --responder clinician --port 8011 &
-    clinenv run --env AgentClinic-Demo-v0 --doctor llm --patient llm --examiner llm \
-        --judge llm --model fake --base-url http://127.0.0.1:8011/v1
+refused model request or too many backend errors in a row. ``clinenv run --help`` lists
+the options; the native-protocol ids, presets, reward specs, case lists, paper settings
+and Ray runs are in docs/protocols.md, docs/rewards.md and docs/cluster.md.
 """
 
 from __future__ import annotations
@@ -201,7 +152,7 @@ def add_run_parser(sub: Any) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """``clinenv run``: see the :mod:`clinenv.cli` docstring.
+    """``clinenv run`` (``clinenv run --help``).
 
     The flags become settings objects once, here (:class:`~clinenv.cli.llm_setup.
     LLMConfig`, :class:`~clinenv.cli.paper_settings.PaperSettingsConfig`,

@@ -1,38 +1,14 @@
 """The driver of a run on Ray: one schedule, runners on many nodes, one run log.
 
-:class:`Ray`, the executor of :func:`clinenv.runs.run` on Ray, plans and checks the run
-exactly as :class:`clinenv.runs.logged.Serial` does (:func:`~clinenv.runs.logged.prepare_run`,
-one :class:`~clinenv.runs.spec.RunSpec`, before Ray starts), then, with the options of its
-:class:`~clinenv.distributed.config.RayConfig`:
-
-1. connects to Ray (``"local"`` starts a Ray on this machine; ``"auto"`` or
-   ``"ray://HOST:PORT"`` joins a cluster; ``None`` uses the Ray this process is already
-   connected to, else starts a local one);
-2. with ``serve``, starts one ``vllm serve`` per GPU node (:mod:`clinenv.distributed.serve`)
-   and waits for their health checks;
-3. starts the runner actors (:mod:`clinenv.distributed.runner`): one per node that has
-   an LLM server, or ``runners`` of them round-robin, each pinned to its node
-   (``NodeAffinitySchedulingStrategy``, soft: after a node dies Ray may restart it
-   elsewhere, where it looks up that node's server), and checks that every runner has
-   the driver's dataset, case order, doctor config and clinenv version;
-4. hands out whole case groups (:mod:`clinenv.distributed.units`; a runner that runs
-   dry takes the last untouched case group of the busiest runner's queue), keeps
-   ``concurrency`` units in flight per runner, and writes each returned record as the
-   run-log line of a one-machine run (:meth:`~clinenv.runs.logged.PreparedRun.line`,
-   :class:`~clinenv.runlog.RunLogWriter`, fail-fast rules of
-   :mod:`clinenv.runs.fail_fast`), in the order episodes finish.
-
-Faults. A unit whose runner fails (its process dies, its node dies, Ray cannot reach
-it) is not lost: the runner is set aside, every unit it held (in flight or queued) goes
-back to the front of the queue, still grouped by case, and the other runners take them.
-The set-aside runner is probed (``info()``) until it answers (Ray restarted it:
-``max_restarts``; it rejoins) or is known dead or silent for ``runner_timeout_s`` (it is
-lost). A unit's line is written once: the driver writes only the first record of a unit
-and ignores any later one (a unit that was in flight on a failing runner may still
-return, and its copy too). Since every unit is idempotent, the log then holds the lines
-a run without the fault writes (apart from ``timing`` and ``llm``). When every runner
-is lost the run stops with :class:`RayRunError`; a driver that dies leaves a log of
-whole lines: ``resume=True`` (``clinenv run --resume``) runs the rest.
+:class:`Ray` plans and checks the run exactly as :class:`clinenv.runs.logged.Serial`
+does (:func:`~clinenv.runs.logged.prepare_run`), connects to Ray (``"local"``,
+``"auto"``, ``"ray://HOST:PORT"`` or ``None``), optionally starts one ``vllm serve`` per
+GPU node, starts the runner actors, hands out whole case groups and writes each record
+as the line of a one-machine run, in the order episodes finish. A failed runner's units
+go back to the queue and each unit's line is written once, so the log equals a run
+without the fault (``timing`` and ``llm`` aside); when every runner is lost the run
+stops with :class:`RayRunError`, and ``resume=True`` runs the rest. The steps and
+fault handling in detail: docs/cluster.md.
 """
 
 from __future__ import annotations
@@ -128,7 +104,7 @@ class FactoryParts:
 
 @dataclass(frozen=True)
 class Ray:
-    """The executor of a run on Ray (module docstring), for :func:`clinenv.runs.run`.
+    """The executor of a run on Ray (docs/cluster.md), for :func:`clinenv.runs.run`.
 
     The schedule, resume checks (with the retry of error lines), fail-fast stops and
     lines are those of :class:`clinenv.runs.logged.Serial`; with deterministic model
@@ -446,7 +422,7 @@ class _Cluster:
 
 
 class _Loop:
-    """Hands out units, writes lines, sets failing runners aside (module docstring)."""
+    """Hands out units, writes lines, sets failing runners aside (docs/cluster.md)."""
 
     def __init__(self, ray: Any, run: PreparedRun, cluster: _Cluster, guard: FailFast,
                  writer: RunLogWriter, progress: Callable[[dict[str, Any]], None] | None):

@@ -1,84 +1,14 @@
 """The EGIP Gymnasium environment: a doctor acquires evidence, then decides.
 
-One episode is one case. The doctor (the agent) acts in text:
-
-- acquisition phase (T rounds, EGIP default 19): ask the patient a question, or request
-  an examination (``REQUEST TEST: <id or name>``); the built-in patient simulator
-  answers from P, the examiner by record lookup O;
-- decision phase (one step): the observation is the evidence interface e_T and the
-  action is the terminal answer (``DIAGNOSIS READY: <diagnosis>``), which is scored
-  against Y and ends the episode.
-
-Spaces (EGIP section 3.2, the doctor view x_t = R(s0, K, h_t, menu)):
-
-- observation: ``Dict(text=UnicodeText(max_text_chars), exam_mask=Box(0, 1, (max_exams,),
-  int8))``. ``text`` is the complete doctor view x_t (``observation_format="view"``) or
-  only what is new (``"delta"``). ``exam_mask[i] == 1`` iff catalog entry ``i`` exists
-  and has not been requested (all zeros without a menu);
-- action: ``UnicodeText(max_text_chars)``; any string is accepted (the visible part is
-  cut to the protocol's ``max_action_chars`` once reasoning is removed), invalid text
-  gets interface feedback, never an exception.
-
-``exam_mask`` and ``info`` are built by :mod:`clinenv.env.doctor_view` (shared with the
-PettingZoo doctor seat). ``info`` holds only deterministic values (no timings or token
-counts): ``case_id``, ``dataset``, ``phase``, ``turn``, ``menu`` (list of ``{"id",
-"name"}``), ``candidates`` (K, doctor-visible, or ``None``), ``n_exams_requested``,
-``invalid_actions``, ``action_kind``, ``text_clipped`` and, when present,
-``reasoning``; at the end also ``answer``, ``verdict`` (``correct`` / ``wrong`` /
-``unscored``), ``correct``, ``abstained``, ``match_score`` (the deterministic scorer's
-0-100 string similarity of the answer to the target, not an embedding similarity) and
-``scorer`` (``"deterministic"`` or ``"llm-judge"``); with a judge also ``judge_verdict``
-(``"correct"`` / ``"wrong"`` / ``"unparsed"``, ``None`` when the judge was not asked).
-
-Rewards: the terminal step's reward is the reward spec's (``reward_spec=``, a field of
-:class:`~clinenv.env.config.EnvConfig`, default ``"accuracy"``: 1.0 for a correct
-answer, 0.0 otherwise; :mod:`clinenv.reward_spec`) over the episode's components
-(:mod:`clinenv.reward_components`), computed after the end from the episode record, so
-nothing the doctor sees changes; the terminal ``info`` (only that step's) holds them as
-``info["reward_components"]`` (a dict) and so does the episode record (each its own
-copy: changing one changes neither the other nor a later ``episode_record()``). The legacy
-``exam_cost`` and ``invalid_action_penalty`` stay per step, in the step where they
-happen, and add to it: the sum of an episode's step rewards is the spec's reward minus
-the legacy charges. Non-terminal steps earn 0 apart from those charges.
-:meth:`EGIPEnv.reward_components` gives the components of an unfinished episode
-(diagnosis 0, format 0, workup so far).
-
-``info["patient_flags"]`` is present on every step that a
-flag-reporting patient answered — the LLM patient, or any patient object with a
-``last_flags`` attribute (the flags of its latest reply): a list of strings, ``[]`` for a
-clean reply, else among ``"speaks_as_doctor"`` (the reply spoke as the doctor; only the
-patient's own words were kept), ``"repeats_own_reply"`` (it repeated an earlier reply of
-its own word for word, the opening included) and ``"empty_reply"``. The flags depend on
-the reply's text only, so identical replies give identical infos. The episode record
-keeps the flagged replies as ``patient_flags``: ``[{"turn", "flags"}, ...]``.
-
-What the environment cannot see is not in ``info``: a doctor reply cut by ``max_tokens``
-comes from the doctor's own model, so it is flagged in the doctor's call records — the run
-log's ``llm.calls[*].truncated`` (and ``flags`` ``"empty_reply"`` when nothing visible was
-left; :mod:`clinenv.agents.llm_doctor`) — while the environment only receives the (empty)
-action and answers it with interface feedback.
-
-Simulators and judges (the patient, the examiner, the judge; offline and deterministic
-by default, LLM-backed ones opt-in) fill their seats as :mod:`clinenv.env.seats`
-describes; the same module says how ``step`` and ``astep`` share one implementation and
-where model call records go (:meth:`EGIPEnv.drain_llm_calls`, never ``info``).
-
-Personas and noise (fields of :class:`~clinenv.env.config.EnvConfig`):
-``patient_persona`` makes the retrieval patient reluctant, vague, lay, forgetful or
-tangential (:mod:`clinenv.env.persona`); ``exam_noise`` makes record lookup O return
-recorded results unavailable or a round late (:mod:`clinenv.protocol.exam_noise`). The
-patient's seed comes from its ``reset`` (as any seat's); the noise seed is drawn after
-the seats' only when noise is on, so the defaults draw exactly what they did.
-
-Protocols (``protocol=`` or ``preset=``, :mod:`clinenv.protocol.presets`) choose the
-loop once, at construction (:mod:`clinenv.env.loop`): ``"egip"`` (everything above,
-:class:`~clinenv.env.egip_loop.EGIPLoop`), or the native loops ``"agentclinic"`` and
-``"medagentsim"`` (:class:`~clinenv.env.native_loop.NativeLoop`, settings
-:class:`~clinenv.protocol.native_config.NativeConfig`, its ``info`` keys there).
-``docs/protocols.md`` lists every difference from EGIP with the setting that controls it.
-Verdicts (the scorer's, a judge's ruling) follow :mod:`clinenv.env.terminal_outcome` in
-both.
-
+One episode is one case: T acquisition rounds (EGIP default 19; a question to the
+patient or ``REQUEST TEST: <id or name>``), then one decision step whose action
+``DIAGNOSIS READY: <diagnosis>`` is scored against Y. Spaces (EGIP section 3.2, x_t =
+R(s0, K, h_t, menu)): observation ``Dict(text=UnicodeText(max_text_chars),
+exam_mask=Box(0, 1, (max_exams,), int8))``, action ``UnicodeText(max_text_chars)``; any
+text is accepted, invalid text gets interface feedback. The terminal reward is the reward
+spec's (:mod:`clinenv.reward_spec`, default ``"accuracy"``: 1.0 or 0.0). The ``info``
+keys, reward components, patient flags, seats, personas and protocols are in
+docs/environments.md.
 """
 
 from __future__ import annotations
@@ -332,7 +262,7 @@ class EGIPEnv(gym.Env):
         return int(value)
 
     def step(self, action: str):
-        """Apply one doctor action; see the module docstring. Never raises on any text.
+        """Apply one doctor action (docs/environments.md). Never raises on any text.
 
         The patient answers through its sync ``reply`` and the judge through ``judge``;
         no event loop is used, so this is safe inside a running loop.
@@ -457,7 +387,7 @@ class EGIPEnv(gym.Env):
         ``case_flags``, ``case_strata``; ``max_rounds`` when the reset option set it;
         with a flag-reporting patient (the LLM patient)
         ``patient_flags``, the flagged replies so far as ``[{"turn": int, "flags":
-        [str, ...]}, ...]`` (``[]`` when none; see the module docstring). Once the
+        [str, ...]}, ...]`` (``[]`` when none; docs/environments.md). Once the
         episode is over the record also holds the outcome keys of ``info`` and the
         reference target Y (``target``) for post-hoc evaluation; never pass a record to
         an agent.

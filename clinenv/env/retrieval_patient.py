@@ -1,48 +1,12 @@
 """Deterministic retrieval patient: answers the doctor only from the patient facts P.
 
 The default, offline patient simulator (EGIP section 3.2: the patient sees P and the
-permitted dialogue, never M, never Y). It does not generate text: every reply is made of
-sentences of P, lightly rephrased into the patient's own voice, or one of the fixed
-phrases in :data:`FIXED_PHRASES`.
-
-How a reply is chosen
----------------------
-1. P is flattened once per facts tree into *facts*: each leaf string is split into
-   sentences (NEJM role-card bullets and headers are split off and actor instructions
-   dropped), each list item is a fact, and each fact gets a topic bucket from its key
-   (``Past_Medical_History`` -> ``"past"``, ``Social_History`` -> ``"social"``...).
-   Placeholder leaves (``"Not provided"``, ``"N/A"``) are skipped.
-2. A greeting or open question ("What brings you in today?", "Tell me about your
-   symptoms") gets the primary symptom and the first sentence of the history; "Tell me
-   more" continues the story with facts not yet given.
-3. Any other question is routed by keywords to topic buckets (pain/when/how long ->
-   history and symptoms; medication -> medications; smoke, alcohol, work, travel, sex ->
-   social; family; allergies; past illness/surgery -> past; age -> demographics). Each
-   fact scores the share of the question's stemmed content words it holds (a word
-   matches when rapidfuzz ``ratio`` >= :data:`WORD_SIMILARITY`, so typos and word forms
-   meet; a word of the fact's key counts half), plus a bonus when one of its buckets was
-   routed to, plus an onset bonus for facts with a time expression when the question
-   asks when or how long. The best one or two facts at or above :data:`MIN_SCORE` are
-   returned; otherwise :data:`NOT_SURE`. (Whole-text ``token_set_ratio`` scores were
-   tried first: their 30-60 noise floor between unrelated texts outranked real matches.)
-4. Ties go to facts not yet given in the dialogue, and a different question never gets
-   exactly the same facts as the previous reply when another fact qualifies; when none
-   does, the same facts are given again rather than an invented or evasive answer.
-
-Replies are in the first person ("The patient reports a 1-month history of X" -> "I have
-a 1-month history of X"; "Patient denies X" -> "I don't have X"; "you" in role cards ->
-"I"). With ``caregiver_voice`` the parent answers: :data:`CAREGIVER_PREFIX` plus the fact
-in the third person ("The patient has been fussy" -> "My child has been fussy").
-
-The index of a facts tree is built once and shared, read-only, by every patient of the
-process under a hashable fingerprint of the tree (never ``id(facts)``, which Python
-reuses); :meth:`RetrievalPatient.for_facts` builds it ahead of the first reply. It keeps
-the stems of P sorted by length, so a question stem is compared only with the stems long
-or short enough to reach :data:`WORD_SIMILARITY`. The index also keeps the facts that
-qualify for the last :data:`QUESTION_MEMO_SIZE` questions asked of it and the matches of
-the last :data:`STEM_MEMO_SIZE` question words (pure functions of the index and the
-text, shared like the index): a question or word asked again, by any patient, is not
-scored again, and the memos go when their index does.
+permitted dialogue, never M, never Y). It generates no text: every reply is one or two
+sentences of P in the patient's first-person voice (a caregiver's with
+``caregiver_voice``, :data:`CAREGIVER_PREFIX`), or one of :data:`FIXED_PHRASES`
+(:data:`NOT_SURE` when no fact scores :data:`MIN_SCORE`). How a fact is chosen, and the
+shared per-process index of P (:meth:`RetrievalPatient.for_facts`), are in
+docs/environments.md.
 """
 
 from __future__ import annotations

@@ -1,48 +1,17 @@
 """Run logs as evaluation inputs: read, group into runs, pair two runs case by case.
 
-A *run* is every episode of one method on one dataset. Lines are read with
-:func:`clinenv.runlog.read_run_log` and grouped by ``(label, dataset)``, where the label
-is :func:`clinenv.evaluation.labels.method_label` -- ``doctor.name``, plus
-``@<protocol or preset>`` when the run did not play plain EGIP (``scripted@agentclinic``,
-``scripted@egip-no-menu``) -- unless the user names the log ``LABEL=path``. When the
-unnamed logs of one such label hold different models, each gets ``[<model>]``
-(``llm-direct[Qwen2.5-7B-Instruct]``, :func:`clinenv.evaluation.labels.with_models`).
-
-Checks, each failing with :class:`RunsError` (a :class:`~clinenv.runlog.RunLogError`
-naming the file and the 1-based line):
-
-- a line lacks a field the reports need, or its ``verdict`` is not one of
-  ``correct`` / ``wrong`` / ``unscored``;
-- one file mixes runs (its lines disagree on env id, dataset, dataset file, doctor or
-  run seed);
-- one ``(case_id, repetition)`` key appears twice in a run (in one file or across the
-  files given for the same label and dataset), except after an error line: under the
-  supersession rule of :mod:`clinenv.runlog` a later line of an episode (in file order,
-  files in the order given) replaces an earlier *error* line (an episode stopped by a
-  model backend, run again by ``clinenv run --resume``), so the episode counts once,
-  with the later verdict (:attr:`Run.n_superseded` counts the replaced lines);
-- two files given the same label and dataset come from different runs (the message
-  names the first field that differs by its full path, ``doctor.config.generation.
-  temperature``, with both values in full, and says how to name each log);
-- the logs hold verdicts of different scoring versions (``scoring_version``, a line
-  without it is version 1; :data:`clinenv.scoring.SCORING_VERSION`): verdicts under the
-  same ids are not comparable across versions, so :func:`load_runs` refuses to pool or
-  pair them (the message names both versions and the files) unless
-  ``mixed_scoring=True`` (``--mixed-scoring``).
-
-The *schedule* of a run (cases per repetition × repetitions) comes from the
-``n_cases_scheduled`` / ``n_repetitions`` fields of its lines (the largest recorded: a
-resumed run may have extended its plan); a run over a case list (``clinenv run
---cases``) schedules exactly the ids of its lines' ``case_list.case_ids``. Logs written
-before these fields existed get an inferred schedule, the cases seen × (largest
-repetition + 1), and :attr:`Run.schedule_inferred` says so. A scheduled episode without
-a line (a cut or interrupted log) counts as *not correct*: EGIP 4.1 keeps scheduled outputs in the
-denominator, and a missing output is a non-answer. A scheduled case of which no line
-survives appears as a placeholder id ``<case N>`` (N its 0-based case index).
-
-:func:`align` pairs a method run with a baseline run over the same case ids in the same
-order, refusing different case sets with :class:`CaseMismatchError` unless asked to keep
-only the common cases.
+A *run* is every episode of one method on one dataset: lines are grouped by ``(label,
+dataset)`` (:func:`clinenv.evaluation.labels.method_label`, or ``LABEL=path``).
+:func:`load_runs` raises :class:`RunsError` (naming the file and the 1-based line) on a
+line missing a field or with a verdict other than ``correct`` / ``wrong`` /
+``unscored``, a file that mixes runs, a ``(case_id, repetition)`` twice in a run (a later
+line supersedes only an error line, :mod:`clinenv.runlog`), two files of one label and
+dataset from different runs, or verdicts of different scoring versions (unless
+``mixed_scoring=True``). A run's schedule comes from ``n_cases_scheduled`` /
+``n_repetitions`` (inferred for older logs, :attr:`Run.schedule_inferred`); a scheduled
+episode without a line counts as not correct (EGIP 4.1), a case with no line as the
+placeholder id ``<case N>``. :func:`align` pairs two runs over the same case ids
+(:class:`CaseMismatchError` otherwise).
 """
 
 from __future__ import annotations

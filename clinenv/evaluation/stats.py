@@ -419,25 +419,12 @@ def sign_flip_test(a: Any, b: Any, n_resamples: int = 20_000, seed: Seed = None,
           p = (1 + #{|T*| >= |T| - 1e-12}) / (n_resamples + 1),
 
       the Monte-Carlo p value that counts the observed statistic (never 0; EGIP appendix
-      A.3 / Table 8, where 28 / 20,001 = 0.0014 is the smallest Holm-adjusted value). The
-      signs are drawn as packed random bits in chunks and applied with a matrix-vector
-      product.
+      A.3 / Table 8, where 28 / 20,001 = 0.0014 is the smallest Holm-adjusted value).
 
     ``exact="auto"`` (the default) enumerates when ``n_cases <= 14`` or
-    ``2**n_cases <= n_resamples`` (enumeration is then no dearer than sampling), and
-    samples otherwise; with the default ``n_resamples`` every ``n_cases >= 15`` takes the
-    Monte-Carlo path. ``exact=True`` always enumerates (``n_cases <= 26``), ``exact=False``
-    always samples.
-
-    Relation to scipy: this is the test of ``scipy.stats.permutation_test((d,), np.mean,
-    permutation_type="samples", alternative="two-sided")`` (a one-sample "samples"
-    permutation flips signs), but the two-sided p differs in definition. scipy computes
-    ``min(1, 2 * min(p_less, p_greater))`` from the two one-sided p values; this function
-    counts ``|T*| >= |T|`` directly. Because the sign-flip null distribution is symmetric
-    the two agree exactly when both enumerate (for ``T != 0``; both give 1 for
-    ``T = 0``), up to scipy's relative tie tolerance; with Monte-Carlo sampling they
-    estimate the same p with different counts and different Monte-Carlo errors (scipy
-    doubles a one-sided estimate, so its error is larger and its p can exceed ours).
+    ``2**n_cases <= n_resamples``, and samples otherwise (with the default
+    ``n_resamples``, every ``n_cases >= 15``). ``exact=True`` always enumerates
+    (``n_cases <= 26``), ``exact=False`` always samples.
 
     Args:
         a: baseline correctness matrix ``(n_cases, R_a)`` of 0/1/NaN.

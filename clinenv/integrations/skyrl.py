@@ -1,37 +1,14 @@
 """SkyRL adapter: clinenv as a ``skyrl_gym`` text environment (``BaseTextEnv``).
 
-Install from a clone with ``pip install -e '.[skyrl]'`` (``skyrl-gym>=0.4``, and
-``datasets`` to write the rows as parquet). :func:`task_rows` needs nothing beyond
-clinenv.
-
-SkyRL's generator (``skyrl/train/generators/skyrl_gym_generator.py``) builds one
-environment per trajectory with ``skyrl_gym.make(env_class, env_config=<the
-environment.skyrl_gym.<env_class> config>, extras=<the row's columns other than prompt
-and env_class, plus max_turns>)``, calls ``init(prompt)`` with the row's chat messages,
-then ``step(reply)`` with each model reply until ``done``, from a thread pool. The
-doctor plays the text protocol (EGIP section 3.2), instructed by
-:data:`~clinenv.integrations.tools.TEXT_SYSTEM_PROMPT` (``DIAGNOSIS READY:`` during
-acquisition ends it early), through
-:meth:`~clinenv.integrations.tools.ToolEpisode.step_text`: delta observations (only what
-is new) as user messages; the environment's ``info`` and the doctor's actions (as tool
-calls) in ``metadata``. :func:`register_clinenv` must run inside the Ray entrypoint
-(SkyRL's docs), where the workers make their environments.
-
-Rewards: 0.0 on every step but the last (``done``), which carries
-:meth:`~clinenv.integrations.tools.ToolEpisode.episode_reward`: the reward spec's reward
-of the episode (``reward_spec`` in ``env_config``, a setting of the environment passed
-to ``gym.make``; default ``accuracy``, the terminal score), also when ``max_turns``
-cuts the episode before the final answer (the one rule for unfinished episodes,
-:mod:`clinenv.reward_components`: diagnosis 0, format 0, workup over what was ordered).
-The last step's ``metadata["reward_components"]`` holds the components, and
-:meth:`ClinenvTextEnv.get_metrics` (which SkyRL's generator calls once per trajectory
-and averages per environment class with :meth:`BaseTextEnv.aggregate_metrics`, numbers
-only) holds them as ``reward_components/<name>``; an undefined component is ``None``
-and so left out of the mean. SkyRL's generator also stops a trajectory whose tokens
-pass ``max_input_length`` without telling the environment: no step is ``done`` and
-the trajectory's reward is the steps' 0.0; its metrics still give the components of
-that cut by the same rule. Keep ``generator.max_turns`` within the token budget so
-that the environment sees the cut.
+Extra ``skyrl`` (``skyrl-gym>=0.4``; ``datasets`` to write the rows as parquet);
+:func:`task_rows` needs nothing beyond clinenv, and :func:`register_clinenv` must run
+inside the Ray entrypoint. The doctor plays the text protocol (EGIP section 3.2) through
+:meth:`~clinenv.integrations.tools.ToolEpisode.step_text`, delta observations as user
+messages. Rewards: 0.0 on every step but the last (``done``), which carries
+:meth:`~clinenv.integrations.tools.ToolEpisode.episode_reward`, also when ``max_turns``
+cuts the episode (the unfinished rule, :mod:`clinenv.reward_components`); the components
+are in its ``metadata`` and in :meth:`ClinenvTextEnv.get_metrics`. How SkyRL's generator
+calls the environment, and ``max_input_length`` cuts: docs/training.md.
 """
 
 from __future__ import annotations

@@ -1,54 +1,14 @@
 """The tool view of the doctor's actions, shared by every trainer adapter.
 
-The text protocol stays the source of truth; each tool is one of its actions:
-
-=======================================  =========================================
-tool call                                action text (EGIP section 3.2)
-=======================================  =========================================
-``ask_patient(question)``                the question itself
-``order_exam(exam)``                     ``REQUEST TEST: <exam>`` (an id or a name,
-                                         validated by the runtime like any request)
-``submit_diagnosis(diagnosis)``          ``DIAGNOSIS READY: <diagnosis>``
-``list_exams()``                         none: it shows the displayed menu B and uses
-                                         no round
-=======================================  =========================================
-
-:func:`tool_to_action` and :func:`action_to_tool` map one way and the other
-(:func:`clinenv.protocol.parser.parse_action` reads the text); :data:`TOOL_SCHEMAS` are
-the tools' JSON schemas in OpenAI's function format.
-
-:class:`ToolEpisode` plays one episode through the tools. Its environment is built with
-``observation_format="delta"`` (a tool result is only what is new: the reply or result,
-interface feedback and the round footer, since the trainer keeps the conversation) and
-``premature_diagnosis="decide"``: ``submit_diagnosis`` during acquisition ends it early
-and returns the evidence interface e_T with the request for a final answer; at the
-decision step it is scored and ends the episode. A trained doctor thus decides on the
-same e_T as the Direct, Vote and Full strategies, and its scores stay comparable.
-
-Prompts: a tool-calling doctor gets :data:`TOOL_SYSTEM_PROMPT`; a doctor that writes the
-actions as text (the verifiers and SkyRL adapters, :meth:`ToolEpisode.step_text`) gets
-:data:`TEXT_SYSTEM_PROMPT`, which says what ``"decide"`` does with ``DIAGNOSIS READY:``
-during acquisition (the evaluated doctors' :data:`clinenv.agents.prompts.EGIP_DOCTOR_SYSTEM`
-is written for EGIP's default ``"clarify"``, where it is replaced by a clarification
-question). A trainer's row prompt ends with the user message :data:`TASK_INTRO`, to
-which the opening text is appended.
-
-Rewards: :meth:`ToolEpisode.episode_reward` is the one number every adapter reports
-(TRL's ``get_reward``, verifiers' ``clinenv_reward``, SkyRL's last step): the sum of
-the environment's step rewards once the final answer is scored, and for an episode cut
-off before it (a rollout that stops, a turn limit) the legacy per-step charges so far
-plus the reward spec's reward of the components so far
-(``env.reward_spec.reward(env.reward_components())``): the one rule for unfinished
-episodes of :mod:`clinenv.reward_components` (diagnosis 0, format 0, workup over what
-was ordered). The spec is the environment's setting (``reward_spec=`` of ``gym.make``,
-passed through ``**env_kwargs``); no adapter computes a reward of its own.
-:meth:`ToolEpisode.reward_components` gives the components and :func:`component_metrics`
-names them for a trainer's metrics.
-
-LLM patient: ``ToolEpisode(..., patient_cache=cache)`` wraps the environment's
-:class:`~clinenv.agents.llm_patient.LLMPatient` in a
-:class:`~clinenv.agents.patient_cache.CachedPatient` over ``cache``, so the rows a
-trainer repeats replay the same patient replies.
+Each tool is one action of the text protocol (EGIP section 3.2), which stays the source
+of truth: ``ask_patient(question)`` (the question), ``order_exam(exam)`` (``REQUEST TEST:
+<exam>``), ``submit_diagnosis(diagnosis)`` (``DIAGNOSIS READY: <diagnosis>``) and
+``list_exams()`` (shows the menu B, uses no round). :func:`tool_to_action` and
+:func:`action_to_tool` map them; :data:`TOOL_SCHEMAS` are OpenAI function schemas.
+:class:`ToolEpisode` plays one episode through the tools (``observation_format="delta"``,
+``premature_diagnosis="decide"``); :meth:`ToolEpisode.episode_reward` is the one reward
+every adapter reports. Prompts, rewards of cut-off episodes and the patient cache are in
+docs/training.md.
 """
 
 from __future__ import annotations
@@ -278,7 +238,7 @@ def action_to_tool(text: str, *, phase: Literal["acquire", "decide"] = "acquire"
 
 
 class ToolEpisode:
-    """One episode of an EGIP environment played through the tools (module docstring).
+    """One episode of an EGIP environment played through the tools (docs/training.md).
 
     Args:
         env_id: an EGIP text environment id (``"EGIP-Demo-v0"``, ``"EGIP-MedQA-v0"``...).
@@ -459,7 +419,7 @@ class ToolEpisode:
             return self.env.reward_components()
 
     def episode_reward(self) -> float:
-        """The episode's reward as every adapter reports it (module docstring): finished,
+        """The episode's reward as every adapter reports it (docs/training.md): finished,
         the sum of its step rewards (the spec's reward plus the legacy per-step
         charges, which are 0 by default); cut off before the final answer, the charges
         so far plus ``reward_spec.reward(reward_components())``. With the legacy terms

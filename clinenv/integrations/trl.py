@@ -1,48 +1,14 @@
 """TRL adapter: clinenv as a ``GRPOTrainer(environment_factory=...)`` environment.
 
-Install from a clone with ``pip install -e '.[trl]'`` (``trl>=1.16``, Python >= 3.11;
-``datasets``). Importing this module and calling :func:`make_env_factory` needs neither;
-:func:`task_dataset` needs ``datasets``.
-
-TRL (``trl/trainer/grpo_trainer.py``) builds one instance per rollout with the no-arg
-factory and reuses it; before each rollout it calls ``reset(**row)`` with every column
-of the dataset row and appends the returned text to the row's last user message; every
-public method other than ``reset`` and ``get_reward`` becomes a tool, whose JSON schema
-transformers builds from the type hints and the Google-style docstring; a tool that
-raises is answered ``{"error": message}``; ``get_reward()`` is a reward column. GRPO
-groups repeat a row, so a row pins its episode: ``(env_id, case_id, seed)`` gives the
-same opening text in any process. The tools are those of
-:mod:`clinenv.integrations.tools`, whose :class:`~clinenv.integrations.tools.ToolEpisode`
-does the work.
-
-Rewards: the environment's reward spec is its setting, ``make_env_factory(env_id,
-reward_spec="diagagent")`` (a preset, a :class:`~clinenv.reward_spec.RewardSpec`, its
-dict or a JSON file; passed to ``gym.make``). ``get_reward()`` is
-:meth:`~clinenv.integrations.tools.ToolEpisode.episode_reward`: the spec's reward of the
-episode, finished or cut off when generation stopped before the final answer (TRL
-calls it for every rollout; the one rule of :mod:`clinenv.reward_components`:
-diagnosis 0, format 0, workup over what was ordered). :func:`component_reward_funcs`
-gives one reward function per component, meant for weight 0, so TRL logs each
-component as its own column (``rewards/<component>/mean``) without changing the
-reward::
-
-    funcs = component_reward_funcs()
-    GRPOTrainer(..., environment_factory=make_env_factory(env_id, reward_spec="diagagent"),
-                reward_funcs=funcs, args=GRPOConfig(..., reward_weights=[0.0] * len(funcs)))
-
-TRL appends ``get_reward`` after ``reward_funcs`` with weight 1 (``reward_weights``
-covers only the functions passed). An undefined component (``None``: a workup measure
-where nothing was ordered or the records hold nothing, and every workup measure under
-the native protocols) is returned as ``None``, which TRL turns into NaN: left out of
-the column's mean and std (``torch.nanmean``; a batch where it is undefined throughout
-logs ``nan``) and, at weight 0, out of the reward (``nansum``).
-
-TRL's async trainer calls ``reset`` and the tools from thread pools: each instance owns
-its environment and lock, and instances share only the optional LLM-patient reply cache
-(``patient_cache=``), whose store is guarded by its own lock. Its ``get_reward`` is the
-same; the component functions are for ``GRPOTrainer`` only: ``AsyncGRPOTrainer``
-(trl 1.16) passes reward functions no ``environments`` and sums them without
-``reward_weights``, so they raise there rather than add to the reward.
+Extra ``trl`` (``trl>=1.16``, Python >= 3.11; ``datasets``); importing this module and
+:func:`make_env_factory` need neither, :func:`task_dataset` needs ``datasets``. The
+factory's instances expose the tools of :mod:`clinenv.integrations.tools`; a row pins its
+episode (``env_id``, ``case_id``, ``seed``). ``get_reward()`` is
+:meth:`~clinenv.integrations.tools.ToolEpisode.episode_reward` under the environment's
+reward spec (``make_env_factory(env_id, reward_spec=...)``);
+:func:`component_reward_funcs` logs each component at weight 0 (``GRPOTrainer`` only;
+they raise under ``AsyncGRPOTrainer``). How TRL calls the environment, the weights
+example, ``None`` components and threading are in docs/training.md.
 """
 
 from __future__ import annotations
@@ -274,7 +240,7 @@ def component_reward_funcs(names: Sequence[str] = COMPONENTS) -> list[ComponentR
     :data:`~clinenv.reward_components.COMPONENTS`, in order), to pass as
     ``reward_funcs`` with ``GRPOConfig(reward_weights=[0.0] * len(funcs))``: TRL then
     logs ``rewards/<component>/mean`` and ``/std`` per step (undefined values left
-    out) and the reward stays the environment's ``get_reward`` (module docstring).
+    out) and the reward stays the environment's ``get_reward`` (docs/training.md).
 
     Raises:
         ValueError: an unknown or repeated component name.

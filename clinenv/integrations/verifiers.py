@@ -1,38 +1,15 @@
 """verifiers adapter: clinenv as a verifiers v1 taskset and environment.
 
-Install from a clone with ``pip install -e '.[verifiers]'`` (``verifiers>=0.4,<0.5``, Python >=
-3.11). verifiers loads a taskset by id from a top-level module; the module
-``clinenv_verifiers`` re-exports these classes, so the taskset id is
-``clinenv-verifiers``: ``vf-eval clinenv-verifiers --env.taskset.env-id EGIP-MedQA-v0``.
-
-The doctor plays the text protocol (EGIP section 3.2), as verifiers' own engine-stepped
-taskset does (``verifiers/v1/tasksets/textarena``: the game runs host-side in
-``Env.run`` and each reply is its move): the tool-less ``null`` harness chats, and a
-tool view would need an MCP tool server per rollout. Each task's system prompt is
-:data:`~clinenv.integrations.tools.TEXT_SYSTEM_PROMPT` (``DIAGNOSIS READY:`` during
-acquisition ends it early), its prompt the episode's opening text
-(:meth:`~clinenv.integrations.tools.ToolEpisode.reset`) and its ``info`` the row
-``{case_id, seed, env_id}`` (:func:`~clinenv.integrations.tools.task_rows`);
-:class:`ClinenvEnv` replays that episode, steps it with each reply
-(:meth:`~clinenv.integrations.tools.ToolEpisode.step_text`) and sends back the delta
-observation as the next user turn, until the final answer is scored or the doctor
-stops. It records:
-
-- the reward ``clinenv_reward`` (weight 1):
-  :meth:`~clinenv.integrations.tools.ToolEpisode.episode_reward`, the reward spec's
-  reward of the episode (``env_kwargs={"reward_spec": "diagagent"}``, a setting of the
-  environment; default ``accuracy``, the terminal score), also when the doctor stopped
-  before the final answer (the one rule for unfinished episodes,
-  :mod:`clinenv.reward_components`: diagnosis 0, format 0, workup over what was
-  ordered);
-- the reward components as metrics (verifiers v1 records metrics unweighted and never
-  sums them into the reward), ``reward_components/<name>``
-  (:func:`~clinenv.integrations.tools.component_metrics`); an undefined component is
-  ``None``, which verifiers' run summary leaves out of the mean (its live dashboard
-  reads it as 0);
-- ``turns`` (the doctor's replies), ``exams_ordered`` and ``finished`` as metrics;
-- the environment's final ``info``, the components and the doctor's actions (as tool
-  calls) under ``trace.info["clinenv"]``.
+Extra ``verifiers`` (``verifiers>=0.4,<0.5``, Python >= 3.11); the top-level module
+``clinenv_verifiers`` re-exports these classes as the taskset ``clinenv-verifiers``
+(``vf-eval clinenv-verifiers --env.taskset.env-id EGIP-MedQA-v0``). The doctor plays the
+text protocol (EGIP section 3.2) through
+:meth:`~clinenv.integrations.tools.ToolEpisode.step_text`, prompted by
+:data:`~clinenv.integrations.tools.TEXT_SYSTEM_PROMPT`. Recorded: the reward
+``clinenv_reward`` (:meth:`~clinenv.integrations.tools.ToolEpisode.episode_reward`,
+weight 1), the metrics ``reward_components/<name>`` (``None`` where undefined),
+``turns``, ``exams_ordered`` and ``finished``, and ``trace.info["clinenv"]``. Why the
+text protocol, and the rows: docs/training.md.
 """
 
 from __future__ import annotations
@@ -142,7 +119,7 @@ class ClinenvEnvConfig(vf.EnvConfig):
 
 
 class ClinenvEnv(vf.Env[ClinenvEnvConfig]):
-    """Steps a clinenv episode with the doctor's replies (module docstring)."""
+    """Steps a clinenv episode with the doctor's replies (docs/training.md)."""
 
     async def run(self, task: ClinenvTask, agents: vf.Agents) -> None:
         """Play one episode.

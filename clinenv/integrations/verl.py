@@ -1,50 +1,13 @@
 """verl adapter: a verl agent loop (``AgentLoopBase``) that plays clinenv episodes.
 
-Install from a clone with ``pip install -e '.[verl]'`` (``verl>=0.9.1,<0.10`` and the
-three packages its agent-loop module imports without declaring them: ``cachetools``,
-``fastapi``, ``uvicorn``; torch first, which verl does not declare). Tested with verl
-0.9.1, transformers 5.10 and torch 2.13 (CPU).
-
-:class:`ClinenvAgentLoop` is registered under ``clinenv_agent`` (verl's ``register``) when
-this module is imported; a row selects it with ``agent_name: clinenv_agent``
-(:func:`verl_rows`). verl imports it in its workers through an agent-loop YAML file
-(``actor_rollout_ref.rollout.agent.agent_loop_config_path``), one entry::
-
-    - name: clinenv_agent
-      _target_: clinenv.integrations.verl.ClinenvAgentLoop
-      env_kwargs: {reward_spec: diagagent}   # optional gym.make settings
-
-verl builds one loop per trajectory (``hydra.utils.instantiate`` of that entry) and calls
-``run(sampling_params, **row)``. The doctor plays the text protocol (EGIP section 3.2),
-instructed by :data:`~clinenv.integrations.tools.TEXT_SYSTEM_PROMPT`, through
-:meth:`~clinenv.integrations.tools.ToolEpisode.step_text`, as the SkyRL and verifiers
-adapters do; verl's ``ToolAgentLoop`` and its tool parser are not used (its tools answer
-as ``tool`` messages, it ends a rollout at the first reply without a tool call, and the
-patient and examiner are the environment's turns, not tools). The loop:
-
-1. resets the row's episode (``extra_info``: ``case_id``, ``seed``, ``env_id``) and
-   appends the opening text to the row prompt's last user message;
-2. renders it once with verl's Continuous Token builder (``ct_build_initial_tokens``);
-3. per turn: ``server_manager.generate`` on the running token ids; the reply's tokens
-   are merged with ``ct_merge_assistant_token`` (mask 1, their logprobs), decoded
-   (special tokens skipped) and stepped; the delta observation is merged as a user
-   message with ``ct_merge_context_msg`` (mask 0: the patient's reply, the examiner's
-   result, the interface's feedback and footer, and any boundary token the builder
-   inserts, such as Qwen's newline after ``<|im_end|>``);
-4. stops when the final answer is scored, at ``rollout.multi_turn.max_assistant_turns``
-   doctor replies, or when the response reaches ``rollout.response_length`` tokens
-   (the ids, mask and logprobs are cut there, as ``ToolAgentLoop`` cuts them).
-
-The output's ``reward_score`` is
-:meth:`~clinenv.integrations.tools.ToolEpisode.episode_reward` (the reward spec's reward,
-``reward_spec`` in ``env_kwargs``; default ``accuracy``), also for an episode cut before
-its final answer (the one rule for unfinished episodes, :mod:`clinenv.reward_components`).
-verl skips its reward function when ``reward_score`` is set and puts the score on the
-last response token. ``extra_fields["reward_extra_info"]`` holds the components
-(``reward_components/<name>``, ``None`` where undefined, which verl's validation
-metrics leave out), ``turns``, ``exams_ordered`` and ``finished``; verl logs them as
-reward extra info. ``extra_fields["clinenv"]`` holds the row, the environment's last
-``info``, the components and the doctor's actions as tool calls.
+Extra ``verl`` (``verl>=0.9.1,<0.10``; tested with verl 0.9.1, transformers 5.10, torch
+2.13). :class:`ClinenvAgentLoop` is registered as ``clinenv_agent`` on import; a row
+selects it with ``agent_name: clinenv_agent`` (:func:`verl_rows`) and verl loads it from
+an agent-loop YAML entry (``_target_: clinenv.integrations.verl.ClinenvAgentLoop``,
+optional ``env_kwargs``). The doctor plays the text protocol through
+:meth:`~clinenv.integrations.tools.ToolEpisode.step_text`; ``reward_score`` is
+:meth:`~clinenv.integrations.tools.ToolEpisode.episode_reward`. The YAML entry, the loop
+step by step and the output's ``extra_fields`` are in docs/training.md.
 """
 
 from __future__ import annotations
@@ -97,7 +60,7 @@ class ClinenvAgentLoop(AgentLoopBase):
         self.response_length = int(self.rollout_config.response_length)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
-        """Play the row's episode (module docstring).
+        """Play the row's episode (docs/training.md).
 
         Args:
             sampling_params: passed to ``server_manager.generate`` as they are.
@@ -109,7 +72,7 @@ class ClinenvAgentLoop(AgentLoopBase):
             the doctor's tokens), ``response_logprobs`` (where the server gave them),
             ``reward_score``, ``num_turns`` (doctor replies + observations + 1),
             ``metrics`` (seconds in ``generate_sequences`` and in the environment,
-            ``tool_calls``) and ``extra_fields`` (module docstring).
+            ``tool_calls``) and ``extra_fields`` (docs/training.md).
 
         Raises:
             ValueError: the row lacks ``case_id``, ``seed`` or ``env_id``; as

@@ -1,106 +1,14 @@
 """Chat models behind an OpenAI-compatible chat-completions server.
 
-``vllm serve MODEL``, llama.cpp's server, hosted providers, or the project's own
-:class:`~clinenv.testing.fake_server.FakeChatServer`. Uses the ``openai`` client for
-synchronous calls and ``aiohttp`` for asynchronous ones (extra ``openai``, which installs
-``openai[aiohttp]``); see *HTTP transports* below.
-
-Policies:
-
-- **Retries**: bounded retries with exponential backoff, done here (the openai client
-  is built with ``max_retries=0``) so that each attempt is seen: timeouts, connection
-  errors, 408, 409, 429 and 5xx are retried ``max_retries`` times after the first
-  attempt of each request, waiting ``retry-after-ms`` / ``retry-after`` when the server
-  sends one (up to :data:`MAX_RETRY_AFTER_S`; a longer one is not retried), else
-  0.5 s doubling up to 8 s, less up to 25% jitter (the openai client's own schedule);
-  ``x-should-retry: true|false`` is obeyed. A final failure raises
-  :class:`~clinenv.llm.base.BackendError` with ``detail`` ``"timeout"``,
-  ``"connection"``, ``"http_<status>"`` or ``"malformed"``. ``ChatResult.n_requests``
-  counts every HTTP request sent, retries included, and
-  ``ChatResult.attempts`` holds one ``{"outcome", "latency_s"}`` dict per request
-  (``"wait_s"`` added before a retry; outcomes ``"ok"``, ``"no_choices"``,
-  ``"unreadable"``, ``"timeout"``, ``"connection"``, ``"http_<status>"``, ``"error"``).
-  A call with retries gets a warning line naming them.
-- **Prompt tokens sent**: ``ChatResult.prompt_tokens_sent`` counts the prompt tokens of
-  every request that reached the server: the server's own count for each reply with
-  ``usage``, and for an attempt that reached it without one (a timeout, an HTTP error,
-  an unreadable body) the prompt tokens the server reported for this call's messages
-  (every request of a call sends the same messages), an estimate; a ``"connection"``
-  attempt counts none. ``None`` when no reply reported usage.
-- **Stop strings**: at most :data:`MAX_SERVER_STOPS` (the OpenAI API's limit) of
-  ``config.stop`` are sent; all of them are enforced on the reply here
-  (:func:`~clinenv.llm.base.enforce_stop`), since some servers ignore ``stop`` and
-  return text past it: such a choice is cut, gets ``finish_reason="stop"`` and
-  ``stop_enforced=True``, and its record's ``flags`` get ``"wrote_past_turn"``.
-- **Fewer choices than n**: further requests ask for the missing count, the k-th
-  with a distinct seed derived from the call's seed (:func:`clinenv.seeding.call_seed`
-  with keys ``"top-up", k``) when the call has one. Every non-empty reply adds at least
-  one choice, so at most ``n - 1`` top-ups follow (``n + 1`` requests in all with the
-  one repeat of an empty reply, retries aside); a reply is never used as more samples
-  than it holds. Noted in ``ChatResult.warnings``.
-- **Identical choices** at temperature > 0 with n > 1: a warning.
-- **No choices**: one more request; a second empty reply raises
-  ``BackendError(detail="no_choices")``, never an ``IndexError``.
-- **Unreadable replies**: a 200 reply whose body is not JSON (broken or cut JSON under
-  ``content-type: application/json``, or another content type), is JSON but not an
-  object, or is an object without a ``choices`` list gets the same policy: one more
-  request, and a second unreadable reply raises ``BackendError(detail="malformed")``
-  (the contract of :class:`~clinenv.llm.base.BackendError`), never a
-  ``json.JSONDecodeError`` escaping into a rollout. The one repeat for an empty reply
-  and the one for an unreadable reply are counted apart.
-- **content null / reasoning**: ``None`` content becomes ``""`` with the finish
-  reason kept. The server's ``reasoning`` / ``reasoning_content`` text is kept apart in
-  :attr:`Choice.reasoning`. When the content is empty, the reasoning holds text and the
-  finish reason is ``"stop"``, the default ``reasoning_fallback="reasoning"`` takes the
-  reasoning as the answer (``Choice.from_reasoning=True``, with a warning);
-  ``reasoning_fallback="content"`` keeps ``""`` (with a warning). A reply cut by
-  ``max_tokens`` (``"length"``) never falls back: its text stays ``""`` and it is
-  truncated.
-- **Think tags**: ``<think>`` blocks inside the content are kept as sent; the
-  protocol parser removes them.
-- **Event loops**: one asynchronous client per running event loop (held weakly
-  by loop), closed when that loop shuts down its async generators (``asyncio.run`` does
-  so before closing the loop) or by :meth:`OpenAIChatModel.close` /
-  :meth:`OpenAIChatModel.aclose`; so successive ``asyncio.run`` calls on one model work.
-  :meth:`~clinenv.llm.base.ChatModel.generate` uses a separate synchronous client and
-  works from any thread, including one that runs an event loop.
-
-Token ids (:attr:`~clinenv.llm.base.ChatModel.log_tokens`, ``clinenv run
---log-tokens``): each request also sends vLLM's ``"logprobs": true`` (``top_logprobs``
-left at 0: the sampled token only) and ``"return_token_ids": true``
-(``vllm/entrypoints/openai/chat_completion/protocol.py``, ``ChatCompletionRequest``); the
-reply's ``choices[i].token_ids`` (list[int]) become :attr:`Choice.token_ids`,
-``choices[i].logprobs.content[k].logprob`` (float) :attr:`Choice.logprobs`, and the
-top-level ``prompt_token_ids`` (list[int], of the first reply of the call)
-:attr:`ChatResult.prompt_ids`. A server that sends none of them leaves them ``None``
-(OpenAI and llama.cpp ignore ``return_token_ids``). vLLM's logprobs follow its
-``--logprobs-mode`` (default ``raw_logprobs``: the model's distribution before
-temperature and top-p).
-
-HTTP transports. Every request is ``POST <base_url>/chat/completions`` with the same
-JSON body on either transport (compact UTF-8 JSON, as the openai client encodes it):
-
-- synchronous calls, and asynchronous ones with ``http_transport="httpx"``: the openai
-  client (``OpenAI`` / ``AsyncOpenAI`` over httpx) through its generic ``post``, the body
-  and the reply as plain JSON (the typed ``chat.completions.create`` path costs about
-  40% more client CPU per request);
-- asynchronous calls with ``http_transport="aiohttp"`` (the default when aiohttp is
-  installed): aiohttp alone, one ``ClientSession`` per event loop whose connection pool
-  every concurrent call shares. At 64 concurrent episodes the client's CPU time per
-  request is what queues requests on one core, and the openai client's request layers
-  (request options, URL and header objects, an httpx request converted for aiohttp)
-  cost about three times the HTTP exchange itself (about 3 ms against 0.8 ms per
-  request); nor is the openai package (about a second to import) needed. It sends
-  ``Authorization: Bearer <key>``, ``Content-Type`` and ``Accept: application/json``,
-  ``OpenAI-Organization`` / ``OpenAI-Project`` from ``OPENAI_ORG_ID`` /
-  ``OPENAI_PROJECT_ID`` (as the openai client does) and aiohttp's ``User-Agent``, not
-  the openai client's ``User-Agent`` and ``X-Stainless-*`` telemetry headers. The rest
-  is the openai client's: timeouts (connect and read, ``timeout_s`` each), at most 1000
-  connections (idle ones kept 5 s), proxies from the environment, the error kinds
-  (``"timeout"``: no reply within ``timeout_s``; ``"connection"``: a refused, dropped or
-  failed connection or another transport error; ``"http_<status>"``, with the error
-  text ``"Error code: <status> - <the server's message>"``) and how a 200 body is read
-  (JSON when its content type ends in ``json``, else text).
+``vllm serve MODEL``, llama.cpp's server, hosted providers, or
+:class:`~clinenv.testing.fake_server.FakeChatServer`; every request is ``POST
+<base_url>/chat/completions``, synchronous over the ``openai`` client, asynchronous over
+aiohttp or httpx (extra ``openai``). Retries (timeouts, connection errors, 408, 409, 429,
+5xx; ``retry-after`` up to :data:`MAX_RETRY_AFTER_S`, else 0.5 s doubling up to 8 s),
+top-ups, stop strings, empty and unreadable replies, reasoning fallback and token ids
+are described in docs/llm-doctors.md; a final failure raises
+:class:`~clinenv.llm.base.BackendError` (``detail`` ``"timeout"``, ``"connection"``,
+``"http_<status>"``, ``"no_choices"`` or ``"malformed"``).
 """
 
 from __future__ import annotations
@@ -317,8 +225,8 @@ def retry_after_s(headers: Any) -> float | None:
 def retry_wait_s(detail: str, headers: Any, retry: int) -> float | None:
     """Seconds to wait before retry ``retry`` (0-based) of a request that failed with
     ``detail`` (``"timeout"``, ``"connection"``, ``"http_<status>"``...; ``headers``: the
-    reply's, for an HTTP error), or ``None`` when that failure is not retried (module
-    docstring)."""
+    reply's, for an HTTP error), or ``None`` when that failure is not retried
+    (docs/llm-doctors.md)."""
     backoff = min(INITIAL_RETRY_DELAY_S * 2.0 ** min(retry, 60), MAX_RETRY_DELAY_S)
     backoff *= 1 - 0.25 * random.random()
     if detail in ("timeout", "connection"):
@@ -367,7 +275,7 @@ def _post(client: Any, openai: Any, body: dict[str, Any]) -> Any:
 
 class _AioHttpClient:
     """``POST <base_url>/chat/completions`` with one ``aiohttp.ClientSession`` (made in
-    the running event loop; the module docstring says what it sends and how it fails)."""
+    the running event loop; docs/llm-doctors.md says what it sends and how it fails)."""
 
     def __init__(self, base_url: str, headers: dict[str, str], timeout_s: float) -> None:
         import aiohttp
@@ -455,7 +363,7 @@ class _Collector:
         self._attempt_tokens.append(prompt_tokens)
 
     def prompt_tokens_sent(self) -> int | None:
-        """Prompt tokens of every attempt that reached the server (module docstring)."""
+        """Prompt tokens of every attempt that reached the server (docs/llm-doctors.md)."""
         known = [t for t in self._attempt_tokens if t is not None]
         if not known:
             return None
@@ -647,12 +555,12 @@ class OpenAIChatModel(ChatModel):
             (local servers need none).
         timeout_s: seconds per HTTP request (> 0) before it counts as timed out.
         max_retries: retries after the first attempt of each request (>= 0), with
-            backoff (module docstring).
+            backoff (docs/llm-doctors.md).
         config: default :class:`GenerationConfig`.
         reasoning_fallback: ``"reasoning"`` (default) or ``"content"``: what a reply with
-            empty content but a complete reasoning text becomes (see the module
-            docstring).
-        http_transport: the asynchronous calls' HTTP transport (module docstring):
+            empty content but a complete reasoning text becomes
+            (docs/llm-doctors.md).
+        http_transport: the asynchronous calls' HTTP transport (docs/llm-doctors.md):
             ``"auto"`` (default: aiohttp when installed, else httpx), ``"aiohttp"`` or
             ``"httpx"`` (the openai client). Synchronous calls always use the openai
             client. The transport in use is :attr:`async_transport`; it is left out of
@@ -756,7 +664,7 @@ class OpenAIChatModel(ChatModel):
                 "timeout": self.timeout_s, "max_retries": 0}
 
     def _aiohttp_headers(self) -> dict[str, str]:
-        """The aiohttp transport's request headers (module docstring)."""
+        """The aiohttp transport's request headers (docs/llm-doctors.md)."""
         headers = {"Authorization": f"Bearer {self._api_key}",
                    "Content-Type": "application/json", "Accept": "application/json"}
         for name, variable in (("OpenAI-Organization", "OPENAI_ORG_ID"),

@@ -2,86 +2,10 @@
 
 Agents (:data:`AGENTS`): ``doctor_0``, ``patient_0``, ``examiner_0``. The doctor speaks
 first and its action decides who speaks next (EGIP section 3.2, routing by
-:class:`~clinenv.protocol.runtime.EGIPRuntime`, which never simulates anyone):
-
-=====================================  =================================================
-doctor action (acquisition phase)      next agent
-=====================================  =================================================
-question (or fixed clarification)      ``patient_0``; its action is the reply
-request of a recorded examination      ``examiner_0``; its action is the result text
-request of a test with no record       ``doctor_0``: answered "not recorded" by the
-                                       interface, never by the examiner seat (a record
-                                       oracle cannot report what is not stored, and an
-                                       LLM examiner must not invent "normal")
-invalid text (interface feedback)      ``doctor_0``
-=====================================  =================================================
-
-After T rounds the doctor's next action is its terminal answer (decision phase on e_T):
-it is scored like :class:`clinenv.env.EGIPEnv` does and ends the episode for all agents
-at once (every termination True in the same step; each agent is then stepped with
-``None`` and ``agents`` becomes ``[]``). With ``max_steps`` set, an episode that reaches
-that many AEC steps before the answer is truncated for all agents at once (no answer:
-doctor reward :data:`clinenv.env.rewards.UNSCORED`).
-
-Seats. ``patient="external"`` / ``examiner="external"`` (the defaults) give a seat to a
-policy. ``patient="retrieval"`` (or ``"llm"`` with ``patient_model``, or a patient object
-with a sync ``reply(PatientView)``) and ``examiner="lookup"`` (record lookup O) fill the
-seat with a built-in simulator; such a seat is **not an agent** (absent from
-``possible_agents``), so its replies happen inside the doctor's step, as in the
-Gymnasium environment. With both seats built in the game has the doctor alone.
-
-Observations. One shared space for every agent: ``Dict(text=UnicodeText(max_text_chars),
-exam_mask=Box(0, 1, (max_exams,), int8))`` (no ``observation`` / ``action_mask`` keys:
-actions are text). ``text`` is the role view R:
-
-- doctor: exactly the Gymnasium environment's observation (x_t in ``"view"`` format, or
-  what is new in ``"delta"`` format); ``exam_mask`` is the menu mask;
-- patient: P with Y withheld, the dialogue and the pending question
-  (:func:`~clinenv.protocol.seat_views.render_patient_view`); never M or Y;
-- examiner: the validated request and the matching stored record
-  (:func:`~clinenv.protocol.seat_views.render_examiner_view`); never P.
-
-Seat ``exam_mask`` values are all zero. An agent's observation changes only when it
-becomes the active agent, after its own action (a seat then shows that nothing is
-pending), and at the end of the episode; an idle agent's observation stays unchanged.
-
-Rewards. The doctor's are the Gymnasium environment's: the reward spec's
-(``reward_spec=``, default ``"accuracy"``: :data:`clinenv.env.rewards.CORRECT`,
-``WRONG`` or ``UNSCORED``; :mod:`clinenv.reward_spec`) over the episode's components for
-the terminal answer (judged by the deterministic scorer
-:func:`clinenv.scoring.score_answer`, the Gymnasium environment's default), with
-``info["reward_components"]``, minus ``exam_cost`` per test returned and
-``invalid_action_penalty`` per invalid action, each in the step where it happens. A
-``max_steps`` truncation charges the spec's reward of the unfinished episode (diagnosis
-0, format 0; 0.0 under ``accuracy``) in the truncating step. A test is returned in the
-doctor's step with the built-in examiner (as in the Gymnasium environment) and in the
-examiner seat's step with an external one; a request still waiting for the examiner seat
-when ``max_steps`` truncates the episode returned nothing and costs nothing.
-Seats earn 0, or with ``fidelity_weight > 0`` minus that weight per fidelity error of
-their reply (:mod:`clinenv.multiagent.fidelity`).
-
-Infos (deterministic: no timings, no token counts). Doctor: the Gymnasium environment's
-info, built by the same code (:mod:`clinenv.env.doctor_view`): ``case_id``, ``dataset``,
-``phase``, ``turn``, ``menu``, ``candidates``, ``n_exams_requested``,
-``invalid_actions``, ``action_kind``, ``text_clipped``, ``reasoning`` when present, at
-the end ``answer``, ``verdict``, ``correct``, ``abstained``, ``match_score``,
-``scorer``, ``reward_components``; with a built-in patient that reports flags (the LLM
-patient, or any patient object with ``last_flags``) also ``patient_flags`` on every
-doctor step that patient answered (the flags of that reply, ``[]`` when clean; read with
-:func:`clinenv.env.doctor_view.patient_flags`, as the Gymnasium environment does). Two
-differences only: with an external seat the doctor's info is refreshed when the round
-closes (after the seat's reply), and a ``max_steps`` truncation ends with
-``answer=None``, ``verdict="unscored"``, ``correct=False``, ``truncated_at_step`` and
-``reward_components`` (of the unfinished episode) instead of the answer keys.
-Seats: ``case_id``, ``dataset``, ``phase``, ``turn``, ``role``, ``pending`` (a question
-or request waits for this seat), ``text_clipped`` (its observation text was clipped to
-``max_text_chars``), ``reply_clipped`` (its last reply was cut to ``max_action_chars``)
-and, with a fidelity weight, ``fidelity_errors`` (the ``"<kind>: <what>"`` strings of
-:mod:`clinenv.multiagent.fidelity`).
-
-Seeding: ``reset(seed=s)`` seeds ``self.np_random``, from which the case is drawn
-exactly as in the Gymnasium environment (the same seed gives the same case);
-``options={"case_id": id_or_index}`` pins the case; other option keys are ignored.
+:class:`~clinenv.protocol.runtime.EGIPRuntime`); a seat filled by a built-in simulator
+(``patient="retrieval"``, ``examiner="lookup"``) is not an agent. The doctor's
+observations, rewards and infos are those of :class:`clinenv.env.EGIPEnv`; the routing
+table, the seats' views, rewards and infos, and seeding are in docs/environments.md.
 """
 
 from __future__ import annotations
@@ -112,14 +36,14 @@ from clinenv.protocol.seat_views import render_examiner_view, render_patient_vie
 DOCTOR = "doctor_0"
 PATIENT = "patient_0"
 EXAMINER = "examiner_0"
-#: Every agent name, in seat order (the doctor always plays; see the module docstring).
+#: Every agent name, in seat order (the doctor always plays; docs/environments.md).
 AGENTS = (DOCTOR, PATIENT, EXAMINER)
 #: ``examiner=`` values.
 EXAMINER_KINDS = ("external", "lookup")
 
 
 class EGIPAECEnv(AECEnv):
-    """PettingZoo AEC environment of one EGIP episode per reset; see the module docstring.
+    """PettingZoo AEC environment of one EGIP episode per reset; docs/environments.md.
 
     Args:
         dataset: shorthand for ``EnvConfig.dataset``, as in :class:`clinenv.env.EGIPEnv`.

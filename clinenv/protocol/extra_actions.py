@@ -16,10 +16,8 @@ off unless the protocol settings enable them
 - ``RETRIEVE KNOWLEDGE: <query>`` (``knowledge_source=FILE``): the query is answered from
   a user-supplied knowledge source (:class:`KnowledgeSource`, the ``clinenv.knowledge/1``
   JSON Lines format of docs/cdeg.md) by content-word overlap. The search reads the
-  source and the query only: never the case, its records M or its target Y, so nothing
-  in the answer depends on this case's Y or on an unrequested record (the same query
-  gives the same answer on every case; the text may name diagnoses, as a textbook
-  would). The answer is interface text in the doctor's
+  source and the query only, never the case, M or Y (the same query gives the same
+  answer on every case). The answer is interface text in the doctor's
   history (an interface event of kind ``"knowledge"``), not patient evidence: the
   evidence interface e_T leaves it out.
 

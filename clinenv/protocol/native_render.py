@@ -3,8 +3,7 @@
 The native doctor sees its starting information (the presentation: ``Objective_for_
 Doctor``, or NEJM's fixed question), the consultation so far and the latest response;
 never a menu, candidate labels or the NEJM vignette. Headings reuse those of the EGIP
-doctor view (:mod:`clinenv.protocol.render`) so that policies reading ``# Task`` and
-``# Interaction so far`` work under both protocols.
+doctor view (:mod:`clinenv.protocol.render`).
 
 Acquisition-phase layout (``observation_format="view"``)::
 
@@ -35,11 +34,8 @@ containing ``DIAGNOSIS READY: <diagnosis>``; that whole action is judged.
 
 ``"delta"`` format, decision phase -- the one observation that repeats earlier turns: it
 is the latest response followed by the whole decision observation above, transcript
-included, not only the new discussion instruction. The terminal strategies (the
-``"medagentsim"`` and ``"discussion"`` strategies of :mod:`clinenv.agents`, Direct, Vote,
-Full) read the case from this one observation text, not from a chat history, so it must
-hold the transcript -- as EGIP's delta decision observation holds the whole e_T. Earlier
-turns are repeated, never rewritten.
+included (the terminal strategies read the case from this one text, as EGIP's delta
+decision observation holds the whole e_T). Earlier turns are repeated, never rewritten.
 """
 
 from __future__ import annotations

@@ -24,8 +24,7 @@ The visible text is then cut to the doctor's own turn
 (:func:`clinenv.protocol.turns.cut_turn`): a reply that goes on past an end-of-turn
 token or into another speaker's line is read only up to there (flag
 ``"wrote_past_turn"``), and a leading ``Doctor:`` is stripped. A terminal answer
-(``speaker_lines=False``) is cut at chat-template tokens only, since a final answer may
-list ``Patient: ...`` findings before its ``DIAGNOSIS READY:`` line. Further flags
+(``speaker_lines=False``) is cut at chat-template tokens only. Further flags
 (:attr:`DoctorAction.flags`): ``"placeholder"`` (the marker's payload is a template
 placeholder, :func:`clinenv.protocol.placeholders.is_placeholder`) and
 ``"echoes_prompt"`` (the reply restates the environment's view,

@@ -1,11 +1,7 @@
 """Concurrent rollouts: many episodes at once under asyncio, so a server batches them.
 
-An EGIP episode spends almost all of its time waiting for model replies. Run one at a
-time (as AgentClinic does) and a 200 ms server gives a few episodes a minute; run
-``concurrency`` of them in one event loop and the server receives that many requests at
-once, which ``vllm serve`` batches. The environment itself stays synchronous and cheap:
-only the model calls are awaited (:meth:`clinenv.env.EGIPEnv.astep`, the doctor's
-``aact``).
+Only the model calls are awaited (:meth:`clinenv.env.EGIPEnv.astep`, the doctor's
+``aact``); the environment stays synchronous.
 
 - :func:`arun_episode` — one episode, awaiting the doctor and the environment; the same
   record as :func:`clinenv.runs.episode.run_episode` (one loop,

@@ -1,12 +1,7 @@
 """One episode: a doctor policy through a Gymnasium EGIP environment, timed and recorded.
 
-- :func:`run_episode` — one episode, synchronously (``doctor.act`` → ``env.step``);
-- :func:`play_episode` — the one episode loop, over awaitable moves; it serves
-  :func:`run_episode` (through :func:`awaitable` and :func:`run_without_loop`, no event
-  loop) and :func:`clinenv.runs.concurrent.arun_episode` (``doctor.aact`` → ``env.astep``);
-- :class:`EpisodeTally` — the bookkeeping and clock of a running episode, and its record;
-- :func:`error_dict`, :func:`episode_llm`, :func:`call_totals` — the ``error`` and
-  ``llm`` fields of a record.
+:func:`run_episode` plays one episode synchronously; :func:`play_episode` is the one
+episode loop, shared with :func:`clinenv.runs.concurrent.arun_episode`.
 
 The record is ``env.unwrapped.episode_record()`` (see
 :meth:`clinenv.env.EGIPEnv.episode_record`; with an LLM patient it holds
@@ -20,8 +15,7 @@ reward_components`) and, when present, ``llm``, ``doctor_log`` and ``error``:
   ``max_steps`` or a backend error, the step rewards so far plus ``reward_spec.reward(
   reward_components)``, the spec's reward of the unfinished episode (the one rule of
   :mod:`clinenv.reward_components`, the number every trainer adapter reports:
-  :meth:`clinenv.integrations.tools.ToolEpisode.episode_reward`). Under the default
-  ``accuracy`` that adds 0, so such lines hold the plain sum;
+  :meth:`clinenv.integrations.tools.ToolEpisode.episode_reward`);
 - ``timing`` = ``{"reset_s", "doctor_s", "env_s", "total_s"}``, wall seconds;
 - ``llm`` (when the doctor has ``drain_calls`` — an LLM doctor — or the environment has
   an LLM patient or judge): ``{"n_calls", "prompt_tokens", "completion_tokens",
@@ -30,8 +24,7 @@ reward_components`) and, when present, ``llm``, ``doctor_log`` and ``error``:
   (``"doctor"``, ``"patient"`` or ``"judge"``), in the order doctor, patient, judge; token
   sums are ``None`` when no call reported them, ``latency_s`` sums the calls' wall
   seconds. A doctor reply cut by ``max_tokens`` is visible only here
-  (``calls[*].truncated``): the environment never sees the
-  doctor's model;
+  (``calls[*].truncated``);
 - ``doctor_log`` (when the doctor has an ``episode_log()`` method, e.g. a policy
   wrapper such as CDEG that logs its interventions): the JSON-ready value it returns,
   read once at the end of the episode;

@@ -1,63 +1,16 @@
 """Logged runs: a doctor policy over a schedule of episodes, with a crash-safe run log.
 
-Pieces, smallest first:
-
-- :func:`episode_seed` (from :mod:`clinenv.seeding`) — the seed of one scheduled episode;
-- :class:`~clinenv.runs.spec.RunSpec` — what a run is (log file, schedule, resume and
-  fail-fast rules);
-- :func:`plan_episodes` — the deterministic schedule of (case, repetition, seed);
-- the run log (:mod:`clinenv.runlog`) — one JSON object per line and per episode;
-- :func:`prepare_run` — the plan of a logged run and the resume checks, shared by every
-  executor: :class:`Serial` (one episode at a time, here),
-  :class:`clinenv.runs.concurrent.Concurrent` (many at once under asyncio) and
-  :class:`clinenv.distributed.Ray`;
-- :class:`Serial` — the whole run with resume and fail-fast stops
-  (:mod:`clinenv.runs.fail_fast`), the default of :func:`clinenv.runs.run`.
-
-One episode is :mod:`clinenv.runs.episode` (:func:`run_episode`, re-exported here); a
-run's summary is evaluation's (:mod:`clinenv.evaluation.summary`: :func:`summarize`,
-:func:`llm_totals`), which reads the lines a run writes.
-
-Run-log line (schema :data:`clinenv.runlog.SCHEMA`), UTF-8, ``ensure_ascii=False``::
-
-    schema, case_id, case_index, repetition, seed, run_seed, env_id, env_spec, dataset,
-    dataset_sha256, clinenv_version, doctor {name, config}, n_cases_scheduled,
-    n_repetitions, turns, n_exams_requested,
-    invalid_actions, stopped_early, phase, answer, verdict, correct, match_score, reward,
-    steps, terminated, truncated, events, evidence, case_flags, case_strata, target,
-    scorer, reward_components, timing; and when present: judge_verdict, patient_flags,
-    llm, error, paper_settings
-
-that is, the run's context (:class:`clinenv.runlog.RunContext`) and the episode record
-(:mod:`clinenv.runs.episode`, which describes ``timing``, ``llm`` and ``error``).
-``scorer`` is ``"deterministic"`` or ``"llm-judge"``; ``judge_verdict`` (with an LLM
-judge) is ``"correct"``, ``"wrong"``, ``"unparsed"`` or ``None`` (no answer to judge);
-``patient_flags`` (with an LLM patient) lists its flagged replies
-(:meth:`clinenv.env.EGIPEnv.episode_record`); ``reward_components`` are the episode's
-components (:mod:`clinenv.reward_components`), under the unfinished rule for a cut-off
-or error line, and ``reward`` the sum of its step rewards (the reward spec's terminal
-reward plus the legacy per-step terms, :mod:`clinenv.reward_spec`); for a cut-off or
-error line, the step rewards so far plus the spec's reward of the unfinished episode
-(``spec.reward(reward_components)``, 0 under the default ``accuracy``), the number every
-trainer adapter reports for it (:mod:`clinenv.runs.episode`).
-
-An *error line* (one with ``error``) is an episode stopped by a model backend that still
-failed after its retries: unfinished (``terminated`` false, ``verdict`` ``"unscored"``,
-``correct`` false, events up to the failure). The run goes on with the next episode, the
-summary counts the errors (``n_errors``), and the episode stays in the accuracy
-denominator — unless the error says the run cannot work (a refused request) or too many
-episodes fail in a row (an outage): then the run stops (:mod:`clinenv.runs.fail_fast`).
-Resuming the run (``resume=True``, ``clinenv run --resume``) runs exactly the scheduled
-episodes that have no line or whose latest line is an error line and appends their new
-lines (``retry_errors=False``, ``--no-retry-errors``, keeps error lines as they are). A
-log holds one line per episode except for this retry: a later line of an episode
-supersedes an earlier *error* line, and only such a line (the supersession rule of
-:mod:`clinenv.runlog`); readers take the latest line, so a retried episode counts once,
-with its new verdict.
-
-``timing`` (wall seconds) and ``llm`` are the only non-deterministic fields: two runs
-with the same seed, environment and doctor (and deterministic model replies) write
-identical lines apart from ``timing`` and ``llm``.
+:func:`plan_episodes` makes the deterministic schedule of (case, repetition, seed),
+:func:`prepare_run` the plan and resume checks shared by every executor, and
+:class:`Serial` runs it one episode at a time (the default of :func:`clinenv.runs.run`;
+also :class:`clinenv.runs.concurrent.Concurrent`, :class:`clinenv.distributed.Ray`).
+The run log (:mod:`clinenv.runlog`, schema :data:`clinenv.runlog.SCHEMA`) holds one JSON
+line per episode: the run's context (:class:`clinenv.runlog.RunContext`) and the episode
+record (:mod:`clinenv.runs.episode`). An *error line* (one with ``error``) is an episode
+stopped by a model backend after its retries; resuming runs it again and the new line
+supersedes it (:mod:`clinenv.runlog`). Only ``timing`` and ``llm`` differ between two runs
+with the same seeds. The fields, the rewards of cut-off lines and the resume rules are in
+docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -160,8 +113,8 @@ class RunResult:
 
     Attributes:
         plan: the schedule (``[(case_index, repetition, seed), ...]``).
-        lines: the line that stands for each scheduled episode (the latest, see the
-            supersession rule in the module docstring), in plan order.
+        lines: the line that stands for each scheduled episode (the latest, by the
+            supersession rule of :mod:`clinenv.runlog`), in plan order.
         n_new: episodes run now (retried ones included).
         n_resumed: scheduled episodes kept from the log as they were.
         n_extra: episodes in the log outside this plan (e.g. from a run with more
@@ -269,8 +222,7 @@ def prepare_run(env: Any, doctor: Any, spec: RunSpec) -> PreparedRun:
     line is checked against this run (:meth:`RunContext.check`), and left to do are
     exactly the scheduled ``(case_id, repetition)`` keys missing from it and, with
     ``retry_errors``, those whose latest line is an error line (an episode stopped by a
-    backend error; its new line is appended and supersedes it, see the module
-    docstring).
+    backend error; its new line is appended and supersedes it, :mod:`clinenv.runlog`).
 
     Args:
         env: the environment; with ``doctor`` it gives the run's context

@@ -1,49 +1,13 @@
 """Terminal-input ablations on fixed histories (EGIP section 4.3, Table 3 Panel B, appendix C).
 
-A *replay* reads the episodes of an existing run log, rebuilds each one's terminal input
-e_T = E(s0, K, h_T) from the line's ``evidence`` field, removes part of it, and recomputes
-only the terminal decision F with a doctor's terminal strategy; the acquisition history
-h_T is not run again. Ablations (:data:`ABLATIONS`):
-
-- ``"full"``: e_T unchanged, the rerun control of Panel B (appendix C: controls are rerun
-  alongside the ablations because the serving runtime may differ from the collection's);
-- ``"no_observations"``: every Patient and Measurement observation removed
-  (:meth:`~clinenv.protocol.evidence.EvidenceBundle.without_observations`); objective,
-  candidate labels and instructions stay;
-- ``"no_candidates"``: the candidate labels K removed
-  (:meth:`~clinenv.protocol.evidence.EvidenceBundle.without_candidates`). A log in which
-  no episode has K (MedQA, MIMIC-IV) is refused; in a log that mixes cases with and
-  without K, a case without K is replayed with its unchanged input and its line says
-  ``replay.ablation_applied: false``.
-
-Source episodes (:func:`load_source`): the line that stands for each episode under the
-supersession rule of :mod:`clinenv.runlog`; error lines (episodes stopped by a backend)
-have no terminal decision and are skipped. Each case is loaded from the dataset named in
-the line (registry name or path, resolved as ``gym.make`` does), and the dataset file's
-sha256, the case's target Y and its candidate labels must match the line. Logs of the
-native protocols (AgentClinic, MedAgentSim), whose terminal input is the transcript and
-not e_T, are refused. The source file is never modified.
-
-The decision (:mod:`clinenv.runs.replaying`): the doctor is reset with the episode seed
-and acts once in the decision phase on the rendered e_T (``info["turn"]`` is the line's
-``turns``), so an :class:`~clinenv.agents.llm_doctor.LLMDoctor` sends the prompt, config
-and per-call seeds of the original run (the control's prompt equals the original one). The
-answer is scored as the environment scores it, with the protocol settings of the line's
-``env_spec`` (its preset resolved) and, optionally, a judge.
-
-Output lines (schema :data:`clinenv.runlog.SCHEMA`) are the source lines with the same
-``events``, ``evidence`` and context fields; the outcome fields (``answer``, ``verdict``,
-``correct``, ``abstained``, ``match_score``, ``scorer``, ``judge_verdict``, ``reward``),
-``doctor`` (its name suffixed by :data:`NAME_SUFFIXES`), ``llm`` and ``timing`` are the
-replay's, and ``replay`` records ``{"source", "source_sha256", "source_line",
-"ablation", "ablation_applied", "judge", "source_doctor", "source_answer",
-"source_verdict", "terminal_events"}`` (``ablation_applied``: the ablation removed
-something from e_T, never for ``"full"``; ``terminal_events``: the decision step's
-doctor and interface events, which ``events`` (the source's h_T, kept byte for byte)
-holds for the source's own answer). ``clinenv compare`` pairs a control with an
-ablation (same dataset, cases and repetitions, different method labels). The runner,
-with resume and an executor, is :func:`clinenv.runs.replay_run`
-(:mod:`clinenv.runs.replaying`).
+A *replay* reads the episodes of a run log, rebuilds each terminal input e_T = E(s0, K,
+h_T) from the line's ``evidence``, removes part of it and recomputes only the terminal
+decision F; h_T is not run again. Ablations (:data:`ABLATIONS`): ``"full"`` (the rerun
+control), ``"no_observations"``, ``"no_candidates"`` (a log with no K anywhere is
+refused). Error lines are skipped; native-protocol logs are refused; the dataset's
+sha256, Y and K must match the line. Output lines are the source lines with the replay's
+outcome fields, ``doctor`` suffixed by :data:`NAME_SUFFIXES` and a ``replay`` record; the
+runner is :func:`clinenv.runs.replay_run`. The fields in detail: docs/analyses.md.
 """
 
 from __future__ import annotations

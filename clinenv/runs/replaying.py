@@ -20,8 +20,7 @@ See :mod:`clinenv.runs.replay` for the ablations, the source checks and the line
   (:func:`clinenv.runs.run`): by a :class:`~clinenv.runs.logged.Serial` executor (one
   decision at a time, the default) or a :class:`~clinenv.runs.concurrent.Concurrent`
   one (``n`` decisions at once under asyncio, through ``doctor.aact``); Ray's executor
-  is refused (a replay makes one model call per episode, and its runners build
-  environments, not replay decisions). A doctor whose backend fails after its retries
+  is refused. A doctor whose backend fails after its retries
   gives an error line; the fail-fast rule of :mod:`clinenv.runs.fail_fast` stops the run on a
   refused request or too many errors in a row.
 
@@ -30,13 +29,8 @@ its terminal reward under the run's reward spec, :func:`clinenv.reward_spec.spec
 the legacy per-step terms) plus the replay's terminal reward under that spec, over the
 replayed line's components (written as ``reward_components``); under the default
 ``accuracy`` that is the verdict's :data:`clinenv.env.rewards.CORRECT` / ``WRONG`` /
-``UNSCORED``. Source lines are finished episodes (a line cut by ``max_steps`` has no
-``target``: :func:`~clinenv.runs.replay.load_source` refuses it; error lines are
-skipped), whose ``reward`` is the spec reward plus the legacy charges, in logs of every
-version; so the subtraction needs no version check (a cut-off line's ``reward`` holds
-the spec's reward of the unfinished episode only since that rule of
-:mod:`clinenv.runs.episode`, and it never reaches here). ``timing`` and ``llm`` are the
-only non-deterministic fields.
+``UNSCORED``. ``timing`` and ``llm`` are the only non-deterministic
+fields.
 """
 
 from __future__ import annotations

@@ -5,10 +5,9 @@ CDEG paper, "Evidence-State Intervention". Per step, :class:`CDEGDoctor`
 1. updates S_t from ``info["new_observations"]`` by hybrid matching
    (:class:`~clinenv.wrappers.cdeg.state.EvidenceState`, threshold 0.72);
 2. runs global retrieval over all of E_D (:meth:`EdgeIndex.global_best`, coverage Eq. 7
-   > 0.6) and logs its result whenever it or S_t changes (``kind="global"``); the
-   paper does not say how this edge changes the doctor's input, so by default it is
-   logged and kept in :attr:`CDEGDoctor.last_global` only (see
-   :attr:`CDEGConfig.global_guidance` for the opt-in use);
+   > 0.6) and logs its result whenever it or S_t changes (``kind="global"``); by
+   default it is only logged and kept in :attr:`CDEGDoctor.last_global`
+   (:attr:`CDEGConfig.global_guidance` opts in);
 3. asks the inner doctor; when its action is a final answer (see
    :mod:`clinenv.wrappers.reask`), matches the proposed diagnosis to D_cur
    (threshold 0.65), retrieves the best outgoing edge (localized retrieval) and selects

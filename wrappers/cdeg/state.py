@@ -16,9 +16,7 @@ evidence node of V_E:
    ``graph.evidence_by_key``;
 2. otherwise semantic: the node whose text (:meth:`EvidenceAtom.text`) is most similar to
    the atom's text, when that similarity is ``>= threshold``. Only nodes whose
-   attributes do not contradict the atom's are candidates, because a text similarity
-   scores opposite findings as near-identical (lexical: "high troponin i" vs "low
-   troponin i" 0.83, "history of asthma" vs "asthma" 1.0):
+   attributes do not contradict the atom's are candidates:
 
    - ``match_polarity`` (default on): the same polarity ("no chest pain" is not
      "chest pain");
@@ -26,10 +24,6 @@ evidence node of V_E:
      it must be the same: "high" is not "low", nor "normal") and compatible temporal
      status (a past history item is not a current finding; ``"unknown"`` is compatible
      with both).
-
-The node texts are encoded once per :class:`NodeMatcher` (built once per wrapper,
-:class:`~clinenv.embeddings.similarity.KeyIndex`), so one observation costs one cached
-encoder lookup and one matrix product.
 
 The state also keeps what the selective intervention needs: which observation first
 gave each evidence node, the current menu ``info["menu"]``, the questions already asked

@@ -19,15 +19,11 @@ one answer action, slot 0, "answer from the evidence": the diagnosis a recorded 
 names ("consistent with X", the scripted doctor's
 :func:`~clinenv.agents.scripted_doctor.named_diagnosis`; ``answer_source ==
 "evidence"``), else the abstention :data:`~clinenv.agents.scripted_doctor.NO_ANSWER_GUESS`
-(scored unscored; ``answer_source == "abstain"``). So on cases without K an agent learns
-which evidence to acquire, not how to name a diagnosis. ``answer_source`` is ``None`` in
+(scored unscored; ``answer_source == "abstain"``). ``answer_source`` is ``None`` in
 every step that sends no answer slot.
 
-Record-leak caveat: an ``"evidence"`` answer is copied from a stored record that names
-the diagnosis. On a case whose records name the target Y (``case.flags.target_in_records``,
-e.g. demo-01's chest X-ray "consistent with lobar pneumonia") a correct answer then shows
-that the naming record was acquired, not that anything was diagnosed; report accuracy on
-such cases separately (by ``answer_source`` and that flag), or exclude them.
+An ``"evidence"`` answer copies a record that names the diagnosis: report cases with
+``case.flags.target_in_records`` apart (docs/environments.md).
 
 Mask. In the acquisition phase the valid actions are the unrequested catalog entries
 shown in the mask (all zero when ``show_menu=False``) and the Q questions (always valid,
