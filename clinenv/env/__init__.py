@@ -1,13 +1,7 @@
 """The environments: the Gymnasium env, its protocol loops, seats, spaces and registration.
 
-- :mod:`~clinenv.env.environment` — :class:`EGIPEnv` (``gym.make("EGIP-MedQA-v0")``);
-- :mod:`~clinenv.env.egip_loop`, :mod:`~clinenv.env.native_loop` — the protocol loops;
-- :mod:`~clinenv.env.seats`, :mod:`~clinenv.env.simulators` — who answers the doctor;
-- :mod:`~clinenv.env.doctor_view` — the doctor's ``exam_mask`` and ``info``;
-- :mod:`~clinenv.env.registration`, :mod:`~clinenv.env.vector` — ids and vector envs.
-
-``EGIPEnv`` and the other names below load on first use, so registering the ids at
-``import clinenv`` stays cheap.
+Main exports: :class:`EGIPEnv`, :class:`EnvConfig`, :func:`make_vec`; they load on first
+use, so ``import clinenv`` stays cheap.
 """
 
 from clinenv.lazy import lazy_exports

@@ -1,14 +1,8 @@
 """A loaded, immutable set of cases shared by every environment that uses it.
 
-Loading MedQA once per environment would cost about 0.5 MB and tens of milliseconds per
-instance; a pool is loaded once per process and shared, which is safe because cases are
-frozen. The pool cache is keyed by what determines the cases (the resolved file's path,
-size and modification time, and the disclosure setting), so an edited file reloads.
-
-The two caches here (pools per file, prepared protocol artifacts per case) are the only
-process-wide state in clinenv; they hold immutable data derived deterministically from
-files, so sharing them cannot couple episodes. Their size is bounded by the number of
-dataset files and cases a process uses.
+Pools are cached per process, keyed by the resolved file's path, size and modification
+time and the disclosure setting; with the per-case protocol artifacts they are clinenv's
+only process-wide state, and they hold frozen data only.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """The environment config: one settings object for EGIPEnv and the PettingZoo game.
 
-:class:`EnvConfig` holds every setting of an environment that is a value: the cases
-(dataset, disclosure...), the protocol (``protocol``, ``preset`` and the
-:class:`~clinenv.protocol.config.ProtocolConfig` or
-:class:`~clinenv.protocol.native_config.NativeConfig` fields in ``protocol_options``),
-the observation and the reward. The seats (patient, judge, examiner and their models)
-and explicit case lists are objects, so they stay constructor arguments.
-``gym.make(ID, **overrides)`` maps each keyword onto it (:meth:`EnvConfig.merge`)::
-
-    config = EnvConfig(observation_format="delta", exam_cost=0.05, show_menu=False)
-    env = gym.make("EGIP-MedQA-v0", env_config=config)
-    # the same environment as gym.make("EGIP-MedQA-v0", observation_format="delta",
-    #                                  exam_cost=0.05, show_menu=False)
+:class:`EnvConfig` holds every value setting (cases, protocol, observation, reward);
+seats and case lists stay constructor arguments (docs/environments.md, "Settings").
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """The doctor's exam mask, info and outcome: one implementation for every environment.
 
-:class:`clinenv.env.EGIPEnv` (Gymnasium) and :class:`clinenv.multiagent.aec.EGIPAECEnv`
-(the PettingZoo doctor seat) give the doctor the same ``exam_mask``, the same ``info``
-keys and the same terminal outcome; both build them here from the
-:class:`~clinenv.protocol.runtime.EGIPRuntime`, and both read a built-in patient's reply
-flags (``info["patient_flags"]``) with :func:`patient_flags`. The
-observation text (the role view R, :mod:`clinenv.protocol.render`) is chosen by each
-environment.
+Shared by :class:`clinenv.env.EGIPEnv` and the PettingZoo doctor seat, so both give the
+same ``exam_mask``, ``info`` keys and terminal outcome.
 """
 
 from __future__ import annotations

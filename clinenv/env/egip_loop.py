@@ -1,24 +1,8 @@
 """The EGIP loop (EGIP sections 3.2-3.3): T acquisition rounds, then one decision on e_T.
 
-:meth:`EGIPLoop.route` hands the doctor action to the
-:class:`~clinenv.protocol.runtime.EGIPRuntime`. In the acquisition phase a question asks
-for the patient's reply; a validated exam request is answered by record lookup O
-(``examiner="lookup"``), or sent to a measurement agent (``"agent"``: the "native
-measurement access" ablation, EGIP Table 3A, its answer recorded as ``"generated"``), or
-to an examiner seat that reports the stored record (``"seat"``: the PettingZoo game's
-external examiner); a request with no record is answered "not recorded" by the
-interface in every mode. ``exam_cost`` (per test returned) and ``invalid_action_penalty``
-(per invalid action) are subtracted. In the decision phase the terminal answer is scored
-against Y with the candidate labels K shown (an option letter counts as option K_i, and
-reaches a judge as its label); with ``config.icd_map`` the scorer first maps answer and
-target to ICD codes (:mod:`clinenv.icd_map`). CDEG's extra actions (``REVIEW HISTORY``,
-``RETRIEVE KNOWLEDGE:``; :mod:`clinenv.protocol.extra_actions`) are routed when
-``config.history_review`` / ``config.knowledge_source`` enable them.
-:meth:`EGIPLoop.finish` records the seats' answers and renders the doctor's text (the
-whole view x_t, or only what is new); the terminal reward is the reward spec's over the
-episode's components (:mod:`clinenv.env.terminal_reward`; the default ``accuracy``
-gives the verdict's :data:`~clinenv.env.rewards.CORRECT` / ``WRONG`` / ``UNSCORED``),
-and the components go into the outcome as ``reward_components``.
+Routes the doctor's action through :class:`~clinenv.protocol.runtime.EGIPRuntime`
+(questions to the patient, requests to record lookup O, a measurement agent or an
+examiner seat) and scores the terminal answer against Y with the labels K shown.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """The EGIP Gymnasium environment: a doctor acquires evidence, then decides.
 
-One episode is one case: T acquisition rounds (EGIP default 19; a question to the
-patient or ``REQUEST TEST: <id or name>``), then one decision step whose action
-``DIAGNOSIS READY: <diagnosis>`` is scored against Y. Spaces (EGIP section 3.2, x_t =
-R(s0, K, h_t, menu)): observation ``Dict(text=UnicodeText(max_text_chars),
-exam_mask=Box(0, 1, (max_exams,), int8))``, action ``UnicodeText(max_text_chars)``; any
-text is accepted, invalid text gets interface feedback. The terminal reward is the reward
-spec's (:mod:`clinenv.reward_spec`, default ``"accuracy"``: 1.0 or 0.0). The ``info``
-keys, reward components, patient flags, seats, personas and protocols are in
-docs/environments.md.
+One episode is one case: T acquisition rounds, then one decision step scored against Y
+(EGIP section 3.2). Spaces, ``info`` keys, rewards and seats: docs/environments.md.
 """
 
 from __future__ import annotations

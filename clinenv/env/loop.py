@@ -1,20 +1,7 @@
 """The loop interface: one protocol's episode, stepped in two halves around the seats.
 
-A loop owns the runtime of one episode (:class:`~clinenv.protocol.runtime.EGIPRuntime`
-or :class:`~clinenv.protocol.native.NativeRuntime`) and is chosen once, when the
-environment is built: :class:`~clinenv.env.egip_loop.EGIPLoop` (EGIP sections 3.2-3.3)
-or :class:`~clinenv.env.native_loop.NativeLoop` (AgentClinic, MedAgentSim). Both the
-Gymnasium env (:class:`clinenv.env.EGIPEnv`) and the PettingZoo game
-(:class:`clinenv.multiagent.aec.EGIPAECEnv`) drive it the same way::
-
-    text = loop.start(prepared)          # x_0
-    pending = loop.route(action)         # parse; record lookup O answered here
-    ...the seat(s) named in pending answer (patient reply, examiner, judge)...
-    step = loop.finish(pending)          # LoopStep: text, reward, terminated, outcome
-
-Data flows one way: the loop reads the doctor's action and the seats' answers and
-writes the runtime; observation wrapping (clipping, ``exam_mask``, ``info``) is the
-environment's.
+``loop.start(prepared)`` gives x_0; ``loop.route(action)`` parses the action and says
+which seats must answer; ``loop.finish(pending)`` returns the :class:`LoopStep`.
 """
 
 from __future__ import annotations

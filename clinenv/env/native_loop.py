@@ -1,30 +1,8 @@
 """The native AgentClinic / MedAgentSim loops, as published (``protocol="agentclinic"`` or
 ``"medagentsim"``).
 
-The :class:`~clinenv.protocol.native.NativeRuntime` routes the doctor's whole utterance
-(:class:`~clinenv.protocol.native.NativeRouting`): ``REQUEST TEST`` sends it to the
-examiner (a measurement agent), anything else goes to the patient, ``DIAGNOSIS READY``
-ends the episode. What the native doctor gets (:mod:`clinenv.protocol.native_render`):
-its starting information, the transcript and the latest response; no menu (``exam_mask``
-all zeros, ``info["menu"] == []``) and no candidate labels (``info["candidates"] is
-None``). The diagnosis is read from the final utterance as AgentClinic's moderator reads
-it (:func:`~clinenv.protocol.native.moderator_answer`: the doctor's own turn, the first
-line after the marker; ``info["scored_answer"]``; ``info["answer"]`` is the whole
-utterance) and scored without the candidate labels the doctor never saw (an option
-letter is a free answer), then sent to the judge. No identifiable answer (a template
-placeholder, an abstention, nothing after the marker) is not judged; its verdict follows
-``strict_yes`` (``"wrong"`` by default) and it is unscored in U and coverage
-(``info["answer_status"]``). The last ``info`` has ``end_reason`` (``"diagnosis"`` or
-``"no_diagnosis"``: an unfinished episode, verdict
-:attr:`~clinenv.protocol.native_config.NativeConfig.unfinished`, ``"wrong"`` by default).
-MedAgentSim's last turn is a decision phase (``info["phase"] == "decide"``) whose
-observation is the transcript plus a discussion instruction.
-
-Rewards: ``exam_cost`` once per measurement REQUEST (one utterance, however many tests
-it names: the native loop parses no test names), ``invalid_action_penalty`` per empty
-utterance; the terminal reward is the reward spec's over the episode's components
-(:mod:`clinenv.env.terminal_reward`; no workup components here: the native loop parses no
-test names), plus those per-step terms of the last turn.
+Driven by :class:`~clinenv.protocol.native.NativeRuntime`; every difference from EGIP,
+with its ``info`` keys and costs, is listed in docs/protocols.md.
 """
 
 from __future__ import annotations

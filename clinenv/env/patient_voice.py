@@ -1,10 +1,6 @@
 """The patient's voice: record sentences rephrased as the patient (or a caregiver) says them.
 
-Patient facts P are often written in the third person ("The patient reports a 1-month
-history of ...") or, in NEJM role cards, in the second person ("You have noticed ...").
-The retrieval patient speaks them in the first person, or as a parent for a patient too
-young to self-report. Rephrasing only swaps pronouns, verb forms and reporting phrases;
-it never adds a clinical word.
+Only pronouns, verb forms and reporting phrases change; no clinical word is added.
 """
 
 from __future__ import annotations

@@ -1,30 +1,7 @@
 """Seeded patient personas for the retrieval patient (issue 34, section 2).
 
-A persona changes *how* the retrieval patient (:mod:`clinenv.env.retrieval_patient`)
-gives the facts of P, never *what* is true. Names (:data:`PERSONAS`):
-
-- ``cooperative``: today's patient (the default; its replies are byte-identical: the
-  environment then uses the plain :class:`RetrievalPatient`).
-- ``reluctant``: one fact per answer, the first not given yet; a follow-up (the same
-  question again, "Tell me more") reveals the next.
-- ``vague``: times and counts said coarsely (:func:`vague`: "3 weeks" -> "a few weeks").
-- ``lay``: clinical terms said in lay words, from the hand-written table :data:`LAY_TERMS`
-  (no consumer-health vocabulary is reachable offline, so none was used).
-- ``forgetful``: each fact is withheld with probability ``p`` (the opening complaint
-  never is); the reply says :data:`FORGOT` if nothing is left. Asking the same question
-  again reveals it.
-- ``tangential``: with probability ``p`` a reply gets one non-medical sentence from
-  :data:`FILLER` (never a clinical statement).
-
-Truthfulness is checkable: :func:`invert_reply` maps a reply back to the plain patient's
-sentences (each transformed sentence to its fact's plain form, looked up in P) and drops
-the filler; what is left is made of facts of P and the fixed phrases.
-
-Draws: :func:`clinenv.seeding.keyed_uniform` of (the patient's seed, the case -- a digest
-of P --, the fact's text or the reply's position, the purpose). The seed comes from
-``reset(seed=...)``, which the environment calls at every reset with an int drawn from
-its generator after the case; no generator state, so a copy, a pickle or a replay of the
-episode draws the same.
+A persona (:data:`PERSONAS`) changes how the facts of P are said, never what is true;
+:func:`invert_reply` maps a reply back to P. Names and settings: docs/environments.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """The record reader: a deterministic, offline stand-in for the native measurement agent.
 
-So that the native ids (``AgentClinic-*``, ``MedAgentSim-*``) run without a model, it
-answers a :class:`~clinenv.protocol.measurement_view.MeasurementView` (``measure(view)
--> str``) with every record whose examination name fuzzily occurs in the request
-(rapidfuzz ``partial_ratio`` of the normalized name against the normalized request;
-names of 4 characters or fewer must occur as whole words), every record of a group
-whose WHOLE group name occurs in the request as words (``"X Rays"`` is not named by
-"chest x-ray": a group discloses several records, so it is never matched fuzzily), and
-``RESULTS: NORMAL READINGS`` (or ``RESULTS: NOT RECORDED`` without the rule) when none
-does. It is not a model of what an LLM answers (that is
-:class:`clinenv.agents.measurement_agent.LLMMeasurementAgent`); it never sees the patient
-facts P or the target Y, and never mutates the case.
+Answers a request with the records whose names occur in it (groups only by their whole
+name), else ``RESULTS: NORMAL READINGS``; it never sees P or Y.
 """
 
 from __future__ import annotations

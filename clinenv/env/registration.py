@@ -1,28 +1,7 @@
 """Environment ids, registered with Gymnasium when :mod:`clinenv` is imported.
 
-One line per variant. ``EGIP-<Dataset>-v0`` builds :class:`clinenv.env.EGIPEnv` (text
-actions); ``EGIP-<Dataset>-Menu-v0`` builds
-:class:`clinenv.wrappers.env.menu_action.MenuActionEnv` (a Discrete menu-index action with
-``action_mask``, for classic RL baselines) over the same dataset. On cases without
-candidate labels (MedQA, MIMIC-IV) its answer action can only submit a diagnosis named
-in the acquired evidence (``info["answer_source"] == "evidence"``), which is copied
-from a record on cases flagged ``target_in_records``: report those cases separately or
-exclude them when comparing Menu-id agents. ``AgentClinic-<Dataset>-v0`` and
-``MedAgentSim-<Dataset>-v0`` build the same :class:`clinenv.env.EGIPEnv` with the native
-presets ``"agentclinic"`` / ``"medagentsim"`` (:mod:`clinenv.protocol.presets`; the
-published loops, offline with the deterministic record reader as measurement agent;
-pass ``examiner="llm", examiner_model=...`` and ``patient="llm"``, ``judge="llm"`` for
-the model-backed seats). The dataset is
-resolved at ``gym.make`` time, so an id whose data is missing fails at once with the
-how-to-get-it error (:class:`clinenv.errors.DatasetNotFoundError`).
-
-Episodes end by themselves after T acquisition rounds and one decision step, so no
-``TimeLimit`` is added (``max_episode_steps`` is ``None``). Registering also imports
-:mod:`clinenv.env.vector`, which makes async vector envs refuse shared memory for text;
-use :func:`clinenv.env.vector.make_vec`.
-
-The PettingZoo game is not registered (PettingZoo has no registry): use
-:mod:`clinenv.multiagent.egip_v0`.
+``EGIP-<Dataset>-v0``, ``EGIP-<Dataset>-Menu-v0``, ``AgentClinic-<Dataset>-v0`` and
+``MedAgentSim-<Dataset>-v0``; no ``TimeLimit`` (episodes end by themselves).
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """Deterministic retrieval patient: answers the doctor only from the patient facts P.
 
-The default, offline patient simulator (EGIP section 3.2: the patient sees P and the
-permitted dialogue, never M, never Y). It generates no text: every reply is one or two
-sentences of P in the patient's first-person voice (a caregiver's with
-``caregiver_voice``, :data:`CAREGIVER_PREFIX`), or one of :data:`FIXED_PHRASES`
-(:data:`NOT_SURE` when no fact scores :data:`MIN_SCORE`). How a fact is chosen, and the
-shared per-process index of P (:meth:`RetrievalPatient.for_facts`), are in
-docs/environments.md.
+The default, offline patient (EGIP section 3.2: it sees P and the dialogue, never M or
+Y); how a reply is chosen is in docs/environments.md.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """Reward magnitudes, named in one place.
 
-The doctor's reward is terminal: :data:`CORRECT` when the scorer judges the final answer
-correct, :data:`WRONG` otherwise (an unscored non-answer earns :data:`UNSCORED`). Optional
-shaping terms default to zero so that returns equal accuracy, the papers' metric (EGIP
-section 4.1); set them through environment kwargs for RL experiments.
+Returns equal accuracy by default, the papers' metric (EGIP section 4.1).
 """
 
 CORRECT = 1.0

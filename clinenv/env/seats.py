@@ -1,44 +1,7 @@
 """The simulator seats of :class:`clinenv.env.EGIPEnv`: who answers the doctor, and how.
 
-Simulators and judges (offline and deterministic by default, LLM-backed ones opt-in;
-built by :mod:`clinenv.env.simulators`):
-
-- ``patient``: the deterministic retrieval patient (default, ``"retrieval"``), ``"llm"``
-  with ``patient_model=`` (an :class:`~clinenv.agents.llm_patient.LLMPatient` that sees
-  only the patient view: P and the permitted dialogue, never M or Y), or any object with
-  ``reply(PatientView) -> str`` (and optionally ``async areply``), e.g.
-  :class:`~clinenv.agents.patient_cache.CachedPatient`, an LLM patient whose replies are
-  cached by facts, dialogue, question and settings (opt-in; repeated rows replay it);
-- ``judge``: ``None`` (the deterministic scorer, :func:`clinenv.scoring.score_answer`),
-  ``"llm"`` with ``judge_model=`` (an :class:`~clinenv.agents.judge.LLMJudge`), or any
-  object with ``judge(answer, target)`` (and optionally ``async ajudge``) returning a
-  verdict object with ``.verdict`` in ``correct`` / ``wrong`` / ``unparsed``.
-
-- ``examiner``: record lookup O (default under EGIP, answered inside the runtime), the
-  deterministic record reader ``"reader"``, the LLM measurement agent ``"llm"`` with
-  ``examiner_model=``, or any object with ``measure(MeasurementView) -> str`` (and
-  optionally ``async ameasure``); see :mod:`clinenv.agents.measurement_agent`. Under
-  EGIP a measurement agent is the "native measurement access" ablation (EGIP Table 3A):
-  validated requests go to it, its answer is recorded with availability ``"generated"``.
-
-``step`` and ``astep`` share one implementation: ``EGIPEnv._route`` (parse the action,
-update the runtime, say which simulator must answer), the patient's reply, the examiner's
-answer or the judge's verdict (sync ``reply``/``measure``/``judge`` in ``step``, awaited
-``areply``/``ameasure``/``ajudge`` in ``astep`` when present), then ``EGIPEnv._finish``
-(observation, reward, info). ``step`` never touches an event loop, so it is safe inside a
-running loop (a notebook, an async trainer) with the LLM patient, whose sync ``reply``
-uses the model's sync client; a patient, judge or examiner that is async-only (``areply``
-without ``reply``, ``ajudge`` without ``judge``, ``ameasure`` without ``measure``) makes
-``step`` raise a :class:`TypeError` saying to use ``await env.unwrapped.astep(action)``,
-before the episode changes. Model call records (timings, tokens) of the LLM patient and
-judge are collected with :meth:`clinenv.env.EGIPEnv.drain_llm_calls` for the run log and
-never appear in ``info``. The environment does not own ``patient_model`` /
-``judge_model``: close them yourself (``with model: ...``).
-
-This module holds the seat mechanics: :class:`PendingStep` (a step between its two
-halves), :func:`check_sync_seats`, :func:`fill_seats` / :func:`afill_seats` (the
-simulators' answers), :func:`reset_seats` (the simulators' seeds) and
-:func:`drain_seat_calls`.
+The mechanics shared by ``step`` and ``astep``: :class:`PendingStep`, filling, seeding
+and draining the seats; the seat options are in docs/environments.md.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """The patient simulator, the examiner and the judge of an environment, from its settings.
 
-:class:`clinenv.env.EGIPEnv` (``patient=``, ``examiner=``, ``judge=``) and
-:class:`clinenv.multiagent.aec.EGIPAECEnv` (a built-in ``patient=`` seat) accept a name,
-an ``"llm"`` setting with a chat model, or an object. Both settings have one shape
-(:func:`_build`): a known name, or ``"llm"`` with a
-:class:`~clinenv.llm.base.ChatModel` (required there, refused otherwise), or an object
-that has the role's method. Defaults are offline and deterministic (the retrieval
-patient, the deterministic scorer, record lookup O of EGIP section 3.2); LLM-backed
-simulators are opt-in.
+Each takes a known name, ``"llm"`` with a chat model, or an object with the role's
+method; the defaults are offline and deterministic.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Spaces for clinical text.
 
-Gymnasium's :class:`~gymnasium.spaces.Text` rejects spaces, newlines, "°", "µ" and the
-empty string under its default charset, so real clinical text would fall outside the
-space (``check_env`` fails). :class:`UnicodeText` accepts any ``str`` whose length is
-within bounds; its ``sample()`` still draws from printable ASCII, which is enough for
-checkers and fuzzing (the samples are garbage by design).
+:class:`UnicodeText` accepts any ``str`` within its length bounds (Gymnasium's ``Text``
+rejects spaces, newlines and "°"); ``sample()`` draws printable ASCII.
 """
 
 from __future__ import annotations

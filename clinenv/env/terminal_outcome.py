@@ -1,25 +1,7 @@
 """The verdict of a terminal answer: the deterministic score, then the judge's ruling.
 
-One definition shared by every place that ends an episode -- the EGIP decision step and
-the native protocols' last turn (:class:`clinenv.env.EGIPEnv`) and the replayed terminal
-decisions of :mod:`clinenv.runs.replaying` -- so a replay scores exactly as the environment
-does, by construction.
-
-Rules (:func:`terminal_outcome`):
-
-- no judge was asked: the verdict is the scorer's (:class:`~clinenv.scoring.Score`);
-- a judge ruled: its verdict label, read through :data:`JUDGE_TO_VERDICT`; a label that
-  is not one of them is ``"unparsed"``, never read as a verdict,
-  and ``"unparsed"`` is unscored, never silently wrong;
-- ``strict`` (AgentClinic's moderator rule, the native protocols' ``strict_yes``): only
-  ``"correct"`` counts, every other verdict -- the judge's or the scorer's, unscored
-  included -- is ``"wrong"`` (AgentClinic scores every started case, weakness W10);
-- a judge that rules ``"wrong"`` on an answer the scorer found an exact match of the
-  target (:func:`contradicts_exact`) keeps its verdict, and the disagreement is flagged
-  (``judge_disagrees``), so a reader can audit the judge.
-
-Whether an output holds an identifiable answer (the unscored count U and coverage) is
-not the verdict: see :func:`clinenv.evaluation.metrics.is_unscored`.
+One definition for the EGIP decision step, the native last turn and replays
+(:mod:`clinenv.runs.replaying`), so a replay scores exactly as the environment does.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """The terminal reward: the reward spec over the components of the episode's record.
 
-Both loops (:class:`~clinenv.env.egip_loop.EGIPLoop`,
-:class:`~clinenv.env.native_loop.NativeLoop`) call :func:`terminal_reward` when the
-episode ends, so the Gymnasium environment and the PettingZoo doctor seat get the same
-number; :meth:`clinenv.env.EGIPEnv.reward_components` gives the components of an
-episode at any point (a cut-off rollout). The components are computed from the same
-fields :meth:`clinenv.env.EGIPEnv.episode_record` writes (:func:`runtime_record`), so a
-run-log line gives the same components again
-(:func:`clinenv.reward_components.reward_components`). The legacy per-step terms
-(``exam_cost``, ``invalid_action_penalty``) are the loops' own and stay per step.
+Both loops call :func:`terminal_reward`, from the same fields the episode record holds,
+so a run-log line gives the same components again.
 """
 
 from __future__ import annotations

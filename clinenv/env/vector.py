@@ -1,18 +1,7 @@
 """Vector environments for the text environments.
 
-Gymnasium's ``AsyncVectorEnv`` puts observations in shared memory by default. Text does
-not survive that: a ``Text`` observation comes back as ``'000...'`` without an error,
-and a :class:`~clinenv.env.spaces.UnicodeText` one raises ``KeyError`` on the first
-character outside its sampling charset (gym-pettingzoo-conventions section 1.5).
-
-- :func:`make_vec` builds ``sync`` or ``async`` vector envs for any registered id and
-  always turns shared memory off for ``async``;
-- importing this module (done by ``import clinenv``) makes shared memory for a
-  ``UnicodeText`` space fail at construction with a message saying what to do, so that a
-  plain ``gym.make_vec(id, n, vectorization_mode="async")`` can never return corrupt text.
-
-Sub-environments are built by ``gym.make`` inside each worker (picklable factories; the
-case pool is loaded once per process).
+:func:`make_vec` turns shared memory off for async envs; importing this module makes
+shared memory for a ``UnicodeText`` space fail at construction (it corrupts text).
 """
 
 from __future__ import annotations
