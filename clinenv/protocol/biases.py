@@ -1,17 +1,7 @@
 """AgentClinic's bias conditions, one text per seat and name, in this project's words.
 
-AgentClinic (``agentclinic.py`` at commit b6570ed, ``generate_bias()`` of
-``PatientAgent`` and of ``DoctorAgent``) puts a bias text between a seat's base system
-prompt and the case information. clinenv does the same for the LLM patient
-(``EnvConfig.patient_bias``, :class:`~clinenv.agents.llm_patient.LLMPatient`) and the
-LLM doctor (``LLMDoctor(bias=...)``). The texts follow each bias's intent as
-AgentClinic states it, written anew; docs/protocols.md gives the source line of each.
-
-- Cognitive biases (:data:`CANCER_BIASES`) push the seat towards "cancer". On a case
-  whose target is a malignancy (``CaseFlags.target_in_bias``) they hint at the answer.
-- Implicit biases (gender, race, ...) make the seat distrust the other seat.
-
-Names: :data:`PATIENT_BIASES`, :data:`DOCTOR_BIASES` (the lists differ by seat).
+After AgentClinic's ``generate_bias()`` (commit b6570ed); the sources and names
+(:data:`PATIENT_BIASES`, :data:`DOCTOR_BIASES`) are in docs/protocols.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """Action catalog A: every examination the stored records M can answer (EGIP section 3.2).
 
-The catalog holds one entry per requestable examination:
-
-- each top-level physical-examination section (``Vital_Signs``, ``Abdominal_Examination``
-  ...) is one entry, ids ``PE1, PE2, ...`` in source order;
-- each test is one entry, ids ``T1, T2, ...`` in source order. A top-level test key is a
-  test, unless it is a *grouping key* (``Imaging``, ``Blood_Tests``, ``Laboratory_Tests``
-  ...), or a dict whose two or more children are all dicts; then each child of the group
-  is a test and the group name is kept as its ``group``. A request for the group name
-  itself returns all of its tests (:attr:`Catalog.groups`).
-
-Entry names are the source keys made readable (``Chest_X-Ray`` -> ``Chest X-Ray``). Ids and
-names are public and result-blinded: building the catalog never reads a result value.
+Ids ``PE1...`` (physical-exam sections) and ``T1...`` (tests) in source order; names
+only, never a result value (docs/protocols.md, "EGIP's action grammar").
 """
 
 from __future__ import annotations

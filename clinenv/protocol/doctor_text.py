@@ -1,24 +1,8 @@
 """The doctor's own words inside the views: quoted so they cannot pass for the
 environment's lines.
 
-The environment writes section headings (``# Task``, ``# Available examinations``...),
-round markers (``[round 3]``), role lines (``Patient: ...``, ``Examiner [T1 ...]:``) and,
-in e_T, observation lines (``[O2] Measurement ...``). A doctor reply that echoes the
-prompt would, rendered verbatim, forge them. Two rules, applied by every renderer:
-
-- :func:`quote_lines` -- a doctor utterance in a history or transcript: its first line
-  follows the ``Doctor:`` label, every further line is quoted as ``  > ...``, a prefix
-  the environment never writes at the start of a line;
-- :func:`one_line` -- the doctor's words inside an environment line (a question shown as
-  the context of a patient reply, a request name): newlines become `` / ``.
-
-The simulators' replies get the same care (:func:`indent_lines`): a patient reply's
-further lines are indented, as examination results already are, so an LLM patient
-cannot forge an observation line of e_T (``[O9] Measurement ...``) or a heading.
-
-:func:`echoes_prompt` flags a reply that restates the environment's view (a heading,
-a round marker or footer, an observation line or a role line of its own), for
-``info["action_flags"]`` (``"echoes_prompt"``).
+:func:`quote_lines`, :func:`one_line` and :func:`indent_lines` keep replies from forging
+headings or observation lines; :func:`echoes_prompt` flags a reply that restates the view.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """The acquired-evidence interface E(s0, K, h_T) (EGIP section 3.3, Eq. 4).
 
-The terminal input e_T has three fields: the objective s0, the candidate labels K, and
-the ordered Patient and Measurement observations extracted from h_T, each with its
-question or request context and its availability. Doctor and Interface events stay in
-h_T for traceability but are not observations.
-
-Observation ids (``O1``, ``O2``...) let terminal strategies cite evidence; ``S0`` refers
-to the objective.
+e_T holds the objective s0 (``S0``), the labels K and the Patient and Measurement
+observations of h_T (``O1``, ``O2``, ...); doctor and interface events are left out.
 """
 
 from __future__ import annotations

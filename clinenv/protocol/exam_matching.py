@@ -1,23 +1,7 @@
 """Resolving a requested examination name against the whole catalog A.
 
-Requests are validated against the *whole* catalog, not only the displayed menu (EGIP
-section 3.2). Resolution, in order:
-
-1. a public id (``T3``, ``[PE1]``, ``t3``); an id-shaped request that names no entry is
-   ``invalid_id`` (interface feedback, not an observation);
-2. an exact normalized name, ``"group name"`` form, a group's own name (all its tests),
-   or a common abbreviation (``CBC``, ``CXR``, ``ECG`` ... :data:`TEST_ABBREVIATIONS`);
-3. an exact normalized component name inside a panel (``Hemoglobin`` -> the CBC entry);
-4. fuzzy matching (rapidfuzz ``WRatio``) over the same names: a unique best target
-   scoring >= ``accept`` matches; several targets within ``margin`` of a best score
-   >= ``accept`` are ``ambiguous``; a best score in ``[suggest, accept)`` is ``unclear``
-   (the closest names are offered, nothing is looked up). A request of
-   :data:`SHORT_REQUEST` characters or fewer is matched only by names that hold it as a
-   whole word or, from 3 characters, as the start of a word ("CT" finds "Chest CT",
-   "Abd" "Abdominal Examination"); a name that holds it only inside a word ("ALL" in
-   "Barium Swallow", "Na" in "Urinalysis" or "Nail Examination") can make it
-   ``unclear``, never ``matched``;
-5. otherwise a ``miss``: the record lookup answers "not recorded" (never "normal").
+Ids, exact names, abbreviations, panel components, then rapidfuzz ``WRatio``; the order
+and outcomes are in docs/protocols.md ("EGIP's action grammar").
 """
 
 from __future__ import annotations

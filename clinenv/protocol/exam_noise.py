@@ -1,19 +1,7 @@
 """Examiner noise: seeded, reproducible faults of record lookup O (issue 34, section 2).
 
-Two kinds, each with a probability per requested examination:
-
-- ``unavailable``: a recorded result comes back unavailable. It reuses the availability
-  class ``"unavailable"`` and its rendering (:data:`~clinenv.protocol.lookup.UNAVAILABLE_TEXT`)
-  and its :class:`~clinenv.protocol.history.MeasurementEvent` carries ``noise=True``, so
-  evaluation tells noise from data the record lacks. Only ``recorded`` results are hit
-  (a placeholder stays what it is; a miss stays ``not_recorded``).
-- ``delayed``: the result arrives one round later (``noise=True``, ``delayed_from`` the
-  round of the request), or when acquisition ends, whichever comes first; the round of
-  the request shows the interface note :data:`DELAYED_TEXT`.
-
-Every draw is :func:`clinenv.seeding.keyed_uniform` of (the episode's draw seed, the case
-id, the exam id, the kind): no generator state, so a copied, pickled or replayed episode
-draws the same. The defaults (both 0) draw nothing and change nothing.
+``unavailable`` and ``delayed``, each a probability per requested exam, drawn with
+:func:`clinenv.seeding.keyed_uniform`; the defaults (0) change nothing.
 """
 
 from __future__ import annotations

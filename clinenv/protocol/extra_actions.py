@@ -1,33 +1,7 @@
 """CDEG's extra acquisition actions: clinical-history review and knowledge retrieval.
 
-The CDEG paper's doctor "may interact with the patient, use diagnostic tools to review
-clinical history, obtain laboratory or imaging evidence, perform examinations, retrieve
-relevant knowledge, or provide a final diagnosis" ("Problem Setup", Eq. 1). EGIP's
-grammar has questions, exam requests and the diagnosis; these two actions are added,
-off unless the protocol settings enable them
-(:class:`~clinenv.protocol.config.ProtocolConfig`):
-
-- ``REVIEW HISTORY`` (``history_review=True``; the ``cdeg-30`` preset): the doctor
-  reviews the case's clinical-history record, the test group ``Clinical_History`` of M
-  (:mod:`clinenv.datasets.mimic_idx` fills it from the admission's past history,
-  medications, prior notes). It is answered by record lookup O exactly as ``REQUEST
-  TEST: Clinical History``: a Measurement observation in e_T, "not recorded" when the
-  case has no such record, and a repeat is a repeated request.
-- ``RETRIEVE KNOWLEDGE: <query>`` (``knowledge_source=FILE``): the query is answered from
-  a user-supplied knowledge source (:class:`KnowledgeSource`, the ``clinenv.knowledge/1``
-  JSON Lines format of docs/cdeg.md) by content-word overlap. The search reads the
-  source and the query only, never the case, M or Y (the same query gives the same
-  answer on every case). The answer is interface text in the doctor's
-  history (an interface event of kind ``"knowledge"``), not patient evidence: the
-  evidence interface e_T leaves it out.
-
-:meth:`clinenv.protocol.runtime.EGIPRuntime.route_extra` routes them;
-:class:`clinenv.env.egip_loop.EGIPLoop` reads them when enabled.
-
-Markers are matched case-insensitively at the start of the visible utterance (reasoning
-blocks and markdown removed): ``REVIEW [THE] [CLINICAL] HISTORY`` (anything after it is
-kept as the payload but the whole record is returned) and ``RETRIEVE KNOWLEDGE:`` or
-``SEARCH KNOWLEDGE:``; in the decision phase they are ordinary answer text.
+``REVIEW HISTORY`` and ``RETRIEVE KNOWLEDGE: <query>`` (CDEG "Problem Setup", Eq. 1),
+off unless ``history_review`` / ``knowledge_source`` enable them (docs/cdeg.md).
 """
 
 from __future__ import annotations

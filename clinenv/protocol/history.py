@@ -1,17 +1,7 @@
 """The interaction history h_t: an ordered list of typed events (EGIP Eq. 3).
 
-``h_{t+1} = h_t || [(a_t, r_t)]``: every round appends the doctor's (routed) action and
-the responses it produced. Four event types:
-
-- :class:`DoctorEvent` — what the doctor said (reasoning removed) and how it was routed;
-- :class:`PatientEvent` — a patient reply with its ``question_context``;
-- :class:`MeasurementEvent` — a record lookup with ``source_paths``, ``recorded_value``
-  and ``result_availability`` (EGIP appendix A.1 names);
-- :class:`InterfaceEvent` — feedback from the interface (invalid or ambiguous requests,
-  replaced actions, phase changes).
-
-Only Patient and Measurement events are observations; the evidence interface E keeps
-them and drops the others (EGIP section 3.3).
+``h_{t+1} = h_t || [(a_t, r_t)]``; of the four event types only Patient and Measurement
+events are observations (EGIP section 3.3).
 """
 
 from __future__ import annotations

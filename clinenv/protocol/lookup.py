@@ -1,9 +1,7 @@
 """Record lookup O: the examiner oracle that answers from stored records only.
 
-A validated request returns the stored record with its id, name and availability
-(EGIP section 3.2). A request that matches no record returns ``not_recorded`` — never a
-"normal" reading (AgentClinic weakness W1). A record whose every leaf is a placeholder
-(``Pending``, ``Not provided``...) is ``unavailable``.
+A request that matches no record is ``not_recorded``, never "normal" (AgentClinic
+weakness W1); a record of placeholders only is ``unavailable`` (EGIP section 3.2).
 """
 
 from __future__ import annotations

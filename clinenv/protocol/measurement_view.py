@@ -1,19 +1,7 @@
 """The native measurement agent's view: every examination record of the case, at once.
 
-AgentClinic's measurement agent (native protocol, its script lines 533-562 in the
-public repository) holds *all* physical-examination and test data of a case and answers
-the doctor's whole utterance from it, reporting ``NORMAL READINGS`` for anything its
-data do not hold (weaknesses W1 and W3 in this project's protocol notes). It is the
-opposite of record lookup O (EGIP section 3.2), which returns only the one validated
-record and never a normal reading. This module builds what that agent sees:
-
-- :func:`exam_information` -- the records as the native agent holds them: for OSCE cases
-  (MedQA, MedQA_Ext, MIMIC-IV) the physical-examination tree with the test results added
-  under the key ``"tests"``, written as a Python ``repr`` (as AgentClinic formats it);
-  for NEJM cases the record's free ``physical_exams`` text. The case is never mutated
-  (AgentClinic's version writes ``"tests"`` into the source dict, weakness W11);
-- :class:`MeasurementView` -- that text, the structured records M (for deterministic
-  readers), the doctor's request and the agent's history.
+What AgentClinic's measurement agent holds (its script, lines 533-562): all the exam and
+test data of the case, without mutating it; the opposite of record lookup O.
 """
 
 from __future__ import annotations

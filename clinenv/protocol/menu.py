@@ -1,19 +1,7 @@
 """Result-blinded, prioritized menu B(A, h_t) (EGIP section 3.2, appendix A.1).
 
-The menu lists the catalog entries not yet requested, ordered by fixed priority rules
-over *public names only* — no rule reads a result value — and cut to a display limit.
-Requests are still validated against the whole catalog A, so an entry beyond the limit
-remains requestable by id or name.
-
-Priority tiers (lower first; source order within a tier): vital signs; other
-physical-exam sections; basic laboratory panels; other blood and urine tests; ECG and
-imaging; microbiology; specialized tests (biopsy, genetics, antibodies...); the rest.
-
-Menus that name the diagnosis: some records name a test group after the target
-(``Varicella_Specific_Tests`` on a chickenpox case), so the menu hints it before any
-request (flag ``target_in_menu``). :func:`menu_setting_cases` applies the setting
-``ProtocolConfig.target_in_menu`` (off by default): leave such cases out, or word their
-group names neutrally (:func:`neutral_group_names`).
+Fixed priority tiers over public names only, cut to a display limit; every entry of A
+stays requestable (tiers and the ``target_in_menu`` setting: docs/protocols.md).
 """
 
 from __future__ import annotations

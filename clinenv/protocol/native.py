@@ -1,35 +1,7 @@
 """The native AgentClinic / MedAgentSim runtime: one episode of the published loop.
 
-It sits beside :class:`~clinenv.protocol.runtime.EGIPRuntime`, takes the same cases and
-writes the same history events (EGIP Eq. 3), so episode records, ``info`` and
-evaluation keep working. Like the EGIP runtime it simulates no one: :meth:`route` says
-who answers (:class:`NativeRouting`) and the environment fills the seat.
-
-The loop (AgentClinic's script, lines 570-659, as summarized in this project's notes):
-
-- the doctor speaks first; its starting information is ``Objective_for_Doctor`` (OSCE
-  cases) or a fixed question (NEJM; :func:`native_objective`) -- no vignette, no menu,
-  no candidate labels;
-- each doctor utterance is one turn. Routing by substring, the diagnosis checked first:
-  ``DIAGNOSIS READY`` ends the episode; the diagnosis is read from the utterance as
-  the moderator reads it (:func:`moderator_answer`) and that is scored and judged;
-  ``REQUEST TEST`` sends the WHOLE utterance to the measurement agent (no test name is
-  parsed or validated); anything else goes to the patient;
-- the patient's history also receives measurement results, and the measurement
-  agent's history the patient replies (settings ``patient_sees_results``,
-  ``measurement_sees_patient``);
-- ``max_turns`` (20) doctor turns. ``final_turn="notice"`` (AgentClinic): the last
-  turn's observation carries the final-turn notice; an utterance there without the
-  diagnosis marker ends the episode unfinished (``end_reason="no_diagnosis"``), counted
-  wrong by default. ``final_turn="discussion"`` (MedAgentSim): after ``max_turns - 1``
-  turns the phase becomes ``"decide"`` and the next action (the outcome of the doctor's
-  internal discussion) must carry the marker.
-
-Deviations, all documented in ``docs/protocols.md``: ``<think>`` blocks are removed
-before routing, and an empty utterance gets interface feedback
-instead of being sent to the patient; the turn still counts.
-
-Phases: ``"acquire"`` (-> ``"decide"`` for MedAgentSim) -> ``"done"``.
+AgentClinic's script, lines 570-659, over the same cases and history events as
+:class:`~clinenv.protocol.runtime.EGIPRuntime`; differences: docs/protocols.md.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Settings of the native AgentClinic and MedAgentSim protocols, in one commented place.
 
-Defaults reproduce the published loops (AgentClinic's script, the "Native" rows of EGIP
-Table 1); each published defect that is reproduced is a named setting here, never a
-silent copy (the weaknesses W1-W15 of this project's notes on the native protocol).
-Every field is an environment kwarg too (``gym.make("AgentClinic-MedQA-v0",
-normal_readings=False)``); ``docs/protocols.md`` lists them against EGIP.
+Defaults reproduce the published loops ("Native" rows of EGIP Table 1); each reproduced
+defect is a named setting (docs/protocols.md).
 """
 
 from __future__ import annotations

@@ -1,41 +1,7 @@
 """The native doctor's observation text (AgentClinic / MedAgentSim protocols).
 
-The native doctor sees its starting information (the presentation: ``Objective_for_
-Doctor``, or NEJM's fixed question), the consultation so far and the latest response;
-never a menu, candidate labels or the NEJM vignette. Headings reuse those of the EGIP
-doctor view (:mod:`clinenv.protocol.render`).
-
-Acquisition-phase layout (``observation_format="view"``)::
-
-    # Task
-    <objective>
-
-    # Interaction so far            (absent before the first turn)
-    Doctor: ... / Patient: ... / Measurement: ... / Interface: ...
-
-    # Latest response
-    <the reply to the doctor's last utterance; "(none yet: you speak first)" at reset>
-    <FINAL_NOTICE on the last turn (final_turn="notice")>
-
-    # Your turn
-    Turn k of N. <NATIVE_ACTION_FORMAT>
-
-``"delta"``: the ``# Latest response`` and ``# Your turn`` blocks only.
-
-Decision phase (MedAgentSim, ``info["phase"] == "decide"``) -- the contract with the
-doctor's terminal strategy (``"medagentsim"``, the published final turn, or
-``"discussion"``): ``observation["text"]`` is ``# Task`` (objective; only with
-``decision_objective=True``: MedAgentSim's discussion never sees it), ``# Consultation
-transcript`` (every event of the episode, one
-``Speaker: text`` line each, in order) and ``# Final discussion`` holding
-:data:`DISCUSSION_INSTRUCTIONS`, the last section; ``info["protocol"] ==
-"medagentsim"``, ``info["candidates"] is None``. The strategy answers with one action
-containing ``DIAGNOSIS READY: <diagnosis>``; that whole action is judged.
-
-``"delta"`` format, decision phase -- the one observation that repeats earlier turns: it
-is the latest response followed by the whole decision observation above, transcript
-included (the terminal strategies read the case from this one text, as EGIP's delta
-decision observation holds the whole e_T). Earlier turns are repeated, never rewritten.
+Headings reuse the EGIP view's (``# Task``, ``# Interaction so far``); the MedAgentSim
+decision observation is specified in docs/protocols.md.
 """
 
 from __future__ import annotations

@@ -1,34 +1,7 @@
 """The doctor-action parser: free text in, one typed action out.
 
-Accepted forms (EGIP section 3.2; AgentClinic's markers):
-
-- ``DIAGNOSIS READY: <diagnosis>`` — a diagnosis (terminal answer);
-- ``REQUEST TEST: <id or name>`` or a bare menu id (``T3``, ``[PE1]``) — an exam request;
-- anything else that is not empty — a question to the patient.
-
-Two modes:
-
-- lenient (default): markers match case-insensitively and through markdown
-  (``**DIAGNOSIS READY:** **Acute pancreatitis**``, ``### Diagnosis ready: ...``); with
-  ``accept_bare_diagnosis=True`` (the decision phase) ``Final diagnosis: X`` /
-  ``Diagnosis: X`` lines are diagnoses too;
-- strict (AgentClinic-compatible): case-sensitive ``DIAGNOSIS READY`` / ``REQUEST TEST``
-  substrings; any other form is a question, reported as a format miss.
-
-Reasoning blocks (``<think>...</think>``, also empty, repeated or unterminated) are
-removed before parsing; their text is returned in ``DoctorAction.reasoning`` and is never
-routed to the patient or examiner. A reply that is all reasoning is an
-empty action.
-
-The visible text is then cut to the doctor's own turn
-(:func:`clinenv.protocol.turns.cut_turn`): a reply that goes on past an end-of-turn
-token or into another speaker's line is read only up to there (flag
-``"wrote_past_turn"``), and a leading ``Doctor:`` is stripped. A terminal answer
-(``speaker_lines=False``) is cut at chat-template tokens only. Further flags
-(:attr:`DoctorAction.flags`): ``"placeholder"`` (the marker's payload is a template
-placeholder, :func:`clinenv.protocol.placeholders.is_placeholder`) and
-``"echoes_prompt"`` (the reply restates the environment's view,
-:func:`clinenv.protocol.doctor_text.echoes_prompt`).
+Markers per EGIP section 3.2 and AgentClinic, lenient or strict; reasoning blocks are
+removed first (docs/protocols.md, "EGIP's action grammar").
 """
 
 from __future__ import annotations

@@ -1,24 +1,7 @@
 """Template placeholders are not answers.
 
-A model that echoes its prompt's template writes ``DIAGNOSIS READY: <single
-diagnosis>``, ``REQUEST TEST: <id or name>``, ``[diagnosis]``, ``{diagnosis}``, ``your
-diagnosis here``, ``...`` or ``N/A``. :func:`is_placeholder` recognises such a payload by
-its shape, so that a new prompt cannot reopen the hole:
-
-- every word of it, inside one optional bracket pair (``<...>``, ``[...]``, ``{...}``,
-  ``«...»``, ``(...)``), is template vocabulary (:data:`TEMPLATE_WORDS`: ``diagnosis``,
-  ``single``, ``your``, ``here``, ``examination``, ``id``, ``name`` ...), so a shipped
-  template and its bare inner text (``single diagnosis``, ``examination id or name``)
-  are placeholders while a filled-in template (``<Tuberculosis>``), a menu id
-  (``[PE1]``) and an option letter (``E``, ``Option A``) are not;
-- it is a filler: ``...``, ``…``, ``N/A``, ``TBD``, ``X``, ``?`` and the like
-  (:data:`FILLERS`).
-
-A test walks every prompt string clinenv ships and asserts that each ``<...>`` span in
-it, its inner text, and the template text after each marker (``REQUEST TEST: followed
-by its name``) is a placeholder. During acquisition a placeholder request gets
-interface feedback; at the decision step a placeholder is no answer (verdict
-``unscored``, flag ``placeholder_answer``), never sent to a judge, never a vote.
+:func:`is_placeholder` recognises an echoed template (``<single diagnosis>``, ``N/A``)
+by its shape: :data:`TEMPLATE_WORDS` in one bracket pair, or one of :data:`FILLERS`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Per-case protocol artifacts that never change during an episode.
 
-The catalog A, the exam-name index, the menu's priority order, the patient facts (with
-target-naming sentences withheld) and the record lookup O of every catalog entry depend
-only on the case and two matching thresholds, so they are built once and shared,
-read-only, by every episode of the case (:meth:`clinenv.env.case_pool.CasePool.prepared`).
+Catalog, name index, menu order, withheld patient facts and lookups, built once per case
+and shared read-only.
 """
 
 from __future__ import annotations

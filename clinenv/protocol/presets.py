@@ -1,39 +1,7 @@
 """Named environment presets: EGIP, its acquisition ablations, and the native protocols.
 
-A preset is a dict of :class:`clinenv.env.EGIPEnv` kwargs; ``EGIPEnv(preset=name)`` (or
-``gym.make(id, preset=name)``) starts from it, and every kwarg given explicitly wins::
-
-    gym.make("EGIP-MedQA-v0", preset="egip-native-measurement",
-             examiner="llm", examiner_model=model)
-
-==============================  ==========================================================
-preset                          what it sets
-==============================  ==========================================================
-``egip``                        nothing: the EGIP defaults (EGIP sections 3.2-3.3)
-``egip-no-menu``                ``show_menu=False``: the "w/o menu" ablation (EGIP
-                                Table 3A): B removed, validation against A unchanged
-``egip-native-measurement``     ``examiner="reader"``: the "native measurement access"
-                                ablation (EGIP Table 3A, appendix C): validated requests
-                                go to a measurement agent that holds the whole record and
-                                may answer normal readings. The offline default is the
-                                deterministic record reader; pass ``examiner="llm",
-                                examiner_model=...`` for the LLM measurement agent
-``agentclinic``                 ``protocol="agentclinic"``, ``examiner="reader"``: the
-                                native AgentClinic loop (:mod:`clinenv.protocol.native`)
-``medagentsim``                 ``protocol="medagentsim"``, ``examiner="reader"``: the
-                                same, with the final turn replaced by a discussion
-``cdeg-30``                     ``acquisition_rounds=29``, ``premature_diagnosis=
-                                "decide"``, ``history_review=True``: the CDEG paper's
-                                budget ("All methods use a maximum interaction budget
-                                of 30 turns"; 29 acquisition rounds and the decision
-                                turn), the doctor deciding when to stop (a diagnosis
-                                marker ends acquisition early), and its clinical-history
-                                review action (:mod:`clinenv.protocol.extra_actions`;
-                                knowledge retrieval needs ``knowledge_source=FILE``)
-==============================  ==========================================================
-
-The ids ``AgentClinic-<Dataset>-v0`` and ``MedAgentSim-<Dataset>-v0`` register the last
-two (:mod:`clinenv.env.registration`).
+A preset is a dict of :class:`clinenv.env.EGIPEnv` kwargs (:data:`PRESETS`); explicit
+kwargs win. The presets and what they set: docs/protocols.md.
 """
 
 from __future__ import annotations

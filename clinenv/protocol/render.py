@@ -1,22 +1,7 @@
 """Rendering of the doctor's view x_t = R(s0, K, h_t, menu) as text (EGIP Eq. 2).
 
-Two shapes:
-
-- :func:`render_doctor_view` — the complete doctor input: objective, candidates, the
-  doctor-visible history, the menu and the instructions for this round. A stateless
-  policy needs nothing else. In the decision phase it is the evidence interface e_T.
-- :func:`render_delta` — only what is new since a given history position (the responses
-  to the last action) plus the current round's menu and instructions, for policies that
-  keep their own chat history. It never repeats or rewrites an earlier turn.
-
-:class:`DoctorViewRenderer` gives the same texts for one episode, step after step,
-without redoing what cannot have changed: the header once, each history event once
-(:class:`HistoryRenderer`; h_t is append-only), the menu block once per set of requested
-exams (:class:`~clinenv.protocol.menu.MenuState`).
-
-The doctor-visible history holds the doctor's own (reasoning-free) utterances, patient
-replies, examination results the doctor requested, and interface feedback — never the
-target, never an unrequested record.
+:func:`render_doctor_view` (the whole view) and :func:`render_delta` (only what is new);
+:class:`DoctorViewRenderer` renders each part once per episode.
 """
 
 from __future__ import annotations

@@ -1,24 +1,7 @@
 """Reading a ``REQUEST TEST:`` payload before it is matched against the catalog A.
 
-Models write more than an examination name after the marker. What a request says
-decides what it gets (EGIP section 3.2: invalid requests get interface feedback, never
-clinical observations; only a real examination missing from the records is "not
-recorded"):
-
-==========================================  ================================================
-payload                                     reading
-==========================================  ================================================
-``<id or name> (for example``, ``[test]``   ``placeholder``: an echoed template (feedback)
-``PE2, T1``, ``CBC and chest x-ray``        ``multiple``: one examination at a time
-                                            (feedback; names count only when each matches)
-``PE2 - to check reflexes``, ``T1: CBC``    ``exam`` with the id alone (``PE2``, ``T1``)
-``T3 uptake``                               ``exam`` as written (the words after an id
-                                            without a separator are part of a name)
-``PE-1``, ``T #3``                          ``exam`` with the id it means (``PE1``, ``T3``)
-``1``, ``Exam 2``, ``Test #3``              ``invalid_id``: not a menu id (feedback)
-``for example ECG``, a long sentence        ``not_a_name`` (feedback)
-anything else                               ``exam`` as written
-==========================================  ================================================
+Ids with trailing words, several exams, templates and sentences are read as in the
+table of docs/protocols.md ("EGIP's action grammar").
 """
 
 from __future__ import annotations

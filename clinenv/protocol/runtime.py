@@ -1,46 +1,7 @@
 """The EGIP runtime: one episode of the protocol over one case.
 
-It validates and routes each doctor action (EGIP section 3.2), keeps the history h_t,
-builds the role views R, resolves exams by record lookup O, and after T rounds (or an
-allowed early stop) switches to the decision phase, whose input is e_T (section 3.3).
-
-The runtime does not simulate anyone: it says *who answers* (:class:`Routing`) and takes
-the answer back (:meth:`EGIPRuntime.answer_patient`, :meth:`EGIPRuntime.answer_exam`),
-so the Gymnasium environment can fill the seats with built-in simulators and a
-multi-agent environment can hand them to external policies.
-
-Phases: ``"acquire"`` -> ``"decide"`` -> ``"done"``.
-
-Action handling in the acquisition phase (each doctor utterance is one round):
-
-========================  ==============================================================
-action                    handling
-========================  ==============================================================
-question                  routed to the patient
-valid test request        routed to the examiner (record lookup O)
-group name (``Imaging``)  routed to the examiner; every test of the group is returned
-absent test               routed to the examiner; answered "not recorded"
-repeated valid request    replaced by :data:`~clinenv.protocol.config.REPEAT_CLARIFICATION`
-                          (``clarify_repeats``), else interface feedback
-diagnosis marker          replaced by :data:`~clinenv.protocol.config.PREMATURE_CLARIFICATION`
-                          (``premature_diagnosis="clarify"``), or ends acquisition
-                          (``"decide"``: the decision step still asks for the answer on e_T)
-ambiguous / unclear name  interface feedback listing the closest examinations
-unknown id, empty text    interface feedback
-template placeholder      interface feedback (``<id or name>``, ``[diagnosis]``...;
-                          :mod:`clinenv.protocol.placeholders`); logged as kind
-                          ``"placeholder"`` (:func:`reads_as_placeholder`)
-several exams, sentences  interface feedback (:mod:`clinenv.protocol.request_reading`);
-                          an id followed by words (``PE2 - to check reflexes``) is that id
-========================  ==============================================================
-
-Interface feedback is never a clinical observation: it stays out of e_T. In the decision
-phase a placeholder answer is no answer (note ``placeholder_answer``). A placeholder is
-logged as what it is: its doctor event is routed as ``"placeholder"`` with the
-utterance as its payload, and during acquisition ``info["action_kind"]`` is
-``"placeholder"``; it is never a diagnosis or a request. The flags of the
-latest doctor action (:attr:`EGIPRuntime.action_flags`) go to ``info["action_flags"]``
-and onto its :class:`~clinenv.protocol.history.DoctorEvent`.
+Validates and routes each doctor action (EGIP section 3.2), keeps h_t and switches to
+the decision phase on e_T (section 3.3); it simulates no one (:class:`Routing`).
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
 """The seats that answer the doctor, typed: what a patient, an examiner and a judge are.
 
-Each environment seat is any object with the method below (duck typing; these
-:class:`typing.Protocol` classes are for type checkers and for reading). The views are
-:mod:`clinenv.protocol.views` and :mod:`clinenv.protocol.measurement_view`; a seat never
-sees more than its view (EGIP section 3.2: the patient sees P and the dialogue, never M
-or Y; the examiner one request and its records, never P). Optional methods: ``async``
-twins (``areply``, ``ameasure``, ``ajudge``) for :meth:`clinenv.env.EGIPEnv.astep`,
-``reset(seed=...)`` and ``drain_calls()`` (model call records for the run log).
+:class:`typing.Protocol` classes for type checkers; any object with the method will do.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """Text observations of the patient and examiner seats (role views R, EGIP Eq. 2).
 
-The doctor's observation is :func:`clinenv.protocol.render.render_doctor_view`; this
-module renders the two other roles for policies that sit in their seats:
-
-- patient: P (sentences naming Y withheld, :class:`~clinenv.protocol.views.PatientView`),
-  the dialogue so far (doctor questions and patient replies only) and the pending
-  question. Never M, never Y, never an examination result;
-- examiner: the validated request and the matching stored record
-  (:class:`~clinenv.protocol.views.ExaminerView`). Never P, never another record.
-
-Section headers are module constants, so seat policies can find the parts of their view
-(:mod:`clinenv.agents.scripted_patient`, :mod:`clinenv.agents.scripted_examiner`).
+The patient sees P (Y withheld), the dialogue and the pending question; the examiner the
+validated request and its record.
 """
 
 from __future__ import annotations

@@ -1,23 +1,7 @@
 """Turn boundaries: a model reply is only the text of its own turn.
 
-Models, and servers that ignore ``stop``, emit an end-of-turn token and then invent the
-next speaker's turn (``...?<|im_end|>\\n<|im_start|>user\\nPatient: About three
-weeks.``). :func:`cut_turn` keeps what comes before the first turn boundary, for every
-seat that reads a model reply (doctor, patient, examiner, judge), so an invented turn
-never enters a transcript, a history or a parse.
-
-Boundaries (:data:`TURN_TOKENS`, :data:`SPEAKERS`):
-
-- chat-template tokens: ChatML (``<|im_end|>``, ``<|im_start|>``), Llama 3
-  (``<|eot_id|>``, ``<|start_header_id|>``), Gemma (``<end_of_turn>``,
-  ``<start_of_turn>``), Mistral / Llama 2 (``[INST]``, ``[/INST]``, ``</s>``), Phi-3
-  (``<|end|>``, ``<|user|>``...), and ``<|endoftext|>``;
-- a new line that opens another speaker's turn: ``Patient:``, ``User:``, ``Examiner:``,
-  ``Doctor:``... (markdown emphasis allowed: ``**Patient:**``), any speaker but the
-  seat's own.
-
-A self-label at the very start of the reply (``Doctor: ...`` from the doctor) is
-stripped and is not a cut (:attr:`TurnCut.label_stripped`).
+:func:`cut_turn` cuts at chat-template tokens (:data:`TURN_TOKENS`) and other speakers'
+lines (:data:`SPEAKERS`) for every seat that reads a model reply.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """Role-specific views R (EGIP section 3.2, Eq. 2).
 
-Each role gets only what its rules permit:
-
-- doctor: x_t = R(s0, K, h_t, menu) — objective, candidates, the doctor-visible history
-  and the result-blinded menu; never Y, never an unrequested record, never undisclosed P;
-- patient: P (minus sentences that name Y) and the dialogue so far — never M, never Y;
-- examiner: the validated request and the one matching stored record.
-
-Views are plain frozen objects; the rendering of the doctor view to text lives in
-:mod:`clinenv.protocol.render`.
+Plain frozen objects: each role gets only what its rules permit (the doctor never Y,
+the patient never M or Y, the examiner one record).
 """
 
 from __future__ import annotations
