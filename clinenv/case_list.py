@@ -1,16 +1,7 @@
 """Case lists: the cases a run is restricted to (``clinenv run --cases FILE``).
 
-A case list is a UTF-8 text file with one ``case_id`` per line, as ``clinenv data
-split`` writes them (:mod:`clinenv.datasets.case_split`). Surrounding whitespace is
-ignored, and so are blank lines and lines starting with ``#``. :func:`read_case_list`
-refuses an empty list and an id listed twice; :meth:`CaseList.indices` maps the ids to
-the dataset's case indices and refuses an id the dataset does not have, naming the
-file, the line and the nearest id of the dataset (:func:`nearest_id`).
-
-A run over a list records it in every log line as ``case_list``: ``{"path": the path
-given, "sha256": the file's digest, "case_ids": the scheduled ids in dataset order}``
-(:meth:`CaseList.to_log`), and ``--resume`` refuses a list of another digest
-(:meth:`clinenv.runlog.RunContext.check`).
+One ``case_id`` per line (``#`` comments and blank lines ignored), as ``clinenv data
+split`` writes them; a run records the list's path, sha256 and ids as ``case_list``.
 """
 
 from __future__ import annotations
@@ -73,8 +64,8 @@ class CaseList:
         return sorted(out)
 
     def to_log(self, dataset_ids: Sequence[str]) -> dict[str, Any]:
-        """The run-log field ``case_list`` (module docstring); ``case_ids`` in dataset
-        order.
+        """The run-log field ``case_list``: ``{"path", "sha256", "case_ids"}``, the ids in
+        dataset order (``--resume`` refuses a list of another digest).
 
         Raises:
             CaseListError: as :meth:`indices`.
@@ -100,7 +91,7 @@ def nearest_id(case_id: str, ids: Sequence[str]) -> str | None:
 
 
 def read_case_list(path: str | Path) -> CaseList:
-    """Read a case-list file (module docstring).
+    """Read a case-list file (UTF-8; one id per line, ``#`` comments and blank lines ignored).
 
     Raises:
         FileNotFoundError: no such file.

@@ -1,23 +1,8 @@
 """Cases: the private state z = (P, M, Y) of one diagnosis task, plus s0 and K.
 
-Notation follows the EGIP paper, section 3.1 (Eq. 1):
-
-=========  ==========================================  ======================
-symbol     meaning                                     field
-=========  ==========================================  ======================
-s0         task objective and initially disclosed info  ``Case.objective``
-K          optional candidate labels                    ``Case.candidates``
-P          patient-facing facts                         ``Case.patient``
-M          stored examination records                   ``Case.records``
-Y          reference target (hidden from the doctor)    ``Case.target``
-=========  ==========================================  ======================
-
-The canonical on-disk form is JSON Lines, one ``Case.model_dump(mode="json")`` object
-per line; :func:`read_cases` and :func:`write_cases` round-trip it exactly.
-
-Record trees (``P``, ``Records.physical_exam``, ``Records.tests``) keep the source
-structure: nested ``dict`` groups whose leaves are display strings (rarely a bool, a
-number or a list). Values are never parsed into numbers and never mutated.
+Notation of EGIP section 3.1 (Eq. 1): s0 ``objective``, K ``candidates``, P
+``patient``, M ``records``, Y ``target``; on disk one JSON object per line
+(:func:`read_cases`, :func:`write_cases`).
 """
 
 from __future__ import annotations

@@ -1,27 +1,7 @@
 """A user-supplied ICD mapping: diagnosis synonyms and codes onto one ICD code.
 
-The CDEG paper maps "the final diagnosis from each rollout to the same ICD-aligned label
-space as the reference diagnosis" before it splits trajectories into T+ and T- (CDEG
-Eq. 3). clinenv ships no clinical synonym table (:mod:`clinenv.scoring` forgives
-formatting only); a user who has an ICD-aligned vocabulary gives it as a file, and the
-scorer's hook (``score_answer(..., icd_map=...)``) then decides on codes whenever both
-the answer and the target map to one.
-
-File format (UTF-8; the ``clinenv.icd_map/1`` format, documented in docs/cdeg.md):
-
-- one mapping per line: an ICD code, a TAB, then one or more diagnosis terms separated
-  by TABs: ``I26.99<TAB>Pulmonary embolism<TAB>PE<TAB>Acute pulmonary embolism``;
-- blank lines and lines starting with ``#`` are ignored; a code may appear on several
-  lines (its terms are merged);
-- a code is ICD-9 or ICD-10 (``486``, ``V45.81``, ``J18.9``): after upper-casing and
-  removing ``.`` and spaces it is 3-7 letters and digits. The code itself is a term too,
-  so an answer ``"I26.99"`` maps to ``I2699``
-  (:func:`clinenv.datasets.icd_codes.normalize_code`);
-- terms are compared after :func:`clinenv.scoring.normalize_answer` (case, markdown,
-  articles, accents, trailing punctuation do not matter). A term that names two
-  different codes is an error.
-
-Errors name the file, the line and the column (``field`` ``"code"`` or ``"term 2"``).
+For CDEG's ICD-aligned label space (CDEG Eq. 3); the ``clinenv.icd_map/1`` file format
+and the scoring rule are in docs/cdeg.md.
 """
 
 from __future__ import annotations
@@ -90,7 +70,7 @@ class IcdMap:
 
     @classmethod
     def from_file(cls, path: str | Path) -> IcdMap:
-        """Read a ``clinenv.icd_map/1`` file (module docstring).
+        """Read a ``clinenv.icd_map/1`` file (format: docs/cdeg.md).
 
         Raises:
             FileNotFoundError: no such file.

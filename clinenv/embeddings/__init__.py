@@ -1,13 +1,7 @@
 """Text embeddings and similarity: encoders, a cache, and a lexical fallback.
 
-- :class:`TransformersEncoder`: any BERT-style model, CLS or mean pooling (extra ``hf``;
-  torch and transformers are imported only when one is built);
-- :class:`CachedEncoder`: exact-text LRU cache in front of any encoder;
-- :class:`EncoderSimilarity`: cosine of cached unit vectors, with a fast path against
-  pre-encoded keys (:meth:`EncoderSimilarity.similarity_to_matrix`);
-- :class:`LexicalSimilarity`: the model-free rapidfuzz fallback;
-- :func:`make_similarity`: ``"lexical"``, ``"sapbert"``, ``"minilm"``, a hub id or a
-  local model folder.
+Main exports: :class:`TransformersEncoder`, :class:`CachedEncoder`,
+:class:`EncoderSimilarity`, :class:`LexicalSimilarity`, :func:`make_similarity`.
 """
 
 from clinenv.embeddings.base import Encoder, Similarity, unit_rows

@@ -1,19 +1,8 @@
 """The text-similarity interfaces shared by CDEG, retrieval baselines and evaluation.
 
-Two small protocols:
-
-- :class:`Encoder` — texts in, one unit-length vector per text out (a transformers model,
-  :mod:`clinenv.embeddings.transformers_encoder`; any object with ``encode`` fits);
-- :class:`Similarity` — query texts against key texts, a score matrix out. CDEG's hybrid
-  matching (exact, then semantic similarity >= a threshold; CDEG paper, "Evidence-State
-  Intervention") and trajectory pairing (cosine of trajectory embeddings, CDEG Eq. 4)
-  consume this one, so that a model-free lexical fallback
-  (:class:`clinenv.embeddings.lexical.LexicalSimilarity`) can stand in when no model is
-  available. :class:`EncoderSimilarity` turns any :class:`Encoder` into a
-  :class:`Similarity` (cosine of the unit vectors).
-
-Scores are floats in ``[-1, 1]`` for encoders (cosine) and ``[0, 1]`` for the lexical
-fallback; thresholds such as CDEG's 0.72 / 0.65 / 0.7 are meant for encoder cosines.
+:class:`Encoder` (texts to unit vectors) and :class:`Similarity` (a score matrix:
+cosines in ``[-1, 1]``, lexical scores in ``[0, 1]``), for CDEG's hybrid matching and
+pairing (CDEG Eq. 4, "Evidence-State Intervention").
 """
 
 from __future__ import annotations

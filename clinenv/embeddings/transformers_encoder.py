@@ -1,22 +1,7 @@
 """An :class:`~clinenv.embeddings.base.Encoder` over any BERT-style transformers model.
 
-:class:`TransformersEncoder` loads a model by local folder or hub id
-(``AutoTokenizer`` / ``AutoModel``; extra ``hf``: torch and transformers, imported only
-here, when an encoder is built) and embeds texts in batches, without gradients, in eval
-mode:
-
-- ``pooling="cls"``: the last-layer vector of the first token ([CLS]). This is SapBERT's
-  output (:data:`SAPBERT_ID`), the encoder of CDEG's hybrid evidence matching (CDEG
-  paper, "Implementation Details").
-- ``pooling="mean"``: the mean of the last-layer token vectors weighted by the attention
-  mask, so padding never counts (the pooling of sentence-transformers models such as
-  all-MiniLM-L6-v2).
-
-The tokenizer pads on the right whatever its saved setting, so position 0 holds [CLS] in
-every row and a batched embedding equals the one-by-one embedding. Texts longer than
-``max_length`` tokens are truncated; the encoder counts them in
-:attr:`TransformersEncoder.truncated` and logs a warning the first time. Rows are
-L2-normalized float32.
+CLS pooling (SapBERT, CDEG "Implementation Details") or mean pooling; rows are
+L2-normalised float32 (extra ``hf``, imported only when an encoder is built).
 """
 
 from __future__ import annotations

@@ -25,12 +25,12 @@ from clinenv.scoring import score_answer
 
 __all__ = ["EXAMINER_MODES", "EGIPLoop"]
 
-#: Who answers a validated exam request (module docstring).
+#: Who answers a validated exam request.
 EXAMINER_MODES = ("lookup", "agent", "seat")
 
 
 class EGIPLoop:
-    """The EGIP protocol loop (:class:`~clinenv.env.loop.Loop`; module docstring).
+    """The EGIP protocol loop (:class:`~clinenv.env.loop.Loop`).
 
     Args:
         config: the protocol settings (T, menu, matching thresholds...).

@@ -36,7 +36,7 @@ class LoopStep:
 
 
 class Loop(Protocol):
-    """What the environments need of a protocol loop (module docstring)."""
+    """What the environments need of a protocol loop."""
 
     #: ``"egip"``, ``"agentclinic"`` or ``"medagentsim"``.
     protocol: str

@@ -29,7 +29,7 @@ _EGIP_MATCHING = ProtocolConfig()
 
 
 class NativeLoop:
-    """A native protocol loop (:class:`~clinenv.env.loop.Loop`; module docstring).
+    """A native protocol loop (:class:`~clinenv.env.loop.Loop`).
 
     Args:
         protocol: ``"agentclinic"`` or ``"medagentsim"``.
@@ -78,7 +78,7 @@ class NativeLoop:
             pending.patient_view = rt.patient_view(routing.text)
         elif routing.to == "examiner":
             pending.measurement_view = rt.measurement_view(routing.text)
-            pending.reward -= self.exam_cost  # per request (module docstring)
+            pending.reward -= self.exam_cost  # per request: the native loop parses no test names
         elif routing.to == "judge":  # the diagnosis the moderator reads in the utterance
             answer = moderator_answer(rt.answer, strict_markers=self.config.strict_markers)
             pending.score = score_answer(answer, rt.case, use_candidates=False)

@@ -301,7 +301,7 @@ def _frozen(facts: Mapping[str, Any]) -> FrozenFacts:
 
 
 class PersonaPatient(RetrievalPatient):
-    """The retrieval patient under a persona (module docstring); it answers only from P.
+    """The retrieval patient under a persona (docs/environments.md); it answers only from P.
 
     Args:
         persona: a :class:`PersonaConfig` or its string / dict form (``cooperative``

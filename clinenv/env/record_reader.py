@@ -34,7 +34,7 @@ def check_view(view: Any) -> MeasurementView:
 
 
 class NativeRecordReader:
-    """Deterministic offline stand-in for the native measurement agent (the module docstring).
+    """Deterministic offline stand-in for the native measurement agent.
 
     Args:
         threshold: ``partial_ratio`` (0-100) at which a name counts as requested.

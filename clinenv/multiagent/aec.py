@@ -1,11 +1,7 @@
 """The EGIP episode as a PettingZoo AEC game: doctor, patient and examiner seats.
 
-Agents (:data:`AGENTS`): ``doctor_0``, ``patient_0``, ``examiner_0``. The doctor speaks
-first and its action decides who speaks next (EGIP section 3.2, routing by
-:class:`~clinenv.protocol.runtime.EGIPRuntime`); a seat filled by a built-in simulator
-(``patient="retrieval"``, ``examiner="lookup"``) is not an agent. The doctor's
-observations, rewards and infos are those of :class:`clinenv.env.EGIPEnv`; the routing
-table, the seats' views, rewards and infos, and seeding are in docs/environments.md.
+Agents :data:`AGENTS`; the doctor's action picks who speaks next (EGIP section 3.2).
+Routing, views, rewards and infos of each seat: docs/environments.md.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """``egip_v0``: the EGIP doctor-patient-examiner game, the PettingZoo way.
 
-Usage::
-
-    from clinenv.multiagent import egip_v0
-
-    env = egip_v0.env(dataset="medqa")            # AEC, order-enforced
-    par = egip_v0.parallel_env(dataset="medqa")   # Parallel, turn-based
-    raw = egip_v0.raw_env(dataset="medqa")        # the bare AEC class
-
-Keyword arguments are those of :class:`clinenv.multiagent.aec.EGIPAECEnv`: the
-Gymnasium environment's (dataset, protocol settings, shaping) plus the seat settings
-(``patient="external" | "retrieval" | ...``, ``examiner="external" | "lookup"``),
-``fidelity_weight`` and ``max_steps``. The version suffix changes whenever observations,
-rewards or turn order change.
+``env(...)`` (AEC), ``parallel_env(...)`` (turn-based) and ``raw_env(...)`` take the
+keywords of :class:`clinenv.multiagent.aec.EGIPAECEnv`; the version changes whenever
+observations, rewards or turn order change.
 """
 
 from __future__ import annotations

@@ -1,32 +1,8 @@
 """Optional fidelity rewards for the patient and examiner seats.
 
-The simulator seats earn 0 by default. For training a simulator, ``fidelity_weight > 0``
-in :class:`clinenv.multiagent.aec.EGIPAECEnv` subtracts ``fidelity_weight`` per fidelity
-error of a seat's reply. Errors are judged on *record values*: the string leaves of the
-stored records M that contain a digit (``"38.9 °C"``, ``"12,500/mm3"``, ``"120/80
-mmHg"``), compared after case folding and whitespace collapsing, and found only on token
-boundaries (:func:`contains`): ``"5%"`` is not in ``"25%"``, ``"-5"`` not in ``"3-5
-days"``, ``"6.7"`` not in ``"16.7"`` or ``"6.75"``.
-
-Each error is a string ``"<kind>: <what>"``:
-
-- patient (:func:`patient_leaks`), ``"leaked: <value>"``: a record value that P does not
-  hold, found in the reply. The patient sees P only (EGIP section 3.2), so quoting a
-  measurement it cannot know is a fabrication or a leak.
-- examiner (:func:`examiner_errors`): ``"omitted: <value>"`` for a record value of the
-  requested record(s) that the reply does not reproduce; ``"invented: <number>"`` for a
-  number in the reply (``\\d+`` with ``.``/``,``/``/``/``:`` joined parts, signs and
-  units ignored) that neither the stored record (keys and values) nor the request (its
-  text, exam id and name) holds; and ``"invented: result for unavailable <field>"``
-  for each unavailable leaf of the record (``"Pending"``, ``"Not provided"``...,
-  :func:`clinenv.datasets.availability.is_unavailable`) when the reply acknowledges no
-  unavailability (none of :data:`UNAVAILABLE_WORDS`): reporting "Normal flora, no
-  pathogens." for a pending culture invents a result (unavailable leaves are not results;
-  EGIP section 3.2, record lookup O).
-
-This is a deliberately simple, deterministic signal: values in prose records (NEJM's
-free-text blocks are long leaves) rarely reappear verbatim, so it mostly rewards exact
-reporting of short measurements; a learned or LLM-judged fidelity score can replace it.
+With ``fidelity_weight > 0`` a seat loses that weight per ``"<kind>: <what>"`` error of
+its reply, judged on the record values that hold a digit (EGIP section 3.2: the patient
+sees P only, the examiner one record).
 """
 
 from __future__ import annotations
@@ -137,7 +113,11 @@ def examiner_errors(reply: str, record: JsonValue, request: Iterable[str] = ()) 
     Returns:
         ``"omitted: <value>"`` (record order), then ``"invented: <number>"`` (reply
         order, each number once), then ``"invented: result for unavailable <field>"``
-        (record order); see the module docstring. Empty for a faithful reply.
+        (record order). Numbers are ``\\d+`` with ``.``, ``,``, ``/``, ``:`` joined
+        parts; one is invented when neither the record (keys and values) nor
+        ``request`` holds it. An unavailable leaf (``"Pending"``...) counts as an
+        invented result unless the reply admits unavailability
+        (:data:`UNAVAILABLE_WORDS`). Empty for a faithful reply.
     """
     text = normalize(reply)
     errors = [f"omitted: {v}" for v in record_values(record) if not contains(text, v)]

@@ -1,22 +1,7 @@
 """Turn-based AEC -> Parallel conversion for games whose next speaker is chosen at run time.
 
-PettingZoo's ``aec_to_parallel`` needs agents that act in a fixed cycle; the EGIP doctor
-picks the next speaker (patient or examiner) with each action, so it cannot be used.
-PettingZoo's ``turn_based_aec_to_parallel`` fits, but its ``reset`` infos lack
-``active_agent`` and its ``step`` returns a 4-tuple once the episode is over
-(gym-pettingzoo-conventions section 0.4). :class:`TurnBasedParallelEnv` does the same
-job without those defects:
-
-- every live agent submits an action each step; only the active agent's action is
-  applied; the others' actions are ignored (documented no-ops);
-- ``infos[agent]["active_agent"]`` names the agent whose action the next step applies,
-  from ``reset`` on (``None`` once the episode is over);
-- rewards of a step are the rewards the AEC step produced, for every agent alive before
-  it; terminations and truncations are passed on unchanged, so an episode ends for all
-  agents together and ``agents`` is ``[]`` right after;
-- after the end, ``step`` returns five empty dicts (like any parallel env whose agents
-  are all done), never a shorter tuple;
-- returned dicts are fresh objects: changing them never changes the AEC env's state.
+:class:`TurnBasedParallelEnv` replaces PettingZoo's ``turn_based_aec_to_parallel``, whose
+``reset`` infos lack ``active_agent`` and whose ``step`` returns a 4-tuple once done.
 """
 
 from __future__ import annotations
@@ -28,7 +13,12 @@ from pettingzoo import AECEnv, ParallelEnv
 
 
 class TurnBasedParallelEnv(ParallelEnv):
-    """A Parallel view of a turn-based AEC env (see the module docstring).
+    """A Parallel view of a turn-based AEC env.
+
+    Every live agent submits an action each step; only the active agent's is applied.
+    ``infos[agent]["active_agent"]`` names the agent the next step applies, from
+    ``reset`` on (``None`` once over). Rewards, terminations and truncations are the AEC
+    step's; after the end ``step`` returns five empty dicts. Returned dicts are fresh.
 
     Args:
         aec_env: the AEC environment (e.g. :class:`clinenv.multiagent.aec.EGIPAECEnv`);

@@ -45,7 +45,7 @@ class ExtraAction:
 
 
 def read_extra_action(text: str) -> ExtraAction | None:
-    """The extra action ``text`` starts with, or ``None`` (module docstring)."""
+    """The extra action ``text`` starts with, or ``None``."""
     visible = _NOISE.sub("", split_reasoning(text if isinstance(text, str) else "")[0])
     visible = visible.strip()
     found = _KNOWLEDGE.match(visible)

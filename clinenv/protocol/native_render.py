@@ -71,7 +71,7 @@ def _footer(runtime: NativeRuntime) -> str:
 
 def render_native_view(runtime: NativeRuntime) -> str:
     """The complete native doctor observation for a
-    :class:`~clinenv.protocol.native.NativeRuntime` (layouts in the module docstring)."""
+    :class:`~clinenv.protocol.native.NativeRuntime` (layouts in docs/protocols.md)."""
     head = f"# Task\n{runtime.objective}"
     if runtime.phase != "acquire":
         return "\n\n".join([

@@ -50,7 +50,7 @@ class DoctorAction:
             beside the diagnosis (the runtime decides which one applies in each phase).
         format_miss: a note when the utterance looks like an attempted marker that the
             current mode does not accept (e.g. lower-case markers in strict mode).
-        flags: what the reading found (module docstring): among ``"wrote_past_turn"``,
+        flags: what the reading found: among ``"wrote_past_turn"``,
             ``"placeholder"`` and ``"echoes_prompt"``; ``()`` for a clean utterance.
     """
 
@@ -182,7 +182,7 @@ def parse_action(
 
     Args:
         raw: the doctor's text as generated (any length, any Unicode).
-        strict: AgentClinic-compatible case-sensitive markers (see module docstring).
+        strict: AgentClinic-compatible case-sensitive markers (docs/protocols.md).
         accept_bare_diagnosis: also accept ``Diagnosis: X`` / ``Final diagnosis: X`` lines
             (lenient mode only; used for the terminal answer).
         speaker_lines: end the doctor's turn at a new line opening another speaker's

@@ -56,7 +56,7 @@ def _line(text: str) -> str:
 
 def is_placeholder(text: str | None) -> bool:
     """Whether ``text`` (an answer or request payload, marker already removed) is a
-    template placeholder rather than content (module docstring). Never raises.
+    template placeholder rather than content. Never raises.
 
     ``is_placeholder("<single diagnosis>")``, ``is_placeholder("your diagnosis here")``
     and ``is_placeholder("N/A")`` are true; ``is_placeholder("Myasthenia gravis")`` and

@@ -213,7 +213,7 @@ def render_doctor_view(runtime, history: HistoryRenderer | None = None) -> str:
 
 
 class DoctorViewRenderer:
-    """The doctor's texts of one EGIP episode, rendered incrementally (module docstring).
+    """The doctor's texts of one EGIP episode, rendered incrementally.
 
     :meth:`view` equals ``render_doctor_view(runtime)`` and :meth:`delta` equals
     ``render_delta(runtime, since)`` at every step; only work that the state since the

@@ -57,7 +57,7 @@ def _norm_id(text: str) -> str:
 
 
 def read_request(payload: str, matcher: ExamMatcher) -> RequestReading:
-    """Read one ``REQUEST TEST:`` payload (module docstring). Never raises.
+    """Read one ``REQUEST TEST:`` payload (table in docs/protocols.md). Never raises.
 
     Args:
         payload: the text after the marker (first line, markdown removed).

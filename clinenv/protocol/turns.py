@@ -100,7 +100,7 @@ def _is_self_label(label: str, seat: Seat) -> bool:
 
 
 def cut_turn(text: str, seat: Seat, *, speaker_lines: bool = True) -> TurnCut:
-    """The part of ``text`` that is ``seat``'s own turn (module docstring). Never raises.
+    """The part of ``text`` that is ``seat``'s own turn. Never raises.
 
     Args:
         text: a model reply, any length (``None`` and non-strings read as text).
