@@ -1,21 +1,7 @@
 """Datasets: load AgentClinic case files (and clinenv's own) as :class:`~clinenv.cases.Case`.
 
-Entry points:
-
-- :func:`load_cases` — cases from a registry name (``"medqa"``, ``"NEJM_Ext"``,
-  ``"MIMIC-IV"``, ``"demo"``...) or a file path;
-- :func:`load_cases_with_report` — the same plus a :class:`LoadReport` (skipped lines in
-  lenient mode, warnings);
-- :func:`resolve_dataset`, :func:`download_dataset`, :func:`verify_dataset` — find,
-  fetch and check dataset files (used by ``clinenv data``);
-- :data:`DATASETS` / :class:`DatasetSpec` — the registry;
-- :func:`split_cases` / :class:`CaseSplit` — a seeded construction/evaluation split
-  (:mod:`.case_split`, loaded on first use).
-
-Schemas: OSCE (:mod:`.osce`), NEJM (:mod:`.nejm`, test text split by :mod:`.nejm_split`),
-user-supplied MIMIC-IDx-style admissions (:mod:`.mimic_idx`, by path only) and canonical
-(``Case`` JSON Lines, :func:`clinenv.cases.read_cases`). Flags are
-computed by :mod:`.flags`. Files are always read as UTF-8.
+Main exports: :func:`load_cases`, :func:`load_cases_with_report`, :func:`resolve_dataset`,
+:data:`DATASETS`, :func:`split_cases`; schemas and flags: docs/api/cases.md.
 """
 
 from __future__ import annotations

@@ -1,32 +1,7 @@
 """Result availability: which stored values say that no result exists.
 
-EGIP appendix A.1: "Availability is determined by matching the normalized whole value
-against predefined missing-value markers." A stored leaf such as ``"Pending"`` or
-``"Not provided"`` means the record holds no result; it must be reported as
-*unavailable*, never read as a finding (AgentClinic data facts, section 5.5).
-
-The rule: **a value that reports a finding is a finding; a value that says no result
-exists is unavailable.**
-
-- Findings, including recorded negatives: ``"None"`` (e.g. urinalysis ``Bacteria:
-  None``), ``"None detected"``, ``"Negative"``, ``"Not detected"``, ``"Absent"``,
-  ``"Nil"``, ``"Not palpable"``, ``"Not oriented to time"``, ``"Indeterminate"``: the
-  test or examination was done and this is what it found.
-- Unavailable: placeholders that say the record holds no result (:data:`MISSING_VALUE_MARKERS`,
-  e.g. ``"Pending"``, ``"Not provided"``, ``"Not specified"``, ``"Unknown"``,
-  ``"N/A"``, ``""``, JSON ``null``); ``not`` + a verb of obtaining or reporting a result
-  (:data:`NO_RESULT_VERBS`: ``"Not performed"``, ``"Not available"``, ``"Not yet
-  done"``, ``"Not assessed due to sedation"``); a pending result (``"Result pending"``,
-  ``"Culture pending"``, ``"Awaiting results"``); a missing-data phrase (``"Data not
-  provided"``, ``"Results unavailable"``, ``"No data available"``); and hypothetical
-  phrasing (``"Would show ..."``).
-
-The value is normalized first (:func:`normalize_marker`). A placeholder head may be
-followed by a qualifier that starts with a preposition (``"Not applicable for age"``,
-``"N/A for the newborn"``, ``"Pending at the time of examination"``); any other
-continuation, a "but" clause included, makes the value a finding (``"Not performed,
-chest X-ray clear"`` and ``"Not specified in this scenario, but imagine findings of ..."``
-are shown).
+EGIP appendix A.1: a whole normalised value that matches a missing-value marker is
+unavailable; a value that reports a finding, negatives included, is a finding.
 """
 
 from __future__ import annotations
@@ -130,8 +105,8 @@ def is_unavailable(value: JsonValue) -> bool:
 
     Returns:
         ``True`` for ``None``, empty containers, the markers in
-        :data:`MISSING_VALUE_MARKERS`, the placeholder phrases of the module docstring
-        and hypothetical phrasing such as ``"would show ..."``; ``False`` for findings,
+        :data:`MISSING_VALUE_MARKERS`, "not" with one of :data:`NO_RESULT_VERBS`,
+        pending and missing-data phrases, and hypothetical phrasing such as ``"would show ..."``; ``False`` for findings,
         recorded negatives (``"None"``, ``"Negative"``, ``"Not detected"``) included,
         and for booleans and numbers.
     """

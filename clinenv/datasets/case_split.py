@@ -1,25 +1,8 @@
 """A held-out split of a dataset's cases: construction cases (for CDEG graph
 construction, or any experience memory) and evaluation cases, disjoint.
 
-The CDEG paper builds its graph "for each case x in the graph-construction split" and
-evaluates on held-out cases; its baselines' "historical information is restricted to
-the graph-construction split". :func:`split_cases` does the split (pure: no file is
-read or written; ``clinenv data split`` writes the lists, :mod:`clinenv.cli.data`):
-
-- near-duplicate cases stay on one side: a case and the case its
-  :attr:`~clinenv.cases.CaseFlags.near_duplicate_of` names form one group (the loader
-  points every member of a duplicate group at the group's first case,
-  :func:`clinenv.datasets.flags.near_duplicates`);
-- so do one patient's cases: cases with the same ``metadata["patient_id"]`` (set by
-  the MIMIC-IDx-style loader, :mod:`clinenv.datasets.mimic_idx`; the CDEG paper splits
-  "at the patient level") join one group; a group is named by its first case;
-- groups are ordered by ``sha256("clinenv.split/<seed>/<first case id>")`` (hex), the
-  same on every machine and for every Python or NumPy version;
-- in that order a group goes to the construction side while the side stays within
-  ``round(fraction × n_cases)`` cases (halves rounded up), else to the evaluation side;
-  with singleton groups the construction side gets exactly that many cases.
-
-Both lists are returned in dataset order.
+CDEG's graph-construction split, at the patient level; :func:`split_cases` is pure and
+the same on every machine (rules: docs/api/cases.md).
 """
 
 from __future__ import annotations
@@ -69,7 +52,7 @@ def _n_duplicate_groups(cases: Sequence[Case]) -> int:
 
 
 def _group_roots(cases: Sequence[Case]) -> list[str]:
-    """Each case's group name (module docstring): ``near_duplicate_of`` or the case's
+    """Each case's group name : ``near_duplicate_of`` or the case's
     own id, and for a patient's cases the name of the patient's first group."""
     keys = [c.flags.near_duplicate_of or c.case_id for c in cases]
     parent: dict[str, str] = {}
@@ -95,7 +78,7 @@ def _group_roots(cases: Sequence[Case]) -> list[str]:
 
 
 def split_cases(cases: Sequence[Case], fraction: float, seed: int = 0) -> CaseSplit:
-    """Split ``cases`` into construction and evaluation cases (module docstring).
+    """Split ``cases`` into construction and evaluation cases (rules: docs/api/cases.md).
 
     Args:
         cases: the dataset's cases, in dataset order (distinct ``case_id``).

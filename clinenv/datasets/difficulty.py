@@ -1,26 +1,7 @@
 """Case difficulty tables: how hard a case is for a doctor that does not know Y.
 
-The **difficulty** of a case is ``1 - successes / episodes`` (0.0 easiest, 1.0 hardest):
-the share of K seeded episodes of the scripted doctor in sampling mode
-(:class:`~clinenv.agents.scripted_doctor.ScriptedDoctor` with ``exploration`` > 0) that
-are not scored correct, on the case's ``EGIP-<Dataset>-v0`` environment with its
-defaults (T = 19, the menu, the retrieval patient). Episode k of case i has the seed
-``episode_seed(seed, k, i)`` and the exam budget ``exam_budgets[k % len(exam_budgets)]``,
-so a case solved with one exam counts as easier than one solved only with eight. The
-teacher reads Y and always succeeds, so it cannot measure difficulty.
-
-The **curriculum order** (easiest first) sorts by difficulty, then cases whose records
-name the target (``target_in_records``: one lookup can reveal the answer) before the
-others, then fewer recorded exams (the catalog size: less to acquire), then the dataset
-index; ``rank`` is the 0-based position in that order.
-
-Tables are JSON (:data:`DIFFICULTY_FORMAT`): ``format``, ``dataset`` (its display
-name), ``dataset_sha256`` (the records digest of the measured file, the run log's
-``dataset_sha256``; tables apply only to those records), ``method``
-(:class:`DifficultyMethod`) and ``cases`` (one :class:`CaseDifficulty` per case, dataset
-order, one per line). clinenv ships the tables of :data:`SHIPPED` (package data,
-``data/difficulty/<name>.json``); ``clinenv data difficulty NAME --out FILE``
-(:mod:`clinenv.integrations.curriculum`) rebuilds one.
+Difficulty is ``1 - successes / episodes`` of a sampling scripted doctor; tables are JSON
+(:data:`DIFFICULTY_FORMAT`), shipped for :data:`SHIPPED`.
 """
 
 from __future__ import annotations
@@ -75,7 +56,7 @@ class DifficultyMethod(ConfigModel):
 
 
 class CaseDifficulty(ConfigModel):
-    """One case of a table (module docstring).
+    """One case of a table.
 
     Attributes:
         case_id, index: the case and its 0-based dataset index.
@@ -97,7 +78,7 @@ class CaseDifficulty(ConfigModel):
 
 
 class DifficultyTable(ConfigModel):
-    """A difficulty table (module docstring); :meth:`order` sorts case ids by it."""
+    """A difficulty table; :meth:`order` sorts case ids by it."""
 
     format: Literal["clinenv.difficulty/1"] = DIFFICULTY_FORMAT
     dataset: str
@@ -144,7 +125,7 @@ class DifficultyTable(ConfigModel):
 
 
 def curriculum_key(case: CaseDifficulty) -> tuple[float, bool, int, int]:
-    """The sort key of the curriculum order (module docstring)."""
+    """The sort key of the curriculum order: difficulty, ``target_in_records`` first, fewer exams, dataset index."""
     return (case.difficulty, not case.target_in_records, case.n_exams, case.index)
 
 

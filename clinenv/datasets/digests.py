@@ -1,18 +1,7 @@
 """Record digests: a dataset file's identity over its records, not its bytes.
 
-A copy of a public file that differs only in bytes (CRLF line ends, a UTF-8 byte-order
-mark, ``\\u00e9`` escapes instead of ``é``, other spacing) holds the same cases. The
-*canonical form* of a file is each non-blank line parsed as JSON and re-serialized with
-sorted keys (:func:`canonical_record`: ``json.dumps(obj, sort_keys=True,
-ensure_ascii=False, separators=(",", ":"))``, UTF-8, no BOM), each followed by one LF.
-Its sha256 is the *records digest* (``DatasetSpec.records_sha256`` for the pinned files,
-``dataset_sha256`` in run logs); the sha256 of each canonical record (without its LF)
-locates the first record that differs from a pinned file
-(:data:`clinenv.datasets.record_digests.RECORD_DIGESTS`).
-
-Regenerate the table from verified files (raw sha256 equal to the pins)::
-
-    python -m clinenv.datasets.digests agentclinic_medqa.jsonl ...
+Each line parsed and re-serialised with sorted keys (:func:`canonical_record`); regenerate
+the pinned table with ``python -m clinenv.datasets.digests FILE ...``.
 """
 
 from __future__ import annotations
@@ -30,7 +19,7 @@ from clinenv.errors import CaseFormatError
 
 
 def canonical_record(obj: Any) -> bytes:
-    """The canonical bytes of one parsed JSON record (module docstring; no newline)."""
+    """The canonical bytes of one parsed JSON record (sorted keys, compact separators, UTF-8; no newline)."""
     return json.dumps(obj, sort_keys=True, ensure_ascii=False,
                       separators=(",", ":")).encode("utf-8")
 

@@ -1,48 +1,7 @@
 """Per-case data-quality flags (``clinenv.cases.CaseFlags``).
 
-The rules are deliberately simple and documented here so that analyses can cite them.
-They follow the leak and quality notes of the AgentClinic audit
-(``research/agentclinic-native-protocol.md``, weaknesses W4, W5, W12, W14):
-
-- ``target_in_records``: the normalized target text, or its main noun phrase when the
-  target has two or more words, occurs in some record leaf of M as a whole-word,
-  case-insensitive match (accents folded, hyphens read as spaces); or an abbreviation
-  the target gives in brackets (``"Benign paroxysmal positional vertigo (BPPV)"``:
-  ``BPPV``; :func:`target_abbreviations`) occurs as a whole word with its own
-  capitals, so ``(ALL)`` is not found in "all". A record that spells out a target
-  given only as an abbreviation is not found (no expansion list is kept). Negated
-  mentions ("no appendicitis") count too: the flag means "the record text names the
-  target".
-- ``target_in_patient_facts``: the same test over the leaves of P.
-- ``target_in_menu``: a name the menu can show — a test name, its group name, or a
-  physical-examination section — names the target (:func:`names_target_in_menu`):
-  one of :func:`target_phrases` with every content word present in the name in any
-  order (case, accents, ``_``/``-`` and a plural ``s`` ignored), or a bracketed
-  abbreviation of the target as a whole word with its own capitals. The names are the
-  keys the catalog (:mod:`clinenv.protocol.catalog`) makes them from (:func:`menu_names`).
-- ``patient_facts_contain_findings``: (NEJM role cards only) some clause of
-  ``patient_info`` names a test or examination *and* a result word (showed, revealed,
-  found, noted, came back, normal, positive...), and is not a clause about what the
-  patient does not know ("you are not aware of...", "you haven't been told...").
-- ``caregiver_voice``: the demographics give an age in days, weeks or months, an age in
-  years under 5, or the words newborn, neonate or infant (with no stated age).
-- ``near_duplicate_of``: within one file, rapidfuzz ``token_set_ratio`` of the case's
-  identity text (objective plus patient history) against an earlier case is >= 95; the
-  value is the first case of that duplicate group.
-- ``no_recorded_tests``: M holds no test result (no tests, or only placeholders such as
-  "Pending", see :func:`clinenv.datasets.availability.is_unavailable`).
-- ``target_in_bias``: the target names a malignancy (:func:`names_malignancy`), the
-  diagnosis AgentClinic's cognitive-bias texts name ("cancer",
-  :data:`clinenv.protocol.biases.CANCER_BIASES`): under those biases the bias hints at
-  the answer. The rule is a hand-written term list (:data:`MALIGNANCY_PATTERN`) of
-  malignant and in-situ neoplasms (ICD-O-3 behaviour /3 and /2): cancer; words ending
-  in carcinoma, sarcoma, lymphoma, leukemia, melanoma, myeloma; the named blastomas;
-  mesothelioma, seminoma; Waldenstrom macroglobulinemia; the myeloproliferative
-  neoplasms essential thrombocythemia, polycythemia vera, myelofibrosis; Bowen's
-  disease, Hodgkin's disease; granulosa cell, Pancoast (apical lung) and malignant
-  tumours. It is no oncology vocabulary: a tumour of uncertain behaviour (phyllodes
-  tumour, giant-cell tumour "osteoclastoma") is not flagged, nor "neuroleptic malignant
-  syndrome". MedQA: 14 of 107 cases; NEJM: 1 of 15.
+Simple rules after the AgentClinic audit (weaknesses W4, W5, W12, W14), each listed in
+docs/api/cases.md so analyses can cite them.
 """
 
 from __future__ import annotations
@@ -104,7 +63,7 @@ def main_noun_phrase(target: str) -> str:
 
 
 def target_phrases(target: str) -> list[str]:
-    """Phrases whose presence counts as naming the target (see module docstring)."""
+    """Phrases whose presence counts as naming the target (docs/api/cases.md)."""
     full = fold(target).strip(" .")
     phrases = [full] if full else []
     if len(full.split()) >= 2:
@@ -155,7 +114,7 @@ def names_target(target: str, tree: JsonValue) -> bool:
     """Whether any string leaf of ``tree`` names ``target``: one of its
     :func:`target_phrases` as whole words of the folded leaf, or one of its
     :func:`target_abbreviations` as a whole word of the leaf with accents folded and
-    capitals kept (module docstring, ``target_in_records``)."""
+    capitals kept (``target_in_records``)."""
     phrases = [r"\s+".join(map(re.escape, p.split())) for p in target_phrases(target)]
     abbreviations = [re.escape(a) for a in target_abbreviations(target)]
     if not phrases and not abbreviations:
@@ -230,7 +189,7 @@ _CLAUSE_SPLIT = re.compile(
 def patient_facts_contain_findings(text: str) -> bool:
     """Whether a NEJM ``patient_info`` role card states test or examination findings.
 
-    Keyword rule (module docstring): a clause with a test/examination noun and a result
+    Keyword rule: a clause with a test/examination noun and a result
     word, ignoring clauses about what the patient does not know.
     """
     for sentence in re.split(r"(?<=[.!?])\s+", text):
@@ -285,7 +244,7 @@ def menu_names(physical_exam: JsonValue, tests: JsonValue) -> list[str]:
 
 
 def names_target_in_menu(target: str, names: Sequence[str]) -> list[str]:
-    """The names, of ``names``, that name ``target`` (module docstring,
+    """The names, of ``names``, that name ``target`` (docs/api/cases.md,
     ``target_in_menu``), in input order.
 
     A name names the target when every content word (not "of", "the"...) of one of
@@ -321,7 +280,7 @@ def target_in_menu(target: str, physical_exam: JsonValue, tests: JsonValue) -> b
     return bool(names_target_in_menu(target, menu_names(physical_exam, tests)))
 
 
-#: A target that names a malignancy (module docstring, ``target_in_bias``), on
+#: A target that names a malignancy (``target_in_bias``), on
 #: :func:`fold`-ed text.
 MALIGNANCY_PATTERN = re.compile(
     r"(?<!\w)(?:cancers?|\w*(?:carcinoma|sarcoma|lymphoma|leuka?emia|melanoma|myeloma)s?|"
@@ -333,7 +292,7 @@ MALIGNANCY_PATTERN = re.compile(
 
 def names_malignancy(target: str) -> bool:
     """Whether ``target`` names a malignancy (:data:`MALIGNANCY_PATTERN` on the
-    :func:`fold`-ed text; module docstring, ``target_in_bias``)."""
+    :func:`fold`-ed text; ``target_in_bias``)."""
     return MALIGNANCY_PATTERN.search(fold(target)) is not None
 
 

@@ -1,8 +1,4 @@
-"""ICD code spelling: one canonical form for ICD-9 and ICD-10 codes.
-
-Used by the MIMIC-IDx-style loader (:mod:`clinenv.datasets.mimic_idx`, its ``icd_code``
-field) and the user-supplied ICD mapping (:mod:`clinenv.icd_map`).
-"""
+"""ICD code spelling: one canonical form for ICD-9 and ICD-10 codes."""
 
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
 """Line-by-line reading with strict and lenient error handling.
 
-``strict=True`` (the default everywhere) stops at the first bad line with a
-:class:`~clinenv.errors.CaseFormatError` naming file, line and field. ``strict=False``
-skips bad lines and records ``(line, reason)`` in a :class:`LoadReport`, so a user file
-with a trailing comma or a stray markdown fence (AgentClinic issue #7)
-still loads its good records and says what it dropped.
-
-Lines are read by :func:`clinenv.cases.scan_json_lines`, the package's one JSON Lines
-reader (UTF-8 whatever the locale, byte-order mark accepted), which yields a bad line's
-:class:`~clinenv.errors.CaseFormatError` instead of raising it.
+``strict=True`` stops at the first bad line; ``strict=False`` skips it and records
+``(line, reason)`` in a :class:`LoadReport`.
 """
 
 from __future__ import annotations

@@ -1,51 +1,7 @@
 """MIMIC-IDx-style cases supplied by the user (``clinenv.mimic_idx/1`` JSON Lines).
 
-MIMIC-IDx, the CDEG paper's in-domain benchmark ("Experimental Setup", Table 1), treats
-each hospital admission of MIMIC-IV, joined with its MIMIC-IV-Note notes and matched
-MIMIC-CXR reports, as a case: the environment "initially exposes limited clinical
-information", further evidence comes through interaction (patient questions, clinical
-history review, laboratory and imaging results, examinations), the reference diagnosis
-lives in an ICD-aligned label space, and cases are split "at the patient level". The
-data are credentialed (PhysioNet): clinenv never bundles or downloads them. A user who
-holds them writes one JSON object per admission in this schema and loads the file by
-path (``load_cases("mimic_idx.jsonl")``, ``gym.make(..., dataset=path)``, ``clinenv run
---dataset path``); the schema is recognised by the ``hadm_id`` key of its first record.
-
-===========================  ==========================  =================================
-key                          type                        case field
-===========================  ==========================  =================================
-``hadm_id``                  string or integer, required  case id ``<dataset>-<hadm_id>``;
-                                                          ``metadata["hadm_id"]``
-``subject_id``               string or integer, required  ``metadata["patient_id"]``: one
-                                                          patient's admissions stay on one
-                                                          side of ``clinenv data split``
-``initial_presentation``     string, required            s0 (``Case.objective``): the
-                                                          limited information shown first
-                                                          (chief complaint, age, triage)
-``patient``                  object or string, required  P (a string becomes
-                                                          ``{"History": text}``)
-``diagnosis``                string, required            Y (``Case.target.text``)
-``icd_code``                 string, optional            ``metadata["icd_code"]``
-                                                          (canonical, see
-                                                          :func:`~clinenv.datasets.icd_codes.
-                                                          normalize_code`)
-``icd_version``              9 or 10, optional           ``metadata["icd_version"]``
-``clinical_history``         object, optional            M, test group
-                                                          ``Clinical_History`` (the record
-                                                          the history-review tool reads:
-                                                          past history, medications,
-                                                          allergies, prior notes)
-``physical_exam``            object, optional            M, ``records.physical_exam``
-``labs``                     object, optional            M, test group ``Laboratory``
-``microbiology``             object, optional            M, test group ``Microbiology``
-``imaging``                  object, optional            M, test group ``Imaging`` (e.g.
-                                                          MIMIC-CXR report impressions)
-===========================  ==========================  =================================
-
-Objects are trees as in AgentClinic's OSCE files (nested groups, string leaves).
-Unknown keys are kept in ``metadata["extra"]``. Flags are computed as for OSCE records
-(:mod:`clinenv.datasets.flags`). The source record is never mutated. There are no
-candidates K. Errors name the file, the line and the field.
+CDEG's in-domain benchmark ("Experimental Setup", Table 1), credentialed and never
+bundled; recognised by the ``hadm_id`` key, schema in docs/cdeg.md.
 """
 
 from __future__ import annotations

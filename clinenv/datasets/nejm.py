@@ -1,39 +1,7 @@
 """Convert AgentClinic NEJM records (NEJM, NEJM_Ext) into cases.
 
-NEJM record keys (AgentClinic data facts, sections 5.6-5.7) and their mapping onto the
-EGIP notation (EGIP paper, section 3.1):
-
-==================  ===============================================================
-key                 case field
-==================  ===============================================================
-``question``        the full vignette; s0 is derived from it (see *disclosure*), the
-                    whole text is kept in ``metadata["vignette"]``
-``patient_info``    P = ``{"Patient_Info": text}``
-``physical_exams``  M: ``records.tests`` = :func:`split_test_findings` of the free text
-                    (it is test evidence, not an examination): ``{name: result}`` where
-                    a group header with named bullets gives a nested ``{item: result}``
-                    (``{"Urinalysis": {"Hematuria": "Present", ...}}``);
-                    ``physical_exam = {}``; the raw text is kept in
-                    ``metadata["physical_exams_text"]``
-``answers``         K = the option texts in order; Y = the correct one and its index
-                    (exactly one option must be correct)
-``type``            ``metadata["question_type"]`` (NEJM_Ext only, a list of labels)
-``image_url``       ``metadata["image_url"]`` (remote; offline runs have no images)
-==================  ===============================================================
-
-Disclosure settings for s0 (the vignette would otherwise disclose the records):
-
-- ``"question"``: only the final question sentence ("What is the most likely
-  diagnosis?"), as AgentClinic's native NEJM doctor receives;
-- ``"presentation"`` (default): the vignette's first sentence (demographics and
-  presenting complaint) followed by the final question;
-- ``"vignette"``: the whole vignette. It contains the examination and test findings that
-  the records hold, so it leaks the evidence: use it for ablations only.
-
-A missing or ``null`` ``physical_exams`` gives no tests and is listed in
-``metadata["missing_keys"]``. ``non_diagnostic_target`` is set when the final question
-does not ask for a diagnosis ("Which pathogen...", "What is the most appropriate
-treatment?").
+Keys mapped onto EGIP's notation (section 3.1; AgentClinic data facts 5.6-5.7); the
+mapping and the ``disclosure`` settings are in docs/api/cases.md.
 """
 
 from __future__ import annotations
@@ -99,7 +67,7 @@ def asks_for_diagnosis(question: str) -> bool:
 
 
 def objective_for(vignette: str, disclosure: Disclosure = "presentation") -> str:
-    """s0 for a NEJM vignette under a disclosure setting (module docstring).
+    """s0 for a NEJM vignette under a disclosure setting.
 
     Args:
         vignette: the record's ``question`` text.
@@ -160,7 +128,7 @@ def case_from_nejm(
         record: the parsed JSON line; not modified.
         dataset: dataset name for ``Case.dataset`` and the case id.
         index: 1-based position in the file; the id is ``f"{dataset}-{index:04d}"``.
-        disclosure: what s0 discloses (module docstring).
+        disclosure: what s0 discloses: ``"question"``, ``"presentation"`` or ``"vignette"``.
         path: the source file (only its name goes into ``metadata``).
         line: the 1-based line number.
 

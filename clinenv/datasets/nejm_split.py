@@ -1,32 +1,7 @@
 """Split NEJM ``physical_exams`` free text into named test records.
 
-In AgentClinic-NEJM the ``physical_exams`` field is LLM-extracted *test* evidence, not a
-physical examination, written in varied shapes (AgentClinic data facts, section 5.6):
-
-- ``"- Name: result"`` bullets, inline (``"A: x - B: y"``) or one per line;
-- ``"Name: result"`` lines or sentences (``"Biopsy: X. Stain: Y."``);
-- numbered lists ``"1. Name: result 2. Name: result"``, inline or one per line;
-- group headers followed by bullets. When the bullets are themselves ``"Name: result"``
-  items (``"Urinalysis: - Hematuria: Present - Pyuria: Present"``) the group becomes ONE
-  nested record, ``{"Urinalysis": {"Hematuria": "Present", "Pyuria": "Present"}}``, so
-  that findings never surface as test names. When the bullets have no name
-  (``"Laboratory studies indicated: - New anemia - ..."``) they are joined with ``"; "``
-  into one string record named after the header. A group that mixes both keeps its
-  unnamed bullets, joined, under :data:`FALLBACK_NAME` inside the nested record. A group
-  runs to the next header, or, in text written one item per line, to the first line
-  without a bullet marker after its bullet lines. A header that is a preamble
-  (``"Results are as follows:"``) groups nothing;
-- a leading preamble (``"The information extracted from the case report relevant to
-  instrument readings and test results includes:"``), which is dropped;
-- prose with no structure, kept whole as one record named :data:`FALLBACK_NAME`;
-- LLM refusals (``"The provided text does not contain specific instrument readings or
-  test results..."``, ``"I'm sorry, but..."``): no tests at all, ``{}``.
-
-Names are kept as written (markdown emphasis and bullet markers removed); values lose
-surrounding whitespace and a trailing ``.``/``;``/``,``; repeated names (among the
-top-level records, or among the items of one group) get ``" (2)"``, ``" (3)"``...
-suffixes. Values are never parsed into numbers. The result,
-``dict[str, str | dict[str, str]]``, is a tree of depth 1 or 2 whose leaves are strings.
+The LLM-extracted test text (AgentClinic data facts, section 5.6) becomes a tree of
+depth 1 or 2 with string leaves; see :func:`split_test_findings`.
 """
 
 from __future__ import annotations
@@ -351,9 +326,11 @@ def split_test_findings(text: str | None) -> dict[str, str | dict[str, str]]:
         text: the free text (``None`` or blank gives ``{}``).
 
     Returns:
-        Records in text order (shapes and naming rules in the module docstring). A
-        result is a string, or for a group header whose bullets are ``"Name: result"``
-        items a nested ``{item name: result}``; ``{}`` for a refusal or empty text.
+        Records in text order. A result is a string, or for a group header whose
+        bullets are ``"Name: result"`` items a nested ``{item name: result}`` (unnamed
+        bullets of a group are joined with ``"; "``; unstructured prose is one record
+        named :data:`FALLBACK_NAME`); repeated names get ``" (2)"``, ``" (3)"``
+        suffixes; ``{}`` for a refusal or empty text.
 
     Examples:
         >>> split_test_findings("Labs: - Hb: 10 g/dL - WBC: 12,000/mm3")

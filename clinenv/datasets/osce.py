@@ -1,29 +1,7 @@
 """Convert AgentClinic OSCE records (MedQA, MedQA_Ext, MIMIC-IV) into cases.
 
-Each line of an OSCE file is ``{"OSCE_Examination": {...}}`` (AgentClinic data facts,
-section 5.3). Mapping onto the EGIP notation (EGIP paper, section 3.1):
-
-================================  ======================================================
-OSCE key                          case field
-================================  ======================================================
-``Objective_for_Doctor``          s0, ``Case.objective`` (required string)
-``Patient_Actor``                 P, ``Case.patient`` (required object; a plain string is
-                                  wrapped as ``{"Patient_Actor": text}``)
-``Physical_Examination_Findings``  M, ``Case.records.physical_exam`` (object)
-``Test_Results``                  M, ``Case.records.tests`` (object)
-``Correct_Diagnosis``             Y, ``Case.target.text`` (required non-empty string)
-================================  ======================================================
-
-Lenient rule, in strict mode too: a missing ``Physical_Examination_Findings`` or
-``Test_Results`` (or a ``null`` one) becomes ``{}`` and is listed in
-``metadata["missing_keys"]``. The record then holds no such examination
-or test, so the examiner answers "not recorded" for every request of that kind; a missing
-``Test_Results`` also sets ``flags.no_recorded_tests``. ("Unavailable" is reserved for a
-stored placeholder value such as ``"Pending"``, see :mod:`clinenv.datasets.availability`.)
-
-Unknown keys inside ``OSCE_Examination`` (e.g. ``Management_and_Follow_Up``) are kept in
-``metadata["extra"]``, unknown top-level keys in ``metadata["extra_top_level"]``. The
-source record is never mutated: every tree is deep-copied. There are no candidates K.
+``{"OSCE_Examination": {...}}`` lines (AgentClinic data facts, section 5.3) mapped onto
+EGIP's notation (section 3.1); the mapping is in docs/api/cases.md.
 """
 
 from __future__ import annotations

@@ -1,21 +1,7 @@
 """The dataset registry: which case files clinenv knows by name.
 
-Facts (AgentClinic repository SamuelSchmidgall/AgentClinic, MIT licence; sizes counted
-by JSON parse, see ``research/agentclinic-native-protocol.md`` section 5.1):
-
-=========  ====================================  =======  ==========================
-name       file                                  records  source
-=========  ====================================  =======  ==========================
-medqa      agentclinic_medqa.jsonl               107      public, pinned sha256
-medqa_ext  agentclinic_medqa_extended.jsonl      214      public, pinned sha256
-nejm       agentclinic_nejm.jsonl                15       public, pinned sha256
-nejm_ext   agentclinic_nejm_extended.jsonl       120      public, pinned sha256
-mimiciv    agentclinic_mimiciv.jsonl             (288)    credentialed, user-supplied
-demo       demo.jsonl (inside the package)       >= 12    written for clinenv
-=========  ====================================  =======  ==========================
-
-The first 107 MedQA_Ext records are the MedQA records and the first 15 NEJM_Ext records
-are the NEJM records.
+AgentClinic's files (MIT licence) and the bundled demo set; the table is in
+docs/api/cases.md.
 """
 
 from __future__ import annotations

@@ -1,28 +1,6 @@
 """Find a dataset's file: explicit path, data folder, cache, or a verified download.
 
-An explicit path to an existing file is used as it is (no checksum). Resolution order
-for a registry name:
-
-1. the ``data_dir`` argument;
-2. the folder named by the environment variable ``CLINENV_DATA_DIR``: once it is set
-   (non-empty) it must hold the file, else :class:`~clinenv.errors.DataDirError` names
-   the folder (missing, not a folder, or without the file) and, for a file that cannot be
-   downloaded (MIMIC-IV), how to obtain it; the cache is not consulted;
-3. the user cache, ``platformdirs.user_cache_dir("clinenv")/datasets``;
-4. a download from the pinned URL, only when ``allow_download=True``; the raw sha256 is
-   checked before the file is moved into the cache, so a bad download leaves nothing;
-5. otherwise :class:`~clinenv.errors.DatasetNotFoundError`, whose message names the
-   file, lists where it looked and says how to get it.
-
-A folder where the file should be is reported as a folder. The bundled ``demo`` set is
-read from the package (``importlib.resources``).
-
-A local file of a pinned dataset is checked over its *records*, not its bytes
-(:func:`dataset_mismatch`): equal raw sha256, or else an equal records digest (the
-canonical form of :mod:`clinenv.datasets.digests`), passes, so a copy with CRLF line
-ends or a byte-order mark is the same dataset. A file whose records differ raises
-:class:`~clinenv.errors.ChecksumError` naming the first differing case, unless
-``verify=False``.
+The lookup order and the records check are in docs/api/cases.md.
 """
 
 from __future__ import annotations
@@ -170,7 +148,7 @@ def _mismatch(path: str | Path, spec: DatasetSpec, raw: str,
 
 def dataset_mismatch(path: str | Path, spec: DatasetSpec) -> ChecksumError | None:
     """``None`` when ``path`` holds the pinned records of ``spec`` (or nothing is pinned),
-    else the :class:`ChecksumError` to raise (module docstring).
+    else the :class:`ChecksumError` to raise.
 
     The raw sha256 is tried first; only a file with other bytes is parsed, and its
     records digest compared with ``spec.records_sha256``; when that differs too, the
@@ -354,7 +332,7 @@ def resolve_dataset(
     allow_download: bool = False,
     verify: bool = True,
 ) -> Path:
-    """Find the file of a named dataset (order in the module docstring).
+    """Find the file of a named dataset (order in docs/api/cases.md).
 
     Args:
         name: registry name, matched case-insensitively and tolerant of ``-``/``_``; or
