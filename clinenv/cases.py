@@ -65,11 +65,8 @@ class CaseFlags(_Frozen):
             lookup can reveal the answer (AgentClinic weakness W4).
         target_in_patient_facts: the patient facts P name the target; the patient view
             withholds those sentences.
-        target_in_menu: a test name, group name or examination section the menu shows
-            names the target, so the menu hints it before any request
-            (:func:`clinenv.datasets.flags.target_in_menu`; the ``target_in_menu``
-            setting of :class:`clinenv.protocol.config.ProtocolConfig` leaves such cases
-            out or words their group names neutrally).
+        target_in_menu: a name the menu shows names the target (setting
+            ``target_in_menu`` of :class:`~clinenv.protocol.config.ProtocolConfig`).
         patient_facts_contain_findings: P holds examination or test findings (NEJM role
             cards sometimes do, weakness W5).
         caregiver_voice: the patient is too young to self-report; a caregiver answers.
@@ -77,12 +74,8 @@ class CaseFlags(_Frozen):
         non_diagnostic_target: the target is not a diagnosis (a treatment, a pathogen, a
             mechanism...), e.g. 17 NEJM_Ext items (EGIP appendix F).
         no_recorded_tests: M holds no test results at all (e.g. NEJM refusal records).
-        target_in_bias: the target is a malignancy, the diagnosis AgentClinic's
-            cognitive-bias texts name ("cancer"), so under such a bias
-            (:data:`clinenv.protocol.biases.CANCER_BIASES`) the bias hints at the answer
-            (:func:`clinenv.datasets.flags.names_malignancy`). A run log's
-            ``case_flags`` holds it only on runs with a bias (as
-            :func:`clinenv.protocol.biases.bias_hints_target`).
+        target_in_bias: the target is a malignancy, which AgentClinic's cognitive-bias
+            texts hint at; a run log's ``case_flags`` holds it only on runs with a bias.
     """
 
     target_in_records: bool = False

@@ -191,29 +191,20 @@ def load_cases(
 ) -> list[Case]:
     """Load the cases of a named dataset or of a file.
 
-    A registry name (case-insensitive, ``-``/``_`` tolerant) is resolved by
-    :func:`resolve_dataset`: ``data_dir``, then ``$CLINENV_DATA_DIR``, then the user
-    cache, then (only with ``allow_download=True``) a download checked against the pinned
-    sha256. A path is read as it is; its schema (OSCE, NEJM or canonical) is taken from
-    the registry when the file name is a registry file name, and otherwise from its first
-    record (OSCE, NEJM, MIMIC-IDx-style :mod:`.mimic_idx` or canonical). Case ids are
-    ``f"{dataset}-{index:04d}"`` with the record's 1-based position in the file
-    (canonical files keep their own ids; MIMIC-IDx-style ids are
-    ``f"{dataset}-{hadm_id}"``).
+    A name is found by :func:`resolve_dataset`; a file's schema comes from the registry
+    or its first record. Case ids are ``f"{dataset}-{index:04d}"`` (1-based; canonical
+    files keep theirs, MIMIC-IDx-style ones are ``f"{dataset}-{hadm_id}"``).
 
     Args:
         name_or_path: registry name, or path of a JSON Lines file.
         data_dir: a folder to look in first for a named dataset.
         allow_download: permit downloading a public dataset into the cache.
-        disclosure: NEJM s0 setting, ``"question"``, ``"presentation"`` (default) or
-            ``"vignette"`` (leaky; ablations only); see :mod:`clinenv.datasets.nejm`.
+        disclosure: NEJM s0: ``"question"``, ``"presentation"`` or ``"vignette"``.
         strict: raise at the first bad line (default); ``False`` skips bad lines (use
             :func:`load_cases_with_report` to see them) and turns a record-count
             mismatch into a warning.
-        verify: check a named dataset's records against the pinned ones (a copy that
-            differs only in bytes, e.g. CRLF line ends or a BOM, passes); ``False`` loads
-            a file whose records differ, with a :class:`~clinenv.errors.ChecksumWarning`
-            naming the first differing case.
+        verify: check a named dataset's records against the pinned ones; ``False``
+            loads differing records with a :class:`~clinenv.errors.ChecksumWarning`.
 
     Returns:
         The cases in file order.

@@ -337,8 +337,6 @@ def split_test_findings(text: str | None) -> dict[str, str | dict[str, str]]:
         {'Labs': {'Hb': '10 g/dL', 'WBC': '12,000/mm3'}}
         >>> split_test_findings("Labs showed: - Anemia - Leukocytosis")
         {'Labs': 'Anemia; Leukocytosis'}
-        >>> split_test_findings("1. CT: Mass. 2. Biopsy: Carcinoma.")
-        {'CT': 'Mass', 'Biopsy': 'Carcinoma'}
     """
     if not text or not text.strip():
         return {}

@@ -335,9 +335,8 @@ def resolve_dataset(
     """Find the file of a named dataset (order in docs/api/cases.md).
 
     Args:
-        name: registry name, matched case-insensitively and tolerant of ``-``/``_``; or
-            the path of an existing file, returned as it is (explicit paths come first
-            and are not checksummed).
+        name: registry name (case and ``-``/``_`` ignored), or the path of an existing
+            file, returned as it is.
         data_dir: a folder to look in first.
         allow_download: download from the pinned URL into the cache when no local copy
             exists (never for credentialed or bundled datasets).
@@ -351,11 +350,8 @@ def resolve_dataset(
         DataDirError: ``$CLINENV_DATA_DIR`` is set but the folder is missing, is a file,
             or lacks the file (and ``data_dir`` does not hold it).
         DatasetFolderError: a folder stands where the file should be.
-        DatasetNotFoundError: unknown name, a path that is not a file, or no file found
-            (and no download allowed or possible); the message says where it looked and
-            how to get the file.
-        ChecksumError: a file was found but its records differ from the pinned ones; the
-            message names the first differing case.
+        DatasetNotFoundError: unknown name, a path that is not a file, or no file found.
+        ChecksumError: the file's records differ from the pinned ones.
     """
     if is_path_like(name):
         path = Path(name).expanduser()
@@ -402,13 +398,10 @@ def verify_dataset(name: str, data_dir: str | Path | None = None) -> dict[str, A
 
     Returns:
         ``{"name", "path", "sha256", "expected", "ok", "n_records", "expected_records",
-        "same_records", "difference"}`` where ``sha256`` / ``expected`` are the raw
-        digests, ``same_records`` is true when the records equal the pinned ones
-        (:func:`dataset_mismatch`; also true when nothing is pinned), ``difference`` is
-        ``None`` or the first differing case in words, and ``ok`` is true when the
-        records are the pinned ones and the record count matches the expected one (or
-        none is fixed); ``n_records`` is ``None`` when the file does not parse
-        (``"error"`` then says why).
+        "same_records", "difference"}``: raw digests, whether the records equal the
+        pinned ones (true when nothing is pinned), the first difference in words or
+        ``None``; ``ok`` when records and count match. ``n_records`` is ``None`` (and
+        ``"error"`` says why) when the file does not parse.
 
     Raises:
         DatasetNotFoundError: the file cannot be found.

@@ -18,12 +18,8 @@ from clinenv.embeddings.base import Encoder
 class CachedEncoder:
     """Wrap ``encoder`` with a bounded least-recently-used cache keyed by exact text.
 
-    A call looks every text up, sends the texts not cached (each distinct text once, in
-    first-seen order) to ``encoder.encode`` in one batch, stores their rows and returns
-    all rows in the order of ``texts`` (duplicates included). The wrapped encoder runs
-    outside the lock, so concurrent episodes (threads) only wait for each other's
-    bookkeeping; two threads asking for the same new text at the same time may both
-    encode it (same vector, stored once).
+    Texts not cached go to ``encoder.encode`` in one batch, each once; rows come back
+    in the order of ``texts``. Thread-safe; the encoder runs outside the lock.
 
     Args:
         encoder: any object with ``name`` and ``encode(texts) -> (n, dim)`` array.
@@ -31,8 +27,7 @@ class CachedEncoder:
 
     Attributes:
         name: the wrapped encoder's name (caching does not change the vectors).
-        hits: texts served from the cache, over all calls (each position of ``texts``
-            counts once, so duplicates of a text encoded in the same call are hits).
+        hits: positions of ``texts`` served from the cache, over all calls.
         misses: texts sent to the wrapped encoder, over all calls.
 
     Raises:

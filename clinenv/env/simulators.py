@@ -46,16 +46,14 @@ def make_patient(patient: Any, patient_model: Any = None, *, bias: str | None = 
             (``None`` or ``cooperative``: the plain patient).
 
     Returns:
-        A :class:`~clinenv.env.retrieval_patient.RetrievalPatient` (a
-        :class:`~clinenv.env.persona.PersonaPatient` under a persona), an
-        :class:`~clinenv.agents.llm_patient.LLMPatient`, or ``patient`` itself.
+        A ``RetrievalPatient`` (``PersonaPatient`` under a persona), an ``LLMPatient``,
+        or ``patient`` itself.
 
     Raises:
-        ValueError: an unknown name, ``"llm"`` without ``patient_model`` (or with a
-            non-ChatModel), ``patient_model`` with another patient, or an object with
-            neither ``reply`` nor ``areply``; a ``bias`` with the retrieval patient
-            (it has no prompt), or a patient object whose ``bias`` differs from it; a
-            persona with any patient but the retrieval patient.
+        ValueError: an unknown name; ``"llm"`` without a ChatModel, or
+            ``patient_model`` with another patient; an object without ``reply`` or
+            ``areply``; a ``bias`` the patient cannot take; a persona with any patient
+            but the retrieval patient.
     """
     if persona is not None and persona.active:
         if not (patient is None or patient == "retrieval"):
@@ -122,11 +120,8 @@ def make_examiner(examiner: Any, examiner_model: Any = None, *, native: bool = F
 
     Args:
         examiner: ``None`` (``"lookup"`` under EGIP, ``"reader"`` under a native
-            protocol), ``"lookup"`` (record lookup O, EGIP only), ``"reader"`` (the
-            deterministic :class:`~clinenv.env.record_reader.NativeRecordReader`
-            stand-in), ``"llm"`` (an :class:`~clinenv.agents.measurement_agent.
-            LLMMeasurementAgent` over ``examiner_model``), or an object with
-            ``measure(MeasurementView) -> str`` (optionally ``async ameasure``).
+            protocol), ``"lookup"`` (EGIP only), ``"reader"``, ``"llm"``, or an object
+            with ``measure(MeasurementView) -> str`` (optionally ``async ameasure``).
         examiner_model: a :class:`~clinenv.llm.base.ChatModel`, only with ``"llm"``.
         native: the environment runs a native protocol (AgentClinic, MedAgentSim), whose
             measurement agent answers whole utterances: record lookup cannot.

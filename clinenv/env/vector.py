@@ -26,14 +26,12 @@ def make_vec(env_id: str, num_envs: int, *, mode: VectorMode = "sync",
         num_envs: number of sub-environments (>= 1).
         mode: ``"sync"`` (one process) or ``"async"`` (one worker process per
             sub-environment, always without shared memory).
-        autoreset_mode: Gymnasium's autoreset mode (default ``NEXT_STEP``; LLM loops
-            often prefer ``SAME_STEP`` or ``DISABLED``), as accepted by
-            :func:`autoreset`.
+        autoreset_mode: Gymnasium's autoreset mode (default ``NEXT_STEP``).
         **kwargs: environment arguments, as for ``gym.make``.
 
     Returns:
-        A ``SyncVectorEnv`` or ``AsyncVectorEnv``. Its ``text`` observations are tuples of
-        strings; actions of a text id are a tuple of strings.
+        A ``SyncVectorEnv`` or ``AsyncVectorEnv``; text observations and actions are
+        tuples of strings.
 
     Raises:
         ValueError: an unknown ``mode`` or ``autoreset_mode``, or ``num_envs < 1``.

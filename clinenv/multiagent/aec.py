@@ -43,22 +43,15 @@ class EGIPAECEnv(AECEnv):
 
     Args:
         dataset: shorthand for ``EnvConfig.dataset``, as in :class:`clinenv.env.EGIPEnv`.
-        env_config: the :class:`~clinenv.env.config.EnvConfig` shared with
-            :class:`clinenv.env.EGIPEnv` (EGIP only: no ``protocol`` or ``preset``);
-            here ``fidelity_weight`` (the seats' fidelity penalty weight, 0: seats earn
-            0) and ``max_steps`` (``None``: episodes end by the doctor's answer, after at
-            most 2T + 1 steps; else an AEC step limit after which all agents truncate)
-            apply too.
+        env_config: the :class:`~clinenv.env.config.EnvConfig` (EGIP only), with
+            ``fidelity_weight`` and ``max_steps`` (``None``: at most 2T + 1 steps).
         cases: explicit cases to draw from.
-        patient: ``"external"`` (a policy's seat, default), or a built-in patient as
-            accepted by :func:`clinenv.env.simulators.make_patient` (``"retrieval"``,
-            ``"llm"``, an object with a sync ``reply(PatientView) -> str``).
+        patient: ``"external"`` (a policy's seat, default), or a built-in patient
+            (:func:`clinenv.env.simulators.make_patient`).
         patient_model: the chat model of ``patient="llm"``.
         examiner: ``"external"`` (a policy's seat, default) or ``"lookup"`` (record
             lookup O).
-        **overrides: ``EnvConfig`` fields and
-            :class:`~clinenv.protocol.config.ProtocolConfig` fields by name, mapped onto
-            ``env_config`` as in :class:`clinenv.env.EGIPEnv`.
+        **overrides: ``EnvConfig`` and ``ProtocolConfig`` fields by name.
 
     Raises:
         ValueError: an invalid argument; the message names it (``protocol`` and

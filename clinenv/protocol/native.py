@@ -73,22 +73,10 @@ def native_objective(case: Case, question: str = "fixed") -> str:
 def moderator_answer(utterance: str | None, *, strict_markers: bool = True) -> str | None:
     """The diagnosis AgentClinic's moderator reads in a final doctor utterance.
 
-    AgentClinic's moderator (an LLM asked "are these the same disease?") reads the
-    diagnosis the doctor states after ``DIAGNOSIS READY``, wherever the marker stands
-    and whatever the model wrote past its own turn. This reads it the same way for
-    offline scoring and for the judge, so that an EGIP-vs-native comparison is not
-    biased by the scorer:
-
-    1. ``<think>`` blocks are removed, and the text is cut to the doctor's own turn
-       (:func:`clinenv.protocol.turns.cut_turn` with seat ``"doctor"``: an invented
-       ``Patient: ...`` line or an end-of-turn token such as ``<|im_end|>``,
-       ``<|eot_id|>``, ``<end_of_turn>`` or ``[INST]`` ends it);
-    2. the marker is found as the runtime routes it: ``DIAGNOSIS READY`` as a
-       case-sensitive substring with ``strict_markers`` (AgentClinic), else the lenient
-       parser's marker (case and markdown tolerant);
-    3. the answer is the first non-empty line after the marker, without markdown
-       emphasis, quotes, end stops and unbalanced brackets
-       (:func:`~clinenv.protocol.parser.parse_action`'s diagnosis payload).
+    Used for offline scoring and for the judge alike: ``<think>`` blocks removed, the
+    text cut to the doctor's own turn (:func:`clinenv.protocol.turns.cut_turn`), the
+    marker found as the runtime routes it, and the first non-empty line after it
+    taken, without markdown, quotes and end stops.
 
     Args:
         utterance: the doctor's final utterance (``None`` reads as no utterance).
@@ -96,10 +84,7 @@ def moderator_answer(utterance: str | None, *, strict_markers: bool = True) -> s
 
     Returns:
         The diagnosis text, or ``None`` when the doctor's own turn holds no diagnosis
-        marker or nothing follows it. ``moderator_answer("I think DIAGNOSIS READY:
-        Myasthenia gravis")`` and ``moderator_answer("DIAGNOSIS READY: Myasthenia
-        gravis\nPatient: Thank you doctor.")`` are ``"Myasthenia gravis"``. Never
-        raises.
+        marker or nothing follows it. Never raises.
     """
     if not isinstance(utterance, str):
         return None
