@@ -46,7 +46,7 @@ class Records(_Frozen):
         physical_exam: physical-examination sections, ``{section: tree}``. Each top-level
             key is one requestable exam section (e.g. ``Vital_Signs``).
         tests: test results, ``{name or group: tree}``. A test may sit at depth 1 or under
-            a grouping key such as ``Imaging``; see :mod:`clinenv.protocol.catalog` for
+            a grouping key such as ``Imaging``; see docs/protocols.md ("The catalog A") for
             the rule that tells groups from tests.
 
     Leaves are display strings; placeholders such as ``"Pending"`` are kept verbatim and

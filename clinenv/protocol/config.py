@@ -46,11 +46,8 @@ class ProtocolConfig(ConfigModel):
             inactive without a menu, so that feedback never reveals unlisted names.
         max_action_chars: the visible utterance (after reasoning blocks are removed) is
             cut to this length; the cut is noted in the history.
-        target_in_menu: cases whose menu names the target
-            (:func:`clinenv.datasets.flags.target_in_menu`): ``"keep"`` (default, the
-            paper's setting) plays them as recorded; ``"exclude"`` leaves them out of the
-            environment's cases; ``"neutral"`` words the group names that name the
-            target neutrally (:func:`clinenv.protocol.menu.neutral_group_names`).
+        target_in_menu: cases whose menu names the target: ``"keep"`` (default, the
+            paper's), ``"exclude"`` (left out) or ``"neutral"`` (group names reworded).
         icd_map: path of a user-supplied ICD mapping file (``clinenv.icd_map/1``,
             :mod:`clinenv.icd_map`); the terminal answer is then scored through
             it (the ICD rule of :mod:`clinenv.scoring`). ``None`` (default): off.
@@ -60,16 +57,12 @@ class ProtocolConfig(ConfigModel):
         knowledge_source: path of a user-supplied knowledge source
             (``clinenv.knowledge/1``); enables ``RETRIEVE KNOWLEDGE: <query>``, answered
             from that file only. ``None`` (default): off.
-        action_format: the wording of the doctor's instructions (opening text, round
-            footers, e_T): ``"text"`` (default, the text protocol: ``REQUEST TEST:``,
-            ``DIAGNOSIS READY:``) or ``"tools"`` (the tool view's default,
-            :class:`clinenv.integrations.tools.ToolEpisode`: "call `order_exam` with an id
-            or name", "call `submit_diagnosis` with your final answer"). Only the wording
-            changes; the parser reads the same actions.
+        action_format: the wording of the doctor's instructions: ``"text"`` (default,
+            ``REQUEST TEST:`` / ``DIAGNOSIS READY:``) or ``"tools"`` (the tool view's
+            function names); the parser reads the same actions either way.
         tool_results: ``"full"`` (default): every delta observation repeats the menu and
-            the instructions; ``"compact"``: an acquisition round's delta is its result
-            and "Round k of T." only (``list_exams`` shows the menu in the tool view); the
-            opening text, the complete view and e_T are unchanged.
+            the instructions; ``"compact"``: a round's delta is its result and
+            "Round k of T." only.
     """
 
 

@@ -25,8 +25,7 @@ class NativeConfig(ConfigModel):
         final_turn: ``"notice"`` (AgentClinic): the last turn's observation carries the
             final-turn notice and an utterance without ``DIAGNOSIS READY`` ends the
             episode unfinished; ``"discussion"`` (MedAgentSim): the last turn is a
-            decision phase whose observation is the transcript plus a discussion
-            instruction (see :mod:`clinenv.protocol.native_render`).
+            decision phase on the transcript plus a discussion instruction.
         final_notice: append the final-turn notice to the last reply (``"notice"`` mode).
         strict_markers: case-sensitive ``DIAGNOSIS READY`` / ``REQUEST TEST`` substrings
             (AgentClinic, weakness W9); ``False`` uses the lenient EGIP parser (case and
@@ -47,23 +46,14 @@ class NativeConfig(ConfigModel):
             patient reply (AgentClinic).
         patient_withholds_target: remove sentences that name the target from the
             patient's facts (EGIP's rule); AgentClinic's patient sees all of them.
-        nejm_question: what the doctor starts with on NEJM cases: ``"fixed"`` (the
-            constant :data:`NEJM_NATIVE_QUESTION`, AgentClinic) or ``"final"`` (the
-            vignette's own final question sentence, which fixes the target mismatch of
-            non-diagnostic items, weakness W8). Never the vignette, never the options: a
-            final question that points at them ("Which of the following is the most
-            likely diagnosis?", NEJM cases 2-4) is rephrased without them ("What is the
-            most likely diagnosis?"; :func:`clinenv.protocol.native.without_options`).
-        discard_image_reply: AgentClinic re-queries every NEJM image call without the
-            image and keeps only that text answer (weakness W7), so the native runs are
-            text-only; only ``True`` is supported (images are remote, not offline).
-        nejm_ext_images: AgentClinic never sends images for NEJM_Ext (W7); only
-            ``False`` is supported.
-        decision_objective: ``final_turn="discussion"`` only: the decision observation
-            opens with ``# Task`` (the starting information). MedAgentSim's final
-            discussion never sees it (its prompt holds the last reply and the doctor's
-            own history; ``Objective_for_Doctor`` sits in the doctor's per-turn system
-            prompt only), hence ``False``; ``True`` shows it.
+        nejm_question: the doctor's start on NEJM cases: ``"fixed"``
+            (:data:`NEJM_NATIVE_QUESTION`, AgentClinic) or ``"final"`` (the vignette's
+            own final question without its options; fixes weakness W8).
+        discard_image_reply: text-only NEJM runs, as AgentClinic's (W7); only ``True``
+            is supported.
+        nejm_ext_images: only ``False`` is supported (AgentClinic sends none, W7).
+        decision_objective: ``final_turn="discussion"`` only: open the decision
+            observation with ``# Task``; ``False`` as MedAgentSim's discussion.
         max_action_chars: the visible utterance (reasoning removed) is cut to this
             length.
         show_menu: always ``False``: the native doctor gets no examination menu (W2).
