@@ -1,9 +1,7 @@
 """Which environment ``clinenv run`` plays (``--env ID|auto``) and how it is made.
 
-Only clinenv's environments are run (the ``EGIP-*`` ids and the native-protocol ids
-``AgentClinic-*`` / ``MedAgentSim-*``, all :class:`~clinenv.env.EGIPEnv`): an id
-registered by another package is refused before it is made when its entry point is a
-class, and after ``gym.make`` when it is a factory.
+Only clinenv's own ids (``EGIP-*``, ``AgentClinic-*``, ``MedAgentSim-*``) are run; an id
+that another package registered is refused.
 """
 
 from __future__ import annotations

@@ -1,22 +1,7 @@
 """The LLM agents of ``clinenv run``: options, their checks, and the models they build.
 
-``--doctor llm``, ``--patient llm``, ``--judge llm`` and (``clinenv run`` only)
-``--examiner llm`` share ``--backend`` and, unless ``--patient-model`` /
-``--judge-model`` / ``--examiner-model`` name another, ``--model``; one chat model object
-is built per distinct name (:class:`LLMSeats`). The API key is read from the environment
-variable ``--api-key-env`` when a model is built and never written anywhere.
-
-The flags become one :class:`LLMConfig` (:func:`llm_config`, the only function here that
-reads the parsed flags), checked by :func:`check_llm_config`; :class:`LLMSeats` builds the
-models and the doctor from it.
-
-``--prompt`` has no fixed default: the LLM doctor uses ``agentclinic`` on an environment
-that runs a native protocol (AgentClinic, MedAgentSim: the diagnosis must come within
-the turns) and ``egip`` otherwise (:meth:`LLMSeats.match_env`). Nor has ``--strategy``:
-the terminal strategy F is ``medagentsim`` (MedAgentSim's final turn as published:
-discussion, answer options, consensus) on an environment running the MedAgentSim
-protocol and ``direct`` otherwise; an explicit
-``--strategy`` (also ``direct`` on MedAgentSim) is kept (:func:`doctor_strategy`).
+The flags become one :class:`LLMConfig` (:func:`llm_config`), checked by
+:func:`check_llm_config`; :class:`LLMSeats` builds one model per distinct name.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Ray's own options of a run, in one object: :class:`RayConfig`.
 
-What the run is (log file, schedule, resume) is the :class:`~clinenv.runs.spec.RunSpec`;
-where and how it runs on Ray is this, given to the :class:`~clinenv.distributed.Ray`
-executor (``clinenv run --ray`` builds one from its flags).
+What the run is stays the :class:`~clinenv.runs.spec.RunSpec`; ``clinenv run --ray``
+builds a :class:`RayConfig` from its flags.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """The driver of a run on Ray: one schedule, runners on many nodes, one run log.
 
-:class:`Ray` plans and checks the run exactly as :class:`clinenv.runs.logged.Serial`
-does (:func:`~clinenv.runs.logged.prepare_run`), connects to Ray (``"local"``,
-``"auto"``, ``"ray://HOST:PORT"`` or ``None``), optionally starts one ``vllm serve`` per
-GPU node, starts the runner actors, hands out whole case groups and writes each record
-as the line of a one-machine run, in the order episodes finish. A failed runner's units
-go back to the queue and each unit's line is written once, so the log equals a run
-without the fault (``timing`` and ``llm`` aside); when every runner is lost the run
-stops with :class:`RayRunError`, and ``resume=True`` runs the rest. The steps and
-fault handling in detail: docs/cluster.md.
+:class:`Ray` plans the run as :class:`clinenv.runs.logged.Serial` does and writes each
+record as a one-machine run's line; its steps and faults: docs/cluster.md.
 """
 
 from __future__ import annotations

@@ -1,21 +1,7 @@
 """One ``vllm serve`` per node, as a subprocess of a node actor that holds the node's GPUs.
 
-vLLM's own Ray executor, started inside a Ray actor or placement group, loses sight of
-the GPUs ("No CUDA GPUs are available"; ray #51242, vllm #14610). So each GPU node gets
-one :class:`VLLMServer` actor, pinned to it (``NodeAffinitySchedulingStrategy``, not
-soft) and holding all of its GPUs (``num_gpus``, so Ray sets ``CUDA_VISIBLE_DEVICES``),
-which runs ::
-
-    vllm serve MODEL --host 127.0.0.1 --port PORT [--tensor-parallel-size G] [ARGS...]
-
-as a child process and returns its URL once ``GET /health`` answers 200. The server
-listens on loopback only: the runners of the same node are its only clients. When no
-node has a GPU (a CPU test cluster), every node gets one.
-
-The child dies with its actor: it stays in the actor's process group, which Ray cleans up
-when the worker exits, and on Linux it also gets ``SIGTERM`` when the actor process
-dies (``PR_SET_PDEATHSIG``). Its output goes to a log file on the node
-(:attr:`VLLMServer.log_path`), whose last lines any startup error quotes.
+vLLM's own Ray executor loses the GPUs inside a Ray actor (ray #51242, vllm #14610);
+the child process dies with its actor (docs/cluster.md).
 """
 
 from __future__ import annotations

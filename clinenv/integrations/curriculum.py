@@ -1,20 +1,7 @@
 """Curricula for trainers: measured case difficulty, and round budgets carried by rows.
 
-- :func:`measure_difficulty` measures a :class:`~clinenv.datasets.difficulty.
-  DifficultyTable` (the definition is in :mod:`clinenv.datasets.difficulty`) with the
-  scripted doctor's seeded sampling episodes, offline; ``clinenv data difficulty NAME
-  --out FILE`` runs it (MedQA: 107 cases x 16 episodes, a few seconds on one core).
-  ``task_rows(..., order="curriculum")`` (:func:`clinenv.integrations.tools.task_rows`,
-  TRL's ``task_dataset``, SkyRL's ``task_rows``) orders the rows easiest first by the
-  shipped table, or by ``difficulty=FILE``.
-- :func:`assign_max_rounds` writes a round budget ``max_rounds`` into each row by its
-  position, so a schedule such as T = 5 -> 10 -> 19 over training is data: every
-  adapter's reset passes the row's ``max_rounds`` to ``env.reset(options={"case_id":
-  ..., "max_rounds": T})``, which caps that episode's acquisition rounds at T.
-
-Trainers shuffle their rows by default, which undoes both: set TRL's
-``GRPOConfig(shuffle_dataset=False)``, verl's ``data.shuffle=False``, and in SkyRL a
-sequential train sampler (docs/training.md, "Curricula").
+:func:`measure_difficulty` measures a difficulty table; :func:`assign_max_rounds` writes
+a ``max_rounds`` budget into each row (docs/training.md, "Curricula").
 """
 
 from __future__ import annotations

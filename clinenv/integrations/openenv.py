@@ -1,41 +1,7 @@
 """OpenEnv adapter: clinenv served over OpenEnv 0.10 (``clinenv[openenv]``).
 
-One server (``clinenv serve``, or :func:`create_clin_app` under uvicorn) serves TRL, NeMo
-Gym, ART, SkyRL's OpenEnv example and non-Python clients. Source: the installed
-``openenv`` 0.10.0 wheel (``openenv.core.env_server``).
-
-Wire format (WebSocket ``/ws``, one session per connection):
-
-- ``{"type": "reset", "data": {"seed": 7, "case_id": "demo-01"}}``: ``seed`` an int >= 0
-  or absent, ``case_id`` a case id string, a 0-based index, or absent. The case is drawn
-  exactly as ``gym.make(ID).reset(seed=seed, options={"case_id": case_id})`` draws it;
-  without a seed one is drawn from the environment's generator. ``metadata`` reports
-  ``seed`` and ``case_id`` either way.
-- ``{"type": "step", "data": {"text": "REQUEST TEST: T4"}}``: one action of the text
-  protocol (EGIP section 3.2), or ``{"tool": "order_exam", "arguments": {"exam": "T4"}}``:
-  one tool call (``ask_patient``, ``order_exam``, ``list_exams``, ``submit_diagnosis``).
-  One :class:`ClinAction` carries either, never both.
-- ``{"type": "mcp", "data": <JSON-RPC tools/list | tools/call>}``: the same four tools
-  over MCP (:class:`ClinOpenEnv` is an ``MCPEnvironment``; ``reset``, ``step``,
-  ``state`` and ``close`` are OpenEnv's reserved names and stay the trainer's).
-
-An observation (:class:`ClinObservation`) is the delta text (what is new since the last
-action; :data:`~clinenv.integrations.tools.FINAL_RESULT` once the answer is scored), the
-step's reward, ``done``, and ``metadata``: the doctor's ``info`` keys (:data:`INFO_KEYS`:
-phase, turn, menu, candidates...), ``seed``, ``episode_id``, and at the end the outcome
-(:data:`OUTCOME_KEYS`: verdict, answer...), ``reward_components`` and
-``episode_reward``. The target diagnosis is never in it (nor in the environment's
-``info``).
-
-Errors come back as replies, never as a dropped server: over the WebSocket an
-``{"type": "error"}`` frame (``EXECUTION_ERROR`` for a refused action, ``VALIDATION_ERROR``
-for a malformed one); over HTTP, ``/step`` is stateless in OpenEnv (a fresh environment
-per request), so a step there has no episode and gets 409 (:class:`NoEpisodeError`).
-An action text over the environment's ``max_text_chars`` (default 65,536) is refused
-(:class:`ActionTooLongError`), not clipped.
-
-Logging (this module's logger): one line per session open, close or error, with the
-session id; never an action, observation or case field.
+Source: the ``openenv`` 0.10.0 wheel (``openenv.core.env_server``). The wire format,
+observations and errors: docs/training.md.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """SkyRL adapter: clinenv as a ``skyrl_gym`` text environment (``BaseTextEnv``).
 
-Extra ``skyrl`` (``skyrl-gym>=0.4``; ``datasets`` to write the rows as parquet);
-:func:`task_rows` needs nothing beyond clinenv, and :func:`register_clinenv` must run
-inside the Ray entrypoint. The doctor plays the text protocol (EGIP section 3.2) through
-:meth:`~clinenv.integrations.tools.ToolEpisode.step_text`, delta observations as user
-messages. Rewards: 0.0 on every step but the last (``done``), which carries
-:meth:`~clinenv.integrations.tools.ToolEpisode.episode_reward`, also when ``max_turns``
-cuts the episode (the unfinished rule, :mod:`clinenv.reward_components`); the components
-are in its ``metadata`` and in :meth:`ClinenvTextEnv.get_metrics`. How SkyRL's generator
-calls the environment, and ``max_input_length`` cuts: docs/training.md.
+Extra ``skyrl``; call :func:`register_clinenv` inside the Ray entrypoint. The reward is
+0.0 on every step but the last (docs/training.md).
 """
 
 from __future__ import annotations

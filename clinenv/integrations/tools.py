@@ -1,14 +1,7 @@
 """The tool view of the doctor's actions, shared by every trainer adapter.
 
-Each tool is one action of the text protocol (EGIP section 3.2), which stays the source
-of truth: ``ask_patient(question)`` (the question), ``order_exam(exam)`` (``REQUEST TEST:
-<exam>``), ``submit_diagnosis(diagnosis)`` (``DIAGNOSIS READY: <diagnosis>``) and
-``list_exams()`` (shows the menu B, uses no round). :func:`tool_to_action` and
-:func:`action_to_tool` map them; :data:`TOOL_SCHEMAS` are OpenAI function schemas.
-:class:`ToolEpisode` plays one episode through the tools (``observation_format="delta"``,
-``premature_diagnosis="decide"``); :meth:`ToolEpisode.episode_reward` is the one reward
-every adapter reports. Prompts, rewards of cut-off episodes and the patient cache are in
-docs/training.md.
+Each tool is one action of the text protocol (EGIP section 3.2); :class:`ToolEpisode`
+plays an episode through them and gives the one reward every adapter reports.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """TRL adapter: clinenv as a ``GRPOTrainer(environment_factory=...)`` environment.
 
-Extra ``trl`` (``trl>=1.16``, Python >= 3.11; ``datasets``); importing this module and
-:func:`make_env_factory` need neither, :func:`task_dataset` needs ``datasets``. The
-factory's instances expose the tools of :mod:`clinenv.integrations.tools`; a row pins its
-episode (``env_id``, ``case_id``, ``seed``). ``get_reward()`` is
-:meth:`~clinenv.integrations.tools.ToolEpisode.episode_reward` under the environment's
-reward spec (``make_env_factory(env_id, reward_spec=...)``);
-:func:`component_reward_funcs` logs each component at weight 0 (``GRPOTrainer`` only;
-they raise under ``AsyncGRPOTrainer``). How TRL calls the environment, the weights
-example, ``None`` components and threading are in docs/training.md.
+Extra ``trl`` (``trl>=1.16``, Python >= 3.11); :func:`task_dataset` needs ``datasets``.
+How TRL drives the class and logs the components: docs/training.md.
 """
 
 from __future__ import annotations

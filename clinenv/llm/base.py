@@ -1,31 +1,7 @@
 """The chat-model interface every LLM backend implements.
 
-Messages in, texts out. A call takes a list of chat messages (``{"role": "system" |
-"user" | "assistant", "content": str}``) and a :class:`GenerationConfig` and returns a
-:class:`ChatResult` with ``n`` :class:`Choice` objects. Every backend offers a
-synchronous :meth:`ChatModel.generate` and an asynchronous :meth:`ChatModel.agenerate`;
-:meth:`ChatModel.generate_batch` runs many conversations at once (the in-process vLLM
-engine batches them; other backends loop).
-
-Backends (each in its own module, heavy imports deferred until construction):
-
-- :mod:`clinenv.llm.openai_backend` -- any OpenAI-compatible server (``vllm serve``,
-  llama.cpp's server, providers); extra ``openai``;
-- :mod:`clinenv.llm.vllm_backend` -- an in-process vLLM engine; extra ``vllm``;
-- :mod:`clinenv.llm.hf_backend` -- a local transformers causal LM; extra ``hf``;
-- :mod:`clinenv.llm.scripted` -- deterministic scripted replies (tests, offline demos).
-
-Timings and token counts belong to :meth:`ChatResult.to_log` records, which rollouts
-write to the run log; they never go into a Gymnasium ``info`` dict. With
-:attr:`ChatModel.log_messages` on, every result also carries the messages it answered,
-and its record the messages and the raw replies (``clinenv run --log-messages``).
-With :attr:`ChatModel.log_tokens` on, each choice keeps its completion token ids and
-logprobs and the result its prompt token ids, where the backend sees them
-(``clinenv run --log-tokens``; :mod:`clinenv.llm.tokens`).
-
-Stop strings are enforced on this side too (:func:`enforce_stop`): a backend whose
-server or model wrote past a stop string returns the text before it, marked
-(:attr:`Choice.stop_enforced`; the record's ``flags`` get ``"wrote_past_turn"``).
+Messages (``{"role", "content"}`` dicts) in, a :class:`ChatResult` of ``n``
+:class:`Choice` objects out; the backends: docs/llm-doctors.md.
 """
 
 from __future__ import annotations

@@ -1,31 +1,7 @@
 """Chat models run locally with transformers (extra ``hf``: torch and transformers).
 
-:class:`TransformersChatModel` loads any causal LM by path or hub id, renders each
-conversation with the tokenizer's chat template (``add_generation_prompt=True``) and
-generates with ``model.generate``:
-
-- temperature 0 is greedy; above 0, plain temperature / top-p sampling (``top_k`` off
-  unless ``config.extra`` sets it); ``n`` via ``num_return_sequences`` (greedy ``n`` > 1
-  repeats the one greedy reply);
-- a seed makes sampling reproducible: the torch generators are forked, seeded and
-  restored around the call, under a lock, so no global random state changes;
-- ``generate_batch`` pads on the LEFT (decoder-only models continue from the last
-  position), so a batched greedy reply equals the single one;
-- the reply ends at the first end-of-sequence token; stop strings cut the decoded text
-  before their first occurrence (:func:`~clinenv.llm.base.enforce_stop`: the choice is
-  marked ``stop_enforced`` and keeps the decoded text in ``raw_text``); ``finish_reason``
-  is ``"length"`` when ``max_tokens`` new tokens came without an end token or stop
-  string, else ``"stop"``;
-- token counts: prompt tokens without padding; completion tokens up to and including
-  the end token.
-
-- token ids (:attr:`~clinenv.llm.base.ChatModel.log_tokens`): the prompt's ids without
-  padding (:attr:`ChatResult.prompt_ids`), each completion's ids up to and including
-  the end token (:attr:`Choice.token_ids`) and their logprobs (:attr:`Choice.logprobs`):
-  ``log_softmax`` of the model's raw logits (``output_logits=True``), before temperature
-  and top-p, as vLLM's default ``--logprobs-mode raw_logprobs``.
-
-``agenerate`` runs the call in a worker thread; calls are serialized by a lock.
+:class:`TransformersChatModel` renders each conversation with the tokenizer's chat
+template and generates with ``model.generate``; its decoding rules: docs/llm-doctors.md.
 """
 
 from __future__ import annotations

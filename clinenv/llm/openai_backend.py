@@ -1,14 +1,7 @@
 """Chat models behind an OpenAI-compatible chat-completions server.
 
-``vllm serve MODEL``, llama.cpp's server, hosted providers, or
-:class:`~clinenv.testing.fake_server.FakeChatServer`; every request is ``POST
-<base_url>/chat/completions``, synchronous over the ``openai`` client, asynchronous over
-aiohttp or httpx (extra ``openai``). Retries (timeouts, connection errors, 408, 409, 429,
-5xx; ``retry-after`` up to :data:`MAX_RETRY_AFTER_S`, else 0.5 s doubling up to 8 s),
-top-ups, stop strings, empty and unreadable replies, reasoning fallback and token ids
-are described in docs/llm-doctors.md; a final failure raises
-:class:`~clinenv.llm.base.BackendError` (``detail`` ``"timeout"``, ``"connection"``,
-``"http_<status>"``, ``"no_choices"`` or ``"malformed"``).
+Extra ``openai``; a final failure raises :class:`~clinenv.llm.base.BackendError`. The
+transports, retries and reply handling: docs/llm-doctors.md.
 """
 
 from __future__ import annotations

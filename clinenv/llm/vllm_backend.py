@@ -1,14 +1,7 @@
 """Chat models run by an in-process vLLM engine (extra ``vllm``; needs a CUDA GPU).
 
-:class:`VLLMChatModel` wraps ``vllm.LLM``. :meth:`VLLMChatModel.generate_batch` sends all
-conversations to the engine in one ``llm.chat(conversations, sampling_params)`` call, and
-:meth:`VLLMChatModel.agenerate` gathers the requests of concurrent coroutines (for
-example many episodes in one event loop) into such batched calls with a
-:class:`~clinenv.llm.batcher.MicroBatcher`, so the engine schedules them together.
-
-The mapping of a :class:`~clinenv.llm.base.GenerationConfig` onto ``SamplingParams`` and
-the conversion of ``RequestOutput`` objects are plain functions, usable and tested
-without vLLM installed.
+:meth:`VLLMChatModel.agenerate` gathers concurrent coroutines' requests into batched
+``llm.chat`` calls (:class:`~clinenv.llm.batcher.MicroBatcher`).
 """
 
 from __future__ import annotations
