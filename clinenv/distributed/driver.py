@@ -99,28 +99,20 @@ class FactoryParts:
 class Ray:
     """The executor of a run on Ray (docs/cluster.md), for :func:`clinenv.runs.run`.
 
-    The schedule, resume checks (with the retry of error lines), fail-fast stops and
-    lines are those of :class:`clinenv.runs.logged.Serial`; with deterministic model
-    replies the log equals a one-machine run's apart from ``timing`` and ``llm``.
+    Schedule, resume, fail-fast stops and lines are those of
+    :class:`clinenv.runs.logged.Serial`; ``run`` returns a :class:`RayRunResult`.
 
     Attributes:
         config: where and how (:class:`~clinenv.distributed.config.RayConfig`).
-        parts: the parts factory (:data:`clinenv.distributed.runner.PartsFactory`):
-            ``parts(base_url) -> RunnerParts``, picklable. Each runner calls it on its
-            node with its server's URL; the driver calls it once for its own copy, which
-            gives the run's context (environment spec, dataset, doctor config) and runs
-            no episode, with ``base_url``, else the first URL of ``base_url_map``, else
-            ``serve``'s URL on its port (``None`` with port 0 or without any server).
-            ``None``: :class:`FactoryParts` of the ``make_env`` and ``make_doctor``
-            given to ``run`` (then picklable); with ``parts``, pass ``None`` for both.
+        parts: a picklable ``parts(base_url) -> RunnerParts``, called on each runner's node;
+            ``None``: the ``make_env`` and ``make_doctor`` given to ``run`` (with
+            ``parts``, pass ``None`` for both).
 
-    ``run`` returns a :class:`RayRunResult` and raises, besides the errors of
-    :func:`clinenv.runs.run`: ImportError (no Ray: ``pip install -e '.[ray]'`` in a clinenv clone);
-    :class:`RayRunError` (Ray cannot be reached, a server or runner cannot start, a
-    runner's dataset, cases, doctor or clinenv version differ from the driver's, or
-    every runner was lost; the log keeps whole lines only); ValueError (an address
-    given while connected, a bad URL); :class:`~clinenv.distributed.placement.
-    BaseUrlMapError` (a map file that cannot be used).
+    Raises (from ``run``, besides those of :func:`clinenv.runs.run`): ImportError without
+    Ray; :class:`RayRunError` when Ray cannot be reached, a server or runner cannot start,
+    a runner differs from the driver, or every runner was lost; ValueError for an address
+    given while connected or a bad URL; :class:`~clinenv.distributed.placement.
+    BaseUrlMapError` for a map file that cannot be used.
     """
 
     config: RayConfig = field(default_factory=RayConfig)

@@ -40,27 +40,20 @@ class ServeError(ClinenvError, RuntimeError):
 
 
 class ServeConfig(ConfigModel):
-    """How to serve a model on every node (``clinenv run --ray-serve MODEL``); frozen,
-    checked on creation (a :class:`~clinenv.config_model.ConfigModel`). The model may be
-    given by position: ``ServeConfig("Qwen/Qwen3-8B", port=0)``.
+    """How to serve a model on every node (``--ray-serve MODEL``); frozen, checked on
+    creation; the model may be given by position: ``ServeConfig("Qwen/Qwen3-8B")``.
 
     Attributes:
-        model: the model to serve (a Hugging Face id or a path on the nodes); vLLM
-            serves it under this name, which the doctor's ``--model`` must use.
-        port: the port on each node's loopback (1..65535), default 8000; 0 picks a free
-            port on each node (when several nodes share one machine, as in tests).
-        args: extra arguments for ``vllm serve`` (e.g. ``("--max-model-len", "8192")``);
-            any iterable of strings, kept as a tuple.
-        executable: the ``vllm`` program (looked up on each node's ``PATH``).
-        startup_timeout_s: seconds to wait for the health check (> 0; loading a large
-            model takes minutes).
-        gpus_per_node: GPUs each server holds (>= 1), ``None``: all of the node's GPUs;
-            more than one adds ``--tensor-parallel-size``.
+        model: a Hugging Face id or a path on the nodes; the name vLLM serves it under.
+        port: the port on each node's loopback (1..65535, default 8000; 0: a free one).
+        args: extra ``vllm serve`` arguments, kept as a tuple of strings.
+        executable: the ``vllm`` program (on each node's ``PATH``).
+        startup_timeout_s: seconds to wait for the health check (> 0).
+        gpus_per_node: GPUs per server (>= 1); ``None``: all of the node's.
 
     Raises:
-        pydantic.ValidationError: (a ``ValueError``; the message names the field) an
-            empty model, a port outside 0..65535, a non-positive timeout or GPU count,
-            an ``args`` entry that is not a string, or an unknown field.
+        pydantic.ValidationError: an empty model, a bad port, a non-positive timeout or
+            GPU count, an ``args`` entry that is not a string, or an unknown field.
         TypeError: ``model`` given both by position and by name.
     """
 

@@ -302,39 +302,22 @@ _SERVER_ERROR = re.compile(r"Server error: (?P<message>.*) \(code: (?P<code>\w+)
 def make_remote_env_factory(base_url: str, *, env_id: str | None = None,
                             message_timeout_s: float = 60.0,
                             connect_timeout_s: float = 10.0) -> type:
-    """A class for TRL's ``GRPOTrainer(environment_factory=...)`` whose episodes run on a
-    clinenv server (``clinenv serve``), one WebSocket session per instance.
+    """A class for ``GRPOTrainer(environment_factory=...)`` whose episodes run on a
+    ``clinenv serve`` server, one WebSocket session per instance (docs/training.md).
 
-    Instances behave as :func:`clinenv.integrations.trl.make_env_factory`'s: ``reset(**row)
-    -> str`` (the row's ``case_id`` and ``seed``; the opening text), the tools
-    ``ask_patient``, ``order_exam``, ``list_exams`` and ``submit_diagnosis`` (same
-    signatures and docstrings, so TRL builds the same schemas, :data:`~clinenv.
-    integrations.tools.TOOL_SCHEMAS`; each returns the server's result text), and
-    ``get_reward() -> float`` (the server's ``episode_reward``: from the final
-    observation, or for an episode cut off from the session's ``state``). The private
-    ``_reward_components()`` and ``_text_answer_at_end()`` serve
-    :func:`~clinenv.integrations.trl.component_reward_funcs` and
-    :class:`~clinenv.integrations.trl.TextAnswerAtEnd`.
-
-    A session opens at the first ``reset`` and is reused by later ones. There is no public
-    ``close()`` (TRL would offer it to the model as a tool): the session's socket and
-    thread are closed when the instance is garbage-collected or at interpreter exit
-    (``weakref.finalize``), without a ResourceWarning.
+    Instances behave as :func:`clinenv.integrations.trl.make_env_factory`'s, with the
+    same tool schemas; a session is closed when its instance is garbage-collected.
 
     Args:
         base_url: the server, ``http://HOST:PORT`` (or ``ws://``).
-        env_id: when given, a row naming another ``env_id`` is refused (the server serves
-            one id; ``None``: rows' ``env_id`` is not checked).
-        message_timeout_s: seconds to wait for a reply; on a timeout the connection is
-            dropped (:class:`ClinenvClient`) and the episode is lost (the next tool call
-            raises; the next ``reset`` opens a new session).
+        env_id: when given, a row naming another ``env_id`` is refused.
+        message_timeout_s: seconds to wait for a reply; on a timeout the episode is lost.
         connect_timeout_s: seconds to open the connection.
 
     Raises:
-        ConnectionError: the server does not answer ``GET /health`` (checked here).
+        ConnectionError: the server does not answer ``GET /health``.
         ValueError (from instances): a row without ``case_id`` or ``seed`` or for another
-            ``env_id``; a tool or ``get_reward`` before ``reset``; whatever the server
-            refuses (its message, as in process: ``"the episode is over..."``).
+            ``env_id``; a tool or ``get_reward`` before ``reset``; what the server refuses.
     """
     import httpx
 

@@ -233,28 +233,21 @@ def action_to_tool(text: str, *, phase: Literal["acquire", "decide"] = "acquire"
 class ToolEpisode:
     """One episode of an EGIP environment played through the tools (docs/training.md).
 
+    The instance owns its environment and a lock, so instances may run in any threads;
+    :meth:`reset` makes it reusable.
+
     Args:
-        env_id: an EGIP text environment id (``"EGIP-Demo-v0"``, ``"EGIP-MedQA-v0"``...).
-        patient_cache: a :class:`~clinenv.agents.patient_cache.PatientReplyCache`: when
-            the environment's patient is an
-            :class:`~clinenv.agents.llm_patient.LLMPatient` (``patient="llm"``), it is
-            wrapped in a :class:`~clinenv.agents.patient_cache.CachedPatient` over this
-            cache (share one cache between episodes); any other patient is left as it
-            is (the retrieval patient is deterministic already). ``None``: no cache.
-        **env_kwargs: passed to ``gym.make`` (``data_dir``, ``acquisition_rounds``,
-            ``patient``...); ``observation_format`` and ``premature_diagnosis`` are set
-            here.
+        env_id: an EGIP text environment id (``"EGIP-Demo-v0"``...).
+        patient_cache: a :class:`~clinenv.agents.patient_cache.PatientReplyCache` for an
+            LLM patient (``patient="llm"``); ``None``: no cache.
+        **env_kwargs: passed to ``gym.make``; ``observation_format`` and
+            ``premature_diagnosis`` are set here.
 
     Raises:
-        ValueError: a Menu or native-protocol id (not text EGIP),
-            ``observation_format`` / ``premature_diagnosis`` set to other values, or
-            CDEG's extra actions (``history_review``, ``knowledge_source``) with the
-            tools' wording: no tool performs them.
+        ValueError: a Menu or native-protocol id, other ``observation_format`` /
+            ``premature_diagnosis`` values, or CDEG's extra actions, which no tool performs.
         TypeError: ``patient_cache`` is not a PatientReplyCache.
         gymnasium.error.Error: an unknown id; environment errors as ``gym.make``.
-
-    The instance owns its environment and a lock, so instances may run in any threads;
-    it can be reused, and :meth:`reset` clears everything.
     """
 
     def __init__(self, env_id: str, *, patient_cache: PatientReplyCache | None = None,
@@ -550,40 +543,24 @@ def task_rows(env_id: str, split: str | Path | Sequence[str] | None = None, *,
               order: Literal["dataset", "curriculum"] = "dataset",
               difficulty: str | Path | DifficultyTable | None = None,
               **env_kwargs: Any) -> TaskRows:
-    """The episodes a trainer's rows pin: one ``{"case_id", "seed", "env_id"}`` per case
-    of ``env_id``, in dataset order (or curriculum order); ``seed`` is
-    ``episode_seed(seed, 0, case index)``, the seed ``clinenv run --seed`` gives
-    repetition 0 of that case (the index in the whole dataset, so leaving cases out or
-    reordering them changes no row).
+    """The episodes a trainer's rows pin: one ``{"case_id", "seed", "env_id"}`` per case;
+    ``seed`` is ``episode_seed(seed, 0, case index)``, as ``clinenv run`` seeds it.
 
     Args:
         env_id: an EGIP text environment id.
-        split: ``None`` (every case), a case-list file (one id per line, as ``clinenv
-            data split`` writes), or a sequence of case ids.
+        split: ``None`` (every case), a case-list file, or a sequence of case ids.
         seed: the run seed the row seeds derive from (>= 0).
-        exclude_flags: flag names (:data:`CASE_FLAG_NAMES`) whose cases are left out,
-            e.g. :data:`LEAK_FLAGS` ``("target_in_records", "target_in_menu")``. Default
-            ``()``: every case, flagged or not (on MedQA 17 of the 107 cases have a
-            record that names the target, and copying it is most of what a policy can
-            learn there). What is left out is in the returned rows' ``excluded`` and
-            ``note`` (:class:`TaskRows`) and in a warning.
-        order: ``"dataset"`` (default) or ``"curriculum"``: easiest first by the case
-            difficulty table (:mod:`clinenv.datasets.difficulty`; ties as its rank).
-            Trainers shuffle rows by default: turn that off to keep the order
-            (:mod:`clinenv.integrations.curriculum`).
-        difficulty: the table of ``order="curriculum"``: ``None`` (the shipped table
-            measured on this dataset's records: demo, MedQA, NEJM), a file, or a
-            :class:`~clinenv.datasets.difficulty.DifficultyTable`.
-        **env_kwargs: as for :class:`ToolEpisode` (``data_dir``...).
+        exclude_flags: flag names (:data:`CASE_FLAG_NAMES`, e.g. :data:`LEAK_FLAGS`) whose
+            cases are left out; ``()`` keeps every case.
+        order: ``"dataset"`` (default) or ``"curriculum"`` (easiest first).
+        difficulty: the curriculum's table: ``None`` (the shipped one), a file or a table.
+        **env_kwargs: as for :class:`ToolEpisode`.
 
     Raises:
-        clinenv.case_list.CaseListError: an unreadable list, an id listed twice, or one
-            the dataset lacks (file, line and the nearest id named).
-        ValueError: a bad ``exclude_flags`` (:func:`check_flags`), or one that leaves
-            no case; an unknown ``order``; ``difficulty`` without
-            ``order="curriculum"``; as :class:`ToolEpisode`.
-        clinenv.datasets.difficulty.DifficultyError: no table for this dataset, a table
-            measured on other records, or one that lacks a case.
+        clinenv.case_list.CaseListError: an unreadable list, a repeated or unknown id.
+        ValueError: bad ``exclude_flags`` or ``order``; no case left; ``difficulty``
+            without ``order="curriculum"``; as :class:`ToolEpisode`.
+        clinenv.datasets.difficulty.DifficultyError: no usable table for this dataset.
         gymnasium.error.Error: as :class:`ToolEpisode`.
     """
     flags = check_flags(exclude_flags)

@@ -185,20 +185,13 @@ class ChatResult:
         n_requests: requests or engine calls made (retries and top-ups included).
         seed: the seed sent with the first request (``None``: none sent).
         system_fingerprint: the server's fingerprint when it sends one.
-        warnings: human-readable notes (identical choices at temperature > 0, content
-            taken from reasoning, ``n`` topped up, retries...).
-        attempts: one dict per HTTP request sent, in order (``{"outcome": "ok" |
-            "no_choices" | "unreadable" | "timeout" | "connection" | "http_<status>" |
-            "error", "latency_s": float}``, plus ``"wait_s"`` before a retry); ``()``
-            for in-process backends.
-        prompt_tokens_sent: prompt tokens of every request that reached the server,
-            failed attempts included (see the backend for how those are counted);
-            ``None``: the same as ``prompt_tokens``.
-        messages: the messages of the call when the model logs them
-            (:attr:`ChatModel.log_messages`), else ``None``.
-        prompt_ids: the prompt's token ids (chat template applied) when the model logs
-            tokens (:attr:`ChatModel.log_tokens`) and the backend sees them, else
-            ``None``.
+        warnings: human-readable notes (identical choices, retries, top-ups...).
+        attempts: one ``{"outcome", "latency_s"}`` dict per HTTP request (``"wait_s"``
+            before a retry); ``()`` for in-process backends.
+        prompt_tokens_sent: prompt tokens of every request that reached the server.
+        messages: the call's messages when :attr:`ChatModel.log_messages`, else ``None``.
+        prompt_ids: the prompt's token ids when :attr:`ChatModel.log_tokens` and the
+            backend sees them, else ``None``.
     """
 
     choices: tuple[Choice, ...]
