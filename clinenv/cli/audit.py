@@ -69,7 +69,7 @@ def add_audit_parser(sub: Any) -> None:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    """``clinenv audit`` (module docstring); 0 when nothing leaked, else 1.
+    """``clinenv audit`` (docs/audit.md); 0 when nothing leaked, else 1.
 
     Raises:
         CLIError: an unknown id or preset, missing data, an unreadable case list or an

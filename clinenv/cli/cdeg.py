@@ -215,8 +215,8 @@ def _check_build_args(args: argparse.Namespace) -> None:
 
 
 def cmd_cdeg_build(args: argparse.Namespace) -> int:
-    """``clinenv cdeg build``: exit 0, 1 (a graph without revisions) or 2 (module
-    docstring)."""
+    """``clinenv cdeg build``: exit 0, 1 (a graph without revisions) or 2
+    (docs/cdeg.md)."""
     from clinenv.embeddings.factory import PAIR_MAX_LENGTH, make_similarity
     from clinenv.embeddings.lexical import LEXICAL_THRESHOLDS
     from clinenv.runlog import RunLogError
@@ -286,7 +286,7 @@ SINGLE_RUN_HINT = ("every case has 1 repetition; CDEG needs K > 1 sampled runs p
 
 
 def _build_status(report: dict[str, Any], out: Path) -> int:
-    """Warnings and the exit status after a build (module docstring)."""
+    """Warnings and the exit status after a build (docs/cdeg.md)."""
     from clinenv.wrappers.cdeg.build import empty_stage, failed_verifier_calls
 
     truncated = report["pairing"]["truncated"]

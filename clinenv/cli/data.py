@@ -224,8 +224,8 @@ def cmd_data_download(args: argparse.Namespace) -> int:
 
 
 def cmd_data_split(args: argparse.Namespace) -> int:
-    """``clinenv data split``: write the two case lists and the manifest (module
-    docstring); exit 0.
+    """``clinenv data split``: write the two case lists and the manifest
+    (:data:`SPLIT_FORMAT`); exit 0.
 
     Raises:
         CLIError: the dataset cannot be loaded, ``--out`` is a file, a list exists

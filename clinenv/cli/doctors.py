@@ -105,7 +105,7 @@ def exploration(text: str) -> float:
 
 
 def add_doctor_arguments(run: Any) -> None:
-    """``--exploration`` and ``--exam-budget`` of ``clinenv run`` (module docstring)."""
+    """``--exploration`` and ``--exam-budget`` of ``clinenv run`` (docs/cli.md)."""
     from clinenv.cli.argtypes import count
 
     run.add_argument("--exploration", type=exploration, default=None, metavar="X",
@@ -155,7 +155,7 @@ def check_doctor(doctor: DoctorConfig, wrapper: WrapperConfig, *, env_id: str = 
 
 def _check_teacher(wrapper: WrapperConfig, env_id: str, preset: str | None,
                    premature_diagnosis: str | None) -> None:
-    """Refuse what contradicts the teacher's settings (module docstring)."""
+    """Refuse what contradicts the teacher's settings (docs/teacher.md)."""
     from clinenv.cli.errors import CLIError
 
     why = ("the privileged teacher plays with the tool view's settings (delta observations, "

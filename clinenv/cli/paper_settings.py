@@ -51,7 +51,7 @@ class PaperSettingsConfig(ConfigModel):
             ``--paper-settings``, else :data:`DEFAULT_REPETITIONS`).
         temperature, max_tokens: the LLM doctor's decoding (given, else the paper's
             with ``--paper-settings`` and ``--doctor llm``, else ``None``).
-        record: the run-log record (module docstring), or ``None`` without
+        record: the run-log record (docs/llm-doctors.md), or ``None`` without
             ``--paper-settings``.
         summary: one line for the terminal (``paper settings (EGIP 4.1): ...``), or
             ``None``.

@@ -25,7 +25,7 @@ def help_hint(prog: str) -> str:
 
 class CLIParser(argparse.ArgumentParser):
     """An :class:`argparse.ArgumentParser` without abbreviations whose errors are one
-    line plus a pointer to ``--help`` (module docstring)."""
+    line plus a pointer to ``--help`` (docs/cli.md)."""
 
     def __init__(self, *args: Any, allow_abbrev: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, allow_abbrev=allow_abbrev, **kwargs)

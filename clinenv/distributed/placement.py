@@ -116,7 +116,7 @@ class Node:
 
 @dataclass(frozen=True)
 class UrlPlan:
-    """The LLM server of every node (module docstring); picklable.
+    """The LLM server of every node (module docstring's order); picklable.
 
     Attributes:
         served: node id -> URL of the server started there (``--ray-serve``).

@@ -56,7 +56,7 @@ def identity(env: Any, doctor: Any) -> dict[str, Any]:
 
 
 class EpisodeRunner:
-    """One runner (module docstring); an asynchronous Ray actor once wrapped with
+    """One runner (docs/cluster.md); an asynchronous Ray actor once wrapped with
     ``ray.remote`` (:mod:`clinenv.distributed.driver` does so).
 
     Args:

@@ -115,7 +115,7 @@ class ServeConfig(ConfigModel):
 
 
 def serve_command(config: ServeConfig, port: int, gpus: int) -> list[str]:
-    """The command line of one node's server (module docstring)."""
+    """The command line of one node's server (docs/cluster.md)."""
     command = [config.executable, "serve", config.model, "--host", "127.0.0.1",
                "--port", str(port)]
     if gpus > 1:
@@ -158,7 +158,7 @@ def _healthy(url: str) -> bool:
 
 
 class VLLMServer:
-    """The node actor of one node's ``vllm serve`` (module docstring); wrapped with
+    """The node actor of one node's ``vllm serve`` (docs/cluster.md); wrapped with
     ``ray.remote`` by :mod:`clinenv.distributed.driver`, or used directly.
 
     Args:

@@ -86,8 +86,8 @@ class ClinAction(Action):
 
 
 class ClinObservation(Observation):
-    """The delta text; ``done``, ``reward`` (this step's, float) and ``metadata`` as in the
-    module docstring."""
+    """The delta text; ``done``, ``reward`` (this step's, float) and ``metadata`` as in
+    docs/training.md."""
 
     text: str = Field(default="", description="what is new since the last action")
 
@@ -131,7 +131,7 @@ class ClinOpenEnv(MCPEnvironment):
     # -- the trainer's API --------------------------------------------------------------
     def reset(self, seed: int | None = None, episode_id: str | None = None,
               case_id: str | int | None = None, **kwargs: Any) -> ClinObservation:
-        """Start an episode; pins the case as ``gym.make``'s reset does (module docstring).
+        """Start an episode; pins the case as ``gym.make``'s reset does (docs/training.md).
 
         Raises:
             ValueError: an unknown keyword, a bad seed, an unknown case id or index.

@@ -32,7 +32,7 @@ class ClinenvTextEnv(BaseTextEnv):
             as :func:`task_rows` writes them), ``env_id`` there or in ``env_config``,
             and an optional round budget ``max_rounds`` (the reset option);
             ``max_turns`` (set by SkyRL) ends an unfinished episode, with the reward of
-            the unfinished rule (module docstring).
+            the unfinished rule (docs/training.md).
 
     Raises:
         ValueError: no ``case_id``, ``seed`` or ``env_id``; as
@@ -74,7 +74,7 @@ class ClinenvTextEnv(BaseTextEnv):
 
     def step(self, action: str) -> BaseTextEnvStepOutput:
         """One doctor reply; the final answer's step (or the ``max_turns``-th) is
-        ``done``, with the episode's reward (module docstring), its components in
+        ``done``, with the episode's reward (docs/training.md), its components in
         ``metadata["reward_components"]`` and no observation."""
         self.turns += 1
         obs = self.episode.step_text(action)

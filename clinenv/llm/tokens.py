@@ -28,8 +28,11 @@ def _reference(prompt: Sequence[int], record: Mapping[str, Any]) -> list[int]:
 
 def compact_prompt_ids(calls: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """``calls`` (one episode's records, each agent's in call order) with every
-    ``prompt_ids`` replaced by ``prompt_ids_shared`` and ``prompt_ids_new`` (module
-    docstring); records without ``prompt_ids`` are returned unchanged (copies)."""
+    ``prompt_ids`` replaced by ``prompt_ids_shared`` (int >= 0: the leading ids shared
+    with the reference, which is the same ``agent``'s previous record's prompt followed
+    by its first choice's completion ids, ``[]`` for its first call) and
+    ``prompt_ids_new`` (the rest); lossless. Records without ``prompt_ids`` are returned
+    unchanged (copies)."""
     previous: dict[Any, list[int]] = {}
     out = []
     for call in calls:
