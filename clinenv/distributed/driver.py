@@ -53,23 +53,18 @@ class RayRunResult(RunResult):
     """:class:`~clinenv.runs.logged.RunResult` of a run on :class:`Ray`, plus where it ran.
 
     Attributes:
-        runners: one dict per runner: ``index``, ``node_id``, ``ip``, ``hostname``,
-            ``pid``, ``base_url``, ``url_source`` (``"served"``, ``"map:node-id"``,
-            ``"map:ip"``, ``"map:hostname"``, ``"base-url"`` or ``"none"``), ``state``
-            (``"ok"``, ``"set-aside"`` or ``"lost"``), ``n_lines`` (lines written from
-            its records now), ``n_failures`` (times it failed).
+        runners: one dict per runner: ``index``, ``node_id``, ``ip``, ``hostname``, ``pid``,
+            ``base_url``, ``url_source`` (``"served"``, ``"map:node-id"``, ``"map:ip"``,
+            ``"map:hostname"``, ``"base-url"`` or ``"none"``), ``state`` (``"ok"``,
+            ``"set-aside"`` or ``"lost"``), ``n_lines`` and ``n_failures``.
         servers: one dict per started ``vllm serve`` (``node_id``, ``url``, ``pid``,
             ``log``, ``command``, ``cuda_visible_devices``).
-        placements: ``(case_id, repetition)`` -> index of the runner whose record was
-            written, for the lines written now.
-        n_resubmitted: units that were in flight on a failing runner and were handed
-            out again.
+        placements: ``(case_id, repetition)`` -> the runner whose line was written.
+        n_resubmitted: units handed out again after their runner failed.
         n_runners_lost: runners given up during the run.
-        startup_s: wall seconds from connecting to Ray until every runner was ready
-            (servers included); 0 when nothing was left to run.
-        run_s: wall seconds from handing out the first unit to writing the last line.
-        driver_cpu_s: CPU seconds of the driver process during ``run_s`` (handing out,
-            waiting, fetching, writing lines).
+        startup_s: seconds from connecting to Ray until every runner was ready.
+        run_s: seconds from the first unit handed out to the last line written.
+        driver_cpu_s: CPU seconds of the driver process during ``run_s``.
     """
 
     runners: list[dict[str, Any]] = field(default_factory=list)

@@ -64,25 +64,19 @@ def measure_difficulty(dataset: str | Path, method: DifficultyMethod | None = No
 
 def assign_max_rounds(rows: Sequence[Mapping[str, Any]], budgets: Sequence[int], *,
                       starts: Sequence[int] | None = None) -> list[dict[str, Any]]:
-    """Copies of ``rows`` (order kept) with ``max_rounds`` set by position: stage s
-    covers the rows from ``starts[s]`` to the next start, and its rows get
-    ``budgets[s]``.
+    """Copies of ``rows`` (order kept) with ``max_rounds`` set by position: the rows from
+    ``starts[s]`` to the next start get ``budgets[s]`` (a SkyRL row in its ``extra_info``).
 
     Args:
-        rows: task rows (``task_rows``, ``task_dataset`` as a list); for a schedule over
-            several passes, repeat them first (``list(rows) * passes``). A SkyRL row
-            gets ``max_rounds`` in its ``extra_info``.
-        budgets: T per stage, e.g. ``(5, 10, 19)``; each an int >= 1 (and at most the
-            environment's ``acquisition_rounds``, checked at reset).
-        starts: the row position where each stage begins: ``starts[0] == 0``, strictly
-            increasing, each < ``len(rows)``; default equal stages (stage s starts at
-            ``s * len(rows) // len(budgets)``). Row position p is reached at training
-            step ``p // prompts_per_step`` when the trainer does not shuffle.
+        rows: task rows; for several passes, repeat them first (``list(rows) * passes``).
+        budgets: T per stage, e.g. ``(5, 10, 19)``; ints >= 1, at most the environment's
+            ``acquisition_rounds`` (checked at reset).
+        starts: where each stage begins: from 0, strictly increasing, each < ``len(rows)``;
+            default equal stages.
 
     Raises:
-        ValueError: an empty ``budgets`` or ``rows``, a budget that is not an int >= 1,
-            ``starts`` of another length, not starting at 0, not increasing, or past
-            the rows (the field named).
+        ValueError: empty ``budgets`` or ``rows``, a budget that is not an int >= 1, or
+            ``starts`` of another length, not from 0, not increasing or past the rows.
     """
     rows = list(rows)
     budgets = list(budgets)

@@ -192,18 +192,10 @@ def action_to_tool(text: str, *, phase: Literal["acquire", "decide"] = "acquire"
                    strict: bool = False) -> ToolCall | None:
     """The tool call of an action text, as the runtime reads it in ``phase``.
 
-    In acquisition a reply with both markers is its exam request (as the runtime routes
-    it); in the decision phase every reply is the answer (``Diagnosis: X`` lines count),
-    so it maps to ``submit_diagnosis``. ``None`` (no call) for an empty reply (nothing
-    visible) and for a template placeholder (``DIAGNOSIS READY: [diagnosis]``,
-    ``REQUEST TEST: <id or name>``, ``N/A``...), which the runtime answers with interface
-    feedback or takes as no answer, never as a diagnosis or a request
-    (:func:`clinenv.protocol.runtime.reads_as_placeholder`, the runtime's own rule).
-    Callers show such a reply as they show any text that is no tool call:
-    :class:`ToolEpisode` does not record it in :attr:`ToolEpisode.calls` (nor do the
-    verifiers and SkyRL adapters, which report those), and the tools export
-    (:mod:`clinenv.export`) gives it as an assistant text and the next observation as a
-    user turn.
+    In acquisition a reply with both markers is its exam request; in the decision phase
+    every reply is the answer (``submit_diagnosis``). An empty reply or a template
+    placeholder (``DIAGNOSIS READY: [diagnosis]``, ``N/A``...) gives ``None``, no call
+    (:func:`clinenv.protocol.runtime.reads_as_placeholder`).
 
     Args:
         text: the doctor's reply as written (reasoning blocks are removed).

@@ -114,22 +114,17 @@ class Choice:
         text: the reply content; ``""`` when the model produced none (never ``None``).
         finish_reason: ``"stop"``, ``"length"`` (cut by ``max_tokens``), ``"error"`` or
             ``"unknown"``.
-        reasoning: a separate reasoning text returned by the server (``reasoning`` /
-            ``reasoning_content`` fields), else ``None``. Never shown to other agents.
-        from_reasoning: ``text`` was taken from ``reasoning`` because the server returned
-            no content but a complete answer there (flagged in
-            :attr:`ChatResult.warnings`).
-        raw_text: the reply as the model wrote it when ``text`` was cut afterwards (at a
-            stop string, :func:`enforce_stop`, or at a turn boundary, by a seat); ``None``
-            when ``text`` is the reply as written.
-        stop_enforced: ``text`` was cut on this side at a stop string the server (or
-            model) wrote past.
-        wrote_past_turn: the reply went on past its end (a stop string or a turn
-            boundary); ``text`` keeps only what came before.
-        token_ids: the completion's token ids as generated (end token included, before
-            any cut on this side), kept with :attr:`ChatModel.log_tokens`; else ``None``.
-        logprobs: one float (natural log) per ``token_ids`` entry, the sampled token's
-            log-probability as the backend reports it; ``None``: not kept or not sent.
+        reasoning: the server's separate reasoning text, else ``None``; never shown to
+            other agents.
+        from_reasoning: ``text`` was taken from ``reasoning`` (the content was empty).
+        raw_text: the reply as written when ``text`` was cut afterwards (at a stop string
+            or a turn boundary), else ``None``.
+        stop_enforced: ``text`` was cut here at a stop string the server wrote past.
+        wrote_past_turn: the reply went on past its end; ``text`` keeps what came before.
+        token_ids: the completion's token ids (end token included, before any cut), kept
+            with :attr:`ChatModel.log_tokens`; else ``None``.
+        logprobs: the sampled tokens' natural-log probabilities, one per ``token_ids``
+            entry; ``None`` when not kept or not sent.
     """
 
     text: str

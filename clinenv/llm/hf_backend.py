@@ -52,22 +52,18 @@ def _version(text: str) -> tuple[int, ...]:
 
 
 class TransformersChatModel(ChatModel):
-    """A local causal LM driven through its chat template.
+    """A local causal LM driven through its chat template (padding on the left).
 
     Args:
-        model: a local folder or hub id (``AutoModelForCausalLM.from_pretrained``); with
-            ``model_obj`` given, only the name reported in results.
+        model: a local folder or hub id; with ``model_obj``, only the name reported.
         config: default :class:`GenerationConfig`.
-        device: where a loaded model goes (``"cpu"``, ``"cuda"``, ``"cuda:1"``...).
-            A given ``model_obj`` stays where it is; inputs follow the model.
-        dtype: weights' dtype for loading: ``None`` (the library default), ``"auto"``,
-            a name such as ``"float16"`` / ``"bfloat16"``, or a ``torch.dtype``.
-        tokenizer: a tokenizer object to use instead of loading one from ``model``.
+        device: where a loaded model goes (``"cpu"``, ``"cuda:1"``...); a given
+            ``model_obj`` stays where it is.
+        dtype: ``None`` (the library default), ``"auto"``, a name such as ``"bfloat16"``,
+            or a ``torch.dtype``.
+        tokenizer: a tokenizer object to use instead of loading one.
         model_obj: a model object to use instead of loading one.
-        trust_remote_code: passed to the ``from_pretrained`` calls.
-
-    The tokenizer's padding side is set to ``"left"``, and its pad token to its end token
-    when it has none.
+        trust_remote_code: passed to ``from_pretrained``.
 
     Raises:
         BackendUnavailableError: torch or transformers is missing.
