@@ -148,14 +148,7 @@ def add_run_parser(sub: Any) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """``clinenv run`` (``clinenv run --help``).
-
-    The flags become settings objects once, here (:class:`~clinenv.cli.llm_setup.
-    LLMConfig`, :class:`~clinenv.cli.paper_settings.PaperSettingsConfig`,
-    :class:`~clinenv.cli.doctors.WrapperConfig`, :class:`~clinenv.cli.env_choice.
-    :func:`~clinenv.cli.env_choice.env_config`'s :class:`~clinenv.env.EnvConfig`,
-    :class:`~clinenv.runs.RunSpec`,
-    :class:`~clinenv.distributed.RayConfig`); everything below takes those.
+    """``clinenv run`` (``clinenv run --help``); the flags become settings objects here.
 
     Returns:
         0, or :data:`~clinenv.cli.errors.EXIT_RUN_ERRORS` when some episodes stopped with

@@ -31,8 +31,7 @@ class RayConfig(ConfigModel):
     """Where and how a run goes on Ray; frozen, checked on creation (``config.replace(...)``).
 
     Attributes:
-        address: ``"local"``, ``"auto"``, ``"ray://HOST:PORT"`` or ``"HOST:PORT"``;
-            ``None``: the connected Ray, else a new local one.
+        address: ``"local"``, ``"auto"``, ``"ray://HOST:PORT"``, ``"HOST:PORT"`` or ``None``.
         runners: runner actors (>= 1); ``None``: one per node with a server.
         concurrency: episodes in flight per runner (>= 1).
         base_url, base_url_map: the server of every node; node (Ray id, IP or hostname) ->
@@ -42,11 +41,12 @@ class RayConfig(ConfigModel):
         runner_cpus, max_restarts: Ray ``num_cpus`` of each runner and restarts of a
             runner process that dies (both >= 0).
         runner_timeout_s: seconds a runner gets to start or come back (> 0).
-        env_vars, ray_init: the runners' environment variables; more ``ray.init`` keywords.
+        env_vars: the runners' environment variables (e.g. ``CLINENV_DATA_DIR``).
+        ray_init: more ``ray.init`` keywords.
 
     Raises:
-        pydantic.ValidationError: a value out of range or of the wrong kind (integers are
-            strict), an unknown field, or ``serve`` with a URL or map.
+        pydantic.ValidationError: a bad value (integers are strict), an unknown field,
+            or ``serve`` with a URL or map.
     """
 
     address: str | None = None

@@ -535,13 +535,12 @@ def task_rows(env_id: str, split: str | Path | Sequence[str] | None = None, *,
               order: Literal["dataset", "curriculum"] = "dataset",
               difficulty: str | Path | DifficultyTable | None = None,
               **env_kwargs: Any) -> TaskRows:
-    """The episodes a trainer's rows pin: one ``{"case_id", "seed", "env_id"}`` per case;
-    ``seed`` is ``episode_seed(seed, 0, case index)``, as ``clinenv run`` seeds it.
+    """The episodes a trainer's rows pin: one ``{"case_id", "seed", "env_id"}`` per case.
 
     Args:
         env_id: an EGIP text environment id.
         split: ``None`` (every case), a case-list file, or a sequence of case ids.
-        seed: the run seed the row seeds derive from (>= 0).
+        seed: the run seed (>= 0); a row's is ``episode_seed(seed, 0, case index)``.
         exclude_flags: flag names (:data:`CASE_FLAG_NAMES`, e.g. :data:`LEAK_FLAGS`) whose
             cases are left out; ``()`` keeps every case.
         order: ``"dataset"`` (default) or ``"curriculum"`` (easiest first).

@@ -550,8 +550,7 @@ class OpenAIChatModel(ChatModel):
         reasoning_fallback: ``"reasoning"`` (default) or ``"content"``.
         http_transport: of the asynchronous calls: ``"auto"`` (aiohttp when installed,
             else httpx), ``"aiohttp"`` or ``"httpx"``; left out of :meth:`describe`.
-        preload: the client libraries imported now rather than at the first call:
-            ``"both"`` (default), ``"async"`` or ``"sync"``.
+        preload: the clients imported now: ``"both"`` (default), ``"async"`` or ``"sync"``.
 
     Raises:
         BackendUnavailableError: ``openai`` is missing, or aiohttp for ``"aiohttp"``.
