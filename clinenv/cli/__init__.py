@@ -1,13 +1,7 @@
 """The ``clinenv`` command line.
 
-``clinenv --help`` and ``clinenv COMMAND --help`` print the usage; ``python -m clinenv``
-is the same program. Each command lives in its own module:
-:mod:`~clinenv.cli.run` (``run``), :mod:`~clinenv.cli.replay` (``replay``),
-:mod:`~clinenv.cli.data` (``data``), :mod:`~clinenv.cli.evaluate` (``eval``, ``compare``),
-:mod:`~clinenv.cli.cdeg` (``cdeg``), :mod:`~clinenv.cli.export` (``export``),
-:mod:`~clinenv.cli.report` (``report``), :mod:`~clinenv.cli.audit` (``audit``) and
-:mod:`~clinenv.cli.serve` (``serve``); the exit codes and :class:`CLIError` are in
-:mod:`~clinenv.cli.errors`. This module holds the top-level parser and :func:`main`.
+This module holds the top-level parser and :func:`main`; each command lives in its own
+module of this package. Outputs, method labels and exit codes: docs/cli.md.
 """
 
 from __future__ import annotations

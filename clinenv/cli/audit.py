@@ -1,15 +1,7 @@
 """``clinenv audit ENV_ID``: the information-boundary audit (:mod:`clinenv.audit`).
 
-Drives every case of the environment (or those of ``--cases FILE``, the first
-``--limit N``) with the adversarial doctor turns through the seats asked for and prints
-each place where the target Y or an unrequested recorded result reached the doctor's
-input, then the cases flagged ``target_in_menu`` / ``target_in_patient_facts`` (and
-``target_in_records``) and the findings reported apart. ``--patient llm`` and
-``--examiner llm`` use the LLM patient and the LLM measurement agent over an
-over-sharing fake model served on 127.0.0.1 (offline; :mod:`clinenv.audit.responder`).
-``--json FILE`` also writes the report as JSON (``-``: to stdout instead of the text).
-
-Exit codes: 0 no leak, 1 a leak (:data:`EXIT_LEAKED`), 2 bad arguments or data.
+Exit codes: 0 no leak, 1 a leak (:data:`EXIT_LEAKED`), 2 bad arguments or data; the
+report and the seats it drives: docs/audit.md.
 """
 
 from __future__ import annotations
@@ -77,7 +69,7 @@ def add_audit_parser(sub: Any) -> None:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    """``clinenv audit`` (module docstring); 0 when nothing leaked, else 1.
+    """``clinenv audit`` (docs/audit.md); 0 when nothing leaked, else 1.
 
     Raises:
         CLIError: an unknown id or preset, missing data, an unreadable case list or an

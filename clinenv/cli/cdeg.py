@@ -2,15 +2,8 @@
 and a look inside it (CDEG paper, "Counterfactual Diagnostic Evidence Graph
 Construction").
 
-``build`` pairs failed with successful trajectories of ``clinenv run`` logs, extracts and
-validates evidence and writes the graph atomically to ``--out`` (default
-:func:`default_graph_path`; an existing graph only with ``--force``). Exit codes of
-``build``: 0 a graph with revision edges; 1 a graph without one (a warning names the
-stage that emptied it, :func:`clinenv.wrappers.cdeg.build.empty_stage`); 2 bad options or
-input (nothing written), or every verifier call failed (the graph is written). ``scale``
-is :mod:`clinenv.cli.cdeg_scale`; the ``--cdeg`` options of ``clinenv run`` live in
-:mod:`clinenv.cli.cdeg_run` (re-exported here). The options: ``clinenv cdeg build
---help`` and docs/cdeg.md.
+Exit codes of ``build``: 0 a graph with revision edges, 1 a graph without one, 2 bad
+input or every verifier call failed (docs/cdeg.md).
 """
 
 from __future__ import annotations
@@ -222,8 +215,8 @@ def _check_build_args(args: argparse.Namespace) -> None:
 
 
 def cmd_cdeg_build(args: argparse.Namespace) -> int:
-    """``clinenv cdeg build``: exit 0, 1 (a graph without revisions) or 2 (module
-    docstring)."""
+    """``clinenv cdeg build``: exit 0, 1 (a graph without revisions) or 2
+    (docs/cdeg.md)."""
     from clinenv.embeddings.factory import PAIR_MAX_LENGTH, make_similarity
     from clinenv.embeddings.lexical import LEXICAL_THRESHOLDS
     from clinenv.runlog import RunLogError
@@ -293,7 +286,7 @@ SINGLE_RUN_HINT = ("every case has 1 repetition; CDEG needs K > 1 sampled runs p
 
 
 def _build_status(report: dict[str, Any], out: Path) -> int:
-    """Warnings and the exit status after a build (module docstring)."""
+    """Warnings and the exit status after a build (docs/cdeg.md)."""
     from clinenv.wrappers.cdeg.build import empty_stage, failed_verifier_calls
 
     truncated = report["pairing"]["truncated"]

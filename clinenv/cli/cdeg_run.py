@@ -1,11 +1,8 @@
 """``clinenv run --cdeg GRAPH``: the CDEG policy wrapper's options and its construction
 (CDEG paper, "Inference"; Table 3 ablations).
 
-:func:`add_cdeg_run_arguments` adds the ``--cdeg-*`` settings (the
-:class:`~clinenv.wrappers.cdeg.policy.CDEGConfig` fields) besides ``--cdeg`` and
-``--cdeg-similarity`` (:mod:`clinenv.cli.doctors`); :func:`cdeg_wrapper` loads the graph
-and returns ``doctor -> CDEGDoctor``. The graph itself is built by ``clinenv cdeg build``
-(:mod:`clinenv.cli.cdeg`).
+:func:`add_cdeg_run_arguments` adds the ``--cdeg-*`` options; :func:`cdeg_wrapper` loads
+the graph and returns ``doctor -> CDEGDoctor``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """``clinenv cdeg scale``: CDEG's experience-scaling curve (CDEG Figure 3) in one command.
 
-For each ``--fractions`` share of the construction cases (nested seeded subsets,
-:func:`clinenv.wrappers.cdeg.scaling.nested_subsets`) it builds a graph, runs the vanilla
-doctor once and the CDEG-wrapped doctor per graph on the held-out ``--eval-cases`` (a
-case in both is an error), and writes the table (:func:`~clinenv.wrappers.cdeg.scaling.
-scaling_table`) to ``<out-dir>/scaling.md`` / ``.csv`` (``--plot``: ``.png``); the
-sub-commands' output goes to ``<out-dir>/scale.log``. Exit codes: 0 the table was
-written; 2 bad options, a held-out overlap, or a failed build or run (named). The steps,
-files and ``--run-args`` / ``--build-args`` rules are in docs/cdeg.md.
+Exit codes: 0 the table was written; 2 bad options, a held-out overlap, or a failed build
+or run (named). Its steps, files and ``--run-args`` rules: docs/cdeg.md.
 """
 
 from __future__ import annotations

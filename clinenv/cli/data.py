@@ -2,14 +2,8 @@
 files, their checks, held-out case lists, case difficulty for curricula, and the repair
 of a run log holding an episode twice.
 
-``verify`` exits 1 when a present file has a wrong checksum or record count; an unknown
-dataset, or one that cannot be downloaded, is a :class:`CLIError` (exit 2). ``split``
-writes ``DIR/construction.txt``, ``DIR/evaluation.txt`` (disjoint case lists,
-:func:`clinenv.datasets.case_split.split_cases`) and ``DIR/split.json``
-(:data:`SPLIT_FORMAT`); ``difficulty`` measures the case difficulty table
-(:mod:`clinenv.datasets.difficulty`; ``--check`` exits 1 when it differs from the
-shipped one). Existing outputs are kept unless ``--force``. The manifest's fields:
-docs/analyses.md.
+``verify`` and ``difficulty --check`` exit 1 on a mismatch; existing outputs are kept
+unless ``--force``.
 """
 
 from __future__ import annotations
@@ -230,8 +224,8 @@ def cmd_data_download(args: argparse.Namespace) -> int:
 
 
 def cmd_data_split(args: argparse.Namespace) -> int:
-    """``clinenv data split``: write the two case lists and the manifest (module
-    docstring); exit 0.
+    """``clinenv data split``: write the two case lists and the manifest
+    (:data:`SPLIT_FORMAT`); exit 0.
 
     Raises:
         CLIError: the dataset cannot be loaded, ``--out`` is a file, a list exists

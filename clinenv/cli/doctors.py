@@ -1,13 +1,8 @@
 """The ``--doctor`` registry of ``clinenv run``, its doctor options (``--exploration``)
 and its doctor wrappers (``--cdeg``, ``--baseline``).
 
-``--exploration X`` (0..1, ``--doctor scripted`` only) makes the scripted doctor a seeded
-sampling policy (``scripted-explore<X>``; ``--exam-budget N``, default 8); ``--baseline``
-is refused with the scripted doctor. ``--doctor teacher`` is the PRIVILEGED teacher
-(:class:`~clinenv.agents.teacher_doctor.TeacherDoctor`) with the tool view's settings;
-``--premature-diagnosis clarify``, ``--preset``, Menu or native ids, ``--cdeg`` and
-``--baseline`` are refused with it. The flags become :class:`DoctorConfig` and
-:class:`WrapperConfig` once (:func:`doctor_config`, :func:`wrapper_config`).
+The flags become a :class:`DoctorConfig` and a :class:`WrapperConfig` once
+(:func:`doctor_config`, :func:`wrapper_config`); the doctors: docs/cli.md.
 """
 
 from __future__ import annotations
@@ -110,7 +105,7 @@ def exploration(text: str) -> float:
 
 
 def add_doctor_arguments(run: Any) -> None:
-    """``--exploration`` and ``--exam-budget`` of ``clinenv run`` (module docstring)."""
+    """``--exploration`` and ``--exam-budget`` of ``clinenv run`` (docs/cli.md)."""
     from clinenv.cli.argtypes import count
 
     run.add_argument("--exploration", type=exploration, default=None, metavar="X",
@@ -160,7 +155,7 @@ def check_doctor(doctor: DoctorConfig, wrapper: WrapperConfig, *, env_id: str = 
 
 def _check_teacher(wrapper: WrapperConfig, env_id: str, preset: str | None,
                    premature_diagnosis: str | None) -> None:
-    """Refuse what contradicts the teacher's settings (module docstring)."""
+    """Refuse what contradicts the teacher's settings (docs/teacher.md)."""
     from clinenv.cli.errors import CLIError
 
     why = ("the privileged teacher plays with the tool view's settings (delta observations, "

@@ -1,9 +1,7 @@
 """Which environment ``clinenv run`` plays (``--env ID|auto``) and how it is made.
 
-Only clinenv's environments are run (the ``EGIP-*`` ids and the native-protocol ids
-``AgentClinic-*`` / ``MedAgentSim-*``, all :class:`~clinenv.env.EGIPEnv`): an id
-registered by another package is refused before it is made when its entry point is a
-class, and after ``gym.make`` when it is a factory.
+Only clinenv's own ids (``EGIP-*``, ``AgentClinic-*``, ``MedAgentSim-*``) are run; an id
+that another package registered is refused.
 """
 
 from __future__ import annotations
@@ -169,27 +167,21 @@ def add_verify_argument(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
 
 def choose_env(requested: str, data_dir: Path | None, allow_download: bool,
                verify: bool = True) -> tuple[str, str]:
-    """The environment id to run and why it was chosen.
+    """The environment id to run and why it was chosen: ``(env_id, reason)``.
 
-    ``auto`` falls back to the demo set only when the MedQA file is simply not found
-    with ``$CLINENV_DATA_DIR`` unset; a set variable that cannot supply the file is an
-    error naming the folder.
+    ``auto`` falls back to the demo set only when the MedQA file is not found with
+    ``$CLINENV_DATA_DIR`` unset.
 
     Args:
         requested: an environment id or ``"auto"``.
         data_dir: ``--data-dir``.
         allow_download: ``--allow-download`` (``auto`` may then download MedQA).
-        verify: ``False`` (``--no-verify``) accepts a MedQA file whose records differ
-            from the pinned ones.
-
-    Returns:
-        ``(env_id, reason)``.
+        verify: ``False`` (``--no-verify``) accepts MedQA records that differ from the pinned.
 
     Raises:
-        CLIError: an unknown id, an id registered by another package whose entry point is
-            not an EGIP environment class, or (``auto``) a ``$CLINENV_DATA_DIR`` that
-            cannot supply the MedQA file, a folder where the file should be, or a MedQA
-            file whose records differ from the pinned ones.
+        CLIError: an unknown id or one another package registered; with ``auto``, a
+            ``$CLINENV_DATA_DIR`` that cannot supply the MedQA file, a folder in its place,
+            or records that differ from the pinned ones.
     """
     import gymnasium as gym
 

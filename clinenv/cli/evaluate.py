@@ -1,11 +1,7 @@
 """``clinenv eval`` (accuracy tables) and ``clinenv compare`` (paired comparisons).
 
-Both read run logs, print their tables and write them as Markdown and CSV (and PNG with
-``--plot``) in ``--out-dir``; the tables come from :mod:`clinenv.evaluation`. Each call
-replaces the command's earlier files there (:data:`clinenv.cli.outputs.OWNED`). Method
-labels: :mod:`clinenv.evaluation.labels`; the options (``--components``,
-``--sensitivity``, ``--reviewer-labels``, ``--mixed-scoring``...) are in ``--help`` and
-docs/evaluation.md.
+The tables come from :mod:`clinenv.evaluation`; the files each command writes and
+replaces are :data:`clinenv.cli.outputs.OWNED` (docs/cli.md, docs/evaluation.md).
 """
 
 from __future__ import annotations

@@ -2,11 +2,7 @@
 data, one row per episode (columns, formats and where the messages come from:
 :mod:`clinenv.export`).
 
-``--format messages`` (default), ``tools`` or ``tokens`` (:mod:`clinenv.export_tokens`);
-``.parquet`` needs the extra ``export``. Credentialed data (MIMIC-IV) is refused unless
-``--allow-credentialed``. The output is written whole or not at all; ``--out`` is checked
-before any work and an existing one is replaced (:mod:`clinenv.cli.outputs`), a run log
-never. Options: ``clinenv export --help``.
+The options: ``clinenv export --help`` and docs/export.md.
 """
 
 from __future__ import annotations

@@ -1,22 +1,7 @@
 """The LLM agents of ``clinenv run``: options, their checks, and the models they build.
 
-``--doctor llm``, ``--patient llm``, ``--judge llm`` and (``clinenv run`` only)
-``--examiner llm`` share ``--backend`` and, unless ``--patient-model`` /
-``--judge-model`` / ``--examiner-model`` name another, ``--model``; one chat model object
-is built per distinct name (:class:`LLMSeats`). The API key is read from the environment
-variable ``--api-key-env`` when a model is built and never written anywhere.
-
-The flags become one :class:`LLMConfig` (:func:`llm_config`, the only function here that
-reads the parsed flags), checked by :func:`check_llm_config`; :class:`LLMSeats` builds the
-models and the doctor from it.
-
-``--prompt`` has no fixed default: the LLM doctor uses ``agentclinic`` on an environment
-that runs a native protocol (AgentClinic, MedAgentSim: the diagnosis must come within
-the turns) and ``egip`` otherwise (:meth:`LLMSeats.match_env`). Nor has ``--strategy``:
-the terminal strategy F is ``medagentsim`` (MedAgentSim's final turn as published:
-discussion, answer options, consensus) on an environment running the MedAgentSim
-protocol and ``direct`` otherwise; an explicit
-``--strategy`` (also ``direct`` on MedAgentSim) is kept (:func:`doctor_strategy`).
+The flags become one :class:`LLMConfig` (:func:`llm_config`), checked by
+:func:`check_llm_config`; :class:`LLMSeats` builds one model per distinct name.
 """
 
 from __future__ import annotations
@@ -170,29 +155,20 @@ def env_protocol(env_id: str, preset: str | None = None) -> str:
 
 
 class LLMConfig(ConfigModel):
-    """The LLM seats of a command: which seats a model plays, on which backend and
-    server, with which models, and the doctor (:class:`~clinenv.cli.doctors.
-    DoctorConfig`, whose decoding the LLM doctor uses).
+    """The LLM seats of a command: backend, server, models, and the doctor.
 
-    It holds the name of the API key's environment variable, never the key (read when a
-    model is built, on the machine that builds it).
+    It holds the name of the API key's environment variable, never the key.
 
     Attributes:
         backend, base_url, model: ``--backend``, ``--base-url``, ``--model``.
-        api_key_env, timeout, max_retries: the server connection
-            (:func:`add_connection_arguments`).
-        preload: the openai client a model preloads: ``"async"`` with ``--concurrency``
-            > 1 (only asynchronous calls), else ``"sync"``.
-        log_messages: ``--log-messages`` (models keep messages and raw replies).
-        log_tokens: ``--log-tokens`` (models keep token ids and logprobs,
-            :attr:`~clinenv.llm.base.ChatModel.log_tokens`).
-        doctor: the doctor (``doctor.name == "llm"``: the LLM doctor on ``model``).
-        patient, judge, examiner: the seats (``"llm"``: a model plays it; ``examiner``
+        api_key_env, timeout, max_retries: the server connection.
+        preload: ``"async"`` with ``--concurrency`` > 1, else ``"sync"``.
+        log_messages, log_tokens: ``--log-messages``, ``--log-tokens``.
+        doctor: the doctor (:class:`~clinenv.cli.doctors.DoctorConfig`).
+        patient, judge, examiner: ``"llm"`` when a model plays the seat (``examiner``
             ``None``: the environment's own).
-        patient_model, judge_model, examiner_model: their own models (``None``:
-            ``model``).
-        examiner_option: the command has ``--examiner`` (``clinenv run``; named in the
-            errors of :func:`check_llm_config`).
+        patient_model, judge_model, examiner_model: their own models (``None``: ``model``).
+        examiner_option: the command has ``--examiner`` (``clinenv run``).
     """
 
     backend: Literal["openai", "vllm", "transformers"] = "openai"

@@ -1,24 +1,7 @@
 """Where the report commands write, and the one rule for their earlier outputs.
 
-The rule: what ``eval``, ``compare``, ``report`` and ``export`` write (tables, figures,
-pages, training rows) is derived from run logs and can be made again, so each command
-replaces its own earlier outputs, and says so in one line::
-
-    replaced 3 earlier files in reports
-
-A command owns a fixed set of file names (:data:`OWNED`; ``report`` and ``export`` own
-their ``--out`` file only). After ``eval`` or ``compare`` the files of that command in
-``--out-dir`` are exactly those the call wrote: a file of an earlier call of the same
-command that this call did not write (``accuracy.png`` after an ``eval`` without
-``--plot``, ``accuracy_by_specialty.md`` after an ``eval`` without ``--by specialty``)
-is removed, with one line naming it, so the folder never holds a figure or table from
-older logs beside newer ones. Another command's files are left alone (``eval`` does not
-touch ``comparison.md``).
-
-Run logs are never overwritten: an output path that holds a ``clinenv run`` log is
-refused (:func:`check_not_run_log`). Output paths are checked before any work
-(:func:`check_out_dir`, :func:`check_out_file`), so a path that cannot be written is
-refused before a table is computed or printed.
+``eval``, ``compare``, ``report`` and ``export`` each replace their own earlier outputs
+(:data:`OWNED`) and never a run log (docs/cli.md).
 """
 
 from __future__ import annotations

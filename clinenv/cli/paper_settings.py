@@ -1,19 +1,7 @@
 """``clinenv run --paper-settings``: the EGIP paper's decoding settings and repetitions.
 
-EGIP section 4.1 and appendix A.1: up to 200 output tokens per call, three repetitions,
-temperature 0.05 (AgentClinic) or 0.2 (MedAgentSim); clinenv's defaults are temperature
-0 and one repetition. A flag given on the command line wins; only the LLM doctor's
-decoding changes. :func:`paper_settings_config` makes a :class:`PaperSettingsConfig`,
-whose record goes into every run-log line as ``paper_settings``::
-
-    {"source": "EGIP 4.1", "framework": "agentclinic",
-     "framework_from": "env id" | "preset" | "--framework" | "default",
-     "paper": {"temperature": 0.05, "max_tokens": 200, "repetitions": 3},
-     "applied": {"temperature": 0.05 | None, "max_tokens": 200 | None, "repetitions": 3},
-     "given": ["--temperature", ...], "applies_to": "doctor" | None, "notes": [...]}
-
-``applied`` holds ``None`` for a setting with no model to apply to (``--doctor
-scripted``); ``notes`` are the ``note:`` lines the run printed.
+EGIP section 4.1 and appendix A.1: 200 output tokens, three repetitions, temperature
+0.05 (AgentClinic) or 0.2 (MedAgentSim). The run-log record: docs/llm-doctors.md.
 """
 
 from __future__ import annotations
@@ -63,7 +51,7 @@ class PaperSettingsConfig(ConfigModel):
             ``--paper-settings``, else :data:`DEFAULT_REPETITIONS`).
         temperature, max_tokens: the LLM doctor's decoding (given, else the paper's
             with ``--paper-settings`` and ``--doctor llm``, else ``None``).
-        record: the run-log record (module docstring), or ``None`` without
+        record: the run-log record (docs/llm-doctors.md), or ``None`` without
             ``--paper-settings``.
         summary: one line for the terminal (``paper settings (EGIP 4.1): ...``), or
             ``None``.

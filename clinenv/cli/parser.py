@@ -1,22 +1,7 @@
 """The argument parser class of every ``clinenv`` command and sub-command.
 
-:class:`CLIParser` is :class:`argparse.ArgumentParser` with two changes:
-
-- option abbreviations are off (``allow_abbrev=False``): ``--out`` is not silently read
-  as ``--out-dir`` (argparse's prefix matching), it is an unrecognized argument;
-- an argument error prints two lines on stderr, the error and where help is, instead
-  of the whole usage block::
-
-      clinenv run: error: argument --episodes: must be >= 1
-      Run 'clinenv run --help' for usage.
-
-  and exits 2, as argparse does. Unrecognized arguments are reported by the
-  sub-command they were given to (``clinenv eval: error: unrecognized arguments: --out
-  x.md``), not by the top-level ``clinenv``.
-
-The top-level parser of :func:`clinenv.cli.build_parser` is a :class:`CLIParser`; its
-sub-parsers (and theirs) are created by ``add_subparsers``, whose ``parser_class`` is
-the parent's class, so every sub-command gets both changes.
+:class:`CLIParser` turns option abbreviations off and reports an argument error in two
+lines instead of the usage block (docs/cli.md).
 """
 
 from __future__ import annotations
@@ -40,7 +25,7 @@ def help_hint(prog: str) -> str:
 
 class CLIParser(argparse.ArgumentParser):
     """An :class:`argparse.ArgumentParser` without abbreviations whose errors are one
-    line plus a pointer to ``--help`` (module docstring)."""
+    line plus a pointer to ``--help`` (docs/cli.md)."""
 
     def __init__(self, *args: Any, allow_abbrev: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, allow_abbrev=allow_abbrev, **kwargs)

@@ -1,12 +1,7 @@
 """``clinenv replay``: terminal-input ablations on the fixed histories of a run log.
 
-``clinenv replay RUN.jsonl --ablation full|no-observations|no-candidates`` recomputes the
-terminal decision of every finished episode (EGIP Table 3 Panel B, appendix C;
-:mod:`clinenv.runs.replay`) and writes a new run log whose method label is the doctor's
-name with ``/replay``, ``/no-observations`` or ``/no-candidates``. A doctor that differs
-from the source run's gets one ``warning:`` line listing the fields; a wrapped doctor's
-log is refused. Every argument and the whole source log are checked before anything is
-written. Exit codes as ``clinenv run``; options: ``clinenv replay --help``.
+EGIP Table 3 Panel B and appendix C (:mod:`clinenv.runs.replay`); exit codes as
+``clinenv run``. What it checks and writes: docs/cli.md.
 """
 
 from __future__ import annotations

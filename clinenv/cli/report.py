@@ -1,22 +1,7 @@
 """``clinenv report LOGS... [--out report.html]``: one self-contained HTML page of runs.
 
-The page (:mod:`clinenv.report`) holds the accuracy table with CIs and coverage, the
-paired comparisons and the reward components of ``clinenv eval --components`` /
-``clinenv compare`` with their figures, every episode with its reward components
-(filterable by method, dataset, case, verdict, flag and stratum) and the same case under
-two methods side by side. Logs are named as for ``eval`` (``LABEL=path``);
-the comparisons pair every log with the first log's label on its dataset, or
-``--pair METHOD=BASE`` (repeatable). The figures need matplotlib (``pip install -e
-'.[plot]'`` in a clinenv clone; without it the page is written without them, with a warning);
-``--no-figures`` leaves them out silently.
-
-MIMIC-IV episodes are refused (exit 2, naming file, line and field) unless
-``--allow-credentialed``, which prints the data-use warning on stderr and shows it at the
-top of the page. The page is written whole or not at all (a temporary file renamed over
-``--out``). ``--out`` is checked before any work (a folder, a folder that cannot be
-created or written, a run log: refused); an existing ``--out`` is replaced, as ``eval``
-replaces its tables, with the line ``replaced 1 earlier file in DIR``
-(:mod:`clinenv.cli.outputs`: the one rule of the report commands).
+The page is :mod:`clinenv.report` (docs/report.md); MIMIC-IV episodes need
+``--allow-credentialed``, and an existing ``--out`` is replaced (docs/cli.md).
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """``clinenv run``: a doctor policy over the first N cases of an EGIP environment.
 
-The command checks every argument before it creates anything (not even the ``runs/``
-folder of the default ``--out``), prints the chosen environment, a progress bar on a
-terminal and the summary, and stops early (fail fast, :mod:`clinenv.runs.fail_fast`) on a
-refused model request or too many backend errors in a row. ``clinenv run --help`` lists
-the options; the native-protocol ids, presets, reward specs, case lists, paper settings
-and Ray runs are in docs/protocols.md, docs/rewards.md and docs/cluster.md.
+``clinenv run --help`` lists the options; what it prints, how it resumes and when it
+stops early: docs/cli.md.
 """
 
 from __future__ import annotations
@@ -152,14 +148,7 @@ def add_run_parser(sub: Any) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """``clinenv run`` (``clinenv run --help``).
-
-    The flags become settings objects once, here (:class:`~clinenv.cli.llm_setup.
-    LLMConfig`, :class:`~clinenv.cli.paper_settings.PaperSettingsConfig`,
-    :class:`~clinenv.cli.doctors.WrapperConfig`, :class:`~clinenv.cli.env_choice.
-    :func:`~clinenv.cli.env_choice.env_config`'s :class:`~clinenv.env.EnvConfig`,
-    :class:`~clinenv.runs.RunSpec`,
-    :class:`~clinenv.distributed.RayConfig`); everything below takes those.
+    """``clinenv run`` (``clinenv run --help``); the flags become settings objects here.
 
     Returns:
         0, or :data:`~clinenv.cli.errors.EXIT_RUN_ERRORS` when some episodes stopped with

@@ -1,15 +1,7 @@
 """``clinenv serve``: one EGIP environment served over OpenEnv (``clinenv[openenv]``).
 
-``clinenv serve --env ID [--host 127.0.0.1] [--port 8000] [--max-sessions N]`` runs
-uvicorn on :func:`clinenv.integrations.openenv.create_clin_app`. It binds loopback by
-default; another host needs ``--allow-remote`` (the server has no authentication).
-SIGTERM or Ctrl-C stops it: open sessions are closed, exit 0. Logs (stderr): one line
-per session open, close or error (:mod:`clinenv.integrations.openenv`).
-
-It takes ``clinenv run``'s environment options (``--preset``, ``--reward-spec``,
-``--dataset``, the data options) and LLM seats (``--patient llm``, ``--judge llm``,
-``--examiner llm`` with the server options; the models run on the server, keys
-included); ``--cases FILE`` restricts the resets to the listed cases.
+uvicorn on :func:`clinenv.integrations.openenv.create_clin_app`, on loopback unless
+``--allow-remote`` (there is no authentication); SIGTERM or Ctrl-C closes it, exit 0.
 """
 
 from __future__ import annotations

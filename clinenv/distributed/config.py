@@ -1,8 +1,7 @@
 """Ray's own options of a run, in one object: :class:`RayConfig`.
 
-What the run is (log file, schedule, resume) is the :class:`~clinenv.runs.spec.RunSpec`;
-where and how it runs on Ray is this, given to the :class:`~clinenv.distributed.Ray`
-executor (``clinenv run --ray`` builds one from its flags).
+What the run is stays the :class:`~clinenv.runs.spec.RunSpec`; ``clinenv run --ray``
+builds a :class:`RayConfig` from its flags.
 """
 
 from __future__ import annotations
@@ -29,40 +28,25 @@ def _integer(name: str, value: Any, low: int) -> int:
 
 
 class RayConfig(ConfigModel):
-    """Where and how a run goes on Ray; frozen, checked on creation (a
-    :class:`~clinenv.config_model.ConfigModel`: ``config.replace(runners=4)`` derives a
-    checked variant).
+    """Where and how a run goes on Ray; frozen, checked on creation (``config.replace(...)``).
 
     Attributes:
-        address: ``"local"``, ``"auto"``, ``"ray://HOST:PORT"`` or a GCS address
-            ``"HOST:PORT"``; ``None``: the connected Ray, else a new local one. Ray is
-            shut down at the end only when the run started or joined it.
-        runners: number of runner actors (>= 1); ``None``: one per node with a server.
+        address: ``"local"``, ``"auto"``, ``"ray://HOST:PORT"``, ``"HOST:PORT"`` or ``None``.
+        runners: runner actors (>= 1); ``None``: one per node with a server.
         concurrency: episodes in flight per runner (>= 1).
-        base_url: the one server of every node (or the fallback of nodes missing from
-            ``base_url_map``); not with ``serve``.
-        base_url_map: node (Ray node id, IP or hostname) -> base URL of its server, or
-            the path of such a JSON file (read when the run starts,
-            :func:`~clinenv.distributed.placement.read_base_url_map`); runners go only
-            to nodes it names, unless ``base_url`` is given too; not with ``serve``.
-        serve: start ``vllm serve`` on every GPU node (every node when none has a GPU)
-            and use it there (:class:`~clinenv.distributed.serve.ServeConfig`).
-        runner_cpus: Ray ``num_cpus`` of each runner (>= 0).
-        max_restarts: Ray restarts of a runner process that dies (>= 0); its units are
-            handed out again by the driver either way (Ray retries no task itself).
-        runner_timeout_s: seconds a runner gets to start, and a failed runner to come
-            back, before it is lost (> 0).
-        env_vars: environment variables of the runners' processes (e.g.
-            ``CLINENV_DATA_DIR``); API keys are better set on the nodes themselves.
-        ray_init: extra keyword arguments of ``ray.init`` (e.g. ``num_cpus``) when the
-            run connects.
-
-    Integers are strict (a bool, a float or a string is refused).
+        base_url, base_url_map: the server of every node; node (Ray id, IP or hostname) ->
+            base URL, or a JSON file of it (docs/cluster.md).
+        serve: start ``vllm serve`` on every GPU node (:class:`~clinenv.distributed.serve.
+            ServeConfig`); not with ``base_url`` or ``base_url_map``.
+        runner_cpus, max_restarts: Ray ``num_cpus`` of each runner and restarts of a
+            runner process that dies (both >= 0).
+        runner_timeout_s: seconds a runner gets to start or come back (> 0).
+        env_vars: the runners' environment variables (e.g. ``CLINENV_DATA_DIR``).
+        ray_init: more ``ray.init`` keywords.
 
     Raises:
-        pydantic.ValidationError: (a ``ValueError``; the message names the field) a
-            number out of range or of the wrong kind, a field of the wrong type, an
-            unknown field, or ``serve`` with ``base_url`` or ``base_url_map``.
+        pydantic.ValidationError: a bad value (integers are strict), an unknown field,
+            or ``serve`` with a URL or map.
     """
 
     address: str | None = None

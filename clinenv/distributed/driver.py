@@ -1,14 +1,7 @@
 """The driver of a run on Ray: one schedule, runners on many nodes, one run log.
 
-:class:`Ray` plans and checks the run exactly as :class:`clinenv.runs.logged.Serial`
-does (:func:`~clinenv.runs.logged.prepare_run`), connects to Ray (``"local"``,
-``"auto"``, ``"ray://HOST:PORT"`` or ``None``), optionally starts one ``vllm serve`` per
-GPU node, starts the runner actors, hands out whole case groups and writes each record
-as the line of a one-machine run, in the order episodes finish. A failed runner's units
-go back to the queue and each unit's line is written once, so the log equals a run
-without the fault (``timing`` and ``llm`` aside); when every runner is lost the run
-stops with :class:`RayRunError`, and ``resume=True`` runs the rest. The steps and
-fault handling in detail: docs/cluster.md.
+:class:`Ray` plans the run as :class:`clinenv.runs.logged.Serial` does and writes each
+record as a one-machine run's line; its steps and faults: docs/cluster.md.
 """
 
 from __future__ import annotations
@@ -60,23 +53,18 @@ class RayRunResult(RunResult):
     """:class:`~clinenv.runs.logged.RunResult` of a run on :class:`Ray`, plus where it ran.
 
     Attributes:
-        runners: one dict per runner: ``index``, ``node_id``, ``ip``, ``hostname``,
-            ``pid``, ``base_url``, ``url_source`` (``"served"``, ``"map:node-id"``,
-            ``"map:ip"``, ``"map:hostname"``, ``"base-url"`` or ``"none"``), ``state``
-            (``"ok"``, ``"set-aside"`` or ``"lost"``), ``n_lines`` (lines written from
-            its records now), ``n_failures`` (times it failed).
+        runners: one dict per runner: ``index``, ``node_id``, ``ip``, ``hostname``, ``pid``,
+            ``base_url``, ``url_source`` (``"served"``, ``"map:node-id"``, ``"map:ip"``,
+            ``"map:hostname"``, ``"base-url"`` or ``"none"``), ``state`` (``"ok"``,
+            ``"set-aside"`` or ``"lost"``), ``n_lines`` and ``n_failures``.
         servers: one dict per started ``vllm serve`` (``node_id``, ``url``, ``pid``,
             ``log``, ``command``, ``cuda_visible_devices``).
-        placements: ``(case_id, repetition)`` -> index of the runner whose record was
-            written, for the lines written now.
-        n_resubmitted: units that were in flight on a failing runner and were handed
-            out again.
+        placements: ``(case_id, repetition)`` -> the runner whose line was written.
+        n_resubmitted: units handed out again after their runner failed.
         n_runners_lost: runners given up during the run.
-        startup_s: wall seconds from connecting to Ray until every runner was ready
-            (servers included); 0 when nothing was left to run.
-        run_s: wall seconds from handing out the first unit to writing the last line.
-        driver_cpu_s: CPU seconds of the driver process during ``run_s`` (handing out,
-            waiting, fetching, writing lines).
+        startup_s: seconds from connecting to Ray until every runner was ready.
+        run_s: seconds from the first unit handed out to the last line written.
+        driver_cpu_s: CPU seconds of the driver process during ``run_s``.
     """
 
     runners: list[dict[str, Any]] = field(default_factory=list)
@@ -106,28 +94,20 @@ class FactoryParts:
 class Ray:
     """The executor of a run on Ray (docs/cluster.md), for :func:`clinenv.runs.run`.
 
-    The schedule, resume checks (with the retry of error lines), fail-fast stops and
-    lines are those of :class:`clinenv.runs.logged.Serial`; with deterministic model
-    replies the log equals a one-machine run's apart from ``timing`` and ``llm``.
+    Schedule, resume, fail-fast stops and lines are those of
+    :class:`clinenv.runs.logged.Serial`; ``run`` returns a :class:`RayRunResult`.
 
     Attributes:
         config: where and how (:class:`~clinenv.distributed.config.RayConfig`).
-        parts: the parts factory (:data:`clinenv.distributed.runner.PartsFactory`):
-            ``parts(base_url) -> RunnerParts``, picklable. Each runner calls it on its
-            node with its server's URL; the driver calls it once for its own copy, which
-            gives the run's context (environment spec, dataset, doctor config) and runs
-            no episode, with ``base_url``, else the first URL of ``base_url_map``, else
-            ``serve``'s URL on its port (``None`` with port 0 or without any server).
-            ``None``: :class:`FactoryParts` of the ``make_env`` and ``make_doctor``
-            given to ``run`` (then picklable); with ``parts``, pass ``None`` for both.
+        parts: a picklable ``parts(base_url) -> RunnerParts``, called on each runner's node;
+            ``None``: the ``make_env`` and ``make_doctor`` given to ``run`` (with
+            ``parts``, pass ``None`` for both).
 
-    ``run`` returns a :class:`RayRunResult` and raises, besides the errors of
-    :func:`clinenv.runs.run`: ImportError (no Ray: ``pip install -e '.[ray]'`` in a clinenv clone);
-    :class:`RayRunError` (Ray cannot be reached, a server or runner cannot start, a
-    runner's dataset, cases, doctor or clinenv version differ from the driver's, or
-    every runner was lost; the log keeps whole lines only); ValueError (an address
-    given while connected, a bad URL); :class:`~clinenv.distributed.placement.
-    BaseUrlMapError` (a map file that cannot be used).
+    Raises (from ``run``, besides those of :func:`clinenv.runs.run`): ImportError without
+    Ray; :class:`RayRunError` when Ray cannot be reached, a server or runner cannot start,
+    a runner differs from the driver, or every runner was lost; ValueError for an address
+    given while connected or a bad URL; :class:`~clinenv.distributed.placement.
+    BaseUrlMapError` for a map file that cannot be used.
     """
 
     config: RayConfig = field(default_factory=RayConfig)

@@ -1,17 +1,7 @@
 """Where runners go and which LLM server each one uses: node-local servers, by node.
 
-A runner talks to the server of the node it runs on, never to another node's, unless a
-fallback URL is given explicitly. The server of a node is, in this order:
-
-1. the one :mod:`clinenv.distributed.serve` started there (``--ray-serve MODEL``);
-2. the entry of a base-URL map (``--base-url-map FILE``) whose key is the node's Ray id
-   (hex), its IP address or its hostname (tried in that order);
-3. the one ``--base-url`` (the same URL for every node: a shared endpoint, asked for).
-
-:class:`UrlPlan` holds the three (it travels to every runner, which resolves its own URL
-on its node, also after a restart on another node); :func:`read_base_url_map` reads and
-checks a map file; :func:`alive_nodes` lists the cluster's nodes and
-:func:`runner_nodes` picks the node of each runner. Only :func:`alive_nodes` needs Ray.
+A node's server is the one started there, else its entry of the base-URL map (by Ray
+id, IP address, then hostname), else ``--base-url`` (docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -126,7 +116,7 @@ class Node:
 
 @dataclass(frozen=True)
 class UrlPlan:
-    """The LLM server of every node (module docstring); picklable.
+    """The LLM server of every node (module docstring's order); picklable.
 
     Attributes:
         served: node id -> URL of the server started there (``--ray-serve``).

@@ -1,20 +1,7 @@
 """The runner actor: many episodes at once on one node, against that node's LLM server.
 
-A runner is built from a *parts factory* ``parts(base_url) -> RunnerParts``, a picklable
-callable that the driver ships to the node: called there with the URL of the node's own
-server (:class:`~clinenv.distributed.placement.UrlPlan`; ``None`` when no server is
-configured), it returns the factories of fresh environments and doctors, exactly those
-of :func:`clinenv.runs.run`, plus an optional ``close``. The runner
-keeps one environment and one doctor per episode in flight (never shared; model clients
-may be) and plays each work unit ``(case_index, repetition, seed)`` with
-:func:`clinenv.runs.concurrent.arun_episode` in the actor's event loop, so a runner with
-``concurrency`` units in flight is the asynchronous rollout of ``--concurrency`` on its
-node. It returns the episode record; the driver writes the line.
-
-A runner that cannot start (its node has no server, the dataset is missing there) does
-not raise in ``__init__``: :meth:`EpisodeRunner.info` reports the error, so the driver
-can name the node and the cause in one line. :func:`identity` is what the driver
-compares between its own copy and every runner (dataset, cases, doctor, version).
+It is built on its node from a parts factory ``parts(base_url) -> RunnerParts`` and
+returns each episode's record; the driver writes the line (docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -69,7 +56,7 @@ def identity(env: Any, doctor: Any) -> dict[str, Any]:
 
 
 class EpisodeRunner:
-    """One runner (module docstring); an asynchronous Ray actor once wrapped with
+    """One runner (docs/cluster.md); an asynchronous Ray actor once wrapped with
     ``ray.remote`` (:mod:`clinenv.distributed.driver` does so).
 
     Args:

@@ -1,21 +1,7 @@
 """One ``vllm serve`` per node, as a subprocess of a node actor that holds the node's GPUs.
 
-vLLM's own Ray executor, started inside a Ray actor or placement group, loses sight of
-the GPUs ("No CUDA GPUs are available"; ray #51242, vllm #14610). So each GPU node gets
-one :class:`VLLMServer` actor, pinned to it (``NodeAffinitySchedulingStrategy``, not
-soft) and holding all of its GPUs (``num_gpus``, so Ray sets ``CUDA_VISIBLE_DEVICES``),
-which runs ::
-
-    vllm serve MODEL --host 127.0.0.1 --port PORT [--tensor-parallel-size G] [ARGS...]
-
-as a child process and returns its URL once ``GET /health`` answers 200. The server
-listens on loopback only: the runners of the same node are its only clients. When no
-node has a GPU (a CPU test cluster), every node gets one.
-
-The child dies with its actor: it stays in the actor's process group, which Ray cleans up
-when the worker exits, and on Linux it also gets ``SIGTERM`` when the actor process
-dies (``PR_SET_PDEATHSIG``). Its output goes to a log file on the node
-(:attr:`VLLMServer.log_path`), whose last lines any startup error quotes.
+vLLM's own Ray executor loses the GPUs inside a Ray actor (ray #51242, vllm #14610);
+the child process dies with its actor (docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -54,27 +40,20 @@ class ServeError(ClinenvError, RuntimeError):
 
 
 class ServeConfig(ConfigModel):
-    """How to serve a model on every node (``clinenv run --ray-serve MODEL``); frozen,
-    checked on creation (a :class:`~clinenv.config_model.ConfigModel`). The model may be
-    given by position: ``ServeConfig("Qwen/Qwen3-8B", port=0)``.
+    """How to serve a model on every node (``--ray-serve MODEL``); frozen, checked on
+    creation; the model may be given by position: ``ServeConfig("Qwen/Qwen3-8B")``.
 
     Attributes:
-        model: the model to serve (a Hugging Face id or a path on the nodes); vLLM
-            serves it under this name, which the doctor's ``--model`` must use.
-        port: the port on each node's loopback (1..65535), default 8000; 0 picks a free
-            port on each node (when several nodes share one machine, as in tests).
-        args: extra arguments for ``vllm serve`` (e.g. ``("--max-model-len", "8192")``);
-            any iterable of strings, kept as a tuple.
-        executable: the ``vllm`` program (looked up on each node's ``PATH``).
-        startup_timeout_s: seconds to wait for the health check (> 0; loading a large
-            model takes minutes).
-        gpus_per_node: GPUs each server holds (>= 1), ``None``: all of the node's GPUs;
-            more than one adds ``--tensor-parallel-size``.
+        model: a Hugging Face id or a path on the nodes; the name vLLM serves it under.
+        port: the port on each node's loopback (1..65535, default 8000; 0: a free one).
+        args: extra ``vllm serve`` arguments, kept as a tuple of strings.
+        executable: the ``vllm`` program (on each node's ``PATH``).
+        startup_timeout_s: seconds to wait for the health check (> 0).
+        gpus_per_node: GPUs per server (>= 1); ``None``: all of the node's.
 
     Raises:
-        pydantic.ValidationError: (a ``ValueError``; the message names the field) an
-            empty model, a port outside 0..65535, a non-positive timeout or GPU count,
-            an ``args`` entry that is not a string, or an unknown field.
+        pydantic.ValidationError: an empty model, a bad port, a non-positive timeout or
+            GPU count, an ``args`` entry that is not a string, or an unknown field.
         TypeError: ``model`` given both by position and by name.
     """
 
@@ -136,7 +115,7 @@ class ServeConfig(ConfigModel):
 
 
 def serve_command(config: ServeConfig, port: int, gpus: int) -> list[str]:
-    """The command line of one node's server (module docstring)."""
+    """The command line of one node's server (docs/cluster.md)."""
     command = [config.executable, "serve", config.model, "--host", "127.0.0.1",
                "--port", str(port)]
     if gpus > 1:
@@ -179,7 +158,7 @@ def _healthy(url: str) -> bool:
 
 
 class VLLMServer:
-    """The node actor of one node's ``vllm serve`` (module docstring); wrapped with
+    """The node actor of one node's ``vllm serve`` (docs/cluster.md); wrapped with
     ``ray.remote`` by :mod:`clinenv.distributed.driver`, or used directly.
 
     Args:

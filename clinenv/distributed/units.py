@@ -1,13 +1,7 @@
 """Work units and their grouping by case.
 
-A work unit is one scheduled episode ``(case_index, repetition, seed)`` of
-:func:`clinenv.runs.logged.plan_episodes`. It is idempotent: the environment's reset and
-every random draw are functions of it, so a unit cut short by a failure is run again
-from scratch, anywhere, with the same result (given deterministic model replies).
-
-The driver hands out whole *case groups* (every unit of one case), so that all
-repetitions of a case run on one runner, next to one server: their prompts share a
-prefix, which vLLM's prefix cache serves once.
+A unit is one scheduled episode ``(case_index, repetition, seed)``, idempotent; whole
+case groups go to one runner, so a case's repetitions share a server's prefix cache.
 """
 
 from __future__ import annotations

@@ -1,20 +1,7 @@
 """Curricula for trainers: measured case difficulty, and round budgets carried by rows.
 
-- :func:`measure_difficulty` measures a :class:`~clinenv.datasets.difficulty.
-  DifficultyTable` (the definition is in :mod:`clinenv.datasets.difficulty`) with the
-  scripted doctor's seeded sampling episodes, offline; ``clinenv data difficulty NAME
-  --out FILE`` runs it (MedQA: 107 cases x 16 episodes, a few seconds on one core).
-  ``task_rows(..., order="curriculum")`` (:func:`clinenv.integrations.tools.task_rows`,
-  TRL's ``task_dataset``, SkyRL's ``task_rows``) orders the rows easiest first by the
-  shipped table, or by ``difficulty=FILE``.
-- :func:`assign_max_rounds` writes a round budget ``max_rounds`` into each row by its
-  position, so a schedule such as T = 5 -> 10 -> 19 over training is data: every
-  adapter's reset passes the row's ``max_rounds`` to ``env.reset(options={"case_id":
-  ..., "max_rounds": T})``, which caps that episode's acquisition rounds at T.
-
-Trainers shuffle their rows by default, which undoes both: set TRL's
-``GRPOConfig(shuffle_dataset=False)``, verl's ``data.shuffle=False``, and in SkyRL a
-sequential train sampler (docs/training.md, "Curricula").
+:func:`measure_difficulty` measures a difficulty table; :func:`assign_max_rounds` writes
+a ``max_rounds`` budget into each row (docs/training.md, "Curricula").
 """
 
 from __future__ import annotations
@@ -77,25 +64,19 @@ def measure_difficulty(dataset: str | Path, method: DifficultyMethod | None = No
 
 def assign_max_rounds(rows: Sequence[Mapping[str, Any]], budgets: Sequence[int], *,
                       starts: Sequence[int] | None = None) -> list[dict[str, Any]]:
-    """Copies of ``rows`` (order kept) with ``max_rounds`` set by position: stage s
-    covers the rows from ``starts[s]`` to the next start, and its rows get
-    ``budgets[s]``.
+    """Copies of ``rows`` (order kept) with ``max_rounds`` set by position: the rows from
+    ``starts[s]`` to the next start get ``budgets[s]`` (a SkyRL row in its ``extra_info``).
 
     Args:
-        rows: task rows (``task_rows``, ``task_dataset`` as a list); for a schedule over
-            several passes, repeat them first (``list(rows) * passes``). A SkyRL row
-            gets ``max_rounds`` in its ``extra_info``.
-        budgets: T per stage, e.g. ``(5, 10, 19)``; each an int >= 1 (and at most the
-            environment's ``acquisition_rounds``, checked at reset).
-        starts: the row position where each stage begins: ``starts[0] == 0``, strictly
-            increasing, each < ``len(rows)``; default equal stages (stage s starts at
-            ``s * len(rows) // len(budgets)``). Row position p is reached at training
-            step ``p // prompts_per_step`` when the trainer does not shuffle.
+        rows: task rows; for several passes, repeat them first (``list(rows) * passes``).
+        budgets: T per stage, e.g. ``(5, 10, 19)``; ints >= 1, at most the environment's
+            ``acquisition_rounds`` (checked at reset).
+        starts: where each stage begins: from 0, strictly increasing, each < ``len(rows)``;
+            default equal stages.
 
     Raises:
-        ValueError: an empty ``budgets`` or ``rows``, a budget that is not an int >= 1,
-            ``starts`` of another length, not starting at 0, not increasing, or past
-            the rows (the field named).
+        ValueError: empty ``budgets`` or ``rows``, a budget that is not an int >= 1, or
+            ``starts`` of another length, not from 0, not increasing or past the rows.
     """
     rows = list(rows)
     budgets = list(budgets)

@@ -1,41 +1,7 @@
 """OpenEnv adapter: clinenv served over OpenEnv 0.10 (``clinenv[openenv]``).
 
-One server (``clinenv serve``, or :func:`create_clin_app` under uvicorn) serves TRL, NeMo
-Gym, ART, SkyRL's OpenEnv example and non-Python clients. Source: the installed
-``openenv`` 0.10.0 wheel (``openenv.core.env_server``).
-
-Wire format (WebSocket ``/ws``, one session per connection):
-
-- ``{"type": "reset", "data": {"seed": 7, "case_id": "demo-01"}}``: ``seed`` an int >= 0
-  or absent, ``case_id`` a case id string, a 0-based index, or absent. The case is drawn
-  exactly as ``gym.make(ID).reset(seed=seed, options={"case_id": case_id})`` draws it;
-  without a seed one is drawn from the environment's generator. ``metadata`` reports
-  ``seed`` and ``case_id`` either way.
-- ``{"type": "step", "data": {"text": "REQUEST TEST: T4"}}``: one action of the text
-  protocol (EGIP section 3.2), or ``{"tool": "order_exam", "arguments": {"exam": "T4"}}``:
-  one tool call (``ask_patient``, ``order_exam``, ``list_exams``, ``submit_diagnosis``).
-  One :class:`ClinAction` carries either, never both.
-- ``{"type": "mcp", "data": <JSON-RPC tools/list | tools/call>}``: the same four tools
-  over MCP (:class:`ClinOpenEnv` is an ``MCPEnvironment``; ``reset``, ``step``,
-  ``state`` and ``close`` are OpenEnv's reserved names and stay the trainer's).
-
-An observation (:class:`ClinObservation`) is the delta text (what is new since the last
-action; :data:`~clinenv.integrations.tools.FINAL_RESULT` once the answer is scored), the
-step's reward, ``done``, and ``metadata``: the doctor's ``info`` keys (:data:`INFO_KEYS`:
-phase, turn, menu, candidates...), ``seed``, ``episode_id``, and at the end the outcome
-(:data:`OUTCOME_KEYS`: verdict, answer...), ``reward_components`` and
-``episode_reward``. The target diagnosis is never in it (nor in the environment's
-``info``).
-
-Errors come back as replies, never as a dropped server: over the WebSocket an
-``{"type": "error"}`` frame (``EXECUTION_ERROR`` for a refused action, ``VALIDATION_ERROR``
-for a malformed one); over HTTP, ``/step`` is stateless in OpenEnv (a fresh environment
-per request), so a step there has no episode and gets 409 (:class:`NoEpisodeError`).
-An action text over the environment's ``max_text_chars`` (default 65,536) is refused
-(:class:`ActionTooLongError`), not clipped.
-
-Logging (this module's logger): one line per session open, close or error, with the
-session id; never an action, observation or case field.
+Source: the ``openenv`` 0.10.0 wheel (``openenv.core.env_server``). The wire format,
+observations and errors: docs/training.md.
 """
 
 from __future__ import annotations
@@ -120,8 +86,8 @@ class ClinAction(Action):
 
 
 class ClinObservation(Observation):
-    """The delta text; ``done``, ``reward`` (this step's, float) and ``metadata`` as in the
-    module docstring."""
+    """The delta text; ``done``, ``reward`` (this step's, float) and ``metadata`` as in
+    docs/training.md."""
 
     text: str = Field(default="", description="what is new since the last action")
 
@@ -165,7 +131,7 @@ class ClinOpenEnv(MCPEnvironment):
     # -- the trainer's API --------------------------------------------------------------
     def reset(self, seed: int | None = None, episode_id: str | None = None,
               case_id: str | int | None = None, **kwargs: Any) -> ClinObservation:
-        """Start an episode; pins the case as ``gym.make``'s reset does (module docstring).
+        """Start an episode; pins the case as ``gym.make``'s reset does (docs/training.md).
 
         Raises:
             ValueError: an unknown keyword, a bad seed, an unknown case id or index.
@@ -336,39 +302,22 @@ _SERVER_ERROR = re.compile(r"Server error: (?P<message>.*) \(code: (?P<code>\w+)
 def make_remote_env_factory(base_url: str, *, env_id: str | None = None,
                             message_timeout_s: float = 60.0,
                             connect_timeout_s: float = 10.0) -> type:
-    """A class for TRL's ``GRPOTrainer(environment_factory=...)`` whose episodes run on a
-    clinenv server (``clinenv serve``), one WebSocket session per instance.
+    """A class for ``GRPOTrainer(environment_factory=...)`` whose episodes run on a
+    ``clinenv serve`` server, one WebSocket session per instance (docs/training.md).
 
-    Instances behave as :func:`clinenv.integrations.trl.make_env_factory`'s: ``reset(**row)
-    -> str`` (the row's ``case_id`` and ``seed``; the opening text), the tools
-    ``ask_patient``, ``order_exam``, ``list_exams`` and ``submit_diagnosis`` (same
-    signatures and docstrings, so TRL builds the same schemas, :data:`~clinenv.
-    integrations.tools.TOOL_SCHEMAS`; each returns the server's result text), and
-    ``get_reward() -> float`` (the server's ``episode_reward``: from the final
-    observation, or for an episode cut off from the session's ``state``). The private
-    ``_reward_components()`` and ``_text_answer_at_end()`` serve
-    :func:`~clinenv.integrations.trl.component_reward_funcs` and
-    :class:`~clinenv.integrations.trl.TextAnswerAtEnd`.
-
-    A session opens at the first ``reset`` and is reused by later ones. There is no public
-    ``close()`` (TRL would offer it to the model as a tool): the session's socket and
-    thread are closed when the instance is garbage-collected or at interpreter exit
-    (``weakref.finalize``), without a ResourceWarning.
+    Instances behave as :func:`clinenv.integrations.trl.make_env_factory`'s, with the
+    same tool schemas; a session is closed when its instance is garbage-collected.
 
     Args:
         base_url: the server, ``http://HOST:PORT`` (or ``ws://``).
-        env_id: when given, a row naming another ``env_id`` is refused (the server serves
-            one id; ``None``: rows' ``env_id`` is not checked).
-        message_timeout_s: seconds to wait for a reply; on a timeout the connection is
-            dropped (:class:`ClinenvClient`) and the episode is lost (the next tool call
-            raises; the next ``reset`` opens a new session).
+        env_id: when given, a row naming another ``env_id`` is refused.
+        message_timeout_s: seconds to wait for a reply; on a timeout the episode is lost.
         connect_timeout_s: seconds to open the connection.
 
     Raises:
-        ConnectionError: the server does not answer ``GET /health`` (checked here).
+        ConnectionError: the server does not answer ``GET /health``.
         ValueError (from instances): a row without ``case_id`` or ``seed`` or for another
-            ``env_id``; a tool or ``get_reward`` before ``reset``; whatever the server
-            refuses (its message, as in process: ``"the episode is over..."``).
+            ``env_id``; a tool or ``get_reward`` before ``reset``; what the server refuses.
     """
     import httpx
 

@@ -1,14 +1,7 @@
 """SkyRL adapter: clinenv as a ``skyrl_gym`` text environment (``BaseTextEnv``).
 
-Extra ``skyrl`` (``skyrl-gym>=0.4``; ``datasets`` to write the rows as parquet);
-:func:`task_rows` needs nothing beyond clinenv, and :func:`register_clinenv` must run
-inside the Ray entrypoint. The doctor plays the text protocol (EGIP section 3.2) through
-:meth:`~clinenv.integrations.tools.ToolEpisode.step_text`, delta observations as user
-messages. Rewards: 0.0 on every step but the last (``done``), which carries
-:meth:`~clinenv.integrations.tools.ToolEpisode.episode_reward`, also when ``max_turns``
-cuts the episode (the unfinished rule, :mod:`clinenv.reward_components`); the components
-are in its ``metadata`` and in :meth:`ClinenvTextEnv.get_metrics`. How SkyRL's generator
-calls the environment, and ``max_input_length`` cuts: docs/training.md.
+Extra ``skyrl``; call :func:`register_clinenv` inside the Ray entrypoint. The reward is
+0.0 on every step but the last (docs/training.md).
 """
 
 from __future__ import annotations
@@ -39,7 +32,7 @@ class ClinenvTextEnv(BaseTextEnv):
             as :func:`task_rows` writes them), ``env_id`` there or in ``env_config``,
             and an optional round budget ``max_rounds`` (the reset option);
             ``max_turns`` (set by SkyRL) ends an unfinished episode, with the reward of
-            the unfinished rule (module docstring).
+            the unfinished rule (docs/training.md).
 
     Raises:
         ValueError: no ``case_id``, ``seed`` or ``env_id``; as
@@ -81,7 +74,7 @@ class ClinenvTextEnv(BaseTextEnv):
 
     def step(self, action: str) -> BaseTextEnvStepOutput:
         """One doctor reply; the final answer's step (or the ``max_turns``-th) is
-        ``done``, with the episode's reward (module docstring), its components in
+        ``done``, with the episode's reward (docs/training.md), its components in
         ``metadata["reward_components"]`` and no observation."""
         self.turns += 1
         obs = self.episode.step_text(action)

@@ -1,14 +1,7 @@
 """The tool view of the doctor's actions, shared by every trainer adapter.
 
-Each tool is one action of the text protocol (EGIP section 3.2), which stays the source
-of truth: ``ask_patient(question)`` (the question), ``order_exam(exam)`` (``REQUEST TEST:
-<exam>``), ``submit_diagnosis(diagnosis)`` (``DIAGNOSIS READY: <diagnosis>``) and
-``list_exams()`` (shows the menu B, uses no round). :func:`tool_to_action` and
-:func:`action_to_tool` map them; :data:`TOOL_SCHEMAS` are OpenAI function schemas.
-:class:`ToolEpisode` plays one episode through the tools (``observation_format="delta"``,
-``premature_diagnosis="decide"``); :meth:`ToolEpisode.episode_reward` is the one reward
-every adapter reports. Prompts, rewards of cut-off episodes and the patient cache are in
-docs/training.md.
+Each tool is one action of the text protocol (EGIP section 3.2); :class:`ToolEpisode`
+plays an episode through them and gives the one reward every adapter reports.
 """
 
 from __future__ import annotations
@@ -199,18 +192,10 @@ def action_to_tool(text: str, *, phase: Literal["acquire", "decide"] = "acquire"
                    strict: bool = False) -> ToolCall | None:
     """The tool call of an action text, as the runtime reads it in ``phase``.
 
-    In acquisition a reply with both markers is its exam request (as the runtime routes
-    it); in the decision phase every reply is the answer (``Diagnosis: X`` lines count),
-    so it maps to ``submit_diagnosis``. ``None`` (no call) for an empty reply (nothing
-    visible) and for a template placeholder (``DIAGNOSIS READY: [diagnosis]``,
-    ``REQUEST TEST: <id or name>``, ``N/A``...), which the runtime answers with interface
-    feedback or takes as no answer, never as a diagnosis or a request
-    (:func:`clinenv.protocol.runtime.reads_as_placeholder`, the runtime's own rule).
-    Callers show such a reply as they show any text that is no tool call:
-    :class:`ToolEpisode` does not record it in :attr:`ToolEpisode.calls` (nor do the
-    verifiers and SkyRL adapters, which report those), and the tools export
-    (:mod:`clinenv.export`) gives it as an assistant text and the next observation as a
-    user turn.
+    In acquisition a reply with both markers is its exam request; in the decision phase
+    every reply is the answer (``submit_diagnosis``). An empty reply or a template
+    placeholder (``DIAGNOSIS READY: [diagnosis]``, ``N/A``...) gives ``None``, no call
+    (:func:`clinenv.protocol.runtime.reads_as_placeholder`).
 
     Args:
         text: the doctor's reply as written (reasoning blocks are removed).
@@ -240,28 +225,21 @@ def action_to_tool(text: str, *, phase: Literal["acquire", "decide"] = "acquire"
 class ToolEpisode:
     """One episode of an EGIP environment played through the tools (docs/training.md).
 
+    The instance owns its environment and a lock, so instances may run in any threads;
+    :meth:`reset` makes it reusable.
+
     Args:
-        env_id: an EGIP text environment id (``"EGIP-Demo-v0"``, ``"EGIP-MedQA-v0"``...).
-        patient_cache: a :class:`~clinenv.agents.patient_cache.PatientReplyCache`: when
-            the environment's patient is an
-            :class:`~clinenv.agents.llm_patient.LLMPatient` (``patient="llm"``), it is
-            wrapped in a :class:`~clinenv.agents.patient_cache.CachedPatient` over this
-            cache (share one cache between episodes); any other patient is left as it
-            is (the retrieval patient is deterministic already). ``None``: no cache.
-        **env_kwargs: passed to ``gym.make`` (``data_dir``, ``acquisition_rounds``,
-            ``patient``...); ``observation_format`` and ``premature_diagnosis`` are set
-            here.
+        env_id: an EGIP text environment id (``"EGIP-Demo-v0"``...).
+        patient_cache: a :class:`~clinenv.agents.patient_cache.PatientReplyCache` for an
+            LLM patient (``patient="llm"``); ``None``: no cache.
+        **env_kwargs: passed to ``gym.make``; ``observation_format`` and
+            ``premature_diagnosis`` are set here.
 
     Raises:
-        ValueError: a Menu or native-protocol id (not text EGIP),
-            ``observation_format`` / ``premature_diagnosis`` set to other values, or
-            CDEG's extra actions (``history_review``, ``knowledge_source``) with the
-            tools' wording: no tool performs them.
+        ValueError: a Menu or native-protocol id, other ``observation_format`` /
+            ``premature_diagnosis`` values, or CDEG's extra actions, which no tool performs.
         TypeError: ``patient_cache`` is not a PatientReplyCache.
         gymnasium.error.Error: an unknown id; environment errors as ``gym.make``.
-
-    The instance owns its environment and a lock, so instances may run in any threads;
-    it can be reused, and :meth:`reset` clears everything.
     """
 
     def __init__(self, env_id: str, *, patient_cache: PatientReplyCache | None = None,
@@ -557,40 +535,23 @@ def task_rows(env_id: str, split: str | Path | Sequence[str] | None = None, *,
               order: Literal["dataset", "curriculum"] = "dataset",
               difficulty: str | Path | DifficultyTable | None = None,
               **env_kwargs: Any) -> TaskRows:
-    """The episodes a trainer's rows pin: one ``{"case_id", "seed", "env_id"}`` per case
-    of ``env_id``, in dataset order (or curriculum order); ``seed`` is
-    ``episode_seed(seed, 0, case index)``, the seed ``clinenv run --seed`` gives
-    repetition 0 of that case (the index in the whole dataset, so leaving cases out or
-    reordering them changes no row).
+    """The episodes a trainer's rows pin: one ``{"case_id", "seed", "env_id"}`` per case.
 
     Args:
         env_id: an EGIP text environment id.
-        split: ``None`` (every case), a case-list file (one id per line, as ``clinenv
-            data split`` writes), or a sequence of case ids.
-        seed: the run seed the row seeds derive from (>= 0).
-        exclude_flags: flag names (:data:`CASE_FLAG_NAMES`) whose cases are left out,
-            e.g. :data:`LEAK_FLAGS` ``("target_in_records", "target_in_menu")``. Default
-            ``()``: every case, flagged or not (on MedQA 17 of the 107 cases have a
-            record that names the target, and copying it is most of what a policy can
-            learn there). What is left out is in the returned rows' ``excluded`` and
-            ``note`` (:class:`TaskRows`) and in a warning.
-        order: ``"dataset"`` (default) or ``"curriculum"``: easiest first by the case
-            difficulty table (:mod:`clinenv.datasets.difficulty`; ties as its rank).
-            Trainers shuffle rows by default: turn that off to keep the order
-            (:mod:`clinenv.integrations.curriculum`).
-        difficulty: the table of ``order="curriculum"``: ``None`` (the shipped table
-            measured on this dataset's records: demo, MedQA, NEJM), a file, or a
-            :class:`~clinenv.datasets.difficulty.DifficultyTable`.
-        **env_kwargs: as for :class:`ToolEpisode` (``data_dir``...).
+        split: ``None`` (every case), a case-list file, or a sequence of case ids.
+        seed: the run seed (>= 0); a row's is ``episode_seed(seed, 0, case index)``.
+        exclude_flags: flag names (:data:`CASE_FLAG_NAMES`, e.g. :data:`LEAK_FLAGS`) whose
+            cases are left out; ``()`` keeps every case.
+        order: ``"dataset"`` (default) or ``"curriculum"`` (easiest first).
+        difficulty: the curriculum's table: ``None`` (the shipped one), a file or a table.
+        **env_kwargs: as for :class:`ToolEpisode`.
 
     Raises:
-        clinenv.case_list.CaseListError: an unreadable list, an id listed twice, or one
-            the dataset lacks (file, line and the nearest id named).
-        ValueError: a bad ``exclude_flags`` (:func:`check_flags`), or one that leaves
-            no case; an unknown ``order``; ``difficulty`` without
-            ``order="curriculum"``; as :class:`ToolEpisode`.
-        clinenv.datasets.difficulty.DifficultyError: no table for this dataset, a table
-            measured on other records, or one that lacks a case.
+        clinenv.case_list.CaseListError: an unreadable list, a repeated or unknown id.
+        ValueError: bad ``exclude_flags`` or ``order``; no case left; ``difficulty``
+            without ``order="curriculum"``; as :class:`ToolEpisode`.
+        clinenv.datasets.difficulty.DifficultyError: no usable table for this dataset.
         gymnasium.error.Error: as :class:`ToolEpisode`.
     """
     flags = check_flags(exclude_flags)

@@ -1,14 +1,7 @@
 """TRL adapter: clinenv as a ``GRPOTrainer(environment_factory=...)`` environment.
 
-Extra ``trl`` (``trl>=1.16``, Python >= 3.11; ``datasets``); importing this module and
-:func:`make_env_factory` need neither, :func:`task_dataset` needs ``datasets``. The
-factory's instances expose the tools of :mod:`clinenv.integrations.tools`; a row pins its
-episode (``env_id``, ``case_id``, ``seed``). ``get_reward()`` is
-:meth:`~clinenv.integrations.tools.ToolEpisode.episode_reward` under the environment's
-reward spec (``make_env_factory(env_id, reward_spec=...)``);
-:func:`component_reward_funcs` logs each component at weight 0 (``GRPOTrainer`` only;
-they raise under ``AsyncGRPOTrainer``). How TRL calls the environment, the weights
-example, ``None`` components and threading are in docs/training.md.
+Extra ``trl`` (``trl>=1.16``, Python >= 3.11); :func:`task_dataset` needs ``datasets``.
+How TRL drives the class and logs the components: docs/training.md.
 """
 
 from __future__ import annotations
@@ -37,43 +30,22 @@ def make_env_factory(env_id: str, *,
                      **env_kwargs: Any) -> type:
     """A class for ``GRPOTrainer(environment_factory=...)`` over ``env_id``.
 
-    Instances: ``reset(**row) -> str`` (reads ``case_id`` and ``seed``, checks ``env_id``
-    when the row has one, passes a ``max_rounds`` round budget to the environment's
-    reset option, ignores the other columns), the tools ``ask_patient``,
-    ``order_exam``, ``submit_diagnosis`` and ``list_exams`` (each returns its result
-    text; raises ``ValueError`` after the episode ended, before any reset, or on a call
-    the tool view refuses), and ``get_reward() -> float`` (the spec's reward of the
-    episode, finished or cut off: :meth:`~clinenv.integrations.tools.ToolEpisode.
-    episode_reward`; ``ValueError`` before any reset). The class attribute
-    ``patient_cache`` is the shared cache (``None`` when off); it is no method, so TRL
-    does not make it a tool; nor is the private method ``_reward_components()`` (the
-    components so far, which :func:`component_reward_funcs` read).
+    Instances have ``reset(**row) -> str``, the four tools and ``get_reward() -> float``
+    (:meth:`~clinenv.integrations.tools.ToolEpisode.episode_reward`).
 
     Args:
         env_id: an EGIP text environment id, e.g. ``"EGIP-Demo-v0"``.
-        patient_cache: the LLM patient's reply cache (opt-in,
-            :mod:`clinenv.agents.patient_cache`), so that the rollouts of a repeated
-            row hear the same patient: ``None`` or ``False`` (off), ``True`` (one
-            in-memory cache shared by every instance of the returned class), a
-            :class:`~clinenv.agents.patient_cache.PatientReplyCache` (shared as given),
-            or a path (a ``.jsonl`` cache file, loaded when it exists and appended to).
-            Each instance wraps its environment's LLM patient (``patient="llm"``) in a
-            :class:`~clinenv.agents.patient_cache.CachedPatient` over it; another
-            patient is left as it is.
-        **env_kwargs: environment settings, as for ``gym.make`` (``data_dir``,
-            ``acquisition_rounds``, ``reward_spec``, ``patient="llm"`` with
-            ``patient_model=``...); each instance builds its own environment (and
-            patient) from them, so pass seats by name, not as shared objects. A
-            ``reward_spec`` is read once, here (a file is not read again per instance).
+        patient_cache: the LLM patient's reply cache: ``None`` or ``False`` (off), ``True``
+            (one in-memory cache for every instance), a
+            :class:`~clinenv.agents.patient_cache.PatientReplyCache`, or a ``.jsonl`` path.
+        **env_kwargs: ``gym.make`` settings (``data_dir``, ``reward_spec``,
+            ``patient="llm"``...); each instance builds its own, so pass seats by name.
 
     Raises:
         TypeError: ``patient_cache`` of another type.
-        ValueError: a cache file that does not parse (file, line and field named); a bad
-            ``reward_spec`` (:class:`~clinenv.reward_spec.RewardSpecError`, naming the
-            file, the field and the nearest name); as
+        ValueError: a cache file that does not parse; a bad ``reward_spec``; as
             :class:`~clinenv.integrations.tools.ToolEpisode`.
-        gymnasium.error.Error: as :class:`~clinenv.integrations.tools.ToolEpisode`
-            (checked here, at once, by building one environment).
+        gymnasium.error.Error: as :class:`~clinenv.integrations.tools.ToolEpisode`.
     """
     cache = _patient_cache(patient_cache)
     if env_kwargs.get("reward_spec") is not None:
@@ -269,41 +241,22 @@ def _patient_cache(value: Any) -> PatientReplyCache | None:
 def task_dataset(env_id: str, split: str | Path | Sequence[str] | None = None, *,
                  seed: int = 0, exclude_flags: Sequence[str] = (),
                  order: str = "dataset", difficulty: Any = None, **env_kwargs: Any):
-    """The GRPO task rows of ``env_id``: one per case, in dataset order (or
-    ``order="curriculum"``: easiest first; then pass ``GRPOConfig(shuffle_dataset=
-    False)``, since TRL shuffles the rows by default).
+    """The GRPO task rows of ``env_id`` as a ``datasets.Dataset``, one per case.
 
-    Columns: ``prompt`` (:func:`task_prompt`: a system message with
-    :data:`~clinenv.integrations.tools.TOOL_SYSTEM_PROMPT` and the user message
-    :data:`TASK_INTRO`; ``reset`` adds the opening text), ``case_id``, ``seed``
-    (``episode_seed(seed, 0, case index)``, the seed ``clinenv run --seed`` gives
-    repetition 0 of that case) and ``env_id``.
+    Columns: ``prompt`` (:func:`task_prompt`), ``case_id``, ``seed`` and ``env_id``
+    (:func:`~clinenv.integrations.tools.task_rows`); ``excluded`` and
+    ``info.description`` say which cases ``exclude_flags`` left out.
 
     Args:
         env_id: an EGIP text environment id.
-        split: ``None`` (every case), a case-list file (one id per line, as ``clinenv
-            data split`` writes), or a sequence of case ids.
-        seed: the run seed the row seeds derive from (>= 0).
-        exclude_flags: flag names whose cases are left out, e.g.
-            :data:`~clinenv.integrations.tools.LEAK_FLAGS` ``("target_in_records",
-            "target_in_menu")``, the cases whose record or menu names the target; default
-            ``()``, every case (:func:`~clinenv.integrations.tools.task_rows`). The
-            returned dataset's ``excluded`` attribute holds ``{flag: (case_id, ...)}``
-            and its ``info.description`` the one-line note (also a warning when a case
-            is left out); ``excluded`` stays on this object only, ``info`` carries over
-            ``select``, ``shuffle`` and the like.
-        order, difficulty: the row order, ``"dataset"`` or ``"curriculum"``, and the
-            latter's difficulty table (:func:`~clinenv.integrations.tools.task_rows`).
-            A round budget schedule is a ``max_rounds`` column
-            (:func:`clinenv.integrations.curriculum.assign_max_rounds` on the rows).
+        split, seed, exclude_flags, order, difficulty: as
+            :func:`~clinenv.integrations.tools.task_rows`.
         **env_kwargs: as for :func:`make_env_factory` (``data_dir``...).
 
     Raises:
         ImportError: ``datasets`` is not installed.
-        clinenv.case_list.CaseListError: an unreadable list, an id listed twice, or one
-            the dataset lacks (file, line and the nearest id named).
-        ValueError: an unknown or repeated flag (the valid names listed), or flags that
-            leave no case; a bad ``order`` or difficulty table; as
+        clinenv.case_list.CaseListError: as :func:`~clinenv.integrations.tools.task_rows`.
+        ValueError: as :func:`~clinenv.integrations.tools.task_rows` and
             :func:`make_env_factory`.
         gymnasium.error.Error: as :func:`make_env_factory`.
     """

@@ -1,15 +1,7 @@
 """verifiers adapter: clinenv as a verifiers v1 taskset and environment.
 
-Extra ``verifiers`` (``verifiers>=0.4,<0.5``, Python >= 3.11); the top-level module
-``clinenv_verifiers`` re-exports these classes as the taskset ``clinenv-verifiers``
-(``vf-eval clinenv-verifiers --env.taskset.env-id EGIP-MedQA-v0``). The doctor plays the
-text protocol (EGIP section 3.2) through
-:meth:`~clinenv.integrations.tools.ToolEpisode.step_text`, prompted by
-:data:`~clinenv.integrations.tools.TEXT_SYSTEM_PROMPT`. Recorded: the reward
-``clinenv_reward`` (:meth:`~clinenv.integrations.tools.ToolEpisode.episode_reward`,
-weight 1), the metrics ``reward_components/<name>`` (``None`` where undefined),
-``turns``, ``exams_ordered`` and ``finished``, and ``trace.info["clinenv"]``. Why the
-text protocol, and the rows: docs/training.md.
+Extra ``verifiers`` (``verifiers>=0.4,<0.5``); the taskset id is ``clinenv-verifiers``
+(module ``clinenv_verifiers``). What it plays and records: docs/training.md.
 """
 
 from __future__ import annotations

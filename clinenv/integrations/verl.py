@@ -1,13 +1,7 @@
 """verl adapter: a verl agent loop (``AgentLoopBase``) that plays clinenv episodes.
 
-Extra ``verl`` (``verl>=0.9.1,<0.10``; tested with verl 0.9.1, transformers 5.10, torch
-2.13). :class:`ClinenvAgentLoop` is registered as ``clinenv_agent`` on import; a row
-selects it with ``agent_name: clinenv_agent`` (:func:`verl_rows`) and verl loads it from
-an agent-loop YAML entry (``_target_: clinenv.integrations.verl.ClinenvAgentLoop``,
-optional ``env_kwargs``). The doctor plays the text protocol through
-:meth:`~clinenv.integrations.tools.ToolEpisode.step_text`; ``reward_score`` is
-:meth:`~clinenv.integrations.tools.ToolEpisode.episode_reward`. The YAML entry, the loop
-step by step and the output's ``extra_fields`` are in docs/training.md.
+Extra ``verl`` (``verl>=0.9.1,<0.10``); :class:`ClinenvAgentLoop` registers as
+``clinenv_agent`` on import. The YAML entry and the loop: docs/training.md.
 """
 
 from __future__ import annotations

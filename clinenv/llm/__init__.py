@@ -1,11 +1,7 @@
 """The LLM layer: one chat-model interface and its backends.
 
-See :mod:`clinenv.llm.base` for the interface and :func:`make_chat_model` to build a
-backend by name. Backends import their optional dependencies only when constructed, so
-``import clinenv.llm`` works on a core install (it imports neither openai, torch,
-transformers nor vllm). A local OpenAI-compatible server for
-tests and offline demos is :class:`clinenv.testing.fake_server.FakeChatServer`. The
-backends' classes import from here too, each loaded on first use.
+:mod:`clinenv.llm.base` holds the interface and :func:`make_chat_model` builds a backend
+by name; each backend imports its optional packages only when built.
 """
 
 from clinenv.lazy import lazy_exports

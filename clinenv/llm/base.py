@@ -1,31 +1,7 @@
 """The chat-model interface every LLM backend implements.
 
-Messages in, texts out. A call takes a list of chat messages (``{"role": "system" |
-"user" | "assistant", "content": str}``) and a :class:`GenerationConfig` and returns a
-:class:`ChatResult` with ``n`` :class:`Choice` objects. Every backend offers a
-synchronous :meth:`ChatModel.generate` and an asynchronous :meth:`ChatModel.agenerate`;
-:meth:`ChatModel.generate_batch` runs many conversations at once (the in-process vLLM
-engine batches them; other backends loop).
-
-Backends (each in its own module, heavy imports deferred until construction):
-
-- :mod:`clinenv.llm.openai_backend` -- any OpenAI-compatible server (``vllm serve``,
-  llama.cpp's server, providers); extra ``openai``;
-- :mod:`clinenv.llm.vllm_backend` -- an in-process vLLM engine; extra ``vllm``;
-- :mod:`clinenv.llm.hf_backend` -- a local transformers causal LM; extra ``hf``;
-- :mod:`clinenv.llm.scripted` -- deterministic scripted replies (tests, offline demos).
-
-Timings and token counts belong to :meth:`ChatResult.to_log` records, which rollouts
-write to the run log; they never go into a Gymnasium ``info`` dict. With
-:attr:`ChatModel.log_messages` on, every result also carries the messages it answered,
-and its record the messages and the raw replies (``clinenv run --log-messages``).
-With :attr:`ChatModel.log_tokens` on, each choice keeps its completion token ids and
-logprobs and the result its prompt token ids, where the backend sees them
-(``clinenv run --log-tokens``; :mod:`clinenv.llm.tokens`).
-
-Stop strings are enforced on this side too (:func:`enforce_stop`): a backend whose
-server or model wrote past a stop string returns the text before it, marked
-(:attr:`Choice.stop_enforced`; the record's ``flags`` get ``"wrote_past_turn"``).
+Messages (``{"role", "content"}`` dicts) in, a :class:`ChatResult` of ``n``
+:class:`Choice` objects out; the backends: docs/llm-doctors.md.
 """
 
 from __future__ import annotations
@@ -138,22 +114,17 @@ class Choice:
         text: the reply content; ``""`` when the model produced none (never ``None``).
         finish_reason: ``"stop"``, ``"length"`` (cut by ``max_tokens``), ``"error"`` or
             ``"unknown"``.
-        reasoning: a separate reasoning text returned by the server (``reasoning`` /
-            ``reasoning_content`` fields), else ``None``. Never shown to other agents.
-        from_reasoning: ``text`` was taken from ``reasoning`` because the server returned
-            no content but a complete answer there (flagged in
-            :attr:`ChatResult.warnings`).
-        raw_text: the reply as the model wrote it when ``text`` was cut afterwards (at a
-            stop string, :func:`enforce_stop`, or at a turn boundary, by a seat); ``None``
-            when ``text`` is the reply as written.
-        stop_enforced: ``text`` was cut on this side at a stop string the server (or
-            model) wrote past.
-        wrote_past_turn: the reply went on past its end (a stop string or a turn
-            boundary); ``text`` keeps only what came before.
-        token_ids: the completion's token ids as generated (end token included, before
-            any cut on this side), kept with :attr:`ChatModel.log_tokens`; else ``None``.
-        logprobs: one float (natural log) per ``token_ids`` entry, the sampled token's
-            log-probability as the backend reports it; ``None``: not kept or not sent.
+        reasoning: the server's separate reasoning text, else ``None``; never shown to
+            other agents.
+        from_reasoning: ``text`` was taken from ``reasoning`` (the content was empty).
+        raw_text: the reply as written when ``text`` was cut afterwards (at a stop string
+            or a turn boundary), else ``None``.
+        stop_enforced: ``text`` was cut here at a stop string the server wrote past.
+        wrote_past_turn: the reply went on past its end; ``text`` keeps what came before.
+        token_ids: the completion's token ids (end token included, before any cut), kept
+            with :attr:`ChatModel.log_tokens`; else ``None``.
+        logprobs: the sampled tokens' natural-log probabilities, one per ``token_ids``
+            entry; ``None`` when not kept or not sent.
     """
 
     text: str
@@ -209,20 +180,13 @@ class ChatResult:
         n_requests: requests or engine calls made (retries and top-ups included).
         seed: the seed sent with the first request (``None``: none sent).
         system_fingerprint: the server's fingerprint when it sends one.
-        warnings: human-readable notes (identical choices at temperature > 0, content
-            taken from reasoning, ``n`` topped up, retries...).
-        attempts: one dict per HTTP request sent, in order (``{"outcome": "ok" |
-            "no_choices" | "unreadable" | "timeout" | "connection" | "http_<status>" |
-            "error", "latency_s": float}``, plus ``"wait_s"`` before a retry); ``()``
-            for in-process backends.
-        prompt_tokens_sent: prompt tokens of every request that reached the server,
-            failed attempts included (see the backend for how those are counted);
-            ``None``: the same as ``prompt_tokens``.
-        messages: the messages of the call when the model logs them
-            (:attr:`ChatModel.log_messages`), else ``None``.
-        prompt_ids: the prompt's token ids (chat template applied) when the model logs
-            tokens (:attr:`ChatModel.log_tokens`) and the backend sees them, else
-            ``None``.
+        warnings: human-readable notes (identical choices, retries, top-ups...).
+        attempts: one ``{"outcome", "latency_s"}`` dict per HTTP request (``"wait_s"``
+            before a retry); ``()`` for in-process backends.
+        prompt_tokens_sent: prompt tokens of every request that reached the server.
+        messages: the call's messages when :attr:`ChatModel.log_messages`, else ``None``.
+        prompt_ids: the prompt's token ids when :attr:`ChatModel.log_tokens` and the
+            backend sees them, else ``None``.
     """
 
     choices: tuple[Choice, ...]

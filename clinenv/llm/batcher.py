@@ -1,12 +1,7 @@
 """Micro-batching of concurrent async requests into batched calls of a synchronous engine.
 
-Many episodes run as coroutines in one event loop and each awaits one model call at a
-time. An in-process engine (vLLM) is fastest when it receives those calls together.
-:class:`MicroBatcher` collects the items submitted by concurrent coroutines for up to
-``window_s`` seconds or until ``max_batch`` items are waiting, runs the batch function
-once in a worker thread, and hands each caller its own result. While a batch runs, new
-items queue and go out together as soon as it finishes, so the engine is never idle
-while work is waiting and never runs two batches at once.
+:class:`MicroBatcher` gathers concurrent coroutines' items for up to ``window_s`` or
+``max_batch`` items and runs one batch at a time in a worker thread.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Checks every backend applies to the choices it got back.
 
-Servers and engines silently drop sampling parameters: they return fewer choices than
-``n``, or ``n`` identical ones at a temperature above zero. Backends call these helpers
-so that such replies are topped up, rejected or flagged the same way everywhere.
+Servers drop sampling parameters (fewer choices than ``n``, identical ones above
+temperature 0); these helpers top up, reject or flag such replies alike everywhere.
 """
 
 from __future__ import annotations

@@ -14,27 +14,20 @@ BACKENDS = ("openai", "vllm", "transformers", "hf", "scripted")
 
 
 def make_chat_model(backend: str, model: str, **kwargs: Any) -> ChatModel:
-    """A chat model of the named backend.
+    """A chat model of the named backend (case and surrounding spaces ignored).
 
     Args:
-        backend: ``"openai"`` (:class:`~clinenv.llm.openai_backend.OpenAIChatModel`:
-            ``base_url``, ``api_key``, ``timeout_s``, ``max_retries``,
-            ``reasoning_fallback``, ``http_transport``, ``preload``), ``"vllm"``
-            (:class:`~clinenv.llm.vllm_backend.VLLMChatModel`: ``engine_kwargs``...),
-            ``"transformers"`` or ``"hf"``
-            (:class:`~clinenv.llm.hf_backend.TransformersChatModel`: ``device``,
-            ``dtype``...), or ``"scripted"``
-            (:class:`~clinenv.llm.scripted.ScriptedChatModel`: ``replies``, a list or a
-            function; without it, ``responder`` names a registered script,
-            :data:`~clinenv.llm.scripted.SCRIPTS`, default ``"clinician"``, which
-            :mod:`clinenv.testing.fake_responders` registers, so an offline run needs no
-            server). Case and surrounding spaces are ignored.
+        backend: ``"openai"`` (:class:`~clinenv.llm.openai_backend.OpenAIChatModel`),
+            ``"vllm"`` (:class:`~clinenv.llm.vllm_backend.VLLMChatModel`),
+            ``"transformers"`` or ``"hf"`` (:class:`~clinenv.llm.hf_backend.
+            TransformersChatModel`), or ``"scripted"`` (:class:`~clinenv.llm.scripted.
+            ScriptedChatModel`; without ``replies``, ``responder`` names a script of
+            :data:`~clinenv.llm.scripted.SCRIPTS`, default ``"clinician"``).
         model: the model name, path or hub id (for ``"scripted"``, only reported).
-        **kwargs: the backend's constructor arguments (``config=`` for all of them).
+        **kwargs: the backend's constructor arguments.
 
     Raises:
-        ValueError: an unknown backend name (the message lists the known ones), or an
-            unknown ``responder`` name.
+        ValueError: an unknown backend (the known ones listed) or ``responder``.
         BackendUnavailableError: the backend's extra is not installed.
         TypeError: an argument the backend does not take.
     """

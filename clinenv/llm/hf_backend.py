@@ -1,31 +1,7 @@
 """Chat models run locally with transformers (extra ``hf``: torch and transformers).
 
-:class:`TransformersChatModel` loads any causal LM by path or hub id, renders each
-conversation with the tokenizer's chat template (``add_generation_prompt=True``) and
-generates with ``model.generate``:
-
-- temperature 0 is greedy; above 0, plain temperature / top-p sampling (``top_k`` off
-  unless ``config.extra`` sets it); ``n`` via ``num_return_sequences`` (greedy ``n`` > 1
-  repeats the one greedy reply);
-- a seed makes sampling reproducible: the torch generators are forked, seeded and
-  restored around the call, under a lock, so no global random state changes;
-- ``generate_batch`` pads on the LEFT (decoder-only models continue from the last
-  position), so a batched greedy reply equals the single one;
-- the reply ends at the first end-of-sequence token; stop strings cut the decoded text
-  before their first occurrence (:func:`~clinenv.llm.base.enforce_stop`: the choice is
-  marked ``stop_enforced`` and keeps the decoded text in ``raw_text``); ``finish_reason``
-  is ``"length"`` when ``max_tokens`` new tokens came without an end token or stop
-  string, else ``"stop"``;
-- token counts: prompt tokens without padding; completion tokens up to and including
-  the end token.
-
-- token ids (:attr:`~clinenv.llm.base.ChatModel.log_tokens`): the prompt's ids without
-  padding (:attr:`ChatResult.prompt_ids`), each completion's ids up to and including
-  the end token (:attr:`Choice.token_ids`) and their logprobs (:attr:`Choice.logprobs`):
-  ``log_softmax`` of the model's raw logits (``output_logits=True``), before temperature
-  and top-p, as vLLM's default ``--logprobs-mode raw_logprobs``.
-
-``agenerate`` runs the call in a worker thread; calls are serialized by a lock.
+:class:`TransformersChatModel` renders each conversation with the tokenizer's chat
+template and generates with ``model.generate``; its decoding rules: docs/llm-doctors.md.
 """
 
 from __future__ import annotations
@@ -76,22 +52,18 @@ def _version(text: str) -> tuple[int, ...]:
 
 
 class TransformersChatModel(ChatModel):
-    """A local causal LM driven through its chat template.
+    """A local causal LM driven through its chat template (padding on the left).
 
     Args:
-        model: a local folder or hub id (``AutoModelForCausalLM.from_pretrained``); with
-            ``model_obj`` given, only the name reported in results.
+        model: a local folder or hub id; with ``model_obj``, only the name reported.
         config: default :class:`GenerationConfig`.
-        device: where a loaded model goes (``"cpu"``, ``"cuda"``, ``"cuda:1"``...).
-            A given ``model_obj`` stays where it is; inputs follow the model.
-        dtype: weights' dtype for loading: ``None`` (the library default), ``"auto"``,
-            a name such as ``"float16"`` / ``"bfloat16"``, or a ``torch.dtype``.
-        tokenizer: a tokenizer object to use instead of loading one from ``model``.
+        device: where a loaded model goes (``"cpu"``, ``"cuda:1"``...); a given
+            ``model_obj`` stays where it is.
+        dtype: ``None`` (the library default), ``"auto"``, a name such as ``"bfloat16"``,
+            or a ``torch.dtype``.
+        tokenizer: a tokenizer object to use instead of loading one.
         model_obj: a model object to use instead of loading one.
-        trust_remote_code: passed to the ``from_pretrained`` calls.
-
-    The tokenizer's padding side is set to ``"left"``, and its pad token to its end token
-    when it has none.
+        trust_remote_code: passed to ``from_pretrained``.
 
     Raises:
         BackendUnavailableError: torch or transformers is missing.

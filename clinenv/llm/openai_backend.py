@@ -1,14 +1,7 @@
 """Chat models behind an OpenAI-compatible chat-completions server.
 
-``vllm serve MODEL``, llama.cpp's server, hosted providers, or
-:class:`~clinenv.testing.fake_server.FakeChatServer`; every request is ``POST
-<base_url>/chat/completions``, synchronous over the ``openai`` client, asynchronous over
-aiohttp or httpx (extra ``openai``). Retries (timeouts, connection errors, 408, 409, 429,
-5xx; ``retry-after`` up to :data:`MAX_RETRY_AFTER_S`, else 0.5 s doubling up to 8 s),
-top-ups, stop strings, empty and unreadable replies, reasoning fallback and token ids
-are described in docs/llm-doctors.md; a final failure raises
-:class:`~clinenv.llm.base.BackendError` (``detail`` ``"timeout"``, ``"connection"``,
-``"http_<status>"``, ``"no_choices"`` or ``"malformed"``).
+Extra ``openai``; a final failure raises :class:`~clinenv.llm.base.BackendError`. The
+transports, retries and reply handling: docs/llm-doctors.md.
 """
 
 from __future__ import annotations
@@ -545,48 +538,23 @@ def _owned_httpx_client(openai: Any) -> Any:
 
 
 class OpenAIChatModel(ChatModel):
-    """A model served over the OpenAI chat-completions protocol.
+    """A model served over the OpenAI chat-completions protocol (docs/llm-doctors.md).
 
     Args:
-        model: the model name the server knows (``"Qwen/Qwen3-8B"``, ``"gpt-4o"``...).
-        base_url: the server's ``/v1`` URL (``"http://127.0.0.1:8000/v1"``); ``None``
-            uses ``OPENAI_BASE_URL``, else OpenAI's API (as the openai client does).
-        api_key: the key; ``None`` reads ``OPENAI_API_KEY``, else sends ``"EMPTY"``
-            (local servers need none).
-        timeout_s: seconds per HTTP request (> 0) before it counts as timed out.
-        max_retries: retries after the first attempt of each request (>= 0), with
-            backoff (docs/llm-doctors.md).
-        config: default :class:`GenerationConfig`.
-        reasoning_fallback: ``"reasoning"`` (default) or ``"content"``: what a reply with
-            empty content but a complete reasoning text becomes
-            (docs/llm-doctors.md).
-        http_transport: the asynchronous calls' HTTP transport (docs/llm-doctors.md):
-            ``"auto"`` (default: aiohttp when installed, else httpx), ``"aiohttp"`` or
-            ``"httpx"`` (the openai client). Synchronous calls always use the openai
-            client. The transport in use is :attr:`async_transport`; it is left out of
-            :meth:`describe` (it changes speed, never replies, so a run log resumed on
-            a machine without aiohttp still matches).
-        preload: the client libraries the constructor imports, so that a run pays for
-            them before its first request: ``"both"`` (default), ``"async"`` (only the
-            asynchronous transport's: aiohttp, or the openai client for httpx; for a
-            model used only through ``agenerate``, as by
-            :class:`clinenv.runs.concurrent.Concurrent`, this leaves the openai
-            package, about a second to import, out) or ``"sync"`` (only the openai
-            client). A library left out is imported when its first client is built,
-            before that call's clock starts (``latency_s`` never includes it).
-
-    Sends ``temperature``, ``top_p``, ``max_tokens``, ``n``, and when set ``seed`` and
-    ``stop`` as top-level request fields, and ``config.extra`` merged into the body
-    (e.g. vLLM's ``top_k``).
-
-    Attributes:
-        async_transport: ``"aiohttp"`` or ``"httpx"``, the transport the asynchronous
-            calls use.
+        model: the model name the server knows (``"Qwen/Qwen3-8B"``...).
+        base_url: the server's ``/v1`` URL; ``None`` uses ``OPENAI_BASE_URL``, else OpenAI.
+        api_key: ``None`` reads ``OPENAI_API_KEY``, else sends ``"EMPTY"``.
+        timeout_s: seconds per HTTP request (> 0).
+        max_retries: retries after the first attempt of each request (>= 0).
+        config: default :class:`GenerationConfig`; ``config.extra`` is merged into the body.
+        reasoning_fallback: ``"reasoning"`` (default) or ``"content"``.
+        http_transport: of the asynchronous calls: ``"auto"`` (aiohttp when installed,
+            else httpx), ``"aiohttp"`` or ``"httpx"``; left out of :meth:`describe`.
+        preload: the clients imported now: ``"both"`` (default), ``"async"`` or ``"sync"``.
 
     Raises:
-        BackendUnavailableError: the ``openai`` package is missing, or
-            ``http_transport="aiohttp"`` without aiohttp (``openai[aiohttp]``).
-        ValueError: ``timeout_s`` <= 0, ``max_retries`` < 0, an unknown
+        BackendUnavailableError: ``openai`` is missing, or aiohttp for ``"aiohttp"``.
+        ValueError: ``timeout_s`` <= 0, ``max_retries`` < 0, or an unknown
             ``reasoning_fallback``, ``http_transport`` or ``preload``.
     """
 

@@ -1,13 +1,7 @@
 """A deterministic, in-process chat model with scripted replies.
 
-For tests, offline demos and documentation: no server, no weights. Replies come from a
-list (used in order, cycling) or from a function of the messages, the config and the
-call's choice index. Every call is recorded in :attr:`ScriptedChatModel.calls`.
-
-Named scripts (:data:`SCRIPTS`, ``make_chat_model("scripted", m, responder=name)``) are
-registered by the layers above: the LLM layer ships none and names no test double;
-:mod:`clinenv.testing.fake_responders` registers its built-ins (``"ok"``, ``"echo"``,
-``"yes"``, ``"clinician"``) when imported.
+Replies come from a list (cycled) or a function of the messages; named scripts
+(:data:`SCRIPTS`) are registered by :mod:`clinenv.testing.fake_responders` on import.
 """
 
 from __future__ import annotations

@@ -1,21 +1,7 @@
 """Token ids in run logs (``clinenv run --log-tokens``): the size rule.
 
-A call record (:meth:`clinenv.llm.base.ChatResult.to_log`) with token ids holds
-``completion_ids`` (one list[int] per choice) and ``logprobs`` (one list[float] or
-``None`` per choice). Its prompt ids are stored as a suffix, never whole: a prompt
-grows with every turn, so whole prompts would make an episode's log grow with the
-square of its length. :func:`compact_prompt_ids` replaces each record's ``prompt_ids``
-with
-
-- ``prompt_ids_shared`` (int >= 0): how many leading ids the prompt shares with the
-  *reference* of the previous record of the same ``agent`` in the episode: that record's
-  prompt followed by its first choice's completion ids (``[]`` for an agent's first
-  call);
-- ``prompt_ids_new`` (list[int]): the prompt's remaining ids.
-
-Lossless whatever the prompts are; linear in the episode's tokens when each prompt
-extends the previous prompt and reply (a doctor keeping its chat history).
-:func:`expand_prompt_ids` gives the whole prompts back.
+A record keeps only the part of its prompt ids that is new since the same agent's
+previous call (:func:`compact_prompt_ids`), so a log grows linearly with an episode.
 """
 
 from __future__ import annotations
@@ -42,8 +28,11 @@ def _reference(prompt: Sequence[int], record: Mapping[str, Any]) -> list[int]:
 
 def compact_prompt_ids(calls: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """``calls`` (one episode's records, each agent's in call order) with every
-    ``prompt_ids`` replaced by ``prompt_ids_shared`` and ``prompt_ids_new`` (module
-    docstring); records without ``prompt_ids`` are returned unchanged (copies)."""
+    ``prompt_ids`` replaced by ``prompt_ids_shared`` (int >= 0: the leading ids shared
+    with the reference, which is the same ``agent``'s previous record's prompt followed
+    by its first choice's completion ids, ``[]`` for its first call) and
+    ``prompt_ids_new`` (the rest); lossless. Records without ``prompt_ids`` are returned
+    unchanged (copies)."""
     previous: dict[Any, list[int]] = {}
     out = []
     for call in calls:

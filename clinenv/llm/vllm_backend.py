@@ -1,14 +1,7 @@
 """Chat models run by an in-process vLLM engine (extra ``vllm``; needs a CUDA GPU).
 
-:class:`VLLMChatModel` wraps ``vllm.LLM``. :meth:`VLLMChatModel.generate_batch` sends all
-conversations to the engine in one ``llm.chat(conversations, sampling_params)`` call, and
-:meth:`VLLMChatModel.agenerate` gathers the requests of concurrent coroutines (for
-example many episodes in one event loop) into such batched calls with a
-:class:`~clinenv.llm.batcher.MicroBatcher`, so the engine schedules them together.
-
-The mapping of a :class:`~clinenv.llm.base.GenerationConfig` onto ``SamplingParams`` and
-the conversion of ``RequestOutput`` objects are plain functions, usable and tested
-without vLLM installed.
+:meth:`VLLMChatModel.agenerate` gathers concurrent coroutines' requests into batched
+``llm.chat`` calls (:class:`~clinenv.llm.batcher.MicroBatcher`).
 """
 
 from __future__ import annotations
@@ -140,23 +133,17 @@ def to_chat_result(output: Any, config: GenerationConfig, *, model: str,
 
 
 class VLLMChatModel(ChatModel):
-    """A model run in this process by ``vllm.LLM``.
+    """A model run in this process by ``vllm.LLM``; engine calls run one at a time, and an
+    engine exception becomes ``BackendError(detail="engine_error")`` for each request.
 
     Args:
         model: a local path or hub id vLLM can load.
         config: default :class:`GenerationConfig`.
-        engine_kwargs: extra ``vllm.LLM`` arguments (``dtype``, ``max_model_len``,
-            ``gpu_memory_utilization``, ``enforce_eager``...).
-        llm: an engine object to use instead of building one (anything with vLLM's
-            ``chat(conversations, sampling_params, use_tqdm=False)``); then vLLM is not
-            imported here.
+        engine_kwargs: extra ``vllm.LLM`` arguments (``dtype``, ``max_model_len``...).
+        llm: an engine object to use instead (anything with vLLM's ``chat(conversations,
+            sampling_params, use_tqdm=False)``); vLLM is then not imported.
         max_batch: most requests per engine call from :meth:`agenerate` (>= 1).
-        batch_window_s: how long :meth:`agenerate` waits for more requests before
-            calling the engine (seconds, >= 0).
-
-    Engine calls are serialized (one at a time; ``vllm.LLM`` is not thread-safe). An
-    engine exception becomes ``BackendError(detail="engine_error")`` for every request
-    of that call.
+        batch_window_s: seconds :meth:`agenerate` waits for more requests (>= 0).
 
     Raises:
         BackendUnavailableError: vLLM is missing and no ``llm`` is given.
