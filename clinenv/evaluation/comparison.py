@@ -1,13 +1,8 @@
 """Paired comparisons of runs: EGIP Tables 5/8 (appendix G) and CDEG Table 2.
 
-- :func:`pair_runs` — which method is compared with which baseline (first label, or
-  explicit ``METHOD=BASE`` pairs);
-- :func:`compare` / :func:`comparison_table` — one row per dataset (or stratum) and
-  pair: Δ in percentage points with its paired case-cluster bootstrap CI, the sign-flip
-  p value Holm-adjusted over every comparison of the call, U (unscored outputs: no
-  identifiable answer, :func:`clinenv.evaluation.metrics.is_unscored`, one definition
-  for EGIP and native runs) of each method, and CDEG's correction and regression;
-- :func:`accuracy_ci` — a run's own accuracy with a case-bootstrap interval (for plots).
+:func:`pair_runs` chooses the pairs, :func:`compare` / :func:`comparison_table` give Δ
+(percentage points) with its paired bootstrap CI, Holm-adjusted sign-flip p, U and
+correction/regression; :func:`accuracy_ci` a run's own accuracy interval.
 """
 
 from __future__ import annotations

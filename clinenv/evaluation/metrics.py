@@ -1,23 +1,8 @@
 """Evaluation metrics on run-log records and correctness matrices (EGIP section 4.1, CDEG).
 
-Pure functions, no I/O. *Records* are run-log lines or :func:`clinenv.runs.logged.run_episode`
-records: mappings with at least ``case_id``, ``repetition`` (0-based; absent → 0),
-``verdict`` (``"correct"``, ``"wrong"``, ``"unscored"``, or absent when the episode did not
-finish → treated as unscored), ``answer``, ``turns``, ``n_exams_requested`` and, for
-stratification, ``case_strata``. *Correctness matrices* are the ``(n_cases,
-n_repetitions)`` 0/1/NaN arrays described in :mod:`clinenv.evaluation.stats`.
-
-- :func:`correctness_matrix` — records → matrix (and the case ids of its rows);
-- :func:`accuracy`, :func:`per_repetition_accuracy`, :func:`mean_sd` — accuracy in percent
-  of scheduled outputs (unscored outputs and non-answers stay in the denominator), and
-  mean ± sample SD across repetitions;
-- :func:`answer_status`, :func:`is_unscored`, :func:`is_unparsed` — the one definition of
-  an unscored output (EGIP's U: no identifiable answer came out) and of a judge reply
-  that could not be read, used by every report;
-- :func:`coverage` — percent of outputs with an identifiable final answer;
-- :func:`embedding_similarity` with any encoder, and :class:`HashingEncoder`, a lexical
-  stand-in for tests and offline use;
-- :func:`mean_turns_exams`, :func:`stratify`.
+Pure functions, no I/O. Records are run-log lines or episode records (``case_id``,
+``repetition``, ``verdict``...); correctness matrices are described in
+:mod:`clinenv.evaluation.stats`. :func:`is_unscored` is the one definition of EGIP's U.
 """
 
 from __future__ import annotations

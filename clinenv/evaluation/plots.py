@@ -1,24 +1,8 @@
 """PNG figures of the reports (matplotlib, the optional ``plot`` extra).
 
-- :func:`plot_accuracy` — accuracy per dataset (or stratum) and method, with error bars
-  from a case-cluster bootstrap of each run's own accuracy
-  (:func:`clinenv.evaluation.comparison.accuracy_ci`: the paired bootstrap of the run
-  against an all-zero baseline);
-- :func:`plot_comparison` — what ``clinenv compare`` prints, one row per comparison: a
-  forest plot of the paired Δ with its CI and Holm p, beside correction and regression
-  (:func:`comparison_figure` draws it and returns the figure);
-- :func:`plot_correction_regression` — correction and regression (CDEG Eq. 8) of each
-  comparison, with their counts, alone.
-
-Figures are drawn on the Agg canvas directly (``matplotlib.figure.Figure`` +
-``FigureCanvasAgg``): pyplot's global state and the user's backend are left alone, and
-no display is needed. matplotlib is imported only when a figure is drawn; without it
-:class:`PlotDependencyError` says how to install it.
-
-Every figure is at most :data:`MAX_WIDTH_PX` pixels wide, whatever the number of methods,
-datasets and strata: the accuracy bars wrap onto further panels (rows of balanced
-lengths) instead of widening, and long labels are wrapped at word boundaries (no word
-is cut). Comparison figures grow in height only.
+Drawn on the Agg canvas (pyplot's state and the user's backend are left alone), at most
+:data:`MAX_WIDTH_PX` wide; matplotlib is imported only when a figure is drawn, else
+:class:`PlotDependencyError`.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """Report tables from runs: the layouts of EGIP Table 1 and EGIP Tables 5/8 + CDEG Table 2.
 
-- :func:`accuracy_table` — rows are methods, columns datasets (or dataset strata); a cell
-  is accuracy "mean ± SD" in percent over repetitions (EGIP Table 1), followed by one
-  answer-coverage column per dataset.
-- paired comparisons (EGIP Tables 5/8, CDEG Table 2) are in
-  :mod:`clinenv.evaluation.comparison`.
-- :class:`Table` renders as Markdown (display layout), CSV (one tidy row per cell or
-  comparison, full-precision numbers) and plain ASCII text for the terminal.
-
-The statistics come from :mod:`clinenv.evaluation.stats` and
-:mod:`clinenv.evaluation.metrics`; this module only arranges and formats them.
+:func:`accuracy_table` (mean ± SD over repetitions, plus coverage); the paired tables are
+in :mod:`clinenv.evaluation.comparison`.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """Run logs as evaluation inputs: read, group into runs, pair two runs case by case.
 
-A *run* is every episode of one method on one dataset: lines are grouped by ``(label,
-dataset)`` (:func:`clinenv.evaluation.labels.method_label`, or ``LABEL=path``).
-:func:`load_runs` raises :class:`RunsError` (naming the file and the 1-based line) on a
-line missing a field or with a verdict other than ``correct`` / ``wrong`` /
-``unscored``, a file that mixes runs, a ``(case_id, repetition)`` twice in a run (a later
-line supersedes only an error line, :mod:`clinenv.runlog`), two files of one label and
-dataset from different runs, or verdicts of different scoring versions (unless
-``mixed_scoring=True``). A run's schedule comes from ``n_cases_scheduled`` /
-``n_repetitions`` (inferred for older logs, :attr:`Run.schedule_inferred`); a scheduled
-episode without a line counts as not correct (EGIP 4.1), a case with no line as the
-placeholder id ``<case N>``. :func:`align` pairs two runs over the same case ids
-(:class:`CaseMismatchError` otherwise).
+:func:`load_runs` groups lines by (method label, dataset) and refuses what cannot be
+pooled (:class:`RunsError`); :func:`align` pairs two runs over the same case ids. The
+checks and the schedule rule are in docs/evaluation.md.
 """
 
 from __future__ import annotations

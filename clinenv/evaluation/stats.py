@@ -1,44 +1,8 @@
 """Paired uncertainty for method comparisons: bootstrap intervals, sign-flip tests, Holm.
 
-Every function here works on **correctness matrices**: arrays of per-episode correctness
-shaped ``(n_cases, n_repetitions)`` with
-
-- ``1`` — the output was scored correct;
-- ``0`` — anything else that was scheduled: a wrong answer, an unscored output, a
-  non-answer (EGIP section 4.1: these stay in the denominator);
-- ``NaN`` — a missing repetition (not run, or not in the log).
-
-A 1-D array is read as one repetition (``(n_cases,)`` → ``(n_cases, 1)``); booleans are
-accepted. Anything else — other values (``inf``, ``0.5``, ``2``), empty arrays, more than
-two dimensions — raises :class:`ValueError`.
-
-Paired functions take two matrices ``a`` (the baseline, e.g. Native) and ``b`` (the
-method, e.g. EGIP-Direct) whose **rows are the same cases in the same order**. The
-number of cases must match (else :class:`ValueError` naming both shapes); the numbers of
-repetitions may differ. Each case is summarized by its mean over the repetitions that
-are present, and the paired statistic is the mean over cases of
-
-    d_i = mean_r b[i, r] - mean_r a[i, r]        (NaN repetitions left out),
-
-so every case weighs the same whatever its number of present repetitions (with complete
-data this equals the difference of the pooled accuracies). A case with no present
-repetition in ``a`` or in ``b`` cannot be paired and raises :class:`ValueError` naming its
-row index: a mismatched case set between two runs is an error, never silently dropped.
-
-Sources:
-
-- EGIP appendix A.3 ("Paired uncertainty"): 10,000 case-cluster bootstrap resamples
-  retaining paired methods and repetitions within each case, pointwise percentile
-  intervals; 20,000 two-sided sign-flip randomizations of case-averaged paired
-  differences, Holm-adjusted across the family of comparisons (Table 8: the smallest
-  reported Holm p over 28 tests is 0.0014 = 28 / 20,001, i.e. the Monte-Carlo p value is
-  ``(1 + #{|T*| >= |T|}) / (n_resamples + 1)``).
-- CDEG "Metrics", Eq. 8: Correction = N_fix / N_V−, Regression = N_reg / N_V+.
-- EGIP §4.5 / appendix E: 20,000 dataset-stratified source-case bootstrap resamples of
-  pooled pair outcomes (:func:`stratified_bootstrap_ci`), each case carrying all its
-  paired outputs and model–framework records.
-
-All differences are reported in **percentage points** (proportions × 100).
+Inputs are correctness matrices shaped ``(n_cases, n_repetitions)`` of 1, 0 and NaN
+(missing); differences are in percentage points. Sources: EGIP appendix A.3 and E, CDEG
+Eq. 8; the conventions are in docs/evaluation.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """Summaries of a run: accuracy, coverage, turns and exams; model calls and tokens.
 
-- :func:`summarize` — the run metrics of EGIP section 4.1 over run-log lines or episode
-  records, with the definitions of :mod:`clinenv.evaluation.metrics` (so the summary
-  ``clinenv run`` prints agrees with ``clinenv eval`` on the same log);
-- :func:`standing_records` — each episode once: an error line superseded by a later line
-  of its episode (a retry on resume, :mod:`clinenv.runlog`) is left out;
-- :func:`llm_totals` — model calls, tokens and mean latency of a run from its lines'
-  ``llm`` fields (:mod:`clinenv.runs.episode`).
+:func:`summarize` (EGIP section 4.1, the same definitions as ``clinenv eval``),
+:func:`standing_records` (each episode once) and :func:`llm_totals`.
 """
 
 from __future__ import annotations
