@@ -375,12 +375,6 @@ def components_table(runs: Sequence[Run], components: RunComponents | None = Non
     """The mean of each reward component with its case-cluster bootstrap CI, per method
     and dataset (and stratum with ``by``): ``clinenv eval --components``.
 
-    Rows: one per method, dataset (stratum) and component, in run order and
-    :data:`~clinenv.reward_components.COMPONENTS` order; columns ``Method, Dataset,
-    Component, Mean, 95% CI, n`` (with ``by``: ``Dataset, <by>, Method, Component,
-    ...``). Values are in each component's own units (3 decimals); ``–`` where a
-    component has no defined value or no interval.
-
     Args:
         runs: as :func:`component_means`.
         components: as :func:`component_means`.
@@ -391,8 +385,8 @@ def components_table(runs: Sequence[Run], components: RunComponents | None = Non
         lookup: as :func:`component_means`.
 
     Returns:
-        A :class:`~clinenv.evaluation.table.Table` whose CSV has one row per
-        :class:`ComponentMean` (:data:`COMPONENTS_CSV`), full precision.
+        A :class:`~clinenv.evaluation.table.Table`, one row per method, dataset (stratum)
+        and component; its CSV is :data:`COMPONENTS_CSV`, full precision.
 
     Raises:
         ComponentsError, RunsError: as :func:`component_means`.

@@ -49,31 +49,18 @@ ANSWER_STATUSES: tuple[str, ...] = tuple(get_args(AnswerStatus))
 def answer_status(record: Mapping[str, Any] | None) -> str:
     """Whether one scheduled output holds an identifiable final answer, and if not why.
 
-    The one definition behind U (unscored outputs), answer coverage and the run summary:
-    an output is *unscored* when no identifiable answer came out, whatever the protocol
-    and whatever its verdict (a native episode without a diagnosis keeps AgentClinic's
-    verdict ``"wrong"`` but is unscored here). A judge reply that could not be read does
-    not make an output unscored: the answer was identifiable (:func:`is_unparsed` counts
-    those apart).
+    The one definition behind U, coverage and the run summary, whatever the protocol's
+    verdict; an unreadable judge reply does not make an output unscored (:func:`is_unparsed`).
 
     Args:
         record: a run-log line or episode record, or ``None`` for a scheduled output
             without a record.
 
     Returns:
-        One of :data:`ANSWER_STATUSES`: ``"answer"`` (identifiable), ``"no_answer"``,
-        ``"placeholder"`` or ``"abstained"``. Rules, in order:
-
-        1. ``None`` (no record) or an error line (an episode stopped by a backend
-            error, :func:`clinenv.runlog.is_error_line`): ``"no_answer"``;
-        2. a record with ``answer_status`` (written by the environments since scoring
-            version 2, :data:`clinenv.scoring.SCORING_VERSION`): that value (an unknown
-            value reads as ``"no_answer"``);
-        3. older records: ``abstained`` true → ``"abstained"``; an ``answer`` key whose
-            value is ``None`` or blank → ``"no_answer"`` (a native unfinished episode);
-            verdict ``"unscored"`` that no judge reply explains (``judge_verdict`` is not
-            ``"unparsed"``) or no verdict and no answer → ``"no_answer"``; otherwise
-            ``"answer"``.
+        One of :data:`ANSWER_STATUSES`: ``"answer"``, ``"no_answer"``, ``"placeholder"``,
+        ``"abstained"``. No record or an error line is ``"no_answer"``; else the record's
+        ``answer_status`` (scoring version 2 and later); older records are read from
+        ``abstained``, ``answer``, ``verdict`` and ``judge_verdict``.
     """
     if not isinstance(record, Mapping) or is_error_line(record):
         return "no_answer"
@@ -113,26 +100,21 @@ def correctness_matrix(records: Iterable[Mapping[str, Any]],
                        *, n_repetitions: int | None = None) -> tuple[np.ndarray, list[str]]:
     """Build the ``(n_cases, n_repetitions)`` correctness matrix of one run.
 
-    A cell is 1 when the record's ``verdict`` is ``"correct"``, 0 for ``"wrong"``,
-    ``"unscored"`` or no verdict, and NaN when no record has that (case, repetition).
-    NaN means *not scheduled* to :func:`accuracy`; when the schedule is known and a
-    missing episode should count as a failure, fill with ``np.nan_to_num(x)``.
+    A cell is 1 for verdict ``"correct"``, 0 for ``"wrong"``, ``"unscored"`` or none, NaN
+    with no record (``np.nan_to_num`` counts missing episodes as failures).
 
     Args:
         records: run-log records (``case_id``, ``repetition`` (absent → 0), ``verdict``).
-        case_ids: the rows, in this order; cases without a record get an all-NaN row and
-            records of other cases are left out (this is how to select a common case set).
-            Default: the cases of the records in order of first appearance.
+        case_ids: the rows, in order; cases without a record get a NaN row, records of
+            other cases are left out. Default: the records' cases, first appearance first.
         n_repetitions: number of columns; default ``1 + max(repetition)``.
 
     Returns:
-        ``(matrix, case_ids)``: a float array of 0/1/NaN and the case id (as ``str``) of
-        each row.
+        ``(matrix, case_ids)``: a float array of 0/1/NaN and each row's case id.
 
     Raises:
-        ValueError: no rows; a record without ``case_id``; a repetition that is not an
-            integer ``>= 0`` (or ``>= n_repetitions``); an unknown verdict; two records
-            for the same case and repetition (named).
+        ValueError: no rows; a record without ``case_id``; a bad repetition; an unknown
+            verdict; two records for the same case and repetition.
     """
     records = list(records)
     cells: dict[tuple[str, int], float] = {}
@@ -320,10 +302,7 @@ def embedding_similarity(predicted: Sequence[str | None], reference: Sequence[st
                          encoder: Encoder) -> np.ndarray:
     """Cosine similarity between each predicted answer and its reference (CDEG "Sim.").
 
-    Both texts are encoded with ``encoder.encode(list[str])``, the vectors are
-    L2-normalized, and the similarity is their dot product. A missing or empty prediction
-    (``None`` or whitespace) gets 0.0 and stays in the mean's denominator, as a non-answer
-    stays in accuracy's; so does a text whose vector is zero.
+    A missing or empty prediction, or a zero vector, gets 0.0 and stays in the denominator.
 
     Args:
         predicted: predicted answers, ``None`` for no answer.
