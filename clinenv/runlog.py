@@ -1,8 +1,7 @@
 """The run log: one JSON object per line and per episode, written durably, read back safely.
 
-:class:`RunContext` builds and checks lines, :class:`RunLogWriter` appends them (fsync'd),
-:func:`read_run_log` reads them back. One line per episode, except that a later line
-supersedes an error line (:func:`is_error_line`); the fields are in docs/evaluation.md.
+:class:`RunContext`, :class:`RunLogWriter` (fsync'd appends), :func:`read_run_log`; a later
+line supersedes only an error line. The fields are in docs/evaluation.md.
 """
 
 from __future__ import annotations

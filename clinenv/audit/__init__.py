@@ -1,8 +1,7 @@
 """The information-boundary audit (``clinenv audit``): does Y or an unrequested record
 reach the doctor?
 
-EGIP section 3.2. :func:`run_audit` and :func:`audit_env` drive adversarial turns
-through every seat; docs/audit.md says what a pass can and cannot prove.
+EGIP section 3.2: :func:`run_audit`, :func:`audit_env`; what a pass proves is in docs/audit.md.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Evaluation: the papers' metrics and paired uncertainty on run logs.
 
-Statistics on correctness matrices (:mod:`~clinenv.evaluation.stats`), metrics, run
-loading and labels, the report tables, figures, sensitivity, reviewer support and reward
-components; the submodules are listed in docs/evaluation.md.
+Statistics, metrics, run loading, tables, figures, sensitivity, reviewer support and
+reward components; the submodules are listed in docs/evaluation.md.
 """
 
 from clinenv.evaluation.metrics import (

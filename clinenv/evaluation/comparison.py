@@ -1,8 +1,7 @@
 """Paired comparisons of runs: EGIP Tables 5/8 (appendix G) and CDEG Table 2.
 
-:func:`pair_runs` chooses the pairs, :func:`compare` / :func:`comparison_table` give Δ
-(percentage points) with its paired bootstrap CI, Holm-adjusted sign-flip p, U and
-correction/regression; :func:`accuracy_ci` a run's own accuracy interval.
+:func:`pair_runs`, :func:`compare` / :func:`comparison_table` (Δ in percentage points,
+CI, Holm p, U, correction/regression) and :func:`accuracy_ci`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Reward components of run-log lines, and their means with case-cluster bootstrap CIs.
 
-Logged components are read as they are; older lines get them computed from the line and
-its case (:class:`CaseLookup`), else :class:`ComponentsError`. The means and intervals
-(``clinenv eval --components``) are defined in docs/evaluation.md.
+Logged components as they are, else computed from the line and its case
+(:class:`CaseLookup`); ``clinenv eval --components`` is described in docs/evaluation.md.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The method label of a run: the doctor's name, plus the environment variant when the
 run did not play plain EGIP.
 
-``scripted``, ``scripted@agentclinic``, ``scripted@egip-no-menu``; :func:`with_models`
-adds ``[<model>]`` where one label holds several models (docs/evaluation.md).
+``scripted@agentclinic``; :func:`with_models` adds ``[<model>]`` (docs/evaluation.md).
 """
 
 from __future__ import annotations

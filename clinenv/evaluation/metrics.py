@@ -1,8 +1,7 @@
 """Evaluation metrics on run-log records and correctness matrices (EGIP section 4.1, CDEG).
 
-Pure functions, no I/O. Records are run-log lines or episode records (``case_id``,
-``repetition``, ``verdict``...); correctness matrices are described in
-:mod:`clinenv.evaluation.stats`. :func:`is_unscored` is the one definition of EGIP's U.
+Pure functions, no I/O; :func:`is_unscored` is the one definition of EGIP's U, and the
+correctness matrices are those of :mod:`clinenv.evaluation.stats`.
 """
 
 from __future__ import annotations

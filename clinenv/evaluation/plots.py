@@ -1,7 +1,6 @@
 """PNG figures of the reports (matplotlib, the optional ``plot`` extra).
 
-Drawn on the Agg canvas (pyplot's state and the user's backend are left alone), at most
-:data:`MAX_WIDTH_PX` wide; matplotlib is imported only when a figure is drawn, else
+Drawn on the Agg canvas, at most :data:`MAX_WIDTH_PX` wide; without matplotlib,
 :class:`PlotDependencyError`.
 """
 

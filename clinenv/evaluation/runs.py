@@ -1,8 +1,7 @@
 """Run logs as evaluation inputs: read, group into runs, pair two runs case by case.
 
-:func:`load_runs` groups lines by (method label, dataset) and refuses what cannot be
-pooled (:class:`RunsError`); :func:`align` pairs two runs over the same case ids. The
-checks and the schedule rule are in docs/evaluation.md.
+:func:`load_runs` (refusals: :class:`RunsError`) and :func:`align`; the checks and the
+schedule rule are in docs/evaluation.md.
 """
 
 from __future__ import annotations

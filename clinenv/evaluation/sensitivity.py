@@ -1,8 +1,7 @@
 """Shared-answer scoring sensitivity: effect bounds and the conservative envelope
 (EGIP appendix B, Tables 5 and 6).
 
-Also Δ with the baseline's unscored outputs counted correct (appendix B.1). The steps
-(keys, label pool, bounds, envelope) are in docs/analyses.md.
+Also Δ with the baseline's unscored outputs counted correct (B.1); see docs/analyses.md.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Paired uncertainty for method comparisons: bootstrap intervals, sign-flip tests, Holm.
 
-Inputs are correctness matrices shaped ``(n_cases, n_repetitions)`` of 1, 0 and NaN
-(missing); differences are in percentage points. Sources: EGIP appendix A.3 and E, CDEG
-Eq. 8; the conventions are in docs/evaluation.md.
+Inputs are ``(n_cases, n_repetitions)`` correctness matrices of 1/0/NaN; results in
+percentage points. Sources (EGIP A.3, E; CDEG Eq. 8) and conventions: docs/evaluation.md.
 """
 
 from __future__ import annotations

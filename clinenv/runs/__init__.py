@@ -1,8 +1,7 @@
 """Running episodes: one episode, a logged run under an executor, and replay.
 
-Main exports: :func:`run` / :func:`arun`, :class:`RunSpec`, the executors
-:class:`Serial` and :class:`Concurrent`, :func:`run_episode` / :func:`arun_episode`,
-:func:`prepare_run` and :func:`replay_run` / :func:`areplay_run`, each loaded on first use.
+Main exports, loaded on first use: :func:`run`, :class:`RunSpec`, :class:`Serial`,
+:class:`Concurrent`, :func:`run_episode`, :func:`prepare_run`, :func:`replay_run`.
 """
 
 from clinenv.lazy import lazy_exports

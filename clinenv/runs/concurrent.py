@@ -1,8 +1,7 @@
 """Concurrent rollouts: many episodes at once under asyncio, so a server batches them.
 
-:func:`arun_episode` awaits one episode; :class:`Concurrent` runs a logged run with
-``n`` workers (started :data:`RAMP_UP_S` apart), writing the same lines as
-:class:`~clinenv.runs.logged.Serial` apart from ``timing`` and ``llm``.
+:func:`arun_episode` and the :class:`Concurrent` executor (``n`` workers started
+:data:`RAMP_UP_S` apart; the same lines as ``Serial`` apart from ``timing`` and ``llm``).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """One episode: a doctor policy through a Gymnasium EGIP environment, timed and recorded.
 
-:func:`run_episode` plays one episode synchronously; :func:`play_episode` is the one
-episode loop, shared with :func:`clinenv.runs.concurrent.arun_episode`. The record's
-fields are listed in docs/api/runs.md.
+:func:`run_episode` and :func:`play_episode`, the one episode loop (also of
+:func:`clinenv.runs.concurrent.arun_episode`); the record is in docs/api/runs.md.
 """
 
 from __future__ import annotations

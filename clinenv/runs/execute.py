@@ -1,8 +1,7 @@
 """The one way to run: :func:`run` and its awaitable twin :func:`arun`.
 
-A :class:`~clinenv.runs.spec.RunSpec` executed by :class:`~clinenv.runs.logged.Serial`
-(default), :class:`~clinenv.runs.concurrent.Concurrent` or
-:class:`clinenv.distributed.Ray`; examples in docs/api/runs.md.
+A :class:`~clinenv.runs.spec.RunSpec` executed by ``Serial()`` (default), ``Concurrent(n)``
+or :class:`clinenv.distributed.Ray`; examples in docs/api/runs.md.
 """
 
 from __future__ import annotations

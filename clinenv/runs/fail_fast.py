@@ -1,8 +1,7 @@
 """Fail fast: when a logged run stops instead of writing more error lines.
 
-A configuration failure (:data:`NON_RETRYABLE_DETAILS`) or ``max_consecutive_errors``
-error lines in a row stop the run with :class:`RunAborted` once the log holds only whole
-lines (docs/api/runs.md).
+A refused request (:data:`NON_RETRYABLE_DETAILS`) or ``max_consecutive_errors`` error
+lines in a row raise :class:`RunAborted` (docs/api/runs.md).
 """
 
 from __future__ import annotations

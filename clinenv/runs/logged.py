@@ -1,8 +1,7 @@
 """Logged runs: a doctor policy over a schedule of episodes, with a crash-safe run log.
 
-:func:`plan_episodes` makes the schedule of (case, repetition, seed), :func:`prepare_run`
-the plan and resume checks shared by every executor, and :class:`Serial` runs it one
-episode at a time. The line format is in docs/evaluation.md.
+:func:`plan_episodes`, :func:`prepare_run` (shared by every executor) and the
+:class:`Serial` executor; the line format is in docs/evaluation.md.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Terminal-input ablations on fixed histories (EGIP section 4.3, Table 3 Panel B, appendix C).
 
-:func:`load_source` reads and checks the source log; :data:`ABLATIONS` are ``"full"``,
-``"no_observations"`` and ``"no_candidates"``. The runner is
-:func:`clinenv.runs.replay_run`; the output lines are described in docs/evaluation.md.
+:func:`load_source` and :data:`ABLATIONS` (``"full"``, ``"no_observations"``,
+``"no_candidates"``); the runner is :func:`clinenv.runs.replay_run`.
 """
 
 from __future__ import annotations

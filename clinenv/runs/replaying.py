@@ -1,8 +1,7 @@
 """The replay runner: one terminal decision per source episode, written to a new run log.
 
-:func:`decide_and_score` makes and scores one decision; :func:`replay_run` /
-:func:`areplay_run` run the whole replay under an executor. Scoring and reward rules
-are in docs/api/runs.md.
+:func:`decide_and_score`, :func:`replay_run` / :func:`areplay_run`; scoring and reward
+rules are in docs/api/runs.md.
 """
 
 from __future__ import annotations
