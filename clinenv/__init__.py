@@ -1,15 +1,7 @@
 """clinenv: clinical diagnosis cases as Gymnasium and PettingZoo environments.
 
-Importing the package registers the environment ids (``EGIP-MedQA-v0`` ...) with
-Gymnasium. The main entry points:
-
-- :func:`clinenv.load_cases` — cases from a named dataset or a file;
-- ``gymnasium.make("EGIP-MedQA-v0")`` — the EGIP environment;
-- the ``clinenv`` command line (``clinenv run``, ``clinenv data``).
-
-The names below other than :data:`EGIP_IDS` (the case model, the dataset loader, case
-lists and the package's errors) are
-imported on first use, so that ``import clinenv`` costs Gymnasium and the id table only.
+Importing it registers the environment ids (``EGIP-MedQA-v0``...) with Gymnasium; the
+other exports (:func:`load_cases`, the case model, case lists, errors) load on first use.
 """
 
 from __future__ import annotations

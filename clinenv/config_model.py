@@ -1,10 +1,7 @@
 """The one style of clinenv's settings objects: frozen pydantic models.
 
-Every layer's settings (:class:`~clinenv.env.config.EnvConfig`,
-:class:`~clinenv.protocol.config.ProtocolConfig`, :class:`~clinenv.runs.spec.RunSpec`,
-:class:`~clinenv.distributed.config.RayConfig`...) is a :class:`ConfigModel`: checked on
-creation (a :class:`pydantic.ValidationError`, a ``ValueError``, names the field), frozen,
-unknown fields refused, and :meth:`ConfigModel.replace` derives a checked variant.
+A :class:`ConfigModel` is checked on creation (the error names the field), frozen, refuses
+unknown fields, and derives checked variants with :meth:`ConfigModel.replace`.
 """
 
 from __future__ import annotations

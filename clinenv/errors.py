@@ -1,8 +1,7 @@
 """Errors raised by clinenv.
 
-Every error about input data names the file, the 1-based line and the field, so a user
-can open the file at the right place. Errors inside an episode never raise: the
-environment answers with interface feedback instead (see :mod:`clinenv.protocol`).
+Errors about input data name the file, the 1-based line and the field; errors inside an
+episode never raise (the environment answers with interface feedback).
 """
 
 from __future__ import annotations

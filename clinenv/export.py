@@ -1,14 +1,7 @@
 """Episodes of run logs as training data: one row per episode.
 
-:func:`episode_rows` reads run logs (``clinenv run``) and yields one dict per finished
-episode (error lines are skipped), or one per assistant turn with ``per_turn``;
-:func:`episodes_dataset` makes them a ``datasets.Dataset`` (extra ``export``),
-:func:`write_rows` a ``.jsonl`` or ``.parquet`` file; ``clinenv export``
-(:mod:`clinenv.cli.export`) is the command line. Formats: ``"messages"`` (OpenAI chat
-messages, exactly what the doctor saw and said, taken from the log's ``--log-messages``
-records or rebuilt by replay) and ``"tools"`` (the tool view's calls and results,
-:mod:`clinenv.integrations.tools`). The columns, the per-turn rows and the rules are in
-docs/export.md. Credentialed data (``mimiciv``) is refused unless ``allow_credentialed``.
+:func:`episode_rows`, :func:`episodes_dataset` (a ``datasets.Dataset``) and
+:func:`write_rows` (``.jsonl``, ``.parquet``); columns and rules in docs/export.md.
 """
 
 from __future__ import annotations
@@ -80,41 +73,32 @@ def episode_rows(paths: Iterable[str | Path], *, fmt: str = "messages",
                  delta: bool = False, tool_results: str | None = None,
                  tool_arguments: str = "dict",
                  chat_template: str | None = None) -> Iterator[dict[str, Any]]:
-    """One row per finished episode of the run logs ``paths`` (docs/export.md), or one
-    per assistant turn with ``per_turn`` (:func:`per_turn_rows`).
+    """One row per finished episode of the run logs ``paths``, or one per assistant turn with
+    ``per_turn``; the columns are in docs/export.md.
 
     Args:
-        paths: run-log files; their lines are read in order, files in the given order.
+        paths: run-log files, read in the given order.
         fmt: ``"messages"`` or ``"tools"``.
         allow_credentialed: export MIMIC-IV episodes too (warns, :data:`DUA_WARNING`).
-        rebuild: rebuild the messages by replay even where the log holds them (to check
-            that both agree).
-        data_dir: where the datasets are found for a replay (default: the line's
-            ``env_spec`` kwargs, then ``CLINENV_DATA_DIR``...).
-        per_turn: one row per assistant turn (docs/export.md).
-        delta: ``"messages"`` only: each user turn is only what is new since the last
-            action (rebuilt by replay), not the complete view.
-        tool_results: ``"full"`` or ``"compact"``: replay with that setting
-            (:class:`clinenv.protocol.config.ProtocolConfig`); ``None`` (default): the
-            run's own. Only where the turns are delta observations (``fmt="tools"``,
-            ``delta=True``).
-        tool_arguments: ``"dict"`` (default; what Hugging Face chat templates expect)
-            or ``"json"`` (a JSON string, OpenAI's fine-tuning format): the arguments
-            of the ``tools`` format's messages.
-        chat_template: a chat template (Jinja text) the rows are meant for: each
-            problem :func:`clinenv.template_check.check_template` finds is warned
-            (``UserWarning``) before the first row; ``None``: no check.
+        rebuild: rebuild the messages by replay even where the log holds them.
+        data_dir: where the datasets are found for a replay.
+        per_turn: one row per assistant turn (:func:`per_turn_rows`).
+        delta: ``"messages"`` only: each user turn is what is new since the last action.
+        tool_results: ``"full"`` or ``"compact"`` for delta turns; ``None``: the run's own.
+        tool_arguments: ``"dict"`` (default, as chat templates expect) or ``"json"``.
+        chat_template: a Jinja chat template; each problem
+            :func:`clinenv.template_check.check_template` finds is a ``UserWarning``.
 
     Yields:
         Row dicts, JSON-ready.
 
     Raises:
         ExportError: a log that cannot be exported (file, line and field named), a
-            credentialed dataset without ``allow_credentialed``, the same file twice,
-            or an episode that two logs of one run both hold.
-        RunLogError: a corrupt log (:func:`clinenv.runlog.read_run_log`).
-        ValueError: an unknown ``fmt``, ``tool_results`` or ``tool_arguments``;
-            ``delta`` with ``fmt="tools"``; ``tool_results`` without delta turns.
+            credentialed dataset without ``allow_credentialed``, the same file twice, or an
+            episode that two logs of one run both hold.
+        RunLogError: a corrupt log.
+        ValueError: an unknown ``fmt``, ``tool_results`` or ``tool_arguments``; ``delta``
+            with ``fmt="tools"``; ``tool_results`` without delta turns.
     """
     _check_options(fmt, delta, tool_results, tool_arguments)
     from clinenv.evaluation.components import CaseLookup

@@ -1,26 +1,7 @@
 """Run-log episodes as token-level training rows (``clinenv export --format tokens``).
 
-Needs a run log written with ``clinenv run --log-tokens`` (:mod:`clinenv.llm.tokens`).
-Only the doctor's calls (``llm.calls[*]`` with ``agent == "doctor"``) are read, each
-through its first choice. Columns of a row:
-
-- ``input_ids`` (list[int]): token ids as the model saw and wrote them;
-- ``assistant_mask`` (list[int], same length): 1 on the tokens the doctor's model
-  generated (its completion ids, end token included), 0 elsewhere (system prompt,
-  patient, examiner and environment text, chat-template tokens);
-- ``logprobs`` (list[float | None], same length): the logged logprob on each generated
-  token, ``None`` elsewhere; ``None`` for the whole row when no call logged them;
-- ``reward`` (float), ``reward_components`` (as :mod:`clinenv.export`), ``case_id``,
-  ``seed``, ``repetition``, ``group_id``, ``env_id``, ``model``, ``num_calls``.
-
-One row per episode (default): allowed only when every doctor call's prompt ids start
-with the previous call's prompt ids plus its completion ids; ``input_ids`` is then the
-last prompt plus the last completion. Otherwise the episode is refused and counted
-(:attr:`TokenSummary.not_prefix`), never re-aligned. With ``per_turn``: one row per
-doctor call (``input_ids`` = its prompt + completion; plus ``turn_index``, 0-based
-among the episode's doctor calls), whatever the prompts are. An episode whose doctor
-made no call or has a call without token ids is refused and counted
-(:attr:`TokenSummary.no_tokens`).
+Needs a log written with ``clinenv run --log-tokens``; refused episodes are counted in
+:class:`TokenSummary`. The columns are in docs/export.md.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Lazy package exports: a package's public names, each imported from its module on
 first use, so that importing the package stays cheap.
 
-A package's ``__init__`` lists its names once::
-
-    __getattr__, __dir__, __all__ = lazy_exports(__name__, {"run": "clinenv.runs.execute"})
+``__getattr__, __dir__, __all__ = lazy_exports(__name__, {"run": "clinenv.runs.execute"})``
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """Reward components: one pure function from an episode record and its case to numbers.
 
-:func:`reward_components` reads a finished or cut-off episode record (a run-log line, or
-:meth:`clinenv.env.EGIPEnv.episode_record`) and the :class:`~clinenv.cases.Case` it
-played, and returns :class:`RewardComponents` (:data:`COMPONENTS`; ``None`` means
-undefined and counts 0 in a reward); a reward spec (:mod:`clinenv.reward_spec`) turns
-them into one reward. Pass the case as the environment played it
-(``env.unwrapped.pool.case(case_id)``): a group renamed by ``"neutral"`` can fall in
-another tier. Each component's definition, and the rule for unfinished episodes, are in
-docs/rewards.md.
+:func:`reward_components` returns :class:`RewardComponents`; pass the case as the
+environment played it (``env.unwrapped.pool.case(case_id)``). Definitions: docs/rewards.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,7 @@
 """Reward specs: weights over the reward components, an optional gate, the exam costs.
 
-A :class:`RewardSpec` turns :class:`~clinenv.reward_components.RewardComponents` into
-``reward = sum(weight * value)`` (``None`` counts 0; penalties are negative weights).
-``gate="format"`` pays the terms other than ``diagnosis`` only when ``format`` is 1,
-``gate="diagnosis"`` only on a correct answer; ``exam_costs`` is the tier table of
-``exam_spend``. Presets (:data:`PRESETS`): ``accuracy`` (default), ``diagagent``,
-``cost-aware``. JSON form (:meth:`RewardSpec.to_json`, :func:`load_reward_spec`)::
-
-    {"name": "mine", "weights": {"diagnosis": 1.0, "turns": -0.02},
-     "gate": "format", "exam_costs": {"ecg_imaging": 4.0}}
-
-``weights`` is required and non-zero somewhere; ``name`` defaults to ``"custom"``,
-``gate`` to ``null``, ``exam_costs`` to
-:data:`~clinenv.reward_components.DEFAULT_EXAM_COSTS`. The presets' sources and what to
-call where are in docs/rewards.md.
+``reward = sum(weight * value)`` (``None`` counts 0); :data:`PRESETS` and the JSON form
+(:func:`load_reward_spec`) are in docs/rewards.md.
 """
 
 from __future__ import annotations
@@ -109,37 +97,26 @@ def _number(value: Any, *, what: str, source: Any, field: str) -> float:
 
 
 class RewardSpec(ConfigModel):
-    """Weights over the components, an optional gate, the exam-cost table; frozen (a
-    :class:`~clinenv.config_model.ConfigModel`: ``spec.replace(gate="format")`` derives
-    a checked variant). ``name`` and ``weights`` may be given by position:
-    ``RewardSpec("mine", {"diagnosis": 1.0, "turns": -0.02})``.
+    """Weights over the components, an optional gate, the exam-cost table; frozen
+    (``spec.replace(...)``); ``RewardSpec("mine", {"diagnosis": 1.0})`` by position.
 
     Attributes:
         name: a label (a preset's name, a file's ``"name"``, else ``"custom"``).
-        weights: ``{component: finite float}`` over :data:`~clinenv.reward_components.
-            COMPONENTS`, at least one of them non-zero; components left out weigh 0.
-            Kept as a read-only copy (:class:`~clinenv.reward_components.ReadOnlyDict`:
-            a change is a ``TypeError``), as is ``exam_costs``: a spec, a preset above
-            all, is shared by every environment built with it.
-        gate: ``None``, or a component of :data:`GATES`: the other weighted terms
-            (all but ``diagnosis`` and the gate) count only when it is 1.
+        weights: ``{component: finite float}`` over :data:`~clinenv.reward_components.COMPONENTS`,
+            at least one non-zero; read-only (a change is a ``TypeError``).
+        gate: ``None``, or one of :data:`GATES`: the other weighted terms count only when it is 1.
         exam_costs: ``{tier: finite float >= 0}`` for every tier of
-            :data:`~clinenv.reward_components.TIERS` (missing tiers are filled from the
-            default table).
+            :data:`~clinenv.reward_components.TIERS` (missing tiers default); read-only.
         sha256: sha256 of the file the spec was read from, else ``None``.
-        source: where it was read from, for messages only: not compared, hashed,
-            shown or dumped.
+        source: where it was read from, for messages only (not compared or dumped).
 
-    Equal specs are those of equal content (``source`` aside); the hash is that of
-    :meth:`to_json`.
+    Equal specs are those of equal content; the hash is that of :meth:`to_json`.
 
     Raises:
-        RewardSpecError: an unknown component, tier or gate, a weight or cost that is
-            not a finite number, or no non-zero weight (a reward always 0); the message
-            names the field and the nearest name. (Through pydantic's own entry points,
-            ``RewardSpec.model_validate``, it arrives inside a
-            :class:`pydantic.ValidationError`.)
-        TypeError: an unknown or missing argument, as for any call.
+        RewardSpecError: an unknown component, tier or gate, a weight or cost that is not a
+            finite number, or no non-zero weight (the field and the nearest name named);
+            inside a :class:`pydantic.ValidationError` through ``model_validate``.
+        TypeError: an unknown or missing argument.
     """
 
     name: str

@@ -1,20 +1,7 @@
 """The run log: one JSON object per line and per episode, written durably, read back safely.
 
-- :class:`RunContext` builds the lines of one run and checks that old lines belong to it;
-- :class:`RunLogWriter` appends lines (flushed and fsync'd one by one);
-- :func:`read_run_log` reads them back and, when asked, repairs a last line cut by a
-  crash (never touching complete lines); :meth:`RunLog.episodes` gives the line that
-  stands for each episode.
-
-Line schema :data:`SCHEMA`; see :mod:`clinenv.runs.logged` for the fields.
-
-One line per episode ``(case_id, repetition)``, with one exception, the *supersession
-rule*: an error line (:func:`is_error_line`, an episode stopped by a model backend) may
-be followed by a later line for the same episode (a retry written by a resumed run),
-and the later line then stands for the episode; the error line stays in the file as a
-record of the failure. Any other repeated key (a second line after a line that is not
-an error line) is an error for every reader (:meth:`RunLog.episodes`,
-:func:`clinenv.runs.logged.prepare_run`, :func:`clinenv.evaluation.runs.load_runs`).
+:class:`RunContext`, :class:`RunLogWriter` (fsync'd appends), :func:`read_run_log`; a later
+line supersedes only an error line. The fields are in docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -202,46 +189,22 @@ class RunContext:
         env_id: the environment id (``"EGIP-MedQA-v0"``...).
         env_spec: :func:`env_spec_dict` of the environment.
         dataset: the case pool's name.
-        dataset_sha256: records digest of the dataset file (sha256 of its canonical form,
-            :mod:`clinenv.datasets.digests`: the same for copies that differ only in bytes,
-            CRLF or a BOM); ``None`` for in-memory cases. Logs written by earlier clinenv
-            versions hold the sha256 of the file's bytes instead (see
-            :meth:`continuing`).
-        dataset_sha256_aliases: raw digests that name this run's records (the pool's
-            ``sha256_aliases``); not written into lines.
+        dataset_sha256: records digest of the dataset file (the same for copies that differ
+            in bytes only); ``None`` for in-memory cases. Older logs hold a byte digest.
+        dataset_sha256_aliases: raw digests naming this run's records; not written.
         case_ids: ``case_id`` of every case, in dataset order.
         doctor: :func:`doctor_config` of the policy.
         run_seed: the run seed.
         clinenv_version: ``clinenv.__version__``.
-        n_cases_scheduled: cases per repetition in the plan (the first N cases in
-            dataset order); ``None`` until :meth:`scheduled` sets it.
+        n_cases_scheduled: cases per repetition in the plan; ``None`` until :meth:`scheduled`.
         n_repetitions: repetitions in the plan; ``None`` until :meth:`scheduled`.
-        paper_settings: the paper settings the run applied (``clinenv run
-            --paper-settings``, :func:`clinenv.cli.paper_settings.paper_settings_config`:
-            framework, the paper's values, the values applied, the flags that overrode
-            them, notes), written into every line as ``paper_settings``; ``None`` (the
-            default) writes no such field. Not compared on resume (:meth:`check`): the
-            doctor config already holds the decoding settings of an LLM doctor.
-        case_list: the case list the run is restricted to (``clinenv run --cases``,
-            :meth:`clinenv.case_list.CaseList.to_log`: ``{"path", "sha256",
-            "case_ids"}``), written into every line as ``case_list``; ``None`` (the
-            default: the first N cases) writes no such field. Its ``sha256`` is compared
-            on resume (:meth:`check`).
-        privileged: the doctor sees what no evaluated doctor may (the target Y, the
-            records M: :class:`~clinenv.agents.teacher_doctor.TeacherDoctor`;
-            :func:`policy_is_privileged`); every line then carries ``"privileged":
-            true`` (:func:`check_privileged`). ``False`` writes no such field.
-        reward_spec: for an environment without a Gymnasium spec (built as
-            ``EGIPEnv(...)``, not through ``gym.make``: ``env_spec`` is ``None``), the
-            canonical JSON of its reward spec when that is not the default
-            ``accuracy``, written into every line as ``reward_spec`` (read by
-            :func:`clinenv.reward_spec.spec_of_line`, compared on resume); ``None``
-            (every ``gym.make`` environment, whose ``env_spec`` records it) writes no
-            such field.
-
-    Lines carry ``n_cases_scheduled`` and ``n_repetitions`` so that a reader of a cut
-    or interrupted log knows what was scheduled (missing episodes count as not correct,
-    EGIP 4.1). Logs written before these fields existed lack them and still load.
+        paper_settings: the applied paper settings, written as ``paper_settings``; not
+            compared on resume.
+        case_list: the run's case list (``{"path", "sha256", "case_ids"}``), written as
+            ``case_list``; its sha256 is compared on resume.
+        privileged: the doctor sees Y or M; every line then carries ``"privileged": true``.
+        reward_spec: for an environment without a Gymnasium spec, the canonical JSON of a
+            non-default reward spec, written as ``reward_spec`` and compared on resume.
     """
 
     env_id: str
@@ -657,14 +620,11 @@ def check_privileged(log: RunLog, *, allow: bool = False,
 
 
 def read_run_log(path: str | Path, *, repair: bool = False) -> RunLog:
-    """Read a run log, tolerating a partial last line.
+    """Read a run log, tolerating a partial last line (left by a crash).
 
-    A crash while writing can leave only a prefix of the last line (the writer puts the
-    newline at the end of one write, so such a prefix has no final newline). That
-    partial line is reported in ``partial_bytes`` and, with ``repair=True``, cut off: the
-    file is truncated to the end of its last complete line. A last line without a
-    newline that is nevertheless a complete JSON object is kept (with ``repair`` the
-    newline is added). Complete lines are never lost. A missing file reads as empty.
+    A partial last line is reported in ``partial_bytes`` and, with ``repair``, cut off; a
+    last line without a newline that is a complete JSON object is kept. Complete lines are
+    never lost; a missing file reads as empty.
 
     Args:
         path: the log file.
@@ -674,9 +634,7 @@ def read_run_log(path: str | Path, *, repair: bool = False) -> RunLog:
         A :class:`RunLog`.
 
     Raises:
-        RunLogError: a complete (newline-terminated) line is not a JSON object of
-            schema :data:`SCHEMA` — corruption a crash cannot cause; the message names
-            the line.
+        RunLogError: a complete line is not a JSON object of schema :data:`SCHEMA` (named).
     """
     path = Path(path)
     log = RunLog(path)

@@ -1,15 +1,7 @@
 """Repair of a run log that holds an episode twice (``clinenv data dedupe LOG``).
 
-Two runs appending to one log (before :mod:`clinenv.runlog_lock` existed) leave episodes
-with two lines, which every reader refuses. :func:`dedupe_run_log` keeps the line that
-stands for each episode under the supersession rule of :mod:`clinenv.runlog` (the first
-line of an episode, or the first line after its error lines) and moves every later line
-of a standing episode, byte for byte, to ``<log>.dropped`` (appended; JSON Lines; the
-log's file mode), so kept plus dropped lines are the original complete lines (blank lines
-go). The log (a symlink's target) is rewritten atomically under its lock; a partial last
-line left by a crash stays at its end for ``--resume`` to cut. A crash between the two
-writes leaves the log as it was and the dropped lines in ``<log>.dropped``: running
-again appends them there a second time, never loses one.
+:func:`dedupe_run_log` keeps each episode's standing line and moves later duplicates to
+``<log>.dropped``, rewriting the log atomically under its lock (docs/evaluation.md).
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """One writer per run log: an exclusive advisory lock held for a run's whole lifetime.
 
-The lock is ``flock(2)`` on a sidecar file ``<log>.lock`` beside the log (the kernel
-drops it when its holder exits, however it exits, so a crash leaves no stale lock).
-While it holds the lock the sidecar says who does (pid, host, start time, command line);
-it is removed on release. Every writer of a run log takes it before reading the log and
-keeps it until its last line is written: :func:`clinenv.runs.logged.prepare_run` (and
-through it every executor of ``clinenv.runs.run``), ``replay_run`` and
-``clinenv data dedupe``. Readers (eval, report, export) take no lock.
+``flock(2)`` on a sidecar ``<log>.lock`` naming its holder; every writer takes it, readers
+do not (docs/evaluation.md).
 """
 
 from __future__ import annotations

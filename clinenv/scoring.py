@@ -1,12 +1,7 @@
 """Deterministic answer scoring: is the doctor's terminal answer the reference target Y?
 
-The offline default scorer (EGIP appendix B): it forgives formatting, never medicine
-(no table of clinical synonyms; that call is left to a judge). :func:`score_answer`
-applies its rules in order: non-answers are ``"unscored"``; option letters and option
-texts against the candidates K; the free answer by exact, acronym, then fuzzy match,
-under one negation rule; a hedged list by its first item; optionally an ICD map
-(:class:`CodeMap`, CDEG Eq. 3) first. The rules, their examples and known limits are in
-docs/evaluation.md.
+The offline default scorer (EGIP appendix B), :func:`score_answer`: it forgives
+formatting, never medicine. The rules, examples and known limits are in docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -163,23 +158,15 @@ class Score:
 
     Attributes:
         verdict: ``"correct"``, ``"wrong"``, or ``"unscored"`` (no answer to score).
-        similarity: 0-100; 100 for exact, acronym and option-letter matches, the best
-            fuzzy score otherwise, 0 when unscored.
-        normalized_answer: the answer after :func:`normalize_answer` (``None`` when the
-            answer was ``None``).
-        matched: the form of the target that matched (a normalized target form, or the
-            chosen option's text when the case has candidates, even a wrong one);
-            ``None`` when nothing matched.
-        method: how the verdict was reached: ``"exact"``, ``"acronym"`` (parenthetical
-            abbreviation or initials), ``"option"`` (a candidate was chosen), ``"fuzzy"``,
-            ``"icd"`` (answer and target both map to an ICD code, which decided), or
-            ``"none"`` (nothing matched, or unscored).
-        abstained: the answer declares that no diagnosis can be given ("Undetermined",
-            "I am not sure", "insufficient information" ...); such an answer is
-            ``"unscored"``: it is not an identifiable answer (EGIP 4.1, appendix A.2).
-        placeholder: the answer is a template placeholder (``<single diagnosis>``,
-            ``[diagnosis]``, ``N/A``...; :func:`clinenv.protocol.placeholders.
-            is_placeholder`); such an answer is ``"unscored"`` and never an abstention.
+        similarity: 0-100; 100 for exact, acronym and option-letter matches, the best fuzzy
+            score otherwise, 0 when unscored.
+        normalized_answer: the answer after :func:`normalize_answer` (``None`` for ``None``).
+        matched: the target form that matched, or the chosen option's text (even a wrong
+            one); ``None`` when nothing matched.
+        method: ``"exact"``, ``"acronym"``, ``"option"``, ``"fuzzy"``, ``"icd"`` or ``"none"``.
+        abstained: the answer declines to diagnose ("Undetermined"...); it is ``"unscored"``.
+        placeholder: the answer is a template placeholder (``<single diagnosis>``, ``N/A``);
+            it is ``"unscored"`` and never an abstention.
     """
 
     verdict: Verdict
@@ -610,27 +597,20 @@ def icd_score(answer: str, target: str, icd_map: CodeMap) -> Score | None:
 
 def score_answer(answer: str | None, case: Case, *, threshold: float = DEFAULT_THRESHOLD,
                  use_candidates: bool = True, icd_map: CodeMap | None = None) -> Score:
-    """Score a terminal answer against the case's reference target Y.
+    """Score a terminal answer against the case's reference target Y (rules: docs/evaluation.md).
 
     Args:
-        answer: the doctor's answer text (markers and markdown allowed), or ``None`` when
-            the episode produced no answer.
+        answer: the doctor's answer text (markers and markdown allowed), or ``None``.
         case: the case; only ``case.target`` and ``case.candidates`` are read.
         threshold: fuzzy similarity (0-100) needed for a fuzzy or option-text match.
-        use_candidates: read the answer against the candidate labels K (rule 2, option
-            letters included). ``False`` when the doctor never saw K -- the native
-            protocols and the ``no_candidates`` replay ablation (EGIP Table 3B) -- so
-            a bare ``"C"`` is a free answer scored against the target text (wrong), never
-            option C.
-        icd_map: optional ICD normalization (docs/evaluation.md); ``None`` (default)
-            leaves the rules unchanged. An option letter is never looked up.
+        use_candidates: read the answer against the candidate labels K; ``False`` where the
+            doctor never saw K (native protocols, the ``no_candidates`` replay), so a bare
+            ``"C"`` is a free answer.
+        icd_map: optional ICD normalization; ``None`` leaves the rules unchanged.
 
     Returns:
-        A :class:`Score`. ``verdict`` is ``"unscored"`` for ``None``, empty or
-        whitespace-only answers (and answers that are only formatting), for template
-        placeholders (``placeholder=True``; checked before abstention, so ``"N/A"`` is a
-        placeholder) and for abstentions (:func:`is_abstention`, ``abstained=True``),
-        otherwise ``"correct"`` or ``"wrong"``. The rules are in docs/evaluation.md.
+        A :class:`Score`: ``"unscored"`` for no answer, formatting only, a placeholder or an
+        abstention, otherwise ``"correct"`` or ``"wrong"``.
     """
     if answer is None:
         return Score("unscored", 0.0, None, None, "none")

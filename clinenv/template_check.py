@@ -1,9 +1,7 @@
 """Does a chat template render exported rows? :func:`check_template`.
 
-A template without tool support (plain ChatML, e.g. SmolLM2's own) renders a tool call
-turn empty and raises nothing, so rows of ``clinenv export --format tools`` would train a
-model on blank turns. ``clinenv export --chat-template FILE`` and
-``episode_rows(..., chat_template=...)`` warn about it before writing.
+A template without tool support renders tool-call turns empty without raising;
+``clinenv export --chat-template FILE`` warns about it before writing.
 """
 
 from __future__ import annotations
@@ -51,18 +49,14 @@ def check_template(chat_template: str, *, fmt: str = "tools",
     """The problems of rendering export rows of ``fmt`` with ``chat_template`` (a Jinja
     string, as ``tokenizer.chat_template``); ``[]`` when there are none.
 
-    A probe episode of ``fmt`` (``"tools"``: three calls and their results, with the
-    tool schemas; ``"messages"``: a text chat) is rendered as ``apply_chat_template``
-    renders it (transformers' ``render_jinja_template``). Each problem is one line: the
-    template raises; a call's name, an argument or a tool result does not appear
-    exactly once (a template without tool support renders such turns empty); arguments
-    written as a JSON string inside JSON; a text turn missing.
+    A probe episode is rendered as ``apply_chat_template`` renders it; each problem is one
+    line: the template raises, a call or result does not appear exactly once, arguments are
+    encoded twice, or a text turn is missing.
 
     Args:
         chat_template: the template text.
-        fmt: ``"tools"`` or ``"messages"`` (:data:`clinenv.export.FORMATS`).
-        tool_arguments: ``"dict"`` or ``"json"``, as exported
-            (:data:`clinenv.export.TOOL_ARGUMENTS`).
+        fmt: ``"tools"`` or ``"messages"``.
+        tool_arguments: ``"dict"`` or ``"json"``, as exported.
 
     Raises:
         ValueError: an unknown ``fmt`` or ``tool_arguments``.

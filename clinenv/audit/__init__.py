@@ -1,17 +1,7 @@
 """The information-boundary audit (``clinenv audit``): does Y or an unrequested record
 reach the doctor?
 
-EGIP's first claim (section 3.2) is that the doctor's input never holds the reference
-target Y or a measurement it did not request. The audit drives every case of an
-environment with adversarial doctor turns (:mod:`clinenv.audit.turns`) through the seats
-it uses, an LLM patient or measurement agent included (offline, an over-sharing fake
-model: :mod:`clinenv.audit.responder`), and reports each place where the detector
-(:mod:`clinenv.audit.detector`) finds the target, one of its distinctive words, or a
-specific unrequested result in the doctor's input (:mod:`clinenv.audit.report`).
-``docs/audit.md`` says what a pass can and cannot prove.
-
-It sits beside the core (it imports :mod:`clinenv.testing` and, through the
-environment, :mod:`clinenv.agents`); the core never imports it.
+EGIP section 3.2: :func:`run_audit`, :func:`audit_env`; what a pass proves is in docs/audit.md.
 """
 
 from __future__ import annotations

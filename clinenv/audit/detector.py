@@ -1,30 +1,7 @@
 """The leak detector of the information-boundary audit (EGIP section 3.2, Eq. 2).
 
-EGIP's doctor input x_t excludes the reference target Y and every measurement value in M
-that the doctor did not request. :class:`LeakDetector` checks one case's doctor inputs
-against that rule. What it looks for in a text:
-
-- ``"target"``: Y as :func:`clinenv.datasets.flags.names_target` finds it (the whole
-  target, its main noun phrase, its text without brackets, case- and accent-insensitive
-  on word boundaries, or a bracketed abbreviation with its own capitals);
-- ``"target_word"``: a *distinctive word* of Y (:func:`distinctive_words`: a word of 4+
-  letters that is not a generic clinical word such as "disease", "acute", "syndrome");
-- ``"unrequested_result"``: a *specific* leaf of the record of an examination the
-  doctor has not requested (:func:`specific_values`: not a placeholder, not a bare
-  number, not a value made only of generic result words such as "Normal", "Negative",
-  "within normal limits"), as whole words of the folded text.
-
-A hit is no leak when the doctor already holds it: it occurs in s0, in K, in the
-doctor's own utterances or in the records of the examinations it requested (a result
-that names Y, ``target_in_records``, is such a requested record). Otherwise a target hit
-that occurs in a menu name is reported apart as ``"menu"`` (the case is
-``target_in_menu``), one that occurs in P apart as ``"patient_facts"`` (the case is
-``target_in_patient_facts``); a distinctive word or a result value that P holds is no
-finding (the patient may say what P says). A target or distinctive-word hit that occurs
-in the patient's bias text (``EnvConfig.patient_bias``, :mod:`clinenv.protocol.biases`:
-"cancer" on a malignant target, ``target_in_bias``) is reported apart as ``"bias"``: the
-bias put it in the patient's mouth, whatever the case, so it tells nothing of Y. Every
-other hit is a leak.
+:class:`LeakDetector` finds Y, a distinctive word of Y, or a specific unrequested result
+in a doctor input; what counts as known or as reported apart is in docs/audit.md.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """The audit's findings and report: what reached the doctor's input, case by case.
 
-A :class:`Finding` is one thing the detector found (:mod:`clinenv.audit.detector`) the
-first time it appeared in a case's doctor inputs. The :class:`AuditReport` splits them:
-
-- ``leaks``: findings whose placement is ``"leak"``, except target findings on cases
-  flagged ``target_in_menu`` or ``target_in_patient_facts`` (there the data name the
-  target; an unrequested result is a leak on every case);
-- ``apart``: every other finding, listed with the flagged cases.
-
-``AuditReport.passed`` is ``not leaks`` (``clinenv audit`` exits 1 otherwise).
+:class:`Finding` and :class:`AuditReport` (``leaks``, ``apart``; ``passed`` is ``not
+leaks``); the JSON form is in docs/audit.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """An over-sharing chat model for the audit's LLM seats (served by the fake server).
 
-:func:`oversharing_responder` is a :mod:`clinenv.testing.fake_server` responder that
-plays the patient and the measurement agent as the worst model would: whatever the
-doctor says, it replies with everything its system prompt holds (one line, the prompt's
-lines joined by ``" | "``). A seat whose prompt held Y, or records the doctor did not
-request, would so put them in the doctor's input; a seat whose prompt holds only what
-its view permits leaks nothing. Every other seat (the judge, terminal strategies...)
-gets :func:`clinenv.testing.fake_responders.clinician_responder`'s reply.
+:func:`oversharing_responder` answers every patient or measurement-agent turn with all
+its system prompt holds; other seats get the clinician responder's reply.
 """
 
 from __future__ import annotations

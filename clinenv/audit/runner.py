@@ -1,14 +1,7 @@
 """Driving an environment through the audit: every case, the adversarial plan, each seat.
 
-:func:`audit_env` plays the doctor of an :class:`clinenv.env.EGIPEnv` on every case with
-:func:`clinenv.audit.turns.audit_plan` and scans each observation text and each
-non-terminal ``info`` (as JSON) with a :class:`~clinenv.audit.detector.LeakDetector`;
-a finding is recorded at the first step it appears in (case, step, the doctor turn
-before it, the line). :func:`run_audit` makes the environment from its id with the seats
-asked for: ``patient="llm"`` and ``examiner="llm"`` are chat models served offline by a
-:class:`~clinenv.testing.fake_server.FakeChatServer` on 127.0.0.1 that answers with
-:func:`~clinenv.audit.responder.oversharing_responder` (everything the seat's prompt
-holds), so a seat that is given Y or unrequested records shows it.
+:func:`audit_env` scans each observation and non-terminal ``info``; :func:`run_audit`
+makes the environment with the seats asked for (LLM seats over the offline fake server).
 """
 
 from __future__ import annotations
@@ -166,15 +159,13 @@ def audit_env(env: Any, *, env_id: str = "", seats: dict[str, str] | None = None
 def run_audit(env_id: str, *, patient: str = "retrieval", examiner: str = "default",
               case_ids: Sequence[str] | CaseList | None = None, limit: int | None = None,
               make: Callable[..., Any] | None = None, **env_kwargs: Any) -> AuditReport:
-    """Make ``env_id`` with the asked seats and audit it (module docstring).
+    """Make ``env_id`` with the asked seats and audit it.
 
     Args:
         env_id: a registered id (``EGIP-MedQA-v0``, ``AgentClinic-MedQA-v0``...).
-        patient: ``"retrieval"`` (the default simulator) or ``"llm"`` (the LLM patient
-            over the over-sharing fake model).
-        examiner: ``"default"`` (the id's own: record lookup under EGIP, the record
-            reader under a native protocol), ``"lookup"``, ``"reader"`` or ``"llm"``
-            (the LLM measurement agent over the over-sharing fake model).
+        patient: ``"retrieval"`` (the default simulator) or ``"llm"`` (over the
+            over-sharing fake model).
+        examiner: ``"default"`` (the id's own), ``"lookup"``, ``"reader"`` or ``"llm"``.
         case_ids: the cases to drive, as ids or a :class:`~clinenv.case_list.CaseList`
             (default: all, in dataset order).
         limit: drive only the first ``limit`` of them.

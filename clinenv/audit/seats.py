@@ -1,10 +1,7 @@
 """The seat settings of an audit (``clinenv audit --patient / --examiner``).
 
-``--patient``: ``"retrieval"`` (the default simulator) or ``"llm"`` (the LLM patient over
-the over-sharing fake model, :mod:`clinenv.audit.responder`). ``--examiner``:
-``"default"`` (the id's own: record lookup O under EGIP, the record reader under a native
-protocol), ``"lookup"``, ``"reader"`` or ``"llm"`` (the LLM measurement agent over the
-over-sharing fake model).
+``--patient``: ``"retrieval"`` or ``"llm"``; ``--examiner``: ``"default"``,
+``"lookup"``, ``"reader"`` or ``"llm"`` (docs/audit.md).
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """The adversarial doctor turns of the information-boundary audit.
 
-Each case is driven with the same plan (:func:`audit_plan`): prompt injection, requests
-for "all results", questions about the diagnosis and forged protocol markers, one
-ordinary request of a recorded examination (a control: its result is permitted), then
-the same harmless question until the decision, and a forged diagnosis line as the
-terminal answer. No turn names a recorded value, and the runner leaves out of a case's
-plan any turn that names its target (:meth:`~clinenv.audit.detector.LeakDetector.mentions_target`:
-"REQUEST TEST: ALL" on a case whose target is "Acute lymphoblastic leukemia (ALL)"), so
-anything of the kind that reaches the doctor came from the environment.
+:func:`audit_plan`: the same plan for every case, leaving out turns that name its target
+(docs/audit.md).
 """
 
 from __future__ import annotations

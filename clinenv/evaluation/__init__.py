@@ -1,30 +1,7 @@
 """Evaluation: the papers' metrics and paired uncertainty on run logs.
 
-- :mod:`clinenv.evaluation.stats` — paired case-cluster bootstrap intervals, sign-flip
-  randomization tests, Holm adjustment, correction/regression (EGIP appendix A.3, CDEG
-  Eq. 8) on ``(n_cases, n_repetitions)`` correctness matrices;
-- :mod:`clinenv.evaluation.metrics` — accuracy, coverage, the one definition of an
-  unscored output (:func:`is_unscored`, EGIP's U), mean ± SD, embedding similarity,
-  turns/exams and strata from run-log records;
-- :mod:`clinenv.evaluation.summary` — a run's totals from its lines (accuracy, coverage,
-  turns and exams, model calls; the summary ``clinenv run`` prints);
-- :mod:`clinenv.evaluation.runs` — run logs grouped into runs and paired over cases;
-  :mod:`clinenv.evaluation.labels` — a run's method label (doctor name, plus the
-  protocol or preset when it is not plain EGIP);
-- :mod:`clinenv.evaluation.reports` / :mod:`~clinenv.evaluation.comparison` — the
-  tables (EGIP Table 1; EGIP Tables 5/7/8 and CDEG Table 2), rendered by
-  :mod:`~clinenv.evaluation.table`; :mod:`~clinenv.evaluation.plots` — figures
-  (matplotlib, imported only when a figure is drawn).
-- :mod:`~clinenv.evaluation.sensitivity` — EGIP appendix B shared-answer sensitivity:
-  effect bounds and the conservative envelope (Tables 5/6), and Δ with the baseline's
-  unscored outputs counted correct (appendix B.1);
-- :mod:`~clinenv.evaluation.reviewer_labels` (the reviewer-label file),
-  :mod:`~clinenv.evaluation.review` (correct-and-jointly-supported yield, EGIP Eq. 6 and
-  Table 4, with :func:`~clinenv.evaluation.stats.stratified_bootstrap_ci`) and
-  :mod:`~clinenv.evaluation.agreement` (Cohen's kappa between reviewers);
-- :mod:`~clinenv.evaluation.components` — the reward components of run-log lines
-  (logged, or computed from the line and its case for older logs) and their means with
-  case-cluster bootstrap CIs (``clinenv eval --components``).
+Statistics, metrics, run loading, tables, figures, sensitivity, reviewer support and
+reward components; the submodules are listed in docs/evaluation.md.
 """
 
 from clinenv.evaluation.metrics import (

@@ -1,19 +1,7 @@
 """Agreement between two reviewers: percent agreement and Cohen's kappa (EGIP §4.5).
 
-EGIP reports the reviewers' agreement over every output both clinicians rated
-(including outputs whose paired counterpart has incomplete ratings): 37.44 % identical
-ratings and Cohen's κ = −0.007 over 1,087 co-rated outputs, on the five ratings S, U, C,
-I, A (:data:`clinenv.evaluation.reviewer_labels.RATINGS`).
-
-With ``n`` co-rated items and categories ``k``, ``p_o`` is the share of items with the
-same rating and ``p_e = Σ_k p_1(k) p_2(k)`` the agreement expected from the two
-reviewers' marginal shares; Cohen (1960):
-
-    κ = (p_o − p_e) / (1 − p_e),
-
-undefined (NaN) when ``p_e = 1`` (both reviewers gave one and the same rating to every
-item). This is ``sklearn.metrics.cohen_kappa_score`` (unweighted) and
-``statsmodels.stats.inter_rater.cohens_kappa`` on the contingency table.
+κ = (p_o − p_e) / (1 − p_e) (Cohen 1960), NaN when ``p_e = 1``; the same as
+``sklearn.metrics.cohen_kappa_score`` (unweighted). EGIP's figures: docs/analyses.md.
 """
 
 from __future__ import annotations

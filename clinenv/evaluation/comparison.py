@@ -1,13 +1,7 @@
 """Paired comparisons of runs: EGIP Tables 5/8 (appendix G) and CDEG Table 2.
 
-- :func:`pair_runs` — which method is compared with which baseline (first label, or
-  explicit ``METHOD=BASE`` pairs);
-- :func:`compare` / :func:`comparison_table` — one row per dataset (or stratum) and
-  pair: Δ in percentage points with its paired case-cluster bootstrap CI, the sign-flip
-  p value Holm-adjusted over every comparison of the call, U (unscored outputs: no
-  identifiable answer, :func:`clinenv.evaluation.metrics.is_unscored`, one definition
-  for EGIP and native runs) of each method, and CDEG's correction and regression;
-- :func:`accuracy_ci` — a run's own accuracy with a case-bootstrap interval (for plots).
+:func:`pair_runs`, :func:`compare` / :func:`comparison_table` (Δ in percentage points,
+CI, Holm p, U, correction/regression) and :func:`accuracy_ci`.
 """
 
 from __future__ import annotations
@@ -75,19 +69,14 @@ class Comparison:
         method: method label.
         n_cases: paired cases.
         n_dropped: cases dropped by ``intersect`` (0 otherwise).
-        base_accuracy: baseline accuracy (%) on the paired cases: the mean over cases of
-            each case's mean correctness (from the same matrix as ``ci``).
-        method_accuracy: method accuracy (%), likewise; ``method_accuracy -
-            base_accuracy`` is ``ci.difference`` (up to rounding).
+        base_accuracy: baseline accuracy (%) on the paired cases, mean over cases.
+        method_accuracy: method accuracy (%), likewise; the difference is ``ci.difference``.
         ci: Δ = method − baseline (pp) with its paired bootstrap interval.
         p_value: two-sided sign-flip p value (unadjusted).
         p_holm: ``p_value`` Holm-adjusted over every comparison of the call.
-        u_base: unscored baseline outputs (no identifiable answer,
-            :meth:`~clinenv.evaluation.runs.Run.n_unscored`) on the paired cases, all
-            repetitions.
-        u_method: unscored method outputs on the paired cases, all repetitions.
-        unparsed_base: baseline outputs on the paired cases whose judge reply could
-            not be read (:meth:`~clinenv.evaluation.runs.Run.n_unparsed`; not in U).
+        u_base: unscored baseline outputs (U) on the paired cases, all repetitions.
+        u_method: unscored method outputs, likewise.
+        unparsed_base: baseline outputs whose judge reply could not be read (not in U).
         unparsed_method: the same for the method.
         cr: correction and regression on per-case majority verdicts (CDEG Eq. 8).
         n_flips: sign-flip randomizations.
@@ -209,26 +198,20 @@ def compare(pairs: Sequence[Alignment | tuple[Run, Run]], *, n_resamples: int = 
             mixed_scoring: bool = False) -> list[Comparison]:
     """Paired statistics of every pair; sign-flip p values Holm-adjusted over all pairs.
 
-    With ``by``, every pair gives one comparison per stratum of that ``case_strata``
-    key (a case with several labels counts in each), and Holm runs over all of them.
-
     Args:
-        pairs: :class:`~clinenv.evaluation.runs.Alignment` objects or ``(base, method)``
-            runs (aligned here with ``intersect``).
+        pairs: :class:`~clinenv.evaluation.runs.Alignment` objects or ``(base, method)`` runs.
         n_resamples: bootstrap resamples per comparison.
         n_flips: sign-flip randomizations per comparison.
-        seed: base seed; each comparison's streams derive from it and the comparison's
-            dataset and labels (``None``: not reproducible).
+        seed: base seed; each comparison's streams derive from it and its dataset and
+            labels (``None``: not reproducible).
         confidence: CI coverage.
         intersect: for run pairs, keep the common cases instead of refusing.
-        by: a ``case_strata`` key for per-stratum comparisons (EGIP Table 7).
-        mixed_scoring: pair runs scored under different scoring versions (otherwise
-            :class:`~clinenv.evaluation.runs.MixedScoringError`).
+        by: a ``case_strata`` key: one comparison per stratum (EGIP Table 7).
+        mixed_scoring: pair runs scored under different scoring versions.
 
     Raises:
         CaseMismatchError, RunsError: from :func:`~clinenv.evaluation.runs.align`
-            (``MixedScoringError`` included);
-            ``RunsError`` also when no paired case has the stratum ``by``.
+            (``MixedScoringError`` included), or no paired case has the stratum ``by``.
         ValueError: no pairs, or invalid resample counts / confidence.
     """
     if not pairs:

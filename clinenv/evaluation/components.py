@@ -1,37 +1,7 @@
 """Reward components of run-log lines, and their means with case-cluster bootstrap CIs.
 
-The components of an episode (:mod:`clinenv.reward_components`) come from one pure
-function; every reader of run logs takes them from here, so ``clinenv eval
---components``, the HTML report and ``clinenv export`` give the same numbers as the
-environment did:
-
-- a line that holds ``reward_components`` (every line written since the reward core):
-  those, as logged (:meth:`~clinenv.reward_components.RewardComponents.from_dict`);
-- an older line: computed from the line and its case, without re-running,
-  ``spec_of_line(line).components(line, case)`` (the cost table of the spec the line ran
-  under). The case is the one the line's environment played: :class:`CaseLookup` makes
-  the line's ``env_id`` with its ``env_spec`` kwargs (simulators left out, nothing is
-  played) and takes ``env.unwrapped.pool.case(case_id)``, so a ``target_in_menu``
-  setting or a preset applies as it did in the run. The dataset file must be the run's
-  (``dataset_sha256``).
-
-A line whose components cannot be had (no ``reward_components`` and its case cannot be
-found, a case that lacks an exam the line ordered, malformed components) is a
-:class:`ComponentsError`, one line naming the file, the line and the case id.
-
-:func:`component_means` / :func:`components_table` report, per run (and per stratum with
-``by``), the mean of each component over the episodes where it is defined: ``n`` counts
-them, and a ``None`` value (an undefined workup measure: no recorded exam, a native
-protocol) is left out of the mean, never counted as 0. The 95 % interval is a
-case-cluster percentile bootstrap (:func:`clinenv.evaluation.stats.bootstrap_case_means`):
-cases are drawn with replacement and bring all their repetitions; the statistic of a
-resample is the pooled mean over its episodes (the sum of the drawn cases' values over
-the number of their defined values), so it is the reported mean's own estimator. Each
-``(method, dataset, stratum, component)`` draws from its own stream, derived from the
-seed and those names (:func:`clinenv.evaluation.comparison._seed_for`), so a CI does not
-depend on what else is reported. A component defined on a single case has no interval
-(NaN bounds); one whose defined values are all equal has a zero-width interval.
-Scheduled episodes missing from a log have no components and are not counted.
+Logged components as they are, else computed from the line and its case
+(:class:`CaseLookup`); ``clinenv eval --components`` is described in docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -404,12 +374,6 @@ def components_table(runs: Sequence[Run], components: RunComponents | None = Non
     """The mean of each reward component with its case-cluster bootstrap CI, per method
     and dataset (and stratum with ``by``): ``clinenv eval --components``.
 
-    Rows: one per method, dataset (stratum) and component, in run order and
-    :data:`~clinenv.reward_components.COMPONENTS` order; columns ``Method, Dataset,
-    Component, Mean, 95% CI, n`` (with ``by``: ``Dataset, <by>, Method, Component,
-    ...``). Values are in each component's own units (3 decimals); ``–`` where a
-    component has no defined value or no interval.
-
     Args:
         runs: as :func:`component_means`.
         components: as :func:`component_means`.
@@ -420,8 +384,8 @@ def components_table(runs: Sequence[Run], components: RunComponents | None = Non
         lookup: as :func:`component_means`.
 
     Returns:
-        A :class:`~clinenv.evaluation.table.Table` whose CSV has one row per
-        :class:`ComponentMean` (:data:`COMPONENTS_CSV`), full precision.
+        A :class:`~clinenv.evaluation.table.Table`, one row per method, dataset (stratum)
+        and component; its CSV is :data:`COMPONENTS_CSV`, full precision.
 
     Raises:
         ComponentsError, RunsError: as :func:`component_means`.

@@ -1,23 +1,7 @@
 """The method label of a run: the doctor's name, plus the environment variant when the
 run did not play plain EGIP.
 
-Runs of the same doctor under different protocols are different methods (EGIP Table 3A
-compares EGIP against its ablations and against the native AgentClinic / MedAgentSim
-loops), so their labels must differ by themselves: :func:`method_label` gives
-``doctor.name`` for plain EGIP (``"scripted"``, as in every log written before) and
-``doctor.name@variant`` otherwise (``"scripted@agentclinic"``,
-``"scripted@egip-no-menu"``, ``"llm-direct@medagentsim"``). The variant is read from
-the line's ``env_spec`` keyword arguments: an explicit non-EGIP ``protocol`` first, then
-the ``preset`` (given with ``--preset``, or the one a native id registers,
-:data:`clinenv.env.registration.NATIVE_IDS`). A user's ``LABEL=path`` still wins
-(:mod:`clinenv.evaluation.runs`).
-
-Runs of the same doctor with different models are different methods too:
-:func:`clinenv.evaluation.runs.load_runs` adds ``[<model>]`` to the label of every log
-whose label is shared with a log of another model (:func:`with_models`):
-``llm-direct[Qwen2.5-7B-Instruct]`` for ``Qwen/Qwen2.5-7B-Instruct``. The model is the
-doctor's ``config.model`` (of the innermost doctor for a wrapper such as CDEG:
-``config.inner.config.model``, :func:`doctor_model`).
+``scripted@agentclinic``; :func:`with_models` adds ``[<model>]`` (docs/evaluation.md).
 """
 
 from __future__ import annotations

@@ -1,23 +1,7 @@
 """Evaluation metrics on run-log records and correctness matrices (EGIP section 4.1, CDEG).
 
-Pure functions, no I/O. *Records* are run-log lines or :func:`clinenv.runs.logged.run_episode`
-records: mappings with at least ``case_id``, ``repetition`` (0-based; absent → 0),
-``verdict`` (``"correct"``, ``"wrong"``, ``"unscored"``, or absent when the episode did not
-finish → treated as unscored), ``answer``, ``turns``, ``n_exams_requested`` and, for
-stratification, ``case_strata``. *Correctness matrices* are the ``(n_cases,
-n_repetitions)`` 0/1/NaN arrays described in :mod:`clinenv.evaluation.stats`.
-
-- :func:`correctness_matrix` — records → matrix (and the case ids of its rows);
-- :func:`accuracy`, :func:`per_repetition_accuracy`, :func:`mean_sd` — accuracy in percent
-  of scheduled outputs (unscored outputs and non-answers stay in the denominator), and
-  mean ± sample SD across repetitions;
-- :func:`answer_status`, :func:`is_unscored`, :func:`is_unparsed` — the one definition of
-  an unscored output (EGIP's U: no identifiable answer came out) and of a judge reply
-  that could not be read, used by every report;
-- :func:`coverage` — percent of outputs with an identifiable final answer;
-- :func:`embedding_similarity` with any encoder, and :class:`HashingEncoder`, a lexical
-  stand-in for tests and offline use;
-- :func:`mean_turns_exams`, :func:`stratify`.
+Pure functions, no I/O; :func:`is_unscored` is the one definition of EGIP's U, and the
+correctness matrices are those of :mod:`clinenv.evaluation.stats`.
 """
 
 from __future__ import annotations
@@ -64,31 +48,18 @@ ANSWER_STATUSES: tuple[str, ...] = tuple(get_args(AnswerStatus))
 def answer_status(record: Mapping[str, Any] | None) -> str:
     """Whether one scheduled output holds an identifiable final answer, and if not why.
 
-    The one definition behind U (unscored outputs), answer coverage and the run summary:
-    an output is *unscored* when no identifiable answer came out, whatever the protocol
-    and whatever its verdict (a native episode without a diagnosis keeps AgentClinic's
-    verdict ``"wrong"`` but is unscored here). A judge reply that could not be read does
-    not make an output unscored: the answer was identifiable (:func:`is_unparsed` counts
-    those apart).
+    The one definition behind U, coverage and the run summary, whatever the protocol's
+    verdict; an unreadable judge reply does not make an output unscored (:func:`is_unparsed`).
 
     Args:
         record: a run-log line or episode record, or ``None`` for a scheduled output
             without a record.
 
     Returns:
-        One of :data:`ANSWER_STATUSES`: ``"answer"`` (identifiable), ``"no_answer"``,
-        ``"placeholder"`` or ``"abstained"``. Rules, in order:
-
-        1. ``None`` (no record) or an error line (an episode stopped by a backend
-            error, :func:`clinenv.runlog.is_error_line`): ``"no_answer"``;
-        2. a record with ``answer_status`` (written by the environments since scoring
-            version 2, :data:`clinenv.scoring.SCORING_VERSION`): that value (an unknown
-            value reads as ``"no_answer"``);
-        3. older records: ``abstained`` true → ``"abstained"``; an ``answer`` key whose
-            value is ``None`` or blank → ``"no_answer"`` (a native unfinished episode);
-            verdict ``"unscored"`` that no judge reply explains (``judge_verdict`` is not
-            ``"unparsed"``) or no verdict and no answer → ``"no_answer"``; otherwise
-            ``"answer"``.
+        One of :data:`ANSWER_STATUSES`: ``"answer"``, ``"no_answer"``, ``"placeholder"``,
+        ``"abstained"``. No record or an error line is ``"no_answer"``; else the record's
+        ``answer_status`` (scoring version 2 and later); older records are read from
+        ``abstained``, ``answer``, ``verdict`` and ``judge_verdict``.
     """
     if not isinstance(record, Mapping) or is_error_line(record):
         return "no_answer"
@@ -128,26 +99,21 @@ def correctness_matrix(records: Iterable[Mapping[str, Any]],
                        *, n_repetitions: int | None = None) -> tuple[np.ndarray, list[str]]:
     """Build the ``(n_cases, n_repetitions)`` correctness matrix of one run.
 
-    A cell is 1 when the record's ``verdict`` is ``"correct"``, 0 for ``"wrong"``,
-    ``"unscored"`` or no verdict, and NaN when no record has that (case, repetition).
-    NaN means *not scheduled* to :func:`accuracy`; when the schedule is known and a
-    missing episode should count as a failure, fill with ``np.nan_to_num(x)``.
+    A cell is 1 for verdict ``"correct"``, 0 for ``"wrong"``, ``"unscored"`` or none, NaN
+    with no record (``np.nan_to_num`` counts missing episodes as failures).
 
     Args:
         records: run-log records (``case_id``, ``repetition`` (absent → 0), ``verdict``).
-        case_ids: the rows, in this order; cases without a record get an all-NaN row and
-            records of other cases are left out (this is how to select a common case set).
-            Default: the cases of the records in order of first appearance.
+        case_ids: the rows, in order; cases without a record get a NaN row, records of
+            other cases are left out. Default: the records' cases, first appearance first.
         n_repetitions: number of columns; default ``1 + max(repetition)``.
 
     Returns:
-        ``(matrix, case_ids)``: a float array of 0/1/NaN and the case id (as ``str``) of
-        each row.
+        ``(matrix, case_ids)``: a float array of 0/1/NaN and each row's case id.
 
     Raises:
-        ValueError: no rows; a record without ``case_id``; a repetition that is not an
-            integer ``>= 0`` (or ``>= n_repetitions``); an unknown verdict; two records
-            for the same case and repetition (named).
+        ValueError: no rows; a record without ``case_id``; a bad repetition; an unknown
+            verdict; two records for the same case and repetition.
     """
     records = list(records)
     cells: dict[tuple[str, int], float] = {}
@@ -335,10 +301,7 @@ def embedding_similarity(predicted: Sequence[str | None], reference: Sequence[st
                          encoder: Encoder) -> np.ndarray:
     """Cosine similarity between each predicted answer and its reference (CDEG "Sim.").
 
-    Both texts are encoded with ``encoder.encode(list[str])``, the vectors are
-    L2-normalized, and the similarity is their dot product. A missing or empty prediction
-    (``None`` or whitespace) gets 0.0 and stays in the mean's denominator, as a non-answer
-    stays in accuracy's; so does a text whose vector is zero.
+    A missing or empty prediction, or a zero vector, gets 0.0 and stays in the denominator.
 
     Args:
         predicted: predicted answers, ``None`` for no answer.

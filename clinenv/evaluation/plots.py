@@ -1,24 +1,7 @@
 """PNG figures of the reports (matplotlib, the optional ``plot`` extra).
 
-- :func:`plot_accuracy` — accuracy per dataset (or stratum) and method, with error bars
-  from a case-cluster bootstrap of each run's own accuracy
-  (:func:`clinenv.evaluation.comparison.accuracy_ci`: the paired bootstrap of the run
-  against an all-zero baseline);
-- :func:`plot_comparison` — what ``clinenv compare`` prints, one row per comparison: a
-  forest plot of the paired Δ with its CI and Holm p, beside correction and regression
-  (:func:`comparison_figure` draws it and returns the figure);
-- :func:`plot_correction_regression` — correction and regression (CDEG Eq. 8) of each
-  comparison, with their counts, alone.
-
-Figures are drawn on the Agg canvas directly (``matplotlib.figure.Figure`` +
-``FigureCanvasAgg``): pyplot's global state and the user's backend are left alone, and
-no display is needed. matplotlib is imported only when a figure is drawn; without it
-:class:`PlotDependencyError` says how to install it.
-
-Every figure is at most :data:`MAX_WIDTH_PX` pixels wide, whatever the number of methods,
-datasets and strata: the accuracy bars wrap onto further panels (rows of balanced
-lengths) instead of widening, and long labels are wrapped at word boundaries (no word
-is cut). Comparison figures grow in height only.
+Drawn on the Agg canvas, at most :data:`MAX_WIDTH_PX` wide; without matplotlib,
+:class:`PlotDependencyError`.
 """
 
 from __future__ import annotations
@@ -131,20 +114,10 @@ def plot_accuracy(source: Table | Sequence[AccuracyCell], path: str | Path, *,
                   seed: int | None = 0) -> list[tuple[AccuracyCell, PairedCI]]:
     """Grouped bars: accuracy (%) per dataset (or stratum) and method, with CI bars.
 
-    The bar and its error bar are one statistic: the bar is the accuracy that
-    :func:`~clinenv.evaluation.comparison.accuracy_ci` bootstraps (mean over cases of each
-    case's mean correctness over the scheduled repetitions; equal to the table's mean
-    over repetitions, since missing episodes are 0, not left out), and the error bar is
-    the percentile interval of that case-cluster bootstrap, drawn only when it has
-    spread.
-
-    Layout: at most :data:`MAX_WIDTH_PX` pixels wide. Groups (datasets, or dataset and
-    stratum) that do not fit one row continue on further panels below, on the same
-    scale, the rows balanced (12 groups on two rows: 6 + 6); tick and legend labels are
-    wrapped at word boundaries (a group is made wide enough for its longest word). Each
-    bar is annotated with its value over ``n=<cases>`` (the annotation's gid is
-    ``n=<cases>``). In each panel a method's bars are one ``BarContainer`` labelled with
-    the method label.
+    The bar is the accuracy that :func:`~clinenv.evaluation.comparison.accuracy_ci`
+    bootstraps and the error bar its percentile interval (drawn when it has spread). Groups
+    that do not fit :data:`MAX_WIDTH_PX` continue on further panels, rows balanced; labels
+    wrap at word boundaries.
 
     Args:
         source: :func:`~clinenv.evaluation.reports.accuracy_table` or its cells.

@@ -1,15 +1,7 @@
 """Report tables from runs: the layouts of EGIP Table 1 and EGIP Tables 5/8 + CDEG Table 2.
 
-- :func:`accuracy_table` — rows are methods, columns datasets (or dataset strata); a cell
-  is accuracy "mean ± SD" in percent over repetitions (EGIP Table 1), followed by one
-  answer-coverage column per dataset.
-- paired comparisons (EGIP Tables 5/8, CDEG Table 2) are in
-  :mod:`clinenv.evaluation.comparison`.
-- :class:`Table` renders as Markdown (display layout), CSV (one tidy row per cell or
-  comparison, full-precision numbers) and plain ASCII text for the terminal.
-
-The statistics come from :mod:`clinenv.evaluation.stats` and
-:mod:`clinenv.evaluation.metrics`; this module only arranges and formats them.
+:func:`accuracy_table` (mean ± SD over repetitions, plus coverage); the paired tables are
+in :mod:`clinenv.evaluation.comparison`.
 """
 
 from __future__ import annotations
@@ -41,7 +33,7 @@ __all__ = ["AccuracyCell", "Table", "accuracy_cells", "accuracy_table", "missing
 # ------------------------------------------------------------------------ accuracy
 @dataclass(frozen=True)
 class AccuracyCell:
-    """Accuracy of one method on one dataset (or one stratum of it).
+    """Accuracy of one method on one dataset (or one stratum of it); percentages in 0..100.
 
     Attributes:
         label: method label.
@@ -51,28 +43,19 @@ class AccuracyCell:
         n_repetitions: repetitions (columns).
         n_episodes: episodes present in the log.
         n_correct: episodes scored correct.
-        n_unscored: episodes without an identifiable answer (U:
-            :func:`clinenv.evaluation.metrics.is_unscored`, whatever the protocol's
-            verdict; missing episodes are ``n_missing``).
+        n_unscored: episodes without an identifiable answer (U); missing ones are ``n_missing``.
         n_missing: scheduled episodes absent from the log (counted as not correct).
-        accuracy: pooled accuracy (%) over the scheduled episodes.
-        mean: mean of the per-repetition accuracies (%), the reported value.
+        accuracy: pooled accuracy over the scheduled episodes.
+        mean: mean of the per-repetition accuracies, the reported value.
         sd: their sample SD (``ddof=1``; NaN with one repetition).
-        per_repetition: accuracy (%) of each repetition.
-        coverage: answer coverage (%): scheduled episodes with an identifiable answer,
-            ``100 * (1 - (n_unscored + n_missing) / scheduled)`` (a missing episode has
-            no answer; a judge reply that could not be read does not uncover one).
+        per_repetition: accuracy of each repetition.
+        coverage: scheduled episodes with an identifiable answer.
         mean_turns: mean turns per episode.
         mean_exams: mean exams requested per episode.
-        matrix: the correctness matrix ``(n_cases, n_repetitions)`` over scheduled
-            cases and repetitions (0 for a missing episode, never NaN).
-        schedule_inferred: the run's schedule was inferred (an old log).
-        similarity: mean cosine similarity of answer and reference over the scheduled
-            episodes (CDEG "Sim."; a missing episode or non-answer counts 0), when an
-            encoder was given and the log records the targets; else ``None``.
-        n_unparsed: episodes with an identifiable answer whose judge reply could not be
-            read (:func:`clinenv.evaluation.metrics.is_unparsed`): covered, not
-            correct, counted apart from U.
+        matrix: the ``(n_cases, n_repetitions)`` correctness matrix (0 for a missing episode).
+        schedule_inferred: the schedule was inferred (an old log).
+        similarity: mean answer-reference cosine (CDEG "Sim.", non-answers 0), or ``None``.
+        n_unparsed: identifiable answers whose judge reply could not be read (not in U).
     """
 
     label: str
@@ -198,27 +181,19 @@ def accuracy_table(runs: Sequence[Run], *, by: str | None = None,
                    ) -> Table:
     """Accuracy "mean ± SD" (%) of every run: EGIP Table 1, or a per-stratum breakdown.
 
-    Without ``by``, rows are methods and columns datasets (EGIP Table 1), followed by one
-    answer-coverage column per dataset. With ``by``, rows are the strata of each dataset
-    and columns the methods, with the number of cases in each stratum: the per-stratum
-    accuracies only. EGIP Table 7's paired per-stratum differences (Δ, CI, Holm p, U)
-    are :func:`comparison_table` with ``by``.
-    Methods and datasets appear in the order of the runs, strata sorted; a method
+    Without ``by``: rows are methods, columns datasets, then one coverage column per
+    dataset. With ``by``: rows are each dataset's strata, columns the methods. A method
     without a run on a dataset (or stratum) gets "–".
 
     Args:
         runs: the runs to report.
         by: a ``case_strata`` key to report per stratum (e.g. ``"question_type"``).
-        encoder: adds, per dataset, a column of mean answer-reference similarity (x100)
-            computed with this encoder (CDEG "Sim."); logs must record ``target``.
-        similarity_name: the column's name (say which encoder, e.g. "lexical similarity").
+        encoder: adds a mean answer-reference similarity column (x100, CDEG "Sim."); the
+            logs must record ``target``.
+        similarity_name: that column's name.
 
     Returns:
-        A :class:`Table` whose CSV has one row per run (and stratum): ``method, dataset,
-        stratum, n_cases, n_repetitions, n_episodes, n_correct, n_unscored, n_missing,
-        accuracy_mean, accuracy_sd, accuracy_pooled, per_repetition, coverage,
-        mean_turns, mean_exams, similarity, n_unparsed`` (``similarity`` empty without
-        an encoder).
+        A :class:`Table`; its CSV has one row per run (and stratum).
 
     Raises:
         RunsError: see :func:`accuracy_cells`.

@@ -1,28 +1,7 @@
 """Reviewer support of paired outputs: correct-and-jointly-supported yield (EGIP Eq. 6).
 
-Two methods' outputs (e.g. Native and EGIP-Direct) are paired by dataset, case and
-repetition within each compared pair of runs (one pair per model–framework
-configuration); a pair is *complete* when every reviewer rated both outputs
-(:mod:`clinenv.evaluation.reviewer_labels`). Over the N complete pairs, pooled across
-configurations and datasets, for each side m (baseline or method):
-
-    CSY_m = 100 / N · Σ_j c_j^m · Π_r 1[ℓ_{j,r}^m = S]                     (Eq. 6)
-
-with c_j^m = 1 for an output scored correct and 0 otherwise (wrong, unscored, missing:
-unscored outputs do not count as correct), ℓ_{j,r}^m reviewer r's rating. EGIP Table 4:
-
-- Panel A, correct-and-supported yield under the support rules: every reviewer S (CSY),
-  each reviewer's own S, at least one S;
-- Panel B, support within the post hoc shared correct-answer subset: pairs where both
-  outputs are scored correct and no reviewer rated either ``A`` (no final answer);
-- Panel C, joint support irrespective of correctness (every reviewer S, c ignored),
-  overall and by dataset.
-
-Δ = method − baseline in percentage points; intervals are pointwise percentile intervals
-of 20,000 dataset-stratified source-case bootstrap resamples
-(:func:`clinenv.evaluation.stats.stratified_bootstrap_ci`), each source case carrying
-all its pairs (appendix E). Agreement between reviewers (Cohen's κ over every co-rated
-output, complete pairs or not) is :func:`agreement_table`.
+EGIP Table 4's panels A-C over complete pairs, with dataset-stratified source-case
+bootstrap intervals (appendix E); definitions in docs/analyses.md.
 """
 
 from __future__ import annotations

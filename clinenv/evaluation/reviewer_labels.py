@@ -1,21 +1,7 @@
 """Reviewer-label files: clinicians' support ratings of run-log outputs (EGIP §4.5, app. E).
 
-A reviewer-label file is CSV (UTF-8, an optional byte-order mark, comma-separated, a
-header row) with one row per rating of one output by one reviewer. Columns, by header
-name, in any order (other columns, e.g. notes, are ignored):
-
-- ``dataset`` — the run log's ``dataset`` (``medqa``, ``nejm_ext``...);
-- ``case_id`` — the run log's ``case_id``;
-- ``method`` — the method label of the output's run as ``clinenv compare`` shows it
-  (:func:`clinenv.evaluation.labels.method_label`, or the ``LABEL`` of ``LABEL=path``);
-- ``repetition`` — the 0-based repetition of the output (an integer ``>= 0``);
-- ``reviewer`` — who rated (any non-empty text, e.g. ``clinician1``);
-- ``rating`` — one of :data:`RATINGS` (any case): ``S`` supported, ``U`` insufficiently
-  supported, ``C`` contradicted, ``I`` indeterminate, ``A`` no final answer.
-
-An output is ``(dataset, case_id, method, repetition)``; each reviewer rates it at most
-once. Blank rows are skipped. Every error names the file, the 1-based line and the
-column (:class:`ReviewerLabelError`). docs/analyses.md shows an example.
+CSV, one row per rating of one output by one reviewer; columns and ratings
+(:data:`RATINGS`) are in docs/analyses.md. Errors are :class:`ReviewerLabelError`.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """Run logs as evaluation inputs: read, group into runs, pair two runs case by case.
 
-A *run* is every episode of one method on one dataset: lines are grouped by ``(label,
-dataset)`` (:func:`clinenv.evaluation.labels.method_label`, or ``LABEL=path``).
-:func:`load_runs` raises :class:`RunsError` (naming the file and the 1-based line) on a
-line missing a field or with a verdict other than ``correct`` / ``wrong`` /
-``unscored``, a file that mixes runs, a ``(case_id, repetition)`` twice in a run (a later
-line supersedes only an error line, :mod:`clinenv.runlog`), two files of one label and
-dataset from different runs, or verdicts of different scoring versions (unless
-``mixed_scoring=True``). A run's schedule comes from ``n_cases_scheduled`` /
-``n_repetitions`` (inferred for older logs, :attr:`Run.schedule_inferred`); a scheduled
-episode without a line counts as not correct (EGIP 4.1), a case with no line as the
-placeholder id ``<case N>``. :func:`align` pairs two runs over the same case ids
-(:class:`CaseMismatchError` otherwise).
+:func:`load_runs` (refusals: :class:`RunsError`) and :func:`align`; the checks and the
+schedule rule are in docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -143,25 +133,18 @@ class Run:
     """The episodes of one method on one dataset.
 
     Attributes:
-        label: the method label (:func:`~clinenv.evaluation.labels.method_label` or the
-            user's ``LABEL``).
-        dataset: the dataset name of the lines (``"medqa"``, ``"demo"``...).
+        label: the method label.
+        dataset: the dataset name of the lines.
         env_id: the environment id of the lines.
         doctor: ``{"name", "config"}`` of the doctor policy.
         run_seed: the run seed (``None`` when the lines have none).
-        dataset_sha256: records digest of the dataset file (``None`` for in-memory
-            cases); a pinned file's byte digest, which older logs hold, is read as its
-            records digest (:func:`clinenv.datasets.registry.records_digest_of`).
-        records: the run-log lines, one per episode (the standing line: an error line
-            followed by a later line of its episode is replaced by it).
+        dataset_sha256: records digest of the dataset file (``None`` for in-memory cases).
+        records: the standing run-log line of each episode.
         sources: ``(file, 1-based line)`` of each record.
         partial_bytes: bytes of partial last lines (left by crashes) skipped in the files.
         n_cases_scheduled: cases per repetition in the run's plan.
-        schedule_inferred: the lines do not record the schedule (a log written before
-            ``n_cases_scheduled`` / ``n_repetitions`` existed), so it was inferred as the
-            cases seen × (largest repetition + 1).
-        n_superseded: error lines left out because a later line of the same episode
-            replaced them (a retry on resume; see the module docstring).
+        schedule_inferred: the schedule was inferred (an old log).
+        n_superseded: error lines replaced by a later line of the same episode.
     """
 
     label: str
@@ -323,23 +306,17 @@ def load_runs(specs: Iterable[LogSpec | str | Path], *,
 
     Args:
         specs: log files, as :class:`LogSpec`, ``"LABEL=path"`` or paths.
-        mixed_scoring: accept lines of different scoring versions (see the module
-            docstring); the reports then say so.
-        allow_privileged: accept lines of a privileged doctor (``"privileged": true``,
-            the teacher that saw Y; :func:`clinenv.runlog.check_privileged`), refused by
-            default (``--allow-privileged``).
+        mixed_scoring: accept lines of different scoring versions.
+        allow_privileged: accept lines of a privileged doctor (``"privileged": true``).
 
     Returns:
         The runs, in order of first appearance.
 
     Raises:
-        MixedScoringError: lines of different scoring versions without
-            ``mixed_scoring``.
-        clinenv.runlog.PrivilegedLogError: a privileged line without
-            ``allow_privileged`` (file and line named).
+        MixedScoringError: lines of different scoring versions without ``mixed_scoring``.
+        clinenv.runlog.PrivilegedLogError: a privileged line without ``allow_privileged``.
         RunsError: a missing or empty file, a malformed or mixed file, a duplicate
-            ``(case_id, repetition)`` key, or files with the same label and dataset from
-            different runs (see the module docstring).
+            episode, or files of one label and dataset from different runs.
         RunLogError: a line is not valid run-log JSON.
     """
     loaded: set[Path] = set()
@@ -522,23 +499,20 @@ def align(base: Run, method: Run, *, intersect: bool = False,
           mixed_scoring: bool = False) -> Alignment:
     """Paired correctness matrices of ``method`` against ``base`` on the same cases.
 
+    A scheduled case with no line (``<case N>``) pairs by case index when both runs used the
+    same dataset file; its cells count as not correct.
+
     Args:
         base: the baseline run.
         method: the method run (same dataset).
-        intersect: keep only the cases both runs hold instead of refusing different
-            case sets; :attr:`Alignment.n_dropped` says how many were dropped.
+        intersect: keep only the common cases instead of refusing different case sets.
         mixed_scoring: pair runs scored under different scoring versions.
 
     Raises:
-        MixedScoringError: the runs' lines have different scoring versions and
-            ``mixed_scoring`` is false.
+        MixedScoringError: different scoring versions and ``mixed_scoring`` false.
         RunsError: the runs are on different datasets or dataset files.
-        CaseMismatchError: the case sets differ (the message lists the missing ids) and
-            ``intersect`` is false, or they have no case in common.
-
-    A scheduled case that left no line in one run (a placeholder, see the module
-    docstring) is paired by case index with the other run's case when both used the
-    same dataset file; its cells count as not correct.
+        CaseMismatchError: the case sets differ and ``intersect`` is false, or no case is
+            common.
     """
     if not mixed_scoring:
         check_scoring_versions([base, method], what="pair")

@@ -1,46 +1,7 @@
 """Shared-answer scoring sensitivity: effect bounds and the conservative envelope
 (EGIP appendix B, Tables 5 and 6).
 
-Automated accuracy counts only outputs scored correct. The sensitivity analysis reuses
-consistent correctness labels across identical answers:
-
-1. **Keys.** Every output with an identifiable answer
-   (:func:`clinenv.evaluation.metrics.answer_status` is ``"answer"``) has the key
-   ``(dataset, case_id, normalize_answer(answer))``; :func:`clinenv.scoring.
-   normalize_answer` removes formatting only and never merges clinical synonyms.
-   Outputs without an identifiable answer (no answer, abstention, placeholder, a
-   missing or error line) are not correct, as in the automated score.
-2. **Labels.** The *label pool* (:func:`label_pool`) collects, per key, the automated
-   labels of its outputs over every run given (every method, model and framework):
-   ``correct`` is 1, ``wrong`` 0; a verdict ``unscored`` on an identifiable answer (a
-   judge reply that could not be read) is an absent label. A key whose labels are all
-   equal is *resolved* and every output of the key takes that label; a key with no
-   label (absent) or with both 0 and 1 (conflicting) is *unresolved*, and all its
-   occurrences share **one** unknown binary label x_k.
-3. **Effect bounds.** The contrast Δ = mean over cases of (mean_r b − mean_r a) (as in
-   :func:`clinenv.evaluation.stats.paired_differences`) is linear in the unknown labels:
-   case i contributes ``known_i + Σ_k w_ik x_k`` with ``w_ik`` the key's occurrences in
-   the method over the method's repetitions minus its occurrences in the baseline over
-   the baseline's. Keys never span cases, so the minimum and maximum over
-   ``x ∈ {0,1}^K`` are ``l_i = known_i + Σ_k min(0, w_ik)`` and ``u_i = known_i + Σ_k
-   max(0, w_ik)`` averaged over cases: the finite-sample **effect bounds** [L, U]. A
-   key both methods answered equally often (a shared answer) cancels.
-4. **Conservative envelope.** The same bounds within each case-cluster bootstrap
-   resample (the resampled cases with all their repetitions and both methods, as for
-   the paired CI): the envelope is ``[q_{α/2}(L*), q_{1−α/2}(U*)]``, percentile
-   quantiles of the resampled lower and upper bounds. It combines sampling and
-   unresolved-label uncertainty and is not an ordinary confidence interval.
-
-Because labels are harmonized across identical answers, [L, U] need not contain the
-automated Δ. The bounds account for unresolved labels, not systematic scorer error.
-
-5. **Unscored baseline outputs counted correct** (EGIP appendix B.1: "under the extreme
-   assumption that all such outputs are correct"). Δ recomputed from the automated
-   matrices with every unscored output of the baseline
-   (:func:`clinenv.evaluation.metrics.is_unscored`: a line with no identifiable answer,
-   an error line included) set to 1. Scheduled outputs that left no line are not
-   outputs and stay 0, as in U (:meth:`clinenv.evaluation.runs.Run.n_unscored`). The
-   method's outputs keep their automated scores.
+Also Δ with the baseline's unscored outputs counted correct (B.1); see docs/analyses.md.
 """
 
 from __future__ import annotations

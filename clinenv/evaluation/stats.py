@@ -1,44 +1,7 @@
 """Paired uncertainty for method comparisons: bootstrap intervals, sign-flip tests, Holm.
 
-Every function here works on **correctness matrices**: arrays of per-episode correctness
-shaped ``(n_cases, n_repetitions)`` with
-
-- ``1`` — the output was scored correct;
-- ``0`` — anything else that was scheduled: a wrong answer, an unscored output, a
-  non-answer (EGIP section 4.1: these stay in the denominator);
-- ``NaN`` — a missing repetition (not run, or not in the log).
-
-A 1-D array is read as one repetition (``(n_cases,)`` → ``(n_cases, 1)``); booleans are
-accepted. Anything else — other values (``inf``, ``0.5``, ``2``), empty arrays, more than
-two dimensions — raises :class:`ValueError`.
-
-Paired functions take two matrices ``a`` (the baseline, e.g. Native) and ``b`` (the
-method, e.g. EGIP-Direct) whose **rows are the same cases in the same order**. The
-number of cases must match (else :class:`ValueError` naming both shapes); the numbers of
-repetitions may differ. Each case is summarized by its mean over the repetitions that
-are present, and the paired statistic is the mean over cases of
-
-    d_i = mean_r b[i, r] - mean_r a[i, r]        (NaN repetitions left out),
-
-so every case weighs the same whatever its number of present repetitions (with complete
-data this equals the difference of the pooled accuracies). A case with no present
-repetition in ``a`` or in ``b`` cannot be paired and raises :class:`ValueError` naming its
-row index: a mismatched case set between two runs is an error, never silently dropped.
-
-Sources:
-
-- EGIP appendix A.3 ("Paired uncertainty"): 10,000 case-cluster bootstrap resamples
-  retaining paired methods and repetitions within each case, pointwise percentile
-  intervals; 20,000 two-sided sign-flip randomizations of case-averaged paired
-  differences, Holm-adjusted across the family of comparisons (Table 8: the smallest
-  reported Holm p over 28 tests is 0.0014 = 28 / 20,001, i.e. the Monte-Carlo p value is
-  ``(1 + #{|T*| >= |T|}) / (n_resamples + 1)``).
-- CDEG "Metrics", Eq. 8: Correction = N_fix / N_V−, Regression = N_reg / N_V+.
-- EGIP §4.5 / appendix E: 20,000 dataset-stratified source-case bootstrap resamples of
-  pooled pair outcomes (:func:`stratified_bootstrap_ci`), each case carrying all its
-  paired outputs and model–framework records.
-
-All differences are reported in **percentage points** (proportions × 100).
+Inputs are ``(n_cases, n_repetitions)`` correctness matrices of 1/0/NaN; results in
+percentage points. Sources (EGIP A.3, E; CDEG Eq. 8) and conventions: docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -224,31 +187,24 @@ def paired_bootstrap_ci(a: Any, b: Any, n_resamples: int = 10_000, confidence: f
                         seed: Seed = None) -> PairedCI:
     """Paired difference ``b - a`` in percentage points with a case-cluster bootstrap CI.
 
-    Case indices are resampled with replacement, so all repetitions and both methods of a
-    case move together (EGIP appendix A.3: 10,000 resamples, retaining paired methods
-    and repetitions within each case). The statistic of a resample is the mean of the
-    resampled per-case differences ``d_i``; the interval is the percentile interval
-    (``numpy.quantile``, linear interpolation, at ``(1 ∓ confidence) / 2``), pointwise
-    and unadjusted. With one repetition this is the same procedure as
-    ``scipy.stats.bootstrap((a, b), ..., paired=True, method="percentile")``.
+    Cases are resampled with all their repetitions and both methods (EGIP appendix A.3);
+    percentile interval, pointwise. With one repetition this equals
+    ``scipy.stats.bootstrap(..., paired=True, method="percentile")``.
 
     Args:
         a: baseline correctness matrix ``(n_cases, R_a)`` of 0/1/NaN.
         b: method correctness matrix ``(n_cases, R_b)``; rows are the same cases.
-        n_resamples: number of bootstrap resamples (positive integer).
-        confidence: nominal coverage, strictly between 0 and 1.
-        seed: anything :func:`numpy.random.default_rng` accepts; the same seed gives the
-            same result.
+        n_resamples: number of bootstrap resamples (positive).
+        confidence: nominal coverage, in (0, 1).
+        seed: anything :func:`numpy.random.default_rng` accepts.
 
     Returns:
-        A :class:`PairedCI` in percentage points. Degenerate cases: all ``d_i`` equal
-        (e.g. both methods all correct) → ``[difference, difference]``; a single case →
-        NaN bounds; both with ``degenerate=True``.
+        A :class:`PairedCI`; all ``d_i`` equal gives ``[difference, difference]``, a single
+        case NaN bounds, both with ``degenerate=True``.
 
     Raises:
-        ValueError: invalid input (see the module docstring), different numbers of cases,
-            a case with no present repetition, ``n_resamples < 1``, ``confidence`` not in
-            (0, 1).
+        ValueError: invalid input, different numbers of cases, a case with no present
+            repetition, ``n_resamples < 1``, ``confidence`` not in (0, 1).
     """
     n_resamples = _check_resamples(n_resamples)
     if not 0.0 < confidence < 1.0:
@@ -299,34 +255,21 @@ def stratified_bootstrap_ci(numerators: Any, denominators: Any, strata: Any, *,
     """A pooled ratio ``100 * sum(x_i) / sum(n_i)`` with a dataset-stratified cluster
     bootstrap percentile interval (EGIP §4.5 and appendix E).
 
-    Each cluster ``i`` is a source case; ``x_i`` sums an outcome over the case's records
-    (e.g. the per-pair differences ``y_j^Direct − y_j^Native`` of its paired outputs,
-    over every model–framework configuration) and ``n_i`` counts those records (the
-    pairs). A resample draws, **within each stratum** (dataset), as many cases as the
-    stratum holds, with replacement, so every resample keeps the datasets' case counts;
-    a drawn case brings all its records. The statistic of a resample is its pooled
-    ratio; the interval is the percentile interval (``numpy.quantile``, linear
-    interpolation, at ``(1 ∓ confidence) / 2``), pointwise and unadjusted.
-
     Args:
-        numerators: ``(n_cases,)`` per-case sums ``x_i`` (any real values).
+        numerators: ``(n_cases,)`` per-case sums ``x_i`` (finite).
         denominators: ``(n_cases,)`` per-case record counts ``n_i`` (positive).
-        strata: ``(n_cases,)`` stratum labels (hashable; e.g. dataset names).
-        n_resamples: bootstrap resamples (positive integer; the paper uses 20,000).
-        confidence: nominal coverage, strictly between 0 and 1.
+        strata: ``(n_cases,)`` stratum labels (e.g. dataset names); resampling is within each.
+        n_resamples: bootstrap resamples (positive; the paper uses 20,000).
+        confidence: nominal coverage, in (0, 1).
         seed: anything :func:`numpy.random.default_rng` accepts.
 
     Returns:
-        A :class:`PairedCI` whose ``difference`` is the pooled ratio (percent or
-        percentage points, as ``x`` is a 0/1 outcome or a difference of two), ``n_cases``
-        the number of clusters and ``method`` ``"dataset-stratified source-case
-        percentile bootstrap"``. ``degenerate`` is true (bounds equal to the statistic)
-        when no resample can differ: every stratum has one case, or within each stratum
-        every case has the same ratio ``x_i / n_i`` and the same ``n_i``.
+        A :class:`PairedCI`; ``degenerate`` when no resample can differ (one case per
+        stratum, or equal ratios and counts within each stratum).
 
     Raises:
-        ValueError: lengths differ, no case, a non-finite ``x_i``, an ``n_i`` that is not
-            positive, ``n_resamples < 1`` or ``confidence`` not in (0, 1).
+        ValueError: lengths differ, no case, a non-finite ``x_i``, an ``n_i`` not positive,
+            ``n_resamples < 1`` or ``confidence`` not in (0, 1).
     """
     n_resamples = _check_resamples(n_resamples)
     if not 0.0 < confidence < 1.0:
@@ -402,47 +345,24 @@ def sign_flip_test(a: Any, b: Any, n_resamples: int = 20_000, seed: Seed = None,
                    exact: bool | str = "auto") -> float:
     """Two-sided sign-flip randomization p value for the mean paired difference.
 
-    Under the null hypothesis the labels "a" and "b" are exchangeable within each case,
-    so each ``d_i`` is equally likely to have either sign. With ``T = mean(d)`` and
-    ``T* = mean(s * d)`` for sign patterns ``s_i = ±1``, a pattern counts when
-    ``|T*| >= |T| - 1e-12`` (absolute tolerance on proportions).
-
-    - **Exact** (small ``n_cases``): all ``2^n_cases`` patterns are enumerated and
-
-          p = #{patterns with |T*| >= |T|} / 2^n_cases,
-
-      which includes the observed pattern (and its mirror), so ``p >= 2 / 2^n_cases``;
-      e.g. ``n_cases`` differences all of one sign and equal size give exactly
-      ``2 / 2^n_cases``. ``seed`` is not used.
-    - **Monte Carlo**: ``n_resamples`` independent uniform patterns and
-
-          p = (1 + #{|T*| >= |T| - 1e-12}) / (n_resamples + 1),
-
-      the Monte-Carlo p value that counts the observed statistic (never 0; EGIP appendix
-      A.3 / Table 8, where 28 / 20,001 = 0.0014 is the smallest Holm-adjusted value).
-
-    ``exact="auto"`` (the default) enumerates when ``n_cases <= 14`` or
-    ``2**n_cases <= n_resamples``, and samples otherwise (with the default
-    ``n_resamples``, every ``n_cases >= 15``). ``exact=True`` always enumerates
-    (``n_cases <= 26``), ``exact=False`` always samples.
+    A pattern ``s_i = ±1`` counts when ``|mean(s * d)| >= |mean(d)| - 1e-12``. Exact:
+    p = count / 2^n_cases over all patterns. Monte Carlo: p = (1 + count) /
+    (n_resamples + 1) (EGIP appendix A.3). ``exact="auto"`` enumerates when ``n_cases <=
+    14`` or ``2**n_cases <= n_resamples``.
 
     Args:
         a: baseline correctness matrix ``(n_cases, R_a)`` of 0/1/NaN.
         b: method correctness matrix ``(n_cases, R_b)``; rows are the same cases.
-        n_resamples: number of random sign patterns (positive integer) for the
-            Monte-Carlo path; with ``exact="auto"`` also the threshold above.
-        seed: anything :func:`numpy.random.default_rng` accepts; same seed, same p
-            (unused on the exact path).
-        exact: ``"auto"``, ``True`` or ``False`` (see above).
+        n_resamples: random sign patterns on the Monte-Carlo path (positive).
+        seed: anything :func:`numpy.random.default_rng` accepts (unused when exact).
+        exact: ``"auto"``, ``True`` (at most 26 cases) or ``False``.
 
     Returns:
-        The p value in ``(0, 1]``; exactly ``1.0`` when every ``d_i`` is zero. With a
-        single case ``|T*| = |T|`` always, so ``p = 1.0`` too.
+        The p value in ``(0, 1]``; ``1.0`` when every ``d_i`` is zero or with one case.
 
     Raises:
         ValueError: invalid input, different numbers of cases, a case with no present
-            repetition, ``n_resamples < 1``, ``exact`` not one of ``"auto"``, ``True``,
-            ``False``, or ``exact=True`` with more than 26 cases.
+            repetition, ``n_resamples < 1``, a bad ``exact``, or ``exact=True`` over 26 cases.
     """
     n_resamples = _check_resamples(n_resamples)
     if not (exact is True or exact is False or exact == "auto"):
@@ -544,26 +464,21 @@ def majority_correct(x: Any) -> np.ndarray:
 
 
 def correction_regression(baseline: Any, method: Any) -> CorrectionRegression:
-    """Correction and regression of ``method`` against ``baseline`` on the same cases.
+    """Correction and regression of ``method`` against ``baseline`` (CDEG Eq. 8), in percent.
 
-    Each case's verdict is its majority over present repetitions (strictly more than half
-    correct; a tie counts as incorrect). Then, with N_V− / N_V+ the cases the baseline
-    gets wrong / right, N_fix the baseline-wrong cases the method gets right and N_reg the
-    baseline-right cases the method gets wrong (CDEG "Metrics", Eq. 8):
-
-        Correction = 100 * N_fix / N_V−,   Regression = 100 * N_reg / N_V+   (percent).
+    A case's verdict is its majority over present repetitions (a tie is incorrect);
+    correction = 100 * N_fix / N_V−, regression = 100 * N_reg / N_V+.
 
     Args:
         baseline: correctness matrix ``(n_cases, R_base)`` of 0/1/NaN.
         method: correctness matrix ``(n_cases, R_method)``; rows are the same cases.
 
     Returns:
-        A :class:`CorrectionRegression`; a rate is NaN when its denominator is 0 (e.g.
-        correction when the baseline gets every case right).
+        A :class:`CorrectionRegression`; a rate is NaN when its denominator is 0.
 
     Raises:
         ValueError: invalid input, different numbers of cases, or a case with no present
-            repetition in either matrix.
+            repetition.
     """
     base, meth = _check_pair(baseline, method, ("baseline", "method"))
     base_ok, meth_ok = majority_correct(base), majority_correct(meth)

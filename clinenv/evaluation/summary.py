@@ -1,12 +1,7 @@
 """Summaries of a run: accuracy, coverage, turns and exams; model calls and tokens.
 
-- :func:`summarize` — the run metrics of EGIP section 4.1 over run-log lines or episode
-  records, with the definitions of :mod:`clinenv.evaluation.metrics` (so the summary
-  ``clinenv run`` prints agrees with ``clinenv eval`` on the same log);
-- :func:`standing_records` — each episode once: an error line superseded by a later line
-  of its episode (a retry on resume, :mod:`clinenv.runlog`) is left out;
-- :func:`llm_totals` — model calls, tokens and mean latency of a run from its lines'
-  ``llm`` fields (:mod:`clinenv.runs.episode`).
+:func:`summarize` (EGIP section 4.1, the same definitions as ``clinenv eval``),
+:func:`standing_records` (each episode once) and :func:`llm_totals`.
 """
 
 from __future__ import annotations
@@ -36,52 +31,29 @@ def summarize(
     *,
     plan: Sequence[tuple[int, int, int]] | None = None,
 ) -> dict[str, Any]:
-    """Run metrics (EGIP section 4.1).
+    """Run metrics (EGIP section 4.1), with the definitions of ``clinenv eval``.
 
-    Accuracy is the share of *scheduled* outputs scored correct: unscored answers,
-    non-answers and scheduled episodes without a record all stay in the denominator.
-    Coverage is the share of scheduled outputs with an identifiable answer, and the
-    scheduled outputs split into ``n_correct + n_wrong + n_unscored + n_unparsed``, all
-    with the one definition of an unscored output,
-    :func:`clinenv.evaluation.metrics.is_unscored` (no answer, a template placeholder,
-    an abstention, an error line; a native episode without a diagnosis counts here even
-    though its verdict is AgentClinic's ``"wrong"``), so ``coverage == 100 * (1 -
-    n_unscored / n_scheduled)``.
+    Accuracy and coverage are shares of *scheduled* outputs (unscored outputs and scheduled
+    episodes without a record stay in the denominator), so ``coverage == 100 * (1 -
+    n_unscored / n_scheduled)``. Run-log lines follow the supersession rule of
+    :mod:`clinenv.runlog` (each episode counts once, with its latest verdict).
 
     Args:
-        records: run-log lines or :func:`clinenv.runs.episode.run_episode` records
-            (``verdict``, ``turns``, ``n_exams_requested`` and, for run-log lines,
-            ``repetition``; a record without ``repetition`` counts as repetition 0, one
-            without ``verdict`` as unscored). Records with ``case_id`` and
-            ``repetition`` (run-log lines) follow the supersession rule of
-            :mod:`clinenv.runlog`: an error line followed by a later line of its
-            episode (a retry) is left out, so every episode counts once, with its
-            latest verdict, as in ``clinenv eval``.
-        plan: the schedule; when given, ``n_scheduled`` and the per-repetition
-            denominators come from it, else from the records.
+        records: run-log lines or episode records; a missing ``repetition`` is 0, a missing
+            ``verdict`` unscored.
+        plan: the schedule; without it the denominators come from the records.
 
     Returns:
-        ``{"n_scheduled", "n_records", "n_correct", "n_wrong", "n_unscored",
-        "n_unparsed", "n_errors", "accuracy", "coverage", "mean_turns", "mean_exams",
-        "repetitions", "accuracy_mean", "accuracy_sd"}``: ``n_correct`` scored correct;
-        ``n_unscored`` without an identifiable answer (U) plus scheduled outputs without
-        a record; ``n_unparsed`` an identifiable answer whose judge reply could not be
-        read (:func:`clinenv.evaluation.metrics.is_unparsed`; covered, not correct);
-        ``n_wrong`` every other record (an identifiable answer not scored correct);
-        ``n_errors``: records stopped by a backend error, also counted as unscored.
-        Computed with the definitions of
-        :mod:`clinenv.evaluation.metrics` (``accuracy``, ``per_repetition_accuracy``,
-        ``mean_sd``, ``coverage``), so they agree with ``clinenv eval`` on the same log.
-        Percentages are in 0..100 (``nan`` when nothing is scheduled); means are over the
-        records (``nan`` without records).
-        ``repetitions`` maps each repetition index to ``{"n_scheduled", "n_correct",
-        "accuracy", "coverage"}``; ``accuracy_mean`` is the mean of the per-repetition
-        accuracies and ``accuracy_sd`` their sample standard deviation (``None``, never
-        NaN, with fewer than 2 repetitions).
+        ``{"n_scheduled", "n_records", "n_correct", "n_wrong", "n_unscored", "n_unparsed",
+        "n_errors", "accuracy", "coverage", "mean_turns", "mean_exams", "repetitions",
+        "accuracy_mean", "accuracy_sd"}``. ``n_unscored`` includes scheduled outputs
+        without a record; ``n_errors`` (backend errors) are also unscored. Percentages are
+        0..100 (``nan`` when nothing is scheduled); ``repetitions`` maps each index to
+        ``{"n_scheduled", "n_correct", "accuracy", "coverage"}``; ``accuracy_sd`` is
+        ``None`` with fewer than 2 repetitions.
 
     Raises:
-        ValueError: two run-log lines of one episode where the earlier is not an error
-            line (the message names the episode and both positions).
+        ValueError: two lines of one episode where the earlier is not an error line.
     """
     records = standing_records(records)
     verdicts = [r.get("verdict", "unscored") for r in records]

@@ -1,19 +1,7 @@
 """The HTML run report (``clinenv report LOGS... --out report.html``).
 
-One self-contained page with the accuracy table with CIs and coverage, the paired
-comparisons and the reward components with their CIs (as ``clinenv eval --components``
-/ ``clinenv compare``) and the figures, every episode with its reward components
-(browsable and filterable by method, dataset, case, verdict, flag and stratum) and the
-same case under two methods side by side with the first differing turn marked.
-
-- :mod:`clinenv.report.page` — :func:`build_report`, :func:`write_report`, the page;
-- :mod:`clinenv.report.episodes` — one run-log line as the report's episode view;
-- :mod:`clinenv.report.divergence` — the first turn where two episodes' questions or
-  requested exams differ;
-- :mod:`clinenv.report.summary` — tables and figures (matplotlib, the ``plot`` extra);
-- :mod:`clinenv.report.island` — the escaped JSON data island and its string table;
-- :mod:`clinenv.report.access` — credentialed (MIMIC-IV) lines, refused by default;
-- :mod:`clinenv.report.assets` — the inline CSS and script.
+:func:`build_report` / :func:`write_report` (:mod:`clinenv.report.page`); the page and
+its data are described in docs/report.md.
 """
 
 from clinenv.report.access import DUA_WARNING, is_credentialed

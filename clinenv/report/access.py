@@ -1,12 +1,7 @@
 """Credentialed data in a report: MIMIC-IV episodes only with an explicit opt-in.
 
-AgentClinic-MIMIC-IV cases are derived from MIMIC-IV, which PhysioNet shares only with
-credentialed users under a data-use agreement (:data:`clinenv.datasets.registry.
-MIMIC_ACCESS_NOTE`); a report holds the case text and the model's output, so it is
-itself covered by that agreement. A line is *credentialed* when its ``dataset`` (or its
-``env_spec.kwargs.dataset``) is a registry dataset that cannot be downloaded (one with an
-access note: ``mimiciv``), that dataset's file name, or any name that normalizes to one
-starting with ``mimic`` (MIMIC-derived user cases, e.g. MIMIC-IDx-style files).
+A report holds case text, so MIMIC-derived lines fall under the data-use agreement; which
+lines count is in docs/report.md.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """The page's inline assets: its style sheet and its script, read from package data.
 
-``static/report.css`` and ``static/report.js`` ship inside the package (setup.cfg
-``package_data``) and are written into every page verbatim, so a report needs no server
-and fetches nothing. The script parses the data island (:mod:`clinenv.report.island`),
-draws the tables, figures, filters, the paginated episode list, one episode at a time and
-the side-by-side view, and writes log text only through ``textContent``. When the page
-is ready it sets ``document.body.dataset.ready = "1"`` and
-``window.__reportTimings = {start, firstEpisode, ready}`` (``performance.now()``
-milliseconds), which the browser tests and ``benchmarks/bench_report.py`` read.
+``static/report.css`` and ``static/report.js`` are written into every page verbatim, so a
+report needs no server (docs/report.md).
 """
 
 from __future__ import annotations

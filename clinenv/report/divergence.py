@@ -1,15 +1,7 @@
 """The same case under two methods: where their acquisition first differs.
 
-The report shows two episodes of one ``(case_id, repetition)`` side by side (e.g. the
-native AgentClinic loop against EGIP) and marks the first turn where the doctors' questions
-or requested exams differ. :func:`doctor_actions` reduces an episode to its acquisition
-actions per turn; :func:`first_divergence` compares two of them.
-
-A question is compared by its text (case-folded, whitespace collapsed); a requested exam
-by the exam's name as the measurement event resolved it (case-folded: the native
-``REQUEST TEST: Vital signs`` and EGIP's ``PE1`` both resolve to "Vital Signs"), or the
-request text when no result event follows. Clarification replies and the diagnosis are
-not acquisition and are left out.
+:func:`doctor_actions` reduces an episode to its acquisition per turn and
+:func:`first_divergence` compares two (rules in docs/report.md).
 """
 
 from __future__ import annotations

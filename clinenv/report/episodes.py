@@ -1,48 +1,7 @@
 """One run-log line as the report's episode: the transcript the doctor saw, e_T, the
 answer, the target, the verdict and how it was scored, CDEG interventions and model calls.
 
-:func:`episode_view` rebuilds it from the line's fields (:mod:`clinenv.runs.logged`):
-``events`` (questions and replies, exams with their results and availability, interface
-feedback), ``evidence`` (the evidence interface e_T of EGIP section 3.3: objective,
-candidates, ordered observations), ``answer`` / ``scored_answer`` / ``target`` /
-``verdict`` / ``scorer`` / ``match_score`` / ``judge_verdict``, ``doctor_log`` (CDEG's
-interventions, :mod:`clinenv.wrappers.cdeg.intervention`), ``llm`` (call counts, tokens,
-latency and, with ``clinenv run --log-messages``, each call's exact messages and raw
-reply) and ``error``.
-
-Every string goes through a :class:`~clinenv.report.island.StringTable`; the view holds
-indices (``None`` where the log has no value). Keys (short, the page's script reads them):
-
-- ``r`` run index; ``c`` case id; ``i`` repetition; ``v`` verdict (``correct``,
-  ``wrong``, ``unscored``); ``a`` answer; ``sa`` scored answer (when it differs);
-  ``t`` target; ``s`` scorer; ``ms`` match score (0..100 or ``None``); ``j`` judge
-  verdict; ``st`` answer status; ``f`` flags (:func:`flag_names`); ``g`` strata (``"key: value"``);
-  ``n`` ``[turns, exams requested, invalid actions]``; ``src`` ``"file:line"``;
-- ``x`` transcript items ``[kind, turn, ...]``: ``["Q", t, text]`` a question,
-  ``["P", t, reply, asked]`` the patient's reply (``asked`` only when it differs from the
-  doctor's question of that turn), ``["R", t, text]`` an exam request,
-  ``["M", t, exam id, name, value, availability]`` its result, ``["D", t, text]`` the
-  diagnosis, ``["O", t, routed_as, text]`` another doctor action (clarification...),
-  ``["I", t, kind, message]`` interface feedback;
-- ``e`` e_T ``[objective, candidates or None, observations]``, each observation
-  ``[obs_id, source, turn, context, content, availability, exam_id]``;
-- ``k`` CDEG interventions ``[turn, kind, reason, proposed, evidence, action]`` (checks
-  that did not intervene, ``kind`` ``"none"``, are counted in ``kn``);
-- ``l`` model calls ``[n_calls, prompt_tokens, completion_tokens, latency_s]`` and
-  ``la`` per agent ``[agent, calls, prompt_tokens, completion_tokens, latency_s]``;
-- ``p`` logged prompts (``--log-messages``) ``[agent, purpose, turn, messages,
-  raw replies]``, messages ``[role, content]``; ``err`` the backend error message;
-- ``rc`` the episode's reward components (:mod:`clinenv.reward_components`), their
-  values in :data:`~clinenv.reward_components.COMPONENTS` order (the page's
-  ``meta.components``), floats rounded to 6 decimals, ``None`` where undefined: the
-  logged ``reward_components``, or for an older line those computed from the line and
-  its case (:func:`clinenv.evaluation.components.line_components`); absent where they
-  cannot be had (the case cannot be found).
-
-Availability (EGIP appendix A.1): ``recorded``, ``unavailable`` (the record says no
-result exists: "not available"), ``not_recorded`` (no such record: "not recorded",
-never normal) and ``generated`` (a native measurement agent's text); the page prints
-each as such.
+:func:`episode_view` builds it with short keys over a string table (docs/report.md).
 """
 
 from __future__ import annotations

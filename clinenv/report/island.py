@@ -1,16 +1,7 @@
 """The report's data island: every value taken from run logs, as escaped JSON.
 
-The page carries its data in one ``<script type="application/json" id="report-data">``
-element, parsed by the page's own script with ``JSON.parse`` and put into the document
-only through ``textContent`` (never as markup). Two pieces:
-
-- :class:`StringTable` — string interning: each distinct string is stored once and
-  referred to by its 0-based index (the same patient reply or exam result under many
-  repetitions and methods costs one copy);
-- :func:`island_json` — JSON that cannot end the ``<script>`` element or open markup:
-  ``<``, ``>`` and ``&`` are written as ``\\u003c``, ``\\u003e``, ``\\u0026`` and the
-  line separators U+2028 / U+2029 as ``\\u2028`` / ``\\u2029`` (HTML spec, "restrictions
-  for contents of script elements"); non-finite floats become ``null``.
+:class:`StringTable` stores each distinct string once; :func:`island_json` writes JSON
+that cannot end the ``<script>`` element (docs/report.md).
 """
 
 from __future__ import annotations

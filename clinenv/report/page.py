@@ -1,24 +1,7 @@
 """The report page: one self-contained HTML file (CSS, script, figures and data inline).
 
-:func:`build_report` reads run logs (:func:`clinenv.evaluation.runs.load_runs`: the
-standing line of each episode, the same checks as ``clinenv eval``), computes the
-accuracy table with coverage, the paired comparisons (``clinenv eval`` /
-``clinenv compare``) and the reward-components table (``clinenv eval --components``),
-the figures, every episode's view
-(:func:`clinenv.report.episodes.episode_view`) and, for each compared pair of runs, the
-episodes of one ``(case_id, repetition)`` under both with their first differing turn
-(:mod:`clinenv.report.divergence`); :func:`write_report` writes the page atomically.
-
-The page has no external reference (no server and no network at view time). Its markup
-is fixed text written here; everything taken from logs is in the JSON data island
-(:mod:`clinenv.report.island`) and reaches the document only through ``textContent`` in
-the page's script (:mod:`clinenv.report.assets`), which renders the episode list a page
-at a time and an episode only when it is opened, so a 10,000-episode page (about 14 MB)
-shows its first episode within a few seconds (``benchmarks/bench_report.py``).
-
-Credentialed data (MIMIC-IV, :mod:`clinenv.report.access`) is refused unless
-``allow_credentialed``; then :data:`~clinenv.report.access.DUA_WARNING` is returned as
-a warning and shown at the top of the page.
+:func:`build_report` computes the tables, figures and episode views of run logs;
+:func:`write_report` writes the page atomically (docs/report.md).
 """
 
 from __future__ import annotations
@@ -116,41 +99,28 @@ def build_report(logs: Iterable[LogSpec | str | Path], *,
                  n_resamples: int = 10_000, n_flips: int = 20_000, seed: int = 0,
                  mixed_scoring: bool = False, allow_credentialed: bool = False,
                  with_figures: bool = True, allow_privileged: bool = False) -> Report:
-    """Build the report page of run logs.
+    """Build the report page of run logs (the tables of ``clinenv eval`` and ``compare``).
 
     Args:
-        logs: run logs (paths, ``"LABEL=path"`` or :class:`LogSpec`), as ``clinenv eval``
-            takes them.
+        logs: run logs (paths, ``"LABEL=path"`` or :class:`LogSpec`).
         pairs: ``(method label, base label)`` comparisons; default: every run against the
-            first log's label on its dataset (runs without one are named in a note).
-        intersect: compare the cases both runs of a pair hold instead of refusing
-            different case sets.
-        n_resamples: case-cluster bootstrap resamples (comparison CIs, accuracy bars).
+            first log's label on its dataset.
+        intersect: compare the cases both runs of a pair hold instead of refusing.
+        n_resamples: case-cluster bootstrap resamples.
         n_flips: sign-flip randomizations per comparison.
         seed: seed of the bootstrap and randomization streams.
         mixed_scoring: pool and pair logs of different scoring versions.
         allow_credentialed: write MIMIC-IV episodes (the data-use warning is returned).
         with_figures: draw the figures (needs matplotlib).
-        allow_privileged: report logs of a privileged doctor too (refused by default:
-            :func:`clinenv.runlog.check_privileged`).
+        allow_privileged: report logs of a privileged doctor too.
 
     Returns:
         The :class:`Report`.
 
-    The tables are the accuracy table, the comparisons (when there is a pair) and the
-    reward components (:func:`clinenv.evaluation.components.components_table`: the
-    mean of each component per run with its case-cluster CI); each episode shows its
-    components. A line written before ``reward_components`` gets them computed from
-    the line and its case; one whose case cannot be found has none and is left out of
-    the components table, which names the first such line in a note.
-
     Raises:
-        ReportError: credentialed lines without ``allow_credentialed`` (file, line,
-            field).
-        RunsError: a log that cannot be read or evaluated (as ``clinenv eval``), or
-            explicit ``pairs`` that do not match the runs.
-        CaseMismatchError: a compared pair holds different case sets and ``intersect``
-            is false (as ``clinenv compare``).
+        ReportError: credentialed lines without ``allow_credentialed``.
+        RunsError: a log that cannot be read or evaluated, or ``pairs`` that match no runs.
+        CaseMismatchError: a pair over different case sets without ``intersect``.
         PlotDependencyError: ``with_figures`` without matplotlib.
     """
     from clinenv.evaluation.comparison import comparison_table

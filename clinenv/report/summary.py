@@ -1,17 +1,7 @@
 """The report's tables and figures: what ``clinenv eval`` and ``clinenv compare`` print
 and plot, for the same runs.
 
-- :func:`report_pairs` — the paired comparisons: explicit ``METHOD=BASE`` label pairs, or
-  (default) every run against the first run's label on its dataset, as ``clinenv compare``
-  pairs them; runs whose dataset has no baseline run are left out and named in a note;
-- :func:`table_data` — a :class:`~clinenv.evaluation.table.Table` as plain lists for the
-  data island (title, header, rows, notes);
-- :func:`figures` — the accuracy bars with CIs (:func:`~clinenv.evaluation.plots.
-  plot_accuracy`) and the paired-Δ forest plot beside correction/regression
-  (:func:`~clinenv.evaluation.plots.plot_comparison`), as base64 PNG data URIs, so the
-  page is one file with the same figures as ``--plot``. They need matplotlib (the
-  ``plot`` extra); without it :class:`~clinenv.evaluation.plots.PlotDependencyError`
-  says what to install.
+:func:`report_pairs`, :func:`table_data` and :func:`figures` (base64 PNG data URIs).
 """
 
 from __future__ import annotations

@@ -1,29 +1,7 @@
 """Concurrent rollouts: many episodes at once under asyncio, so a server batches them.
 
-Only the model calls are awaited (:meth:`clinenv.env.EGIPEnv.astep`, the doctor's
-``aact``); the environment stays synchronous.
-
-- :func:`arun_episode` — one episode, awaiting the doctor and the environment; the same
-  record as :func:`clinenv.runs.episode.run_episode` (one loop,
-  :func:`clinenv.runs.episode.play_episode`);
-- :class:`Concurrent` — the executor of a whole logged run (:func:`clinenv.runs.run`)
-  with ``n`` workers, each with its own environment and doctor (built by the
-  factories as the worker starts; workers start :data:`RAMP_UP_S` apart). Plan, resume
-  checks and line format are those of :class:`clinenv.runs.logged.Serial` (shared
-  through :func:`clinenv.runs.logged.prepare_run` and one
-  :class:`~clinenv.runs.spec.RunSpec`): lines are written, durably, in the order
-  episodes finish, and returned in plan order. With deterministic model replies a
-  concurrent run writes the same lines as a sequential one, apart from ``timing`` and
-  ``llm`` (each episode's seeds come from the schedule, never from the order of
-  completion).
-
-An episode whose model backend fails after its retries
-(:class:`~clinenv.llm.base.BackendError`) becomes an error line and the other episodes go
-on (see the run-log schema in :mod:`clinenv.runs.logged`); ``resume=True`` later runs such
-episodes again. A refused request or too many error episodes in a row stop the run
-(:class:`~clinenv.runs.fail_fast.RunAborted`, :mod:`clinenv.runs.fail_fast`), and so does any other
-exception: no new episode starts, the episodes in flight are cancelled without a line,
-and the log keeps every line written before, whole (continue with ``resume=True``).
+:func:`arun_episode` and the :class:`Concurrent` executor (``n`` workers started
+:data:`RAMP_UP_S` apart; the same lines as ``Serial`` apart from ``timing`` and ``llm``).
 """
 
 from __future__ import annotations
@@ -58,14 +36,10 @@ async def arun_episode(
     seed: int | None,
     max_steps: int = 100_000,
 ) -> dict[str, Any]:
-    """Run one episode in the running event loop.
+    """Run one episode in the running event loop (the loop of :func:`run_episode`).
 
-    Like :func:`clinenv.runs.episode.run_episode` (the same loop,
-    :func:`clinenv.runs.episode.play_episode`), but the doctor's move is ``await
-    doctor.aact(observation, info)`` when the doctor has ``aact`` (else ``doctor.act``)
-    and the environment's is ``await env.unwrapped.astep(action)`` (else ``env.step``).
-    ``astep`` is called on the unwrapped environment, so Gymnasium wrappers' ``step`` is
-    bypassed (reset still goes through them).
+    The doctor's move is ``await doctor.aact`` when it has one, the environment's ``await
+    env.unwrapped.astep`` (bypassing wrappers' ``step``; reset still goes through them).
 
     Args:
         env: a Gymnasium environment whose ``unwrapped`` is :class:`clinenv.env.EGIPEnv`.
@@ -75,8 +49,7 @@ async def arun_episode(
         max_steps: safety cap on steps (then ``truncated``).
 
     Returns:
-        The record of :func:`clinenv.runs.episode.run_episode` (with ``timing`` and, when
-        an LLM takes part, ``llm``; ``error`` after a backend failure).
+        The record of :func:`clinenv.runs.episode.run_episode`.
 
     Raises:
         KeyError, IndexError: unknown case id or index (from ``env.reset``).

@@ -1,40 +1,7 @@
 """One episode: a doctor policy through a Gymnasium EGIP environment, timed and recorded.
 
-:func:`run_episode` plays one episode synchronously; :func:`play_episode` is the one
-episode loop, shared with :func:`clinenv.runs.concurrent.arun_episode`.
-
-The record is ``env.unwrapped.episode_record()`` (see
-:meth:`clinenv.env.EGIPEnv.episode_record`; with an LLM patient it holds
-``patient_flags``) plus ``reward``, ``steps``, ``terminated``, ``truncated``, ``timing``,
-``reward_components`` (the terminal step's; for an episode cut by ``max_steps`` or a
-backend error, those of the unfinished episode, :meth:`clinenv.env.EGIPEnv.
-reward_components`) and, when present, ``llm``, ``doctor_log`` and ``error``:
-
-- ``reward`` = the sum of the step rewards (the spec's terminal reward plus the legacy
-  per-step ``exam_cost`` / ``invalid_action_penalty`` charges); for an episode cut by
-  ``max_steps`` or a backend error, the step rewards so far plus ``reward_spec.reward(
-  reward_components)``, the spec's reward of the unfinished episode (the one rule of
-  :mod:`clinenv.reward_components`, the number every trainer adapter reports:
-  :meth:`clinenv.integrations.tools.ToolEpisode.episode_reward`);
-- ``timing`` = ``{"reset_s", "doctor_s", "env_s", "total_s"}``, wall seconds;
-- ``llm`` (when the doctor has ``drain_calls`` — an LLM doctor — or the environment has
-  an LLM patient or judge): ``{"n_calls", "prompt_tokens", "completion_tokens",
-  "latency_s", "calls"}``, where ``calls`` holds one
-  :meth:`clinenv.llm.base.ChatResult.to_log` record per model call, each with ``agent``
-  (``"doctor"``, ``"patient"`` or ``"judge"``), in the order doctor, patient, judge; token
-  sums are ``None`` when no call reported them, ``latency_s`` sums the calls' wall
-  seconds. A doctor reply cut by ``max_tokens`` is visible only here
-  (``calls[*].truncated``);
-- ``doctor_log`` (when the doctor has an ``episode_log()`` method, e.g. a policy
-  wrapper such as CDEG that logs its interventions): the JSON-ready value it returns,
-  read once at the end of the episode;
-- ``error`` = ``{"type", "message", "backend", "detail"}`` when a model backend failed
-  after its retries (:class:`clinenv.llm.base.BackendError`): the episode stops there
-  (``terminated`` false, ``verdict`` ``"unscored"``, ``correct`` false, events up to the
-  failure) instead of raising.
-
-``timing`` and ``llm`` are the only non-deterministic fields: the same seed, environment
-and doctor (and deterministic model replies) give identical records apart from them.
+:func:`run_episode` and :func:`play_episode`, the one episode loop (also of
+:func:`clinenv.runs.concurrent.arun_episode`); the record is in docs/api/runs.md.
 """
 
 from __future__ import annotations
@@ -64,32 +31,21 @@ def run_episode(
 ) -> dict[str, Any]:
     """Run one episode: ``doctor.act`` → ``env.step`` until the episode ends.
 
-    The environment is reset with ``seed`` and ``options={"case_id": case_id}``; the
-    doctor is reset with the same seed. Timings are measured here and go only into the
-    returned record, never into the environment's ``info``.
+    Environment and doctor are reset with ``seed`` (and ``options={"case_id": case_id}``);
+    timings go only into the record. A :class:`~clinenv.llm.base.BackendError` of any seat
+    ends the episode as an error record instead of propagating.
 
     Args:
-        env: a Gymnasium environment whose ``unwrapped`` is
-            :class:`clinenv.env.EGIPEnv` (wrappers allowed).
+        env: a Gymnasium environment whose ``unwrapped`` is :class:`clinenv.env.EGIPEnv`.
         doctor: a :class:`clinenv.agents.base.DoctorPolicy`.
         case_id: a ``case_id`` string or a 0-based case index.
-        seed: the episode seed (see :func:`clinenv.seeding.episode_seed`).
-        max_steps: safety cap on ``env.step`` calls; an episode that reaches it stops
-            with ``"truncated": True`` (EGIP episodes end by themselves far earlier).
+        seed: the episode seed.
+        max_steps: safety cap on ``env.step`` calls; reaching it sets ``truncated``.
 
     Returns:
-        The episode record (module docstring): ``env.unwrapped.episode_record()``
-        (``case_id``, ``dataset``, ``phase``, ``turns``, ``n_exams_requested``,
-        ``invalid_actions``, ``events``, ``evidence``, ``answer`` and, when finished,
-        ``verdict``, ``correct``, ``match_score``) plus ``reward`` (float: the sum of step
-        rewards; for an episode cut by ``max_steps`` or a backend error, that sum plus
-        the reward spec's reward of the unfinished episode, ``env.unwrapped.reward_spec.
-        reward(reward_components)``, as every adapter reports it: 0 more under the
-        default ``accuracy``), ``steps`` (``env.step`` calls), ``terminated``,
-        ``truncated``, ``timing``
-        (``env_s`` covers ``env.step`` only) and, when present, ``llm`` and ``error``. A
-        :class:`~clinenv.llm.base.BackendError` of the doctor, patient or judge ends the
-        episode as an error record instead of propagating.
+        The episode record: ``env.unwrapped.episode_record()`` plus ``reward``, ``steps``,
+        ``terminated``, ``truncated``, ``reward_components``, ``timing`` and, when present,
+        ``llm``, ``doctor_log`` and ``error`` (docs/api/runs.md).
 
     Raises:
         KeyError, IndexError: unknown case id or index (from ``env.reset``).

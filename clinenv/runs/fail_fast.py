@@ -1,27 +1,7 @@
 """Fail fast: when a logged run stops instead of writing more error lines.
 
-A model backend that still fails after its retries ends one episode as an error line
-(:mod:`clinenv.runs.episode`) and the run goes on, so a short outage costs a few episodes that
-a resume runs again. Two kinds of failure do not pass, and going on would turn every
-scheduled episode into an error line within seconds:
-
-- **configuration**: the server refused the request itself — ``detail`` in
-  :data:`NON_RETRYABLE_DETAILS` (HTTP 400, 401, 403, 404, 422: a wrong URL, model name,
-  API key or request shape). Every later request would be refused the same way, so the
-  run stops at once. The episode that met the refusal gets no line (a resume runs it);
-- **outage**: ``max_consecutive_errors`` episodes in a row, in the order they finish,
-  are error lines (timeouts, connection refused, 5xx after the retries). Their lines are
-  written (a resume runs them again), then the run stops.
-
-Either way the runner (every executor of :func:`clinenv.runs.run`,
-:func:`clinenv.runs.replay_run`)
-raises :class:`RunAborted` once the log holds only whole lines: the lines written before
-stay, no new episode starts, and with concurrency the episodes in flight are cancelled
-without a line. The runner writes inside ``with guard:`` (:class:`FailFast` is a context
-manager), so that the error's counts are those of the log file as it is then
-(:meth:`FailFast.recount`): the lines this run wrote (a line whose write was already
-under way when another worker stopped the run included) and the episodes whose latest
-line is an error line, earlier runs' included (a resume runs them again).
+A refused request (:data:`NON_RETRYABLE_DETAILS`) or ``max_consecutive_errors`` error
+lines in a row raise :class:`RunAborted` (docs/api/runs.md).
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """Logged runs: a doctor policy over a schedule of episodes, with a crash-safe run log.
 
-:func:`plan_episodes` makes the deterministic schedule of (case, repetition, seed),
-:func:`prepare_run` the plan and resume checks shared by every executor, and
-:class:`Serial` runs it one episode at a time (the default of :func:`clinenv.runs.run`;
-also :class:`clinenv.runs.concurrent.Concurrent`, :class:`clinenv.distributed.Ray`).
-The run log (:mod:`clinenv.runlog`, schema :data:`clinenv.runlog.SCHEMA`) holds one JSON
-line per episode: the run's context (:class:`clinenv.runlog.RunContext`) and the episode
-record (:mod:`clinenv.runs.episode`). An *error line* (one with ``error``) is an episode
-stopped by a model backend after its retries; resuming runs it again and the new line
-supersedes it (:mod:`clinenv.runlog`). Only ``timing`` and ``llm`` differ between two runs
-with the same seeds. The fields, the rewards of cut-off lines and the resume rules are in
-docs/evaluation.md.
+:func:`plan_episodes`, :func:`prepare_run` (shared by every executor) and the
+:class:`Serial` executor; the line format is in docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -58,28 +49,22 @@ def plan_episodes(
     n_cases: int, episodes: int | None, repetitions: int, seed: int,
     cases: Sequence[int] | None = None,
 ) -> list[tuple[int, int, int]]:
-    """The deterministic schedule of a run.
-
-    Order is repetition-major: every case of repetition 0 (in dataset order), then every
-    case of repetition 1, and so on, so an interrupted run holds complete repetitions
-    first.
+    """The deterministic schedule of a run, repetition-major (complete repetitions first).
 
     Args:
         n_cases: number of cases in the dataset (>= 1).
         episodes: use the first ``episodes`` cases (1..n_cases); ``None`` means all.
         repetitions: repetitions per case (>= 1).
         seed: the run seed (>= 0); see :func:`episode_seed`.
-        cases: instead of the first ``episodes``, exactly these case indices (a case
-            list, :mod:`clinenv.case_list`), scheduled in dataset order; an episode's
-            seed is the one it has in a run over all cases.
+        cases: exactly these case indices instead (a case list), in dataset order, each
+            with the seed it has in a run over all cases.
 
     Returns:
-        ``[(case_index, repetition, episode_seed), ...]`` of length
-        ``episodes * repetitions`` (``len(cases) * repetitions``).
+        ``[(case_index, repetition, episode_seed), ...]``, ``episodes * repetitions`` long.
 
     Raises:
-        ValueError: an argument out of range (the message says which), or ``cases``
-            together with ``episodes``, empty, repeated or out of range.
+        ValueError: an argument out of range, or ``cases`` with ``episodes``, empty,
+            repeated or out of range.
     """
     if n_cases < 1:
         raise ValueError("the dataset has no cases")
@@ -215,27 +200,15 @@ class PreparedRun:
 def prepare_run(env: Any, doctor: Any, spec: RunSpec) -> PreparedRun:
     """Plan a logged run and check an existing log against it (nothing is run).
 
-    Every executor (:class:`Serial`, :class:`~clinenv.runs.concurrent.Concurrent`,
-    :class:`clinenv.distributed.Ray`) starts with it.
-
-    With ``resume=True`` an existing log is read (a partial last line is cut off), every
-    line is checked against this run (:meth:`RunContext.check`), and left to do are
-    exactly the scheduled ``(case_id, repetition)`` keys missing from it and, with
-    ``retry_errors``, those whose latest line is an error line (an episode stopped by a
-    backend error; its new line is appended and supersedes it, :mod:`clinenv.runlog`).
+    With ``resume=True`` the log is read (a partial last line cut off) and checked line by
+    line (:meth:`RunContext.check`); left to do are the scheduled episodes without a line
+    and, with ``retry_errors``, those whose latest line is an error line. The log's lock is
+    taken first and held by the returned run until it is closed.
 
     Args:
-        env: the environment; with ``doctor`` it gives the run's context
-            (environment id and spec, dataset, doctor config).
+        env: the environment; with ``doctor`` it gives the run's context.
         doctor: the doctor policy.
-        spec: the run's :class:`~clinenv.runs.spec.RunSpec`: its ``cases`` are
-            recorded in every line as ``case_list`` and checked on resume
-            (:attr:`RunContext.case_list`), its ``paper_settings`` written into every
-            line (:attr:`clinenv.runlog.RunContext.paper_settings`).
-
-    The log's lock (:class:`~clinenv.runlog_lock.RunLogLock`) is taken before the log is
-    read and stays held by the returned run until it is closed, so no other run can
-    read or append to ``out`` in between.
+        spec: the run's :class:`~clinenv.runs.spec.RunSpec`.
 
     Returns:
         A :class:`PreparedRun` holding the lock: close it (``with run:``).
@@ -243,15 +216,12 @@ def prepare_run(env: Any, doctor: Any, spec: RunSpec) -> PreparedRun:
     Raises:
         RunLogLocked: another run holds ``out`` (the message names its pid).
         FileExistsError: ``out`` exists, is not empty, and ``resume`` is false.
-        RunLogError: the existing log is corrupt or from a different run; or it holds a
-            key twice other than after an error line
-            (:meth:`clinenv.runlog.RunLog.episodes`).
-        ValueError: ``episodes``, ``repetitions`` or ``seed`` out of range, or
-            ``episodes`` with ``cases`` (:class:`~clinenv.runs.spec.RunSpec`; the
-            dataset's size bounds ``episodes``).
+        RunLogError: the existing log is corrupt, from a different run, or repeats an
+            episode other than after an error line.
+        ValueError: ``episodes``, ``repetitions`` or ``seed`` out of range, or ``episodes``
+            with ``cases``.
         TypeError: ``spec`` is not a :class:`~clinenv.runs.spec.RunSpec`.
-        clinenv.case_list.CaseListError: a listed case id is not in the dataset (file,
-            line and the nearest id named).
+        clinenv.case_list.CaseListError: a listed case id is not in the dataset.
     """
     spec = check_spec(spec, caller="prepare_run")
     out = spec.out

@@ -1,13 +1,7 @@
 """Terminal-input ablations on fixed histories (EGIP section 4.3, Table 3 Panel B, appendix C).
 
-A *replay* reads the episodes of a run log, rebuilds each terminal input e_T = E(s0, K,
-h_T) from the line's ``evidence``, removes part of it and recomputes only the terminal
-decision F; h_T is not run again. Ablations (:data:`ABLATIONS`): ``"full"`` (the rerun
-control), ``"no_observations"``, ``"no_candidates"`` (a log with no K anywhere is
-refused). Error lines are skipped; native-protocol logs are refused; the dataset's
-sha256, Y and K must match the line. Output lines are the source lines with the replay's
-outcome fields, ``doctor`` suffixed by :data:`NAME_SUFFIXES` and a ``replay`` record; the
-runner is :func:`clinenv.runs.replay_run`. The fields in detail: docs/analyses.md.
+:func:`load_source` and :data:`ABLATIONS` (``"full"``, ``"no_observations"``,
+``"no_candidates"``); the runner is :func:`clinenv.runs.replay_run`.
 """
 
 from __future__ import annotations
@@ -278,27 +272,20 @@ def load_source(path: str | Path, *, ablation: str = "full",
 
     Args:
         path: the run log (not modified).
-        ablation: one of :data:`ABLATIONS` (checked against the log: ``"no_candidates"``
-            needs at least one episode with candidate labels K).
-        data_dir: folder of the dataset files (else ``CLINENV_DATA_DIR``, the user
-            cache...; see :mod:`clinenv.datasets`).
+        ablation: one of :data:`ABLATIONS`; ``"no_candidates"`` needs an episode with K.
+        data_dir: folder of the dataset files (else ``CLINENV_DATA_DIR``, the cache).
         allow_download: let the loader download a missing public dataset.
-        allow_privileged: replay a log of a privileged doctor (``"privileged": true``,
-            refused by default: its acquisition was driven by the target; the replay's
-            lines keep the field, :func:`clinenv.runlog.check_privileged`).
+        allow_privileged: replay a privileged doctor's log (refused by default).
 
     Returns:
         A :class:`ReplaySource`.
 
     Raises:
-        ReplayError: no such file; a line that is not run-log JSON, is a replay line, or
-            lacks or mangles a needed field (``evidence``, ``turns``, ``seed``,
-            ``reward``, ``target``, ``dataset``); a dataset that cannot be loaded or is
-            another file than the run's; a case id, target or candidate list that does
-            not match it; a duplicate episode; no finished episode; ``"no_candidates"``
-            on a log without K. Each message names the file and line.
-        clinenv.runlog.PrivilegedLogError: a privileged line without
-            ``allow_privileged``.
+        ReplayError: no such file; a line that is not run-log JSON, is a replay line or
+            lacks a needed field; a dataset that cannot be loaded or is not the run's; a
+            case, target or candidate list that does not match; a duplicate episode; no
+            finished episode; ``"no_candidates"`` without K. The file and line are named.
+        clinenv.runlog.PrivilegedLogError: a privileged line without ``allow_privileged``.
         ValueError: an unknown ablation.
     """
     if ablation not in ABLATIONS:

@@ -1,36 +1,7 @@
 """The replay runner: one terminal decision per source episode, written to a new run log.
 
-See :mod:`clinenv.runs.replay` for the ablations, the source checks and the line format. Here:
-
-- :func:`decide_and_score` — the terminal decision of one episode on the (ablated) e_T,
-  scored as :class:`clinenv.env.EGIPEnv` scores it: the runtime's decision-phase parser
-  (``strict_markers`` and the rest of the line's protocol settings), the deterministic
-  scorer :func:`clinenv.scoring.score_answer` on the case (through the run's ``icd_map``
-  when its settings name one) -- without the candidate labels
-  when the ablation removed them (``use_candidates=False``: an option letter is then a
-  free answer, never the option the doctor did not see) --, then the optional judge on
-  the answer (a chosen candidate as its label, only when K was shown) and the target,
-  and the shared verdict rule :func:`clinenv.env.terminal_outcome.terminal_outcome`. The
-  judge's seed is ``call_seed(episode seed, "replay", "judge")``;
-- :func:`replay_run` / :func:`areplay_run` — the whole replay, its log, resume and
-  fail-fast rules given by a :class:`~clinenv.runs.spec.RunSpec` (``resume``
-  continues an output log of the same replay: same doctor, source file, ablation and
-  judge; missing episodes and, with ``retry_errors``, error lines are run again and the
-  new line supersedes the error line), executed as a logged run is
-  (:func:`clinenv.runs.run`): by a :class:`~clinenv.runs.logged.Serial` executor (one
-  decision at a time, the default) or a :class:`~clinenv.runs.concurrent.Concurrent`
-  one (``n`` decisions at once under asyncio, through ``doctor.aact``); Ray's executor
-  is refused. A doctor whose backend fails after its retries
-  gives an error line; the fail-fast rule of :mod:`clinenv.runs.fail_fast` stops the run on a
-  refused request or too many errors in a row.
-
-The reward of a replayed line is the source's acquisition reward (its ``reward`` minus
-its terminal reward under the run's reward spec, :func:`clinenv.reward_spec.spec_of_line`:
-the legacy per-step terms) plus the replay's terminal reward under that spec, over the
-replayed line's components (written as ``reward_components``); under the default
-``accuracy`` that is the verdict's :data:`clinenv.env.rewards.CORRECT` / ``WRONG`` /
-``UNSCORED``. ``timing`` and ``llm`` are the only non-deterministic
-fields.
+:func:`decide_and_score`, :func:`replay_run` / :func:`areplay_run`; scoring and reward
+rules are in docs/api/runs.md.
 """
 
 from __future__ import annotations
@@ -310,28 +281,22 @@ def replay_run(source: str | Path | ReplaySource, make_doctor: Callable[[], Any]
                data_dir: str | Path | None = None, allow_download: bool = False,
                progress: Callable[[dict[str, Any]], None] | None = None,
                on_start: Callable[[int], None] | None = None) -> ReplayResult:
-    """Replay the terminal decisions of a run log under an ablation (module docstring).
+    """Replay the terminal decisions of a run log under an ablation (docs/api/runs.md).
 
     Args:
         source: the source run log, or a :class:`~clinenv.runs.replay.ReplaySource`.
-        make_doctor: factory of a fresh doctor; one per concurrent worker, all with the
-            same config (for an LLM doctor: the same model, strategy and generation).
-        spec: a :class:`~clinenv.runs.spec.RunSpec` giving ``out`` (the output log,
-            JSON Lines; new or empty unless ``resume``), ``resume`` (continue an output
-            log of the same replay), ``retry_errors`` (when resuming, replay the
-            episodes whose line is an error line) and ``max_consecutive_errors`` (stop
-            after this many error lines in a row; ``None``: never); its schedule fields,
-            :data:`NOT_REPLAYED`, must keep their defaults.
-        executor: :class:`~clinenv.runs.logged.Serial` (the default: one decision at a
-            time, without an event loop) or :class:`~clinenv.runs.concurrent.Concurrent`
-            (``n`` decisions in flight at once under asyncio).
+        make_doctor: factory of a fresh doctor (one per worker, all with one config).
+        spec: a :class:`~clinenv.runs.spec.RunSpec`; only ``out``, ``resume``,
+            ``retry_errors`` and ``max_consecutive_errors`` apply (:data:`NOT_REPLAYED`
+            must keep their defaults).
+        executor: :class:`~clinenv.runs.logged.Serial` (default) or
+            :class:`~clinenv.runs.concurrent.Concurrent`.
         ablation: one of :data:`~clinenv.runs.replay.ABLATIONS`.
-        judge: ``None`` / ``"deterministic"``, ``"llm"`` (with ``judge_model``; one judge
-            per worker) or a judge object (shared).
+        judge: ``None`` / ``"deterministic"``, ``"llm"`` (with ``judge_model``) or a judge
+            object (shared).
         judge_model: the chat model of ``judge="llm"``.
-        data_dir: where the source's dataset is found
-            (:func:`~clinenv.runs.replay.load_source`).
-        allow_download: whether it may be downloaded (as ``load_source``).
+        data_dir: where the source's dataset is found.
+        allow_download: whether it may be downloaded.
         progress: called with each new line after it is written.
         on_start: called once with the number of episodes about to be replayed.
 
@@ -341,14 +306,13 @@ def replay_run(source: str | Path | ReplaySource, make_doctor: Callable[[], Any]
     Raises:
         ReplayError: the source cannot be replayed, or ``out`` is another replay's log.
         FileExistsError: ``out`` is not empty and ``resume`` is false.
-        RunAborted: fail fast (:mod:`clinenv.runs.fail_fast`); the log keeps whole lines.
-        RuntimeError: :class:`~clinenv.runs.concurrent.Concurrent` inside a running
-            event loop (use :func:`areplay_run`).
+        RunAborted: fail fast; the log keeps whole lines.
+        RuntimeError: ``Concurrent`` inside a running event loop (use :func:`areplay_run`).
         ValueError: an unknown ablation, a bad ``max_consecutive_errors``, doctors with
-            different configs, an invalid judge setting, or a spec that sets a field of
-            :data:`NOT_REPLAYED`.
-        TypeError: ``spec`` is not a :class:`~clinenv.runs.spec.RunSpec`, or
-            ``executor`` is neither ``Serial`` nor ``Concurrent`` (Ray's is refused).
+            different configs, an invalid judge setting, or a spec that sets a
+            :data:`NOT_REPLAYED` field.
+        TypeError: ``spec`` is not a ``RunSpec``, or the executor is neither ``Serial`` nor
+            ``Concurrent``.
     """
     spec = _replay_spec(spec, caller="replay_run")
     width = _width(executor, caller="replay_run")

@@ -1,17 +1,7 @@
 """What a logged run is, in one object: the only carrier of a run's settings.
 
-:class:`RunSpec` holds the log file, the schedule (seed, episodes or a case list,
-repetitions), the resume and fail-fast rules and what every line records (``env_id``,
-``paper_settings``). :func:`clinenv.runs.run` / :func:`~clinenv.runs.arun` take one
-whatever executes the run (:class:`~clinenv.runs.logged.Serial`,
-:class:`~clinenv.runs.concurrent.Concurrent`, :class:`clinenv.distributed.Ray`), so one
-spec writes the same lines (apart from ``timing`` and ``llm``) under each;
-:func:`clinenv.runs.replay_run` uses its ``out``, ``resume``, ``retry_errors``
-and ``max_consecutive_errors``::
-
-    spec = RunSpec(out="runs/demo.jsonl", seed=3, repetitions=2)
-    run(make_env, make_doctor, spec)
-    run(make_env, make_doctor, spec.replace(resume=True), Concurrent(8))
+:class:`RunSpec`: the log file, the schedule, the resume and fail-fast rules and what
+every line records; :func:`clinenv.runs.run` takes it whatever executes the run.
 """
 
 from __future__ import annotations
@@ -64,44 +54,27 @@ def _case_list(value: Any) -> CaseList:
 
 
 class RunSpec(ConfigModel):
-    """The settings of one logged run (module docstring); frozen, checked on creation.
+    """The settings of one logged run; frozen, checked on creation (``spec.replace(...)``).
 
-    Derive a variant with :meth:`~clinenv.config_model.ConfigModel.replace` (checked
-    again): ``spec.replace(resume=True)``.
+    Integers are strict (a bool or ``"3"`` is refused; ``numpy.int64`` is stored as int).
 
     Attributes:
-        out: the run log (JSON Lines) as a :class:`~pathlib.Path` (a ``str`` or
-            path-like is converted); new or empty unless ``resume``.
-        seed: the run seed, an integer >= 0; episode seeds derive from it
-            (:func:`clinenv.seeding.episode_seed`).
-        episodes: run the first N cases in dataset order, an integer >= 1 (at most the
-            dataset's size, checked when the run is planned:
-            :func:`clinenv.runs.logged.plan_episodes`); ``None``: all cases, or those of
-            ``cases``.
-        repetitions: repetitions per case, an integer >= 1.
-        resume: continue an existing log instead of refusing it
-            (:func:`clinenv.runs.logged.prepare_run`).
-        retry_errors: when resuming, run the episodes whose latest line is an error line
-            again (default); ``False`` keeps them.
+        out: the run log (JSON Lines) as a :class:`~pathlib.Path`; new or empty unless ``resume``.
+        seed: the run seed, >= 0; episode seeds derive from it.
+        episodes: the first N cases in dataset order, >= 1 (at most the dataset's size);
+            ``None``: all cases, or those of ``cases``.
+        repetitions: repetitions per case, >= 1.
+        resume: continue an existing log instead of refusing it.
+        retry_errors: when resuming, run error lines' episodes again (default ``True``).
         env_id: the environment id written to every line; ``None``: ``env.spec.id``.
-        max_consecutive_errors: stop the run after this many error episodes in a row, an
-            integer >= 1; ``None``: never (:mod:`clinenv.runs.fail_fast`).
-        paper_settings: a JSON-ready mapping written into every line as
-            ``paper_settings`` (:attr:`clinenv.runlog.RunContext.paper_settings`), kept
-            as a JSON copy (later changes to the caller's dict do not reach the spec);
-            ``None``: none.
-        cases: run only the cases of this :class:`~clinenv.case_list.CaseList`, in
-            dataset order with the seeds they have in a full run; not with ``episodes``.
-
-    Integers are strict: a bool or a string (``"3"``) is refused, any integral number
-    (``numpy.int64``) is stored as an ``int``; flags must be ``True`` or ``False``.
+        max_consecutive_errors: stop after this many error episodes in a row, >= 1;
+            ``None``: never.
+        paper_settings: a JSON-ready mapping written into every line (kept as a copy).
+        cases: only the cases of this :class:`~clinenv.case_list.CaseList`; not with ``episodes``.
 
     Raises:
-        pydantic.ValidationError: (a ``ValueError``; the message names the field) a
-            number or flag out of range or of the wrong kind, ``out`` not a path,
-            ``paper_settings`` not a JSON-ready mapping, ``cases`` not a
-            :class:`~clinenv.case_list.CaseList`, ``episodes`` with ``cases``, ``out``
-            missing or an unknown field.
+        pydantic.ValidationError: a field out of range, of the wrong kind, missing or
+            unknown (the message names it), or ``episodes`` with ``cases``.
     """
 
     out: Path
