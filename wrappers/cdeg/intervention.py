@@ -1,33 +1,8 @@
 """CDEG's selective intervention for a retrieved revision edge (D_s, D_t).
 
-CDEG paper, "Selective Intervention": "If evidence supporting D_s has already been
-observed, CDEG does not intervene along this edge. Otherwise, CDEG checks whether any
-evidence associated with D_t remains unobserved. If such evidence can be obtained
-through an available acquisition action, CDEG [...] prompts the doctor agent to perform
-the corresponding acquisition action [...]. If no further evidence can be acquired,
-CDEG considers diagnostic reappraisal when the doctor agent proposes D_s. It checks
-whether evidence associated with D_t is already present in S_t [and] prompts the doctor
-agent to reappraise the observed evidence before finalizing its diagnosis."
-
-:func:`select_intervention` returns one of these kinds:
-
-- ``"blocked"`` — blocking evidence of the edge (validated evidence for D_s) is in S_t;
-- ``"acquire"`` — promoting evidence (missing, then ignored; linked to D_t) is not in
-  S_t and an acquisition action of E_AE that yields it is available now: an exam whose
-  name is an entry of the current menu ``info["menu"]`` (the menu lists only exams not
-  requested yet), or a patient question not asked yet; only in the acquisition phase;
-- ``"reappraise"`` — no such action, and promoting evidence is already in S_t;
-- ``"no_action"`` — neither (nothing to acquire now, nothing observed to reappraise).
-
-Ablations (CDEG Table 3): ``mode="acquisition_only"`` never reappraises,
-``"reappraisal_only"`` never prompts acquisition.
-
-Prompt texts (:data:`ACQUIRE_PROMPT`, :data:`REAPPRAISE_PROMPT`): they name the evidence
-and the concrete action, never D_t and never the graph's verdict that the proposal is
-wrong — the guidance says what to check, not what the answer is, so a wrapped doctor
-is not handed the target of a past case. Acquisition guidance names the finding's
-concept and site only ("troponin i", not "high troponin i"), so the result-blinded menu
-stays blind; reappraisal guidance quotes the observed finding and the observation id.
+CDEG paper, "Selective Intervention": :func:`select_intervention` returns ``"blocked"``,
+``"acquire"``, ``"reappraise"`` or ``"no_action"``; the prompts never name D_t
+(docs/cdeg.md).
 """
 
 from __future__ import annotations

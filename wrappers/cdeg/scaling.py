@@ -2,23 +2,8 @@
 built from growing shares of the construction cases, each evaluated on the same
 held-out cases.
 
-- :func:`log_cases` — the construction cases ``(dataset, case_id)`` of run logs, in
-  order of first appearance.
-- :func:`nested_subsets` — for fractions f1 < f2 < ... the first
-  ``max(1, round(f × n))`` cases (halves rounded up) of one seeded order, so every
-  subset holds the smaller ones (nested). The order sorts cases by
-  ``sha256("clinenv.scale/<seed>/<dataset>/<case_id>")`` (hex): the same on every
-  machine and Python version.
-- :func:`write_subset_log` — the lines of the logs whose case is in a subset, as one
-  run log for ``clinenv cdeg build``.
-- :func:`scale_point` / :func:`scaling_table` / :func:`plot_scaling` — per graph:
-  accuracy, Δ against the vanilla run with its paired case-cluster bootstrap interval,
-  correction and regression (CDEG Eq. 8), and the mean answer–reference similarity
-  (CDEG "Sim."; an encoder with ``encode``, by default the lexical
-  :class:`~clinenv.evaluation.metrics.HashingEncoder`), as a table and a three-panel
-  figure (accuracy, similarity, correction against the fraction, as Figure 3).
-
-``clinenv cdeg scale`` (:mod:`clinenv.cli.cdeg_scale`) runs the whole study.
+Nested seeded subsets, their logs, and the table and figure; ``clinenv cdeg scale``
+runs the study (docs/cdeg.md).
 """
 
 from __future__ import annotations
