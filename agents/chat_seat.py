@@ -1,8 +1,7 @@
 """The chat-seat mechanics shared by the model-backed simulators.
 
-:class:`ChatSeat` holds the model, its settings and JSON-ready config, the seeded per-call
-settings (with the seat's turn stops) and the call records of the LLM patient and the
-LLM measurement agent.
+:class:`ChatSeat`: model, settings, config, seeded per-call settings with turn stops and
+call records, for the LLM patient and the LLM measurement agent.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Reading the acquired evidence out of doctor-facing texts (for deterministic policies).
 
-Finds the findings (never the candidates K or the menu B, EGIP section 3.3) in the view
-x_t, the evidence interface e_T, the native transcripts and ``"delta"`` texts, and holds
-the scripted doctor's two answer rules (:func:`named_diagnosis`, :func:`candidate_scores`).
+Findings only, never the candidates K or the menu B (EGIP section 3.3), in every
+observation layout; also the scripted doctor's two answer rules.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The LLM judge: does a free-text answer name the reference diagnosis?
 
-The opt-in alternative to the deterministic scorer (:mod:`clinenv.scoring`), in the role
-of AgentClinic's moderator; it sees the answer and the reference only. Reply reading
-(lenient, or AgentClinic's exact "yes" rule): :func:`parse_verdict`.
+The opt-in alternative to :mod:`clinenv.scoring`, in the role of AgentClinic's moderator;
+it sees the answer and the reference only (reading rules: :func:`parse_verdict`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The LLM doctor: a chat model as the doctor policy of :class:`clinenv.env.EGIPEnv`.
 
-Acquisition (EGIP section 3.2): each reply, cut to the doctor's turn, is the action.
-Decision: e_T goes to a terminal strategy (EGIP eq. 5, appendix A.2). Formats, native
-protocols, biases, empty replies and seeds: docs/api/agents.md.
+Acquisition replies are actions (EGIP section 3.2); e_T goes to a terminal strategy
+(EGIP eq. 5). Formats, prompts, biases and seeds: docs/api/agents.md.
 """
 
 from __future__ import annotations
@@ -88,10 +87,7 @@ def evidence_part(text: str) -> str:
 
 
 class LLMDoctor:
-    """A doctor policy backed by a chat model (docs/api/agents.md).
-
-    Implements :class:`clinenv.agents.base.DoctorPolicy`, plus :meth:`aact`,
-    :meth:`drain_calls` and :attr:`config`.
+    """A :class:`~clinenv.agents.base.DoctorPolicy` backed by a chat model (docs/api/agents.md).
 
     Args:
         model: the chat model.
@@ -106,8 +102,7 @@ class LLMDoctor:
         bias: ``None`` or a name of :data:`~clinenv.protocol.biases.DOCTOR_BIASES`.
 
     Attributes:
-        last_decision: the latest :class:`~clinenv.agents.terminal_base.TerminalDecision`,
-            or ``None``.
+        last_decision: the latest ``TerminalDecision``, or ``None``.
 
     Raises:
         ValueError: an unknown prompt, format, strategy or bias, or a bad ``max_questions``.

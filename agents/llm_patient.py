@@ -1,8 +1,7 @@
 """The LLM patient simulator: a chat model answers the doctor from the patient view only.
 
-Opt-in alternative to the retrieval patient; it sees P (target sentences withheld) and
-the dialogue, never M or Y (EGIP section 3.2). Messages, reply cleanup, flags and seeds:
-docs/api/agents.md.
+It sees P (target sentences withheld) and the dialogue, never M or Y (EGIP section 3.2);
+messages, cleanup and flags: docs/api/agents.md.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The LLM measurement agent: the native examiner that holds every record of the case.
 
-AgentClinic's measurement agent in this project's words (the ``examiner="llm"`` seat):
-it answers ``RESULTS: ...`` from the records, never sees P or Y; its offline stand-in is
-:class:`clinenv.env.record_reader.NativeRecordReader`.
+AgentClinic's measurement agent (``examiner="llm"``): answers ``RESULTS: ...`` from the
+records, never sees P or Y; offline: :class:`clinenv.env.record_reader.NativeRecordReader`.
 """
 
 from __future__ import annotations

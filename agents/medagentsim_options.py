@@ -1,8 +1,7 @@
 """MedAgentSim's middle step: answer options built from the discussion, then a pick.
 
-Source: MedAgentSim's public code (``DoctorAgent.internal_discussion``): a structured
-question, four candidates as options A-D, and a choice-shuffle ensemble of
-:data:`OPTION_SAMPLES` picks; never built from Y. Prompts are this project's words.
+Source: MedAgentSim's ``DoctorAgent.internal_discussion``: a structured question, four
+candidates as options A-D, a choice-shuffle ensemble; never built from Y.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """An opt-in reply cache for the LLM patient: repeated rows replay the same patient.
 
-:class:`CachedPatient` answers a question already seen in the same dialogue, with the
-same seed, settings and model, from a shared :class:`PatientReplyCache`, without a model
-call (GRPO repeats rows). Key, records, threads and files: docs/api/agents.md.
+:class:`CachedPatient` answers a question seen before (same messages, seed, settings,
+model) from a shared :class:`PatientReplyCache` (docs/api/agents.md).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """A scripted doctor: the deterministic, LLM-free baseline.
 
-Questions, exams up to a budget, then a diagnosis read from acquired evidence only
-(:mod:`clinenv.agents.evidence_reading`); seeded sampling with ``exploration > 0``.
-The plan in detail: docs/api/agents.md.
+Questions, exams up to a budget, then a diagnosis from acquired evidence only; seeded
+sampling with ``exploration > 0``. The plan: docs/api/agents.md.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """A PRIVILEGED teacher doctor: it reads the case's target Y and records M, for SFT rows.
 
-Handed the cases (z = (P, M, Y), EGIP Eq. 1) through ``cases``, it demonstrates the
-protocol under the tool view's settings; its run logs are marked ``"privileged": true``.
-The plan, the settings and the refusals: docs/teacher.md.
+Handed the cases through ``cases`` (EGIP Eq. 1), it demonstrates the protocol under the
+tool view's settings; its logs are marked ``"privileged": true`` (docs/teacher.md).
 """
 
 from __future__ import annotations

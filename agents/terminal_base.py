@@ -1,8 +1,7 @@
 """The terminal decision strategy F (EGIP eq. 5) and the call plans every LLM agent runs.
 
-A call plan is a generator yielding :class:`CallRequest` and receiving results, driven by
-:func:`run_plan` or :func:`arun_plan`, so sync and async share the logic; :func:`turn_plan`
-cuts each reply to the seat's turn (docs/api/agents.md).
+A call plan yields :class:`CallRequest` and receives results; :func:`run_plan` and
+:func:`arun_plan` drive it, so sync and async share one logic (docs/api/agents.md).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Discussion: MedAgentSim's final-turn multi-doctor discussion as a terminal strategy.
 
-Source: MedAgentSim (Almansoori et al., MICCAI 2025, ``DoctorAgent.internal_discussion``):
-persona opinions, then a summary following the majority, with one repair. A variant; the
-published turn is :mod:`clinenv.agents.terminal_medagentsim` (docs/api/agents.md).
+Source: MedAgentSim (Almansoori et al., MICCAI 2025); a variant with a marker and one
+repair (docs/api/agents.md). The published turn: :mod:`clinenv.agents.terminal_medagentsim`.
 """
 
 from __future__ import annotations

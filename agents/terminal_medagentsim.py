@@ -1,8 +1,7 @@
 """MedAgentSim's final turn as published: discussion, answer options, consensus.
 
-Source: MedAgentSim (Almansoori et al., MICCAI 2025, ``DoctorAgent.inference_doctor``);
-the default strategy on the ``MedAgentSim-<Dataset>-v0`` ids. Its published defects are
-arguments (docs/protocols.md); no call receives Y.
+Source: MedAgentSim (Almansoori et al., MICCAI 2025), the default on the MedAgentSim
+ids; its published defects are arguments (docs/protocols.md). No call receives Y.
 """
 
 from __future__ import annotations

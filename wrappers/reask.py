@@ -1,8 +1,7 @@
 """The re-ask mechanics shared by the CDEG wrapper and the baseline wrappers.
 
 A :class:`ReaskWrapper` intercepts the inner doctor's final answer and may re-ask it in
-the same step with guidance (``# Guidance`` text and ``info["guidance"]``);
-docs/api/wrappers.md.
+the same step with guidance (docs/api/wrappers.md).
 """
 
 from __future__ import annotations
@@ -48,7 +47,7 @@ def final_answer(action: str, phase: str) -> str | None:
 
 
 class ReaskWrapper:
-    """Base of the re-asking doctor-policy wrappers (module docstring).
+    """Base of the re-asking doctor-policy wrappers (docs/api/wrappers.md).
 
     Args:
         doctor: the inner doctor policy (``name``, ``reset``, ``act``; optionally
@@ -136,7 +135,7 @@ class ReaskWrapper:
 
     def reask(self, observation: Mapping[str, Any], info: Mapping[str, Any], text: str,
               guidance: Mapping[str, Any]) -> Request:
-        """The (observation, info) of a re-ask with guidance ``text`` (module docstring)."""
+        """The (observation, info) of a re-ask with guidance ``text`` (docs/api/wrappers.md)."""
         obs = dict(observation)
         delta = getattr(self.doctor, "observation_format", "view") == "delta"
         if delta and info.get("phase") == "acquire":

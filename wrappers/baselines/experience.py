@@ -1,8 +1,7 @@
 """Experience memory of the retrieval baselines: trajectories from run logs, their text,
 and top-k retrieval by a :class:`~clinenv.embeddings.base.Similarity`.
 
-Trajectories come from CDEG's own loader, so baselines and CDEG learn from the same
-episodes; :class:`TextRetriever` never returns keys of the episode's own case.
+Loaded as CDEG loads them; :class:`TextRetriever` skips the episode's own case.
 """
 
 from __future__ import annotations
@@ -44,7 +43,7 @@ def load_trajectories(paths: Sequence[str | Path], *,
 
 
 class TextRetriever:
-    """Top-k retrieval of key texts by similarity to a query (module docstring).
+    """Top-k retrieval of key texts by similarity to a query (docs/api/wrappers.md).
 
     Args:
         keys: the key texts.

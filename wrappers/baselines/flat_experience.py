@@ -1,8 +1,7 @@
 """Flat Experience baseline (CDEG paper, "Baselines": experience "distilled from
 historical trajectories as unstructured text").
 
-One-sentence snippets from successful episodes or from a graph's revision edges; the
-``k`` most similar to τ_pre are shown once before the final answer.
+Snippets from successful episodes or graph edges, shown once before the final answer.
 """
 
 from __future__ import annotations
@@ -83,7 +82,7 @@ def snippets_from_graph(graph: CDEGraph) -> list[Snippet]:
 
 
 class FlatExperienceDoctor(MemoryWrapper):
-    """Flat Experience around any doctor policy (module docstring).
+    """Flat Experience around any doctor policy (docs/api/wrappers.md).
 
     Args:
         doctor: the inner doctor policy.

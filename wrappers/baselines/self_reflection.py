@@ -20,7 +20,7 @@ REFLECTION_PROMPT = (
 
 
 class SelfReflectionDoctor(BeforeAnswerWrapper):
-    """Self-Reflection around any doctor policy (module docstring).
+    """Self-Reflection around any doctor policy (docs/api/wrappers.md).
 
     Args:
         doctor: the inner doctor policy.

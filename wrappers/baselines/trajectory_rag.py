@@ -1,8 +1,7 @@
 """Trajectory RAG baseline (CDEG paper, "Baselines": "similar successful historical
 diagnostic trajectories as in-context examples").
 
-The ``k`` successful trajectories most similar to the episode's τ_pre (own case
-excluded) are shown once, when the doctor first proposes a final answer (docs/api/wrappers.md).
+The ``k`` most similar, shown once at the first final answer (docs/api/wrappers.md).
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ EXAMPLES_PROMPT = (
 
 
 class TrajectoryRAGDoctor(MemoryWrapper):
-    """Trajectory RAG around any doctor policy (module docstring).
+    """Trajectory RAG around any doctor policy (docs/api/wrappers.md).
 
     Args:
         doctor: the inner doctor policy.

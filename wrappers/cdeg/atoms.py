@@ -1,8 +1,7 @@
 """Evidence atoms: one normalized clinical finding with its attributes (CDEG "Methods").
 
-Concept, polarity, temporal status, direction, anatomy and an optional UMLS CUI;
-:meth:`EvidenceAtom.key` is the exact part of hybrid matching, :meth:`EvidenceAtom.text`
-the phrase given to encoders and prompts.
+Concept, polarity, temporal status, direction, anatomy, optional UMLS CUI;
+:meth:`EvidenceAtom.key` is the exact part of hybrid matching.
 """
 
 from __future__ import annotations

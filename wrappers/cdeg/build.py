@@ -1,8 +1,7 @@
 """CDEG construction from run logs, end to end (CDEG "Counterfactual Diagnostic Evidence
 Graph Construction").
 
-:func:`build_graph` loads trajectories, pairs them (Eq. 4), mines candidates (Eq. 5),
-validates them and consolidates the graph (Eq. 6); stages in docs/cdeg.md.
+:func:`build_graph`: trajectories, pairing, candidates, validation, consolidation.
 """
 
 from __future__ import annotations
@@ -118,21 +117,20 @@ def build_graph(run_logs: Sequence[str | Path], *, extractor: AtomExtractor,
     Args:
         run_logs: ``clinenv run`` logs with K rollouts per case (one file or several).
         extractor: observation -> evidence atoms.
-        verifier: compares D_s and D_t on evidence sets; one with ``with_examples(mapping)``
-            is first given the observation texts behind every atom key.
+        verifier: compares D_s and D_t; one with ``with_examples`` first gets the
+            observation texts of every atom key.
         similarity: diagnosis merging (and pairing unless ``pair_similarity``).
         config: :class:`BuildConfig` (default: the paper's values).
         progress: show a tqdm bar over the pairs being validated.
-        pair_similarity: Eq. 4 pairing over τ_pre texts (default ``similarity``); needs a
-            long ``max_length`` (``report["pairing"]["truncated"]`` counts cut texts).
+        pair_similarity: Eq. 4 pairing over τ_pre texts (default ``similarity``; use a
+            long ``max_length``).
         icd_map: ICD normalization of the outcomes (Eq. 3), recorded in the metadata.
         allow_privileged: build from logs of a privileged doctor too
             (:func:`clinenv.runlog.check_privileged`).
 
     Raises:
         FileNotFoundError: a run log is missing.
-        clinenv.runlog.RunLogError: a corrupt line or field, or a diagnosis that is
-            empty once normalized; file and line named.
+        clinenv.runlog.RunLogError: a corrupt line or field (file and line named).
         ValueError: no run log given.
     """
     config = config or BuildConfig()

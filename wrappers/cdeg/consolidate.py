@@ -1,8 +1,7 @@
 """Graph consolidation: validated evidence -> G = (V_D, V_E, V_A, E_AE, E_ED, E_D)
 (CDEG "Graph Consolidation", Eq. 6).
 
-Diagnoses merged at 0.65, one node per atom key and per action, one revision edge per
-(D_s, D_t) with validated promoting evidence; deterministic ids (docs/cdeg.md).
+Edges exist only with validated promoting evidence; ids are deterministic (docs/cdeg.md).
 """
 
 from __future__ import annotations
@@ -120,7 +119,7 @@ class ValidatedPair:
 
 def consolidate(items: Sequence[ValidatedPair], diagnoses: DiagnosisIndex, *,
                 metadata: Mapping[str, Any] | None = None) -> CDEGraph:
-    """Build the graph (module docstring) from validated pairs."""
+    """Build the graph (docs/cdeg.md) from validated pairs."""
     groups: dict[tuple[int, int], list[ValidatedPair]] = {}
     for item in items:
         groups.setdefault((item.source, item.target), []).append(item)

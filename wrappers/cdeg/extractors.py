@@ -1,8 +1,7 @@
 """Observation -> evidence atoms (CDEG "Candidate Evidence Mining").
 
-:class:`AtomExtractor` is the protocol, :class:`DeterministicExtractor` the offline rules
-(:mod:`clinenv.wrappers.cdeg.rules`), :class:`LLMExtractor` a chat model with a fallback
-to those rules. Unknown observations give no atoms (EGIP A.2).
+:class:`DeterministicExtractor` (offline rules) and :class:`LLMExtractor` (a chat model
+that falls back to them); unknown observations give no atoms (EGIP A.2).
 """
 
 from __future__ import annotations
@@ -36,7 +35,11 @@ __all__ = ["ANATOMY", "DIRECTION_WORDS", "NO_EVIDENCE", "VITAL_RANGES", "AtomExt
 
 @runtime_checkable
 class AtomExtractor(Protocol):
-    """Anything that maps one observation (module docstring) to evidence atoms."""
+    """Anything that maps one observation dict to evidence atoms.
+
+    An observation: ``{"obs_id", "source", "turn", "context", "content", "availability",
+    "exam_id"}``, as in ``info["new_observations"]`` and the run log.
+    """
 
     def extract(self, observation: Mapping[str, Any]) -> list[EvidenceAtom]:
         """The observation's atoms, in text order, without repeated keys; ``[]`` for an

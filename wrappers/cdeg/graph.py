@@ -1,8 +1,7 @@
 """The Counterfactual Diagnostic Evidence Graph G = (V_D, V_E, V_A, E_AE, E_ED, E_D)
 (CDEG paper, "Graph Consolidation", Eq. 6), and its versioned JSON file.
 
-E_{s->t} of Eq. 7 is :meth:`RevisionEdge.evidence_ids`; :meth:`CDEGraph.load` reads
-``"format": "clinenv.cdeg/1"`` only, naming the file and field of any error.
+The file format is ``clinenv.cdeg/1``; E_{s->t} (Eq. 7) is :meth:`RevisionEdge.evidence_ids`.
 """
 
 from __future__ import annotations

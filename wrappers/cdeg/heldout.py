@@ -1,8 +1,5 @@
 """Held-out use of a CDEG graph: no edge mined from the case being solved, and a warning
 when the evaluation cases are construction cases.
-
-:func:`own_case_edges` finds an edge's source cases (by dataset when the graph records
-its construction cases); :class:`OverlapWarner` warns once per run.
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ __all__ = ["ConstructionOverlapWarning", "OverlapWarner", "construction_cases",
 
 
 class ConstructionOverlapWarning(UserWarning):
-    """A CDEG-wrapped run meets a case the graph was built from (module docstring)."""
+    """A CDEG-wrapped run meets a case the graph was built from (docs/cdeg.md)."""
 
 
 def construction_cases(graph: CDEGraph) -> dict[str, frozenset[str]] | None:
@@ -42,7 +39,7 @@ def construction_cases(graph: CDEGraph) -> dict[str, frozenset[str]] | None:
 def own_case_edges(edges: tuple[RevisionEdge, ...], dataset: str, case_id: str,
                    construction: Mapping[str, frozenset[str]] | None) -> list[int]:
     """Indices (into ``edges``) of the edges mined from case ``(dataset, case_id)``
-    (module docstring).
+    (docs/cdeg.md).
 
     Args:
         edges: the graph's revision edges, in the order of an

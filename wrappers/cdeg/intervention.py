@@ -1,8 +1,7 @@
 """CDEG's selective intervention for a retrieved revision edge (D_s, D_t).
 
-CDEG paper, "Selective Intervention": :func:`select_intervention` returns ``"blocked"``,
-``"acquire"``, ``"reappraise"`` or ``"no_action"``; the prompts never name D_t
-(docs/cdeg.md).
+CDEG paper, "Selective Intervention": blocked, acquire, reappraise or no action; the
+prompts never name D_t (docs/cdeg.md).
 """
 
 from __future__ import annotations
@@ -42,7 +41,8 @@ class Intervention:
         evidence_ids: the evidence named (acquire: unobserved evidence the action yields;
             reappraise: promoting evidence in S_t; blocked: blocking evidence in S_t;
             no_action: unobserved promoting evidence).
-        evidence_texts: what the prompt says of each of them (module docstring).
+        evidence_texts: what the prompt says of each (acquire: concept and site only;
+            reappraise: the observed finding and its observation id).
         action: for ``"acquire"``: ``{"kind": "exam", "id", "name"}`` (a menu entry) or
             ``{"kind": "question", "question"}``; else ``None``.
     """
@@ -88,7 +88,7 @@ class Intervention:
 
 def select_intervention(edge: RevisionEdge, state: EvidenceState, graph: CDEGraph, *,
                         mode: Mode = "both") -> Intervention:
-    """The selective intervention for ``edge`` given S_t (module docstring).
+    """The selective intervention for ``edge`` given S_t (docs/cdeg.md).
 
     Args:
         edge: the retrieved revision edge (D_s, D_t).

@@ -1,10 +1,7 @@
 """Pairing failed with successful trajectories of the same case (CDEG Eq. 4).
 
-For each failed trajectory τ- of case x, τ+* = argmax over τ+ ∈ T+_x of
-cos(φ(τ-_pre), φ(τ+_pre)); the pair is kept only when that maximum exceeds a threshold
-(0.7 in the paper, "Implementation Details"). φ and the cosine are a
-:class:`~clinenv.embeddings.base.Similarity` over the τ_pre texts
-(:attr:`~clinenv.wrappers.cdeg.trajectories.Trajectory.history`).
+Each failure takes the success whose τ_pre is most similar, kept when the cosine
+exceeds the threshold (0.7 in the paper).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The CDEG policy wrapper: evidence-state intervention around any doctor policy.
 
-CDEG paper, "Evidence-State Intervention": per step, update S_t, retrieve an edge
-(global, then localized on a final answer) and, when the intervention says so, re-ask
-the doctor with guidance. The steps and the ``doctor_log`` entries: docs/cdeg.md.
+CDEG paper, "Evidence-State Intervention": update S_t, retrieve an edge, re-ask the doctor
+with guidance when the intervention says so (docs/cdeg.md).
 """
 
 from __future__ import annotations
@@ -71,14 +70,11 @@ class CDEGDoctor(ReaskWrapper):
     Args:
         doctor: any doctor policy.
         graph: the CDEG graph.
-        similarity: the :class:`~clinenv.embeddings.base.Similarity` of hybrid matching
-            (SapBERT in the paper).
-        extractor: observation -> atoms (default
-            :class:`~clinenv.wrappers.cdeg.extractors.DeterministicExtractor`); use the
-            one the graph was built with.
+        similarity: the similarity of hybrid matching (SapBERT in the paper).
+        extractor: observation -> atoms (default ``DeterministicExtractor``); use the one
+            the graph was built with.
         config: :class:`CDEGConfig`.
-        overlap: the run's shared :class:`~clinenv.wrappers.cdeg.heldout.OverlapWarner`
-            (default: one of its own).
+        overlap: the run's shared ``OverlapWarner`` (default: one of its own).
 
     Attributes:
         state: the :class:`~clinenv.wrappers.cdeg.state.EvidenceState` (S_t).

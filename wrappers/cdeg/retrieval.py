@@ -1,8 +1,7 @@
 """Graph retrieval of CDEG's evidence-state intervention: global and localized.
 
-CDEG paper, "Graph Retrieval": coverage cov_t = |S_t ∩ E_{s->t}| / |E_{s->t}| (Eq. 7)
-must exceed the threshold; ties to ``support``, then the earlier edge.
-:class:`CoverageCounter` updates the counts incrementally as S_t grows.
+CDEG paper, "Graph Retrieval": coverage (Eq. 7) must exceed the threshold; ties go to
+``support``, then the earlier edge; counts update incrementally as S_t grows.
 """
 
 from __future__ import annotations
@@ -90,7 +89,7 @@ class EdgeIndex:
 
     Args:
         graph: the CDEG graph.
-        basis: ``"edge"`` or ``"edge+context"`` (module docstring).
+        basis: ``"edge"`` or ``"edge+context"`` (docs/cdeg.md).
 
     Raises:
         ValueError: an unknown ``basis``.
@@ -142,7 +141,7 @@ class EdgeIndex:
         cov = counter.hits[candidates] / self.sizes[candidates]
         cov[counter.excluded[candidates]] = -np.inf  # never retrieved
         pick = int(np.argmax(cov))  # first maximum: the tie order of self.order
-        if not cov[pick] > threshold:  # strict: "exceeds" (module docstring)
+        if not cov[pick] > threshold:  # strict: "exceeds" (docs/cdeg.md)
             return None
         return Retrieved(self.edges[int(candidates[pick])], float(cov[pick]))
 

@@ -1,9 +1,7 @@
 """The deterministic evidence-atom extractor: offline rules, no model (CDEG "Candidate
 Evidence Mining").
 
-The fallback of :class:`clinenv.wrappers.cdeg.extractors.LLMExtractor` and the extractor
-of offline builds and tests: lines, clauses, negation and history cues, directions,
-anatomy, vital-sign ranges (the rules in brief: docs/cdeg.md).
+The fallback of the LLM extractor and the extractor of offline builds (docs/cdeg.md).
 """
 
 from __future__ import annotations
@@ -109,7 +107,7 @@ def exam_name(observation: Mapping[str, Any]) -> str:
 
 
 class DeterministicExtractor:
-    """The offline, rule-based extractor (rules in the module docstring).
+    """The offline, rule-based extractor (docs/cdeg.md).
 
     Stateless and thread-safe; ``name`` is ``"deterministic"``.
     """

@@ -1,9 +1,6 @@
 """CDEG's diagnostic-experience scaling (CDEG "Ablation Studies", Figure 3): graphs
 built from growing shares of the construction cases, each evaluated on the same
 held-out cases.
-
-Nested seeded subsets, their logs, and the table and figure; ``clinenv cdeg scale``
-runs the study (docs/cdeg.md).
 """
 
 from __future__ import annotations
@@ -60,7 +57,7 @@ def _order_key(seed: int, case: CaseKey) -> str:
 
 def nested_subsets(cases: Sequence[CaseKey], fractions: Iterable[float], seed: int = 0
                    ) -> dict[float, tuple[CaseKey, ...]]:
-    """The nested subsets of ``cases`` for each fraction (module docstring).
+    """The first ``max(1, round(f * n))`` cases of one seeded SHA-256 order, per fraction f.
 
     Args:
         cases: distinct ``(dataset, case_id)`` pairs.

@@ -1,8 +1,7 @@
 """The evolving patient evidence state S_t of CDEG's evidence-state intervention.
 
-CDEG paper, "Evidence-State Intervention": new observations map to evidence nodes by
-hybrid matching, the exact atom key or a semantic match >= 0.72 among nodes whose
-attributes do not contradict the atom (docs/cdeg.md).
+CDEG paper, "Evidence-State Intervention": hybrid matching of observations to evidence
+nodes, exact key or semantic >= 0.72 among compatible nodes (docs/cdeg.md).
 """
 
 from __future__ import annotations
@@ -59,7 +58,7 @@ class NodeMatcher:
         threshold: minimum similarity of a semantic match (CDEG: 0.72).
         match_polarity: semantic matches only among nodes of the atom's polarity.
         match_attributes: semantic matches only among nodes of compatible direction and
-            temporal status (module docstring).
+            temporal status (docs/cdeg.md).
 
     Raises:
         ValueError: ``threshold`` is not a finite number.

@@ -1,8 +1,7 @@
 """Trajectories for CDEG construction, read from run logs (CDEG "Candidate Evidence
 Mining", Eq. 2-3).
 
-Each episode line becomes a :class:`Trajectory` with D(τ), its outcome (``"success"``,
-``"failure"``, ``"abstained"``, ``"unscored"``), τ_pre and its observations (docs/cdeg.md).
+Each episode line gives D(τ), an outcome, τ_pre and its observations (docs/cdeg.md).
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from clinenv.runlog import RunLogError, check_privileged, is_error_line, read_ru
 from clinenv.scoring import CodeMap, icd_score
 from clinenv.wrappers.reask import final_answer
 
-#: Allowed :attr:`Trajectory.outcome` values (module docstring).
+#: Allowed :attr:`Trajectory.outcome` values (docs/cdeg.md).
 Outcome = Literal["success", "failure", "abstained", "unscored"]
 _VERDICTS = {"correct": "success", "wrong": "failure"}
 
@@ -121,7 +120,7 @@ def load_trajectories(paths: Sequence[str | Path], *,
 def trajectory_from_line(line: Mapping[str, Any], *, path: str | Path,
                          line_no: int, icd_map: CodeMap | None = None) -> Trajectory:
     """One run-log line (not an error line) as a :class:`Trajectory`; ``icd_map``
-    relabels the outcome by ICD code (module docstring).
+    relabels the outcome by ICD code (docs/cdeg.md).
 
     Raises:
         RunLogError: a missing or malformed field (named in the message with the file

@@ -1,8 +1,7 @@
 """Counterfactual validation of candidate evidence (CDEG "Counterfactual Validation").
 
-Completion (C_M), reappraisal (C_I) and blocking (C_B) tests, each in both diagnosis
-orders; a candidate is kept only when both show the shift (docs/cdeg.md). Every verifier
-call is recorded (:class:`VerifierCall`).
+Completion, reappraisal and blocking tests, each in both diagnosis orders; a candidate
+is kept only when both show the shift (docs/cdeg.md).
 """
 
 from __future__ import annotations
@@ -70,7 +69,7 @@ class PairValidation:
 def validate_pair(d_s: str, d_t: str, e_s: Mapping[str, MergedAtom],
                   e_t: Mapping[str, MergedAtom], candidates: CandidateSets,
                   verifier: Verifier) -> PairValidation:
-    """Run the three tests on one pair (module docstring).
+    """Run the three tests on one pair (docs/cdeg.md).
 
     Args:
         d_s, d_t: the failed and the successful trajectory's diagnoses.

@@ -1,8 +1,7 @@
 """Verifiers: which of two diagnoses does an evidence set support better? (CDEG
 "Counterfactual Validation")
 
-``prefer(evidence, first, second, *, exposed=())`` returns ``"first"``, ``"second"`` or
-``None``; :class:`LLMVerifier` asks a model, :class:`LexicalVerifier` works offline.
+``prefer`` returns ``"first"``, ``"second"`` or ``None``; an LLM and a lexical verifier.
 """
 
 from __future__ import annotations
@@ -181,9 +180,7 @@ class LLMVerifier:
     """A chat model as the verifier (CDEG "Implementation Details").
 
     Seed ``call_seed(seed, "verify", <sha256 of the prompt>, attempt)``; an unreadable reply
-    (:func:`parse_preference`) is retried ``retries`` times, then gives ``None``, as does a
-    :class:`~clinenv.llm.base.BackendError`; a reply cut by ``max_tokens`` is counted and
-    read only if it parses.
+    is retried ``retries`` times, then gives ``None``, as does a backend error.
 
     Args:
         model: the chat model.

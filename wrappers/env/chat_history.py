@@ -1,8 +1,7 @@
 """The episode as role/content chat messages, for chat-template policies.
 
-:class:`ChatHistory` makes the observation the whole conversation so far (a tuple of
-``{"role", "content"}`` dicts) over a text environment with ``observation_format="delta"``;
-``-Menu`` ids are refused (docs/api/wrappers.md).
+:class:`ChatHistory` over a text environment with ``observation_format="delta"``; ``-Menu``
+ids are refused (docs/api/wrappers.md).
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ ROLE_CHARS = 16
 
 
 class ChatHistory(gym.Wrapper, gym.utils.RecordConstructorArgs):
-    """Observation = the conversation so far as role/content messages (module docstring).
+    """Observation = the conversation so far as role/content messages (docs/api/wrappers.md).
 
     Args:
         env: an EGIP Gymnasium environment with ``observation_format="delta"``.
@@ -67,7 +66,7 @@ class ChatHistory(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def step(self, action: Any):
         """Step; appends ``assistant(action)`` and, when there is new text, ``user(text)``;
-        after the end of the episode appends nothing (module docstring)."""
+        after the end of the episode appends nothing (docs/api/wrappers.md)."""
         obs, reward, terminated, truncated, info = self.env.step(action)
         if self._ended:
             return self._observation(), reward, terminated, truncated, info

@@ -1,8 +1,7 @@
 """A finite doctor action set for classic RL baselines: menu indices and answer slots.
 
-:class:`MenuActionEnv` (ids ``EGIP-<Dataset>-Menu-v0``) maps ``Discrete(max_exams + Q + S)``
-with the canonical ``action_mask`` to utterances; layout, answer slots and mask:
-docs/learning.md.
+:class:`MenuActionEnv` (``EGIP-<Dataset>-Menu-v0``): ``Discrete(max_exams + Q + S)`` with
+the canonical ``action_mask`` (docs/learning.md).
 """
 
 from __future__ import annotations
@@ -81,7 +80,7 @@ class MenuActionEnv(gym.Env):
         return self._wrap(obs, info, utterance=None, source=None)
 
     def step(self, action: Any):
-        """Send the utterance of ``action`` (see the module docstring); never raises on
+        """Send the utterance of ``action`` (docs/learning.md); never raises on
         an out-of-range or masked index.
 
         Raises:
@@ -117,7 +116,7 @@ class MenuActionEnv(gym.Env):
         return self._choose(index)[0]
 
     def _choose(self, index: int) -> tuple[str, str | None]:
-        """``(utterance, answer_source)`` of a valid ``index`` (module docstring)."""
+        """``(utterance, answer_source)`` of a valid ``index`` (docs/learning.md)."""
         rt = self.egip.runtime
         assert rt is not None
         if index < self._first_question:
@@ -161,7 +160,7 @@ class MenuActionEnv(gym.Env):
 
 def _egip(env: gym.Env) -> EGIPEnv:
     """The :class:`EGIPEnv` under ``env``, checking that its wrappers keep the EGIP
-    observation (module docstring).
+    observation (docs/learning.md).
 
     Raises:
         ValueError: not an EGIPEnv (bare or wrapped), or an observation-changing wrapper.
