@@ -22,9 +22,8 @@ REFLECTION_PROMPT = (
 class SelfReflectionDoctor(BeforeAnswerWrapper):
     """Self-Reflection around any doctor policy (docs/api/wrappers.md).
 
-    Args:
-        doctor: the inner doctor policy.
-        max_reasks: reflections per episode (default 1).
+    Takes ``doctor`` and ``max_reasks`` (reflections per episode, default 1) as
+    :class:`~clinenv.wrappers.reask.BeforeAnswerWrapper` does.
     """
 
     suffix = "+self-reflection"

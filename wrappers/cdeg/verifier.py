@@ -38,7 +38,8 @@ class Verifier(Protocol):
 
         Args:
             evidence: the evidence set (E_s, E_s + e, E_t + e...).
-            first, second: the two diagnoses in the order shown.
+            first: the diagnosis shown first.
+            second: the diagnosis shown second.
             exposed: atoms of ``evidence`` to pay particular attention to (the
                 reappraisal test exposes e ∈ C_I this way).
 
