@@ -1,7 +1,6 @@
 """Agents that fill the seats of an episode: doctors, patient simulators, examiners.
 
-Installed as ``clinenv.agents``. The public names below import from this package
-(``from clinenv.agents import ScriptedDoctor``), each loaded on first use.
+Installed as ``clinenv.agents``; its public names load on first use.
 """
 
 from clinenv.lazy import lazy_exports

@@ -1,8 +1,6 @@
 """The doctor-policy interface every doctor agent implements.
 
-A policy maps the environment's observation and info to one text action. It is reset at
-the start of every episode with a seed derived from the episode's seed, so that a
-sampling policy is reproducible per episode.
+A policy maps observation and info to one text action; ``reset`` takes a per-episode seed.
 """
 
 from __future__ import annotations

@@ -1,20 +1,7 @@
 """The chat-seat mechanics shared by the model-backed simulators.
 
-A simulator seat of the environment (the LLM patient
-:class:`~clinenv.agents.llm_patient.LLMPatient`, the native measurement agent
-:class:`~clinenv.agents.measurement_agent.LLMMeasurementAgent`) answers one view with one
-model call. :class:`ChatSeat` holds what those seats do alike:
-
-- the model and its generation settings, and the JSON-ready :attr:`ChatSeat.config` of
-  run logs (never an API key);
-- :meth:`ChatSeat.reset` with the episode seed and :meth:`ChatSeat.call_config`, the
-  settings of one call with ``call_seed(seed, index, purpose)`` (the reset seed, else the
-  generation config's; with neither, no seed is sent) and the
-  seat's turn stop strings after the configured ones
-  (:func:`~clinenv.agents.terminal_base.turn_stops` with :attr:`ChatSeat.seat`);
-- the call records (:meth:`ChatSeat.drain_calls`).
-
-What a seat sends and how it reads the reply stay in its own module.
+:class:`ChatSeat`: model, settings, config, seeded per-call settings with turn stops and
+call records, for the LLM patient and the LLM measurement agent.
 """
 
 from __future__ import annotations
@@ -41,7 +28,7 @@ def check_seed(seed: Any) -> int | None:
 
 
 class ChatSeat:
-    """Base of a simulator seat backed by a chat model (module docstring).
+    """Base of a simulator seat backed by a chat model (docs/api/agents.md).
 
     Args:
         model: the chat model.
@@ -89,7 +76,7 @@ class ChatSeat:
 
     def call_config(self, index: int, purpose: str) -> GenerationConfig:
         """The settings of call ``index`` (>= 0) for ``purpose``: one choice, seed
-        ``call_seed(seed, index, purpose)``, the seat's stop strings (module docstring)."""
+        ``call_seed(seed, index, purpose)``, the seat's stop strings (docs/api/agents.md)."""
         seed = base_seed(self._seed, self.generation)
         return turn_stops(call_config(self.generation, seed=call_seed(seed, index, purpose),
                                       n=1), self.seat)

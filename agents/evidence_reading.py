@@ -1,27 +1,7 @@
 """Reading the acquired evidence out of doctor-facing texts (for deterministic policies).
 
-A doctor that must answer "from acquired evidence only" reads the findings of its
-observation, never the candidate labels K or the menu B (EGIP section 3.3: the labels are
-hypotheses, not findings). This module finds them in every observation layout of the
-environment:
-
-- the EGIP acquisition view x_t (:mod:`clinenv.protocol.render`): the ``# Interaction so
-  far`` section (:func:`history_section`);
-- the evidence interface e_T (:mod:`clinenv.protocol.evidence`): the ``# Acquired
-  observations`` section;
-- the native AgentClinic / MedAgentSim observations (:mod:`clinenv.protocol.
-  native_render`): the ``Patient:`` and ``Measurement:`` lines of the transcript
-  (:func:`native_evidence`); the doctor's own lines and interface feedback are not
-  findings;
-- a ``"delta"`` observation or a hand-written text: the text before an acquisition footer.
-
-It also names a diagnosis in a text (:func:`named_diagnosis`) and scores candidate labels
-against the evidence (:func:`candidate_scores`), the two answer rules of
-:class:`clinenv.agents.scripted_doctor.ScriptedDoctor`. A diagnosis is named after a link
-phrase of the scorer's one hedge list (:data:`clinenv.scoring.DIAGNOSIS_LINKS`, part of
-:data:`clinenv.scoring.HEDGES`) or "confirms"; not after the scorer's probability hedges
-("likely", "possible"), which in a record qualify a finding ("likely viral") rather than
-name the diagnosis.
+Findings only, never the candidates K or the menu B (EGIP section 3.3), in every
+observation layout; also the scripted doctor's two answer rules.
 """
 
 from __future__ import annotations
@@ -155,7 +135,11 @@ def last_native_turn(text: str) -> bool:
 
 
 def named_diagnosis(evidence: str) -> str | None:
-    """The first diagnosis a text names after "consistent with", "suggestive of"..."""
+    """The first diagnosis a text names after a link phrase, or ``None``.
+
+    Link phrases: :data:`clinenv.scoring.DIAGNOSIS_LINKS` ("consistent with", "suggestive
+    of"...) and "confirms"; not the probability hedges ("likely viral" qualifies a finding).
+    """
     lower = evidence.lower()
     hit = _TRIGGER.search(lower)
     if hit is None:

@@ -1,41 +1,7 @@
 """The LLM judge: does a free-text answer name the reference diagnosis?
 
-The opt-in alternative to the deterministic scorer (:mod:`clinenv.scoring`), in the role
-of AgentClinic's moderator. The prompt holds the answer and the reference diagnosis
-only (:data:`~clinenv.agents.prompts.JUDGE_SYSTEM`, :data:`~clinenv.agents.prompts.
-JUDGE_USER`), never the transcript; the answer is sent without its marker
-(:func:`answer_only`: ``Given diagnosis: Myasthenia gravis``, never ``Given diagnosis:
-DIAGNOSIS READY: Myasthenia gravis``). The environments send the answer the protocol
-reads: the parsed answer under EGIP (a chosen candidate as its label), the diagnosis
-the moderator reads in the final utterance under the native protocols
-(:func:`clinenv.protocol.native.moderator_answer`).
-
-Reading the reply (:func:`parse_verdict`), lenient default:
-
-1. ``<think>`` blocks, markdown (``*``, ``_``, ``#``, backticks) and surrounding
-   whitespace are removed; nothing left -> ``"unparsed"``;
-2. an explicit ``Final answer: / Answer: / Verdict: Yes|No`` decides (the last one);
-3. a reply that opens with ``Yes`` or ``No`` followed by its end or punctuation
-   (``"Yes."``, ``"No"``, ``"No, they differ."``) decides: there the word is the answer
-   itself, and the rest of the reply is not read again;
-4. otherwise the answer words and negative phrases (``not the same``, ``different``,
-   ``no match``...) are collected: only negative evidence -> ``"wrong"``, only ``yes``
-   -> ``"correct"``, both or neither -> ``"unparsed"``. Word boundaries keep
-   ``"Yesterday"`` from reading as yes.
-
-The answer word ``no`` (in steps 2 and 4) is a ``no`` that is not followed, on the same
-line, by a word (``"No doubt, they are the same condition."`` is ``"unparsed"`` and the
-judge is asked again, never read as ``"wrong"``); ``"No doubt."`` alone is
-``"unparsed"`` too. ``yes`` counts wherever it stands as a word.
-
-Strict mode is AgentClinic's exact rule: ``"correct"`` iff the whole reply, lower-cased,
-is exactly ``"yes"`` (``"Yes."`` and ``" yes"`` are wrong); everything else is
-``"wrong"``, so strict mode never returns ``"unparsed"`` and never retries.
-
-An ``"unparsed"`` reply is retried ``retries`` times (the conversation so far plus
-:data:`~clinenv.agents.prompts.JUDGE_RETRY_USER`, each retry with its own seed
-``call_seed(seed, "judge", attempt)``); if it stays unparsed the verdict is
-``"unparsed"``, never folded into ``"wrong"``.
+The opt-in alternative to :mod:`clinenv.scoring`, in the role of AgentClinic's moderator;
+it sees the answer and the reference only (reading rules: :func:`parse_verdict`).
 """
 
 from __future__ import annotations
@@ -80,12 +46,16 @@ _NEGATIVE = re.compile(
 def parse_verdict(text: str, *, strict: bool = False) -> JudgeLabel:
     """The verdict a judge reply gives: ``"correct"``, ``"wrong"`` or ``"unparsed"``.
 
+    Lenient (default), in order: drop ``<think>`` blocks and markdown (nothing left:
+    unparsed); the last ``Final answer:``/``Answer:``/``Verdict: Yes|No`` decides; a reply
+    opening with ``Yes``/``No`` before its end or punctuation decides; otherwise only
+    negative evidence (``no`` not followed by a word on its line, ``not the same``,
+    ``different``...) is wrong, only ``yes`` correct, both or neither unparsed.
+    Strict: correct iff the whole lower-cased reply is ``"yes"``, else wrong.
+
     Args:
         text: the judge model's reply (``None`` reads as ``""``).
-        strict: AgentClinic's exact ``"yes"`` rule (see the module docstring).
-
-    Returns:
-        The verdict; rules in the module docstring.
+        strict: AgentClinic's exact ``"yes"`` rule.
     """
     text = text if isinstance(text, str) else ""
     if strict:

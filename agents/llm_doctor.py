@@ -1,14 +1,7 @@
 """The LLM doctor: a chat model as the doctor policy of :class:`clinenv.env.EGIPEnv`.
 
-In the acquisition phase (EGIP section 3.2) each reply is the action: stateless over the
-complete view x_t (``observation_format="view"``), or over its own chat history
-(``"delta"``, the environment's format must match); replies are cut to the doctor's turn.
-In the decision phase it delegates e_T to its terminal strategy
-(:func:`clinenv.agents.terminal.make_strategy`: ``"direct"``, ``"vote"``, ``"full"``,
-EGIP eq. 5; ``"discussion"``, ``"medagentsim"``). Prompts: ``"egip"`` or
-``"agentclinic"`` (:mod:`clinenv.agents.prompts`); ``"egip"`` under the AgentClinic
-protocol raises :class:`ValueError`. Every call carries ``call_seed(episode_seed, turn,
-purpose)``. Native protocols, biases and empty replies are in docs/llm-doctors.md.
+Acquisition replies are actions (EGIP section 3.2); e_T goes to a terminal strategy
+(EGIP eq. 5). Formats, prompts, biases and seeds: docs/api/agents.md.
 """
 
 from __future__ import annotations
@@ -94,10 +87,7 @@ def evidence_part(text: str) -> str:
 
 
 class LLMDoctor:
-    """A doctor policy backed by a chat model (docs/llm-doctors.md).
-
-    Implements :class:`clinenv.agents.base.DoctorPolicy`, plus :meth:`aact`,
-    :meth:`drain_calls` and :attr:`config`.
+    """A :class:`~clinenv.agents.base.DoctorPolicy` backed by a chat model (docs/api/agents.md).
 
     Args:
         model: the chat model.
@@ -107,18 +97,15 @@ class LLMDoctor:
         observation_format: ``"view"`` or ``"delta"``; must match the environment's.
         config: generation settings of every call (default ``model.config``).
         name: the policy name for run logs (default ``"llm-<strategy>"``).
-        max_questions: the question budget stated by the ``"agentclinic"`` prompt
-            (>= 1); ``None`` says "a limited number of". Not used by ``"egip"``.
-        bias: ``None`` or a name of :data:`~clinenv.protocol.biases.DOCTOR_BIASES`
-            (docs/llm-doctors.md).
+        max_questions: the ``"agentclinic"`` prompt's question budget (>= 1; ``None``: "a
+            limited number of").
+        bias: ``None`` or a name of :data:`~clinenv.protocol.biases.DOCTOR_BIASES`.
 
     Attributes:
-        last_decision: the :class:`~clinenv.agents.terminal_base.TerminalDecision` of the
-            latest decision step (votes, proposals, ledger...), or ``None``.
+        last_decision: the latest ``TerminalDecision``, or ``None``.
 
     Raises:
-        ValueError: an unknown prompt, observation format, strategy name or bias, or a
-            bad ``max_questions``.
+        ValueError: an unknown prompt, format, strategy or bias, or a bad ``max_questions``.
         TypeError: ``model`` is not a :class:`~clinenv.llm.base.ChatModel` or
             ``strategy`` is neither a name nor a strategy.
     """
@@ -189,12 +176,12 @@ class LLMDoctor:
         self.last_decision = None
 
     def act(self, observation: Mapping[str, Any], info: Mapping[str, Any]) -> str:
-        """The next action (docs/llm-doctors.md).
+        """The next action (docs/api/agents.md).
 
         Raises:
             ValueError: ``info["phase"]`` is neither ``"acquire"`` nor ``"decide"``, the
                 observation has no ``text``, or the ``"egip"`` prompt meets the native
-                AgentClinic protocol (docs/llm-doctors.md).
+                AgentClinic protocol (docs/api/agents.md).
             clinenv.llm.base.BackendError: a model call failed.
         """
         return run_plan(self._plan(observation, info), self.model)

@@ -1,40 +1,7 @@
 """The LLM patient simulator: a chat model answers the doctor from the patient view only.
 
-Opt-in alternative to the retrieval patient (:mod:`clinenv.env.retrieval_patient`).
-It receives only a :class:`~clinenv.protocol.views.PatientView`: the patient facts P
-(target-naming sentences already withheld) and the permitted dialogue, never the
-records M or the target Y (EGIP section 3.2).
-
-Messages (:meth:`LLMPatient.messages_for`):
-
-1. system: :data:`~clinenv.agents.prompts.PATIENT_SYSTEM` with the rendered facts and
-   the voice (the patient, or a caregiver when ``view.caregiver_voice``); with a
-   ``bias``, its text (:func:`clinenv.protocol.biases.bias_text`) sits between the base
-   prompt and the facts (:data:`~clinenv.agents.prompts.PATIENT_FACTS_START`), as in
-   AgentClinic's ``PatientAgent.system_prompt``;
-2. a user turn before anything the patient says: it opens with
-   :data:`~clinenv.agents.prompts.PATIENT_OPENING` and holds the doctor's first question
-   (one turn, so that roles alternate);
-3. every earlier ``(question, reply)`` pair as user / assistant, oldest first, nothing
-   dropped;
-4. the current question as the last user turn.
-
-Reply cleanup: ``<think>`` blocks are removed and the reply is cut to the patient's own
-turn (:func:`~clinenv.protocol.turns.cut_turn`, seat ``"patient"``: at a chat-template
-token or a line opening another speaker's turn), flagged ``"wrote_past_turn"`` when it
-went on past it (:func:`read_patient_reply`); then :func:`clean_reply`: a leading
-``Patient:`` label is stripped; a reply that speaks as the doctor (a ``Doctor:`` line)
-keeps only the patient's own words and is flagged ``"speaks_as_doctor"`` (also when the
-part cut off, by the seat or by the backend at a stop string, holds a ``Doctor:``
-line); an empty reply becomes :data:`~clinenv.env.retrieval_patient.NOT_SURE` and is
-flagged ``"empty_reply"``; a reply that repeats an earlier own reply word for word is
-flagged ``"repeats_own_reply"`` (the opening — its first reply — included). The flags
-depend on the reply's text only. They go to the call records
-(:meth:`LLMPatient.drain_calls`) and, through :attr:`LLMPatient.last_flags`, to the
-environment's ``info["patient_flags"]`` and episode record.
-
-Seeds: ``call_seed(seed, n_questions_before, "patient")`` with the seed of
-:meth:`LLMPatient.reset` (else the generation config's; with neither, none is sent).
+It sees P (target sentences withheld) and the dialogue, never M or Y (EGIP section 3.2);
+messages, cleanup and flags: docs/api/agents.md.
 """
 
 from __future__ import annotations
@@ -102,7 +69,7 @@ def _same(a: str, b: str) -> bool:
 
 
 def clean_reply(text: str, earlier: list[str]) -> tuple[str, list[str]]:
-    """``(reply, flags)`` from a raw model reply (see the module docstring).
+    """``(reply, flags)`` from a raw model reply (docs/api/agents.md).
 
     Args:
         text: the model's reply.
@@ -129,7 +96,7 @@ def clean_reply(text: str, earlier: list[str]) -> tuple[str, list[str]]:
 def read_patient_reply(text: str, earlier: list[str], *,
                        raw: str | None = None) -> tuple[str, list[str]]:
     """``(reply, flags)`` of a model reply: ``<think>`` blocks removed, cut to the
-    patient's turn, then :func:`clean_reply` (module docstring).
+    patient's turn, then :func:`clean_reply` (docs/api/agents.md).
 
     Args:
         text: the reply (a choice's text, possibly cut by the backend at a stop string).
@@ -155,29 +122,23 @@ def read_patient_reply(text: str, earlier: list[str], *,
 
 
 class LLMPatient(ChatSeat):
-    """A patient simulator backed by a chat model (see the module docstring).
+    """A patient simulator backed by a chat model, the ``patient=`` of :class:`clinenv.env.EGIPEnv`.
 
-    Plugs into :class:`clinenv.env.EGIPEnv` as ``patient=``: the environment calls
-    :meth:`reply` with the patient view of each question (and :meth:`reset` with the
-    episode seed). Model, settings, seeds and call records come from
-    :class:`~clinenv.agents.chat_seat.ChatSeat`; each call record (:meth:`drain_calls`)
-    has ``purpose="patient"``, ``agent="patient"``, ``question_index`` (0-based) and
-    ``flags``.
+    Model, settings, seeds and call records come from
+    :class:`~clinenv.agents.chat_seat.ChatSeat`; each call record has
+    ``purpose="patient"``, ``agent="patient"``, ``question_index`` (0-based) and ``flags``.
 
     Args:
         model: the chat model.
         config: generation settings (default ``model.config``).
-        bias: ``None`` or a name of :data:`~clinenv.protocol.biases.PATIENT_BIASES`
-            (AgentClinic's patient biases); the environment sets it from
-            ``EnvConfig.patient_bias``.
+        bias: ``None`` or a name of :data:`~clinenv.protocol.biases.PATIENT_BIASES`.
 
     Attributes:
-        last_flags: the flags of the latest reply (list of str, see :func:`clean_reply`;
-            ``[]`` before the first reply of an episode and while a call is pending).
+        last_flags: the flags of the latest reply (:func:`clean_reply`; ``[]`` before it).
 
     Raises:
         TypeError: ``model`` is not a :class:`~clinenv.llm.base.ChatModel`.
-        ValueError: an unknown ``bias`` (the allowed names listed).
+        ValueError: an unknown ``bias``.
     """
 
     name = "llm_patient"
@@ -208,7 +169,7 @@ class LLMPatient(ChatSeat):
         self.last_flags = []
 
     def messages_for(self, view: PatientView) -> list[dict[str, str]]:
-        """The exact messages sent for ``view`` (layout in the module docstring).
+        """The exact messages sent for ``view`` (layout: docs/api/agents.md).
 
         Raises:
             TypeError: ``view`` is not a :class:`~clinenv.protocol.views.PatientView`.

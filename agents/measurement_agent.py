@@ -1,19 +1,7 @@
 """The LLM measurement agent: the native examiner that holds every record of the case.
 
-It answers a :class:`~clinenv.protocol.measurement_view.MeasurementView` with
-``measure(view) -> str`` (the environment's ``examiner="llm"`` seat); its deterministic
-offline stand-in is :class:`clinenv.env.record_reader.NativeRecordReader`.
-
-- :class:`LLMMeasurementAgent` -- AgentClinic's measurement agent in this project's words
-  (:data:`~clinenv.agents.prompts.MEASUREMENT_SYSTEM`): a chat model that holds all
-  physical-examination and test data (the view's ``records_text``), answers as
-  ``RESULTS: ...`` and, under the ``normal_readings`` rule, reports ``NORMAL READINGS``
-  for anything its data do not hold (weakness W1). It receives the doctor's request and
-  its history (earlier requests and answers, and in the native protocols every patient
-  reply) in one user message; its reply is cut to the examiner's own turn
-  (:func:`~clinenv.protocol.turns.cut_turn`, seat ``"examiner"``), and a cut call's
-  record has the flag ``"wrote_past_turn"``;
-It never sees the patient facts P or the target Y, and never mutates the case.
+AgentClinic's measurement agent (``examiner="llm"``): answers ``RESULTS: ...`` from the
+records, never sees P or Y; offline: :class:`clinenv.env.record_reader.NativeRecordReader`.
 """
 
 from __future__ import annotations
@@ -38,19 +26,12 @@ _SPEAKERS = {"doctor": "Doctor", "measurement": "You", "patient": "Patient"}
 
 
 class LLMMeasurementAgent(ChatSeat):
-    """The native measurement agent backed by a chat model (module docstring).
+    """The native measurement agent backed by a chat model.
 
-    Model, settings, :meth:`reset` seeds and call records come from
-    :class:`~clinenv.agents.chat_seat.ChatSeat`; each call record has
-    ``purpose="measurement"``, ``agent="measurement"``, ``request_index`` and ``flags``
-    (``["wrote_past_turn"]`` when the reply went past the examiner's turn, else ``[]``).
-
-    Args:
-        model: the chat model.
-        config: generation settings (default ``model.config``).
-
-    Raises:
-        TypeError: ``model`` is not a :class:`~clinenv.llm.base.ChatModel`.
+    Takes ``model`` and ``config`` as :class:`~clinenv.agents.chat_seat.ChatSeat` does
+    (raises :class:`TypeError` for a non-:class:`~clinenv.llm.base.ChatModel`). Each call
+    record has ``purpose="measurement"``, ``agent="measurement"``, ``request_index`` and
+    ``flags`` (``["wrote_past_turn"]`` when the reply went past the examiner's turn).
     """
 
     name = "llm_measurement"

@@ -1,25 +1,7 @@
 """MedAgentSim's middle step: answer options built from the discussion, then a pick.
 
-Source: MedAgentSim's public code (``DoctorAgent.internal_discussion`` and its helpers in
-``medsim/query_model.py``; the chain-of-thought multiple-choice run of its bundled
-``promptbase`` package), as it builds the final turn after the doctors' opinions:
-
-1. a **structured question**: one call turns the case and the discussion into a
-   vignette-style question ending "What is the final diagnosis for this patient?";
-2. **candidates**: one call extracts the four diagnoses the doctors consider, as a list
-   (:func:`parse_candidates`); a short list is padded with ``"Undetermined diagnosis
-   k"`` and a longer one cut to four;
-3. **options**: the four candidates, shuffled, become options A-D;
-4. **choice-shuffle ensemble**: :data:`OPTION_SAMPLES` chain-of-thought calls, each
-   showing the options in another order (:func:`option_orders`), each answering
-   ``Answer: [X]`` (:func:`parse_letter`); the pick is the most frequent option, ties
-   to the one answered first (:func:`majority`).
-
-The pick is then handed to the final (consensus) call of
-:mod:`clinenv.agents.terminal_medagentsim`. The options are built from the discussion
-only, never from the reference diagnosis Y (EGIP section 3: Y is in no doctor-facing
-input; docs/protocols.md lists the published variant that built options around Y).
-Prompts are this project's words.
+Source: MedAgentSim's ``DoctorAgent.internal_discussion``: a structured question, four
+candidates as options A-D, a choice-shuffle ensemble; never built from Y.
 """
 
 from __future__ import annotations

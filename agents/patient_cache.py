@@ -1,42 +1,7 @@
 """An opt-in reply cache for the LLM patient: repeated rows replay the same patient.
 
-GRPO repeats a task row (same case, same seed) in several rollouts; with an LLM patient
-each rollout would otherwise call the model again and may hear a different patient.
-:class:`CachedPatient` wraps an :class:`~clinenv.agents.llm_patient.LLMPatient` and
-answers a question it has seen before, in the same dialogue, from a
-:class:`PatientReplyCache`, without a model call::
-
-    cache = PatientReplyCache()                       # share it between environments
-    env = gym.make("EGIP-Demo-v0", patient=CachedPatient(LLMPatient(model), cache))
-
-Give each environment its own ``CachedPatient`` (it holds the episode's seed and flags,
-like the patient it wraps) and let them share one cache.
-
-Key (:meth:`CachedPatient.key_for`): SHA-256 of the canonical JSON of what decides the
-reply: the exact messages the patient would send (:meth:`LLMPatient.messages_for`: the
-patient facts P and voice in the system prompt, the dialogue so far, the heard notes, the
-question), the call's generation settings with its per-call seed
-(:meth:`~clinenv.agents.chat_seat.ChatSeat.call_config`: the reset seed's
-``call_seed``, so another episode seed misses; ``null`` when no seed is sent), and the
-backend and model name. A case is named by its facts, so two cases with the same facts
-and dialogue share replies, as the model cannot tell them apart either.
-
-Value: ``(reply, flags)``; a hit sets :attr:`CachedPatient.last_flags` to the stored
-flags, so ``info["patient_flags"]`` is the same as on the call that filled it.
-
-Call records: a miss leaves the wrapped patient's record (:meth:`LLMPatient.drain_calls`)
-with ``cache_key`` added; a hit leaves no record, because call records count model calls
-(their tokens, latency and requests feed the run log's totals,
-:func:`clinenv.runs.episode.call_totals`); hits and misses are counted on the cache
-(:attr:`PatientReplyCache.hits`, :attr:`PatientReplyCache.misses`).
-
-Threads: the cache's dictionary and counters are guarded by a lock. Two threads that miss
-on the same key at once both call the model; the first reply stored wins and both return
-it (:meth:`PatientReplyCache.put`), so threads sharing a cache always see one reply per
-key. No state lives at module level.
-
-Persistence (optional, ``path=``): a JSON Lines file, one ``{"key", "reply", "flags"}``
-object per stored reply, read when the cache is made and appended to on each new key.
+:class:`CachedPatient` answers a question seen before (same messages, seed, settings,
+model) from a shared :class:`PatientReplyCache` (docs/api/agents.md).
 """
 
 from __future__ import annotations
@@ -54,20 +19,19 @@ __all__ = ["CachedPatient", "PatientReplyCache"]
 
 
 class PatientReplyCache:
-    """Patient replies by key (module docstring), thread-safe, optionally on disk.
+    """Patient replies by key, thread-safe, optionally on disk.
 
     Args:
-        path: a ``.jsonl`` file to load (when it exists) and append new replies to;
-            ``None`` keeps the cache in memory.
+        path: a ``.jsonl`` file (one ``{"key", "reply", "flags"}`` per line) to load when
+            it exists and append new replies to; ``None`` keeps the cache in memory.
 
     Attributes:
         hits: lookups answered from the cache (int).
         misses: lookups that were not (int).
 
     Raises:
-        ValueError: a line of ``path`` that is not a JSON object with a string ``key``,
-            a string ``reply`` and a list of strings ``flags`` (file, line and field
-            named), or a key stored twice with different values.
+        ValueError: a malformed line of ``path`` (file, line and field named), or a key
+            stored twice with different values.
     """
 
     def __init__(self, path: str | Path | None = None) -> None:
@@ -131,7 +95,7 @@ class PatientReplyCache:
 
 class CachedPatient:
     """An :class:`~clinenv.agents.llm_patient.LLMPatient` whose replies are cached
-    (module docstring); a patient seat of :class:`clinenv.env.EGIPEnv` (``patient=``).
+    (docs/api/agents.md); a patient seat of :class:`clinenv.env.EGIPEnv` (``patient=``).
 
     Args:
         patient: the LLM patient to wrap (its model is called on a miss).
@@ -175,11 +139,11 @@ class CachedPatient:
         self.last_flags = []
 
     def drain_calls(self) -> list[dict[str, Any]]:
-        """The wrapped patient's call records (misses only; module docstring)."""
+        """The wrapped patient's call records (misses only; docs/api/agents.md)."""
         return self.patient.drain_calls()
 
     def key_for(self, view: PatientView) -> str:
-        """The cache key of ``view`` (64 hex digits; module docstring).
+        """The cache key of ``view`` (64 hex digits; docs/api/agents.md).
 
         Raises:
             TypeError: ``view`` is not a PatientView.

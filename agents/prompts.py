@@ -1,17 +1,7 @@
 """Every prompt text of the LLM agents, in one place.
 
-The LLM doctor (:mod:`clinenv.agents.llm_doctor`), the terminal strategies Direct, Vote
-and Full (EGIP eq. 5, appendix A.2), the LLM patient simulator
-(:mod:`clinenv.agents.llm_patient`), the LLM measurement agent
-(:mod:`clinenv.agents.measurement_agent`) and the LLM judge (:mod:`clinenv.agents.judge`) read
-their texts from here, so a run log that names a prompt (``"egip"``, ``"agentclinic"``)
-names exactly these words. The texts are written for this project; the AgentClinic-style
-doctor prompt follows that framework's rules (a question budget, ``REQUEST TEST:``,
-``DIAGNOSIS READY:``) without its wording.
-
-Templates use :meth:`str.format` fields, listed in each constant's comment. The bias
-texts of AgentClinic's bias conditions live in :mod:`clinenv.protocol.biases` (the
-environment checks their names).
+A run log that names a prompt (``"egip"``, ``"agentclinic"``) names exactly these words;
+templates use :meth:`str.format` fields. The bias texts are in :mod:`clinenv.protocol.biases`.
 """
 
 from __future__ import annotations

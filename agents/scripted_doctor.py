@@ -1,14 +1,7 @@
 """A scripted doctor: the deterministic, LLM-free baseline.
 
-Per episode, one utterance per round: history questions (:data:`HISTORY_QUESTIONS`),
-examinations up to ``exam_budget`` (menu entries in menu order, or the names of
-:data:`EXAM_NAMES` when there is no menu), the remaining questions, then a diagnosis
-proposal every round left. The answer comes only from acquired evidence (never from the
-candidates or the menu; :mod:`clinenv.agents.evidence_reading`): the candidate with the
-largest share of its content words in that evidence, else the phrase a result names,
-else :data:`NO_ANSWER_GUESS` (unscored). It follows a wrapper's ``info["guidance"]``;
-with ``exploration > 0`` it is a seeded sampling policy (for CDEG construction). The
-plan in detail is in docs/llm-doctors.md.
+Questions, exams up to a budget, then a diagnosis from acquired evidence only; seeded
+sampling with ``exploration > 0``. The plan: docs/api/agents.md.
 """
 
 from __future__ import annotations
@@ -64,7 +57,7 @@ NO_ANSWER_GUESS = "Undetermined"
 
 
 class ScriptedDoctor:
-    """Deterministic (or seeded-sampling) doctor policy; docs/llm-doctors.md.
+    """Deterministic (or seeded-sampling) doctor policy; docs/api/agents.md.
 
     Args:
         n_questions: history questions asked before the examinations
@@ -114,7 +107,7 @@ class ScriptedDoctor:
         return self._by_name
 
     def act(self, observation: Mapping[str, Any], info: Mapping[str, Any]) -> str:
-        """The next utterance (docs/llm-doctors.md)."""
+        """The next utterance (docs/api/agents.md)."""
         text = observation["text"]
         if info.get("phase") == "decide":
             return f"DIAGNOSIS READY: {self.choose_answer(text, info)}"

@@ -1,9 +1,6 @@
 """A scripted policy for the examiner seat of the PettingZoo game (``examiner_0``).
 
-It reports the ``# Stored record`` section of its observation
-(:func:`clinenv.protocol.seat_views.render_examiner_view`) verbatim: a faithful
-examiner, equivalent to record lookup O, driven through the seat. Replace it by an LLM
-measurement agent to study examiner behaviour.
+It reports the ``# Stored record`` of its observation verbatim, as record lookup O does.
 """
 
 from __future__ import annotations

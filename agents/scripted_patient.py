@@ -1,16 +1,7 @@
 """A scripted policy for the patient seat of the PettingZoo game (``patient_0``).
 
-It reads only its own observation text (:func:`clinenv.protocol.seat_views.
-render_patient_view`): the ``Field: value`` lines of the ``# Patient facts`` section and
-the doctor's question. The reply is the value of the fact line sharing the most content
-words with the question (a word is compared by its first :data:`PREFIX` letters, over the
-field label and the value; ties go to the earlier line); an opening question ("What
-brings you in?") gets the primary symptom (a line labelled "primary" or "complaint",
-else the first line); no shared word gives :data:`NOT_SURE`. It never sees, and so
-never quotes, the records M or the target Y.
-
-A baseline and an example of a seat policy, not a realistic patient: use the built-in
-retrieval patient (``patient="retrieval"``) for that.
+It answers with the fact line of its view sharing the most content words with the
+question (else :data:`NOT_SURE`); a baseline, not a realistic patient.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """A PRIVILEGED teacher doctor: it reads the case's target Y and records M, for SFT rows.
 
-:class:`TeacherDoctor` is no policy to evaluate: it is handed the cases (z = (P, M, Y),
-EGIP Eq. 1) through its constructor's ``cases`` and plays a clean demonstration for a
-supervised warm start: the history questions the retrieval patient can answer, the
-recorded exams (those sharing a word with Y first), then Y. Its actions never leak a
-word of Y (:func:`leaked_words`). It plays with the tool view's settings
-(:data:`TEACHER_ENV_SETTINGS`; :meth:`act` raises :class:`ValueError` on others), and
-its run-log lines are marked ``"privileged": true``, which readers refuse unless
-``--allow-privileged`` (:func:`clinenv.runlog.check_privileged`). The plan in detail:
-docs/teacher.md.
+Handed the cases through ``cases`` (EGIP Eq. 1), it demonstrates the protocol under the
+tool view's settings; its logs are marked ``"privileged": true`` (docs/teacher.md).
 """
 
 from __future__ import annotations
@@ -120,15 +113,14 @@ class TeacherPlan:
 
 
 class TeacherDoctor:
-    """PRIVILEGED doctor: reads Y and M of the episode's case and demonstrates the
-    protocol (docs/teacher.md). Never evaluate it as a doctor; its logs are marked
-    ``privileged: true`` and the evaluation commands refuse them by default.
+    """PRIVILEGED doctor: reads Y and M of the episode's case (docs/teacher.md).
+
+    Never evaluate it as a doctor; the evaluation commands refuse its logs by default.
 
     Args:
-        cases: the privileged channel: a :class:`~clinenv.env.case_pool.CasePool` (e.g.
-            ``env.unwrapped.pool``, whose cases the environment plays), a mapping
-            ``case_id -> Case``, or an iterable of :class:`~clinenv.cases.Case`. The
-            episode's case is ``cases[info["case_id"]]``.
+        cases: a :class:`~clinenv.env.case_pool.CasePool` (e.g. ``env.unwrapped.pool``), a
+            mapping ``case_id -> Case`` or an iterable of :class:`~clinenv.cases.Case`;
+            looked up by ``info["case_id"]``.
         max_questions: k, the most history questions asked (>= 0).
         questions: the history questions to choose from, in order (default
             :data:`~clinenv.agents.scripted_doctor.HISTORY_QUESTIONS`).

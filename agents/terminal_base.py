@@ -1,30 +1,7 @@
 """The terminal decision strategy F (EGIP eq. 5) and the call plans every LLM agent runs.
 
-A terminal strategy maps the evidence interface e_T to the doctor's terminal action:
-Direct (:mod:`clinenv.agents.terminal_direct`), Vote
-(:mod:`clinenv.agents.terminal_vote`) and Full (:mod:`clinenv.agents.terminal_full`) are
-alternatives over the same e_T (EGIP section 3.3, appendix A.2); Discussion
-(:mod:`clinenv.agents.terminal_discussion`) is MedAgentSim's final-turn multi-doctor
-discussion over the same input; :func:`clinenv.agents.terminal.make_strategy` builds one
-by name.
-
-Call plans
-----------
-A strategy's logic is written once, as a generator (a *call plan*) that yields one
-:class:`CallRequest` per model call, receives the :class:`~clinenv.llm.base.ChatResult`
-and finally returns its result. :func:`run_plan` drives a plan with the synchronous model
-API and :func:`arun_plan` with the asynchronous one, so ``decide`` and ``adecide`` (and
-the doctor's ``act``/``aact``, the patient's ``reply``/``areply``, the judge's
-``judge``/``ajudge``) share every line of logic and never call ``asyncio.run``.
-
-Turns
------
-A reply is only its seat's own turn (:mod:`clinenv.protocol.turns`). :func:`turn_plan`
-wraps a strategy's plan: each reply reaches the strategy cut to the doctor's turn
-(:func:`cut_result`; a cut choice keeps its raw text and its call record gets the flag
-``"wrote_past_turn"``), and, for the doctor seat, each call in the turn format
-(:data:`TURN_PURPOSES`) sends the doctor's stop strings (:func:`turn_stops`).
-:meth:`TerminalStrategy.decide` cuts without adding stops; the LLM doctor does both.
+A call plan yields :class:`CallRequest` and receives results; :func:`run_plan` and
+:func:`arun_plan` drive it, so sync and async share one logic (docs/api/agents.md).
 """
 
 from __future__ import annotations
@@ -221,30 +198,19 @@ def check_evidence(evidence_text: Any, candidates: Any) -> list[str] | None:
 class TerminalDecision:
     """The outcome of a terminal strategy on e_T.
 
-    Every strategy means the same by ``answer`` and ``abstained``:
-
-    - an identifiable answer: ``answer`` is it, ``abstained`` false;
-    - the model explicitly declined ("Undetermined", "insufficient information":
-      :func:`clinenv.scoring.is_abstention`; Full's ``insufficient``): ``answer``
-      ``None``, ``abstained`` true, action :data:`ABSTENTION_ACTION` (Direct: the reply);
-    - no usable answer came back (nothing readable, a template placeholder such as
-      ``<single diagnosis>``, a failed check): ``answer`` ``None``, ``abstained``
-      false, action :data:`NO_ANSWER_ACTION` (Direct: the reply, which the runtime
-      reads as no answer).
-
-    Neither of the last two is covered and both count as not correct.
+    An answer: ``answer`` set, ``abstained`` false. An explicit decline
+    (:func:`clinenv.scoring.is_abstention`): ``answer`` ``None``, ``abstained`` true, action
+    :data:`ABSTENTION_ACTION`. No usable answer (a placeholder, a failed check): ``answer``
+    ``None``, ``abstained`` false, action :data:`NO_ANSWER_ACTION`. Direct returns the reply.
 
     Attributes:
-        action: the doctor's terminal action: ``"DIAGNOSIS READY: <diagnosis>"``,
-            :data:`ABSTENTION_ACTION` or :data:`NO_ANSWER_ACTION`; Direct returns the
-            model's reply unchanged (the environment's parser reads it).
-        answer: the diagnosis the strategy extracted, or ``None`` (no answer, or
-            abstention).
-        abstained: the model explicitly declined to give a diagnosis (see above).
-        calls: one :meth:`~clinenv.llm.base.ChatResult.to_log` record per model call, in
-            call order, each with ``purpose`` and the strategy's parse notes.
-        detail: strategy-specific record (Vote: ``votes``; Full: ``proposals``,
-            ``ledger``, ``errors``...); JSON-ready.
+        action: ``"DIAGNOSIS READY: <diagnosis>"``, :data:`ABSTENTION_ACTION`,
+            :data:`NO_ANSWER_ACTION`, or (Direct) the model's reply unchanged.
+        answer: the diagnosis extracted, or ``None``.
+        abstained: the model explicitly declined.
+        calls: one :meth:`~clinenv.llm.base.ChatResult.to_log` record per model call.
+        detail: strategy-specific JSON-ready record (Vote: ``votes``; Full: ``proposals``,
+            ``ledger``, ``errors``...).
     """
 
     action: str
@@ -266,25 +232,20 @@ class TerminalStrategy(abc.ABC):
     @abc.abstractmethod
     def plan(self, evidence_text: str, *, candidates: list[str] | None, seed: int | None,
              config: GenerationConfig) -> Plan[TerminalDecision]:
-        """The strategy's call plan (see the module docstring)."""
+        """The strategy's call plan (docs/api/agents.md)."""
 
     def decide(self, model: ChatModel, evidence_text: str, *,
                candidates: list[str] | None = None, seed: int | None = None,
                config: GenerationConfig | None = None) -> TerminalDecision:
-        """Decide on ``evidence_text`` with the synchronous model API; each reply is cut
-        to the doctor's turn before the strategy reads it (:func:`turn_plan`, no stop
-        strings added).
+        """Decide on ``evidence_text``, each reply cut to the doctor's turn (no stops added).
 
         Args:
             model: the chat model.
-            evidence_text: the rendered evidence interface e_T
-                (:func:`clinenv.protocol.evidence.render_evidence`).
-            candidates: the candidate labels K (``info["candidates"]``), or ``None``.
-            seed: the base seed of this decision; the first call sends it, later calls
-                send seeds derived from it (:func:`clinenv.seeding.call_seed`). ``None``
-                falls back to ``config.seed``.
-            config: generation settings (default ``model.config``); strategies override
-                ``n``, ``seed`` and, where documented, ``temperature``.
+            evidence_text: e_T (:func:`clinenv.protocol.evidence.render_evidence`).
+            candidates: the candidate labels K, or ``None``.
+            seed: the decision's base seed, sent by the first call; later calls derive theirs
+                (:func:`clinenv.seeding.call_seed`). ``None``: ``config.seed``.
+            config: generation settings (default ``model.config``).
 
         Raises:
             ValueError: invalid ``evidence_text`` or ``candidates``.

@@ -1,14 +1,7 @@
 """Direct: one terminal call on the evidence interface e_T (EGIP eq. 5, appendix A.2).
 
-The call sends :data:`~clinenv.agents.prompts.DIRECT_SYSTEM` (acquired evidence is the
-factual basis, unknown findings are not normal, candidate labels are hypotheses; answer
-``DIAGNOSIS READY: <single diagnosis>``) and e_T as the user message, with ``n=1`` and
-the decision's base seed. The reply is returned unchanged as the terminal action, so the
-environment's parser reads it exactly as it reads any doctor reply (lenient or strict
-markers, markdown, ``<think>`` blocks); the strategy's own reading of it goes to
-:attr:`TerminalDecision.answer` for the log (:func:`read_reply`: ``None`` for no answer
-and for a template placeholder; ``abstained`` only for an explicit decline). Direct
-adds no ledger and no id checks.
+The reply is returned unchanged as the action, for the environment's parser; the
+strategy's own reading goes to :attr:`TerminalDecision.answer` (:func:`read_reply`).
 """
 
 from __future__ import annotations
@@ -62,7 +55,7 @@ def read_reply(text: str) -> tuple[str | None, bool, list[str]]:
 
 
 class Direct(TerminalStrategy):
-    """One terminal call; the model's reply is the action (see the module docstring)."""
+    """One terminal call; the model's reply is the action (docs/api/agents.md)."""
 
     name = "direct"
 

@@ -1,45 +1,7 @@
 """Discussion: MedAgentSim's final-turn multi-doctor discussion as a terminal strategy.
 
-Source: MedAgentSim (Almansoori et al., MICCAI 2025; the public code of
-``MAXNORM8650/MedAgentSim``, ``DoctorAgent.internal_discussion``). On the doctor's last
-turn MedAgentSim does not ask the doctor once: five doctors (``Doctor 1`` ... ``Doctor
-5``) each give an opinion on the diagnosis and its reasoning from the whole dialogue,
-under a system prompt that casts them as a team reaching a consensus by majority, and a
-final call on the collected opinions writes the team's final diagnosis. The doctors
-speak in one round and do not see each other's opinions; the final call sees the
-opinions, not the transcript.
-
-Calls of :class:`Discussion` (the case text is the decision-phase observation as given:
-the EGIP evidence interface e_T, or the native transcript with its instruction):
-
-1. for each round ``r`` (1-based) and each persona ``i`` (1-based), one call
-   (``purpose="discussion"``, seed ``call_seed(seed, "discussion", r, i)``): the team
-   system prompt, then the case text and the ask to that persona. From round 2 on, the
-   ask holds the previous round's opinions (MedAgentSim's alternative debate,
-   ``inference_final_disease_prediction``, lets its doctors revise in later rounds);
-2. one summarizing call (``purpose="summary"``, seed ``call_seed(seed, "summary")``):
-   the last round's opinions and their proposals by count (the majority that
-   MedAgentSim's team prompt asks for), ending with one ``DIAGNOSIS READY:`` line;
-3. when the summary names no diagnosis (or only a template placeholder such as
-   ``<single diagnosis>``), one repair call (``purpose="repair"``, seed
-   ``call_seed(seed, "repair")``); if it still names none, there is no answer
-   (:data:`~clinenv.agents.terminal_base.NO_ANSWER_ACTION`, ``abstained`` false). A
-   summary that explicitly declines ("Undetermined") abstains
-   (:data:`~clinenv.agents.terminal_base.ABSTENTION_ACTION`, ``abstained`` true).
-
-Opinions are read without ``<think>`` blocks and through markdown; an empty reply names
-nothing. Every call has its own seed.
-
-This is a variant; the published final turn is the ``"medagentsim"`` strategy
-(:mod:`clinenv.agents.terminal_medagentsim`, the default on the MedAgentSim ids).
-Deviations of this variant from the published code, each deliberate:
-
-- its middle step (a structured question, answer options, a chain-of-thought
-  choice-shuffle ensemble whose pick is handed to the final call) is left out; the
-  proposals by count stand in for that pick;
-- the summary must answer with ``DIAGNOSIS READY: <diagnosis>``; a reply without it gets
-  one repair, then no answer, instead of being scored as it stands;
-- ``rounds`` > 1 is an option (default 1, as published); prompts are this project's words.
+Source: MedAgentSim (Almansoori et al., MICCAI 2025); a variant with a marker and one
+repair (docs/api/agents.md). The published turn: :mod:`clinenv.agents.terminal_medagentsim`.
 """
 
 from __future__ import annotations
@@ -173,7 +135,7 @@ def settle(reply: ChatResult, messages: list[dict[str, str]], *, repair: bool,
 
 
 class Discussion(TerminalStrategy):
-    """MedAgentSim's internal multi-doctor discussion (see the module docstring).
+    """MedAgentSim's internal multi-doctor discussion (docs/api/agents.md).
 
     Args:
         n_doctors: doctors in the discussion (>= 1; MedAgentSim: 5), named ``Doctor 1``

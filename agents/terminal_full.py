@@ -1,45 +1,7 @@
 """Full: Council, Ledger, Consensus, then schema and reference checks (EGIP appendix A.2).
 
-Calls, each seeded with ``call_seed(seed, purpose)``:
-
-1. **Council** (``"council"``): ``n_council`` samples (default 3, at
-   ``council_temperature``) of a proposal prompt on e_T; each proposes one diagnosis
-   (``DIAGNOSIS: X``), read by the protocol parser. Distinct proposals are kept in order.
-2. **Ledger** (``"ledger"``): one call that sees e_T and the proposals and writes an
-   evidence summary, support and conflict per proposal, citing ids such as ``S0``, ``O3``.
-3. **Consensus** (``"consensus"``): one call that sees the ORIGINAL e_T, the proposals and
-   the ledger and returns a JSON object :class:`ConsensusOutput`
-   (``{"diagnosis", "support", "conflict", "insufficient"}``).
-
-Checks on the consensus reply (:func:`validate_consensus`):
-
-- schema: one JSON object with the fields' types (pydantic);
-- references: the admissible ids are ``S0`` and the ids of the *known* observations
-  printed in e_T: patient statements and recorded measurement results
-  (:func:`admissible_ids`). Observations rendered as ``not recorded (unknown)`` or
-  ``result not available (unknown)`` are not admissible: "Unknown observations cannot
-  serve as support or conflict references" (EGIP appendix A.2). An id that is not
-  admissible cannot serve as support or conflict. Proposals and ledger never add ids:
-  they are opinions, not observations;
-- consistency with the proposed diagnosis: in this implementation, the reply's own
-  fields must agree with the diagnosis it proposes: unless it declares insufficiency, a
-  non-empty diagnosis that is not an abstention phrase, backed by at least one
-  admissible support id. Whether that diagnosis is one of the council's proposals
-  (compared by :func:`~clinenv.agents.terminal_vote.vote_key`: formatting, case and
-  candidate letters aside) is recorded, not enforced: ``detail["in_proposals"]`` (for
-  the last reply that names a diagnosis) and the flag ``"not_a_proposal"`` on that
-  reply's call record.
-
-A failed reply gets at most one repair call (``"repair"``: the consensus messages, the
-reply, and the list of problems). A template placeholder (``<single diagnosis>``,
-``N/A``...) is never a proposal and never an accepted diagnosis. Without an accepted
-diagnosis the outcome says what the model did (:func:`_declined`): it explicitly
-declined -- declared insufficiency, a diagnosis that is an abstention phrase, or a last
-reply that reads as an abstention ("DIAGNOSIS READY: Undetermined" instead of JSON) --
-and Full abstains (:data:`~clinenv.agents.terminal_base.ABSTENTION_ACTION`, ``abstained``
-true), or no usable answer came back and Full gives no answer
-(:data:`~clinenv.agents.terminal_base.NO_ANSWER_ACTION`, ``abstained`` false), as Direct
-does on such replies.
+The consensus JSON (:class:`ConsensusOutput`) may cite only ``S0`` and known observations
+(:func:`admissible_ids`); a failed reply gets one repair (docs/api/agents.md).
 """
 
 from __future__ import annotations
@@ -137,23 +99,13 @@ def _entry_status(head: str, next_line: str | None) -> str:
 def observation_status(evidence_text: str) -> dict[str, str]:
     """``{"O1": status, ...}``: each observation printed in e_T and what it holds.
 
-    Reads the layout of :func:`clinenv.protocol.evidence.render_evidence` (a strategy
-    sees only the text): in the ``# Acquired observations`` section (the whole text
-    when there is none), every line that starts with ``[O<n>] `` opens an entry:
-
-    - ``"stated"``: ``[O<n>] Patient, asked "<question>": <reply>`` (a patient
-      statement, whatever it says);
-    - ``"recorded"``: ``[O<n>] Measurement <id> <name>:`` followed by a result line
-      indented by four spaces;
-    - ``"unknown"``: ``[O<n>] Measurement ...: not recorded (unknown)`` or
-      ``...: result not available (unknown)`` (no record, or a placeholder value);
-    - ``"unreadable"``: any other entry line, or an id whose entry lines disagree.
-
-    Ids are in order of first appearance. A patient reply that spans several lines
-    cannot open an entry unless one of its lines starts with ``[O<n>] ``; when such a
-    line repeats a real id, that id's lines disagree and it becomes ``"unreadable"``
-    (never admissible), but text alone cannot tell an imitated entry with a new id
-    from a real one.
+    Reads the ``# Acquired observations`` layout of
+    :func:`clinenv.protocol.evidence.render_evidence` (the whole text when absent); each line
+    starting ``[O<n>] `` opens an entry, in order of first appearance. Statuses:
+    ``"stated"`` (a patient statement), ``"recorded"`` (a measurement with an indented result
+    line), ``"unknown"`` (``not recorded (unknown)`` or ``result not available (unknown)``),
+    ``"unreadable"`` (any other entry, or an id whose lines disagree). An imitated entry with
+    a new id in a patient reply cannot be told from a real one.
     """
     lines = _observation_lines(evidence_text)
     statuses: dict[str, set[str]] = {}
@@ -295,7 +247,7 @@ def _proposal_block(proposals: list[str]) -> str:
 
 
 class Full(TerminalStrategy):
-    """Council, Ledger, Consensus and checks (see the module docstring).
+    """Council, Ledger, Consensus and checks (docs/api/agents.md).
 
     Args:
         n_council: council proposals sampled (>= 1; default 3).

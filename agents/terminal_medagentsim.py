@@ -1,43 +1,7 @@
 """MedAgentSim's final turn as published: discussion, answer options, consensus.
 
-Source: MedAgentSim (Almansoori et al., MICCAI 2025), public code
-``MAXNORM8650/MedAgentSim`` (``DoctorAgent.inference_doctor`` hands the doctor's last
-turn to ``internal_discussion``). The strategy ``"medagentsim"`` is the default terminal
-strategy F on the ``MedAgentSim-<Dataset>-v0`` ids; its calls, in order:
-
-1. **opinions** (``purpose="discussion"``): ``n_doctors`` (5) calls, one per persona
-   (``Doctor 1`` ...), under the team system prompt
-   (:data:`~clinenv.agents.terminal_discussion.TEAM_SYSTEM`); each sees the case text
-   (the decision observation) and its own ask, not the others' opinions;
-2. **the answer-option step** (``answer_options=True``,
-   :mod:`clinenv.agents.medagentsim_options`): one ``"question"`` call, one
-   ``"candidates"`` call, then :data:`~clinenv.agents.medagentsim_options.OPTION_SAMPLES`
-   ``"options"`` calls (choice-shuffle ensemble) whose majority is the pick;
-3. **consensus** (``purpose="summary"``): the opinions and the pick, with the ask for a
-   final diagnosis (:data:`CONSENSUS_ASK`; without a pick :data:`CONSENSUS_ASK_NO_PICK`);
-   like MedAgentSim's team system prompt it names the form ``DIAGNOSIS READY: [final
-   diagnosis by majority vote]`` once, but nothing checks or repairs the reply.
-
-The published defects, each an argument, all on by default (the published loop) and off
-under EGIP (whose ids decide with Direct; ``docs/protocols.md``):
-
-- ``require_marker=False``: the consensus reply is the doctor's last utterance as it
-  stands. Without ``DIAGNOSIS READY`` the published loop never reaches its moderator (its
-  check ``_inf_id == total_inferences`` is never true), so the episode ends unfinished
-  and the output is *unscored* (EGIP Table 8's U for native MedAgentSim). ``True``
-  reads the reply leniently (:func:`~clinenv.agents.terminal_base.extract_answer`) and
-  sends ``DIAGNOSIS READY: <answer>``, or no answer;
-- ``repair=False``: no repair call (with ``require_marker=True``, ``True`` allows one
-  repair of an unreadable consensus, as the ``"discussion"`` strategy does);
-- ``answer_options=True``: the middle step above (``False`` leaves it out: the
-  consensus sees the opinions only).
-
-Every call has its own seed (``call_seed(seed, purpose, ...)``); opinions, the question
-and the candidates are read without ``<think>`` blocks, and so is the consensus reply
-when the moderator reads it (:func:`clinenv.protocol.native.moderator_answer`).
-
-No call receives the reference target Y: :meth:`MedAgentSimDiscussion.plan` sees the
-decision observation only, and the options come from the model's own candidate list.
+Source: MedAgentSim (Almansoori et al., MICCAI 2025), the default on the MedAgentSim
+ids; its published defects are arguments (docs/protocols.md). No call receives Y.
 """
 
 from __future__ import annotations
@@ -103,7 +67,7 @@ def _opinions(opinions: Sequence[dict[str, Any]]) -> str:
 
 
 class MedAgentSimDiscussion(TerminalStrategy):
-    """MedAgentSim's final turn as published (see the module docstring).
+    """MedAgentSim's final turn as published (docs/api/agents.md).
 
     Args:
         n_doctors: doctors in the discussion (1..50; MedAgentSim: 5).

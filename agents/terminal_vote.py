@@ -1,27 +1,7 @@
 """Vote: majority over five Direct samples on the same e_T (EGIP appendix A.2).
 
-Calls:
-
-1. the Direct call itself (:func:`~clinenv.agents.terminal_direct.direct_request`: same
-   prompt, config and seed as Direct), ``purpose="decide"``;
-2. one call with ``n = n_samples - 1`` (4) more samples of the same messages and seed
-   ``call_seed(seed, "vote")``, ``purpose="vote"``, under the run's generation config
-   (EGIP appendix A.2: five Direct samples under shared settings), or at
-   ``temperature`` when one is given (CLI: ``--vote-temperature``). At temperature 0
-   the samples of a greedy backend are identical and the vote returns the Direct
-   answer: give the run a temperature > 0 (the paper's 0.05 / 0.2, ``clinenv run
-   --paper-settings``).
-
-Each sample's answer is read by the protocol parser
-(:func:`~clinenv.agents.terminal_base.extract_answer`) and normalized for counting by
-:func:`vote_key` (case, markdown, punctuation, articles; a candidate letter counts as its
-label). Abstentions, template placeholders and unparseable samples are not eligible
-(a placeholder is never a vote). The most frequent key wins; a tie keeps the key
-encountered first. With no eligible sample there is no answer: the strategy abstains
-(:data:`~clinenv.agents.terminal_base.ABSTENTION_ACTION`, ``abstained`` true) when a
-sample explicitly declined, and otherwise gives no answer
-(:data:`~clinenv.agents.terminal_base.NO_ANSWER_ACTION`, ``abstained`` false), as Direct
-does on such a reply.
+Samples are read by the protocol parser and counted by :func:`vote_key`; ties keep the
+first key. At temperature 0 it returns the Direct answer (docs/api/agents.md).
 """
 
 from __future__ import annotations
@@ -116,7 +96,7 @@ def tally(texts: Sequence[str], candidates: Sequence[str] | None) -> dict[str, A
 
 
 class Vote(TerminalStrategy):
-    """Majority vote over Direct samples (see the module docstring).
+    """Majority vote over Direct samples (docs/api/agents.md).
 
     Args:
         n_samples: samples in all, the Direct call included (>= 1; EGIP: 5).

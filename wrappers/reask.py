@@ -1,28 +1,7 @@
 """The re-ask mechanics shared by the CDEG wrapper and the baseline wrappers.
 
-A :class:`ReaskWrapper` wraps any doctor policy (:class:`clinenv.agents.base.DoctorPolicy`)
-and intercepts its final answer: a ``DIAGNOSIS READY:`` action during acquisition (under
-either ``premature_diagnosis`` setting) or the doctor's answer in the decision phase. A
-subclass may then *re-ask* the inner doctor in the same step with guidance: the inner
-doctor gets
-
-- ``observation["text"]`` with ``# Guidance`` and the guidance text appended (in the
-  acquisition phase of an inner doctor whose ``observation_format`` is ``"delta"``, the
-  guidance text alone: the observation is already in its own chat history), and
-- ``info["guidance"]``: a dict describing the guidance (its keys depend on the wrapper),
-
-and its new action is returned instead (the guidance comes after the view's footer and
-e_T's instructions).
-
-The wrapper forwards ``reset`` and, only when the inner doctor has them, ``aact`` and
-``drain_calls``; ``name`` is the inner name plus a suffix, and ``config()`` describes both, so run
-logs of wrapped and vanilla doctors are told apart and paired by ``clinenv compare``.
-:meth:`ReaskWrapper.episode_log` returns the JSON-ready log of the episode, which
-:mod:`clinenv.runs.episode` stores as the run-log line's ``doctor_log``.
-
-Subclasses implement :meth:`ReaskWrapper.observe` (each step's info, once) and
-:meth:`ReaskWrapper.review` (a generator that yields ``(observation, info)`` re-asks and
-returns the final action), so one implementation serves ``act`` and ``aact``.
+A :class:`ReaskWrapper` intercepts the inner doctor's final answer and may re-ask it in
+the same step with guidance (docs/api/wrappers.md).
 """
 
 from __future__ import annotations
@@ -68,7 +47,7 @@ def final_answer(action: str, phase: str) -> str | None:
 
 
 class ReaskWrapper:
-    """Base of the re-asking doctor-policy wrappers (module docstring).
+    """Base of the re-asking doctor-policy wrappers (docs/api/wrappers.md).
 
     Args:
         doctor: the inner doctor policy (``name``, ``reset``, ``act``; optionally
@@ -156,7 +135,7 @@ class ReaskWrapper:
 
     def reask(self, observation: Mapping[str, Any], info: Mapping[str, Any], text: str,
               guidance: Mapping[str, Any]) -> Request:
-        """The (observation, info) of a re-ask with guidance ``text`` (module docstring)."""
+        """The (observation, info) of a re-ask with guidance ``text`` (docs/api/wrappers.md)."""
         obs = dict(observation)
         delta = getattr(self.doctor, "observation_format", "view") == "delta"
         if delta and info.get("phase") == "acquire":

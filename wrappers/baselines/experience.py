@@ -1,18 +1,7 @@
 """Experience memory of the retrieval baselines: trajectories from run logs, their text,
 and top-k retrieval by a :class:`~clinenv.embeddings.base.Similarity`.
 
-- trajectories are read by CDEG's own loader
-  (:func:`clinenv.wrappers.cdeg.trajectories.load_trajectories`: the standing episode of
-  each (case, repetition), retries replacing error lines, error lines skipped, D(τ) and
-  the outcome read as for graph construction), so the baselines and CDEG learn from the
-  same trajectories (CDEG paper, "Baselines": "historical information is restricted to
-  the graph-construction split");
-- :func:`~clinenv.wrappers.cdeg.trajectories.trajectory_text` renders τ_pre, for the
-  memory's keys and for the episode's query alike;
-- :class:`TextRetriever` — the k keys most similar to a query (keys encoded once,
-  :class:`~clinenv.embeddings.similarity.KeyIndex`). Keys of the episode's own case are
-  excluded: retrieval baselines must not be handed the current case's answer when the
-  experience and evaluation sets overlap (the paper keeps them disjoint, "Baselines").
+Loaded as CDEG loads them; :class:`TextRetriever` skips the episode's own case.
 """
 
 from __future__ import annotations
@@ -54,7 +43,7 @@ def load_trajectories(paths: Sequence[str | Path], *,
 
 
 class TextRetriever:
-    """Top-k retrieval of key texts by similarity to a query (module docstring).
+    """Top-k retrieval of key texts by similarity to a query (docs/api/wrappers.md).
 
     Args:
         keys: the key texts.

@@ -1,15 +1,7 @@
-"""Flat Experience baseline (CDEG paper, "Baselines": "retrieves diagnostic experience
-distilled from historical trajectories as unstructured text"; Table 3 compares it with
-CDEG without counterfactual validation).
+"""Flat Experience baseline (CDEG paper, "Baselines": experience "distilled from
+historical trajectories as unstructured text").
 
-Experience snippets are one sentence each, built by :func:`snippets_from_trajectories`
-(from run logs: for each successful episode, its first findings, the examinations it
-acquired and the diagnosis they led to) or :func:`snippets_from_graph` (each revision
-edge of a CDEG graph flattened to text: the diagnosis it revises, the evidence and the
-diagnosis it was revised to). :class:`FlatExperienceDoctor` retrieves the ``k`` snippets
-most similar to the episode's τ_pre (the same similarity and budget as Trajectory RAG;
-snippets owned only by the episode's own case are excluded) and re-asks the doctor once
-before its final answer with them as a bullet list (:data:`EXPERIENCE_PROMPT`).
+Snippets from successful episodes or graph edges, shown once before the final answer.
 """
 
 from __future__ import annotations
@@ -90,7 +82,7 @@ def snippets_from_graph(graph: CDEGraph) -> list[Snippet]:
 
 
 class FlatExperienceDoctor(MemoryWrapper):
-    """Flat Experience around any doctor policy (module docstring).
+    """Flat Experience around any doctor policy (docs/api/wrappers.md).
 
     Args:
         doctor: the inner doctor policy.

@@ -1,10 +1,7 @@
-"""Self-Reflection baseline (CDEG paper, "Baselines": "prompts the doctor agent to
-reconsider its diagnostic reasoning from the current interaction history before
-providing a final diagnosis").
+"""Self-Reflection baseline (CDEG paper, "Baselines").
 
-:class:`SelfReflectionDoctor` re-asks the inner doctor once per episode, before its
-final answer, with :data:`REFLECTION_PROMPT` appended to the observation text (see
-:class:`~clinenv.wrappers.reask.BeforeAnswerWrapper`); no memory is used.
+Re-asks the inner doctor once, before its final answer, with :data:`REFLECTION_PROMPT`;
+no memory is used.
 """
 
 from __future__ import annotations
@@ -23,11 +20,10 @@ REFLECTION_PROMPT = (
 
 
 class SelfReflectionDoctor(BeforeAnswerWrapper):
-    """Self-Reflection around any doctor policy (module docstring).
+    """Self-Reflection around any doctor policy (docs/api/wrappers.md).
 
-    Args:
-        doctor: the inner doctor policy.
-        max_reasks: reflections per episode (default 1).
+    Takes ``doctor`` and ``max_reasks`` (reflections per episode, default 1) as
+    :class:`~clinenv.wrappers.reask.BeforeAnswerWrapper` does.
     """
 
     suffix = "+self-reflection"

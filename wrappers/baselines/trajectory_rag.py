@@ -1,21 +1,7 @@
-"""Trajectory RAG baseline (CDEG paper, "Baselines": "retrieves similar successful
-historical diagnostic trajectories as in-context examples").
+"""Trajectory RAG baseline (CDEG paper, "Baselines": "similar successful historical
+diagnostic trajectories as in-context examples").
 
-:class:`TrajectoryRAGDoctor` keeps the successful trajectories (verdict correct, a
-diagnosis given) of earlier run logs; before the doctor's final answer it retrieves the
-``k`` whose τ_pre text is most similar to the episode's τ_pre so far
-(:mod:`clinenv.wrappers.baselines.experience`; trajectories of the episode's own case
-are excluded) and re-asks the doctor once with them appended as examples
-(:data:`EXAMPLES_PROMPT`: each example's observations, clipped to
-:data:`EXAMPLE_CHARS`, and its final diagnosis).
-
-When the examples are shown is our choice: the paper says only that the baseline
-"retrieves similar successful historical diagnostic trajectories as in-context
-examples". They are shown once, when the doctor first proposes a final answer, as for
-the other wrappers (the same re-ask point as CDEG's intervention and Self-Reflection):
-then the query τ_pre holds the episode's evidence, which a retrieval at the start (the
-objective alone) would not, and the doctor may still acquire more after reading them in
-the acquisition phase.
+The ``k`` most similar, shown once at the first final answer (docs/api/wrappers.md).
 """
 
 from __future__ import annotations
@@ -43,7 +29,7 @@ EXAMPLES_PROMPT = (
 
 
 class TrajectoryRAGDoctor(MemoryWrapper):
-    """Trajectory RAG around any doctor policy (module docstring).
+    """Trajectory RAG around any doctor policy (docs/api/wrappers.md).
 
     Args:
         doctor: the inner doctor policy.

@@ -1,8 +1,7 @@
 """CDEG: the Counterfactual Diagnostic Evidence Graph (CDEG paper).
 
-Construction from run logs, counterfactual validation, the graph file, and the
-evidence-state policy wrapper; see the modules of this package. The public names below
-import from this package, each loaded on first use.
+Construction from run logs, counterfactual validation, the graph file and the
+evidence-state policy wrapper (docs/cdeg.md); public names load on first use.
 """
 
 from clinenv.lazy import lazy_exports

@@ -1,13 +1,7 @@
 """Evidence atoms: one normalized clinical finding with its attributes (CDEG "Methods").
 
-An observation (a patient reply, a stored result) is mapped to evidence atoms, each a
-normalized concept with polarity, temporal status, numeric direction and anatomy, and an
-optional UMLS CUI (CDEG: "evidence atoms grounded in UMLS concepts"). Two observations
-that map to the same atom are the same evidence; :meth:`EvidenceAtom.key` is the exact
-part of CDEG's hybrid matching, :meth:`EvidenceAtom.text` the phrase given to encoders
-and prompts.
-
-Extractors (observation -> atoms) live in :mod:`clinenv.wrappers.cdeg.extractors`.
+Concept, polarity, temporal status, direction, anatomy, optional UMLS CUI;
+:meth:`EvidenceAtom.key` is the exact part of hybrid matching.
 """
 
 from __future__ import annotations

@@ -1,27 +1,7 @@
 """CDEG construction from run logs, end to end (CDEG "Counterfactual Diagnostic Evidence
 Graph Construction").
 
-:func:`build_graph` runs the stages in order:
-
-1. load trajectories (:mod:`~clinenv.wrappers.cdeg.trajectories`; Eq. 3 outcomes);
-2. pair each failed trajectory with its most similar success of the same case
-   (:mod:`~clinenv.wrappers.cdeg.pairing`, Eq. 4) by ``pair_similarity`` (an encoder for
-   long texts: τ_pre holds hundreds of tokens); pairs whose D_s and D_t fall into the
-   same diagnosis node are no revision and are dropped;
-3. evidence sets and candidate sets (:mod:`~clinenv.wrappers.cdeg.candidates`, Eq. 5),
-   restricted by the Table 3 ablation switches;
-4. counterfactual validation (:mod:`~clinenv.wrappers.cdeg.validation`), or with
-   ``validate=False`` ("w/o counterfactual validation", Table 3) every candidate kept;
-5. consolidation into the graph (:mod:`~clinenv.wrappers.cdeg.consolidate`, Eq. 6).
-
-The graph's ``metadata`` records how it was built: the configuration, the models, the
-source run logs (file name and sha256) and ``construction_cases``, the cases whose
-trajectories built it (:func:`construction_cases`; each revision edge names its own in
-``cases``), which the wrapper keeps apart from the cases it is evaluated on
-(:mod:`clinenv.wrappers.cdeg.heldout`).
-
-A build that ends with no revision edge is not an error here (the graph is still
-valid); :func:`empty_stage` names the stage that emptied it, for the command line.
+:func:`build_graph`: trajectories, pairing, candidates, validation, consolidation.
 """
 
 from __future__ import annotations
@@ -89,18 +69,10 @@ class BuildResult:
     Attributes:
         graph: the graph (its ``metadata`` records how it was built).
         report: counts for people: ``trajectories`` (by outcome),
-            ``max_trajectories_per_case`` (the most trajectories one case has; 1 means
-            every case was run once, so no case can pair a failure with a success),
-            ``construction_cases`` (cases with a trajectory),
-            ``errors_skipped``,
-            ``superseded_lines``, ``partial_lines``, ``pairing`` (failed, no_success,
-            below_threshold, pairs, same_diagnosis, ``scores``: min / median / max of
-            the Eq. 4 maxima, ``truncated``: τ_pre texts the pairing encoder cut),
-            ``candidates`` and ``validated`` (by role), ``st_order_only`` (candidates
-            that shifted with D_s listed first but not with D_t first),
-            ``skipped_by_before``, ``verifier_calls`` (by test and outcome),
-            ``verifier`` (the verifier's own counters when it has them: ``n_calls``,
-            ``n_unparsed``, ``n_backend_errors``, ``n_truncated``), ``pairs_promoting``,
+            ``max_trajectories_per_case``, ``construction_cases``, ``errors_skipped``,
+            ``superseded_lines``, ``partial_lines``, ``pairing`` (with ``scores`` and
+            ``truncated``), ``candidates`` and ``validated`` (by role), ``st_order_only``,
+            ``skipped_by_before``, ``verifier_calls``, ``verifier``, ``pairs_promoting``,
             ``pairs_blocking_only``, ``graph`` (node and edge counts).
         calls: every verifier call, in order.
     """
@@ -140,37 +112,25 @@ def build_graph(run_logs: Sequence[str | Path], *, extractor: AtomExtractor,
                 pair_similarity: Similarity | None = None,
                 icd_map: CodeMap | None = None,
                 allow_privileged: bool = False) -> BuildResult:
-    """Build a CDEG from run logs (module docstring).
+    """Build a CDEG from run logs (docs/cdeg.md).
 
     Args:
         run_logs: ``clinenv run`` logs with K rollouts per case (one file or several).
         extractor: observation -> evidence atoms.
-        verifier: compares D_s and D_t on evidence sets. A verifier with a
-            ``with_examples(mapping)`` method (e.g.
-            :class:`~clinenv.wrappers.cdeg.verifier.LexicalVerifier`) is given the
-            observation texts behind every atom (by atom key) first.
+        verifier: compares D_s and D_t; one with ``with_examples`` first gets the
+            observation texts of every atom key.
         similarity: diagnosis merging (and pairing unless ``pair_similarity``).
         config: :class:`BuildConfig` (default: the paper's values).
         progress: show a tqdm bar over the pairs being validated.
-        pair_similarity: trajectory pairing (Eq. 4) over τ_pre texts (default:
-            ``similarity``); give an encoder with a long ``max_length``
-            (:func:`clinenv.embeddings.factory.make_similarity`), or truncated
-            histories all look alike (``report["pairing"]["truncated"]`` counts them).
-        icd_map: ICD normalization of the outcomes (Eq. 3;
-            :func:`~clinenv.wrappers.cdeg.trajectories.load_trajectories`); recorded in
-            the metadata as ``icd_map`` (its name and code count) and counted in
-            ``report["icd_outcomes"]``.
-        allow_privileged: build from logs of a privileged doctor too (refused by
-            default: a graph learned from Y-driven trajectories is poisoned;
-            :func:`clinenv.runlog.check_privileged`).
-
-    Returns:
-        A :class:`BuildResult`.
+        pair_similarity: Eq. 4 pairing over τ_pre texts (default ``similarity``; use a
+            long ``max_length``).
+        icd_map: ICD normalization of the outcomes (Eq. 3), recorded in the metadata.
+        allow_privileged: build from logs of a privileged doctor too
+            (:func:`clinenv.runlog.check_privileged`).
 
     Raises:
         FileNotFoundError: a run log is missing.
-        clinenv.runlog.RunLogError: a corrupt line or field, or a diagnosis that is
-            empty once normalized (``"**"``); file and line named.
+        clinenv.runlog.RunLogError: a corrupt line or field (file and line named).
         ValueError: no run log given.
     """
     config = config or BuildConfig()

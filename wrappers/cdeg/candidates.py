@@ -1,13 +1,7 @@
 """Evidence sets of trajectories and the candidate sets of a pair (CDEG Eq. 5).
 
-A trajectory's observations are mapped to evidence atoms; observations that map to the
-same atom (same :meth:`~clinenv.wrappers.cdeg.atoms.EvidenceAtom.key`) are merged while
-keeping their acquisition actions (CDEG "Candidate Evidence Mining"). For a pair with
-E_s (the failed trajectory's atoms) and E_t (the successful one's):
-
-    C_M = E_t \\ E_s   (missing-evidence candidates),
-    C_I = E_t ∩ E_s   (ignored-evidence candidates),
-    C_B = E_s \\ E_t   (blocking-evidence candidates).
+Observations with the same atom key merge, keeping their actions; for a pair:
+C_M = E_t \\ E_s (missing), C_I = E_t ∩ E_s (ignored), C_B = E_s \\ E_t (blocking).
 """
 
 from __future__ import annotations

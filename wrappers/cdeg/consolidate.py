@@ -1,27 +1,7 @@
 """Graph consolidation: validated evidence -> G = (V_D, V_E, V_A, E_AE, E_ED, E_D)
 (CDEG "Graph Consolidation", Eq. 6).
 
-- V_D: diagnoses normalized (:func:`normalize_diagnosis`) and merged when their
-  similarity reaches a threshold (0.65 in the paper, "Implementation Details"); the
-  answers as written are kept as aliases (:class:`DiagnosisIndex`).
-- V_E: one node per evidence atom key; V_A: one node per acquisition action (exam name
-  or patient question).
-- E_D: one :class:`~clinenv.wrappers.cdeg.graph.RevisionEdge` per (D_s, D_t) that has
-  at least one pair with validated missing or ignored evidence (the edge "is added in
-  the graph only when counterfactual validation identifies evidence that shifts
-  diagnostic preference from D_s to D_t"); its missing / ignored / blocking evidence is
-  the union over the pairs of that (D_s, D_t), ``support`` counts the pairs with
-  promoting evidence, ``cases`` names the cases of all its pairs (promoting ones first),
-  ``context`` is the union of E_s ∩ E_t.
-- E_ED: missing and ignored evidence -> D_t, blocking evidence -> D_s, ``count`` =
-  pairs that validated it.
-- E_AE: action -> evidence for every evidence node of an edge, ``count`` = trajectories
-  of the edge's pairs in which that action yielded that evidence.
-
-The graph holds only what its revision edges reach: a pair whose only validated
-evidence is blocking adds to an edge of the same (D_s, D_t) when one exists, else
-nothing. Node and edge ids are numbered in order of first appearance, so the same input
-gives the same file.
+Edges exist only with validated promoting evidence; ids are deterministic (docs/cdeg.md).
 """
 
 from __future__ import annotations
@@ -139,7 +119,7 @@ class ValidatedPair:
 
 def consolidate(items: Sequence[ValidatedPair], diagnoses: DiagnosisIndex, *,
                 metadata: Mapping[str, Any] | None = None) -> CDEGraph:
-    """Build the graph (module docstring) from validated pairs."""
+    """Build the graph (docs/cdeg.md) from validated pairs."""
     groups: dict[tuple[int, int], list[ValidatedPair]] = {}
     for item in items:
         groups.setdefault((item.source, item.target), []).append(item)

@@ -1,24 +1,7 @@
-"""Observation -> evidence atoms (CDEG "Candidate Evidence Mining": clinical observations
-are mapped to evidence atoms with polarity, temporal status, numeric direction and
-anatomical context).
+"""Observation -> evidence atoms (CDEG "Candidate Evidence Mining").
 
-An *observation* is the dict of ``info["new_observations"]`` and of a run-log line's
-``evidence.observations``: ``{"obs_id", "source": "Patient" | "Measurement", "turn",
-"context" (the question asked / the exam name), "content" (reply / stored result, may be
-None), "availability": "stated" | "recorded" | "unavailable" | "not_recorded",
-"exam_id"}``.
-
-- :class:`AtomExtractor` — the protocol: ``extract(observation) -> list[EvidenceAtom]``.
-- :class:`DeterministicExtractor` — offline rules (:mod:`clinenv.wrappers.cdeg.rules`), no
-  model.
-- :class:`LLMExtractor` — a chat model returns the atoms as JSON; validated, one repair
-  attempt, then the deterministic rules (counted in ``n_fallbacks``).
-
-An observation that is ``unavailable`` or ``not_recorded``, or has no content, gives no
-atoms: unknown is not evidence (EGIP A.2).
-
-The deterministic rules live in :mod:`clinenv.wrappers.cdeg.rules`; their names are
-re-exported here.
+:class:`DeterministicExtractor` (offline rules) and :class:`LLMExtractor` (a chat model
+that falls back to them); unknown observations give no atoms (EGIP A.2).
 """
 
 from __future__ import annotations
@@ -52,7 +35,11 @@ __all__ = ["ANATOMY", "DIRECTION_WORDS", "NO_EVIDENCE", "VITAL_RANGES", "AtomExt
 
 @runtime_checkable
 class AtomExtractor(Protocol):
-    """Anything that maps one observation (module docstring) to evidence atoms."""
+    """Anything that maps one observation dict to evidence atoms.
+
+    An observation: ``{"obs_id", "source", "turn", "context", "content", "availability",
+    "exam_id"}``, as in ``info["new_observations"]`` and the run log.
+    """
 
     def extract(self, observation: Mapping[str, Any]) -> list[EvidenceAtom]:
         """The observation's atoms, in text order, without repeated keys; ``[]`` for an
@@ -101,14 +88,12 @@ def parse_atoms(reply: str) -> list[EvidenceAtom]:
 
 
 class LLMExtractor:
-    """Evidence atoms from a chat model (CDEG "Implementation Details": an LLM maps
-    observations to UMLS-grounded evidence atoms).
+    """Evidence atoms from a chat model (CDEG "Implementation Details").
 
-    One call per observation with evidence (temperature 0, seed
-    ``call_seed(seed, "extract", <sha256 of the observation text>)``); an invalid reply
-    (:func:`parse_atoms`) gets one repair turn; if that fails too, or the backend raises
-    :class:`~clinenv.llm.base.BackendError`, or the reply is cut by ``max_tokens``, the
-    :class:`DeterministicExtractor` answers and ``n_fallbacks`` grows.
+    One call per observation (temperature 0, seed ``call_seed(seed, "extract", <sha256 of
+    the text>)``); an invalid reply (:func:`parse_atoms`) gets one repair; a second failure,
+    a :class:`~clinenv.llm.base.BackendError` or a cut reply falls back to
+    :class:`DeterministicExtractor` (``n_fallbacks``).
 
     Args:
         model: the chat model.

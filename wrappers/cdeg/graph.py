@@ -1,23 +1,7 @@
 """The Counterfactual Diagnostic Evidence Graph G = (V_D, V_E, V_A, E_AE, E_ED, E_D)
 (CDEG paper, "Graph Consolidation", Eq. 6), and its versioned JSON file.
 
-- V_D :class:`DiagnosisNode` (``D1``, ``D2``...), V_E :class:`EvidenceNode` (``E1``...,
-  one per :class:`~clinenv.wrappers.cdeg.atoms.EvidenceAtom`), V_A :class:`ActionNode`
-  (``A1``...: an examination by name, or a patient question);
-- E_AE :class:`ActionEvidenceEdge` (an acquisition action yields the evidence), E_ED
-  :class:`EvidenceDiagnosisEdge` (validated missing / ignored evidence supports the
-  target diagnosis D_t, validated blocking evidence the source D_s), E_D
-  :class:`RevisionEdge` (a revision D_s -> D_t from a failed trajectory's diagnosis to
-  its paired successful one, kept only with counterfactually validated evidence).
-
-E_{s->t}, "the evidence atoms associated with this edge" (CDEG Eq. 7), is
-:meth:`RevisionEdge.evidence_ids`: its validated missing, ignored and blocking evidence.
-Each edge also keeps ``context``: the evidence both trajectories of its pairs had
-(E_s ∩ E_t), which is not validated and not part of E_{s->t}; a wrapper may opt in to
-use it as the revision's applicability context.
-
-The file is one JSON object with ``"format": "clinenv.cdeg/1"``; :meth:`CDEGraph.load`
-refuses other formats and names the file and the field of any error.
+The file format is ``clinenv.cdeg/1``; E_{s->t} (Eq. 7) is :meth:`RevisionEdge.evidence_ids`.
 """
 
 from __future__ import annotations

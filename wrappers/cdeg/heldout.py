@@ -1,23 +1,5 @@
 """Held-out use of a CDEG graph: no edge mined from the case being solved, and a warning
 when the evaluation cases are construction cases.
-
-The CDEG paper builds its graph from "the graph-construction split" and evaluates on
-held-out cases (its baselines' "historical information is restricted to the
-graph-construction split"). A graph file records its construction cases
-(``metadata["construction_cases"]``, ``{dataset: [case_id, ...]}``, written by
-:func:`clinenv.wrappers.cdeg.build.build_graph`) and each revision edge its source cases
-(:attr:`~clinenv.wrappers.cdeg.graph.RevisionEdge.cases`, case ids without a dataset).
-
-- :func:`own_case_edges` — the edges mined from one case: its id is among the edge's
-  ``cases`` and, when the graph records its construction cases, the case's dataset has a
-  construction case of that id (so a case of another dataset with the same id keeps the
-  edge). Without that record, or without a dataset, the id alone decides.
-- :class:`OverlapWarner` — warns once (for all the wrappers of one run that share it) on
-  the first evaluation case that is a construction case: such a run is not held out even
-  though its own edges are skipped. The warning is a :class:`ConstructionOverlapWarning`
-  (``warnings.warn``), or goes to the ``emit`` callable given (``clinenv run`` prints
-  it as a ``warning:`` line on stderr). A graph without the record is judged by its
-  edges' source cases.
 """
 
 from __future__ import annotations
@@ -33,7 +15,7 @@ __all__ = ["ConstructionOverlapWarning", "OverlapWarner", "construction_cases",
 
 
 class ConstructionOverlapWarning(UserWarning):
-    """A CDEG-wrapped run meets a case the graph was built from (module docstring)."""
+    """A CDEG-wrapped run meets a case the graph was built from (docs/cdeg.md)."""
 
 
 def construction_cases(graph: CDEGraph) -> dict[str, frozenset[str]] | None:
@@ -57,7 +39,7 @@ def construction_cases(graph: CDEGraph) -> dict[str, frozenset[str]] | None:
 def own_case_edges(edges: tuple[RevisionEdge, ...], dataset: str, case_id: str,
                    construction: Mapping[str, frozenset[str]] | None) -> list[int]:
     """Indices (into ``edges``) of the edges mined from case ``(dataset, case_id)``
-    (module docstring).
+    (docs/cdeg.md).
 
     Args:
         edges: the graph's revision edges, in the order of an

@@ -1,33 +1,7 @@
 """CDEG's selective intervention for a retrieved revision edge (D_s, D_t).
 
-CDEG paper, "Selective Intervention": "If evidence supporting D_s has already been
-observed, CDEG does not intervene along this edge. Otherwise, CDEG checks whether any
-evidence associated with D_t remains unobserved. If such evidence can be obtained
-through an available acquisition action, CDEG [...] prompts the doctor agent to perform
-the corresponding acquisition action [...]. If no further evidence can be acquired,
-CDEG considers diagnostic reappraisal when the doctor agent proposes D_s. It checks
-whether evidence associated with D_t is already present in S_t [and] prompts the doctor
-agent to reappraise the observed evidence before finalizing its diagnosis."
-
-:func:`select_intervention` returns one of these kinds:
-
-- ``"blocked"`` — blocking evidence of the edge (validated evidence for D_s) is in S_t;
-- ``"acquire"`` — promoting evidence (missing, then ignored; linked to D_t) is not in
-  S_t and an acquisition action of E_AE that yields it is available now: an exam whose
-  name is an entry of the current menu ``info["menu"]`` (the menu lists only exams not
-  requested yet), or a patient question not asked yet; only in the acquisition phase;
-- ``"reappraise"`` — no such action, and promoting evidence is already in S_t;
-- ``"no_action"`` — neither (nothing to acquire now, nothing observed to reappraise).
-
-Ablations (CDEG Table 3): ``mode="acquisition_only"`` never reappraises,
-``"reappraisal_only"`` never prompts acquisition.
-
-Prompt texts (:data:`ACQUIRE_PROMPT`, :data:`REAPPRAISE_PROMPT`): they name the evidence
-and the concrete action, never D_t and never the graph's verdict that the proposal is
-wrong — the guidance says what to check, not what the answer is, so a wrapped doctor
-is not handed the target of a past case. Acquisition guidance names the finding's
-concept and site only ("troponin i", not "high troponin i"), so the result-blinded menu
-stays blind; reappraisal guidance quotes the observed finding and the observation id.
+CDEG paper, "Selective Intervention": blocked, acquire, reappraise or no action; the
+prompts never name D_t (docs/cdeg.md).
 """
 
 from __future__ import annotations
@@ -67,7 +41,8 @@ class Intervention:
         evidence_ids: the evidence named (acquire: unobserved evidence the action yields;
             reappraise: promoting evidence in S_t; blocked: blocking evidence in S_t;
             no_action: unobserved promoting evidence).
-        evidence_texts: what the prompt says of each of them (module docstring).
+        evidence_texts: what the prompt says of each (acquire: concept and site only;
+            reappraise: the observed finding and its observation id).
         action: for ``"acquire"``: ``{"kind": "exam", "id", "name"}`` (a menu entry) or
             ``{"kind": "question", "question"}``; else ``None``.
     """
@@ -113,7 +88,7 @@ class Intervention:
 
 def select_intervention(edge: RevisionEdge, state: EvidenceState, graph: CDEGraph, *,
                         mode: Mode = "both") -> Intervention:
-    """The selective intervention for ``edge`` given S_t (module docstring).
+    """The selective intervention for ``edge`` given S_t (docs/cdeg.md).
 
     Args:
         edge: the retrieved revision edge (D_s, D_t).

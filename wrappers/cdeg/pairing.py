@@ -1,10 +1,7 @@
 """Pairing failed with successful trajectories of the same case (CDEG Eq. 4).
 
-For each failed trajectory τ- of case x, τ+* = argmax over τ+ ∈ T+_x of
-cos(φ(τ-_pre), φ(τ+_pre)); the pair is kept only when that maximum exceeds a threshold
-(0.7 in the paper, "Implementation Details"). φ and the cosine are a
-:class:`~clinenv.embeddings.base.Similarity` over the τ_pre texts
-(:attr:`~clinenv.wrappers.cdeg.trajectories.Trajectory.history`).
+Each failure takes the success whose τ_pre is most similar, kept when the cosine
+exceeds the threshold (0.7 in the paper).
 """
 
 from __future__ import annotations
@@ -75,18 +72,13 @@ def pair_trajectories(trajectories: Iterable[Trajectory], similarity: Similarity
     """CDEG Eq. 4 over every case.
 
     Args:
-        trajectories: any mix of cases and outcomes; only ``"success"`` and
-            ``"failure"`` take part (abstained and unscored ones are neither).
-        similarity: scores τ_pre texts; one ``similarity(failed, successes)`` call per
-            case.
-        threshold: keep a pair only when its score is strictly greater; compared in the
-            scores' own precision (a float32 score of 3/5 is not above a threshold of
-            0.6, although float32(0.6) > 0.6 in float64).
+        trajectories: any mix; only ``"success"`` and ``"failure"`` take part.
+        similarity: scores τ_pre texts; one call per case.
+        threshold: keep a pair when its score is strictly greater, compared in the
+            scores' own precision (float32 3/5 is not above 0.6).
 
     Returns:
-        A :class:`PairingResult`. Ties between equally similar successes go to the
-        earliest one in input order (deterministic); a NaN score never wins
-        (:func:`~clinenv.embeddings.similarity.finite_scores`).
+        A :class:`PairingResult`; ties go to the earliest success, a NaN never wins.
 
     Raises:
         ValueError: the similarity returned scores of another shape.

@@ -1,46 +1,7 @@
 """The CDEG policy wrapper: evidence-state intervention around any doctor policy.
 
-CDEG paper, "Evidence-State Intervention". Per step, :class:`CDEGDoctor`
-
-1. updates S_t from ``info["new_observations"]`` by hybrid matching
-   (:class:`~clinenv.wrappers.cdeg.state.EvidenceState`, threshold 0.72);
-2. runs global retrieval over all of E_D (:meth:`EdgeIndex.global_best`, coverage Eq. 7
-   > 0.6) and logs its result whenever it or S_t changes (``kind="global"``); by
-   default it is only logged and kept in :attr:`CDEGDoctor.last_global`
-   (:attr:`CDEGConfig.global_guidance` opts in);
-3. asks the inner doctor; when its action is a final answer (see
-   :mod:`clinenv.wrappers.reask`), matches the proposed diagnosis to D_cur
-   (threshold 0.65), retrieves the best outgoing edge (localized retrieval) and selects
-   the intervention (:func:`~clinenv.wrappers.cdeg.intervention.select_intervention`).
-   A triggered intervention (acquire / reappraise) DEFERS the answer: the inner doctor
-   is re-asked in the same step with the guidance appended to its observation text and
-   given in ``info["guidance"]`` (``{"kind", "edge", "evidence", "action": {"id",
-   "name"} | None, "question"}``).
-
-   - Acquisition phase: a re-asked doctor that now acquires (question, test) has its
-     action returned and the episode continues; one that answers again is assessed
-     again. Each re-ask counts one deferral; once ``max_deferrals`` deferrals were spent
-     in the episode, the answer stands (logged as ``"deferral_limit"``).
-   - Decision phase: only reappraisal is possible (no acquisition is left); the doctor
-     is re-asked once with the guidance appended to e_T, and its new answer is returned
-     (the first answer when the new one is empty). This also spends a deferral.
-
-Held out (:mod:`clinenv.wrappers.cdeg.heldout`): at the episode's first step the
-wrapper reads the case (``info["case_id"]``, ``info["dataset"]``) and excludes every
-edge mined from it (the edge's source cases, ``RevisionEdge.cases``) from both
-retrievals, logging ``{"turn", "phase", "kind": "own_case_edges", "case_id", "edges"}``
-when there are such edges; and when the case is one of the graph's construction cases
-it warns, once for all the wrappers sharing one
-:class:`~clinenv.wrappers.cdeg.heldout.OverlapWarner` (one run).
-
-Every assessment is one entry of :meth:`CDEGDoctor.episode_log`: ``{"turn", "phase",
-"kind", "retrieval" ("local" or "global"), "edge", "edge_cases", "coverage", "proposed",
-"matched", "evidence", "action", "deferrals"}``
-with ``kind`` among ``acquire``, ``reappraise``, ``blocked``, ``no_action``, ``none``
-(no diagnosis node matched, or no outgoing edge reaches the coverage threshold;
-``reason`` says which) and ``deferral_limit``; ``edge_cases`` lists the source cases of
-``edge`` (``None`` without an edge); global entries have ``kind="global"``, ``edge``,
-``edge_cases``, ``coverage`` and ``new_evidence`` (the matches that grew S_t).
+CDEG paper, "Evidence-State Intervention": update S_t, retrieve an edge, re-ask the doctor
+with guidance when the intervention says so (docs/cdeg.md).
 """
 
 from __future__ import annotations
@@ -76,39 +37,19 @@ class CDEGConfig(BaseModel):
     Attributes:
         evidence_threshold: similarity for a semantic evidence match (0.72).
         diagnosis_threshold: similarity for a semantic diagnosis match (0.65).
-        coverage_threshold: a retrieved edge's coverage must exceed it (0.6; strict, the
-            paper's "exceeds"; so even 0 never retrieves an edge without observed
-            evidence).
+        coverage_threshold: a retrieved edge's coverage must exceed it (0.6, strict).
         max_deferrals: re-asks per episode (>= 0); after them the answer stands.
         mode: ``"both"``, or the Table 3 ablations ``"acquisition_only"`` /
             ``"reappraisal_only"``.
-        coverage_basis: ``"edge"`` — Eq. 7 literally, E_{s->t} = the edge's missing,
-            ignored and blocking evidence; ``"edge+context"`` — also the edge's
-            ``context`` (evidence both trajectories of its pairs had). Under the literal
-            Eq. 7 an edge whose validated evidence is all *missing* has coverage 0 until
-            the doctor happens to acquire that evidence, i.e. it is never retrieved when
-            acquisition guidance would help; the context atoms describe the situation in
-            which the revision applied and let such edges be retrieved.
-        match_polarity: semantic evidence matches only between atoms of the same
-            polarity (see :mod:`clinenv.wrappers.cdeg.state`).
-        match_attributes: semantic evidence matches only between atoms of compatible
-            direction and temporal status (see :mod:`clinenv.wrappers.cdeg.state`).
-        global_guidance: use the global retrieval for the intervention decision when
-            localized retrieval has nothing (opt-in; default off). The paper says
-            "before the doctor agent attempts to provide a final diagnosis, CDEG
-            evaluates all edges in E_D and retrieves the one with the highest
-            coverage", but not what the retrieved edge then does; by default this
-            wrapper only logs it. With ``True``, when the proposed diagnosis matches no
-            diagnosis node, or its node has no outgoing edge above the coverage
-            threshold, the global best edge (D_s, D_t) is assessed instead, with two
-            restrictions of our own: (1) no intervention when the proposal matches D_t
-            (the doctor already proposes the revised diagnosis); (2) acquisition only,
-            never reappraisal — the paper reappraises "when the doctor agent proposes
-            D_s", and a proposal matching D_s would have found this edge by localized
-            retrieval. The source D_s of the global edge is therefore not required to
-            match the proposal (deviation: the paper's intervention is described for
-            the proposal's own edges). Blocking evidence of the edge still prevents the
-            intervention. Entries logged this way have ``"retrieval": "global"``.
+        coverage_basis: ``"edge"`` (Eq. 7 literally: missing, ignored and blocking
+            evidence) or ``"edge+context"`` (also the edge's ``context``, so an edge whose
+            evidence is all missing can be retrieved before it is acquired).
+        match_polarity: semantic matches only between atoms of the same polarity.
+        match_attributes: semantic matches only between atoms of compatible direction and
+            temporal status.
+        global_guidance: assess the global edge when localized retrieval finds none
+            (acquisition only, not when the proposal matches D_t; a deviation, off by
+            default; docs/cdeg.md).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -124,25 +65,16 @@ class CDEGConfig(BaseModel):
 
 
 class CDEGDoctor(ReaskWrapper):
-    """Wrap a doctor policy with CDEG's evidence-state intervention (module docstring).
-
-    The graph's node texts are encoded once here; per step the wrapper does one
-    extractor call per new observation, one matrix product for the atoms without an
-    exact match, and a vectorized coverage update (see
-    :mod:`clinenv.wrappers.cdeg.retrieval`).
+    """Wrap a doctor policy with CDEG's evidence-state intervention (docs/cdeg.md).
 
     Args:
         doctor: any doctor policy.
         graph: the CDEG graph.
-        similarity: the :class:`~clinenv.embeddings.base.Similarity` of hybrid matching
-            (SapBERT in the paper; :func:`clinenv.embeddings.factory.make_similarity`).
-        extractor: observation -> atoms (default
-            :class:`~clinenv.wrappers.cdeg.extractors.DeterministicExtractor`); use the
-            extractor the graph was built with.
+        similarity: the similarity of hybrid matching (SapBERT in the paper).
+        extractor: observation -> atoms (default ``DeterministicExtractor``); use the one
+            the graph was built with.
         config: :class:`CDEGConfig`.
-        overlap: the :class:`~clinenv.wrappers.cdeg.heldout.OverlapWarner` of the run
-            (share one between the wrappers of one run, e.g. the workers of a concurrent
-            run, so that it warns once); default: one of this wrapper's own.
+        overlap: the run's shared ``OverlapWarner`` (default: one of its own).
 
     Attributes:
         state: the :class:`~clinenv.wrappers.cdeg.state.EvidenceState` (S_t).

@@ -1,28 +1,7 @@
 """Graph retrieval of CDEG's evidence-state intervention: global and localized.
 
-CDEG paper, "Graph Retrieval": the coverage of a revision edge (D_s, D_t) at turn t is
-cov_t = |S_t ∩ E_{s->t}| / |E_{s->t}| (Eq. 7). "Before the doctor agent attempts to
-provide a final diagnosis, CDEG evaluates all edges in E_D and retrieves the one with
-the highest coverage if its score exceeds a predefined threshold" (global retrieval,
-:meth:`EdgeIndex.global_best`); "once the doctor agent attempts to provide a final
-diagnosis, the proposed diagnosis is matched to a graph diagnosis node D_cur" (threshold
-0.65, :class:`DiagnosisMatcher`) and the best of its outgoing edges is retrieved under
-the same threshold (localized retrieval, :meth:`EdgeIndex.local_best`). The coverage
-threshold is strict, as the paper words it ("exceeds"): an edge with coverage 3/5 = 0.6
-is not retrieved, 4/5 is. Ties go to the edge with more supporting pairs (``support``),
-then to the earlier edge of the graph file. An edge the episode's
-:class:`CoverageCounter` excludes (mined from the case being solved) is never retrieved.
-
-Speed: S_t only grows during an episode, so a :class:`CoverageCounter` keeps
-``|S_t ∩ E_{s->t}|`` of every edge and updates it for the edges that touch each newly
-matched evidence node (an index by evidence id, built once per graph); retrieval is then
-one vectorized division and arg-max over the edges (or over D_cur's outgoing edges).
-
-``basis`` chooses E_{s->t}: ``"edge"`` is Eq. 7 literally
-(:meth:`~clinenv.wrappers.cdeg.graph.RevisionEdge.evidence_ids`: missing + ignored +
-blocking, as :func:`clinenv.wrappers.cdeg.graph.coverage`); ``"edge+context"`` also
-counts the edge's ``context`` (evidence both trajectories of its pairs had), see
-:class:`clinenv.wrappers.cdeg.policy.CDEGConfig`.
+CDEG paper, "Graph Retrieval": coverage (Eq. 7) must exceed the threshold; ties go to
+``support``, then the earlier edge; counts update incrementally as S_t grows.
 """
 
 from __future__ import annotations
@@ -110,7 +89,7 @@ class EdgeIndex:
 
     Args:
         graph: the CDEG graph.
-        basis: ``"edge"`` or ``"edge+context"`` (module docstring).
+        basis: ``"edge"`` or ``"edge+context"`` (docs/cdeg.md).
 
     Raises:
         ValueError: an unknown ``basis``.
@@ -162,7 +141,7 @@ class EdgeIndex:
         cov = counter.hits[candidates] / self.sizes[candidates]
         cov[counter.excluded[candidates]] = -np.inf  # never retrieved
         pick = int(np.argmax(cov))  # first maximum: the tie order of self.order
-        if not cov[pick] > threshold:  # strict: "exceeds" (module docstring)
+        if not cov[pick] > threshold:  # strict: "exceeds" (docs/cdeg.md)
             return None
         return Retrieved(self.edges[int(candidates[pick])], float(cov[pick]))
 

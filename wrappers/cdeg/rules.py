@@ -1,42 +1,7 @@
 """The deterministic evidence-atom extractor: offline rules, no model (CDEG "Candidate
-Evidence Mining": clinical observations are mapped to evidence atoms with polarity,
-temporal status, numeric direction and anatomical context; this is the documented
-fallback of :class:`clinenv.wrappers.cdeg.extractors.LLMExtractor` and the extractor of
-offline builds and tests).
+Evidence Mining").
 
-An *observation* is the dict of ``info["new_observations"]`` and of a run-log line's
-``evidence.observations`` (see :mod:`clinenv.wrappers.cdeg.extractors`). An
-observation that is ``unavailable`` or ``not_recorded``, or has no content, gives no
-atoms: unknown is not evidence (EGIP A.2).
-
-Deterministic rules, in order:
-
-1. Split the content into *lines*; strip bullets (``-``, ``*``, ``•``, ``1.``, ``a)``).
-   A ``Name: value`` line is a named finding, a header line (``Name:`` alone) is
-   skipped; other lines are free text.
-2. Split free text (and long values) into *clauses* at ``.``, ``;``, ``!``, ``?``,
-   commas and the words ``and``, ``but``, ``or``.
-3. Per clause: a negation cue (``no``, ``not``, ``denies``, ``without``, ``negative
-   for``, ``absent``, ``free of``, ``ruled out``, ``none``) makes it and the rest of its
-   sentence ``absent`` (a list after "denies" is negated as a whole; ``but`` /
-   ``however`` end the scope); ``history of``, ``previous``, ``prior``, ``past``,
-   ``h/o`` make it ``past`` (but "a 1-month history of" is a current complaint); a
-   direction word (:data:`DIRECTION_WORDS`; arrows ↑ ↓) sets ``direction``; the first
-   anatomy phrase becomes ``anatomy``: a body part of :data:`ANATOMY` after a
-   laterality/level word ("right lower lobe", "upper limb") or a preposition ("in the
-   abdomen"), so that "heart rate" and "chest pain" stay whole concepts. Cue words,
-   anatomy, parentheses, leading fillers ("I'm here because of", "I have", "presence
-   of") and trailing fillers ("noted", "observed") are removed; what is left is the
-   concept (a clause of numbers only takes the line's name or the exam name).
-4. A named finding whose value is short (a number, a direction word, "positive") is one
-   atom named by the line's name (a generic name such as "Findings" or a bare value is
-   named by the observation's exam name, its "(Group)" suffix dropped); vital signs get
-   a direction from :data:`VITAL_RANGES` (adult reference ranges). A long value is free
-   text.
-5. A bare yes/no reply to a patient question is an atom of the question's subject
-   ("Do you have chest pain?" + "No." -> no chest pain). "I'm not sure", "not provided",
-   "pending"... give no atom; nor does boilerplate such as "The information extracted
-   from the case report...".
+The fallback of the LLM extractor and the extractor of offline builds (docs/cdeg.md).
 """
 
 from __future__ import annotations
@@ -142,7 +107,7 @@ def exam_name(observation: Mapping[str, Any]) -> str:
 
 
 class DeterministicExtractor:
-    """The offline, rule-based extractor (rules in the module docstring).
+    """The offline, rule-based extractor (docs/cdeg.md).
 
     Stateless and thread-safe; ``name`` is ``"deterministic"``.
     """

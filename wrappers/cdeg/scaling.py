@@ -1,24 +1,6 @@
 """CDEG's diagnostic-experience scaling (CDEG "Ablation Studies", Figure 3): graphs
 built from growing shares of the construction cases, each evaluated on the same
 held-out cases.
-
-- :func:`log_cases` — the construction cases ``(dataset, case_id)`` of run logs, in
-  order of first appearance.
-- :func:`nested_subsets` — for fractions f1 < f2 < ... the first
-  ``max(1, round(f × n))`` cases (halves rounded up) of one seeded order, so every
-  subset holds the smaller ones (nested). The order sorts cases by
-  ``sha256("clinenv.scale/<seed>/<dataset>/<case_id>")`` (hex): the same on every
-  machine and Python version.
-- :func:`write_subset_log` — the lines of the logs whose case is in a subset, as one
-  run log for ``clinenv cdeg build``.
-- :func:`scale_point` / :func:`scaling_table` / :func:`plot_scaling` — per graph:
-  accuracy, Δ against the vanilla run with its paired case-cluster bootstrap interval,
-  correction and regression (CDEG Eq. 8), and the mean answer–reference similarity
-  (CDEG "Sim."; an encoder with ``encode``, by default the lexical
-  :class:`~clinenv.evaluation.metrics.HashingEncoder`), as a table and a three-panel
-  figure (accuracy, similarity, correction against the fraction, as Figure 3).
-
-``clinenv cdeg scale`` (:mod:`clinenv.cli.cdeg_scale`) runs the whole study.
 """
 
 from __future__ import annotations
@@ -75,7 +57,7 @@ def _order_key(seed: int, case: CaseKey) -> str:
 
 def nested_subsets(cases: Sequence[CaseKey], fractions: Iterable[float], seed: int = 0
                    ) -> dict[float, tuple[CaseKey, ...]]:
-    """The nested subsets of ``cases`` for each fraction (module docstring).
+    """The first ``max(1, round(f * n))`` cases of one seeded SHA-256 order, per fraction f.
 
     Args:
         cases: distinct ``(dataset, case_id)`` pairs.

@@ -1,33 +1,7 @@
 """The evolving patient evidence state S_t of CDEG's evidence-state intervention.
 
-CDEG paper, "Evidence-State Intervention": "CDEG maintains an evolving patient evidence
-state S_t, which contains graph evidence nodes corresponding to the observations
-acquired up to interaction turn t. Newly obtained observations [...] are mapped to
-graph evidence nodes through hybrid matching, which combines exact and semantic
-similarity matching" (threshold 0.72, "Implementation Details").
-
-Per step, :meth:`EvidenceState.update` reads ``info["new_observations"]`` (observation
-dicts ``{"obs_id", "source", "turn", "context", "content", "availability", "exam_id"}``),
-maps each observation to evidence atoms with an
-:class:`~clinenv.wrappers.cdeg.extractors.AtomExtractor`, and each atom to at most one
-evidence node of V_E:
-
-1. exact: the atom's :meth:`~clinenv.wrappers.cdeg.atoms.EvidenceAtom.key` is a key of
-   ``graph.evidence_by_key``;
-2. otherwise semantic: the node whose text (:meth:`EvidenceAtom.text`) is most similar to
-   the atom's text, when that similarity is ``>= threshold``. Only nodes whose
-   attributes do not contradict the atom's are candidates:
-
-   - ``match_polarity`` (default on): the same polarity ("no chest pain" is not
-     "chest pain");
-   - ``match_attributes`` (default on): compatible direction (when both atoms have one,
-     it must be the same: "high" is not "low", nor "normal") and compatible temporal
-     status (a past history item is not a current finding; ``"unknown"`` is compatible
-     with both).
-
-The state also keeps what the selective intervention needs: which observation first
-gave each evidence node, the current menu ``info["menu"]``, the questions already asked
-and the phase.
+CDEG paper, "Evidence-State Intervention": hybrid matching of observations to evidence
+nodes, exact key or semantic >= 0.72 among compatible nodes (docs/cdeg.md).
 """
 
 from __future__ import annotations
@@ -84,7 +58,7 @@ class NodeMatcher:
         threshold: minimum similarity of a semantic match (CDEG: 0.72).
         match_polarity: semantic matches only among nodes of the atom's polarity.
         match_attributes: semantic matches only among nodes of compatible direction and
-            temporal status (module docstring).
+            temporal status (docs/cdeg.md).
 
     Raises:
         ValueError: ``threshold`` is not a finite number.

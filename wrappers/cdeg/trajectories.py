@@ -1,40 +1,7 @@
 """Trajectories for CDEG construction, read from run logs (CDEG "Candidate Evidence
 Mining", Eq. 2-3).
 
-Each run-log line that stands for an episode (:meth:`clinenv.runlog.RunLog.episodes`:
-error lines superseded by a retry are dropped) becomes a :class:`Trajectory` τ with its
-final diagnosis D(τ), its outcome against Y, the action–observation history τ_pre
-before the final diagnostic action (the text embedded for pairing, Eq. 4) and its
-observations with their acquisition actions.
-
-D(τ) is the diagnosis payload of the logged ``answer``, parsed as the policy wrappers
-parse a final answer (:func:`clinenv.wrappers.reask.final_answer` in the decision
-phase): native AgentClinic / MedAgentSim lines log the whole utterance
-(``"DIAGNOSIS READY: lobar pneumonia"`` -> ``"lobar pneumonia"``), EGIP lines the
-payload already.
-
-Outcomes (Eq. 3 partitions T_x into T+ and T-; the rest is neither), decided in this
-order:
-
-- ``"abstained"`` — the line's ``abstained`` flag is set, or no diagnosis can be read
-  from the answer (``None``, ``""``, ``"DIAGNOSIS READY:"`` with nothing after it, an
-  unfinished episode): not a diagnosis, so neither a success nor a failure, whatever
-  the verdict (native protocols score an abstention ``"wrong"``);
-- ``"success"`` — verdict ``"correct"`` (τ ∈ T+);
-- ``"failure"`` — verdict ``"wrong"`` (τ ∈ T-);
-- ``"unscored"`` — verdict ``"unscored"`` for another reason (an unparsed LLM-judge
-  verdict): correctness unknown.
-
-With an ICD mapping (``icd_map``, :class:`clinenv.icd_map.IcdMap`; CDEG Eq. 3
-maps each final diagnosis "to the same ICD-aligned label space as the reference
-diagnosis"), a trajectory whose D(τ) and logged ``target`` both map to a code is a
-success when the codes agree and a failure when they differ, whatever the verdict
-(:func:`clinenv.scoring.icd_score`); :attr:`Trajectory.by_icd` says so. Abstentions stay
-abstentions.
-
-Only successes and failures are paired; abstentions and unscored trajectories are
-counted in the build report (:func:`outcome_counts`). Error lines still standing (a
-backend failure without a retry) are skipped and counted as ``"error"``.
+Each episode line gives D(τ), an outcome, τ_pre and its observations (docs/cdeg.md).
 """
 
 from __future__ import annotations
@@ -49,7 +16,7 @@ from clinenv.runlog import RunLogError, check_privileged, is_error_line, read_ru
 from clinenv.scoring import CodeMap, icd_score
 from clinenv.wrappers.reask import final_answer
 
-#: Allowed :attr:`Trajectory.outcome` values (module docstring).
+#: Allowed :attr:`Trajectory.outcome` values (docs/cdeg.md).
 Outcome = Literal["success", "failure", "abstained", "unscored"]
 _VERDICTS = {"correct": "success", "wrong": "failure"}
 
@@ -62,20 +29,14 @@ class Trajectory:
         case_id: the case (trajectories are paired within a case, Eq. 4).
         repetition: the repetition index k of the rollout.
         dataset: the case pool's name (cases are grouped by ``(dataset, case_id)``).
-        answer: D(τ), the diagnosis payload of the logged answer (module docstring;
-            ``""`` when none can be read).
-        outcome: see the module docstring.
-        history: τ_pre as text (:func:`trajectory_text`): one line per acquisition
-            action with its observation. The case's objective is left out: it is
-            identical in every rollout of a case and, being the longest part of short
-            histories, made every same-case pair look alike (Eq. 4 pairing with it:
-            lexical same-case scores 0.81-1.0 against 0.76 across cases).
-        observations: the logged observation dicts (``evidence.observations``), in
-            acquisition order; ``context`` is the question asked (Patient) or the exam
-            name (Measurement).
+        answer: D(τ), the diagnosis of the logged answer (``""`` when none can be read).
+        outcome: ``"abstained"`` (flagged, or no diagnosis readable), else ``"success"`` /
+            ``"failure"`` for a correct / wrong verdict (or by ICD codes), else
+            ``"unscored"``.
+        history: τ_pre as text (:func:`trajectory_text`), without the case objective.
+        observations: the logged observation dicts, in acquisition order.
         source: ``"<file>:<line>"`` of the run-log line.
-        by_icd: the outcome was decided by ICD codes (module docstring), not the
-            logged verdict.
+        by_icd: the outcome was decided by ICD codes, not the logged verdict.
     """
 
     case_id: str
@@ -121,22 +82,16 @@ class LoadedRuns:
 def load_trajectories(paths: Sequence[str | Path], *,
                       icd_map: CodeMap | None = None,
                       allow_privileged: bool = False) -> LoadedRuns:
-    """Read run logs (``clinenv run`` output, schema ``clinenv.runlog/1``) into
-    trajectories; K repetitions of a case may come from one file or several;
-    ``icd_map`` relabels outcomes by ICD code (module docstring). Logs of a privileged
-    doctor (``"privileged": true``: the teacher, whose trajectories were driven by Y)
-    are refused unless ``allow_privileged`` (:func:`clinenv.runlog.check_privileged`):
-    a graph or memory learned from them is poisoned.
+    """Read ``clinenv.runlog/1`` logs into trajectories (K repetitions from one file or several).
+
+    ``icd_map`` relabels outcomes by ICD code; logs of a privileged doctor are refused
+    unless ``allow_privileged`` (:func:`clinenv.runlog.check_privileged`).
 
     Raises:
         FileNotFoundError: a log does not exist.
-        clinenv.runlog.PrivilegedLogError: a privileged line without
-            ``allow_privileged`` (file and line named).
-        RunLogError: a line is not JSON / not a run-log line, an episode appears twice
-            in one file (not a retry of an error line), or a field is missing or
-            malformed (``case_id``, ``repetition``, ``answer``, ``verdict``,
-            ``evidence.observations``); the message names the file, the line and the
-            field.
+        clinenv.runlog.PrivilegedLogError: a privileged line without ``allow_privileged``.
+        RunLogError: a line that is not a run-log line, an episode twice in one file (not a
+            retry), or a missing or malformed field; file, line and field named.
     """
     out: list[Trajectory] = []
     n_errors = n_superseded = 0
@@ -165,7 +120,7 @@ def load_trajectories(paths: Sequence[str | Path], *,
 def trajectory_from_line(line: Mapping[str, Any], *, path: str | Path,
                          line_no: int, icd_map: CodeMap | None = None) -> Trajectory:
     """One run-log line (not an error line) as a :class:`Trajectory`; ``icd_map``
-    relabels the outcome by ICD code (module docstring).
+    relabels the outcome by ICD code (docs/cdeg.md).
 
     Raises:
         RunLogError: a missing or malformed field (named in the message with the file

@@ -1,28 +1,7 @@
 """Counterfactual validation of candidate evidence (CDEG "Counterfactual Validation").
 
-For a pair with diagnoses D_s (failed) and D_t (successful), evidence sets E_s, E_t and
-candidates C_M, C_I, C_B (Eq. 5), one intervention per candidate, all other evidence
-unchanged:
-
-- completion, e ∈ C_M: evidence E_s + e; kept as *missing* evidence when the
-  preference moves D_s -> D_t;
-- reappraisal, e ∈ C_I: evidence E_s with e exposed ("pay particular attention to");
-  kept as *ignored* evidence when the preference moves D_s -> D_t;
-- blocking, e ∈ C_B: evidence E_t + e; kept as *blocking* evidence when the preference
-  moves D_t -> D_s.
-
-Every comparison is made in both orders, D_s listed first (order ``"st"``) and D_t
-listed first (order ``"ts"``), and a candidate is kept only when the same shift occurs
-in both. The "before" preference is measured once per pair and order on the
-unintervened evidence (E_s for completion and reappraisal, E_t for blocking). When the
-before preference is not the shift's starting diagnosis in both orders, no candidate of
-those tests can pass and their verifier calls are skipped (counted); likewise the
-``"ts"`` order is asked only when the ``"st"`` order shows the shift. A candidate that
-shifts in ``"st"`` but not in ``"ts"`` is counted in ``n_st_order_only``; one that would
-shift in ``"ts"`` only is never asked in that order, so it is neither kept nor counted
-(it fails the both-orders rule either way).
-
-Every verifier call is recorded (:class:`VerifierCall`) for the build report.
+Completion, reappraisal and blocking tests, each in both diagnosis orders; a candidate
+is kept only when both show the shift (docs/cdeg.md).
 """
 
 from __future__ import annotations
@@ -90,7 +69,7 @@ class PairValidation:
 def validate_pair(d_s: str, d_t: str, e_s: Mapping[str, MergedAtom],
                   e_t: Mapping[str, MergedAtom], candidates: CandidateSets,
                   verifier: Verifier) -> PairValidation:
-    """Run the three tests on one pair (module docstring).
+    """Run the three tests on one pair (docs/cdeg.md).
 
     Args:
         d_s, d_t: the failed and the successful trajectory's diagnoses.

@@ -1,15 +1,7 @@
 """Verifiers: which of two diagnoses does an evidence set support better? (CDEG
-"Counterfactual Validation": "Given an evidence set, the verifier compares D_s and D_t and
-selects the diagnosis better supported by the available evidence.")
+"Counterfactual Validation")
 
-- :class:`Verifier` — the protocol: ``prefer(evidence, first, second, *, exposed=())``
-  returns ``"first"``, ``"second"`` or ``None`` (no preference, or an unreadable reply).
-- :class:`LLMVerifier` — a chat model answers ``FIRST`` or ``SECOND`` (strict parse).
-- :class:`LexicalVerifier` — a documented deterministic verifier for offline use.
-
-Order bias is expected from both: the validation repeats every comparison with the
-diagnoses swapped and keeps only shifts seen in both orders
-(:mod:`clinenv.wrappers.cdeg.validation`).
+``prefer`` returns ``"first"``, ``"second"`` or ``None``; an LLM and a lexical verifier.
 """
 
 from __future__ import annotations
@@ -46,7 +38,8 @@ class Verifier(Protocol):
 
         Args:
             evidence: the evidence set (E_s, E_s + e, E_t + e...).
-            first, second: the two diagnoses in the order shown.
+            first: the diagnosis shown first.
+            second: the diagnosis shown second.
             exposed: atoms of ``evidence`` to pay particular attention to (the
                 reappraisal test exposes e ∈ C_I this way).
 
@@ -80,26 +73,14 @@ MIN_OVERLAP = 0.2
 class LexicalVerifier:
     """A deterministic verifier: lexical support of each diagnosis among the evidence.
 
-    support(D) = Σ over evidence atoms of w(e) · sign(e) · overlap(D, e), where
-
-    - overlap(D, e) is the share of D's content words (3+ letters, without generic words
-      such as "acute", "disease", "infection") that occur in the atom's
-      :meth:`~EvidenceAtom.text` or in one of its example observation texts, a word
-      counting as present when rapidfuzz's ``ratio`` with some word there is at least
-      ``word_score`` (so "lupus"/"lupus'" and "pneumonias"/"pneumonia" match); shares
-      below ``min_overlap`` count 0;
-    - sign(e) is -1 for an absent finding ("no pleural effusion") and +1 otherwise;
-    - w(e) is ``exposed_weight`` for exposed atoms (the reappraisal test), else 1.
-
-    The higher support wins; a tie (including 0 = 0) goes to the first-listed diagnosis:
-    an order bias that the both-orders rule of the validation filters out, never
-    ``None``.
+    support(D) = Σ_e w(e) · sign(e) · overlap(D, e): overlap is the share of D's content
+    words found (rapidfuzz ``ratio`` >= ``word_score``) in the atom's text or its examples,
+    0 below ``min_overlap``; sign is -1 for an absent finding; w is ``exposed_weight`` for
+    exposed atoms, else 1. Ties go to the first-listed diagnosis, never ``None``.
 
     Args:
-        examples: observation texts per atom key (``EvidenceNode.examples``); see
-            :meth:`with_examples`.
-        min_overlap: smallest share of a diagnosis's words that counts (0..1]; default
-            :data:`MIN_OVERLAP`.
+        examples: observation texts per atom key; see :meth:`with_examples`.
+        min_overlap: smallest share that counts (0..1]; default :data:`MIN_OVERLAP`.
         word_score: rapidfuzz ``ratio`` (0..100) for two words to match.
         exposed_weight: weight of exposed atoms (>= 1).
     """
@@ -197,31 +178,20 @@ def evidence_lines(atoms: Sequence[EvidenceAtom]) -> str:
 
 
 class LLMVerifier:
-    """A chat model as the verifier (CDEG "Implementation Details": an LLM verifies
-    candidate evidence through counterfactual validation).
+    """A chat model as the verifier (CDEG "Implementation Details").
 
-    Each call sends :data:`VERIFY_SYSTEM` and :data:`VERIFY_USER` (with
-    :data:`VERIFY_ATTENTION` when atoms are exposed) at temperature ``temperature`` and
-    seed ``call_seed(seed, "verify", <sha256 of the prompt>, attempt)``; a reply that
-    :func:`parse_preference` cannot read is asked again up to ``retries`` times, then
-    gives ``None``. A reply cut by ``max_tokens`` (``finish_reason`` ``"length"``) is
-    counted in ``n_truncated`` and read only if it still parses (a reasoning model may
-    spend the whole budget thinking). A
-    :class:`~clinenv.llm.base.BackendError` also gives ``None`` (counted in
-    ``n_backend_errors``) so that one failed call does not stop a build; ``clinenv cdeg
-    build`` fails when every call gave ``None``.
+    Seed ``call_seed(seed, "verify", <sha256 of the prompt>, attempt)``; an unreadable reply
+    is retried ``retries`` times, then gives ``None``, as does a backend error.
 
     Args:
         model: the chat model.
         seed: base seed (>= 0).
         temperature: sampling temperature.
-        max_tokens: reply budget in tokens (>= 1; default :data:`VERIFY_MAX_TOKENS`; a
-            reasoning model needs several hundred).
+        max_tokens: reply budget (>= 1; default :data:`VERIFY_MAX_TOKENS`).
         retries: extra attempts after an unreadable reply (>= 0).
 
     Attributes:
-        n_calls, n_unparsed, n_backend_errors, n_truncated: counters for the build
-            report.
+        n_calls, n_unparsed, n_backend_errors, n_truncated: counters for the build report.
 
     Raises:
         ValueError: ``retries`` < 0 or ``max_tokens`` < 1.

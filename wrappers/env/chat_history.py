@@ -1,27 +1,7 @@
 """The episode as role/content chat messages, for chat-template policies.
 
-:class:`ChatHistory` replaces the observation by the whole conversation so far, a tuple
-of ``{"role": ..., "content": ...}`` dicts ready for ``tokenizer.apply_chat_template`` or
-an OpenAI-style client:
-
-- an optional ``system`` message (``system_prompt``);
-- ``user``: the environment's text (the first doctor view at reset, then what is new);
-- ``assistant``: the doctor's action, exactly as given (reasoning included: it is what the
-  policy generated), clipped to the space's length.
-
-The inner environment must use ``observation_format="delta"``: each new ``user`` message
-is then only what is new, and no earlier message is ever rewritten (RL trainers append
-each turn's tokens to the conversation). The terminal step adds the answer as
-the last ``assistant`` message and no ``user`` message (its delta is empty). Steps after
-the end (terminated or truncated, before ``reset``) are passed to the environment, whose
-reward and info they return, but add no message: the conversation is final.
-
-It is for the text-action ids (``EGIP-<Dataset>-v0``); a ``-Menu`` id's actions are
-indices, not utterances, so it is refused.
-
-Observation space: ``Sequence(Dict(role=UnicodeText(16), content=UnicodeText(n)),
-stack=False)``, whose ``contains`` needs a tuple, which is what is returned (fresh dicts
-each step). The ``exam_mask`` is dropped; the menu stays in ``info["menu"]``.
+:class:`ChatHistory` over a text environment with ``observation_format="delta"``; ``-Menu``
+ids are refused (docs/api/wrappers.md).
 """
 
 from __future__ import annotations
@@ -38,7 +18,7 @@ ROLE_CHARS = 16
 
 
 class ChatHistory(gym.Wrapper, gym.utils.RecordConstructorArgs):
-    """Observation = the conversation so far as role/content messages (module docstring).
+    """Observation = the conversation so far as role/content messages (docs/api/wrappers.md).
 
     Args:
         env: an EGIP Gymnasium environment with ``observation_format="delta"``.
@@ -86,7 +66,7 @@ class ChatHistory(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def step(self, action: Any):
         """Step; appends ``assistant(action)`` and, when there is new text, ``user(text)``;
-        after the end of the episode appends nothing (module docstring)."""
+        after the end of the episode appends nothing (docs/api/wrappers.md)."""
         obs, reward, terminated, truncated, info = self.env.step(action)
         if self._ended:
             return self._observation(), reward, terminated, truncated, info

@@ -1,44 +1,7 @@
 """A finite doctor action set for classic RL baselines: menu indices and answer slots.
 
-:class:`MenuActionEnv` turns the doctor's text action into ``Discrete(max_exams + Q + S)``
-with the canonical ``action_mask`` (gym-pettingzoo-conventions section 1.3). Index
-layout (Q >= 1 fixed questions, S >= 1 answer slots):
-
-=========================================  ============================================
-index                                      utterance sent to the EGIP environment
-=========================================  ============================================
-``i`` in ``0 .. max_exams-1``              ``REQUEST TEST: <id of catalog entry i>``
-                                           (slot ``i`` is ``exam_mask[i]``)
-``max_exams + q``, ``q < Q``               fixed history question ``questions[q]``
-``max_exams + Q + k``, ``k < S``           answer slot ``k`` (decision phase)
-=========================================  ============================================
-
-Answer slots. With candidate labels K, slot ``k`` answers ``DIAGNOSIS READY: K[k]``
-(valid for ``k < len(K)``; ``info["answer_source"] == "candidate"``). Without K there is
-one answer action, slot 0, "answer from the evidence": the diagnosis a recorded result
-names ("consistent with X", the scripted doctor's
-:func:`~clinenv.agents.scripted_doctor.named_diagnosis`; ``answer_source ==
-"evidence"``), else the abstention :data:`~clinenv.agents.scripted_doctor.NO_ANSWER_GUESS`
-(scored unscored; ``answer_source == "abstain"``). ``answer_source`` is ``None`` in
-every step that sends no answer slot.
-
-An ``"evidence"`` answer copies a record that names the diagnosis: report cases with
-``case.flags.target_in_records`` apart (docs/environments.md).
-
-Mask. In the acquisition phase the valid actions are the unrequested catalog entries
-shown in the mask (all zero when ``show_menu=False``) and the Q questions (always valid,
-so the mask has at least one 1); in the decision phase only the valid answer slots (at
-least one). Once the episode has ended (``terminated``) the mask is all zero: nothing is
-valid until ``reset``. A masked (invalid) action or an index outside the space sends the
-empty utterance: interface feedback counted in ``info["invalid_actions"]`` during
-acquisition, no answer ("unscored") in the decision phase. It never raises.
-
-The observation is the EGIP Dict plus ``action_mask`` (``Box(0, 1, (n,), int8)``); the
-mask is also ``info["action_mask"]`` (a separate array), ``info["utterance"]`` is the
-text that was sent and ``info["answer_source"]`` as above. Registered as
-``EGIP-<Dataset>-Menu-v0``; this class is a ``gymnasium.Env`` over an inner
-:class:`~clinenv.env.EGIPEnv`, not a ``gym.Wrapper``, so that ``gym.make(id).unwrapped``
-is the Discrete environment that ``check_env`` must see.
+:class:`MenuActionEnv` (``EGIP-<Dataset>-Menu-v0``): ``Discrete(max_exams + Q + S)`` with
+the canonical ``action_mask`` (docs/learning.md).
 """
 
 from __future__ import annotations
@@ -60,22 +23,20 @@ from clinenv.env import EGIPEnv
 
 
 class MenuActionEnv(gym.Env):
-    """EGIP with a Discrete doctor action and ``action_mask``; see the module docstring.
+    """EGIP with a Discrete doctor action and ``action_mask`` (docs/learning.md).
 
     Args:
-        env: an existing :class:`~clinenv.env.EGIPEnv` to drive, bare or wrapped (e.g.
-            ``gym.make("EGIP-MedQA-v0")``: steps go through its wrappers, the episode
-            state is read from ``env.unwrapped``); ``None`` builds one from
-            ``env_kwargs``.
+        env: an :class:`~clinenv.env.EGIPEnv` to drive, bare or wrapped; ``None`` builds
+            one from ``env_kwargs``.
         questions: the fixed history questions (Q >= 1 non-empty strings); default the
             scripted doctor's five.
         n_answer_slots: S; default the largest K in the case pool, at least 1.
         **env_kwargs: :class:`~clinenv.env.EGIPEnv` arguments (only without ``env``).
 
     Raises:
-        ValueError: ``env`` together with ``env_kwargs``; an ``env`` whose ``unwrapped``
-            is not an ``EGIPEnv`` or whose wrappers change the observation space; no
-            question or an empty one; ``n_answer_slots < 1``.
+        ValueError: ``env`` with ``env_kwargs``; an ``env`` that is not an ``EGIPEnv``
+            underneath or whose wrappers change the observation space; no question or an
+            empty one; ``n_answer_slots < 1``.
     """
 
     metadata = dict(EGIPEnv.metadata)
@@ -119,7 +80,7 @@ class MenuActionEnv(gym.Env):
         return self._wrap(obs, info, utterance=None, source=None)
 
     def step(self, action: Any):
-        """Send the utterance of ``action`` (see the module docstring); never raises on
+        """Send the utterance of ``action`` (docs/learning.md); never raises on
         an out-of-range or masked index.
 
         Raises:
@@ -155,7 +116,7 @@ class MenuActionEnv(gym.Env):
         return self._choose(index)[0]
 
     def _choose(self, index: int) -> tuple[str, str | None]:
-        """``(utterance, answer_source)`` of a valid ``index`` (module docstring)."""
+        """``(utterance, answer_source)`` of a valid ``index`` (docs/learning.md)."""
         rt = self.egip.runtime
         assert rt is not None
         if index < self._first_question:
@@ -199,7 +160,7 @@ class MenuActionEnv(gym.Env):
 
 def _egip(env: gym.Env) -> EGIPEnv:
     """The :class:`EGIPEnv` under ``env``, checking that its wrappers keep the EGIP
-    observation (module docstring).
+    observation (docs/learning.md).
 
     Raises:
         ValueError: not an EGIPEnv (bare or wrapped), or an observation-changing wrapper.
