@@ -1,4 +1,4 @@
-"""Hand-made run logs for the evaluation report tests (not a test module).
+"""Hand-made run logs for the evaluation report tests.
 
 A run is written from a grid ``{case_id: "CWU"}``: one letter per repetition, ``C``
 correct, ``W`` wrong, ``U`` unscored, ``-`` missing (no line).

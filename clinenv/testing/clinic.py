@@ -12,20 +12,15 @@ hidden state, so concurrent and sequential runs get the same replies):
   citing ``O1``);
 - the patient: :data:`PATIENT_REPLY`; the judge: ``judge_reply``.
 
-The fixtures ``server`` (that clinic on a started server) and ``model`` (an OpenAI client
-of it) are defined here as :func:`clinic_server` and :func:`clinic_model`; importing them
-into a test module registers them there under those names.
-
-Use ``from llm_rollout_helpers import ...`` (pytest puts ``tests/`` on ``sys.path``).
+The tests' fixtures ``server`` (that clinic on a started server) and ``model`` (an OpenAI
+client of it) are in tests/conftest.py.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
-
-import pytest
+from collections.abc import Callable
 
 from clinenv.agents.prompts import (
     CONSENSUS_SYSTEM,
@@ -34,10 +29,8 @@ from clinenv.agents.prompts import (
     LEDGER_SYSTEM,
     PATIENT_SYSTEM,
 )
-from clinenv.llm.openai_backend import OpenAIChatModel
 from clinenv.testing.fake_server import (
     DECISION_MARKER,
-    FakeChatServer,
     clinician_responder,
     last_user_text,
 )
@@ -100,20 +93,3 @@ def clinic_responder(judge_reply: str = "Yes") -> Callable[[dict, int], str]:
 def without_volatile(lines: list[dict]) -> list[dict]:
     """Log lines without their non-deterministic fields (``timing``, ``llm``)."""
     return [{k: v for k, v in line.items() if k not in ("timing", "llm")} for line in lines]
-
-
-@pytest.fixture(name="server")
-def clinic_server() -> Iterator[FakeChatServer]:
-    """Fixture ``server``: a started :class:`FakeChatServer` on 127.0.0.1 answering with
-    :func:`clinic_responder` (judge reply ``"Yes"``, no delay); stopped after the test."""
-    with FakeChatServer(clinic_responder()) as srv:
-        yield srv
-
-
-@pytest.fixture(name="model")
-def clinic_model(server: FakeChatServer) -> Iterator[OpenAIChatModel]:
-    """Fixture ``model``: an :class:`OpenAIChatModel` named ``"fake-model"`` on ``server``
-    without retries (an injected fault reaches the caller at once); closed after."""
-    chat = OpenAIChatModel("fake-model", base_url=server.base_url, max_retries=0)
-    yield chat
-    chat.close()

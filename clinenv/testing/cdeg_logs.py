@@ -1,4 +1,4 @@
-"""A hand-checked synthetic construction fixture for tests/test_cdeg_build.py.
+"""A hand-checked synthetic CDEG construction fixture (the CDEG construction tests).
 
 Two cases of run-log lines (schema ``clinenv.runlog/1``), written as real JSONL files:
 

@@ -1,17 +1,14 @@
-"""Shared pieces of the LLM-layer tests: a started fake server and a tiny local chat model.
+"""Shared pieces of the LLM-layer tests: short conversations and a tiny local chat model
+(a random-weight model and a tokenizer trained here; needs ``tokenizers`` and
+``transformers``, nothing downloaded).
 
-Import what you need (``from llm_helpers import fake_server``); pytest's default
-``prepend`` import mode puts ``tests/`` on ``sys.path``. Importing a fixture into a test
-module registers it there.
+The tests' ``fake_server`` fixture (a started
+:class:`~clinenv.testing.fake_server.FakeChatServer`) is in tests/conftest.py.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-
-import pytest
-
-from clinenv.testing.fake_server import FakeChatServer
 
 #: Two short conversations of different lengths (batching and padding tests).
 CONVERSATIONS = [
@@ -19,13 +16,6 @@ CONVERSATIONS = [
      {"role": "user", "content": "The patient has a fever and a cough since three days."}],
     [{"role": "user", "content": "Chest pain."}],
 ]
-
-
-@pytest.fixture
-def fake_server():
-    """A started :class:`FakeChatServer` (responder ``"ok"``, no delay), stopped after."""
-    with FakeChatServer() as server:
-        yield server
 
 
 def user(text: str) -> list[dict[str, str]]:
@@ -60,6 +50,8 @@ def build_tiny_chat_model(folder: Path, *, arch: str = "llama", seed: int = 0) -
     Returns:
         ``folder``, loadable with ``AutoTokenizer`` / ``AutoModelForCausalLM``.
     """
+    import pytest  # skips the calling test where torch or transformers is absent
+
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
