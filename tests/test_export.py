@@ -13,7 +13,6 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
-from llm_rollout_helpers import PATIENT_PREFIX, clinic_responder
 
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.prompts import DIRECT_SYSTEM, EGIP_DOCTOR_SYSTEM, JUDGE_SYSTEM
@@ -22,6 +21,7 @@ from clinenv.export import ExportError, episode_rows, group_id
 from clinenv.integrations.tools import FINAL_RESULT, TASK_INTRO, TOOL_SYSTEM_PROMPT
 from clinenv.protocol.evidence import render_evidence
 from clinenv.runs.replay import bundle_from_dict
+from clinenv.testing.clinic import PATIENT_PREFIX, clinic_responder
 from clinenv.testing.fake_server import FakeChatServer
 
 TOOLS = {"ask_patient": "question", "order_exam": "exam", "submit_diagnosis": "diagnosis"}

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import gymnasium as gym
 import pytest
-from cdeg_fixtures import fixture_lines, log_line, obs_spec, write_log
 
 import clinenv  # noqa: F401  (registers the environment ids)
 from clinenv.cli import main
 from clinenv.icd_map import IcdMap
 from clinenv.runlog import read_run_log
+from clinenv.testing.cdeg_logs import fixture_lines, log_line, obs_spec, write_log
 from clinenv.wrappers.cdeg.graph import CDEGraph
 from clinenv.wrappers.cdeg.trajectories import load_trajectories
 

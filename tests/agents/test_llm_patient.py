@@ -10,7 +10,6 @@ import re
 
 import gymnasium as gym
 import pytest
-from conftest import MEDQA_FILE, leaves
 
 import clinenv  # noqa: F401  (registers the environment ids)
 from clinenv.agents.llm_doctor import LLMDoctor
@@ -28,6 +27,7 @@ from clinenv.env.retrieval_patient import NOT_SURE
 from clinenv.llm import GenerationConfig, ScriptedChatModel
 from clinenv.protocol.views import PatientView
 from clinenv.seeding import call_seed
+from clinenv.testing.data import MEDQA_FILE, leaves
 
 FACTS = {"Demographics": "58-year-old man",
          "Symptoms": {"Primary_Symptom": "Chest pain",

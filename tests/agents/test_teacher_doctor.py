@@ -13,7 +13,6 @@ import re
 
 import gymnasium as gym
 import pytest
-from conftest import MEDQA_FILE, NEJM_FILE, SHARED_DATA, needs_shared_data
 
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.scripted_doctor import HISTORY_QUESTIONS, ScriptedDoctor
@@ -26,6 +25,7 @@ from clinenv.agents.teacher_doctor import (
 from clinenv.cases import Case, Records, Target
 from clinenv.runlog import RunContext, policy_is_privileged
 from clinenv.runs.episode import run_episode
+from clinenv.testing.data import MEDQA_FILE, NEJM_FILE, SHARED_DATA, needs_shared_data
 from clinenv.wrappers.reask import BeforeAnswerWrapper
 
 TOOL_VIEW = dict(TEACHER_ENV_SETTINGS)

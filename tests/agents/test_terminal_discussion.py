@@ -10,7 +10,6 @@ import asyncio
 import re
 
 import pytest
-from llm_helpers import fake_server  # noqa: F401 - fixture
 
 from clinenv.agents.llm_doctor import LLMDoctor
 from clinenv.agents.terminal import make_strategy

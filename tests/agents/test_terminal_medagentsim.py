@@ -7,7 +7,6 @@ import random
 import re
 
 import pytest
-from llm_helpers import fake_server  # noqa: F401 - fixture
 
 from clinenv.agents.llm_doctor import LLMDoctor
 from clinenv.agents.medagentsim_options import (

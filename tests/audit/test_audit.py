@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import MEDQA_FILE, needs_shared_data
 from rapidfuzz import fuzz
 
 from clinenv.audit import LeakDetector, audit_env, distinctive_words, is_specific, run_audit
@@ -20,6 +19,7 @@ from clinenv.cases import Case
 from clinenv.cli import main
 from clinenv.env import EGIPEnv
 from clinenv.protocol.catalog import normalize_name
+from clinenv.testing.data import MEDQA_FILE, needs_shared_data
 
 CASE = Case.model_validate({
     "case_id": "c1", "dataset": "synthetic",

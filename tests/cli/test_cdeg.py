@@ -14,13 +14,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_cli_eval import run_cli
 
 from clinenv.cli import main
 from clinenv.cli.cdeg import default_graph_path
+from clinenv.testing.cli_calls import run_cli
 from clinenv.wrappers.cdeg.graph import CDEGraph
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_DATA, needs_shared_data
 
 from clinenv.runs.logged import episode_seed
+from clinenv.testing.data import SHARED_DATA, needs_shared_data
 
 SHARED = SHARED_DATA
 MEDQA_FILE = SHARED / "agentclinic_medqa.jsonl"

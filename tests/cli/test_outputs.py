@@ -10,7 +10,7 @@
 - an argument error is its line and where help is, not the usage block;
 - ``--by`` a stratum the logs lack lists the strata and case flags they do have.
 
-The logs are hand-made (tests/eval_fixtures.py) or written by a real ``clinenv run``;
+The logs are hand-made (clinenv/testing/eval_logs.py) or written by a real ``clinenv run``;
 every command runs through :func:`clinenv.cli.main` in a temporary working folder.
 """
 
@@ -23,10 +23,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import NEJM_FILE, SHARED_DATA, needs_shared_data
-from eval_fixtures import ALPHA_STRATA, NATIVE_ALPHA, log_lines, write_fixture_logs, write_log
 
 from clinenv.cli import build_parser, main
+from clinenv.testing.data import NEJM_FILE, SHARED_DATA, needs_shared_data
+from clinenv.testing.eval_logs import (
+    ALPHA_STRATA,
+    NATIVE_ALPHA,
+    log_lines,
+    write_fixture_logs,
+    write_log,
+)
 
 
 @pytest.fixture

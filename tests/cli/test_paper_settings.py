@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from llm_rollout_helpers import clinic_server  # noqa: F401 - fixture "server"
 
 from clinenv.agents.terminal_vote import Vote
 from clinenv.cli import main
@@ -25,7 +24,7 @@ from clinenv.llm.base import GenerationConfig
 from clinenv.llm.openai_backend import OpenAIChatModel
 from clinenv.runlog import read_run_log
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EVIDENCE = ("# Objective\nA 54-year-old with epigastric pain radiating to the back.\n"
             "# Observations\nO1 Measurement: Lipase: 1,200 U/L (recorded)")
 

@@ -16,12 +16,6 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
-from llm_rollout_helpers import (
-    clinic_responder,
-    clinic_server,  # noqa: F401 - fixture "server"
-    role_of,
-    without_volatile,
-)
 
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.llm_doctor import LLMDoctor
@@ -30,10 +24,11 @@ from clinenv.cli import EXIT_RUN_ERRORS, main
 from clinenv.llm.openai_backend import OpenAIChatModel
 from clinenv.runlog import read_run_log
 from clinenv.runs import RunSpec, run
+from clinenv.testing.clinic import clinic_responder, role_of, without_volatile
 from clinenv.testing.fake_responders import role_of as clinician_role
 from clinenv.testing.fake_server import FakeChatServer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SECRET = "sk-clinenv-test-never-logged-4711"
 
 

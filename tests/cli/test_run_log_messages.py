@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from llm_rollout_helpers import PATIENT_REPLY, clinic_responder, role_of
 
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.cli import main
 from clinenv.llm import ChatResult, Choice, ScriptedChatModel
 from clinenv.runlog import read_run_log
+from clinenv.testing.clinic import PATIENT_REPLY, clinic_responder, role_of
 from clinenv.testing.fake_server import FakeChatServer
 
 INVENTED = "\nDoctor: Anything else you want to tell me?"

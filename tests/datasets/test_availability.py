@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import MEDQA_FILE, NEJM_FILE
 
 from clinenv.datasets import load_cases
 from clinenv.datasets.availability import is_unavailable
 from clinenv.protocol.catalog import Catalog
 from clinenv.protocol.lookup import lookup
+from clinenv.testing.data import MEDQA_FILE, NEJM_FILE
 
 PARTS = {"physical_exam": "Physical_Examination_Findings", "tests": "Test_Results",
          "patient": "Patient_Actor"}

@@ -15,7 +15,6 @@ import math
 from importlib import resources
 
 import pytest
-from conftest import MEDQA_FILE, skip_without_shared_data
 
 import clinenv  # noqa: F401  (registers the environment ids)
 from clinenv.case_list import CaseListError, nearest_id, read_case_list
@@ -25,6 +24,7 @@ from clinenv.datasets import load_cases
 from clinenv.datasets.case_split import split_cases
 from clinenv.evaluation.runs import load_runs
 from clinenv.runlog import read_run_log
+from clinenv.testing.data import MEDQA_FILE, skip_without_shared_data
 
 DEMO = [f"demo-{i:02d}" for i in range(1, 18)]
 #: ``split demo --construction 0.5 --seed 0``: the 9 ids of smallest

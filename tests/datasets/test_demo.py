@@ -32,12 +32,12 @@ from importlib.resources import files
 from pathlib import Path
 
 import pytest
-from conftest import leaves
 
 from clinenv.cases import Case, read_cases
 from clinenv.datasets.availability import is_unavailable
+from clinenv.testing.data import leaves
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 OSCE_KEYS = {
     "Demographics",
     "History",

@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import MEDQA_FILE, SHARED_DATA, needs_shared_data
 
 from clinenv.datasets import load_cases
 from clinenv.datasets.flags import names_target, target_abbreviations
 from clinenv.protocol.views import withhold_target
+from clinenv.testing.data import MEDQA_FILE, SHARED_DATA, needs_shared_data
 
 BPPV = "Benign Paroxysmal Positional Vertigo (BPPV)"
 ALL = "Acute lymphoblastic leukemia (ALL)"

@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import MEDQA_FILE, NEJM_FILE, SHARED_DATA, needs_shared_data
-from eval_fixtures import log_lines, write_log
 from pydantic import ValidationError
 
 from clinenv.cases import Case
@@ -23,6 +21,8 @@ from clinenv.env import EGIPEnv
 from clinenv.protocol.catalog import Catalog
 from clinenv.protocol.exam_matching import ExamMatcher
 from clinenv.protocol.menu import menu_setting_cases, neutral_group_names
+from clinenv.testing.data import MEDQA_FILE, NEJM_FILE, SHARED_DATA, needs_shared_data
+from clinenv.testing.eval_logs import log_lines, write_log
 
 
 def _case(case_id: str, target: str, tests: dict, physical_exam: dict | None = None) -> Case:

@@ -1,4 +1,4 @@
-"""Loading the real AgentClinic files (MedQA 107, NEJM 15) from ``conftest.SHARED_DATA``
+"""Loading the real AgentClinic files (MedQA 107, NEJM 15) from ``clinenv.testing.data.SHARED_DATA``
 (``$CLINENV_TEST_DATA``, else ../shared/datasets/agentclinic).
 
 The files are never copied into the repository; these tests skip when they are absent.
@@ -17,13 +17,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_DATA, needs_shared_data
 
 from clinenv.cases import read_cases, write_cases
 from clinenv.datasets import load_cases, verify_dataset
 from clinenv.datasets.nejm import case_from_nejm
 from clinenv.datasets.nejm_split import FALLBACK_NAME
 from clinenv.datasets.osce import case_from_osce
+from clinenv.testing.data import SHARED_DATA, needs_shared_data
 
 DATA = SHARED_DATA
 MEDQA = DATA / "agentclinic_medqa.jsonl"

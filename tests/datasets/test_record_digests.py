@@ -15,7 +15,6 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
-from conftest import MEDQA_FILE, NEJM_FILE, skip_without_shared_data
 
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.cases import read_cases
@@ -31,6 +30,7 @@ from clinenv.errors import (
     DatasetFolderError,
 )
 from clinenv.runlog import read_run_log
+from clinenv.testing.data import MEDQA_FILE, NEJM_FILE, skip_without_shared_data
 
 PINNED_RAW = "d91038a2984f21bb1d43edd88c7958d090ef42ba80f5be487b22b903bf3a35ea"
 

@@ -12,7 +12,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_DATA
 
 from clinenv.datasets import (
     DATASETS,
@@ -25,6 +24,7 @@ from clinenv.datasets import (
 from clinenv.datasets import resolve as resolve_mod
 from clinenv.datasets.registry import normalize_name
 from clinenv.errors import CaseFormatError, ChecksumError, DataDirError, DatasetNotFoundError
+from clinenv.testing.data import SHARED_DATA
 
 SHARED = SHARED_DATA
 FILE = "agentclinic_medqa.jsonl"

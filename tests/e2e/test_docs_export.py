@@ -17,7 +17,7 @@ from clinenv.cli import main
 from clinenv.integrations.tools import TASK_INTRO
 from clinenv.integrations.trl import make_env_factory
 
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "export.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "export.md"
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 

@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import MEDQA_FILE, SHARED_DATA, needs_shared_data
 
-ROOT = Path(__file__).resolve().parents[1]
+from clinenv.testing.data import MEDQA_FILE, SHARED_DATA, needs_shared_data
+
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
 
@@ -94,7 +95,7 @@ def test_plug_in_ten_lines(tmp_path):
 
 
 def test_llm_doctor_server_against_a_local_server(tmp_path):
-    from llm_rollout_helpers import clinic_responder
+    from clinenv.testing.clinic import clinic_responder
 
     from clinenv.testing.fake_server import FakeChatServer
 
@@ -131,7 +132,7 @@ def test_llm_doctor_server_rerun_on_other_data(tmp_path):
     """Run on the demo cases, then again with MedQA configured: the default log names
     the environment and the model, so the second run starts its own log; pointed at the
     first run's log, it refuses in one line (exit 2) and leaves that log alone."""
-    from llm_rollout_helpers import clinic_responder
+    from clinenv.testing.clinic import clinic_responder
 
     from clinenv.testing.fake_server import FakeChatServer
 
@@ -161,7 +162,7 @@ def test_llm_doctor_server_rerun_on_other_data(tmp_path):
 def test_llm_doctor_server_rerun_with_another_model(tmp_path):
     """The same log with another --model: one line naming the field that differs, in
     full (exit 2); without --out, the other model gets its own default log."""
-    from llm_rollout_helpers import clinic_responder
+    from clinenv.testing.clinic import clinic_responder
 
     from clinenv.testing.fake_server import FakeChatServer
 
@@ -191,7 +192,7 @@ def test_llm_doctor_server_stops_on_a_refused_request(tmp_path):
     """A server that answers 404 (a wrong --base-url or --model): the run stops at the
     first refused request (fail fast) and the example prints the reason on stderr, one
     line, exit 2, no traceback; the log holds no line."""
-    from llm_rollout_helpers import clinic_responder
+    from clinenv.testing.clinic import clinic_responder
 
     from clinenv.testing.fake_server import FakeChatServer
 

@@ -17,7 +17,7 @@ from scipy.special import log_softmax
 
 from clinenv.cli import main as clinenv_main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

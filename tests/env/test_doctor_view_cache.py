@@ -24,7 +24,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from conftest import MEDQA_FILE, SHARED_DATA, needs_shared_data
 from rapidfuzz import fuzz, process
 
 from clinenv.agents.scripted_doctor import ScriptedDoctor
@@ -38,6 +37,7 @@ from clinenv.protocol.lookup import lookup
 from clinenv.protocol.menu import build_menu, menu_order
 from clinenv.protocol.render import render_delta, render_doctor_view
 from clinenv.protocol.views import FrozenFacts, PatientView
+from clinenv.testing.data import MEDQA_FILE, SHARED_DATA, needs_shared_data
 
 #: Actions mixed into the scripted doctor's: feedback of every kind, group and name
 #: requests, repeats, placeholders, markers in odd forms, multi-line text.

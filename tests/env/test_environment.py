@@ -10,7 +10,6 @@ import warnings
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import leaves
 from gymnasium.utils.env_checker import check_env
 
 import clinenv
@@ -20,6 +19,7 @@ from clinenv.env import EGIPEnv
 from clinenv.errors import DatasetNotFoundError
 from clinenv.protocol.catalog import Catalog
 from clinenv.protocol.lookup import record_at
+from clinenv.testing.data import leaves
 
 PRESENT_IDS = ["EGIP-Demo-v0", "EGIP-MedQA-v0", "EGIP-NEJM-v0"]
 ABSENT_IDS = ["EGIP-MedQA_Ext-v0", "EGIP-NEJM_Ext-v0", "EGIP-MIMIC-IV-v0"]

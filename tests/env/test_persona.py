@@ -12,9 +12,7 @@ import re
 
 import gymnasium as gym
 import pytest
-from conftest import SHARED_DATA, skip_without_shared_data
 from pydantic import ValidationError
-from test_patient import CHEST_PAIN
 
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.datasets.flags import names_target
@@ -39,6 +37,8 @@ from clinenv.env.retrieval_patient import (
     _say,
 )
 from clinenv.protocol.views import FrozenFacts, PatientView
+from clinenv.testing.data import SHARED_DATA, skip_without_shared_data
+from clinenv.testing.patient_facts import CHEST_PAIN
 
 OPENING = "Hello, what brings you in today?"
 # the plain patient's sentences of CHEST_PAIN (History, in the first person)

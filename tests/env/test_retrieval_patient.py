@@ -7,7 +7,6 @@ import json
 import re
 
 import pytest
-from conftest import skip_without_shared_data
 
 import clinenv.env.retrieval_patient as patient_module
 from clinenv.cases import Case
@@ -19,26 +18,8 @@ from clinenv.env.retrieval_patient import (
     RetrievalPatient,
 )
 from clinenv.protocol.views import PatientView
-
-CHEST_PAIN = {
-    "Demographics": "58-year-old man",
-    "History": (
-        "The patient reports crushing chest pain that started 2 hours ago while shoveling "
-        "snow. The pain radiates to his left arm. He denies any prior episodes."
-    ),
-    "Symptoms": {
-        "Primary_Symptom": "Crushing chest pain",
-        "Secondary_Symptoms": ["Sweating", "Nausea", "Shortness of breath"],
-    },
-    "Past_Medical_History": "Hypertension and hyperlipidemia.",
-    "Current_Medications": ["Lisinopril 10 mg daily", "Atorvastatin 40 mg nightly"],
-    "Social_History": (
-        "Smokes one pack of cigarettes per day for 30 years. Drinks two beers on weekends. "
-        "Works as an accountant."
-    ),
-    "Family_History": "His father had a heart attack at age 55.",
-    "Allergies": "Penicillin causes a rash.",
-}
+from clinenv.testing.data import skip_without_shared_data
+from clinenv.testing.patient_facts import CHEST_PAIN
 
 INFANT = {
     "Demographics": "6-month-old girl",

@@ -16,14 +16,6 @@ from types import SimpleNamespace
 
 import gymnasium as gym
 import pytest
-from conftest import leaves
-from llm_rollout_helpers import (
-    PATIENT_REPLY,
-    clinic_model,  # noqa: F401 - fixture "model"
-    clinic_responder,
-    clinic_server,  # noqa: F401 - fixture "server"
-    role_of,
-)
 
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.judge import LLMJudge
@@ -34,9 +26,11 @@ from clinenv.env import EGIPEnv
 from clinenv.llm.openai_backend import OpenAIChatModel
 from clinenv.llm.scripted import ScriptedChatModel
 from clinenv.runs.logged import run_episode
+from clinenv.testing.clinic import PATIENT_REPLY, clinic_responder, role_of
+from clinenv.testing.data import leaves
 from clinenv.testing.fake_server import FakeChatServer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def play(env, actions, *, seed=0, case_id="demo-01"):

@@ -25,7 +25,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from eval_fixtures import log_lines, write_log
 from scipy import stats as sps
 
 from clinenv.cli import main
@@ -39,6 +38,7 @@ from clinenv.evaluation.components import (
 )
 from clinenv.evaluation.runs import load_runs
 from clinenv.reward_components import COMPONENTS
+from clinenv.testing.eval_logs import log_lines, write_log
 
 NAN = math.nan
 

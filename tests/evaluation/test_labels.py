@@ -2,7 +2,7 @@
 
 Every log here is written by a real ``clinenv run`` (subprocess) with the LLM doctor
 against a real local OpenAI-compatible server (:class:`~clinenv.testing.fake_server.
-FakeChatServer` with the deterministic clinic of tests/llm_rollout_helpers.py), under
+FakeChatServer` with the deterministic clinic of clinenv/testing/clinic.py), under
 different ``--model`` names and temperatures; expected accuracies are recounted from the
 logs' own lines.
 """
@@ -16,10 +16,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from llm_rollout_helpers import clinic_responder
-from test_cli_eval import main_cli, one_error_line, read_csv, run_cli
 
 from clinenv.evaluation.labels import doctor_model, model_tags, with_models
+from clinenv.testing.cli_calls import main_cli, one_error_line, read_csv, run_cli
+from clinenv.testing.clinic import clinic_responder
 from clinenv.testing.fake_server import FakeChatServer
 
 QWEN = "Qwen/Qwen2.5-7B-Instruct"

@@ -3,7 +3,7 @@ they are, and ``--plot`` without matplotlib.
 
 The comparison logs are written by real ``clinenv run`` invocations (the scripted doctor
 on the demo set: plain, exploring, and under the AgentClinic protocol); the many-strata
-accuracy logs are hand-made (tests/eval_fixtures.py). The CLI runs in-process
+accuracy logs are hand-made (clinenv/testing/eval_logs.py). The CLI runs in-process
 (:func:`clinenv.cli.main`), with the figures it saves recorded on the way out, so each
 one is compared with the table the same call printed.
 """
@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from eval_fixtures import log_lines, write_log
-from test_cli_eval import read_csv, run_cli
 
 import clinenv.evaluation.plots as plots
 from clinenv.cli import main
+from clinenv.testing.cli_calls import read_csv, run_cli
+from clinenv.testing.eval_logs import log_lines, write_log
 
 pytest.importorskip("matplotlib")
 import matplotlib.image  # noqa: E402

@@ -1,6 +1,6 @@
 """Run-log grouping, pairing, report tables and figures (clinenv.evaluation.runs/reports/plots).
 
-Fixtures (tests/eval_fixtures.py), C correct / W wrong / U unscored, repetitions 0 1 2:
+Fixtures (clinenv/testing/eval_logs.py), C correct / W wrong / U unscored, repetitions 0 1 2:
 
     alpha  native: a1 CCC  a2 WWU  a3 CWC  a4 WWW     egip: a1 CCC  a2 CCW  a3 WWW  a4 CWU
     beta   native: b1 CCC  b2 CCC  b3 WWW  b4 WWW     egip: b1 CCC  b2 CCC  b3 CCC  b4 WWW
@@ -18,14 +18,6 @@ import sys
 
 import numpy as np
 import pytest
-from eval_fixtures import (
-    EGIP_ALPHA,
-    NATIVE_ALPHA,
-    NATIVE_BETA,
-    log_lines,
-    write_fixture_logs,
-    write_log,
-)
 
 from clinenv.evaluation import (
     Alignment,
@@ -48,6 +40,14 @@ from clinenv.evaluation import (
     plot_correction_regression,
 )
 from clinenv.runlog import RunLogError
+from clinenv.testing.eval_logs import (
+    EGIP_ALPHA,
+    NATIVE_ALPHA,
+    NATIVE_BETA,
+    log_lines,
+    write_fixture_logs,
+    write_log,
+)
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

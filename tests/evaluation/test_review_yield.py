@@ -9,8 +9,6 @@ import csv
 from pathlib import Path
 
 import pytest
-from eval_fixtures import write_fixture_logs
-from test_cli_eval import main_cli
 
 from clinenv.evaluation import (
     ReviewerLabelError,
@@ -22,10 +20,12 @@ from clinenv.evaluation import (
     review_table,
     yield_rows,
 )
+from clinenv.testing.cli_calls import main_cli
+from clinenv.testing.eval_logs import write_fixture_logs
 
 HEADER = "dataset,case_id,method,repetition,reviewer,rating\n"
 
-# One reviewed repetition per case. Automated correctness from tests/eval_fixtures.py:
+# One reviewed repetition per case. Automated correctness from clinenv/testing/eval_logs.py:
 #   NATIVE_ALPHA a1 CCC a2 WWU a3 CWC a4 WWW    EGIP_ALPHA a1 CCC a2 CCW a3 WWW a4 CWU
 #   NATIVE_BETA  b1 CCC b2 CCC b3 WWW b4 WWW    EGIP_BETA  b1 CCC b2 CCC b3 CCC b4 WWW
 # (case, rep, native r1 r2, egip r1 r2):

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_cli_eval import main_cli, run_cli
 
 from clinenv.evaluation import (
     compare,
@@ -29,6 +28,7 @@ from clinenv.evaluation import (
 from clinenv.evaluation.comparison import _seed_for
 from clinenv.runlog import SCHEMA
 from clinenv.scoring import normalize_answer
+from clinenv.testing.cli_calls import main_cli, run_cli
 
 # (case, repetition, answer, verdict, judge_verdict); None answer = no answer.
 # Hand analysis (pool = native + egip):

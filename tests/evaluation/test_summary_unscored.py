@@ -11,7 +11,6 @@ import io
 
 import gymnasium as gym
 import pytest
-from eval_fixtures import log_lines, write_log
 
 import clinenv  # noqa: F401  (registers the environment ids)
 from clinenv.evaluation import (
@@ -25,6 +24,7 @@ from clinenv.evaluation import (
     pair_runs,
 )
 from clinenv.evaluation.summary import summarize
+from clinenv.testing.eval_logs import log_lines, write_log
 
 #: Records of the current scoring version (with ``answer_status``).
 NATIVE_UNFINISHED = {"case_id": "c1", "answer": None, "verdict": "wrong",

@@ -8,7 +8,6 @@ from importlib import resources
 
 import gymnasium as gym
 import pytest
-from conftest import MEDQA_FILE, SHARED_DATA, needs_shared_data
 
 import clinenv  # noqa: F401
 from clinenv.cli import main
@@ -16,6 +15,7 @@ from clinenv.datasets.difficulty import DifficultyError, load_difficulty
 from clinenv.integrations.curriculum import assign_max_rounds, measure_difficulty
 from clinenv.integrations.tools import ToolEpisode, task_rows
 from clinenv.integrations.trl import make_env_factory
+from clinenv.testing.data import MEDQA_FILE, SHARED_DATA, needs_shared_data
 
 ENV_ID = "EGIP-Demo-v0"
 QUESTIONS = ["What brings you in?", "Any fever?", "Any cough?", "Since when?", "Pain?"]
@@ -140,7 +140,7 @@ def test_tables_are_package_data():
     from pathlib import Path
 
     parser = configparser.ConfigParser()
-    parser.read(Path(__file__).resolve().parents[1] / "setup.cfg", encoding="utf-8")
+    parser.read(Path(__file__).resolve().parents[2] / "setup.cfg", encoding="utf-8")
     assert "data/difficulty/*.json" in parser.get("options.package_data",
                                                   "clinenv.datasets").split()
 

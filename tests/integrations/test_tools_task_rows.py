@@ -15,11 +15,11 @@ from __future__ import annotations
 import pickle
 
 import pytest
-from conftest import needs_shared_data
 
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.integrations.tools import CASE_FLAG_NAMES, LEAK_FLAGS, TaskRows, task_rows
 from clinenv.seeding import episode_seed
+from clinenv.testing.data import needs_shared_data
 
 DEMO_LEAKS = ("demo-01", "demo-05", "demo-13", "demo-17")
 MEDQA_LEAKS = tuple(f"medqa-{n:04d}" for n in (2, 3, 11, 14, 18, 20, 23, 39, 48, 52, 54,

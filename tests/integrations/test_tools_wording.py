@@ -134,7 +134,7 @@ def test_cpu_recipes_turn_bf16_off_and_budgets_hold_an_episode():
     import re
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     doc = (root / "docs" / "training.md").read_text(encoding="utf-8")
     snippet = doc.split("```python", 1)[1].split("```", 1)[0]
     assert "use_cpu=True, bf16=False" in snippet

@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-from llm_helpers import fake_server, user  # noqa: F401 - fixture
 
 from clinenv.llm import (
     BackendUnavailableError,
@@ -17,6 +16,7 @@ from clinenv.llm import (
 )
 from clinenv.testing.fake_responders import FALLBACK_QUESTION
 from clinenv.testing.fake_server import FakeChatServer
+from clinenv.testing.tiny_chat import user
 
 HEAVY = ("openai", "httpx", "httpx2", "torch", "transformers", "vllm",
          "clinenv.testing.fake_server")

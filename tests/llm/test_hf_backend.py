@@ -7,10 +7,10 @@ import asyncio
 import sys
 
 import pytest
-from llm_helpers import CONVERSATIONS, build_tiny_chat_model, user
 
 from clinenv.llm import BackendError, BackendUnavailableError
 from clinenv.llm.hf_backend import TransformersChatModel, cut_at_stop
+from clinenv.testing.tiny_chat import CONVERSATIONS, build_tiny_chat_model, user
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -37,7 +37,7 @@ def raw_greedy(model: TransformersChatModel, messages, max_new_tokens: int) -> l
 
 
 def hand_template(messages) -> str:
-    """The chat template of llm_helpers, written out by hand."""
+    """The chat template of clinenv.testing.tiny_chat, written out by hand."""
     return "".join(f"<|{m['role']}|> {m['content']} </s> " for m in messages) + "<|assistant|>"
 
 

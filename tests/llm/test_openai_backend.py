@@ -12,7 +12,6 @@ import textwrap
 import warnings
 
 import pytest
-from llm_helpers import fake_server, user  # noqa: F401 - fixture
 
 from clinenv.llm import BackendError, BackendUnavailableError, GenerationConfig
 from clinenv.seeding import call_seed
@@ -20,6 +19,7 @@ from clinenv.testing.fake_server import FakeChatServer
 
 pytest.importorskip("openai")
 from clinenv.llm.openai_backend import OpenAIChatModel, aiohttp_available  # noqa: E402
+from clinenv.testing.tiny_chat import user
 
 MSGS = [{"role": "system", "content": "You are a doctor."},
         {"role": "user", "content": "Fever and cough."}]

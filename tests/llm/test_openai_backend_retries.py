@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from llm_helpers import fake_server  # noqa: F401 - fixture
 
 from clinenv.llm import BackendError
 from clinenv.testing.fake_server import FakeChatServer

@@ -12,13 +12,13 @@ import json
 from pathlib import Path
 
 import pytest
-from llm_rollout_helpers import clinic_responder
 
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.cli import main
 from clinenv.export_tokens import NotPrefixError, call_token_rows
 from clinenv.llm.openai_backend import OpenAIChatModel
 from clinenv.llm.tokens import compact_prompt_ids, expand_prompt_ids
+from clinenv.testing.clinic import clinic_responder
 from clinenv.testing.fake_server import FakeChatServer, fake_logprob
 
 CORPUS = ["The patient has a cough and fever.", "Order a chest X-ray.",

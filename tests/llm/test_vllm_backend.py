@@ -8,7 +8,6 @@ import sys
 from dataclasses import dataclass, field
 
 import pytest
-from llm_helpers import CONVERSATIONS, build_tiny_chat_model, user
 
 from clinenv.llm import BackendError, BackendUnavailableError, GenerationConfig
 from clinenv.llm.batcher import MicroBatcher
@@ -18,6 +17,7 @@ from clinenv.llm.vllm_backend import (
     sampling_kwargs,
     to_chat_result,
 )
+from clinenv.testing.tiny_chat import CONVERSATIONS, build_tiny_chat_model, user
 
 
 @dataclass

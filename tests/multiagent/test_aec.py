@@ -14,13 +14,13 @@ import re
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import leaves
 
 import clinenv  # noqa: F401
 from clinenv.multiagent import egip_v0, fidelity
 from clinenv.multiagent.aec import AGENTS, DOCTOR, EXAMINER, PATIENT
 from clinenv.protocol.lookup import NOT_RECORDED_TEXT
 from clinenv.protocol.seat_views import NO_REQUEST
+from clinenv.testing.data import leaves
 
 pytestmark = pytest.mark.filterwarnings("error")
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import gymnasium as gym
 import pytest
-from conftest import MEDQA_FILE, NEJM_FILE, needs_shared_data
-from llm_rollout_helpers import clinic_responder
 from pydantic import ValidationError
 
 import clinenv  # noqa: F401  (registers the environment ids)
@@ -36,6 +34,8 @@ from clinenv.protocol.biases import (
 )
 from clinenv.runlog import RunContext
 from clinenv.runs.episode import run_episode
+from clinenv.testing.clinic import clinic_responder
+from clinenv.testing.data import MEDQA_FILE, NEJM_FILE, needs_shared_data
 from clinenv.testing.fake_server import FakeChatServer
 
 #: Written here, from AgentClinic's lists (agentclinic.py, PatientAgent / DoctorAgent).

@@ -7,12 +7,12 @@ import json
 import re
 
 import pytest
-from conftest import leaves
 
 from clinenv.datasets import load_cases
 from clinenv.protocol.catalog import Catalog
 from clinenv.protocol.lookup import lookup, render_record
 from clinenv.protocol.runtime import EGIPRuntime
+from clinenv.testing.data import leaves
 
 SECTIONS = {"physical_exam": "Physical_Examination_Findings", "tests": "Test_Results"}
 

@@ -13,7 +13,6 @@ import json
 import gymnasium as gym
 import pydantic
 import pytest
-from conftest import MEDQA_FILE, NEJM_FILE, leaves, skip_without_shared_data
 
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.prompts import (
@@ -28,6 +27,7 @@ from clinenv.env.record_reader import NativeRecordReader
 from clinenv.llm.openai_backend import OpenAIChatModel
 from clinenv.protocol.native_render import DISCUSSION_INSTRUCTIONS, FINAL_NOTICE
 from clinenv.protocol.presets import PRESETS, resolve_preset
+from clinenv.testing.data import MEDQA_FILE, NEJM_FILE, leaves, skip_without_shared_data
 from clinenv.testing.fake_server import FakeChatServer
 
 MEASUREMENT_PREFIX = "You report examination and test results"

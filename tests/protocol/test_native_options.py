@@ -10,7 +10,6 @@ import json
 
 import gymnasium as gym
 import pytest
-from conftest import MEDQA_FILE, NEJM_FILE, skip_without_shared_data
 
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.env import EGIPEnv
@@ -24,6 +23,7 @@ from clinenv.protocol.native import RESULTS_NOTE
 from clinenv.protocol.native_render import FINAL_NOTICE
 from clinenv.protocol.views import PatientView
 from clinenv.scoring import score_answer
+from clinenv.testing.data import MEDQA_FILE, NEJM_FILE, skip_without_shared_data
 
 
 def raw(file_name: str, index: int) -> dict:

@@ -16,7 +16,6 @@ import re
 import sys
 
 import pytest
-from report_fixtures import HOSTILE, demo_logs, hostile_log, page_parts, string
 
 from clinenv.cli import main
 from clinenv.report import (
@@ -29,6 +28,7 @@ from clinenv.report import (
 )
 from clinenv.report.assets import REPORT_JS
 from clinenv.runlog import read_run_log
+from clinenv.testing.report_pages import HOSTILE, demo_logs, hostile_log, page_parts, string
 
 
 @pytest.fixture(scope="module")

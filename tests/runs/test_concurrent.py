@@ -1,7 +1,7 @@
 """Concurrent rollouts (:mod:`clinenv.runs.concurrent`) with LLM doctors over a real local server.
 
 Every model call goes over a socket to a :class:`~clinenv.testing.fake_server.FakeChatServer`
-on 127.0.0.1 whose replies depend only on the request (:mod:`llm_rollout_helpers`), so a
+on 127.0.0.1 whose replies depend only on the request (:mod:`clinenv.testing.clinic`), so a
 concurrent run must write exactly the lines of a sequential one (minus ``timing`` and
 ``llm``).
 """
@@ -14,13 +14,6 @@ import socket
 
 import gymnasium as gym
 import pytest
-from llm_rollout_helpers import (
-    clinic_model,  # noqa: F401 - fixture "model"
-    clinic_responder,
-    clinic_server,  # noqa: F401 - fixture "server"
-    role_of,
-    without_volatile,
-)
 
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.llm_doctor import LLMDoctor
@@ -33,6 +26,7 @@ from clinenv.runs.concurrent import arun_episode
 from clinenv.runs.fail_fast import NON_RETRYABLE_DETAILS, RunAborted
 from clinenv.runs.logged import run_episode
 from clinenv.seeding import episode_seed
+from clinenv.testing.clinic import clinic_responder, role_of, without_volatile
 from clinenv.testing.fake_server import FakeChatServer
 
 N_DEMO = 17

@@ -3,7 +3,7 @@
 The source run is a real ``clinenv run --doctor llm`` on the first 12 demo cases (10
 without candidate labels, 2 with five) against a real local server
 (:class:`~clinenv.testing.fake_server.FakeChatServer` with the deterministic clinic
-responder of ``llm_rollout_helpers``); replays go through ``clinenv replay`` and
+responder of ``clinenv.testing.clinic``); replays go through ``clinenv replay`` and
 :func:`clinenv.runs.replay_run.replay_run`, and every prompt is read back from the server.
 """
 
@@ -15,7 +15,6 @@ import re
 from pathlib import Path
 
 import pytest
-from llm_rollout_helpers import clinic_responder, without_volatile
 
 from clinenv.agents.llm_doctor import LLMDoctor
 from clinenv.agents.prompts import DIRECT_SYSTEM
@@ -25,6 +24,7 @@ from clinenv.llm.openai_backend import OpenAIChatModel
 from clinenv.runs import Concurrent, RunSpec, replay_run
 from clinenv.runs.replay import ReplayError, load_source
 from clinenv.seeding import call_seed
+from clinenv.testing.clinic import clinic_responder, without_volatile
 from clinenv.testing.fake_server import FakeChatServer
 
 N_CASES = 12

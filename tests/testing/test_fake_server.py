@@ -14,7 +14,6 @@ import urllib.request
 
 import gymnasium as gym
 import pytest
-from llm_helpers import fake_server  # noqa: F401 - fixture
 
 from clinenv.agents.prompts import (
     AGENTCLINIC_DOCTOR_SYSTEM,

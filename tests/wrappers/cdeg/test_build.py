@@ -1,7 +1,7 @@
 """CDEG construction: extractors, verifiers, pairing, validation, consolidation, the
 ``clinenv cdeg`` command (CDEG "Counterfactual Diagnostic Evidence Graph Construction").
 
-The synthetic fixture and its hand-checked expectations are in tests/cdeg_fixtures.py.
+The synthetic fixture and its hand-checked expectations are in clinenv/testing/cdeg_logs.py.
 """
 
 from __future__ import annotations
@@ -11,7 +11,13 @@ import json
 
 import gymnasium as gym
 import pytest
-from cdeg_fixtures import (
+
+from clinenv.cli import main
+from clinenv.llm.base import BackendError, Choice
+from clinenv.llm.scripted import ScriptedChatModel
+from clinenv.runlog import RunLogError
+from clinenv.runs import RunSpec, run
+from clinenv.testing.cdeg_logs import (
     Q1,
     LineJaccard,
     RuleVerifier,
@@ -20,13 +26,7 @@ from cdeg_fixtures import (
     obs_spec,
     write_log,
 )
-from conftest import MEDQA_FILE, skip_without_shared_data
-
-from clinenv.cli import main
-from clinenv.llm.base import BackendError, Choice
-from clinenv.llm.scripted import ScriptedChatModel
-from clinenv.runlog import RunLogError
-from clinenv.runs import RunSpec, run
+from clinenv.testing.data import MEDQA_FILE, skip_without_shared_data
 from clinenv.wrappers.cdeg.atoms import EvidenceAtom
 from clinenv.wrappers.cdeg.build import BuildConfig, build_graph
 from clinenv.wrappers.cdeg.candidates import CandidateSets, MergedAtom

@@ -11,8 +11,6 @@ import os
 import gymnasium as gym
 import numpy as np
 import pytest
-from cdeg_fixtures import LineJaccard, RuleVerifier, fixture_lines, log_line, obs_spec, write_log
-from llm_helpers import fake_server  # noqa: F401  (fixture)
 
 import clinenv  # noqa: F401  (registers the environment ids)
 from clinenv.agents.scripted_doctor import ScriptedDoctor
@@ -22,6 +20,14 @@ from clinenv.llm.base import Choice
 from clinenv.llm.scripted import ScriptedChatModel
 from clinenv.runlog import RunLogError
 from clinenv.runs import RunSpec, run
+from clinenv.testing.cdeg_logs import (
+    LineJaccard,
+    RuleVerifier,
+    fixture_lines,
+    log_line,
+    obs_spec,
+    write_log,
+)
 from clinenv.wrappers.baselines.experience import load_trajectories as memory_trajectories
 from clinenv.wrappers.cdeg.atoms import EvidenceAtom
 from clinenv.wrappers.cdeg.build import BuildConfig, build_graph

@@ -4,7 +4,7 @@ construction cases, and names each intervention's edge and source cases in the l
 
 Unit tests use a hand-built graph (two edges D1 -> D2 of equal coverage, R1 mined from
 case c1 with more support, R2 from c2) and the synthetic construction fixture of
-tests/cdeg_fixtures.py; the end-to-end tests build real graphs with ``clinenv cdeg
+clinenv/testing/cdeg_logs.py; the end-to-end tests build real graphs with ``clinenv cdeg
 build`` from scripted-doctor runs of the demo set and run the README's sequences.
 """
 
@@ -15,11 +15,11 @@ import warnings
 
 import numpy as np
 import pytest
-from cdeg_fixtures import LineJaccard, RuleVerifier, fixture_lines, write_log
 
 import clinenv  # noqa: F401  (registers the environment ids)
 from clinenv.cli import main
 from clinenv.runlog import read_run_log
+from clinenv.testing.cdeg_logs import LineJaccard, RuleVerifier, fixture_lines, write_log
 from clinenv.wrappers.cdeg.atoms import EvidenceAtom
 from clinenv.wrappers.cdeg.build import BuildConfig, build_graph
 from clinenv.wrappers.cdeg.extractors import DeterministicExtractor

@@ -1,13 +1,16 @@
 """CDEG wrapper matching and retrieval details: the strict coverage threshold, attribute-
 compatible evidence matching, observations without ids, NaN scores, opt-in global
-guidance, and the ``clinenv run --cdeg-*`` options (graph of tests/test_cdeg_policy.py)."""
+guidance, and the ``clinenv run --cdeg-*`` options (graph of clinenv.testing.cdeg_policy)."""
 
 from __future__ import annotations
 
 import json
 
 import numpy as np
-from test_cdeg_policy import (
+
+from clinenv.cli import main
+from clinenv.embeddings.lexical import LexicalSimilarity
+from clinenv.testing.cdeg_policy import (
     LOW,
     StubSimilarity,
     finals,
@@ -15,9 +18,6 @@ from test_cdeg_policy import (
     step_info,
     wrapped,
 )
-
-from clinenv.cli import main
-from clinenv.embeddings.lexical import LexicalSimilarity
 from clinenv.wrappers.cdeg.atoms import EvidenceAtom
 from clinenv.wrappers.cdeg.graph import CDEGraph, DiagnosisNode, EvidenceNode, RevisionEdge
 from clinenv.wrappers.cdeg.policy import CDEGConfig
