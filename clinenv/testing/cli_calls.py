@@ -5,6 +5,10 @@ same set-up and checks), and readers of what it prints and writes.
 Both run in a given folder with ``folder/cache`` as the user cache and an absent
 ``folder/no-data`` as ``CLINENV_DATA_DIR`` (only the bundled demo set is found), and check
 the exit code. pytest is imported only by :func:`main_cli`.
+
+In-process calls go through the ``clinenv`` command's console-script entry point
+(:func:`clinenv_main`), as the installed command does: this package sits beside the CLI
+and imports none of it (the CLI's audit imports :mod:`clinenv.testing`).
 """
 
 from __future__ import annotations
@@ -17,7 +21,16 @@ import os
 import subprocess
 import sys
 import warnings
+from collections.abc import Callable
+from importlib.metadata import entry_points
 from pathlib import Path
+
+
+def clinenv_main() -> Callable[[list[str] | None], int]:
+    """The ``clinenv`` command's entry point (``main(argv) -> exit code``), loaded from the
+    installed distribution's ``console_scripts``, as the command itself loads it."""
+    (entry,) = entry_points(group="console_scripts", name="clinenv")
+    return entry.load()
 
 
 def run_cli(cwd: Path, *args: str, code: int = 0, env_extra: dict | None = None
@@ -35,15 +48,15 @@ def run_cli(cwd: Path, *args: str, code: int = 0, env_extra: dict | None = None
 
 
 def main_cli(cwd: Path, *args: str, code: int = 0) -> subprocess.CompletedProcess:
-    """:func:`clinenv.cli.main` with ARGS in this process, set up like :func:`run_cli`
-    (``cwd`` the current folder, ``cwd/cache`` the user cache, ``CLINENV_DATA_DIR`` an
-    absent folder); checks the exit code (an argparse error's ``SystemExit`` gives its
-    code). stdout and stderr are captured, and every warning raised meanwhile is appended
-    to stderr as Python prints one, so a check on stderr sees it as in a subprocess."""
+    """The ``clinenv`` command's ``main`` (:func:`clinenv_main`) with ARGS in this process,
+    set up like :func:`run_cli` (``cwd`` the current folder, ``cwd/cache`` the user cache,
+    ``CLINENV_DATA_DIR`` an absent folder); checks the exit code (an argparse error's
+    ``SystemExit`` gives its code). stdout and stderr are captured, and every warning raised
+    meanwhile is appended to stderr as Python prints one, so a check on stderr sees it as
+    in a subprocess."""
     import pytest
 
-    from clinenv.cli import main
-
+    main = clinenv_main()
     out, err = io.StringIO(), io.StringIO()
     # Earlier tests' cyclic garbage (e.g. a client socket) is collected here, not by a
     # collection inside the recording below, where its ResourceWarning would read as this

@@ -13,6 +13,8 @@ import json
 from html.parser import HTMLParser
 from pathlib import Path
 
+from clinenv.testing.cli_calls import clinenv_main
+
 #: Strings a log may hold that must render as text: tags, closing tags, quotes, entities
 #: and the JavaScript line separators.
 HOSTILE = [
@@ -27,8 +29,7 @@ HOSTILE = [
 def demo_logs(folder: Path, repetitions: int = 1) -> tuple[Path, Path]:
     """``(native.jsonl, egip.jsonl)``: the scripted doctor on the demo cases under
     ``AgentClinic-Demo-v0`` and ``EGIP-Demo-v0``."""
-    from clinenv.cli import main
-
+    main = clinenv_main()
     native, egip = folder / "native.jsonl", folder / "egip.jsonl"
     for env, out in (("AgentClinic-Demo-v0", native), ("EGIP-Demo-v0", egip)):
         code = main(["run", "--env", env, "--doctor", "scripted", "--repetitions",
