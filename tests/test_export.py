@@ -220,8 +220,9 @@ def test_logged_messages_are_the_exact_texts(llm_log):
         assert any(c["agent"] == "patient" for c in line["llm"]["calls"])
 
 
+# issue 29 §3
 def test_a_placeholder_reply_is_an_assistant_text_not_a_tool_call(workdir):
-    """Issue 29 §3: a template placeholder is no tool call (the environment refused it):
+    """A template placeholder is no tool call (the environment refused it):
     in the tools format it is an assistant text followed by a user turn, as any other
     text that is no call, and ``tool_calls`` leaves it out, logged or rebuilt."""
     placeholders = {"Round 1 of": "DIAGNOSIS READY: [diagnosis]",

@@ -1,4 +1,4 @@
-"""The LLM judge: the verdict parser on the field-bug-reports B07 table, AgentClinic's
+"""The LLM judge: the verdict parser on a table of judge replies, AgentClinic's
 strict rule, retries with distinct seeds, and the exact judge messages."""
 
 from __future__ import annotations
@@ -33,13 +33,15 @@ B07_TABLE = [
 ]
 
 
+# field-bug-reports B07
 @pytest.mark.parametrize(("reply", "verdict"), B07_TABLE)
 def test_b07_table(reply, verdict):
-    """B07: markdown, think blocks, 'Yesterday', negations, final-answer lines, and a
+    """Markdown, think blocks, 'Yesterday', negations, final-answer lines, and a
     leading determiner "no" ("No doubt", "No difference") that is not an answer."""
     assert parse_verdict(reply) == verdict
 
 
+# field-bug-reports B07
 @pytest.mark.parametrize(("reply", "verdict"), [
     ("No", "wrong"),
     ("No, they differ.", "wrong"),  # an opening "No" + punctuation is the answer itself
@@ -52,7 +54,7 @@ def test_b07_table(reply, verdict):
     ("Having compared both, no.", "wrong"),
 ])
 def test_b07_no_decides_only_as_an_answer_word(reply, verdict):
-    """B07: "no" is the verdict only when no word follows it on its line."""
+    """A reply "no" is the verdict only when no word follows it on its line."""
     assert parse_verdict(reply) == verdict
 
 

@@ -1,6 +1,5 @@
-"""The LLM doctor through the real EGIP environment: exact messages, seeds, episodes, and
-field-bug-reports B01 (think blocks), B04a (truncated empty replies), B05 (markdown
-answers) and B08c (per-call seeds)."""
+"""The LLM doctor through the real EGIP environment: exact messages, seeds, episodes,
+think blocks, truncated empty replies, markdown answers and per-call seeds."""
 
 from __future__ import annotations
 
@@ -119,9 +118,10 @@ def test_async_act_sends_the_same_calls_as_act():
     assert sync_infos == async_infos
 
 
-# ------------------------------------------------------------------------ B08c
+# ---------------------------------------------------------------------- seeds
+# field-bug-reports B08(c)
 def test_every_call_carries_a_distinct_reproducible_seed():
-    """B08(c): seeds derive from the episode seed, the turn and the purpose."""
+    """Seeds derive from the episode seed, the turn and the purpose."""
     def seeds(seed):
         model = scripted(["What brings you in today?", "REQUEST TEST: T4", "Any cough?"])
         run(LLMDoctor(model), seed=seed, acquisition_rounds=3)
@@ -143,7 +143,8 @@ def test_unseeded_doctor_sends_no_seed_and_config_is_respected():
         GenerationConfig(temperature=0.3, max_tokens=64, stop=stops)] * 2
 
 
-# -------------------------------------------------------------------------- B05
+# ------------------------------------------------------------ markdown answers
+# field-bug-reports B05
 @pytest.mark.parametrize(("reply", "answer"), [
     ("**DIAGNOSIS READY:** **Lobar pneumonia**", "Lobar pneumonia"),
     ("DIAGNOSIS READY: *Lobar pneumonia*.", "Lobar pneumonia"),
@@ -151,7 +152,7 @@ def test_unseeded_doctor_sends_no_seed_and_config_is_respected():
     ("**Diagnosis:** Lobar pneumonia", "Lobar pneumonia"),
 ])
 def test_b05_markdown_answers_are_extracted_through_the_env(reply, answer):
-    """B05: marker or value wrapped in markdown; the env gets the reply unchanged."""
+    """Marker or value wrapped in markdown; the env gets the reply unchanged."""
     _, infos, _ = run(LLMDoctor(scripted(["Any cough?"], decide=reply)), acquisition_rounds=1)
     assert infos[-1]["answer"] == answer and infos[-1]["verdict"] == "correct"
 
@@ -164,9 +165,10 @@ def test_b05_bare_diagnosis_line_is_a_format_miss_in_strict_mode():
     assert any(e.get("kind") == "format_miss" for e in env.episode_record()["events"])
 
 
-# -------------------------------------------------------------------------- B01
+# ---------------------------------------------------------------- think blocks
+# field-bug-reports B01(a) and (b)
 def test_b01_think_blocks_never_route_and_never_reach_the_patient():
-    """B01(a) and (b): a REQUEST TEST inside reasoning is ignored; empty think pairs
+    """A REQUEST TEST inside reasoning is ignored; empty think pairs
     leave no tags; the patient model never sees reasoning text."""
     patient_model = ScriptedChatModel(["It started three days ago."])
     model = scripted(
@@ -188,9 +190,10 @@ def test_b01_think_blocks_never_route_and_never_reach_the_patient():
     assert infos[-1]["n_exams_requested"] == 1  # the sputum culture was never requested
 
 
-# ------------------------------------------------------------------------- B04a
+# ----------------------------------------------------------- truncated replies
+# field-bug-reports B04(a)
 def test_b04a_truncated_empty_reply_is_no_action_and_the_round_counts():
-    """B04(a): finish_reason "length" with no content: the doctor returns "", the env
+    """A reply cut at ``finish_reason="length"`` with no content: the doctor returns "", the env
     gives interface feedback, the round counts toward T, nothing is scored from it."""
     model = scripted([Choice(text="", finish_reason="length"),
                       Choice(text="<think>Weighing Addison disease against",

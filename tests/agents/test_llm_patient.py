@@ -1,4 +1,4 @@
-"""The LLM patient simulator: its exact messages (field-bug-reports B16), its reply
+"""The LLM patient simulator: its exact messages, its reply
 cleanup and flags, its seeds, and — on real MedQA cases — that nothing of the records M
 or the target Y ever reaches it."""
 
@@ -51,8 +51,9 @@ def test_render_facts_as_indented_lines():
     assert render_facts(FACTS) == FACTS_TEXT
 
 
+# field-bug-reports B16
 def test_b16_messages_keep_the_opening_and_every_turn():
-    """B16: system, a user turn before the patient's first words, earlier pairs as
+    """System, a user turn before the patient's first words, earlier pairs as
     user/assistant, the current question last; nothing dropped."""
     patient = LLMPatient(ScriptedChatModel(["x"]))
     dialogue = [("What brings you in?", OPENING), ("How bad is it?", "Seven out of ten.")]
@@ -76,8 +77,9 @@ def test_caregiver_voice_changes_the_system_prompt():
                                                       facts=FACTS_TEXT)
 
 
+# field-bug-reports B16
 def test_b16_restarting_simulator_does_not_restart_with_full_context():
-    """B16: a fake LLM that re-sends its opening whenever its own earlier line is
+    """A fake LLM that re-sends its opening whenever its own earlier line is
     missing from the context, and speaks as the doctor on some seeds."""
     def respond(messages, config, index):
         own = [m["content"] for m in messages if m["role"] == "assistant"]
@@ -152,8 +154,9 @@ def test_async_reply_and_arguments():
 
 
 
+# field-bug-reports B16
 def test_last_flags_are_the_flags_of_the_latest_reply():
-    """B16: the flags the environment copies into ``info["patient_flags"]``; a failed
+    """The flags the environment copies into ``info["patient_flags"]``; a failed
     call or a reset leaves none from an earlier reply."""
     from clinenv.llm.base import BackendError
 

@@ -1,4 +1,4 @@
-"""The privileged teacher (issue 29 §2): its rule, its settings, and that its own actions
+"""The privileged teacher: its rule, its settings, and that its own actions
 never hold a word of Y that the opening does not.
 
 Expected values are written by hand from the demo records (``clinenv/datasets/demo``) or
@@ -6,6 +6,7 @@ computed here independently of :mod:`clinenv.agents.teacher_doctor`: which quest
 patient answers is asked of a fresh environment, and the leak check is a plain token
 comparison written in this file.
 """
+# issue 29 §2
 
 from __future__ import annotations
 

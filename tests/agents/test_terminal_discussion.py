@@ -71,10 +71,11 @@ def model(fake_server):  # noqa: F811 - the fixture imported above
     chat.close()
 
 
+# field-bug-reports B08, B01, B05
 def test_call_sequence_personas_then_summary(fake_server, model):  # noqa: F811
     """Five doctors (MedAgentSim's num_doctors) see the case and their own ask, in order,
-    each with its own seed (B08); the summary sees every opinion without think blocks
-    (B01) and the proposals by count, not the case; a bold marker parses (B05)."""
+    each with its own seed; the summary sees every opinion without think blocks
+    and the proposals by count, not the case; a bold marker parses."""
     fake_server.responder = responder(["**DIAGNOSIS READY:** Lobar pneumonia"])
     decision = Discussion().decide(model, TRANSCRIPT, seed=11)
     bodies = fake_server.requests
@@ -137,8 +138,9 @@ def test_candidate_letters_count_as_their_labels(fake_server, model):  # noqa: F
     assert decision.action == "DIAGNOSIS READY: B"  # the environment's scorer reads letters
 
 
+# field-bug-reports B04
 def test_unreadable_summary_is_repaired_once(fake_server, model):  # noqa: F811
-    """An empty summary (B04) gets one repair call holding the exchange so far."""
+    """An empty summary gets one repair call holding the exchange so far."""
     fake_server.responder = responder(["", "DIAGNOSIS READY: Community-acquired pneumonia"])
     decision = Discussion(n_doctors=2).decide(model, TRANSCRIPT, seed=5)
     repair = fake_server.requests[-1]

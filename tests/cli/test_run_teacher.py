@@ -1,8 +1,9 @@
-"""``clinenv run --doctor teacher`` and its privileged logs (issue 29 §2), end to end on the
+"""``clinenv run --doctor teacher`` and its privileged logs, end to end on the
 demo set: the tool view's settings, the refusals of eval / compare / report / cdeg build
 / replay without ``--allow-privileged``, and export rows that carry ``privileged`` and
 equal what a trainer's rollouts of the same actions see.
 """
+# issue 29 §2
 
 from __future__ import annotations
 

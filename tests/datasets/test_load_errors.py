@@ -166,8 +166,9 @@ def test_source_dicts_not_mutated():
     assert record2 == before2
 
 
+# field-bug-reports B19
 def test_b19_strict_and_lenient(tmp_path):
-    """Bug report B19: valid, trailing comma, markdown fence, valid without Test_Results."""
+    """Valid, trailing comma, markdown fence, valid without Test_Results."""
     path = tmp_path / "agentclinic_mimiciv.jsonl"
     path.write_text(
         json.dumps(osce()) + "\n"

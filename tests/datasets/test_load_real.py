@@ -114,8 +114,9 @@ def test_canonical_round_trip_of_every_real_case(tmp_path):
         assert load_cases(path) == cases  # canonical schema detected from the first record
 
 
+# field-bug-reports B18
 def test_strings_identical_under_c_locale():
-    """Bug report B18: ASCII default encoding must not change a single string."""
+    """ASCII default encoding must not change a single string."""
     code = (
         "import hashlib, json, locale, sys\n"
         "from clinenv.datasets import load_cases\n"

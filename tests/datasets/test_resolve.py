@@ -183,9 +183,10 @@ def test_mimiciv_without_file(cache, no_network, allow_download):
     assert "CLINENV_DATA_DIR" in text
 
 
+# issue 29 §3
 def test_mimiciv_missing_from_the_data_dir_says_how_to_get_it(cache, tmp_path, monkeypatch,
                                                                no_network):
-    """Issue 29 §3: the DataDirError names the folder and, for the credentialed file,
+    """The DataDirError names the folder and, for the credentialed file,
     where it comes from (the registry's access note), on one line."""
     folder = tmp_path / "data"
     folder.mkdir()

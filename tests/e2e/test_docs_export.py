@@ -2,7 +2,8 @@
 its "Three recipes" block, whose printed line must be the one the page quotes; then the
 recipe's GRPO rows through the TRL adapter (no TRL needed): TRL's ``reset(**row)``
 appends the opening text to the row's last message, and the result must be the opening
-of the tool view's export of the same episode, with the opening once (issue 30)."""
+of the tool view's export of the same episode, with the opening once."""
+# issue 30
 
 from __future__ import annotations
 

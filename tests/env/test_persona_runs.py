@@ -1,6 +1,6 @@
 """Personas and examiner noise through the run tools: ``clinenv run`` flags, the run
-log's ``env_spec``, export rebuild, the tool view / ``task_rows`` and ``clinenv audit``
-(issue 34 §2)."""
+log's ``env_spec``, export rebuild, the tool view / ``task_rows`` and ``clinenv audit``."""
+# issue 34 §2
 
 from __future__ import annotations
 

@@ -1,14 +1,13 @@
-"""API conformance of every registered environment id (issue 4).
+"""API conformance of every registered environment id.
 
 For each ``EGIP-*`` id (text actions and ``-Menu`` Discrete actions) and each native
-protocol id (``AgentClinic-*``, ``MedAgentSim-*``; issue 6):
+protocol id (``AgentClinic-*``, ``MedAgentSim-*``):
 
 - Gymnasium's ``check_env`` on ``gym.make(id).unwrapped`` (render modes included);
-- vector round trips: sync and async-without-shared-memory give identical results
-  (field-bug-reports B13);
+- vector round trips: sync and async-without-shared-memory give identical results;
 - a fuzz of 1,000 random and Unicode actions (100k-character, emoji, NUL, RTL, combining
   marks, lone surrogates, markers with garbage, non-string objects; random indices for
-  Menu ids) with every observation inside its space and no exception (B11).
+  Menu ids) with every observation inside its space and no exception.
 
 For each dataset, PettingZoo's ``api_test``, ``seed_test``, ``parallel_api_test`` and
 ``parallel_seed_test`` on ``clinenv.multiagent.egip_v0``, with external seats and with
@@ -26,6 +25,7 @@ gymnasium.spaces.box or gymnasium.spaces.discrete" for the observation and the a
 space), ignored by exact message around the ``api_test`` call only
 (:data:`TEXT_SPACE_WARNINGS`).
 """
+# issue 4, issue 6
 
 from __future__ import annotations
 
@@ -115,9 +115,10 @@ def _utterances(env_id: str, obs, step: int):
             f"REQUEST TEST: T{step + 1}")
 
 
+# field-bug-reports B13
 @pytest.mark.parametrize("env_id", ALL_IDS)
 def test_vector_sync_and_async_agree(env_id, available):
-    """B13: three sub-envs, three cases, three different actions per step; the async
+    """Three sub-envs, three cases, three different actions per step; the async
     env (without shared memory) returns exactly what the sync env returns, including
     non-ASCII text, and each sub-env matches a single env with the same seed."""
     rounds = {"max_turns": 4} if env_id in NATIVE_IDS else {"acquisition_rounds": 3}
@@ -178,9 +179,10 @@ def _assert_inside(space, obs, where):
     assert len(obs["text"]) <= space["text"].max_length
 
 
+# field-bug-reports B11
 @pytest.mark.parametrize("env_id", ALL_IDS)
 def test_fuzz_1000_actions(env_id, available):
-    """B11: every observation of 1,000 hostile actions lies inside the observation space;
+    """Every observation of 1,000 hostile actions lies inside the observation space;
     nothing raises; rewards are finite; text ids never put action_mask in info."""
     env = gym.make(env_id, **available).unwrapped
     rng = np.random.default_rng(7)

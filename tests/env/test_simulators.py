@@ -1,4 +1,4 @@
-"""The environment with LLM simulators: opt-in patient and judge, ``astep``, seeds, B10.
+"""The environment with LLM simulators: opt-in patient and judge, ``astep``, seeds, event loops.
 
 Model calls go over a real socket to a :class:`~clinenv.testing.fake_server.FakeChatServer`
 on 127.0.0.1 (delay 0) through :class:`~clinenv.llm.openai_backend.OpenAIChatModel`.
@@ -188,8 +188,9 @@ class SeedRecorder:
         return "I feel unwell."
 
 
+# field-bug-reports B08(c)
 def test_patient_seed_comes_from_the_reset_seed_B08c():
-    """field-bug-reports B08(c): env-side randomness is the same in two runs."""
+    """Env-side randomness is the same in two runs."""
     patient = SeedRecorder()
     env = gym.make("EGIP-Demo-v0", patient=patient)
     default = gym.make("EGIP-Demo-v0")
@@ -250,8 +251,9 @@ def test_llm_judge_verdict_replaces_the_scorer(server, model):
     assert env.unwrapped.drain_llm_calls() == []
 
 
+# field-bug-reports B07
 def test_unparsed_judge_reply_is_unscored_never_wrong():
-    """field-bug-reports B07: an unreadable verdict stays apart from wrong answers."""
+    """An unreadable verdict stays apart from wrong answers."""
     with FakeChatServer(clinic_responder(judge_reply="Yes and no, partly")) as srv:
         chat = OpenAIChatModel("fake-model", base_url=srv.base_url, max_retries=0)
         env = gym.make("EGIP-Demo-v0", premature_diagnosis="decide", judge="llm",
@@ -306,15 +308,16 @@ def test_judge_object_sync_and_async():
     assert asyncio.run(episode())[4]["verdict"] == "correct"
 
 
-# ------------------------------------------------------------------------ B10
+# ------------------------------------------------------------------ event loops
 class AsyncOnlyPatient:
     async def areply(self, view):
         await asyncio.sleep(0)
         return "Only asynchronously."
 
 
+# field-bug-reports B10
 def test_sync_step_with_async_only_patient_says_use_astep_and_changes_nothing():
-    """field-bug-reports B10: never a nested loop or a deadlock; a clear error instead."""
+    """Never a nested loop or a deadlock; a clear error instead."""
     env = gym.make("EGIP-Demo-v0", patient=AsyncOnlyPatient())
     env.reset(seed=0, options={"case_id": "demo-01"})
     with pytest.raises(TypeError, match="astep"):
@@ -360,8 +363,9 @@ B10_SCRIPT = textwrap.dedent("""
 """)
 
 
+# field-bug-reports B10
 def test_b10_three_steps_then_close_and_steps_inside_a_running_loop():
-    """field-bug-reports B10: three sync steps with an LLM patient over the OpenAI
+    """Three sync steps with an LLM patient over the OpenAI
     client, close; then ``step`` and ``await astep`` inside ``asyncio.run``, twice. No
     "Event loop is closed", no unretrieved task exception, no deadlock (timeout)."""
     proc = subprocess.run([sys.executable, "-c", B10_SCRIPT], cwd=ROOT, capture_output=True,
@@ -386,8 +390,9 @@ def test_drain_llm_calls_has_timings_info_never(model):
     assert env.unwrapped.drain_llm_calls() == []
 
 
+# field-bug-reports B13
 def test_async_vector_env_with_an_llm_patient_b13(model, server):
-    """field-bug-reports B13: sub-environments with an LLM patient pickle into worker
+    """Sub-environments with an LLM patient pickle into worker
     processes (the model's HTTP clients are rebuilt there) and their text survives."""
     from clinenv.env.vector import make_vec
 
@@ -424,7 +429,7 @@ def test_a_candidate_letter_reaches_the_judge_as_its_label():
     assert {t for _, t in judge.asked} == {target}
 
 
-# ------------------------------------------------------------------ B16 flags in info
+# ---------------------------------------------------------- patient flags in info
 #: Patient replies, in call order, and the flags each must get.
 B16_REPLIES = [
     ("It started two days ago.", []),
@@ -442,8 +447,9 @@ def b16_env():
                     acquisition_rounds=6)
 
 
+# field-bug-reports B16
 def test_b16_patient_flags_are_in_info_and_in_the_record():
-    """field-bug-reports B16: a patient reply that speaks as the doctor, or repeats its
+    """A patient reply that speaks as the doctor, or repeats its
     opening, is flagged in ``info["patient_flags"]`` (the flags of that step's reply,
     ``[]`` when clean; no key on steps the patient did not answer) and in the episode
     record (turn of each flagged reply)."""

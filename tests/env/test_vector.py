@@ -1,4 +1,4 @@
-"""Vector environments over the text environments (field-bug-reports B13)."""
+"""Vector environments over the text environments."""
 
 from __future__ import annotations
 
@@ -22,9 +22,10 @@ def _pinned(mode: str, **kwargs):
     return vec, obs, info
 
 
+# field-bug-reports B13
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_round_trip_keeps_unicode_text(mode):
-    """B13: three sub-envs on demo-01, three different doctor lines: each sub-env's text
+    """Three sub-envs on demo-01, three different doctor lines: each sub-env's text
     is what a single env returns for that line, degree signs included."""
     vec, obs, info = _pinned(mode)
     assert list(info["case_id"]) == ["demo-01"] * 3

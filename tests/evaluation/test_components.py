@@ -1,4 +1,4 @@
-"""Reward components in evaluation (issue 29 §1): ``clinenv eval --components`` and
+"""Reward components in evaluation: ``clinenv eval --components`` and
 :mod:`clinenv.evaluation.components`.
 
 - hand-made logs whose lines carry ``reward_components``: means worked out by hand,
@@ -13,6 +13,7 @@
   ``components_by_<STRATUM>``), owned by ``eval`` (an ``eval`` without ``--components``
   removes them); one real ``clinenv run`` log.
 """
+# issue 29 §1
 
 from __future__ import annotations
 

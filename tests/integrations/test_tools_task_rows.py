@@ -1,6 +1,6 @@
 """``task_rows(..., exclude_flags=...)``: flagged cases left out of a trainer's rows,
-reported, and the other rows unchanged (issue 30, "training rows that do not teach the
-wrong thing").
+reported, and the other rows unchanged: training rows that do not teach the wrong
+thing.
 
 The counts are checked by hand against the data: the demo records name the target in
 demo-01 ("consistent with lobar pneumonia"), demo-05 (appendicitis), demo-13 (pulmonary
@@ -9,6 +9,7 @@ in the records finds 15 cases, and the flag adds medqa-0054 (the record says "BP
 target's bracketed abbreviation) and medqa-0104 (the record names Legg-Calvé-Perthes
 disease; the target adds "(LCPD)"). No case of either set has ``target_in_menu``.
 """
+# issue 30
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The tool view speaks tools (``action_format="tools"``) and can send compact results
-(``tool_results="compact"``); the text protocol's views are unchanged (issue 30)."""
+(``tool_results="compact"``); the text protocol's views are unchanged."""
+# issue 30
 
 from __future__ import annotations
 
@@ -128,8 +129,9 @@ def test_text_answer_at_end():
     assert episode.done and episode.text_answer_at_end("Pneumonia") is False
 
 
+# issue 30
 def test_cpu_recipes_turn_bf16_off_and_budgets_hold_an_episode():
-    """Issue 30: the TRL snippet and train_grpo.py (SFT and GRPO) set bf16 off with
+    """The TRL snippet and train_grpo.py (SFT and GRPO) set bf16 off with
     use_cpu; the snippet's budget holds a whole compact T = 19 episode."""
     import re
     from pathlib import Path

@@ -221,9 +221,10 @@ def test_dropped_connection_is_a_connection_error_on_both_transports(transport):
     assert caught.value.detail == "connection"
 
 
-# --------------------------------------------------------------------------- B08
+# ---------------------------------------------------------------------- seeds
+# field-bug-reports B08a
 def test_n_is_topped_up_with_distinct_seeds_when_the_server_ignores_n():
-    """field-bug-reports B08a: a server that answers n=4 with one choice."""
+    """A server that answers n=4 with one choice."""
     with FakeChatServer(by_seed, ignore_n=True) as server:
         result = model_for(server).generate(user("hi"), n=4, seed=11, temperature=0.7)
     seeds = [11] + [call_seed(11, "top-up", k) for k in (1, 2, 3)]
@@ -249,8 +250,9 @@ def test_extra_choices_beyond_n_are_not_used(fake_server):  # noqa: F811
     assert model_for(fake_server).generate(user("hi"), n=2).texts == ["c0", "c1"]
 
 
+# field-bug-reports B08b
 def test_identical_choices_at_positive_temperature_are_flagged(fake_server):  # noqa: F811
-    """field-bug-reports B08b: four identical samples at temperature 0.7."""
+    """Four identical samples at temperature 0.7."""
     model = model_for(fake_server)
     flagged = model.generate(user("hi"), n=4, temperature=0.7)
     assert flagged.texts == ["OK"] * 4
@@ -264,14 +266,15 @@ def test_distinct_choices_are_not_flagged():
     assert result.warnings == () and len(set(result.texts)) == 3
 
 
-# --------------------------------------------------------------------------- B04, B01
+# ------------------------------------------------------- reasoning and cut replies
 def _reasoning_body(finish_reason: str, reasoning: str, field: str = "reasoning") -> dict:
     return {"choices": [{"index": 0, "finish_reason": finish_reason, "message": {
         "role": "assistant", "content": None, field: reasoning}}]}
 
 
+# field-bug-reports B04(a)
 def test_b04a_truncated_reasoning_gives_no_answer(fake_server):  # noqa: F811
-    """field-bug-reports B04(a): cut by max_tokens inside reasoning, content null."""
+    """Cut by max_tokens inside reasoning, content null."""
     fake_server.inject(body=_reasoning_body("length", "Weighing Addison disease against..."))
     result = model_for(fake_server).generate(user("hi"))
     (choice,) = result.choices
@@ -282,9 +285,10 @@ def test_b04a_truncated_reasoning_gives_no_answer(fake_server):  # noqa: F811
     assert any("cut by max_tokens inside reasoning" in w for w in result.warnings)
 
 
+# field-bug-reports B04(b)
 @pytest.mark.parametrize("field", ["reasoning", "reasoning_content"])
 def test_b04b_complete_answer_in_reasoning_falls_back_by_default(fake_server, field):  # noqa: F811
-    """field-bug-reports B04(b): the documented default takes the reasoning as the answer
+    """The documented default takes the reasoning as the answer
     and flags it."""
     fake_server.inject(body=_reasoning_body("stop", "DIAGNOSIS READY: Addison disease", field))
     result = model_for(fake_server).generate(user("hi"))
@@ -303,16 +307,18 @@ def test_b04b_content_policy_leaves_the_answer_empty(fake_server):  # noqa: F811
     assert any("answer left empty" in w for w in result.warnings)
 
 
+# field-bug-reports B04(c)
 def test_b04c_plain_answer_without_tags_is_kept_as_is():
-    """field-bug-reports B04(c): no think tags is not an unfinished reply."""
+    """No think tags is not an unfinished reply."""
     with FakeChatServer(lambda body, i: "DIAGNOSIS READY: Addison disease") as server:
         result = model_for(server).generate(user("hi"))
     assert result.text == "DIAGNOSIS READY: Addison disease"
     assert result.warnings == () and result.choices[0].reasoning is None
 
 
+# field-bug-reports B01
 def test_content_and_reasoning_stay_apart_and_think_tags_are_not_stripped():
-    """field-bug-reports B01: the backend keeps <think> blocks (the parser strips them)
+    """The backend keeps <think> blocks (the parser strips them)
     and keeps a separate reasoning field out of the text."""
     think = ("<think>\nLymphoma? Maybe REQUEST TEST: Biopsy.\n</think>\n\n"
              "DIAGNOSIS READY: Sarcoidosis")
@@ -327,13 +333,14 @@ def test_content_and_reasoning_stay_apart_and_think_tags_are_not_stripped():
         think, "hidden chain", False)
 
 
-# --------------------------------------------------------------------------- B09
+# ------------------------------------------------------------------ empty choices
 EMPTY = {"id": "x", "object": "chat.completion", "choices": [],
          "usage": {"prompt_tokens": 50, "completion_tokens": 0, "total_tokens": 50}}
 
 
+# field-bug-reports B09
 def test_b09_empty_choices_are_retried_once(fake_server):  # noqa: F811
-    """field-bug-reports B09: an empty ``choices`` list, then a normal reply."""
+    """An empty ``choices`` list, then a normal reply."""
     fake_server.inject(body=EMPTY)
     result = model_for(fake_server).generate(user("hi"))
     assert result.text == "OK" and result.n_requests == 2
@@ -407,9 +414,10 @@ def test_unreadable_and_empty_replies_have_one_repeat_each(fake_server):  # noqa
     assert result.text == "OK" and result.n_requests == 3
 
 
-# --------------------------------------------------------------------------- B10
+# -------------------------------------------------------------------- event loops
+# field-bug-reports B10
 def test_b10_successive_asyncio_run_calls_on_one_model(transport):
-    """field-bug-reports B10: three asyncio.run calls in a row reuse one model."""
+    """Three asyncio.run calls in a row reuse one model."""
     with FakeChatServer("echo") as server:
         model = model_for(server, http_transport=transport)
         texts = [asyncio.run(model.agenerate(user(f"step {i}"))).text for i in range(3)]

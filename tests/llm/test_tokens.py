@@ -1,10 +1,11 @@
-"""Token-level trajectories (issue 35, section 2): ``clinenv run --log-tokens`` and
+"""Token-level trajectories: ``clinenv run --log-tokens`` and
 ``clinenv export --format tokens``.
 
 The fake server returns vLLM's ``token_ids`` / ``prompt_token_ids`` / ``logprobs``
 fields when asked; a tiny ChatML tokenizer (trained in process) makes them real ids, so
 the doctor's masked tokens can be decoded back to its replies.
 """
+# issue 35 §2
 
 from __future__ import annotations
 

@@ -131,8 +131,9 @@ def test_unrecorded_test_and_invalid_text_stay_with_the_doctor():
     assert env.infos[EXAMINER]["pending"] is False
 
 
+# field-bug-reports B11
 def test_long_seat_views_are_clipped_and_flagged():
-    """B11: a P longer than the text limit is clipped to the space and flagged."""
+    """A P longer than the text limit is clipped to the space and flagged."""
     from clinenv.cases import Case
 
     base = demo().pool.case("demo-01")
@@ -272,8 +273,9 @@ FLAG_ACTIONS = ["What brings you in today?", "REQUEST TEST: T1", "Any chest pain
                 "Anything else?", "DIAGNOSIS READY: Lobar pneumonia"]
 
 
+# field-bug-reports B16
 def test_b16_doctor_info_carries_patient_flags_like_the_gymnasium_env():
-    """field-bug-reports B16: a built-in patient with ``last_flags`` (here a plain object)
+    """A built-in patient with ``last_flags`` (here a plain object)
     gets its reply's flags into the doctor's info on the steps it answered, as strings
     (``None`` -> ``[]``, a tuple -> a list), and nowhere else (reset, the test request,
     the answer after T = 4 rounds); the whole info equals the Gymnasium env's at every
@@ -298,8 +300,9 @@ def test_b16_doctor_info_carries_patient_flags_like_the_gymnasium_env():
     assert aec.infos[DOCTOR]["verdict"] == "correct"
 
 
+# field-bug-reports B16
 def test_b16_llm_patient_flags_in_the_aec_doctor_info():
-    """B16 with the real LLM patient (scripted model) in the PettingZoo game, external
+    """The real LLM patient (scripted model) in the PettingZoo game, external
     examiner: the reply that speaks as the doctor is flagged (its own words kept), a
     clean one gives ``[]``; when the doctor's request goes to the examiner seat, the
     doctor's info is refreshed after the seat's reply, without ``patient_flags``."""
@@ -468,8 +471,9 @@ def test_seed_draws_the_same_case_as_the_gymnasium_env():
         assert aec.infos[DOCTOR]["case_id"] == info["case_id"] == expected.case_id
 
 
+# field-bug-reports B12
 def test_reset_continues_the_seeded_stream_and_observations_are_fresh():
-    """B12: o1 == o3 and o2 == o4; mutating an observation changes nothing later."""
+    """O1 == o3 and o2 == o4; mutating an observation changes nothing later."""
     env = egip_v0.raw_env(dataset="demo")
     env.reset(seed=123)
     o1 = env.observe(DOCTOR)
@@ -504,8 +508,9 @@ def test_parallel_active_agent_from_reset_and_clean_end():
     assert after == ({}, {}, {}, {}, {}) and len(after) == 5
 
 
+# field-bug-reports B14
 def test_parallel_idle_actions_are_no_ops():
-    """B14: actions of agents whose turn it is not change nothing; idle agents'
+    """Actions of agents whose turn it is not change nothing; idle agents'
     observations stay unchanged."""
     runs = []
     for idle in (None, "DIAGNOSIS READY: something absurd \u202e🙂"):

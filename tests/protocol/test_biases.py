@@ -1,8 +1,9 @@
-"""AgentClinic's bias conditions in both seats (issue 34, section 1): the texts sit
+"""AgentClinic's bias conditions in both seats: the texts sit
 between each seat's base prompt and the case information in the messages actually sent
 (the call records with ``log_messages``), the refusals, the run log's records, the
 ``target_in_bias`` flag (MedQA 14/107, NEJM 1/15, counted by hand from the targets) and
 the audit's placement of what the bias put in the patient's mouth."""
+# issue 34 §1
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""Examiner noise of record lookup O (:mod:`clinenv.protocol.exam_noise`, issue 34 §2).
+"""Examiner noise of record lookup O (:mod:`clinenv.protocol.exam_noise`).
 
 Expected texts come from the demo case ``demo-01``'s records (Vital Signs is PE1; its
 stored values are the ones shown), written out here by hand.
 """
+# issue 34 §2
 
 from __future__ import annotations
 

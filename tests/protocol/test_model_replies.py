@@ -197,9 +197,10 @@ def test_placeholder_during_acquisition_is_interface_feedback():
     assert evidence.observations == ()
 
 
+# issue 29 §3
 @pytest.mark.parametrize("premature", ["clarify", "decide"])
 def test_a_placeholder_is_logged_as_a_placeholder(premature):
-    """Issue 29 §3: neither a diagnosis nor a request, and its payload is what was
+    """Neither a diagnosis nor a request, and its payload is what was
     written (not the template's inner word "diagnosis")."""
     env = gym.make("EGIP-Demo-v0", premature_diagnosis=premature,
                    acquisition_rounds=2).unwrapped

@@ -1,9 +1,10 @@
-"""The native AgentClinic / MedAgentSim protocols, the examiner seat and the presets (issue 6).
+"""The native AgentClinic / MedAgentSim protocols, the examiner seat and the presets.
 
 LLM seats talk over a real socket to a :class:`~clinenv.testing.fake_server.FakeChatServer`
 on 127.0.0.1; assertions read the requests that server received. Expected values are
 computed from the source records (the raw JSON lines) or written by hand.
 """
+# issue 6
 
 from __future__ import annotations
 
@@ -138,10 +139,11 @@ def test_record_reader_returns_the_named_records():
 
 
 # ------------------------------------------------------------------- judging, markers
+# field-bug-reports B07
 def test_judge_sees_the_diagnosis_the_moderator_reads(served):
     """The judge gets the diagnosis after the marker, hedges on its line included, never
     the marker or the prose before it; ``info["answer"]`` keeps the whole utterance;
-    strict "yes" (B07)."""
+    strict "yes"."""
     server, model = served
     final = "Given the X-ray, DIAGNOSIS READY: Lobar pneumonia, or maybe an empyema"
     env = gym.make("AgentClinic-Demo-v0", judge="llm", judge_model=model)
@@ -155,11 +157,12 @@ def test_judge_sees_the_diagnosis_the_moderator_reads(served):
     assert info["scorer"] == "llm-judge" and info["end_reason"] == "diagnosis"
 
 
+# field-bug-reports B07
 @pytest.mark.parametrize(("reply", "verdict"), [("yes", "correct"), ("Yes", "correct"),
                                                 ("Yes.", "wrong"), (" yes", "wrong"),
                                                 ("Maybe", "wrong")])
 def test_strict_yes(reply, verdict):
-    """B07: only an exact (lower-cased) "yes" scores under strict_yes; nothing unscored."""
+    """Only an exact (lower-cased) "yes" scores under strict_yes; nothing unscored."""
     with FakeChatServer(clinic(reply)) as server:
         with OpenAIChatModel("fake-model", base_url=server.base_url, max_retries=0) as m:
             steps = play(gym.make("AgentClinic-Demo-v0", judge="llm", judge_model=m),
@@ -181,6 +184,7 @@ def test_offline_scorer_reads_the_answer_the_moderator_reads():
     assert none[-1][4]["answer_status"] == "abstained" and none[-1][4]["abstained"]
 
 
+# field-bug-reports B01
 @pytest.mark.parametrize(("action", "kind", "ends"), [
     ("REQUEST TEST: Chest X-Ray. DIAGNOSIS READY: Lobar pneumonia", "diagnosis", True),
     ("diagnosis ready: Lobar pneumonia", "question", False),
@@ -192,7 +196,7 @@ def test_offline_scorer_reads_the_answer_the_moderator_reads():
 ])
 def test_markers_case_sensitive_and_diagnosis_first(action, kind, ends):
     """AgentClinic's substring rules: diagnosis before test, case-sensitive; reasoning
-    blocks are never routed (B01)."""
+    blocks are never routed."""
     env = gym.make("AgentClinic-Demo-v0").unwrapped
     steps = play(env, [action])
     assert steps[1][4]["action_kind"] == kind and steps[1][2] == ends

@@ -1,4 +1,4 @@
-"""The doctor-action parser: markers, markdown, reasoning blocks, menu ids (B01, B04, B05)."""
+"""The doctor-action parser: markers, markdown, reasoning blocks, menu ids."""
 
 from __future__ import annotations
 

@@ -134,8 +134,9 @@ def test_scripted_doctor_runs_concurrently_too(tmp_path):
 
 
 # ------------------------------------------------------------------ backend errors
+# field-bug-reports B09 class
 def test_backend_error_becomes_an_error_line_and_the_run_goes_on(tmp_path, model, server):
-    """field-bug-reports B09 class: a failed model call is recorded, never a crash."""
+    """A failed model call is recorded, never a crash."""
     clean = run(demo_env, lambda: LLMDoctor(model), RunSpec(out=tmp_path / "clean.jsonl",
                                                             episodes=4))
     server.inject(status=500, count=1)  # the very next request: episode 0, first call
@@ -249,8 +250,9 @@ def test_concurrent_resume_reruns_exactly_the_error_lines(tmp_path, model, serve
 
 
 # ------------------------------------------------------------------ arguments, loops
+# field-bug-reports B10
 def test_run_concurrent_refuses_a_running_loop_and_arun_works(tmp_path):
-    """field-bug-reports B10: no nested event loop; the async form is offered."""
+    """No nested event loop; the async form is offered."""
     async def inside():
         with pytest.raises(RuntimeError, match=r"await arun\("):
             run(demo_env, ScriptedDoctor, RunSpec(out=tmp_path / "x.jsonl"), Concurrent())

@@ -110,8 +110,9 @@ def test_run_episode_same_seed_same_record(demo_env):
     json.dumps(a, ensure_ascii=False, allow_nan=False)
 
 
+# field-bug-reports B10
 def test_the_sync_runner_refuses_a_move_that_awaits_io():
-    """run_episode drives the shared episode loop without an event loop (B10: no nested
+    """run_episode drives the shared episode loop without an event loop (no nested
     loop); a coroutine that really suspends is closed and refused, never left pending."""
     assert run_without_loop(awaitable(lambda x: x + 1)(41)) == 42
     suspended = asyncio.sleep(0)

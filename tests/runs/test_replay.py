@@ -77,10 +77,11 @@ def control(server, source, tmp_path_factory):
     return out, read(out), requests
 
 
+# field-bug-reports B08c
 def test_control_replay_sends_the_original_terminal_prompts(source, control):
     """The rerun control sends each episode's original terminal request, byte for byte:
     messages, generation settings and the seed derived from the episode seed and the
-    decision turn (field-bug-reports B08c)."""
+    decision turn."""
     _, lines, decide = source
     _, _, requests = control
     assert requests == decide

@@ -108,8 +108,9 @@ def test_unknown_is_not_evidence():
     assert EX.extract(measurement("Sputum Culture", "Culture: result not available")) == []
 
 
+# field-bug-reports B01
 def test_llm_extractor_validates_repairs_and_falls_back():
-    """field-bug-reports B01: a think block and a code fence around the JSON are ignored."""
+    """A think block and a code fence around the JSON are ignored."""
     obs = patient(Q1, "Fever and cough.")
     good = ('<think>two findings</think>```json\n[{"concept": "Fever", "polarity": '
             '"present", "temporal": "current", "direction": null, "anatomy": null, '
@@ -136,13 +137,14 @@ def test_llm_extractor_validates_repairs_and_falls_back():
 
 
 # -------------------------------------------------------------------- verifiers
+# field-bug-reports B07, B01, B05
 @pytest.mark.parametrize("reply, expected", [
     ("FIRST", "first"), ("second", "second"), ("**Second**", "second"), ("First.", "first"),
     ("<think>maybe second?</think>\nFIRST", "first"), ("Reasoning...\nAnswer: SECOND", "second"),
     ("Firstly, the rash...", None), ("first or second", None), ("", None),
     ("<think>first</think>", None)])
 def test_parse_preference_is_strict(reply, expected):
-    """field-bug-reports B07 (an unreadable verdict is never a preference), B01, B05."""
+    """An unreadable verdict is never a preference; think blocks and markdown are read."""
     assert parse_preference(reply) == expected
 
 

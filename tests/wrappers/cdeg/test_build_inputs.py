@@ -210,8 +210,9 @@ def test_cli_min_overlap_and_summary_counts(tmp_path, capsys):
 
 
 # ------------------------------------------------------------- the verifier (S3)
+# field-bug-reports B04
 def test_llm_verifier_counts_truncated_replies():
-    """field-bug-reports B04: a reply cut by max_tokens is counted, and read only if it
+    """A reply cut by max_tokens is counted, and read only if it
     still parses."""
     atom = EvidenceAtom(concept="fever")
     model = ScriptedChatModel([Choice("FIR", "length"), Choice("FIRST", "length")])
@@ -240,8 +241,9 @@ def test_cli_build_fails_in_one_line_when_every_verifier_call_fails(tmp_path, ca
 
 
 # -------------------------------------------------------------- graph files (M3, S6)
+# field-bug-reports B18
 def test_non_utf8_graph_file_names_the_file_and_byte(tmp_path, capsys):
-    """field-bug-reports B18: a file that is not UTF-8 is a GraphFileError naming the file
+    """A file that is not UTF-8 is a GraphFileError naming the file
     and the bad byte, and `clinenv run --cdeg` refuses it in one line."""
     binary = tmp_path / "bin.json"
     binary.write_bytes(b'{"format": "clinenv.cdeg/1", "x": "\x89PNG"}')

@@ -1,8 +1,9 @@
 """The CDEG policy wrapper: evidence state, retrieval, selective intervention, deferral.
 
 A hand-built graph (:mod:`clinenv.testing.cdeg_policy`) with a stub extractor and a stub
-similarity of fixed scores pins each decision of the wrapper; the last tests run real episodes through EGIPEnv
-(demo set, scripted inner doctor, the deterministic extractor) and the CLI.
+similarity of fixed scores pins each decision of the wrapper; the last tests run real
+episodes through EGIPEnv (demo set, scripted inner doctor, the deterministic extractor)
+and the CLI.
 
 Graph (coverage basis "edge": E_{s->t} of R1 = {E1, E2, E3, E4, E5}):
 
@@ -190,8 +191,9 @@ def test_decision_phase_keeps_the_first_answer_when_the_reask_is_empty():
     assert len(inner.seen) == 2
 
 
+# field-bug-reports B01, B05
 def test_markdown_and_think_blocks_are_read_as_the_proposal():
-    """field-bug-reports B01, B05: a marker in markdown is a final answer; a marker inside
+    """A marker in markdown is a final answer; a marker inside
     a <think> block is not."""
     doctor, inner = wrapped("<think>DIAGNOSIS READY: asthma</think>Any cough?",
                             "**DIAGNOSIS READY:** **Acute bronchitis.**", "Any fever?")
