@@ -40,7 +40,7 @@ def test_eval_prints_and_writes_the_accuracy_table(tmp_path, logs):
     proc = run_cli(tmp_path, "eval", str(logs["native_alpha"]), str(logs["native_beta"]),
                    f"EGIP Direct={logs['egip_alpha']}", f"EGIP Direct={logs['egip_beta']}",
                    "--out-dir", "out")
-    # values worked out in test_evaluation_reports.py
+    # values worked out in tests/evaluation/test_reports.py
     rows = [line.split() for line in proc.stdout.splitlines()]
     assert ["native", "41.67", "+/-", "14.43", "50.00", "+/-", "0.00", "91.67",
             "100.00"] in rows

@@ -96,7 +96,7 @@ def test_exploration_names_the_doctor_and_is_refused_with_other_doctors(workdir,
 def test_cdeg_built_and_run_on_the_same_cases_skips_each_cases_own_edges(workdir, capsys):
     """Construction and wrapped run on all 17 demo cases (not held out): the graph's one
     revision comes from demo-12, so the wrapper never uses it there and no case changes
-    (the held-out README sequence is tests/test_cdeg_heldout.py)."""
+    (the held-out README sequence is tests/wrappers/cdeg/test_heldout.py)."""
     assert main(["run", "--env", "EGIP-Demo-v0", "--exploration", "0.5", "--exam-budget", "3",
                  "--repetitions", "6", "--premature-diagnosis", "decide", "--quiet",
                  "--out", "runs/construct.jsonl"]) == 0
