@@ -1,91 +1,34 @@
-"""Shared fixtures and the one place that says where the AgentClinic test files are.
+"""Fixtures shared by the whole test tree (a folder's own fixtures are in its conftest.py).
 
-The files are never copied into the repository. :data:`SHARED_DATA` is, first found:
-
-1. the folder named by ``CLINENV_TEST_DATA`` (an override for the tests alone);
-2. the folder named by ``CLINENV_DATA_DIR``, the variable that runs read, so one variable
-   is enough for both;
-3. the sibling ``../shared/datasets/agentclinic`` of the repository.
-
-An empty variable counts as unset. Test modules use the
-:func:`shared_data_dir` fixture, or ``from conftest import SHARED_DATA`` (this works under
-pytest's default ``prepend`` import mode, which puts ``tests/`` on ``sys.path``) together
-with :func:`needs_shared_data` / :func:`skip_without_shared_data`, so that a test whose
-data is absent skips with a message saying where it looked.
+Where the AgentClinic files are (``SHARED_DATA``, with its lookup order) and the markers
+that skip a test without them are importable, in :mod:`clinenv.testing.data`; so are the
+other helpers tests import (:mod:`clinenv.testing`). Here: the data fixtures
+(:func:`shared_data_dir`, :func:`dataset_kwargs`, :func:`workdir`), the fake-server
+fixtures (:func:`fake_server`, ``server`` and ``model``) and the leak filters of the core
+suite (:func:`pytest_collection_modifyitems`).
 """
 
 from __future__ import annotations
 
 import json
-import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-#: Environment variable naming a folder that holds the AgentClinic files, for the tests
-#: only; it wins over :data:`DATA_DIR_ENV`.
-TEST_DATA_ENV = "CLINENV_TEST_DATA"
-#: The data-folder variable of runs (``clinenv.datasets.resolve.ENV_VAR``); the tests read
-#: it too when :data:`TEST_DATA_ENV` is unset. Named here, not imported, so that this file
-#: stays importable before clinenv is.
-DATA_DIR_ENV = "CLINENV_DATA_DIR"
-
-
-def _shared_data() -> Path:
-    for name in (TEST_DATA_ENV, DATA_DIR_ENV):
-        folder = os.environ.get(name, "").strip()
-        if folder:
-            return Path(folder).expanduser().resolve()
-    return Path(__file__).resolve().parents[2] / "shared" / "datasets" / "agentclinic"
-
-
-def _data_source() -> str:
-    """Where :data:`SHARED_DATA` came from, for skip messages."""
-    for name in (TEST_DATA_ENV, DATA_DIR_ENV):
-        if os.environ.get(name, "").strip():
-            return f"${name}"
-    return f"the default (neither {TEST_DATA_ENV} nor {DATA_DIR_ENV} is set)"
-
-
-#: Folder of the AgentClinic files used by the tests (see the module docstring).
-SHARED_DATA = _shared_data()
-_DATA_SOURCE = _data_source()
-
-MEDQA_FILE = "agentclinic_medqa.jsonl"
-NEJM_FILE = "agentclinic_nejm.jsonl"
-
-
-def missing_shared_data(*file_names: str) -> str | None:
-    """Skip reason when a file (default: the MedQA file) is absent from :data:`SHARED_DATA`,
-    else ``None``."""
-    missing = [name for name in file_names or (MEDQA_FILE,)
-               if not (SHARED_DATA / name).is_file()]
-    if not missing:
-        return None
-    return (f"AgentClinic test data not found: looked for {', '.join(missing)} in "
-            f"{SHARED_DATA} (from {_DATA_SOURCE}); set {DATA_DIR_ENV} (or "
-            f"{TEST_DATA_ENV}, which wins for the tests) to a folder that holds them")
-
-
-def needs_shared_data(*file_names: str) -> pytest.MarkDecorator:
-    """``skipif`` marker for tests that read these files from :data:`SHARED_DATA`."""
-    reason = missing_shared_data(*file_names)
-    return pytest.mark.skipif(reason is not None, reason=reason or "")
-
-
-def skip_without_shared_data(*file_names: str) -> Path:
-    """Skip the running test unless the files are present; return :data:`SHARED_DATA`."""
-    reason = missing_shared_data(*file_names)
-    if reason is not None:
-        pytest.skip(reason)
-    return SHARED_DATA
+from clinenv.testing.data import (
+    MEDQA_FILE,
+    NEJM_FILE,
+    SHARED_DATA,
+    skip_without_shared_data,
+)
 
 
 @pytest.fixture
 def shared_data_dir(monkeypatch, tmp_path) -> Path:
     """CLINENV_DATA_DIR pointed at the shared AgentClinic files; an empty user cache.
 
-    Skips the test when the MedQA or NEJM file is absent from :data:`SHARED_DATA`.
+    Skips the test when the MedQA or NEJM file is absent from ``SHARED_DATA``.
     """
     skip_without_shared_data(MEDQA_FILE, NEJM_FILE)
     monkeypatch.setenv("CLINENV_DATA_DIR", str(SHARED_DATA))
@@ -93,17 +36,39 @@ def shared_data_dir(monkeypatch, tmp_path) -> Path:
     return SHARED_DATA
 
 
-def leaves(tree, *, strings_only: bool = False):
-    """Every leaf of a JSON tree, depth first (written here, independently of clinenv's
-    own tree walkers, so tests do not check the package against itself)."""
-    if isinstance(tree, dict):
-        for value in tree.values():
-            yield from leaves(value, strings_only=strings_only)
-    elif isinstance(tree, list):
-        for value in tree:
-            yield from leaves(value, strings_only=strings_only)
-    elif not strings_only or isinstance(tree, str):
-        yield tree
+# ------------------------------------------------------------------- fake servers
+@pytest.fixture
+def fake_server():
+    """A started :class:`~clinenv.testing.fake_server.FakeChatServer` (responder
+    ``"ok"``, no delay), stopped after."""
+    from clinenv.testing.fake_server import FakeChatServer
+
+    with FakeChatServer() as server:
+        yield server
+
+
+@pytest.fixture(name="server")
+def clinic_server() -> Iterator:
+    """Fixture ``server``: a started :class:`~clinenv.testing.fake_server.FakeChatServer`
+    on 127.0.0.1 answering with :func:`clinenv.testing.clinic.clinic_responder` (judge
+    reply ``"Yes"``, no delay); stopped after the test."""
+    from clinenv.testing.clinic import clinic_responder
+    from clinenv.testing.fake_server import FakeChatServer
+
+    with FakeChatServer(clinic_responder()) as srv:
+        yield srv
+
+
+@pytest.fixture(name="model")
+def clinic_model(server) -> Iterator:
+    """Fixture ``model``: an :class:`~clinenv.llm.openai_backend.OpenAIChatModel` named
+    ``"fake-model"`` on ``server`` without retries (an injected fault reaches the caller
+    at once); closed after."""
+    from clinenv.llm.openai_backend import OpenAIChatModel
+
+    chat = OpenAIChatModel("fake-model", base_url=server.base_url, max_retries=0)
+    yield chat
+    chat.close()
 
 
 # ------------------------------------------------------------- synthetic source records
@@ -263,14 +228,29 @@ def workdir(tmp_path, monkeypatch) -> Path:
 
 #: Warnings that fail a core-suite test: a file or socket left open (ResourceWarning,
 #: also when raised in a finalizer, where pytest reports it as an unraisable exception).
-#: The suites of heavy extras (tests/integrations, tests/browser) run third-party code
-#: whose leaks are not ours to fix, and are left out.
+#: The suites of heavy extras (the tests/integrations files that .ci/run runs in their
+#: own venvs, and tests/browser) run third-party code whose leaks are not ours to fix, and
+#: are left out; tests/integrations' other files (clinenv.integrations' own logic) are core.
 LEAK_FILTERS = ("error::ResourceWarning", "error::pytest.PytestUnraisableExceptionWarning")
-_EXTRA_SUITES = frozenset({"integrations", "browser"})
+_TESTS = Path(__file__).resolve().parent
+_EXTRA_FOLDERS = frozenset({"browser"})
+_EXTRA_MODULES = frozenset({
+    "test_export_templates.py", "test_openenv.py", "test_openenv_trl.py", "test_ray.py",
+    "test_skyrl.py", "test_train_grpo.py", "test_trl.py", "test_trl_per_turn.py",
+    "test_verifiers.py", "test_verl.py"})
+
+
+def _extra_suite(path: Path) -> bool:
+    try:
+        parts = path.resolve().relative_to(_TESTS).parts
+    except ValueError:
+        return False
+    return bool(parts) and (parts[0] in _EXTRA_FOLDERS or (
+        parts[0] == "integrations" and parts[-1] in _EXTRA_MODULES))
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if not _EXTRA_SUITES.intersection(item.path.parts):
+        if not _extra_suite(item.path):
             for spec in LEAK_FILTERS:
                 item.add_marker(pytest.mark.filterwarnings(spec))

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
-from llm_rollout_helpers import PATIENT_PREFIX, clinic_responder
 
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.prompts import DIRECT_SYSTEM, EGIP_DOCTOR_SYSTEM, JUDGE_SYSTEM
@@ -22,6 +21,7 @@ from clinenv.export import ExportError, episode_rows, group_id
 from clinenv.integrations.tools import FINAL_RESULT, TASK_INTRO, TOOL_SYSTEM_PROMPT
 from clinenv.protocol.evidence import render_evidence
 from clinenv.runs.replay import bundle_from_dict
+from clinenv.testing.clinic import PATIENT_PREFIX, clinic_responder
 from clinenv.testing.fake_server import FakeChatServer
 
 TOOLS = {"ask_patient": "question", "order_exam": "exam", "submit_diagnosis": "diagnosis"}
@@ -220,8 +220,9 @@ def test_logged_messages_are_the_exact_texts(llm_log):
         assert any(c["agent"] == "patient" for c in line["llm"]["calls"])
 
 
+# issue 29 §3
 def test_a_placeholder_reply_is_an_assistant_text_not_a_tool_call(workdir):
-    """Issue 29 §3: a template placeholder is no tool call (the environment refused it):
+    """A template placeholder is no tool call (the environment refused it):
     in the tools format it is an assistant text followed by a user turn, as any other
     text that is no call, and ``tool_calls`` leaves it out, logged or rebuilt."""
     placeholders = {"Round 1 of": "DIAGNOSIS READY: [diagnosis]",

@@ -1,7 +1,8 @@
-"""``clinenv export --per-turn`` (issue 29 §2): one row per assistant turn, in every
+"""``clinenv export --per-turn``: one row per assistant turn, in every
 format, checked against the same log's whole-episode rows (no TRL needed; the chat
 template check is tests/integrations/test_trl_per_turn.py).
 """
+# issue 29 §2
 
 from __future__ import annotations
 

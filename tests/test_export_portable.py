@@ -1,4 +1,4 @@
-"""Issue 30: export rows as portable SFT input.
+"""Export rows as portable SFT input.
 
 ``--delta`` user turns (only what is new), ``--tool-results compact`` (tool results
 replayed with that setting), ``--tool-arguments json``, the ``datasets.Json`` message
@@ -8,6 +8,7 @@ environment or a fresh :class:`~clinenv.integrations.tools.ToolEpisode`. The tem
 here are small ones written for these tests (the released models' templates are
 rendered in ``tests/integrations/test_export_templates.py``, from TRL's copies).
 """
+# issue 30
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Install lines name what installs: clinenv is not on PyPI, so an extra is installed
-from a clone, ``pip install -e '.[EXTRA]'`` (issue 30)."""
+from a clone, ``pip install -e '.[EXTRA]'``."""
+# issue 30
 
 from __future__ import annotations
 

@@ -21,7 +21,6 @@ import json
 
 import gymnasium as gym
 import pytest
-from conftest import needs_shared_data
 
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.scripted_doctor import ScriptedDoctor
@@ -35,6 +34,7 @@ from clinenv.reward_components import (
     RewardComponents,
     reward_components,
 )
+from clinenv.testing.data import needs_shared_data
 
 
 def play(env, actions, case_id, seed=0):

@@ -15,7 +15,6 @@ import math
 
 import gymnasium as gym
 import pytest
-from conftest import needs_shared_data
 
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.scripted_doctor import ScriptedDoctor
@@ -35,6 +34,7 @@ from clinenv.reward_spec import (
 from clinenv.runlog import RunLogError, env_spec_dict, read_run_log
 from clinenv.runs import RunSpec, run
 from clinenv.seeding import episode_seed
+from clinenv.testing.data import needs_shared_data
 
 VERDICT_REWARD = {"correct": rewards.CORRECT, "wrong": rewards.WRONG,
                   "unscored": rewards.UNSCORED}

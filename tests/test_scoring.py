@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import skip_without_shared_data
 
 from clinenv.cases import Case, Target
 from clinenv.scoring import (
@@ -18,6 +17,7 @@ from clinenv.scoring import (
     normalize_answer,
     score_answer,
 )
+from clinenv.testing.data import skip_without_shared_data
 
 NEJM_OPTIONS = (
     "Contact dermatitis",

@@ -27,16 +27,16 @@ Each row is (case id, answer, verdict), worked out by hand from the rules of
 
 The four MedQA targets that end in an abbreviation are medqa-0002 (PML), medqa-0054
 (BPPV), medqa-0097 (NRDS) and medqa-0104 (LCPD). Skipped without the shared AgentClinic
-files (conftest).
+files (clinenv.testing.data).
 """
 
 from __future__ import annotations
 
 import pytest
-from conftest import MEDQA_FILE, NEJM_FILE, SHARED_DATA, skip_without_shared_data
 
 from clinenv.cases import Case
 from clinenv.scoring import HEDGES, normalize_answer, score_answer
+from clinenv.testing.data import MEDQA_FILE, NEJM_FILE, SHARED_DATA, skip_without_shared_data
 
 PML, HIRSCHSPRUNG, BPPV, NRDS, LCPD = (
     "medqa-0002", "medqa-0003", "medqa-0054", "medqa-0097", "medqa-0104")

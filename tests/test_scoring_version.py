@@ -7,8 +7,6 @@ import json
 
 import gymnasium as gym
 import pytest
-from eval_fixtures import EGIP_ALPHA, NATIVE_ALPHA, log_lines, write_log
-from test_cli_eval import main_cli, one_error_line, run_cli
 
 import clinenv  # noqa: F401  (registers the environment ids)
 from clinenv.agents.scripted_doctor import ScriptedDoctor
@@ -24,6 +22,8 @@ from clinenv.evaluation import (
 from clinenv.runlog import read_run_log
 from clinenv.runs import RunSpec, run
 from clinenv.scoring import SCORING_VERSION
+from clinenv.testing.cli_calls import main_cli, one_error_line, run_cli
+from clinenv.testing.eval_logs import EGIP_ALPHA, NATIVE_ALPHA, log_lines, write_log
 
 
 def versioned(lines: list[dict], version: int | None) -> list[dict]:

@@ -10,10 +10,10 @@ from the log lines.
 from __future__ import annotations
 
 import pytest
-from report_fixtures import HOSTILE, demo_logs, hostile_log
 
 from clinenv.cli import main
 from clinenv.runlog import read_run_log
+from clinenv.testing.report_pages import HOSTILE, demo_logs, hostile_log
 
 pytest.importorskip("matplotlib")
 

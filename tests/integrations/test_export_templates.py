@@ -1,4 +1,4 @@
-"""Export rows under the chat templates of released models (issue 30).
+"""Export rows under the chat templates of released models.
 
 Runs in the ``.venv-trl`` environment, which has TRL's copies of the templates as the
 models ship them (``trl.chat_template_utils``: Qwen3, Llama 3, 3.1 and 3.2, Gemma 3);
@@ -7,6 +7,7 @@ Rendered with ``apply_chat_template`` of a tokenizer built here (no model downlo
 no exception, and each tool call written exactly as the template writes a dict of
 arguments, as often as the row makes it, never as a JSON string inside JSON.
 """
+# issue 30
 
 from __future__ import annotations
 

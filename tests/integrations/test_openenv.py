@@ -3,7 +3,7 @@
 
 Runs in ``.venv-openenv`` (``pip install -e '.[test,openenv]'``; ``.ci/run`` builds it);
 elsewhere it skips. The MedQA server's tests need the AgentClinic MedQA file
-(``conftest.SHARED_DATA``). Reference episodes are in-process ``gym.make`` episodes of
+(``clinenv.testing.data.SHARED_DATA``). Reference episodes are in-process ``gym.make`` episodes of
 the same id, settings (the tool view's: delta observations, ``premature_diagnosis=
 "decide"``), case and seed. The SIGTERM test stops the shared server, so it runs last.
 """
@@ -26,13 +26,13 @@ pytest.importorskip("openenv", reason="openenv is not installed: run in .venv-op
 import gymnasium as gym  # noqa: E402
 import httpx  # noqa: E402
 import websockets  # noqa: E402
-from conftest import MEDQA_FILE, SHARED_DATA, missing_shared_data  # noqa: E402
 from openenv import GenericEnvClient  # noqa: E402
 
 import clinenv  # noqa: E402,F401
 from clinenv.agents import ScriptedDoctor  # noqa: E402
 from clinenv.integrations.openenv import ClinAction, ClinenvClient  # noqa: E402
 from clinenv.integrations.tools import FINAL_RESULT  # noqa: E402
+from clinenv.testing.data import MEDQA_FILE, SHARED_DATA, missing_shared_data  # noqa: E402
 from clinenv.testing.serve import ServeProcess  # noqa: E402
 
 ENV_ID = "EGIP-MedQA-v0"

@@ -57,7 +57,7 @@ SCRIPTS = {
                 ("submit_diagnosis", {"diagnosis": "Acute appendicitis"}),
                 ("submit_diagnosis", {"diagnosis": "Acute appendicitis"})],
 }
-#: Leaks are errors here (tests/conftest.py leaves tests/integrations out of its filters).
+#: Leaks are errors here (tests/conftest.py leaves the extras' suites out of its filters).
 pytestmark = [pytest.mark.filterwarnings("error::ResourceWarning"),
               pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")]
 

@@ -10,7 +10,7 @@ Two kinds of test:
 - with Ray (``@in_namespace``): a local Ray (``ray.init(address="local",
   num_cpus=2)``), a two-node :class:`ray.cluster_utils.Cluster` and ``clinenv run
   --ray local`` in subprocesses, against fake OpenAI-compatible servers on 127.0.0.1
-  whose replies depend only on the request (``llm_rollout_helpers.clinic_responder``).
+  whose replies depend only on the request (``clinenv.testing.clinic.clinic_responder``).
   Ray binds its services to the machine's own address, so these tests run only inside
   a network namespace that holds nothing but loopback. Outside one, the first such test
   re-runs this file there once (``unshare -n``, then ``ip link set lo up``; needs root)
@@ -42,7 +42,6 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
-from llm_rollout_helpers import clinic_responder
 
 import clinenv  # noqa: F401  (registers the ids)
 from clinenv.agents.llm_doctor import LLMDoctor
@@ -67,10 +66,10 @@ from clinenv.evaluation.summary import summarize
 from clinenv.llm.openai_backend import OpenAIChatModel
 from clinenv.runlog import read_run_log
 from clinenv.runs import Concurrent, RunSpec, run
+from clinenv.testing.clinic import clinic_responder
 from clinenv.testing.fake_server import FakeChatServer
 
 ROOT = Path(__file__).resolve().parents[2]
-TESTS = ROOT / "tests"
 HAVE_RAY = importlib.util.find_spec("ray") is not None
 #: This process sees only the loopback interface: Ray's traffic cannot leave it.
 LOOPBACK_ONLY = [name for _, name in socket.if_nameindex()] == ["lo"]
@@ -145,7 +144,6 @@ def write_stand_in_vllm(folder: Path, records: Path, delay_s: float = DELAY_S) -
     script.write_text(textwrap.dedent(f"""\
         #!{sys.executable}
         import json, os, signal, sys, threading, time
-        sys.path.insert(0, {str(TESTS)!r})
         argv = sys.argv[1:]
         assert argv[0] == "serve", argv
         model, options = argv[1], dict(zip(argv[2::2], argv[3::2]))
@@ -156,7 +154,7 @@ def write_stand_in_vllm(folder: Path, records: Path, delay_s: float = DELAY_S) -
             json.dump({{"argv": argv, "pid": os.getpid(),
                        "cuda": os.environ.get("CUDA_VISIBLE_DEVICES")}}, fh)
         time.sleep(1.0)  # a server is not healthy at once
-        from llm_rollout_helpers import clinic_responder
+        from clinenv.testing.clinic import clinic_responder
         from clinenv.testing.fake_server import FakeChatServer
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())

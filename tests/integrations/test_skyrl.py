@@ -197,8 +197,9 @@ def test_max_turns_ends_an_unfinished_episode_with_zero():
     assert metrics["reward_components/diagnosis"] == 0.0  # accuracy: the unfinished rule
 
 
+# issue 29 §3
 def test_a_placeholder_reply_is_no_call():
-    """Issue 29 §3: the environment refuses a template placeholder, so ``metadata``'s
+    """The environment refuses a template placeholder, so ``metadata``'s
     calls and ``exams_ordered`` leave it out (it still uses its turn)."""
     env = make("demo-05")
     env.init(PROMPT)
@@ -357,8 +358,9 @@ def test_the_shipped_entrypoint_writes_parquet_rows_that_play_an_episode(tmp_pat
         assert proc.returncode == 1 and "SkyRL's trainer is not installed" in proc.stderr
 
 
+# issue 30
 def test_compact_tool_results_and_text_wording_in_env_config():
-    """Issue 30: ``tool_results="compact"`` in the env's ``env_config`` reaches the
+    """``tool_results="compact"`` in the env's ``env_config`` reaches the
     environment (recorded in its spec); the wording stays the text protocol's."""
     row = task_rows(ENV_ID, ["demo-01"], tool_results="compact")[0]
     extras = {k: v for k, v in row.items() if k not in ("prompt", "env_class")}
@@ -374,8 +376,9 @@ def test_compact_tool_results_and_text_wording_in_env_config():
     assert (kwargs["tool_results"], kwargs["action_format"]) == ("compact", "text")
 
 
+# issue 30
 def test_rows_leave_out_flagged_cases_and_say_so():
-    """Issue 30: exclude_flags (demo-01 and demo-13 name their target in a record; by
+    """``exclude_flags`` (demo-01 and demo-13 name their target in a record; by
     hand from the demo records)."""
     with pytest.warns(UserWarning, match=r"left out 2 of 3 cases \(target_in_records: 2, "
                                          r"target_in_menu: 0\); 1 rows remain"):
@@ -391,8 +394,9 @@ def test_rows_leave_out_flagged_cases_and_say_so():
         task_rows(ENV_ID, exclude_flags=("leak",))
 
 
+# issue 30
 def test_the_shipped_entrypoint_leaves_flagged_cases_out(tmp_path):
-    """Issue 30: ``--write-data DIR --exclude-flags ...`` leaves the flagged cases out of
+    """``--write-data DIR --exclude-flags ...`` leaves the flagged cases out of
     both files, after the split (demo-01, -05, -13 and -17 name their target in a record:
     by hand from the demo records; the 0.7 split holds 01 out), and says so; an unknown
     flag is one usage error."""

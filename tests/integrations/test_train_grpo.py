@@ -1,4 +1,4 @@
-"""benchmarks/train_grpo.py's plumbing, in the TRL venv, on a tiny random model (issue 31).
+"""benchmarks/train_grpo.py's plumbing, in the TRL venv, on a tiny random model.
 
 Not its result: the stages run in order on the demo cases (split, teacher rows, an
 evaluation per stage through TRL's tool-call loop, one SFT step, one GRPO step), each
@@ -7,6 +7,7 @@ against values computed here by hand: the rewards from the components under the 
 the spread from the rollouts, and tool-call validity, completion and accuracy of a
 scripted policy whose turns are known.
 """
+# issue 31
 
 from __future__ import annotations
 

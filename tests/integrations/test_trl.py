@@ -247,8 +247,9 @@ def test_task_dataset_rows_pin_cases_and_seeds(tmp_path):
         task_dataset(ENV_ID, split=["demo-12x"])
 
 
+# issue 30
 def test_sft_prompts_render_as_grpo_renders_them(tmp_path, tokenizer):
-    """Issue 30: a prompt rendered with tools=TOOL_SCHEMAS (clinenv export's tools column,
+    """A prompt rendered with tools=TOOL_SCHEMAS (clinenv export's tools column,
     SFT rows) is, character for character, the prompt GRPOTrainer renders with the tools
     it builds from make_env_factory's class (trl 1.16: the bound methods, listed by
     inspect.getmembers, rendered through transformers' get_json_schema)."""
@@ -271,8 +272,9 @@ def test_sft_prompts_render_as_grpo_renders_them(tmp_path, tokenizer):
         assert grpo.index('"name": "list_exams"') < grpo.index('"name": "order_exam"')
 
 
+# issue 30
 def test_task_dataset_leaves_out_flagged_cases_and_says_so():
-    """Issue 30: exclude_flags (the demo records name the target in demo-01, -05, -13 and
+    """``exclude_flags`` (the demo records name the target in demo-01, -05, -13 and
     -17, by hand); the other rows and their seeds as without it."""
     every = task_dataset(ENV_ID)
     note = ("EGIP-Demo-v0: exclude_flags left out 4 of 17 cases (target_in_records: 4, "
@@ -460,8 +462,9 @@ def test_component_reward_funcs_read_each_rollouts_components():
                                                 "order_exam", "reset", "submit_diagnosis"]
 
 
+# issue 30
 def test_text_answer_at_end_counts_a_text_answer_instead_of_a_call():
-    """Issue 30: a rollout that ends with the answer as text (TRL stops at a completion
+    """A rollout that ends with the answer as text (TRL stops at a completion
     without a tool call) is counted by the weight-0 reward function, and the tool view
     told it to call submit_diagnosis."""
     from trl.trainer.utils import get_callable_name
@@ -499,8 +502,9 @@ def test_text_answer_at_end_counts_a_text_answer_instead_of_a_call():
         func(prompts=["p"], completions=["c"])
 
 
+# issue 30
 def test_compact_tool_results_through_the_factory():
-    """Issue 30: ``tool_results="compact"``: a tool result is the result and the round."""
+    """``tool_results="compact"``: a tool result is the result and the round."""
     factory = make_env_factory(ENV_ID, acquisition_rounds=3, tool_results="compact")
     env = factory()
     row = task_dataset(ENV_ID, split=["demo-01"], tool_results="compact")[0]

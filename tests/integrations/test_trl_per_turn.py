@@ -1,4 +1,4 @@
-"""``clinenv export --per-turn`` rows under TRL's own Qwen3 chat templates (issue 29 §2).
+"""``clinenv export --per-turn`` rows under TRL's own Qwen3 chat templates.
 
 Runs in the ``.venv-trl`` environment (``pip install -e '.[test,trl]'`` over torch 2.13.0
 CPU; ``.ci/run`` builds it); elsewhere it skips. The templates are TRL's strings
@@ -8,6 +8,7 @@ prefix-preserving training variant (``get_training_chat_template``: what TRL swa
 for GRPO's tool loop and for assistant-only loss). The rows are a teacher run's and a
 scripted run's on the demo set, in both formats.
 """
+# issue 29 §2
 
 from __future__ import annotations
 

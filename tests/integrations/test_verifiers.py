@@ -188,8 +188,9 @@ def test_the_system_prompt_states_what_an_early_diagnosis_does(env, tasks):
     assert it.trace.metrics["turns"] == 2 and it.trace.metrics["finished"] == 1.0
 
 
+# issue 29 §3
 def test_a_placeholder_reply_is_no_call(env, tasks):
-    """Issue 29 §3: the environment refuses a template placeholder, so the recorded
+    """The environment refuses a template placeholder, so the recorded
     calls and exams leave it out (it still uses its round)."""
     answer = f"DIAGNOSIS READY: {TARGET['demo-05']}"
     it = play(env, tasks["demo-05"], ["DIAGNOSIS READY: [diagnosis]",
@@ -294,8 +295,9 @@ esac
 """
 
 
+# issue 30
 def test_exclude_flags_leave_out_the_leaking_cases():
-    """Issue 30: the taskset's exclude_flags (of CASES, demo-01, demo-05 and demo-13
+    """The taskset's exclude_flags (of CASES, demo-01, demo-05 and demo-13
     name their target in a record: by hand from the demo records), as vf-eval's own
     command-line parser reads them."""
     import sys as _sys
