@@ -46,8 +46,9 @@ class Records(_Frozen):
         physical_exam: physical-examination sections, ``{section: tree}``. Each top-level
             key is one requestable exam section (e.g. ``Vital_Signs``).
         tests: test results, ``{name or group: tree}``. A test may sit at depth 1 or under
-            a grouping key such as ``Imaging``; see docs/protocols.md ("The catalog A") for
-            the rule that tells groups from tests.
+            a grouping key such as ``Imaging``; the rule that tells groups from tests is in
+            docs/protocols.md ("EGIP's action grammar, step by step", *The catalog A and
+            the menu B*).
 
     Leaves are display strings; placeholders such as ``"Pending"`` are kept verbatim and
     classified as unavailable at lookup time (:mod:`clinenv.datasets.availability`).

@@ -61,7 +61,8 @@ def _calls(calls: Sequence[Mapping[str, Any]]) -> list[tuple[list[int], list[int
 def call_token_rows(calls: Sequence[Mapping[str, Any]], *,
                     per_turn: bool = False) -> list[dict[str, Any]]:
     """The ``input_ids``, ``assistant_mask``, ``logprobs`` (and ``turn_index`` with
-    ``per_turn``) of one episode's call records (module docstring).
+    ``per_turn``) of one episode's call records (docs/export.md, "Token-level rows
+    (``--format tokens``)").
 
     Raises:
         NotPrefixError: per episode, a prompt that does not extend the previous prompt
@@ -99,8 +100,9 @@ def call_token_rows(calls: Sequence[Mapping[str, Any]], *,
 def token_rows(paths: Iterable[str | Path], *, per_turn: bool = False,
                allow_credentialed: bool = False, data_dir: str | Path | None = None,
                summary: TokenSummary | None = None) -> Iterator[dict[str, Any]]:
-    """Token rows of the finished episodes of run logs ``paths`` (module docstring);
-    refusals are counted in ``summary`` when given.
+    """Token rows of the finished episodes of run logs ``paths`` (columns and refusals:
+    docs/export.md, "Token-level rows (``--format tokens``)"); refusals are counted in
+    ``summary`` when given.
 
     Raises:
         ExportError: a log that cannot be exported (as :func:`clinenv.export.

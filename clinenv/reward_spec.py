@@ -262,7 +262,8 @@ class RewardSpec(ConfigModel):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str | os.PathLike | None = None,
                   name: str = "custom") -> RewardSpec:
-        """A spec from its JSON form (module docstring); ``name`` when it has none.
+        """A spec from its JSON form (keys :data:`KEYS`, ``weights`` required:
+        docs/rewards.md, "Reward specs"); ``name`` when it has none.
 
         Raises:
             RewardSpecError: an unknown key, a missing ``weights`` or an invalid field.
@@ -328,7 +329,7 @@ def load_reward_spec(value: Any) -> RewardSpec:
     Raises:
         RewardSpecError: an unknown preset (the nearest named), an empty name, a missing
             file (one named like a preset suggests the preset), an invalid file, or an
-            invalid spec (module docstring).
+            invalid spec (the checks: docs/rewards.md, "Reward specs").
     """
     if isinstance(value, RewardSpec):
         return value

@@ -516,8 +516,13 @@ def episode_key(line: Mapping[str, Any]) -> KEY:
 @dataclass
 class EpisodeLines:
     """The line that stands for each episode, fed line by line: the one implementation of
-    the supersession rule (module docstring), used by :meth:`RunLog.episodes`,
+    the supersession rule, used by :meth:`RunLog.episodes`,
     :func:`clinenv.evaluation.summary.summarize` and :func:`clinenv.evaluation.runs.load_runs`.
+
+    The rule: one line per ``(case_id, repetition)``, except that a later line of an
+    episode supersedes an earlier error line (:func:`is_error_line`), which stays in the
+    file; any other repeated key is a duplicate that every reader refuses
+    (docs/evaluation.md, "The run-log line").
 
     Attributes:
         lines: ``{(case_id, repetition): standing line}``, keys in order of first line.
@@ -552,10 +557,11 @@ class EpisodeLines:
 
 def is_error_line(line: Mapping[str, Any]) -> bool:
     """The line is an *error line*: an episode stopped by a model backend that still
-    failed after its retries (it has the field ``error``; see :mod:`clinenv.runs.logged`).
+    failed after its retries (it has the field ``error``; docs/evaluation.md, "The run-log
+    line").
 
-    Under the supersession rule (module docstring) a later line of the same episode may
-    replace it, and a resumed run runs it again
+    Under the supersession rule (:class:`EpisodeLines`) a later line of the same episode
+    may replace it, and a resumed run runs it again
     (:func:`clinenv.runs.logged.prepare_run`, ``retry_errors``).
     """
     return "error" in line

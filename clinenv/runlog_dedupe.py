@@ -74,7 +74,12 @@ def dropped_path(log: str | Path) -> Path:
 
 
 def dedupe_run_log(path: str | Path, *, dry_run: bool = False) -> DedupeResult:
-    """Drop every line of an episode that already has a standing line (module docstring).
+    """Drop every line of an episode that already has a standing line.
+
+    The standing line is the first line of an episode, or the first after its error
+    lines (:class:`clinenv.runlog.EpisodeLines`); every later line of a standing episode
+    is appended, byte for byte, to ``<log>.dropped`` and the log is rewritten atomically
+    under its lock (docs/evaluation.md, "The run-log line", *One writer per log*).
 
     Args:
         path: the run log.

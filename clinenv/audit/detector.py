@@ -79,7 +79,8 @@ def distinctive_words(target: str) -> list[str]:
 
 
 def is_specific(value: str) -> bool:
-    """Whether a recorded leaf means something on its own (module docstring).
+    """Whether a recorded leaf means something on its own
+    (docs/audit.md, "What it does").
 
     Specific: two or more words with at least one word of 4+ letters outside
     :data:`GENERIC_RESULT_WORDS`, or an upper-case abbreviation of 2+ letters, as
@@ -142,7 +143,7 @@ class Hit:
 
 
 class LeakDetector:
-    """The leak rule for one case (module docstring).
+    """The leak rule for one case (docs/audit.md, "What it does").
 
     Args:
         case: the case (s0, K, P, M and Y are read; nothing is changed).
@@ -222,7 +223,7 @@ class LeakDetector:
 
     # ------------------------------------------------------------------ scanning
     def scan(self, text: str, *, requested: Sequence[str], known: Sequence[str]) -> list[Hit]:
-        """Every finding in one doctor-facing ``text`` (module docstring).
+        """Every finding in one doctor-facing ``text`` (docs/audit.md, "What it does").
 
         Args:
             text: the doctor's input (an observation's text, an ``info`` as JSON...).

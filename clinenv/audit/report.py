@@ -50,7 +50,7 @@ class Finding:
 
 @dataclass
 class AuditReport:
-    """The result of one audit (module docstring).
+    """The result of one audit; its JSON form is in docs/audit.md, "The JSON report".
 
     Attributes:
         env_id: the audited environment id (or a label).
@@ -78,7 +78,12 @@ class AuditReport:
         return any(case_id in self.flagged.get(flag, ()) for flag in APART_FLAGS)
 
     def is_leak(self, finding: Finding) -> bool:
-        """Whether ``finding`` counts as a leak (module docstring)."""
+        """Whether ``finding`` counts as a leak.
+
+        A finding placed ``"leak"`` is one, except a target finding (``"target"``,
+        ``"target_word"``) on a case flagged in :data:`APART_FLAGS`; an unrequested
+        result is a leak on every case.
+        """
         if finding.placement != "leak":
             return False
         return finding.kind == "unrequested_result" or not self._apart_case(finding.case_id)

@@ -13,7 +13,12 @@ OVERSHARING_ROLES = ("patient", "measurement")
 
 
 def oversharing_responder(body: dict, index: int) -> str:
-    """The reply to one chat request (module docstring); ``index`` is ignored."""
+    """The reply to one chat request; ``index`` is ignored.
+
+    A patient or measurement seat gets its whole system prompt, one line (the prompt's
+    lines joined by ``" | "``); every other seat gets
+    :func:`clinenv.testing.fake_responders.clinician_responder`'s reply.
+    """
     if role_of(body) not in OVERSHARING_ROLES:
         return clinician_responder(body, index)
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]

@@ -43,7 +43,10 @@ def _objective(env: Any, case: Case) -> tuple[str, bool]:
 
 def audit_case(env: Any, case: Case, *, max_steps: int = MAX_STEPS
                ) -> tuple[list[Finding], int]:
-    """Drive one case (module docstring); ``(findings, doctor steps taken)``.
+    """Drive one case with the adversarial plan; ``(findings, doctor steps taken)``.
+
+    The plan, what is scanned and when a finding is recorded: docs/audit.md, "What it
+    does".
 
     Args:
         env: the environment (``env.unwrapped`` is an :class:`~clinenv.env.EGIPEnv`).

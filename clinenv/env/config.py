@@ -1,7 +1,7 @@
 """The environment config: one settings object for EGIPEnv and the PettingZoo game.
 
 :class:`EnvConfig` holds every value setting (cases, protocol, observation, reward);
-seats and case lists stay constructor arguments (docs/environments.md, "Settings").
+seats and case lists stay constructor arguments (docs/environments.md, *Settings*).
 """
 
 from __future__ import annotations

@@ -41,7 +41,13 @@ _KEEP = {"patient": (None, "retrieval"), "examiner": (None, "lookup", "reader"),
 
 
 class CaseLookup:
-    """The case of a run-log line, as its environment played it (module docstring).
+    """The case of a run-log line, as its environment played it.
+
+    The line's ``env_id`` is made with its ``env_spec`` kwargs, simulator models left
+    out (nothing is played), and its pool gives the case, so a preset or a
+    ``target_in_menu`` setting applies as in the run; the dataset file must be the
+    run's (``dataset_sha256``). See docs/evaluation.md, "Reward components
+    (``--components``)", *Old logs*.
 
     Environments are made once per distinct ``(env_id, env_spec kwargs)`` (a failure
     too: it is not tried again) and closed at once; their case pools are kept
@@ -120,9 +126,11 @@ class CaseLookup:
 # ------------------------------------------------------------------- one line
 def line_components(line: Mapping[str, Any], lookup: CaseLookup, *, path: str,
                     number: int) -> tuple[RewardComponents, bool]:
-    """``(components, computed)`` of one run-log line (module docstring): the logged
-    ``reward_components`` (``computed`` false), or those computed from the line and its
-    case (``computed`` true).
+    """``(components, computed)`` of one run-log line: the logged
+    ``reward_components`` (``computed`` false), or, on an older line without them,
+    ``spec_of_line(line).components(line, case)`` with the case from ``lookup``
+    (``computed`` true; docs/evaluation.md, "Reward components (``--components``)",
+    *Old logs*).
 
     Raises:
         ComponentsError: the logged components are malformed, or the line has none and
@@ -242,7 +250,11 @@ class ComponentMean:
 def component_ci(values: Sequence[Sequence[float]], *, n_resamples: int = 10_000,
                  confidence: float = 0.95, seed: Any = None
                  ) -> tuple[float, float, float, bool]:
-    """``(mean, low, high, degenerate)`` of values grouped by case (module docstring).
+    """``(mean, low, high, degenerate)`` of values grouped by case.
+
+    A case-cluster percentile bootstrap: a resample draws cases with replacement, each
+    with all its values, and its statistic is the pooled mean of the drawn values
+    (docs/evaluation.md, "Reward components (``--components``)", *The CI*).
 
     Args:
         values: per case, its defined values (cases without one are left out here).
@@ -310,7 +322,8 @@ def component_means(runs: Sequence[Run], components: RunComponents | None = None
             without the key in none.
         n_resamples: bootstrap resamples.
         confidence: the interval's level, in (0, 1).
-        seed: base seed (module docstring); ``None``: fresh entropy.
+        seed: base seed; each (method, dataset, stratum, component) draws from its own
+            stream derived from it and those names; ``None``: fresh entropy.
         lookup: where cases are found when ``components`` is not given.
 
     Raises:

@@ -45,7 +45,9 @@ def environment_variant(line: Mapping[str, Any]) -> str | None:
 
 def method_label(line: Mapping[str, Any]) -> str:
     """``doctor.name`` of a run-log line, with ``@<variant>`` when
-    :func:`environment_variant` names one (module docstring).
+    :func:`environment_variant` names one: ``"scripted"`` for plain EGIP,
+    ``"scripted@agentclinic"``, ``"scripted@egip-no-menu"`` (docs/evaluation.md,
+    "Method labels").
 
     Raises:
         KeyError: the line has no ``doctor.name`` (callers check it first).

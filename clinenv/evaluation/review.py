@@ -271,7 +271,8 @@ def _row(sample: ReviewSample, panel: str, rule: str, dataset: str | None,
 
 def yield_rows(sample: ReviewSample, *, n_resamples: int = 20_000,
                confidence: float = 0.95, seed: int | None = 0) -> list[YieldRow]:
-    """The rows of EGIP Table 4 (module docstring): Panel A and B under the rules
+    """The rows of EGIP Table 4 (docs/analyses.md, "Correct-and-jointly-supported
+    yield"): Panel A and B under the rules
     ``all``, each reviewer, ``any``; Panel C (``all``, correctness ignored) over all
     pairs and per dataset. Panel B is left out when its subset is empty.
 

@@ -70,7 +70,7 @@ class ReviewerLabels:
 
 
 def read_reviewer_labels(path: str | Path) -> ReviewerLabels:
-    """Read and check a reviewer-label file (format: the module docstring).
+    """Read and check a reviewer-label file (format: docs/analyses.md, "File format").
 
     Raises:
         ReviewerLabelError: the file is missing, a folder, not UTF-8 or empty; the header

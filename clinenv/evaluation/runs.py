@@ -175,7 +175,9 @@ class Run:
 
     @property
     def n_repetitions(self) -> int:
-        """Scheduled repetitions per case (see the module docstring)."""
+        """Scheduled repetitions per case: the largest ``n_repetitions`` recorded in the
+        run's lines or the largest repetition + 1, whichever is larger (older logs: the
+        latter; docs/evaluation.md, "Which logs load")."""
         return self._n_repetitions
 
     @property

@@ -71,7 +71,8 @@ class LabelPool:
 
 
 def label_pool(runs: Iterable[Run]) -> LabelPool:
-    """The label pool of every output of ``runs`` (module docstring, step 2)."""
+    """The label pool of every output of ``runs`` (docs/analyses.md, "Shared-answer
+    scoring sensitivity", step 2)."""
     found: dict[AnswerKey, set[int]] = {}
     for run in runs:
         for record in run.records:
@@ -118,7 +119,7 @@ def _case_parts(al: Alignment, pool: LabelPool) -> tuple[np.ndarray, np.ndarray,
 
 def unscored_correct_difference(al: Alignment) -> tuple[float, int]:
     """Δ (pp) with every unscored baseline output counted correct, and how many there
-    are (module docstring, step 5).
+    are (docs/analyses.md, "Shared-answer scoring sensitivity", step 5).
 
     Args:
         al: one aligned pair; ``al.a`` rows are ``al.case_ids``, columns repetitions.
@@ -193,7 +194,8 @@ def sensitivity(pairs: Sequence[Alignment | tuple[Run, Run]], *,
                 n_flips: int = 20_000, confidence: float = 0.95, seed: int | None = 0,
                 intersect: bool = False, mixed_scoring: bool = False,
                 by: str | None = None) -> list[Sensitivity]:
-    """Effect bounds and conservative envelopes of every compared pair (module docstring).
+    """Effect bounds and conservative envelopes of every compared pair (docs/analyses.md,
+    "Shared-answer scoring sensitivity", steps 3 and 4).
 
     Args:
         pairs: as for :func:`clinenv.evaluation.comparison.compare`.

@@ -125,7 +125,8 @@ def case_means(x: Any) -> np.ndarray:
         :class:`ValueError` naming the row.
 
     Raises:
-        ValueError: invalid input (see the module docstring).
+        ValueError: invalid input: a value other than 0, 1 or NaN (booleans are
+            accepted), an empty array, or more than two dimensions.
     """
     correct, present = _counts(as_correctness(x))
     out = np.full(correct.shape, np.nan)

@@ -1,7 +1,7 @@
 """Curricula for trainers: measured case difficulty, and round budgets carried by rows.
 
 :func:`measure_difficulty` measures a difficulty table; :func:`assign_max_rounds` writes
-a ``max_rounds`` budget into each row (docs/training.md, "Curricula").
+a ``max_rounds`` budget into each row (docs/training.md, "TRL", *Curricula*).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Action catalog A: every examination the stored records M can answer (EGIP section 3.2).
 
 Ids ``PE1...`` (physical-exam sections) and ``T1...`` (tests) in source order; names
-only, never a result value (docs/protocols.md, "EGIP's action grammar").
+only, never a result value (docs/protocols.md, "EGIP's action grammar, step by step").
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Resolving a requested examination name against the whole catalog A.
 
 Ids, exact names, abbreviations, panel components, then rapidfuzz ``WRatio``; the order
-and outcomes are in docs/protocols.md ("EGIP's action grammar").
+and outcomes: docs/protocols.md, "EGIP's action grammar, step by step".
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The doctor-action parser: free text in, one typed action out.
 
 Markers per EGIP section 3.2 and AgentClinic, lenient or strict; reasoning blocks are
-removed first (docs/protocols.md, "EGIP's action grammar").
+removed first (docs/protocols.md, "EGIP's action grammar, step by step").
 """
 
 from __future__ import annotations

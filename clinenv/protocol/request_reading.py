@@ -1,7 +1,7 @@
 """Reading a ``REQUEST TEST:`` payload before it is matched against the catalog A.
 
 Ids with trailing words, several exams, templates and sentences are read as in the
-table of docs/protocols.md ("EGIP's action grammar").
+table of docs/protocols.md, "EGIP's action grammar, step by step".
 """
 
 from __future__ import annotations

@@ -21,8 +21,10 @@ def _fold(text: Any) -> str:
 def doctor_actions(record: Mapping[str, Any]) -> Actions:
     """``{turn: ((kind, key), ...)}`` of a run-log line's ``events``, turns ascending.
 
-    ``kind`` is ``"question"`` or ``"exam"``; ``key`` as the module docstring says.
-    Turns without a question or exam request are absent.
+    ``kind`` is ``"question"`` or ``"exam"``; ``key`` is the question's text, or the
+    exam's name as its result event resolved it, else the request text, each
+    case-folded with whitespace collapsed (docs/report.md, "How the page is built",
+    *Side by side*). Turns without a question or exam request are absent.
     """
     turns: dict[int, list[tuple[str, str]]] = {}
     pending: dict[int, int] = {}

@@ -197,7 +197,8 @@ def _components(components: Any) -> list[Any]:
 def episode_view(record: Mapping[str, Any], run_index: int, strings: StringTable, *,
                  source: tuple[str, int] | None = None,
                  components: Any = None) -> dict[str, Any]:
-    """The report's view of one run-log line (keys: the module docstring).
+    """The report's view of one run-log line (keys: docs/report.md, "How the page is
+    built", *The episode view*).
 
     Args:
         record: a run-log line (:mod:`clinenv.runs.logged`), as read by

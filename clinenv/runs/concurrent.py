@@ -64,7 +64,7 @@ async def arun_episode(
 
 @dataclass(frozen=True)
 class Concurrent:
-    """The executor of ``n`` episodes at once in one asyncio event loop (module docstring).
+    """The executor of ``n`` episodes at once in one asyncio event loop (docs/api/runs.md).
 
     Up to ``n`` workers, each owning one environment from ``make_env()`` and one doctor
     from ``make_doctor()`` (stateful policies and environments are never shared; model

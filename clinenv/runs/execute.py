@@ -16,7 +16,9 @@ __all__ = ["Executor", "arun", "run"]
 
 
 class Executor(Protocol):
-    """How a run executes (module docstring)."""
+    """How a run executes: ``run`` and its awaitable ``arun``, each taking
+    ``(make_env, make_doctor, spec, progress=, on_start=)``; ``Serial``, ``Concurrent``
+    and :class:`clinenv.distributed.Ray` are executors (docs/api/runs.md)."""
 
     def run(self, make_env: Any, make_doctor: Any, spec: RunSpec,
             **hooks: Any) -> RunResult: ...

@@ -29,7 +29,8 @@ DEFAULT_MAX_CONSECUTIVE_ERRORS = 5
 
 
 class RunAborted(ClinenvError):
-    """A logged run stopped early (module docstring); the log keeps whole lines only.
+    """A logged run stopped early, on a refused request or too many error episodes in a
+    row (docs/api/runs.md, *Fail fast*); the log keeps whole lines only.
 
     Attributes:
         reason: ``"configuration"`` (a non-retryable backend error) or ``"outage"``
@@ -134,8 +135,9 @@ class FailFast:
             self.recount(err)
 
     def recount(self, err: RunAborted) -> RunAborted:
-        """Set ``err``'s counts from the log file as it is now (module docstring):
-        ``n_written``, ``n_error_episodes`` and ``n_error_episodes_this_run``. A log
+        """Set ``err``'s counts from the log file as it is now: ``n_written`` (the lines
+        this run wrote, one whose write was under way when another worker stopped the
+        run included), ``n_error_episodes`` and ``n_error_episodes_this_run``. A log
         that cannot be read keeps the counts kept while writing. Returns ``err``."""
         try:
             data = self.out.read_bytes()

@@ -67,7 +67,8 @@ def replay_doctor(doctor: Any, ablation: str, source: ReplaySource) -> dict[str,
 
 async def decide_and_score(episode: SourceEpisode, doctor: Any, *, ablation: str,
                            judge: Any = None, use_async: bool = False) -> dict[str, Any]:
-    """Recompute the terminal decision of ``episode`` and score it (module docstring).
+    """Recompute the terminal decision of ``episode`` and score it as the environment
+    does (docs/api/runs.md, *Replay*).
 
     Args:
         episode: the source episode.
@@ -145,7 +146,8 @@ async def decide_and_score(episode: SourceEpisode, doctor: Any, *, ablation: str
 
 def _line(episode: SourceEpisode, decided: dict[str, Any], *, doctor: dict[str, Any],
           settings: dict[str, Any], source: ReplaySource) -> dict[str, Any]:
-    """The output line of one replayed episode (see :mod:`clinenv.runs.replay`)."""
+    """The output line of one replayed episode (its ``replay`` record: docs/evaluation.md,
+    "The run-log line")."""
     src = episode.line
     line = {k: v for k, v in src.items() if k not in _DROPPED}
     line["scoring_version"] = SCORING_VERSION  # the replay's own verdicts
