@@ -7,6 +7,7 @@ examiner seat) and scores the terminal answer against Y with the labels K shown.
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, Literal
 
 from clinenv.env.doctor_view import answer_outcome
@@ -23,10 +24,26 @@ from clinenv.protocol.runtime import EGIPRuntime
 from clinenv.reward_spec import DEFAULT_SPEC, RewardSpec
 from clinenv.scoring import score_answer
 
-__all__ = ["EXAMINER_MODES", "EGIPLoop"]
+__all__ = ["EXAMINER_MODES", "EGIPLoop", "check_max_rounds"]
 
 #: Who answers a validated exam request.
 EXAMINER_MODES = ("lookup", "agent", "seat")
+
+
+def check_max_rounds(value: Any, limit: int) -> int | None:
+    """The reset option ``max_rounds`` checked: ``None`` when absent, else an int 1..``limit``
+    (the configured T, ``acquisition_rounds``).
+
+    Raises:
+        ValueError: not an int in 1..``limit`` (a bool is refused).
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) \
+            or not 1 <= value <= limit:
+        raise ValueError(f"reset option max_rounds must be an int in 1..{limit} (this "
+                         f"environment's acquisition_rounds), got {value!r}")
+    return int(value)
 
 
 class EGIPLoop:

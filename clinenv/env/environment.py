@@ -7,7 +7,6 @@ One episode is one case: T acquisition rounds, then one decision step scored aga
 from __future__ import annotations
 
 import copy
-import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,7 +28,7 @@ from clinenv.env.doctor_view import (
     patient_flags,
     reports_flags,
 )
-from clinenv.env.egip_loop import EGIPLoop
+from clinenv.env.egip_loop import EGIPLoop, check_max_rounds
 from clinenv.env.loop import Loop
 from clinenv.env.native_loop import NativeLoop
 from clinenv.env.seats import (
@@ -232,17 +231,10 @@ class EGIPEnv(gym.Env):
             ValueError: not an int in 1..``config.acquisition_rounds``, or a native
                 protocol (whose turn limit is ``max_turns``).
         """
-        if value is None:
-            return None
-        if self._native:
+        if value is not None and self._native:
             raise ValueError(f"reset option max_rounds: an EGIP option; the {self.protocol} "
                              "protocol limits turns with max_turns=")
-        limit = self.config.acquisition_rounds
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) \
-                or not 1 <= value <= limit:
-            raise ValueError(f"reset option max_rounds must be an int in 1..{limit} (this "
-                             f"environment's acquisition_rounds), got {value!r}")
-        return int(value)
+        return check_max_rounds(value, self.config.acquisition_rounds)
 
     def step(self, action: str):
         """Apply one doctor action (docs/environments.md). Never raises on any text.

@@ -18,7 +18,7 @@ from clinenv.cases import Case
 from clinenv.env.case_pool import CasePool
 from clinenv.env.config import EnvConfig
 from clinenv.env.doctor_view import doctor_info, exam_mask, patient_flags
-from clinenv.env.egip_loop import EGIPLoop
+from clinenv.env.egip_loop import EGIPLoop, check_max_rounds
 from clinenv.env.seats import PendingStep
 from clinenv.env.simulators import make_patient
 from clinenv.env.spaces import UnicodeText, clip_text
@@ -108,14 +108,14 @@ class EGIPAECEnv(AECEnv):
         else:
             self.patient = make_patient(patient, patient_model, bias=settings.patient_bias,
                                         persona=settings.patient_persona)
+            if not callable(getattr(self.patient, "reply", None)):
+                raise ValueError("patient: the PettingZoo environment calls a built-in "
+                                 "patient's sync reply(view); this one has only areply")
         self.exam_noise = settings.exam_noise
         if self.exam_noise.active and examiner != "lookup":
             raise ValueError(f"exam_noise={self.exam_noise.to_dict()!r} applies to record "
                              "lookup O (examiner='lookup'), not to the external examiner "
                              "seat")
-            if not callable(getattr(self.patient, "reply", None)):
-                raise ValueError("patient: the PettingZoo environment calls a built-in "
-                                 "patient's sync reply(view); this one has only areply")
         self.examiner = examiner
         self.observation_format = settings.observation_format
         self.max_exams = settings.max_exams
@@ -178,21 +178,26 @@ class EGIPAECEnv(AECEnv):
 
         Args:
             seed: seeds ``self.np_random``; the case is drawn from it unless pinned.
-            options: ``{"case_id": id_or_index}`` pins the case; other keys are ignored.
+            options: ``{"case_id": id_or_index}`` pins the case; ``{"max_rounds": T}`` caps
+                this episode's acquisition rounds at T (1..``acquisition_rounds``), as in
+                :meth:`clinenv.env.EGIPEnv.reset`; other keys are ignored.
 
         Raises:
             KeyError: an unknown ``case_id``.
             IndexError: a case index out of range.
+            ValueError: a bad ``max_rounds``, before anything is reset.
         """
+        options = options or {}
+        max_rounds = check_max_rounds(options.get("max_rounds"),
+                                      self.config.acquisition_rounds)
         if seed is not None:
             self._np_random, _ = seeding.np_random(seed)
-        options = options or {}
         if options.get("case_id") is not None:
             case = self.pool.case(options["case_id"])
         else:
             case = self.pool.cases[int(self.np_random.integers(len(self.pool.cases)))]
         self._doctor_text: str | None = self.loop.start(
-            self.pool.prepared(case, **self.loop.matching))
+            self.pool.prepared(case, **self.loop.matching), max_rounds=max_rounds)
         self._doctor_clipped = False
         self.runtime = self.loop.runtime
         reset_patient = getattr(self.patient, "reset", None)

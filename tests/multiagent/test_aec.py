@@ -241,6 +241,48 @@ def test_doctor_matches_the_gymnasium_env_with_builtin_seats():
     assert total == pytest.approx(1.0 - 0.1 * (1 + 1 + 3) - 0.5 * 1)
 
 
+def test_max_rounds_reset_option_matches_the_gymnasium_env():
+    """The curriculum's reset option caps the AEC doctor's rounds as it caps EGIPEnv's:
+    with max_rounds=3 the fourth action is the decision, and every observation and info
+    equals the Gymnasium env's."""
+    gym_env = gym.make("EGIP-Demo-v0").unwrapped
+    aec = egip_v0.raw_env(dataset="demo", patient="retrieval", examiner="lookup")
+    options = {"case_id": "demo-01", "max_rounds": 3}
+    obs, info = gym_env.reset(seed=3, options=options)
+    aec.reset(seed=3, options=options)
+    assert "Round 1 of 3." in text_of(aec, DOCTOR)
+    phases = [aec.infos[DOCTOR]["phase"]]
+    for action in [*DOCTOR_SCRIPT[:3], "DIAGNOSIS READY: Lobar pneumonia"]:
+        assert aec.observe(DOCTOR)["text"] == obs["text"] and aec.infos[DOCTOR] == info
+        obs, _, terminated, _, info = gym_env.step(action)
+        aec.step(action)
+        phases.append(aec.infos[DOCTOR]["phase"])
+    assert phases == ["acquire", "acquire", "acquire", "decide", "done"]
+    assert aec.infos[DOCTOR] == info and info["verdict"] == "correct"
+    # absent again: T = 19
+    aec.reset(seed=3, options={"case_id": "demo-01"})
+    assert "Round 1 of 19." in text_of(aec, DOCTOR)
+
+
+@pytest.mark.parametrize("bad", [0, 20, 2.0, True, "5"])
+def test_bad_max_rounds_is_refused_before_the_aec_reset(bad):
+    aec = demo()
+    runtime = aec.runtime
+    with pytest.raises(ValueError, match=r"reset option max_rounds must be an int in "
+                                         r"1\.\.19 .*got"):
+        aec.reset(seed=4, options={"case_id": "demo-02", "max_rounds": bad})
+    assert aec.runtime is runtime and aec.runtime.case.case_id == "demo-01"
+
+
+def test_a_patient_with_only_areply_is_refused():
+    class AsyncOnly:
+        async def areply(self, view):
+            return "I have a cough."
+
+    with pytest.raises(ValueError, match="sync reply"):
+        egip_v0.raw_env(dataset="demo", patient=AsyncOnly())
+
+
 def test_doctor_info_carries_the_reasoning_like_the_gymnasium_env():
     gym_env = gym.make("EGIP-Demo-v0").unwrapped
     aec = egip_v0.raw_env(patient="retrieval", examiner="lookup", dataset="demo")
