@@ -130,15 +130,19 @@ class ClinOpenEnv(MCPEnvironment):
 
     # -- the trainer's API --------------------------------------------------------------
     def reset(self, seed: int | None = None, episode_id: str | None = None,
-              case_id: str | int | None = None, **kwargs: Any) -> ClinObservation:
-        """Start an episode; pins the case as ``gym.make``'s reset does (docs/training.md).
+              case_id: str | int | None = None, max_rounds: int | None = None,
+              **kwargs: Any) -> ClinObservation:
+        """Start an episode; pins the case as ``gym.make``'s reset does (docs/training.md);
+        ``max_rounds`` caps its acquisition rounds (the reset option of
+        :meth:`clinenv.env.EGIPEnv.reset`, a curriculum row's round budget).
 
         Raises:
-            ValueError: an unknown keyword, a bad seed, an unknown case id or index.
+            ValueError: an unknown keyword, a bad seed, an unknown case id or index, a
+                bad ``max_rounds`` (not an int in 1..acquisition_rounds).
         """
         if kwargs:
             raise ValueError(f"unknown reset argument(s): {sorted(kwargs)}; allowed: "
-                             "seed, episode_id, case_id")
+                             "seed, episode_id, case_id, max_rounds")
         seed = _check_seed(seed)
         if case_id is not None and (isinstance(case_id, bool)
                                     or not isinstance(case_id, str | int)):
@@ -147,7 +151,7 @@ class ClinOpenEnv(MCPEnvironment):
         if seed is None:  # the environment's own generator, as an unseeded gym reset
             seed = int(self._episode.env.np_random.integers(2**31))
         try:
-            text = self._episode.reset(case_id, seed)
+            text = self._episode.reset(case_id, seed, max_rounds=max_rounds)
         except (KeyError, IndexError) as err:
             log.info("session %s error: unknown case", self.session_id)
             raise ValueError(f"unknown case: {case_id!r} ({type(err).__name__})") from None
@@ -357,7 +361,7 @@ def make_remote_env_factory(base_url: str, *, env_id: str | None = None,
 
             Raises:
                 ValueError: the row has no ``case_id`` or ``seed``, names another
-                    ``env_id``, or the server refuses the case.
+                    ``env_id``, or the server refuses the case or its ``max_rounds``.
             """
             missing = [key for key in ("case_id", "seed") if row.get(key) is None]
             if missing:
@@ -369,8 +373,10 @@ def make_remote_env_factory(base_url: str, *, env_id: str | None = None,
                                  f"environment is {env_id!r}")
             with self._lock:
                 self._last = self._state = None
+                budget = ({} if row.get("max_rounds") is None
+                          else {"max_rounds": row["max_rounds"]})
                 self._last = self._call("reset", seed=int(row["seed"]),
-                                        case_id=row["case_id"])
+                                        case_id=row["case_id"], **budget)
                 return self._last.observation.text
 
         def _tool(self, name: str, **arguments: Any) -> str:

@@ -30,7 +30,11 @@ from openenv import GenericEnvClient  # noqa: E402
 
 import clinenv  # noqa: E402,F401
 from clinenv.agents import ScriptedDoctor  # noqa: E402
-from clinenv.integrations.openenv import ClinAction, ClinenvClient  # noqa: E402
+from clinenv.integrations.openenv import (  # noqa: E402
+    ClinAction,
+    ClinenvClient,
+    make_remote_env_factory,
+)
 from clinenv.integrations.tools import FINAL_RESULT  # noqa: E402
 from clinenv.testing.data import MEDQA_FILE, SHARED_DATA, missing_shared_data  # noqa: E402
 from clinenv.testing.serve import ServeProcess  # noqa: E402
@@ -129,6 +133,29 @@ def test_generic_client_dict_actions_and_unseeded_reset(server, local_env):
         assert not step.done and step.observation["text"]
         tool = client.step({"tool": "list_exams"})
         assert tool.observation["text"]
+
+
+def test_max_rounds_reaches_the_environment_through_the_server(server, local_env):
+    """A curriculum row's round budget: reset(max_rounds=2) over a session and through
+    make_remote_env_factory gives exactly 2 rounds, as the in-process reset does; a bad
+    budget is an error reply and the session goes on."""
+    obs, _ = local_env.reset(seed=1, options={"case_id": 2, "max_rounds": 2})
+    with GenericEnvClient(base_url=server.url).sync() as client:
+        first = client.reset(seed=1, case_id=2, max_rounds=2)
+        assert first.observation["text"] == obs["text"] and "Round 1 of 2." in obs["text"]
+        phases = [client.step({"tool": "ask_patient", "arguments": {"question": q}})
+                  .observation["metadata"]["phase"] for q in ("What brings you in?",
+                                                               "Any fever?")]
+        assert phases == ["acquire", "decide"]
+        with pytest.raises(RuntimeError, match=r"max_rounds must be an int in 1\.\.19"):
+            client.reset(seed=1, case_id=2, max_rounds=0)
+        assert "Round 1 of 19." in client.reset(seed=1, case_id=2).observation["text"]
+    remote = make_remote_env_factory(server.url, env_id=ENV_ID)()
+    text = remote.reset(case_id=2, seed=1, max_rounds=2, prompt="ignored row field")
+    assert text == obs["text"]
+    with pytest.raises(ValueError, match=r"max_rounds must be an int in 1\.\.19"):
+        remote.reset(case_id=2, seed=1, max_rounds=40)
+    assert "Round 1 of 19." in remote.reset(case_id=2, seed=1, max_rounds=None)
 
 
 def test_mcp_tools_in_a_session(server):
