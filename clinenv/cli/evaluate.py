@@ -79,7 +79,8 @@ def add_eval_parsers(sub: Any) -> None:
     ev.add_argument("logs", nargs="+", metavar="RUN.jsonl", help=logs_help)
     ev.add_argument("--by", default=None, metavar="STRATUM",
                     help="also report per stratum of this case_strata key or case flag "
-                         "(e.g. question_type, target_in_menu; with --plot also plotted)")
+                         "(e.g. question_type, target_in_menu), or exam_noise (episodes "
+                         "with a noised result apart); with --plot also plotted")
     ev.add_argument("--similarity", choices=sorted(SIMILARITY_ENCODERS), default=None,
                     help="add answer-reference similarity columns (CDEG 'Sim.'); "
                          "'lexical' is a hashing bag-of-words stand-in, not a clinical "
@@ -208,6 +209,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from clinenv.evaluation.comparison import comparison_table, pair_runs
 
     _check_by(args.by)
+    if args.by == "exam_noise":
+        raise CLIError("compare --by exam_noise: compare pairs cases, and whether a result "
+                       "was noised differs between the two runs' episodes of a case; use "
+                       "clinenv eval --by exam_noise")
     pair_labels = [_parse_pair(text) for text in args.pair or ()]
     if not args.methods and not pair_labels:
         raise CLIError("compare needs a baseline log and at least one method log")
@@ -301,40 +306,19 @@ def _load_runs(logs: Sequence[str], *, mixed_scoring: bool = False,
 
 
 def _with_flag_strata(runs: Sequence[Any], by: str | None) -> list[Any]:
-    """``--by`` a case flag (a :class:`clinenv.cases.CaseFlags` field such as
-    ``target_in_menu`` or ``target_in_records``) that no line's ``case_strata`` holds:
-    the runs with each line's ``case_flags[by]`` as that stratum (``"True"`` /
-    ``"False"``; a line without the flag, from an older log, is in no stratum). Other
-    ``--by`` values leave the runs as they are.
+    """``--by`` a case flag or ``exam_noise``, derived from the lines
+    (:func:`clinenv.evaluation.strata.with_derived_strata`).
 
     Raises:
-        CLIError: no line of the logs records the flag (logs written before it existed).
+        CLIError: the logs cannot give that stratum (the message says why).
     """
-    from dataclasses import replace
+    from clinenv.evaluation.runs import RunsError
+    from clinenv.evaluation.strata import with_derived_strata
 
-    from clinenv.cases import CaseFlags
-
-    if by not in CaseFlags.model_fields or any(
-            by in (r.get("case_strata") or {}) for run in runs for r in run.records):
-        return list(runs)
-    if not any(by in (r.get("case_flags") or {}) for run in runs for r in run.records):
-        logs = ", ".join(p for run in runs for p in run.paths)
-        if by == "target_in_bias":  # recorded by runs with a bias only
-            raise CLIError(f"--by {by}: no line of {logs} records case_flags.{by}, which "
-                           "only runs with --patient-bias or --doctor-bias record")
-        raise CLIError(f"--by {by}: no line of {logs} records case_flags.{by} (logs written "
-                       "before that flag existed); run the cases again to stratify by it")
-    out = []
-    for run in runs:
-        records = []
-        for rec in run.records:
-            value = (rec.get("case_flags") or {}).get(by)
-            strata = dict(rec.get("case_strata") or {})
-            if value is not None:
-                strata[by] = str(value)
-            records.append({**rec, "case_strata": strata})
-        out.append(replace(run, records=tuple(records)))
-    return out
+    try:
+        return with_derived_strata(runs, by)
+    except RunsError as err:
+        raise CLIError(str(err)) from None
 
 
 def _check_by_present(runs: Sequence[Any], by: str | None) -> None:

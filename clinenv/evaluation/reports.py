@@ -15,6 +15,7 @@ import numpy as np
 from clinenv.evaluation.metrics import (
     Encoder,
     accuracy,
+    correctness_matrix,
     coverage,
     embedding_similarity,
     is_unparsed,
@@ -52,7 +53,8 @@ class AccuracyCell:
         coverage: scheduled episodes with an identifiable answer.
         mean_turns: mean turns per episode.
         mean_exams: mean exams requested per episode.
-        matrix: the ``(n_cases, n_repetitions)`` correctness matrix (0 for a missing episode).
+        matrix: the ``(n_cases, n_repetitions)`` correctness matrix (0 for a missing episode;
+            NaN for an episode outside an episode stratum).
         schedule_inferred: the schedule was inferred (an old log).
         similarity: mean answer-reference cosine (CDEG "Sim.", non-answers 0), or ``None``.
         n_unparsed: identifiable answers whose judge reply could not be read (not in U).
@@ -98,21 +100,26 @@ def _similarity(records: Sequence[Mapping[str, Any]], n_missing: int,
 
 
 def _cell(run: Run, records: Sequence[Mapping[str, Any]], stratum: str | None,
-          encoder: Encoder | None = None) -> AccuracyCell:
+          encoder: Encoder | None = None, *, episode_level: bool = False) -> AccuracyCell:
     if stratum is None:
         ids = list(run.case_ids)
     else:
         present_ids = {r["case_id"] for r in records}
         ids = [c for c in run.case_ids if c in present_ids]
-    matrix = run.matrix(ids)  # scheduled cells; a missing episode is 0 (not correct)
+    if episode_level:  # only the stratum's episodes are its cells; others are NaN (out)
+        matrix, _ = correctness_matrix(records, case_ids=ids,
+                                       n_repetitions=run.n_repetitions)
+        n_missing = 0
+    else:  # scheduled cells; a missing episode is 0 (not correct)
+        matrix = run.matrix(ids)
+        n_missing = matrix.size - len(records)
     per_rep = per_repetition_accuracy(matrix)
     mean, sd = mean_sd(per_rep)
-    n_missing = matrix.size - len(records)
     interaction = mean_turns_exams(records)
     return AccuracyCell(
         label=run.label, dataset=run.dataset, stratum=stratum, n_cases=len(ids),
         n_repetitions=run.n_repetitions, n_episodes=len(records),
-        n_correct=int(matrix.sum()),
+        n_correct=int(np.nansum(matrix)),
         n_unscored=sum(map(is_unscored, records)),
         n_unparsed=sum(map(is_unparsed, records)),
         n_missing=n_missing, accuracy=accuracy(matrix),
@@ -132,7 +139,9 @@ def accuracy_cells(runs: Sequence[Run], *, by: str | None = None,
     Args:
         runs: runs from :func:`clinenv.evaluation.runs.load_runs`.
         by: a ``case_strata`` key (e.g. ``"question_type"``); a case in several strata
-            counts in each, runs without the key contribute nothing.
+            counts in each, runs without the key contribute nothing. Under an episode
+            stratum (:data:`clinenv.evaluation.strata.EPISODE_STRATA`) a stratum's cells
+            are its episodes only: no missing ones, the case's other episodes left out.
         encoder: an encoder for answer-reference similarity (see
             :func:`clinenv.evaluation.metrics.embedding_similarity`); ``None`` skips it.
 
@@ -144,7 +153,9 @@ def accuracy_cells(runs: Sequence[Run], *, by: str | None = None,
         raise RunsError("no runs to report", path="<arguments>")
     if by is None:
         return [_cell(run, run.records, None, encoder) for run in runs]
-    cells = [_cell(run, records, stratum, encoder)
+    from clinenv.evaluation.strata import EPISODE_STRATA
+
+    cells = [_cell(run, records, stratum, encoder, episode_level=by in EPISODE_STRATA)
              for run in runs for stratum, records in stratify(run.records, by).items()]
     if not cells:
         raise missing_stratum(runs, by)
