@@ -183,15 +183,23 @@ def exists_message(out: Path, *, default_of: Path | None = None) -> str:
             "file with --out FILE, or pass --force to overwrite it")
 
 
-def _check_build_args(args: argparse.Namespace) -> None:
+def _check_build_args(args: argparse.Namespace) -> tuple[Path, Path | None]:
+    """Check ``cdeg build``'s flags; ``(graph file, folder it creates or None)``: ``--out``
+    or the default beside the first log. The flags are left as parsed.
+
+    Raises:
+        CLIError: the graph file exists without ``--force``, a log is missing or is a
+            graph, or the LLM and verifier flags do not go together.
+    """
     default_of = None
-    if args.out is None:
-        args.out = default_graph_path(args.logs[0])
+    out = args.out
+    if out is None:
+        out = default_graph_path(args.logs[0])
         default_of = args.logs[0]
-    args.created_folder = _missing_folder(args.out, None if default_of is None else
-                                          f"the default graph file {args.out}")
-    if args.out.exists() and not args.force:
-        raise CLIError(exists_message(args.out, default_of=default_of))
+    created_folder = _missing_folder(out, None if default_of is None else
+                                     f"the default graph file {out}")
+    if out.exists() and not args.force:
+        raise CLIError(exists_message(out, default_of=default_of))
     for path in args.logs:
         if not path.is_file():
             raise CLIError(f"{path}: no such run log")
@@ -212,6 +220,7 @@ def _check_build_args(args: argparse.Namespace) -> None:
         raise CLIError("--min-overlap is a share in (0, 1] of --verifier lexical")
     if args.verifier_max_tokens is not None and args.verifier != "llm":
         raise CLIError("--verifier-max-tokens is used only with --verifier llm")
+    return out, created_folder
 
 
 def cmd_cdeg_build(args: argparse.Namespace) -> int:
@@ -224,7 +233,7 @@ def cmd_cdeg_build(args: argparse.Namespace) -> int:
     from clinenv.wrappers.cdeg.extractors import DeterministicExtractor, LLMExtractor
     from clinenv.wrappers.cdeg.verifier import LexicalVerifier, LLMVerifier
 
-    _check_build_args(args)
+    out, created_folder = _check_build_args(args)
     icd_map = read_icd_map(args.icd_map)
     pair_spec = args.pair_similarity or args.similarity
     try:
@@ -262,18 +271,18 @@ def cmd_cdeg_build(args: argparse.Namespace) -> int:
     finally:
         setup.close()
     try:
-        result.graph.save(args.out)
+        result.graph.save(out)
     except OSError as err:
-        raise CLIError(f"--out {args.out}: {err.strerror or err}") from None
-    print(format_build_summary(result.report, args.out, time.perf_counter() - start))
-    if args.created_folder is not None:
-        print(f"  created       folder {args.created_folder} (it did not exist)")
+        raise CLIError(f"--out {out}: {err.strerror or err}") from None
+    print(format_build_summary(result.report, out, time.perf_counter() - start))
+    if created_folder is not None:
+        print(f"  created       folder {created_folder} (it did not exist)")
     if icd_map is not None:
         print(f"  icd map       {args.icd_map}: {result.report['icd_outcomes']} trajectory "
               "outcomes decided by ICD code")
     if getattr(extractor, "n_fallbacks", 0):
         print(f"  extractor fallbacks {extractor.n_fallbacks} (LLM replies unusable)")
-    return _build_status(result.report, args.out)
+    return _build_status(result.report, out)
 
 
 #: :func:`~clinenv.wrappers.cdeg.build.empty_stage` of logs without a case that both

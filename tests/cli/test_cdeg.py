@@ -144,3 +144,24 @@ def test_a_default_graph_path_in_the_way_is_named_as_the_default(workdir, capsys
     assert capsys.readouterr().err == (
         "clinenv: error: the default graph file runs/construct.cdeg.json is a folder; give "
         "the graph file with --out FILE\n")
+
+
+def test_checking_build_flags_leaves_the_parsed_flags_as_they_are(tmp_path, construct_log,
+                                                                   monkeypatch):
+    """The default graph file and the folder to create are returned, not written into the
+    parsed namespace (a second use of the same flags sees them as the user gave them)."""
+    from clinenv.cli import build_parser
+    from clinenv.cli.cdeg import _check_build_args
+
+    monkeypatch.chdir(tmp_path)
+    log = tmp_path / "fresh" / "construct.jsonl"
+    log.parent.mkdir()
+    shutil.copy(construct_log, log)
+    args = build_parser().parse_args(["cdeg", "build", str(log)])
+    before = vars(args).copy()
+    assert _check_build_args(args) == (default_graph_path(log), Path("runs"))
+    assert vars(args) == before and args.out is None
+    args = build_parser().parse_args(["cdeg", "build", str(log), "--out",
+                                      str(tmp_path / "new" / "g.json")])
+    assert _check_build_args(args) == (tmp_path / "new" / "g.json", tmp_path / "new")
+    assert not (tmp_path / "new").exists()  # created only when the graph is written
