@@ -106,7 +106,8 @@ def is_unavailable(value: JsonValue) -> bool:
     Returns:
         ``True`` for ``None``, empty containers, the markers in
         :data:`MISSING_VALUE_MARKERS`, "not" with one of :data:`NO_RESULT_VERBS`,
-        pending and missing-data phrases, and hypothetical phrasing such as ``"would show ..."``; ``False`` for findings,
+        pending and missing-data phrases, and hypothetical phrasing such as
+        ``"would show ..."``; ``False`` for findings,
         recorded negatives (``"None"``, ``"Negative"``, ``"Not detected"``) included,
         and for booleans and numbers.
     """

@@ -125,7 +125,8 @@ class DifficultyTable(ConfigModel):
 
 
 def curriculum_key(case: CaseDifficulty) -> tuple[float, bool, int, int]:
-    """The sort key of the curriculum order: difficulty, ``target_in_records`` first, fewer exams, dataset index."""
+    """The sort key of the curriculum order: difficulty, ``target_in_records`` first,
+    fewer exams, dataset index."""
     return (case.difficulty, not case.target_in_records, case.n_exams, case.index)
 
 

@@ -19,7 +19,8 @@ from clinenv.errors import CaseFormatError
 
 
 def canonical_record(obj: Any) -> bytes:
-    """The canonical bytes of one parsed JSON record (sorted keys, compact separators, UTF-8; no newline)."""
+    """The canonical bytes of one parsed JSON record (sorted keys, compact separators,
+    UTF-8; no newline)."""
     return json.dumps(obj, sort_keys=True, ensure_ascii=False,
                       separators=(",", ":")).encode("utf-8")
 

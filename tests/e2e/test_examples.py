@@ -96,7 +96,6 @@ def test_plug_in_ten_lines(tmp_path):
 
 def test_llm_doctor_server_against_a_local_server(tmp_path):
     from clinenv.testing.clinic import clinic_responder
-
     from clinenv.testing.fake_server import FakeChatServer
 
     with FakeChatServer(clinic_responder()) as server:
@@ -133,7 +132,6 @@ def test_llm_doctor_server_rerun_on_other_data(tmp_path):
     the environment and the model, so the second run starts its own log; pointed at the
     first run's log, it refuses in one line (exit 2) and leaves that log alone."""
     from clinenv.testing.clinic import clinic_responder
-
     from clinenv.testing.fake_server import FakeChatServer
 
     demo_log = tmp_path / "runs" / "llm_doctor_server_EGIP-Demo-v0_fake-model.jsonl"
@@ -163,7 +161,6 @@ def test_llm_doctor_server_rerun_with_another_model(tmp_path):
     """The same log with another --model: one line naming the field that differs, in
     full (exit 2); without --out, the other model gets its own default log."""
     from clinenv.testing.clinic import clinic_responder
-
     from clinenv.testing.fake_server import FakeChatServer
 
     log = tmp_path / "run.jsonl"
@@ -193,7 +190,6 @@ def test_llm_doctor_server_stops_on_a_refused_request(tmp_path):
     first refused request (fail fast) and the example prints the reason on stderr, one
     line, exit 2, no traceback; the log holds no line."""
     from clinenv.testing.clinic import clinic_responder
-
     from clinenv.testing.fake_server import FakeChatServer
 
     log = tmp_path / "run.jsonl"
