@@ -10,6 +10,7 @@ _EXPORTS = {
     "DoctorPolicy": "clinenv.agents.base",
     "ScriptedDoctor": "clinenv.agents.scripted_doctor",
     "LLMDoctor": "clinenv.agents.llm_doctor",
+    "LLMDoctorConfig": "clinenv.agents.llm_doctor",
     "TeacherDoctor": "clinenv.agents.teacher_doctor",
     "ScriptedPatient": "clinenv.agents.scripted_patient",
     "ScriptedExaminer": "clinenv.agents.scripted_examiner",

@@ -7,7 +7,9 @@ Acquisition replies are actions (EGIP section 3.2); e_T goes to a terminal strat
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import field_validator
 
 from clinenv.agents.chat_seat import check_seed
 from clinenv.agents.prompts import (
@@ -30,6 +32,7 @@ from clinenv.agents.terminal_base import (
     turn_plan,
     turn_stops,
 )
+from clinenv.config_model import ConfigModel
 from clinenv.llm.base import ChatModel, ChatResult, Choice, GenerationConfig
 from clinenv.protocol.biases import bias_text, check_bias
 from clinenv.protocol.parser import split_reasoning
@@ -86,6 +89,38 @@ def evidence_part(text: str) -> str:
     return text[start:] if start > 0 else text
 
 
+class LLMDoctorConfig(ConfigModel):
+    """The LLM doctor's settings (frozen; unknown fields refused).
+
+    Attributes:
+        prompt: ``"egip"`` or ``"agentclinic"`` (the acquisition system prompt).
+        observation_format: ``"view"`` or ``"delta"``; must match the environment's.
+        max_questions: the ``"agentclinic"`` prompt's question budget (>= 1; ``None``: "a
+            limited number of").
+        bias: ``None`` or a name of :data:`~clinenv.protocol.biases.DOCTOR_BIASES`
+            (AgentClinic's doctor biases), in every call's system prompt.
+    """
+
+    prompt: Literal["egip", "agentclinic"] = "egip"
+    observation_format: Literal["view", "delta"] = "view"
+    max_questions: int | None = None
+    bias: str | None = None
+
+    @field_validator("max_questions", mode="before")
+    @classmethod
+    def _budget(cls, value: Any) -> Any:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise ValueError(f"max_questions must be an integer >= 1 or None, "
+                             f"got {value!r}")
+        return value
+
+    @field_validator("bias", mode="before")
+    @classmethod
+    def _bias(cls, value: Any) -> Any:
+        return check_bias("doctor", value, "bias")
+
+
 class LLMDoctor:
     """A :class:`~clinenv.agents.base.DoctorPolicy` backed by a chat model (docs/api/agents.md).
 
@@ -93,39 +128,40 @@ class LLMDoctor:
         model: the chat model.
         strategy: a :class:`~clinenv.agents.terminal_base.TerminalStrategy` or its name
             (``"direct"``, ``"vote"``, ``"full"``, ``"discussion"`` or ``"medagentsim"``).
-        prompt: ``"egip"`` or ``"agentclinic"``.
-        observation_format: ``"view"`` or ``"delta"``; must match the environment's.
+        doctor_config: the doctor's settings (:class:`LLMDoctorConfig`); kept as
+            :attr:`doctor_config`.
         config: generation settings of every call (default ``model.config``).
         name: the policy name for run logs (default ``"llm-<strategy>"``).
-        max_questions: the ``"agentclinic"`` prompt's question budget (>= 1; ``None``: "a
-            limited number of").
-        bias: ``None`` or a name of :data:`~clinenv.protocol.biases.DOCTOR_BIASES`.
+        **settings: :class:`LLMDoctorConfig` fields by name (``prompt="agentclinic"``,
+            ``bias="recency"``...), instead of ``doctor_config``.
 
     Attributes:
         last_decision: the latest ``TerminalDecision``, or ``None``.
 
     Raises:
-        ValueError: an unknown prompt, format, strategy or bias, or a bad ``max_questions``.
-        TypeError: ``model`` is not a :class:`~clinenv.llm.base.ChatModel` or
-            ``strategy`` is neither a name nor a strategy.
+        pydantic.ValidationError: an unknown or invalid setting (a ``ValueError``: an
+            unknown prompt, format or bias, or a bad ``max_questions``).
+        ValueError: an unknown strategy name.
+        TypeError: ``model`` is not a :class:`~clinenv.llm.base.ChatModel`, ``strategy``
+            is neither a name nor a strategy, or settings both in ``doctor_config`` and
+            as keywords.
     """
 
     def __init__(self, model: ChatModel, *, strategy: TerminalStrategy | str = "direct",
-                 prompt: str = "egip", observation_format: str = "view",
+                 doctor_config: LLMDoctorConfig | None = None,
                  config: GenerationConfig | None = None, name: str | None = None,
-                 max_questions: int | None = None, bias: str | None = None) -> None:
+                 **settings: Any) -> None:
         if not isinstance(model, ChatModel):
             raise TypeError(f"model must be a clinenv.llm.ChatModel, got {type(model).__name__}")
-        if prompt not in PROMPTS:
-            raise ValueError(f"prompt must be one of {PROMPTS}, got {prompt!r}")
-        if observation_format not in OBSERVATION_FORMATS:
-            raise ValueError(f"observation_format must be one of {OBSERVATION_FORMATS}, "
-                             f"got {observation_format!r}")
-        if max_questions is not None and (isinstance(max_questions, bool) or not isinstance(
-                max_questions, int) or max_questions < 1):
-            raise ValueError(f"max_questions must be an integer >= 1 or None, "
-                             f"got {max_questions!r}")
-        self.bias = check_bias("doctor", bias, "bias")
+        if doctor_config is not None and settings:
+            raise TypeError(f"LLMDoctor: settings {sorted(settings)} given both as keywords "
+                            "and in doctor_config=; use one (doctor_config.replace(...))")
+        if doctor_config is None:
+            doctor_config = LLMDoctorConfig(**settings)
+        elif not isinstance(doctor_config, LLMDoctorConfig):
+            raise TypeError(f"doctor_config must be an LLMDoctorConfig, "
+                            f"got {type(doctor_config).__name__}")
+        self.doctor_config = doctor_config
         if isinstance(strategy, str):
             strategy = make_strategy(strategy)
         elif not isinstance(strategy, TerminalStrategy):
@@ -133,14 +169,28 @@ class LLMDoctor:
                             f"got {type(strategy).__name__}")
         self.model = model
         self.strategy = strategy
-        self.prompt = prompt
-        self.observation_format = observation_format
-        self.max_questions = max_questions
         self.generation = config or model.config
         self.name = name or f"llm-{strategy.name}"
         self.last_decision: TerminalDecision | None = None
         self._calls: list[dict[str, Any]] = []
         self.reset()
+
+    # --------------------------------------------------------------- settings
+    @property
+    def prompt(self) -> str:
+        return self.doctor_config.prompt
+
+    @property
+    def observation_format(self) -> str:
+        return self.doctor_config.observation_format
+
+    @property
+    def max_questions(self) -> int | None:
+        return self.doctor_config.max_questions
+
+    @property
+    def bias(self) -> str | None:
+        return self.doctor_config.bias
 
     # --------------------------------------------------------------- policy API
     @property

@@ -405,7 +405,7 @@ class LLMSeats:
             return DOCTORS["teacher"](doctor, cases=self.cases)
         if doctor.name != "llm":
             return DOCTORS[doctor.name](doctor)
-        from clinenv.agents.llm_doctor import LLMDoctor
+        from clinenv.agents.llm_doctor import LLMDoctor, LLMDoctorConfig
         from clinenv.llm.base import GenerationConfig
 
         config = GenerationConfig().merged(temperature=doctor.temperature,
@@ -418,10 +418,11 @@ class LLMSeats:
             from clinenv.agents.terminal_vote import Vote
 
             strategy = Vote(temperature=doctor.vote_temperature)
+        settings = LLMDoctorConfig(prompt=self.prompt,
+                                   observation_format=self.observation_format,
+                                   max_questions=budget, bias=doctor.doctor_bias)
         return LLMDoctor(self.model(str(self.config.model)), strategy=strategy,
-                         prompt=self.prompt, config=config,
-                         observation_format=self.observation_format, max_questions=budget,
-                         bias=doctor.doctor_bias)
+                         doctor_config=settings, config=config)
 
     def close(self) -> None:
         """Close every model (clients, engines)."""

@@ -11,9 +11,10 @@ import gymnasium as gym
 import pytest
 
 import clinenv  # noqa: F401  (registers the environment ids)
-from clinenv.agents.llm_doctor import LLMDoctor, evidence_part
+from clinenv.agents.llm_doctor import LLMDoctor, LLMDoctorConfig, evidence_part
 from clinenv.agents.llm_patient import LLMPatient
 from clinenv.agents.prompts import (
+    AGENTCLINIC_BUDGET_KNOWN,
     AGENTCLINIC_DOCTOR_SYSTEM,
     DIRECT_SYSTEM,
     EGIP_DOCTOR_SYSTEM,
@@ -273,6 +274,35 @@ def test_arguments_are_checked():
         doctor.act({"text": "x"}, {"phase": "done"})
     with pytest.raises(ValueError, match="text"):
         doctor.act({}, {"phase": "acquire"})
+
+
+def test_settings_object_and_keywords_build_the_same_doctor():
+    """The doctor's settings are one LLMDoctorConfig: given whole or as keywords, the same
+    doctor (prompt, config for the log); never both; the object is frozen and checked."""
+    model = ScriptedChatModel(["x"], model="m1")
+    settings = LLMDoctorConfig(prompt="agentclinic", max_questions=7, bias="recency")
+    by_object = LLMDoctor(model, doctor_config=settings)
+    by_keywords = LLMDoctor(model, prompt="agentclinic", max_questions=7, bias="recency")
+    assert by_object.doctor_config == by_keywords.doctor_config == settings
+    assert by_object.config == by_keywords.config
+    assert by_object.config["bias"] == "recency" and by_object.config["max_questions"] == 7
+    assert by_object.system_prompt == by_keywords.system_prompt
+    assert AGENTCLINIC_BUDGET_KNOWN.format(n=7) in by_object.system_prompt
+    assert (by_object.prompt, by_object.observation_format, by_object.max_questions,
+            by_object.bias) == ("agentclinic", "view", 7, "recency")
+    with pytest.raises(TypeError, match=r"settings \['bias'\] given both"):
+        LLMDoctor(model, doctor_config=settings, bias="recency")
+    with pytest.raises(TypeError, match="doctor_config must be an LLMDoctorConfig"):
+        LLMDoctor(model, doctor_config={"prompt": "egip"})
+    with pytest.raises(ValueError, match="Extra inputs are not permitted"):
+        LLMDoctor(model, temperature=0.3)  # a generation setting: config=GenerationConfig
+    with pytest.raises(ValueError, match="frozen"):
+        settings.bias = None  # type: ignore[misc]
+    with pytest.raises(ValueError, match="max_questions must be an integer >= 1"):
+        settings.replace(max_questions=True)
+    with pytest.raises(ValueError, match=r"bias must be None or one of .*'self_diagnosis' "
+                                         r"is a patient bias"):
+        LLMDoctorConfig(bias="self_diagnosis")
 
 
 def test_terminal_instructions_reach_the_decision_call():
