@@ -22,6 +22,7 @@ from verl.utils.profiler import simple_timer
 
 from clinenv.integrations import tools
 from clinenv.integrations.tools import plain_mapping
+from clinenv.llm.decoding import decode_reply
 
 __all__ = ["ABILITY", "AGENT_NAME", "ClinenvAgentLoop", "verl_rows"]
 
@@ -109,7 +110,7 @@ class ClinenvAgentLoop(AgentLoopBase):
                 assistant_logprobs=list(out.log_probs) if logprobs is not None else None)
             token_ids, logprobs = merged.token_ids, aligned
             doctor_turns += 1
-            reply = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
+            reply = decode_reply(self.tokenizer, out.token_ids)
             messages.append({"role": "assistant", "content": reply})
             with simple_timer("tool_calls", metrics):
                 obs = await asyncio.to_thread(episode.step_text, reply)

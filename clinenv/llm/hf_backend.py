@@ -28,6 +28,7 @@ from clinenv.llm.base import (
     enforce_stop,
 )
 from clinenv.llm.checks import identical_choices_warning
+from clinenv.llm.decoding import decode_reply
 
 __all__ = ["TransformersChatModel", "cut_at_stop"]
 
@@ -204,7 +205,7 @@ class TransformersChatModel(ChatModel):
         end = next((k for k, t in enumerate(tokens) if t in self._eos_ids), None)
         body = tokens if end is None else tokens[:end]
         used = len(tokens) if end is None else end + 1
-        text = self.tokenizer.decode(body, skip_special_tokens=True)
+        text = decode_reply(self.tokenizer, body)
         reason = "length" if end is None and used >= config.max_tokens else "stop"
         return enforce_stop(Choice(text=text, finish_reason=reason), config.stop), used
 

@@ -1,0 +1,53 @@
+"""Generated token ids to reply text with the reasoning tags kept (``<think>`` blocks).
+
+Some tokenizers mark ``<think>``/``</think>`` as special tokens, so decoding with
+``skip_special_tokens=True`` would drop the tags and leave the reasoning in the action;
+the action parser (:func:`clinenv.protocol.parser.split_reasoning`) needs the tags.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["REASONING_TAGS", "decode_reply"]
+
+#: The tags :func:`clinenv.protocol.parser.split_reasoning` reads.
+REASONING_TAGS = ("<think>", "</think>")
+
+
+def _tag_ids(tokenizer: Any) -> dict[int, str]:
+    out = {}
+    for tag in REASONING_TAGS:
+        token_id = tokenizer.convert_tokens_to_ids(tag)
+        if isinstance(token_id, int) and token_id != tokenizer.unk_token_id:
+            out[token_id] = tag
+    return out
+
+
+def decode_reply(tokenizer: Any, ids: Sequence[int]) -> str:
+    """``ids`` decoded as ``tokenizer.decode(ids, skip_special_tokens=True)`` does, except
+    that a token of :data:`REASONING_TAGS` is written as its tag even when the tokenizer
+    marks it special.
+
+    Args:
+        tokenizer: a Hugging Face tokenizer (``decode``, ``convert_tokens_to_ids``,
+            ``unk_token_id``).
+        ids: generated token ids (end-of-turn tokens may be included: they are dropped
+            as special tokens).
+    """
+    tags = _tag_ids(tokenizer)
+    ids = list(ids)
+    if not any(token in tags for token in ids):
+        return tokenizer.decode(ids, skip_special_tokens=True)
+    parts: list[str] = []
+    run: list[int] = []
+    for token in ids:
+        if token in tags:
+            parts.append(tokenizer.decode(run, skip_special_tokens=True))
+            parts.append(tags[token])
+            run = []
+        else:
+            run.append(token)
+    parts.append(tokenizer.decode(run, skip_special_tokens=True))
+    return "".join(parts)
