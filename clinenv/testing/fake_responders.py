@@ -405,6 +405,19 @@ def clinician_responder(body: dict, index: int) -> str:
     return _acquire(body, text)
 
 
+def cycling_responder(replies: Sequence[str | dict]) -> Responder:
+    """A responder whose n-th choice overall (across requests) is
+    ``replies[n % len(replies)]``; a ``dict`` reply as for any responder."""
+    count = [0]
+
+    def respond(body: dict, index: int) -> str | dict:
+        reply = replies[count[0] % len(replies)]
+        count[0] += 1
+        return reply
+
+    return respond
+
+
 #: Built-in responders by name (the command line's ``--responder`` choices).
 RESPONDERS: dict[str, Responder] = {
     "ok": ok_responder,
