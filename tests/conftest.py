@@ -228,16 +228,18 @@ def workdir(tmp_path, monkeypatch) -> Path:
 
 #: Warnings that fail a core-suite test: a file or socket left open (ResourceWarning,
 #: also when raised in a finalizer, where pytest reports it as an unraisable exception).
-#: The suites of heavy extras (the tests/integrations files that .ci/run runs in their
-#: own venvs, and tests/browser) run third-party code whose leaks are not ours to fix, and
-#: are left out; tests/integrations' other files (clinenv.integrations' own logic) are core.
+#: The suites of heavy extras (the files that .ci/run runs in their own venvs, and
+#: tests/browser) run third-party code whose leaks are not ours to fix, and are left out;
+#: tests/integrations' other files (clinenv.integrations' own logic) are core.
 LEAK_FILTERS = ("error::ResourceWarning", "error::pytest.PytestUnraisableExceptionWarning")
 _TESTS = Path(__file__).resolve().parent
 _EXTRA_FOLDERS = frozenset({"browser"})
-_EXTRA_MODULES = frozenset({
-    "test_export_templates.py", "test_openenv.py", "test_openenv_trl.py", "test_ray.py",
-    "test_skyrl.py", "test_train_grpo.py", "test_trl.py", "test_trl_per_turn.py",
-    "test_verifiers.py", "test_verl.py"})
+_EXTRA_FILES = frozenset({
+    "distributed/test_ray.py", "integrations/test_export_templates.py",
+    "integrations/test_openenv.py", "integrations/test_openenv_trl.py",
+    "integrations/test_skyrl.py", "integrations/test_train_grpo.py",
+    "integrations/test_trl.py", "integrations/test_trl_per_turn.py",
+    "integrations/test_verifiers.py", "integrations/test_verl.py"})
 
 
 def _extra_suite(path: Path) -> bool:
@@ -245,8 +247,7 @@ def _extra_suite(path: Path) -> bool:
         parts = path.resolve().relative_to(_TESTS).parts
     except ValueError:
         return False
-    return bool(parts) and (parts[0] in _EXTRA_FOLDERS or (
-        parts[0] == "integrations" and parts[-1] in _EXTRA_MODULES))
+    return bool(parts) and (parts[0] in _EXTRA_FOLDERS or "/".join(parts) in _EXTRA_FILES)
 
 
 def pytest_collection_modifyitems(config, items):

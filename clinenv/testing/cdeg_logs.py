@@ -1,27 +1,9 @@
 """A hand-checked synthetic CDEG construction fixture (the CDEG construction tests).
 
-Two cases of run-log lines (schema ``clinenv.runlog/1``), written as real JSONL files:
-
-- ``c1`` (D_t "Pulmonary embolism"): success rep 0 {shortness of breath, high d-dimer,
-  filling defect}; failures rep 1 and rep 3 "Pneumonia" {shortness of breath}; rep 2
-  abstains; rep 3 first appears as an error line, superseded by its retry (the last
-  line of the file);
-- ``c2`` (D_t "Migraine"): success rep 0 {headache, photophobia}; failure rep 1
-  "Subarachnoid hemorrhage" {headache, neck stiffness}; failure rep 2 "Subarachnoid
-  hemorrhage." {headache}.
-
-:class:`LineJaccard` is the stand-in similarity: Jaccard index of the texts' line sets.
-τ_pre has one line per observation (the objective is left out), so c1's pairs score
-1/3, c2 rep 1 scores 1/3 and c2 rep 2 scores 1/2.
-
-:class:`RuleVerifier` is the scripted verifier, rules in order (S: evidence concepts,
-X: exposed concepts):
-
-1. "neck stiffness" in S -> Subarachnoid hemorrhage;
-2. "filling defect" or "photophobia" in S -> the target (Pulmonary embolism / Migraine);
-3. "shortness of breath" in X and Pneumonia listed first -> Pulmonary embolism (an order
-   bias: the reappraisal shift appears in one order only);
-4. otherwise the source diagnosis (Pneumonia / Subarachnoid hemorrhage).
+Run-log lines (schema ``clinenv.runlog/1``) of two cases, ``c1`` and ``c2``, written as
+real JSONL files, with :class:`LineJaccard` (similarity) and :class:`RuleVerifier`
+(verifier) as stand-ins. The cases, scores and rules: docs/testing.md, "Hand-built
+fixtures".
 """
 
 from __future__ import annotations
@@ -78,7 +60,7 @@ def log_line(case_id: str, rep: int, answer: str | None, verdict: str,
 
 
 def fixture_lines() -> list[dict[str, Any]]:
-    """The fixture's lines, in file order (module docstring)."""
+    """The fixture's lines, in file order (docs/testing.md, "Hand-built fixtures")."""
     sob = obs_spec("Patient", Q1, "Shortness of breath.")
     head = obs_spec("Patient", Q1, "Headache.")
     c1 = {"objective": "Breathless patient."}
@@ -121,7 +103,8 @@ class LineJaccard:
 
 
 class RuleVerifier:
-    """The scripted verifier of the module docstring; records every call."""
+    """The scripted verifier (its rules: docs/testing.md, "Hand-built fixtures"); records
+    every call in :attr:`calls`."""
 
     name = "rules"
 

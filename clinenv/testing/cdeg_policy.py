@@ -1,17 +1,10 @@
 """A hand-built CDEG graph, stub extractor and similarity, and a list-replying inner
 doctor: the pieces that pin each decision of the CDEG policy wrapper in its tests.
 
-Graph (coverage basis "edge": E_{s->t} of R1 = {E1, E2, E3, E4, E5}):
-
-- D1 "acute bronchitis" (alias "bronchitis, acute") -> D2 "lobar pneumonia" (R1):
-  missing E3 "consolidation (right lower lobe)" (yielded by exam A1 "Chest X-Ray
-  (Imaging)"), ignored E1 "fever", E2 "productive cough", E4 "coarse crackles"
-  (exam A2 "Respiratory Examination"), blocking E5 "clear lung fields";
-- D3 "asthma" -> D2 (R2): missing E6 "pleuritic chest pain" (question A3), context E1.
-
 :func:`wrapped` wraps a :class:`ListDoctor` in
 :class:`~clinenv.wrappers.cdeg.policy.CDEGDoctor` over :func:`make_graph`, at the coverage
-threshold :data:`LOW`.
+threshold :data:`LOW`. The graph's nodes and edges: docs/testing.md, "Hand-built
+fixtures".
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """The ``clinenv`` command line called from tests: as a real subprocess
-(:func:`run_cli`, ``python -m clinenv``) or in this process (:func:`main_cli`, with the
-same set-up and checks), and readers of what it prints and writes.
+(:func:`run_cli`, ``python -m clinenv``) or in this process (:func:`main_cli`), and
+readers of what it prints and writes.
 
 Both run in a given folder with ``folder/cache`` as the user cache and an absent
-``folder/no-data`` as ``CLINENV_DATA_DIR`` (only the bundled demo set is found), and check
-the exit code. pytest is imported only by :func:`main_cli`.
-
-In-process calls go through the ``clinenv`` command's console-script entry point
-(:func:`clinenv_main`), as the installed command does: this package sits beside the CLI
-and imports none of it (the CLI's audit imports :mod:`clinenv.testing`).
+``folder/no-data`` as ``CLINENV_DATA_DIR`` (only the bundled demo set is found), and
+check the exit code. In-process calls go through the console-script entry point
+(:func:`clinenv_main`); pytest is imported only by :func:`main_cli`.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
 """A deterministic clinic behind a real local server, for rollout, environment and CLI tests.
 
-:func:`clinic_responder` answers every LLM agent of clinenv from the request alone (no
-hidden state, so concurrent and sequential runs get the same replies):
-
-- the doctor in acquisition: the fake server's :func:`clinician_responder` (it requests
-  every menu examination in order, then asks a fixed question);
-- the doctor's terminal calls (Direct, Vote's samples): ``DIAGNOSIS READY: X`` where X is
-  what an acquired report calls "consistent with X" (else the first candidate label,
-  else "Undetermined");
-- Full's council (``DIAGNOSIS: X``), ledger (a sentence) and consensus (a JSON object
-  citing ``O1``);
-- the patient: :data:`PATIENT_REPLY`; the judge: ``judge_reply``.
-
-The tests' fixtures ``server`` (that clinic on a started server) and ``model`` (an OpenAI
-client of it) are in tests/conftest.py.
+:func:`clinic_responder` answers every LLM agent of clinenv from the request alone; what
+each gets: docs/testing.md, "The clinic". The tests' fixtures ``server`` and ``model``
+are in tests/conftest.py.
 """
 
 from __future__ import annotations
@@ -59,7 +48,8 @@ def role_of(body: dict) -> str:
 
 
 def evidence_diagnosis(text: str) -> str:
-    """The diagnosis a reader of ``text`` would name (see the module docstring)."""
+    """What an acquired report calls "consistent with X", else the first candidate label
+    (``A. ...``), else ``"Undetermined"``."""
     found = _CONSISTENT.search(text)
     if found:
         return found.group(1).strip()
@@ -68,7 +58,8 @@ def evidence_diagnosis(text: str) -> str:
 
 
 def clinic_responder(judge_reply: str = "Yes") -> Callable[[dict, int], str]:
-    """The responder of a :class:`~clinenv.testing.fake_server.FakeChatServer` (see above)."""
+    """The clinic's responder, for a :class:`~clinenv.testing.fake_server.FakeChatServer`
+    (docs/testing.md, "The clinic"); the judge answers ``judge_reply``."""
     def reply(body: dict, index: int) -> str:
         role = role_of(body)
         text = last_user_text(body)

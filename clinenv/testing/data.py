@@ -1,19 +1,9 @@
 """Where the tests find the AgentClinic files, markers that skip a test without them, and
 :func:`leaves` (a JSON-tree walker the tests share).
 
-The files are never copied into the repository. :data:`SHARED_DATA` is, first found:
-
-1. the folder named by ``CLINENV_TEST_DATA`` (an override for the tests alone);
-2. the folder named by ``CLINENV_DATA_DIR``, the variable that runs read, so one variable
-   is enough for both;
-3. the sibling ``../shared/datasets/agentclinic`` of the repository (of a source checkout:
-   this file is ``clinenv/testing/data.py`` in it).
-
-An empty variable counts as unset. Test modules import :data:`SHARED_DATA` and the file
-names from here, with :func:`needs_shared_data` / :func:`skip_without_shared_data`, so
-that a test whose data is absent skips with a message saying where it looked (the
-``shared_data_dir`` fixture of tests/conftest.py does the same for a whole test).
-pytest is imported only by the two functions that need it.
+:data:`SHARED_DATA` is the first of ``$CLINENV_TEST_DATA``, ``$CLINENV_DATA_DIR`` and
+``../shared/datasets/agentclinic`` beside a source checkout (docs/testing.md, "The
+AgentClinic files"). pytest is imported only by the two functions that need it.
 """
 
 from __future__ import annotations
@@ -46,7 +36,8 @@ def _data_source() -> str:
     return f"the default (neither {TEST_DATA_ENV} nor {DATA_DIR_ENV} is set)"
 
 
-#: Folder of the AgentClinic files used by the tests (see the module docstring).
+#: Folder of the AgentClinic files used by the tests (docs/testing.md, "The AgentClinic
+#: files").
 SHARED_DATA = _shared_data()
 _DATA_SOURCE = _data_source()
 

@@ -1,43 +1,9 @@
 """The clinician responder's native seats: measurement agent, native doctor, discussion.
 
 Parts of :func:`clinenv.testing.fake_responders.clinician_responder` for the native
-AgentClinic / MedAgentSim protocols (:mod:`clinenv.protocol.native`) and the EGIP
-"native measurement access" ablation (EGIP Table 3A). Like the rest of the clinician,
-they read nothing but the request's messages and give the same reply to the same request:
-
-- :func:`measurement_reply` -- the LLM measurement agent (system prompt
-  :data:`~clinenv.agents.prompts.MEASUREMENT_SYSTEM`, which carries every examination
-  record of the case). OSCE records (the prompt holds them as a Python ``repr``, see
-  :func:`clinenv.protocol.measurement_view.exam_information`) are answered exactly as the
-  offline record reader answers (:class:`clinenv.agents.measurement_agent.
-  NativeRecordReader`): ``RESULTS: <name>: <result>; ...`` for every record whose name
-  occurs in the request. Free-text records (NEJM) are split into items (lines, ``-``
-  bullets, numbered items) and answered with the items that share a word of 4+ letters
-  with the request (``test``, ``request`` and ``results`` do not count). When nothing
-  matches: ``RESULTS: NORMAL READINGS`` under the prompt's normal-readings rule
-  (AgentClinic, weakness W1), else ``RESULTS: NOT RECORDED``;
-- :func:`native_doctor_reply` -- the doctor on a native observation (it has a ``# Latest
-  response`` section and a ``Turn k of N.`` footer): first :data:`OPENING_QUESTION`, then
-  ``REQUEST TEST: <name>`` for the first :data:`NATIVE_EXAMS` names not yet requested in
-  the conversation, then ``DIAGNOSIS READY: <native label>``; on the last turn (k = N) the
-  diagnosis at once;
-- :func:`native_label` -- the diagnosis the native doctor gives: the first one a
-  ``Patient:`` or ``Measurement:`` line of the transcript names after "consistent with",
-  "suggestive of"... (:func:`clinenv.agents.evidence_reading.named_diagnosis`), else
-  ``None``;
-- :func:`summary_label` -- the team's diagnosis in the summary call of MedAgentSim's
-  discussion (:mod:`clinenv.agents.terminal_discussion`): the first entry of its
-  ``Proposals by count:`` line, else ``None``;
-- the calls of MedAgentSim's published final turn
-  (:mod:`clinenv.agents.terminal_medagentsim`): :func:`question_reply` (the structured
-  question: one template sentence, plus "Findings are consistent with <label>." when
-  the case names a diagnosis, :func:`native_label`), :func:`candidates_reply` (the
-  distinct diagnoses of the opinions' ``DIAGNOSIS READY:`` lines, as a JSON list),
-  :func:`choice_reply` (``Answer: [X]`` for the shown option the question names after
-  "consistent with", case-insensitively; otherwise a reply without a letter) and
-  :func:`consensus_reply` (``DIAGNOSIS READY: <pick>`` when the request hands over a
-  pick that is not padding; otherwise :data:`NO_CONSENSUS`, a reply without the marker:
-  the published loop leaves that output unscored).
+AgentClinic / MedAgentSim protocols and EGIP's native measurement access; like the rest
+of the clinician they read only the request's messages. Their replies: docs/testing.md,
+"Native seats of the clinician".
 """
 
 from __future__ import annotations
@@ -104,7 +70,8 @@ def _osce_records(text: str) -> Records | None:
 
 
 def measurement_reply(system: str, user: str) -> str:
-    """The measurement agent's reply to a request (see the module docstring).
+    """The measurement agent's reply to a request (docs/testing.md, "Native seats of the
+    clinician").
 
     Args:
         system: the system prompt (:data:`~clinenv.agents.prompts.MEASUREMENT_SYSTEM`
@@ -132,13 +99,14 @@ def is_native_view(text: str) -> bool:
 
 
 def native_label(texts: Iterable[str]) -> str | None:
-    """The diagnosis named in the evidence of native observations (module docstring);
-    ``texts`` are the user messages of the conversation, oldest first."""
+    """The diagnosis named in the evidence of native observations, or ``None``
+    (docs/testing.md, "Native seats of the clinician"); ``texts`` are the user messages
+    of the conversation, oldest first."""
     return named_diagnosis("\n".join(evidence_text(t) for t in texts))
 
 
 def native_doctor_reply(user_texts: list[str], said: str) -> str:
-    """The native doctor's next utterance (module docstring).
+    """The native doctor's next utterance (docs/testing.md, "Native seats of the clinician").
 
     Args:
         user_texts: the user messages of the conversation, oldest first (the last one is
@@ -177,7 +145,8 @@ _PADDED = re.compile("^" + re.escape(PADDING).replace(r"\{k\}", r"\d+") + "$")
 
 
 def question_reply(text: str) -> str:
-    """The structured question for a question request ``text`` (module docstring)."""
+    """The structured question for a question request ``text``: a fixed sentence, plus
+    "Findings are consistent with <label>." when :func:`native_label` finds one."""
     label = native_label([text])
     found = f" Findings are consistent with {label}." if label else ""
     return ("Provide the most likely final diagnosis for the following patient, who was "
@@ -193,7 +162,8 @@ def candidates_reply(text: str) -> str:
 
 
 def choice_reply(text: str) -> str:
-    """``Answer: [X]`` for the shown option the question names (module docstring)."""
+    """``Answer: [X]`` for the shown option the question names after "consistent with"
+    (case-insensitively), else a reply without a letter."""
     named = named_diagnosis(text.split("\nA. ", 1)[0])
     for letter, option in _SHOWN.findall(text):
         if named and option.strip().lower() == named.lower():
@@ -207,7 +177,8 @@ def is_consensus(text: str) -> bool:
 
 
 def consensus_reply(text: str) -> str:
-    """The published consensus reply (module docstring)."""
+    """The published consensus reply: ``DIAGNOSIS READY: <pick>`` for a handed-over pick
+    that is not padding, else :data:`NO_CONSENSUS`."""
     pick = text.split(_PICK_HEAD, 1)[1].split("\n", 1)[0].strip() if _PICK_HEAD in text else ""
     if pick and not _PADDED.match(pick):
         return f"After the discussion the team agrees.\nDIAGNOSIS READY: {pick}"

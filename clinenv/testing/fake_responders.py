@@ -50,7 +50,7 @@ from clinenv.testing.fake_native import (
     summary_label,
 )
 
-#: ``responder(body, index) -> str | dict`` (module docstring).
+#: ``responder(body, index) -> str | dict`` (docs/testing.md, "Responders").
 Responder = Callable[[dict, int], "str | dict"]
 
 #: Part of the evidence interface's terminal instructions (``TERMINAL_INSTRUCTIONS`` in
@@ -308,68 +308,18 @@ def _acquire(body: dict, text: str) -> str:
 def clinician_responder(body: dict, index: int) -> str:
     """A deterministic player of every LLM seat of clinenv (doctor, terminal strategies,
     patient, judge, measurement agent, MedAgentSim's discussion team), chosen by
-    :func:`role_of` (the exact system prompts of :mod:`clinenv.agents.prompts`).
+    :func:`role_of`.
 
-    It reads only the request's messages, so concurrent and sequential runs get the
-    same replies; ``index`` is ignored.
+    It reads only the request's messages (``index`` is ignored), so concurrent and
+    sequential runs get the same replies. What each seat gets: docs/testing.md, "The
+    clinician".
 
-    =============  ==========================================================================
-    role           reply
-    =============  ==========================================================================
-    ``doctor``     acquisition (EGIP or AgentClinic doctor prompt, or no known system
-                   prompt): ``REQUEST TEST: <id>`` for the first id of the last user
-                   message's ``# Available examinations`` menu not yet requested in the
-                   conversation, then :data:`FALLBACK_QUESTION`; on an EGIP view without a
-                   menu (the "w/o menu" ablation, ``preset="egip-no-menu"``: its footer
-                   asks for ``REQUEST TEST: <examination name>``) ``REQUEST TEST: <name>``
-                   for the first of :data:`~clinenv.testing.fake_native.NATIVE_EXAMS` (the
-                   scripted doctor's by-name plan) not yet requested, then
-                   :data:`FALLBACK_QUESTION`; on a native observation
-                   (AgentClinic / MedAgentSim) a question, requests by name and its own
-                   ``DIAGNOSIS READY`` line (:func:`clinenv.testing.fake_native.
-                   native_doctor_reply`); when the last user message is an evidence
-                   interface e_T or another decision input (it holds
-                   :data:`DECISION_MARKER`), the decision line as for ``direct``
-    ``direct``     Direct and Vote samples: ``DIAGNOSIS READY: <label>``, the *evidence
-                   label* of e_T (below)
-    ``council``    ``DIAGNOSIS: <label>`` and ``BASIS: <ids>`` (the admissible observation
-                   ids of e_T)
-    ``ledger``     one line per council proposal: ``<proposal>: supported by <ids>.``
-    ``consensus``  one JSON object: the first council proposal (else the evidence label),
-                   ``support`` = the admissible ids of e_T other than ``S0`` (``["S0"]``
-                   when there is none), no conflict; when there is no label at all,
-                   ``{"diagnosis": "", "support": [], "conflict": [], "insufficient": true}``.
-                   The repair call gets the same reply.
-    ``patient``    the fact of the persona facts (the ``Facts:`` block of the system prompt)
-                   that shares the most words with the doctor's question (words of 4+
-                   letters; ties: the first), else the first fact whose label names a
-                   symptom, else the first fact; as ``"<fact>."``. Never the question
-                   itself; ``"I'm not sure."`` without facts
-    ``judge``      ``Yes`` when the given diagnosis equals the reference diagnosis after
-                   case folding, whitespace collapsing and trimming of surrounding
-                   punctuation, else ``No`` (read from the judge's question, also when the
-                   last message is the retry request). The native moderator uses the same
-                   prompt with the doctor's whole final utterance as the given diagnosis:
-                   then the text after its last ``DIAGNOSIS READY:`` (up to the line end)
-                   is compared
-    ``measurement``  the LLM measurement agent (native protocols, EGIP's "native
-                   measurement access"): ``RESULTS: ...`` with the records the request
-                   names, read from the records in its system prompt, else the normal
-                   readings (or not recorded) reply of the prompt's rule
-                   (:func:`clinenv.testing.fake_native.measurement_reply`)
-    ``discussion``   MedAgentSim's team (:data:`~clinenv.agents.terminal_discussion.
-                   TEAM_SYSTEM`): an opinion is the decision line as for ``direct``; the
-                   summary is ``DIAGNOSIS READY: <the first of its proposals by count>``
-    =============  ==========================================================================
+    Args:
+        body: the request's JSON body (``messages``).
+        index: the choice index (unused).
 
-    The *evidence label* of e_T is the first candidate label (its ``A.`` prefix removed)
-    when e_T lists candidates, else the first line of the last recorded measurement result;
-    of a native decision input (MedAgentSim's transcript, also inside a discussion call) the
-    diagnosis its ``Patient:`` / ``Measurement:`` lines name
-    (:func:`clinenv.testing.fake_native.native_label`); else none (``direct`` and ``doctor``
-    then answer ``Unknown``). Admissible ids are those of
-    :func:`clinenv.agents.terminal_full.admissible_ids` (S0, patient statements and
-    recorded results; never unknown observations).
+    Returns:
+        The message content.
     """
     role = role_of(body)
     text = last_user_text(body)
@@ -403,6 +353,19 @@ def clinician_responder(body: dict, index: int) -> str:
                          if m.get("role") in ("user", "assistant"))
         return native_doctor_reply(users, said)
     return _acquire(body, text)
+
+
+def cycling_responder(replies: Sequence[str | dict]) -> Responder:
+    """A responder whose n-th choice overall (across requests) is
+    ``replies[n % len(replies)]``; a ``dict`` reply as for any responder."""
+    count = [0]
+
+    def respond(body: dict, index: int) -> str | dict:
+        reply = replies[count[0] % len(replies)]
+        count[0] += 1
+        return reply
+
+    return respond
 
 
 #: Built-in responders by name (the command line's ``--responder`` choices).

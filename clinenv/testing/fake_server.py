@@ -1,25 +1,9 @@
 """A local OpenAI-compatible chat-completions server for tests, benchmarks and offline demos.
 
-:class:`FakeChatServer` answers ``POST /v1/chat/completions`` on 127.0.0.1 with replies
-from a *responder* function, after an adjustable delay, and can be told to fail the next
-requests (HTTP errors, hangs, odd JSON or raw bytes) so that clients' retries and their
-handling of odd replies can be exercised against a real socket.
-
-A responder is ``responder(body, index) -> str | dict``, called once per returned choice
-(a ``str`` is the content; a ``dict`` is the whole ``message`` plus an optional
-``"finish_reason"``). The built-in ones live in :mod:`clinenv.testing.fake_responders` and
-are re-exported here: ``"ok"`` (replies ``OK``), ``"echo"``, ``"yes"`` (a judge) and
-``"clinician"`` (:func:`clinician_responder`: deterministic replies for every LLM seat of
-clinenv, the doctor, Direct, Vote, Full's council, ledger and consensus, the patient and
-the judge, told apart by the request's system prompt).
-
-Other routes: ``GET /v1/models`` (the one model), ``GET /health`` and ``GET /stats``
-(:meth:`FakeChatServer.stats` as JSON, for benchmarks that run the server in another
-process). Run it from the command line with::
-
-    python -m clinenv.testing.fake_server --delay-ms 200 --responder clinician [--port 0]
-
-which prints ``READY <base_url>`` on stdout and serves until it is terminated.
+:class:`FakeChatServer` serves replies from a responder (:mod:`clinenv.testing.fake_responders`,
+whose built-ins are re-exported here) and can be told to fail; ``python -m
+clinenv.testing.fake_server`` runs it from the command line (``--help``). Routes, faults,
+token ids and responders: docs/testing.md, "Test doubles".
 """
 
 from __future__ import annotations
@@ -183,52 +167,33 @@ def fake_logprob(position: int) -> float:
 
 # --------------------------------------------------------------------------- server
 class FakeChatServer:
-    """An OpenAI-compatible chat-completions server on a local port, in daemon threads.
+    """An OpenAI-compatible chat-completions server on 127.0.0.1, in daemon threads.
 
-    Use it as a context manager (or call :meth:`start` and :meth:`stop`)::
+    A context manager (or :meth:`start` and :meth:`stop`)::
 
         with FakeChatServer("clinician", delay_s=0.2) as server:
             client = OpenAIChatModel("fake-model", base_url=server.base_url)
 
-    Each connection gets its own thread (keep-alive; ``TCP_NODELAY``; listen backlog
-    256), so 64 concurrent clients with a 200 ms delay are served in parallel.
+    One thread per connection (keep-alive, listen backlog 256). What it replies, its
+    token ids and its faults: docs/testing.md, "The fake chat server".
 
     Args:
         responder: a :data:`Responder`, a :data:`RESPONDERS` name, or ``None`` (replies
             ``"OK"``).
-        delay_s: seconds to sleep in each request before replying (>= 0); may be
-            changed at any time through the attribute.
+        delay_s: seconds slept before each reply (>= 0); may be changed at any time.
         host: interface to bind (default loopback only).
         port: port to bind; 0 picks a free one.
-        model: the model name reported in replies and by ``GET /v1/models``.
+        model: the model name of replies and of ``GET /v1/models``.
         ignore_n: return one choice whatever ``n`` says.
         system_fingerprint: reported in every reply.
-        tokenizer: a Hugging Face tokenizer with a chat template for the token ids of
-            requests that ask for them (below), or ``None``: UTF-8 bytes as ids.
+        tokenizer: a Hugging Face tokenizer with a chat template for requested token
+            ids, or ``None`` (UTF-8 bytes as ids).
 
     Attributes:
         base_url: ``"http://HOST:PORT/v1"`` once started.
         delay_s: see above.
         requests: every JSON body received at ``POST /v1/chat/completions``, in arrival
-            order (appended under a lock).
-
-    Replies carry ``id``, ``object``, ``created``, ``model``, ``system_fingerprint``,
-    ``choices`` (``n`` of them unless ``ignore_n``; index, message, finish_reason) and
-    ``usage`` (whitespace-token counts of the messages and the replies). A body that is
-    not a JSON object gets a 400 error; a responder that raises gets a 500 whose message
-    names the exception.
-
-    Token ids, as vLLM sends them (:mod:`clinenv.llm.openai_backend`): a request with
-    ``"return_token_ids": true`` gets the top-level ``prompt_token_ids`` and each
-    choice's ``token_ids``; one with ``"logprobs": true`` gets each choice's
-    ``logprobs.content`` (one ``{"token", "logprob", "bytes", "top_logprobs": []}`` per
-    completion token, ``logprob`` = :func:`fake_logprob` of its position). With a
-    ``tokenizer``: the prompt is ``tokenizer.apply_chat_template(messages,
-    add_generation_prompt=True)`` encoded without special tokens added, the completion
-    ``encode(content) + [eos_token_id]``. Without one: the prompt is the UTF-8 bytes of
-    ``"<|role|>content\n"`` per message then ``"<|assistant|>"``, the completion those of
-    ``content + "\n"``; so each prompt starts with the previous prompt and completion
-    when the history is kept verbatim.
+            order.
 
     Raises:
         ValueError: an unknown responder name or a negative delay.
@@ -318,20 +283,16 @@ class FakeChatServer:
                retry_after_ms: int | None = None, hang_s: float | None = None,
                body: dict | None = None, raw: bytes | None = None,
                content_type: str = "application/json") -> None:
-        """Queue ``count`` identical faults; each of the next requests consumes one (FIFO).
+        """Queue ``count`` identical faults; each of the next requests takes one (FIFO).
 
         Exactly one kind per call:
 
-        - ``status``: an HTTP error (400..599) with an OpenAI-style error JSON and, when
-          ``retry_after_ms`` is given, a ``retry-after-ms`` header;
-        - ``hang_s``: sleep that many seconds (after :attr:`delay_s`) before answering
-          normally, to trigger client timeouts;
-        - ``body``: return this JSON object with status 200 instead of a completion
-          (e.g. ``{"choices": []}``; or a message with
-          ``content: null`` and ``reasoning``);
-        - ``raw``: return these bytes with status 200 and the header ``Content-Type:
-          <content_type>`` (default ``application/json``), e.g. a cut JSON body
-          ``b'{"choices": [ {"index":0,'``, a JSON list, or HTML from a proxy.
+        - ``status``: an HTTP error (400..599) with an OpenAI-style error JSON, and a
+          ``retry-after-ms`` header when ``retry_after_ms`` is given;
+        - ``hang_s``: sleep that many seconds (after :attr:`delay_s`), then reply
+          normally;
+        - ``body``: this JSON object with status 200 instead of a completion;
+        - ``raw``: these bytes with status 200 and ``Content-Type: <content_type>``.
 
         Raises:
             ValueError: not exactly one kind, ``count`` < 1, a status outside 400..599,

@@ -157,3 +157,28 @@ def test_judge_over_a_real_http_server():
     assert (first.verdict, second.verdict, second.n_attempts) == ("correct", "wrong", 2)
     assert [b.get("seed") for b in bodies] == [1, 2, call_seed(2, "judge", 1)]
     assert "Lobar pneumonia" in bodies[0]["messages"][1]["content"]
+
+
+# --------------------------------------------------- the reply cut to the judge's turn
+@pytest.mark.parametrize(("raw", "verdict", "kept"), [
+    # uncut, "Yes<|im_end|>...No" holds both words and would be unparsed
+    ("Yes<|im_end|>\n<|im_start|>user\nDoctor: No", "correct", "Yes"),
+    ("No.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nYes", "wrong", "No."),
+    ("Yes, the same disease.<end_of_turn>\n<start_of_turn>user\nNo?", "correct",
+     "Yes, the same disease."),
+])
+def test_llm_judge_reads_only_its_own_turn(raw, verdict, kept):
+    model = ScriptedChatModel([raw])
+    judge = LLMJudge(model, retries=0)
+    result = judge.judge("DIAGNOSIS READY: Gout", "Gout")
+    assert (result.verdict, result.reply, result.n_attempts) == (verdict, kept, 1)
+    (record,) = judge.drain_calls()
+    assert record["flags"] == ["wrote_past_turn"]
+    assert model.calls[0][1].stop == ("\nDoctor:", "\nPatient:", "<|im_end|>", "<|eot_id|>")
+
+
+def test_strict_judge_reads_an_uncut_reply_as_sent_and_a_cut_one_cut():
+    strict = LLMJudge(ScriptedChatModel([" yes", "yes<end_of_turn>\nno"]), strict=True)
+    assert strict.judge("Gout", "Gout").verdict == "wrong"  # AgentClinic's exact rule
+    assert strict.judge("Gout", "Gout").verdict == "correct"
+    assert [r["flags"] for r in strict.drain_calls()] == [[], ["wrote_past_turn"]]

@@ -343,3 +343,36 @@ def test_episode_over_a_real_http_server_with_direct():
     assert [(r["purpose"], r["backend"], r["seed"]) for r in records] == [
         ("acquire", "openai", requests[0]["seed"]), ("acquire", "openai", requests[1]["seed"]),
         ("decide", "openai", requests[2]["seed"])]
+
+
+# ------------------------------------------------- the history cut to the doctor's turn
+#: The doctor's stop strings (written out by hand); the first four are sent.
+DOCTOR_STOPS = ("\nPatient:", "\nExaminer [", "<|im_end|>", "<|eot_id|>", "<end_of_turn>",
+                "\nUser:")
+
+
+@pytest.mark.parametrize(("raw", "own", "cut"), [
+    ("Any fever?<|im_end|>\n<|im_start|>user\nPatient: No fever.", "Any fever?", True),
+    ("How long has it lasted?<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
+     "Two weeks.", "How long has it lasted?", True),
+    ("REQUEST TEST: CBC<end_of_turn>\n<start_of_turn>user\nExaminer [CBC]: normal",
+     "REQUEST TEST: CBC", True),
+    ("Any weight loss? [INST] No. [/INST]", "Any weight loss?", True),
+    ("Doctor: Where does it hurt?\n**Patient:** In my knee.", "Where does it hurt?", True),
+    # a label inside a line is text, not a turn
+    ("I asked the Caregiver: is he eating?", "I asked the Caregiver: is he eating?", False),
+])
+def test_delta_doctor_history_holds_only_its_own_turn(raw, own, cut):
+    model = ScriptedChatModel([raw, "Any cough?"])
+    doctor = LLMDoctor(model, observation_format="delta")
+    doctor.reset(seed=3)
+    first = doctor.act({"text": "A 40-year-old presents."}, {"phase": "acquire", "turn": 0})
+    assert first == raw  # the environment's parser cuts the action itself
+    doctor.act({"text": "Patient: Since yesterday."}, {"phase": "acquire", "turn": 1})
+    sent = model.calls[1][0]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
+    assert sent[2]["content"] == own
+    records = doctor.drain_calls()
+    assert records[0]["flags"] == (["wrote_past_turn"] if cut else [])
+    assert records[1]["flags"] == []
+    assert model.calls[0][1].stop == DOCTOR_STOPS[:4]

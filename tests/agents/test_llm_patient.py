@@ -5,6 +5,7 @@ or the target Y ever reaches it."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import re
 
@@ -28,6 +29,7 @@ from clinenv.llm import GenerationConfig, ScriptedChatModel
 from clinenv.protocol.views import PatientView
 from clinenv.seeding import call_seed
 from clinenv.testing.data import MEDQA_FILE, leaves
+from clinenv.testing.fake_responders import cycling_responder
 
 FACTS = {"Demographics": "58-year-old man",
          "Symptoms": {"Primary_Symptom": "Chest pain",
@@ -251,3 +253,71 @@ def test_llm_patient_messages_never_hold_records_or_target(shared_data_dir):
         assert len(model.calls) >= 5
         assert not [s for s in secret if s in sent], index
         assert not re.search(re.escape(target), sent, re.IGNORECASE), index
+
+
+# ------------------------------------------------- the reply cut to the patient's turn
+#: The patient's stop strings sent to the server (written out by hand).
+PATIENT_STOPS_SENT = ["\nDoctor:", "<|im_end|>", "<|eot_id|>", "<end_of_turn>"]
+
+
+def served(replies):
+    """A fake server whose n-th choice overall is ``replies[n]`` (it ignores ``stop``)."""
+    from clinenv.testing.fake_server import FakeChatServer
+
+    return FakeChatServer(cycling_responder(replies))
+
+
+def openai_model(server, **kwargs):
+    from clinenv.llm.openai_backend import OpenAIChatModel
+
+    return OpenAIChatModel("fake", base_url=server.base_url, timeout_s=5.0, max_retries=0,
+                           **kwargs)
+
+
+def patient_view(question="Since when do you cough?"):
+    return PatientView({"Symptoms": {"Primary_Symptom": "Cough"}}, (), question, False)
+
+
+@pytest.mark.parametrize(("raw", "reply", "flags"), [
+    ("It started last week.<|im_end|>\n<|im_start|>user\nDoctor: Any fever?",
+     "It started last week.", ["speaks_as_doctor", "wrote_past_turn"]),
+    ("Only at night.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
+     "Physician: Any cough?", "Only at night.", ["wrote_past_turn"]),
+    ("Mostly mornings.<end_of_turn>\n<start_of_turn>user\nAnything else?",
+     "Mostly mornings.", ["wrote_past_turn"]),
+    ("Since Monday. [INST] Any nausea? [/INST]", "Since Monday.", ["wrote_past_turn"]),
+    ("Yes, twice.\nUser: And the pain?", "Yes, twice.", ["wrote_past_turn"]),
+    ("Parent: He coughs at night.\n**Doctor:** Since when?", "He coughs at night.",
+     ["speaks_as_doctor", "wrote_past_turn"]),
+    ("Patient: About three weeks.", "About three weeks.", []),
+])
+def test_llm_patient_cuts_its_reply_to_its_turn(raw, reply, flags):
+    model = ScriptedChatModel([raw])
+    patient = LLMPatient(model)
+    assert patient.reply(patient_view()) == reply
+    assert patient.last_flags == flags
+    (record,) = patient.drain_calls()
+    assert record["flags"] == flags
+    assert model.calls[0][1].stop == tuple(PATIENT_STOPS_SENT)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("openai") is None,
+                    reason="the openai client is not installed (extra 'openai')")
+def test_llm_patient_keeps_its_flags_when_the_backend_cut_at_a_stop_string():
+    raw = "It burns.\nDoctor: Where?\nPatient: Here."
+    with served([raw]) as server:
+        patient = LLMPatient(openai_model(server))
+        assert patient.reply(patient_view()) == "It burns."
+    assert server.requests[0]["stop"] == PATIENT_STOPS_SENT
+    assert patient.last_flags == ["speaks_as_doctor", "wrote_past_turn"]
+    (record,) = patient.drain_calls()
+    assert record["flags"] == ["speaks_as_doctor", "wrote_past_turn"]
+    assert record["stop_enforced"] is True
+
+
+def test_configured_stops_come_first_and_the_seat_adds_its_own():
+    model = ScriptedChatModel(["Fine."])
+    LLMPatient(model, config=GenerationConfig(stop=("###", "<|im_end|>"))).reply(
+        patient_view())
+    assert model.calls[0][1].stop == ("###", "<|im_end|>", "\nDoctor:", "<|eot_id|>",
+                                      "<end_of_turn>")

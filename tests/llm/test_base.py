@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from clinenv.llm import ChatResult, Choice, GenerationConfig, ScriptedChatModel
-from clinenv.llm.base import check_messages
+from clinenv.llm.base import check_messages, enforce_stop
 from clinenv.seeding import call_seed
 
 MSGS = [{"role": "system", "content": "You are a doctor."},
@@ -95,3 +95,10 @@ def test_call_seed_is_stable_distinct_and_in_range():
     assert call_seed(None, 3) is None
     with pytest.raises(ValueError):
         call_seed(-1, 2)
+
+
+def test_enforce_stop_keeps_the_earliest_stop():
+    choice = enforce_stop(Choice("a ### b <|im_end|> c", finish_reason="length"),
+                          ["<|im_end|>", "###"])
+    assert (choice.text, choice.raw, choice.finish_reason) == ("a ", "a ### b <|im_end|> c",
+                                                               "stop")

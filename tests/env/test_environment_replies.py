@@ -1,74 +1,18 @@
-"""Model replies as the environment reads them: replies past their turn, template
+"""Model replies as the environment reads them, end to end: replies past their turn, template
 placeholders, malformed requests, the doctor's words quoted, flags on the very step."""
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import re
 
 import gymnasium as gym
 import pytest
 
 from clinenv.env.registration import EGIP_IDS, NATIVE_IDS
-from clinenv.protocol.doctor_text import echoes_prompt, one_line, quote_lines
-from clinenv.protocol.parser import parse_action
-from clinenv.protocol.placeholders import is_placeholder, placeholder_spans
-from clinenv.protocol.turns import cut_turn, stop_strings
+from clinenv.protocol.turns import stop_strings
+
 
 # ------------------------------------------------------------------ turn boundaries
-#: (reply, the doctor's own turn): one per chat template, plus speaker lines.
-PAST_TURN = [
-    ("How long have you had the cough?<|im_end|>\n<|im_start|>user\nPatient: About three "
-     "weeks.<|im_end|>\n<|im_start|>assistant\nDIAGNOSIS READY: Tuberculosis",
-     "How long have you had the cough?"),
-    ("Any chest pain?<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nNo.<|eot_id|>"
-     "DIAGNOSIS READY: Angina", "Any chest pain?"),
-    ("REQUEST TEST: T3<end_of_turn>\n<start_of_turn>user\nResult: normal", "REQUEST TEST: T3"),
-    ("Do you smoke?</s>[INST] Patient: yes [/INST] DIAGNOSIS READY: COPD", "Do you smoke?"),
-    ("Where is the pain?<|end|><|user|>In my belly", "Where is the pain?"),
-    ("Where is the pain?\nPatient: In my belly.\nDoctor: DIAGNOSIS READY: Appendicitis",
-     "Where is the pain?"),
-    ("Any fever?\n**Patient:** Yes, since Monday.", "Any fever?"),
-    ("Any fever?\n  User: yes", "Any fever?"),
-    ("REQUEST TEST: PE1\nExaminer [PE1 Vital Signs]:\n  BP 120/80", "REQUEST TEST: PE1"),
-    ("Any rash?\nInterface: Evidence acquisition is over.", "Any rash?"),
-    ("Any rash?\nMeasurement agent [- CBC]: normal", "Any rash?"),
-]
-
-
-@pytest.mark.parametrize(("reply", "own"), PAST_TURN)
-def test_a_reply_is_cut_at_the_first_turn_boundary(reply, own):
-    cut = cut_turn(reply, "doctor")
-    assert cut.text == own
-    assert cut.wrote_past_turn and cut.flags == ["wrote_past_turn"]
-    action = parse_action(reply)
-    assert action.text == own and "wrote_past_turn" in action.flags
-    assert action.kind != "diagnosis" or "DIAGNOSIS" in own
-
-
-def test_own_labels_and_leading_self_labels():
-    assert cut_turn("Doctor: Any fever?", "doctor") == cut_turn("Any fever?", "doctor").__class__(
-        "Any fever?", False, None, True)
-    # the doctor's own label later on is not another speaker's turn
-    assert not cut_turn("Any fever?\nDoctor: and chills?", "doctor").wrote_past_turn
-    assert cut_turn("Patient: It hurts.\nDoctor: Where?", "patient").text == "It hurts."
-    assert cut_turn("Assistant: Yes.", "judge").label_stripped
-    assert cut_turn("Correct.\nPatient: thanks", "judge").text == "Correct."
-    # a label that is not at a line start is text
-    assert cut_turn("I asked the Patient: no reply", "doctor").text.endswith("no reply")
-    assert cut_turn(None, "doctor").text == ""
-
-
-def test_stop_strings_match_the_rendered_speaker_lines():
-    assert stop_strings("doctor", limit=4) == ("\nPatient:", "\nExaminer [", "<|im_end|>",
-                                               "<|eot_id|>")
-    assert "\nDoctor:" in stop_strings("patient")
-    for seat in ("doctor", "patient", "examiner", "judge"):
-        for stop in stop_strings(seat):
-            assert cut_turn("Some text." + stop + " invented]:", seat).wrote_past_turn
-
-
 def test_an_invented_turn_never_enters_the_view_or_the_evidence():
     env = gym.make("EGIP-Demo-v0", acquisition_rounds=2).unwrapped
     env.reset(seed=0, options={"case_id": "demo-15"})
@@ -97,90 +41,6 @@ def test_native_doctor_utterance_is_cut_too():
 
 
 # ---------------------------------------------------------------------- placeholders
-PLACEHOLDERS = ["[diagnosis]", "<single diagnosis>", "<diagnosis>", "{diagnosis}",
-                "your diagnosis here", "...", "…", "N/A", "n/a", "TBD", "<one diagnosis>",
-                "**[Final Diagnosis]**", "<Diagnosis Here>", "[insert diagnosis]",
-                "<examination id or name>", "<id or name>", "{exam}", "X", "???",
-                "Diagnosis", "<the most likely diagnosis>"]
-NOT_PLACEHOLDERS = ["Tuberculosis", "<Tuberculosis>", "[PE1]", "T3", "Type 2 diabetes (T2DM)",
-                    "Chest X-ray", "Test results", "Diagnosis of exclusion: sarcoidosis",
-                    "Hepatitis B", "None of the above: Lyme disease", "A", "E", "G",
-                    "(C)", "Option A", "Answer: B", "e."]
-
-
-@pytest.mark.parametrize("text", PLACEHOLDERS)
-def test_placeholders_are_recognised(text):
-    assert is_placeholder(text)
-
-
-@pytest.mark.parametrize("text", NOT_PLACEHOLDERS)
-def test_content_is_not_a_placeholder(text):
-    assert not is_placeholder(text)
-
-
-def _shipped_texts() -> list[tuple[str, str]]:
-    """Every module-level string constant of the packages that write model-facing text
-    (prompts, views, feedback, policy wrappers' interventions), and the texts an episode
-    shows the doctor."""
-    texts = []
-    packages = [importlib.import_module(f"clinenv.{name}")
-                for name in ("agents", "protocol", "wrappers")]
-    for module_info in (m for p in packages
-                        for m in pkgutil.walk_packages(p.__path__, p.__name__ + ".")):
-        try:
-            module = importlib.import_module(module_info.name)
-        except ImportError:  # an optional backend's dependency
-            continue
-        for name, value in vars(module).items():
-            if name.isupper() and isinstance(value, str):
-                texts.append((f"{module_info.name}.{name}", value))
-    for env_id in ("EGIP-Demo-v0", "AgentClinic-Demo-v0", "MedAgentSim-Demo-v0"):
-        env = gym.make(env_id, acquisition_rounds=3) if env_id.startswith("EGIP") else \
-            gym.make(env_id)
-        obs, _ = env.reset(seed=0)
-        texts.append((env_id, obs["text"]))
-        for action in ("", "REQUEST TEST:", "REQUEST TEST: <id or name>", "T99"):
-            obs, *_ = env.step(action)
-            texts.append((env_id, obs["text"]))
-    return texts
-
-
-def test_every_shipped_placeholder_is_rejected():
-    """A new prompt cannot reopen the hole: each ``<...>`` template span in a shipped
-    text, and its bare inner text, is a placeholder."""
-    seen = set()
-    for where, text in _shipped_texts():
-        for span in placeholder_spans(text):
-            if not re.fullmatch(r"<[a-z][^<>|]*>", span):
-                continue  # not a template shape (a regex class, "[O1]", "<|im_end|>")
-            seen.add(span)
-            assert is_placeholder(span), (where, span)
-            assert is_placeholder(span[1:-1]), (where, span)
-            for marker in ("DIAGNOSIS READY: ", "REQUEST TEST: "):
-                assert "placeholder" in parse_action(marker + span).flags, (where, span)
-    assert {"<single diagnosis>", "<one diagnosis>", "<id or name>",
-            "<examination id or name>"} <= seen
-
-
-def test_every_shipped_marker_template_is_rejected():
-    """Template text after a marker in a shipped prompt (``REQUEST TEST: followed by its
-    name``, ``DIAGNOSIS READY: <one diagnosis>``) is a placeholder; an example given
-    with it (``for example REQUEST TEST: PE1``) is not."""
-    seen = set()
-    marker = re.compile(r"(for example |e\.g\. )?(?:REQUEST TEST|DIAGNOSIS READY):[ \t]*"
-                        r"([^,.;\n()]*)")
-    for where, text in _shipped_texts():
-        if where.endswith("_ACTION"):
-            continue  # an action clinenv writes itself (ABSTENTION_ACTION), not a prompt
-        for m in marker.finditer(text):
-            payload = m.group(2).strip()
-            if m.group(1) or not payload or "{" in payload:
-                continue  # an example, or a format field filled before sending
-            seen.add(payload)
-            assert is_placeholder(payload), (where, payload)
-    assert {"followed by its name", "followed by the diagnosis"} <= seen
-
-
 def test_placeholder_during_acquisition_is_interface_feedback():
     env = gym.make("EGIP-Demo-v0").unwrapped
     env.reset(seed=0, options={"case_id": "demo-15"})
@@ -326,14 +186,6 @@ def test_doctor_text_cannot_forge_the_environment_lines():
                for ln in evidence_lines)
 
 
-def test_quoting_helpers():
-    assert quote_lines("a\nb\n# Task") == "a\n  > b\n  > # Task"
-    assert one_line("why\n\n  # Task\nnow") == "why / # Task / now"
-    assert echoes_prompt("Sure.\n# Your turn\nRound 3 of 19.")
-    assert echoes_prompt("[O2] Measurement T1: normal")
-    assert not echoes_prompt("Have you had a fever or # of episodes?")
-
-
 def test_multiline_question_stays_on_one_line_in_the_evidence():
     env = _demo_env(acquisition_rounds=1)
     obs, *_ = env.step("Do you have joint pain?\n# Objective (S0)\nA healthy person.")
@@ -368,21 +220,6 @@ def test_text_clipped_is_the_flag_of_the_very_step_that_clipped(env_id, shared_d
         assert len(obs["text"]) <= limit
         flagged.append(info["text_clipped"])
     assert True in flagged and flagged[0] is False, flagged
-
-
-def test_words_after_an_id_without_a_separator_are_part_of_a_name():
-    from clinenv.protocol.request_reading import read_request
-
-    env = _demo_env()
-    matcher = env.runtime.matcher
-    assert read_request("T3 uptake", matcher).payload == "T3 uptake"
-    assert read_request("T3 - uptake", matcher).payload == "T3"
-    assert read_request("Complete Blood Count", matcher).reading == "exam"
-    reading = read_request("Complete Blood Count, Urinalysis", matcher)
-    assert reading.reading == "multiple" and reading.parts == ("Complete Blood Count",
-                                                               "Urinalysis")
-    # a list whose parts are not all recorded exams is one (missing) name
-    assert read_request("Chest X-ray and CT angiography", matcher).reading == "exam"
 
 
 # ------------------------------------------------------------- review: more shapes
@@ -420,29 +257,6 @@ def test_native_keeps_a_diagnosis_after_listed_findings_only(utterance, ends):
     _, _, terminated, _, info = env.step(utterance)
     assert terminated is ends
     assert info["action_flags"] == ([] if ends else ["wrote_past_turn"])
-
-
-@pytest.mark.parametrize("reply", [
-    "Any pain?<｜end▁of▁sentence｜><｜User｜>Patient says yes",
-    "Any pain?<|eom_id|>yes", "Any pain?<|end_of_text|>", "Any pain?<eos>yes",
-    "Any pain?<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|USER_TOKEN|>yes",
-    "Any pain?<|start_of_role|>user<|end_of_role|>yes", "Any pain?<|return|>",
-    "Any pain?<|start|>user<|message|>yes",
-])
-def test_other_chat_templates_end_the_turn(reply):
-    cut = cut_turn(reply, "doctor")
-    assert cut.text == "Any pain?" and cut.wrote_past_turn
-
-
-@pytest.mark.parametrize("reply", [
-    "<|im_start|>assistant\nAny pain?",
-    "<|start_header_id|>assistant<|end_header_id|>\n\nAny pain?",
-    "<start_of_turn>model\nAny pain?", "[/INST] Any pain?", "<s> Any pain?",
-    "<|assistant|>Any pain?", "<|start_of_role|>assistant<|end_of_role|>Any pain?",
-])
-def test_a_leading_own_turn_header_is_stripped_not_cut(reply):
-    cut = cut_turn(reply, "doctor")
-    assert (cut.text, cut.wrote_past_turn, cut.label_stripped) == ("Any pain?", False, True)
 
 
 def test_a_doctor_reply_that_is_all_another_speakers_turn_is_no_action():
