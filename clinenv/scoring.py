@@ -342,7 +342,8 @@ def _bare_negation(segment: str) -> bool:
 
 
 def _negated(reading: str, target_form: str, sides: tuple[str, ...] = ()) -> bool:
-    """The negation rule, one check for every match path (rule 3, docs/evaluation.md).
+    """The negation rule, one check for every match path (docs/evaluation.md, "How
+    answers are scored", *Negation*).
 
     The answer is read as its main segment (``reading``) and its side segments
     (``sides``). A match with ``target_form`` stands only when no side segment is a bare
@@ -575,7 +576,7 @@ def _answer_code(cleaned: str, target: str, target_form: str, icd_map: CodeMap) 
 
 def icd_score(answer: str, target: str, icd_map: CodeMap) -> Score | None:
     """The verdict of the ICD codes when both the answer and the target text map to one
-    (the ICD rule, docs/evaluation.md), else ``None``. ``answer`` is an identifiable
+    (docs/cdeg.md, "ICD mapping"), else ``None``. ``answer`` is an identifiable
     answer (not unscored)."""
     target = _clean(target)
     target_code, target_form = next(

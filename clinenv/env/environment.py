@@ -82,7 +82,7 @@ class EGIPEnv(gym.Env):
             Each of its fields is also an attribute (``env.max_exams``...).
         cases: explicit cases to draw from (overrides the dataset).
         patient: ``None`` / ``"retrieval"``, ``"llm"`` or a patient object
-            (docs/environments.md, *Seats*); seeded at every ``reset`` after the case.
+            (docs/environments.md, "Seats"); seeded at every ``reset`` after the case.
         patient_model: the chat model of ``patient="llm"``.
         judge: ``None`` / ``"deterministic"``, ``"llm"`` or a judge object; non-answers
             are never judged.

@@ -119,7 +119,7 @@ def _case_parts(al: Alignment, pool: LabelPool) -> tuple[np.ndarray, np.ndarray,
 
 def unscored_correct_difference(al: Alignment) -> tuple[float, int]:
     """Δ (pp) with every unscored baseline output counted correct, and how many there
-    are (docs/analyses.md, "Shared-answer scoring sensitivity", step 5).
+    are (docs/analyses.md, "Shared-answer scoring sensitivity (EGIP appendix B)", step 5).
 
     Args:
         al: one aligned pair; ``al.a`` rows are ``al.case_ids``, columns repetitions.

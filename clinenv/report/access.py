@@ -34,8 +34,8 @@ def _names(record: Mapping[str, Any]) -> list[str]:
 
 
 def is_credentialed(record: Mapping[str, Any]) -> bool:
-    """Whether a run-log line holds credentialed (MIMIC-derived) data; see the module
-    docstring for the rule."""
+    """Whether a run-log line holds credentialed (MIMIC-derived) data; the rule:
+    docs/report.md, "How the page is built", *Credentialed lines*."""
     for name in _names(record):
         if PurePath(name).name in _CREDENTIALED_FILES:
             return True

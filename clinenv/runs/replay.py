@@ -194,8 +194,8 @@ def _field(line: Mapping[str, Any], name: str, ok: Any, expected: str, *, path: 
 
 
 def _episode(line: Mapping[str, Any], number: int, path: Path, pools: _Pools) -> SourceEpisode:
-    """Check one standing, finished source line and load its case (see the module
-    docstring)."""
+    """Check one standing, finished source line and load its case (the checks are
+    listed under load_source's Raises)."""
     def is_int(v: Any) -> bool:
         return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
