@@ -1,7 +1,8 @@
 """Curricula for trainers: measured case difficulty, and round budgets carried by rows.
 
-:func:`measure_difficulty` measures a difficulty table; :func:`assign_max_rounds` writes
-a ``max_rounds`` budget into each row (docs/training.md, "TRL", *Curricula*).
+:func:`measure_difficulty` measures a difficulty table; :func:`assign_max_rounds` and
+:func:`draw_max_rounds` write a ``max_rounds`` budget into each row (docs/training.md,
+"TRL", *Curricula*).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from clinenv.datasets.difficulty import (
     DifficultyTable,
     ranked,
 )
+from clinenv.seeding import keyed_uniform
 
-__all__ = ["assign_max_rounds", "measure_difficulty"]
+__all__ = ["assign_max_rounds", "draw_max_rounds", "measure_difficulty"]
 
 
 def measure_difficulty(dataset: str | Path, method: DifficultyMethod | None = None, *,
@@ -102,6 +104,37 @@ def assign_max_rounds(rows: Sequence[Mapping[str, Any]], budgets: Sequence[int],
         while stage + 1 < len(starts) and position >= starts[stage + 1]:
             stage += 1
         out.append(_with_rounds(row, budgets[stage]))
+    return out
+
+
+def draw_max_rounds(rows: Sequence[Mapping[str, Any]], low: int, high: int, *,
+                    seed: int = 0) -> list[dict[str, Any]]:
+    """Copies of ``rows`` (order kept) with ``max_rounds`` drawn uniformly from
+    ``low..high`` (both included) for each row: DoctorAgent-RL's random turn budget (2 to 10
+    turns per episode; arXiv 2505.19630). A GRPO group plays one row, so its rollouts share
+    the budget.
+
+    The draw is a pure function of ``seed``, the row's position and its ``case_id``
+    (:func:`clinenv.seeding.keyed_uniform`): the same rows and seed give the same budgets
+    in any process.
+
+    Raises:
+        ValueError: empty ``rows``, or ``low``/``high`` not ints with 1 <= low <= high
+            (``high`` at most the environment's ``acquisition_rounds``, checked at reset).
+    """
+    rows = list(rows)
+    if not rows:
+        raise ValueError("rows: no rows to draw round budgets for")
+    for name, value in (("low", low), ("high", high)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    if low > high:
+        raise ValueError(f"low ({low}) must be at most high ({high})")
+    out = []
+    for position, row in enumerate(rows):
+        info = row.get("extra_info") if isinstance(row.get("extra_info"), Mapping) else row
+        u = keyed_uniform(seed, "max_rounds", position, str(info.get("case_id")))
+        out.append(_with_rounds(row, low + int(u * (high - low + 1))))
     return out
 
 

@@ -3,6 +3,7 @@ round-budget schedules (clinenv.datasets.difficulty, clinenv.integrations.curric
 
 from __future__ import annotations
 
+import hashlib
 import json
 from importlib import resources
 
@@ -12,7 +13,11 @@ import pytest
 import clinenv  # noqa: F401
 from clinenv.cli import main
 from clinenv.datasets.difficulty import DifficultyError, load_difficulty
-from clinenv.integrations.curriculum import assign_max_rounds, measure_difficulty
+from clinenv.integrations.curriculum import (
+    assign_max_rounds,
+    draw_max_rounds,
+    measure_difficulty,
+)
 from clinenv.integrations.tools import ToolEpisode, task_rows
 from clinenv.integrations.trl import make_env_factory
 from clinenv.testing.data import MEDQA_FILE, SHARED_DATA, needs_shared_data
@@ -211,6 +216,39 @@ def test_assign_max_rounds_schedules_by_position():
                                      ((5, 10), (0, 17), "stay below 17")):
         with pytest.raises(ValueError, match=message):
             assign_max_rounds(rows, budgets, starts=starts)
+
+
+def test_draw_max_rounds_draws_each_rows_budget_from_low_to_high():
+    """DoctorAgent-RL's random budget of 2 to 10 rounds: uniform per row, a pure function
+    of the seed, the position and the case (BLAKE2b of "seed, max_rounds, position, case"
+    read as a fraction, by hand below)."""
+    rows = task_rows(ENV_ID) * 12  # 204 rows: every budget 2..10 appears
+    drawn = draw_max_rounds(rows, 2, 10, seed=7)
+    budgets = [r["max_rounds"] for r in drawn]
+    assert set(budgets) == set(range(2, 11))
+    assert [r["case_id"] for r in drawn] == [r["case_id"] for r in rows]
+    assert "max_rounds" not in rows[0]  # copies
+    for position in (0, 1, 20):
+        text = "\x1f".join(["7", "max_rounds", str(position), rows[position]["case_id"]])
+        u = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(),
+                           "big") / 2.0**64
+        assert budgets[position] == 2 + int(u * 9)
+    assert draw_max_rounds(rows, 2, 10, seed=7) == drawn
+    assert [r["max_rounds"] for r in draw_max_rounds(rows, 2, 10, seed=8)] != budgets
+    assert {r["max_rounds"] for r in draw_max_rounds(rows[:5], 4, 4)} == {4}
+    skyrl_row = {"prompt": [], "extra_info": {"case_id": "demo-01", "seed": 3}}
+    assert 2 <= draw_max_rounds([skyrl_row], 2, 3)[0]["extra_info"]["max_rounds"] <= 3
+    # the budget reaches the episode through the trainer's reset
+    env = make_env_factory(ENV_ID)()
+    row = drawn[0]
+    assert f"Round 1 of {row['max_rounds']}." in env.reset(**row)
+    for low, high, message in ((0, 5, "low must be an int >= 1"),
+                               (2, 1.5, "high must be an int >= 1"),
+                               (6, 5, r"low \(6\) must be at most high \(5\)")):
+        with pytest.raises(ValueError, match=message):
+            draw_max_rounds(rows, low, high)
+    with pytest.raises(ValueError, match="no rows"):
+        draw_max_rounds([], 2, 10)
 
 
 def test_cli_data_difficulty(tmp_path, capsys):
