@@ -11,6 +11,7 @@ the same id, settings (the tool view's: delta observations, ``premature_diagnosi
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import signal
 import subprocess
@@ -156,6 +157,12 @@ def test_max_rounds_reaches_the_environment_through_the_server(server, local_env
     with pytest.raises(ValueError, match=r"max_rounds must be an int in 1\.\.19"):
         remote.reset(case_id=2, seed=1, max_rounds=40)
     assert "Round 1 of 19." in remote.reset(case_id=2, seed=1, max_rounds=None)
+    del remote  # its session closes when it is collected (no public close(): a TRL tool)
+    gc.collect()
+    deadline = time.monotonic() + 15
+    while server.log().count(" open (") != server.log().count(" close\n"):
+        assert time.monotonic() < deadline, server.log()[-2000:]
+        time.sleep(0.2)
 
 
 def test_mcp_tools_in_a_session(server):
