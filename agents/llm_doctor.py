@@ -139,12 +139,12 @@ class LLMDoctor:
         last_decision: the latest ``TerminalDecision``, or ``None``.
 
     Raises:
-        pydantic.ValidationError: an unknown or invalid setting (a ``ValueError``: an
-            unknown prompt, format or bias, or a bad ``max_questions``).
+        pydantic.ValidationError: an invalid setting (a ``ValueError``: an unknown
+            prompt, format or bias, or a bad ``max_questions``).
         ValueError: an unknown strategy name.
         TypeError: ``model`` is not a :class:`~clinenv.llm.base.ChatModel`, ``strategy``
-            is neither a name nor a strategy, or settings both in ``doctor_config`` and
-            as keywords.
+            is neither a name nor a strategy, an unknown keyword, or settings both in
+            ``doctor_config`` and as keywords.
     """
 
     def __init__(self, model: ChatModel, *, strategy: TerminalStrategy | str = "direct",
@@ -153,6 +153,10 @@ class LLMDoctor:
                  **settings: Any) -> None:
         if not isinstance(model, ChatModel):
             raise TypeError(f"model must be a clinenv.llm.ChatModel, got {type(model).__name__}")
+        unknown = sorted(set(settings) - set(LLMDoctorConfig.model_fields))
+        if unknown:
+            raise TypeError(f"LLMDoctor() got unexpected keyword argument(s) {unknown}; its "
+                            f"settings are {', '.join(LLMDoctorConfig.model_fields)}")
         if doctor_config is not None and settings:
             raise TypeError(f"LLMDoctor: settings {sorted(settings)} given both as keywords "
                             "and in doctor_config=; use one (doctor_config.replace(...))")

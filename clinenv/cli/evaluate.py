@@ -148,8 +148,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from clinenv.evaluation.reports import accuracy_table
 
     _check_by(args.by)
+    from clinenv.evaluation.strata import EPISODE_STRATA
+
     stems = ["accuracy"] + ([_stem("accuracy_by_", args.by)] if args.by is not None else [])
-    plotted = len(stems)
+    # an episode stratum's cells are pooled episodes, not the cases x repetitions grid
+    # the figure's case-cluster intervals are drawn from: its table only
+    plotted = 1 if args.by in EPISODE_STRATA else len(stems)
+    if args.plot and args.by in EPISODE_STRATA:
+        print(f"note: --by {args.by}: no figure per stratum (its cells are pooled episodes); "
+              "accuracy.png is drawn", file=sys.stderr)
     if args.components:
         stems += ["components"] + ([_stem("components_by_", args.by)]
                                    if args.by is not None else [])

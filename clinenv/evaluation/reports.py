@@ -6,6 +6,7 @@ in :mod:`clinenv.evaluation.comparison`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,7 @@ from clinenv.evaluation.metrics import (
     stratify,
 )
 from clinenv.evaluation.runs import Run, RunsError
+from clinenv.evaluation.strata import EPISODE_STRATA
 from clinenv.evaluation.table import DASH, Table, _num, _pct
 
 __all__ = ["AccuracyCell", "Table", "accuracy_cells", "accuracy_table", "missing_notes",
@@ -115,6 +117,8 @@ def _cell(run: Run, records: Sequence[Mapping[str, Any]], stratum: str | None,
         n_missing = matrix.size - len(records)
     per_rep = per_repetition_accuracy(matrix)
     mean, sd = mean_sd(per_rep)
+    if episode_level:  # repetitions hold unequal shares of the stratum: pooled, no SD
+        mean, sd = accuracy(matrix), math.nan
     interaction = mean_turns_exams(records)
     return AccuracyCell(
         label=run.label, dataset=run.dataset, stratum=stratum, n_cases=len(ids),
@@ -153,8 +157,6 @@ def accuracy_cells(runs: Sequence[Run], *, by: str | None = None,
         raise RunsError("no runs to report", path="<arguments>")
     if by is None:
         return [_cell(run, run.records, None, encoder) for run in runs]
-    from clinenv.evaluation.strata import EPISODE_STRATA
-
     cells = [_cell(run, records, stratum, encoder, episode_level=by in EPISODE_STRATA)
              for run in runs for stratum, records in stratify(run.records, by).items()]
     if not cells:
@@ -246,6 +248,7 @@ def accuracy_table(runs: Sequence[Run], *, by: str | None = None,
         notes.append("Cases × repetitions: " + "; ".join(
             f"{col[0]} {_sizes(cells, col)}" for col in columns) + ".")
     else:
+        episode_level = by in EPISODE_STRATA
         cases: dict[tuple[str, str | None], set[str]] = {}
         for run in runs:
             for stratum, records in stratify(run.records, by).items():
@@ -262,14 +265,25 @@ def accuracy_table(runs: Sequence[Run], *, by: str | None = None,
                      f"{by!r} labels counts in each. Repetitions: "
                      + "; ".join(f"{label} {r}" for label, r in reps.items())
                      + ". Coverage is in the CSV.")
-    notes += missing_notes(runs)
+        if episode_level:
+            title = (f"Accuracy (%) by episode stratum {by!r} and method: correct / "
+                     "episodes of the stratum, pooled")
+            notes.append(f"{by!r} is a stratum of episodes: a case's repetitions may fall "
+                         "in different strata, so a cell is its episodes pooled (no SD: "
+                         f"{DASH} after ±); missing episodes are in no stratum (the overall "
+                         "table counts them); runs without exam noise are in none. The "
+                         "strata are not like for like: which episodes a result was noised "
+                         "in depends on the exams the doctor ordered.")
+    if by is None or by not in EPISODE_STRATA:
+        notes += missing_notes(runs)
     notes += unparsed_notes(cells)
     notes += scoring_notes(runs)
     if by is not None and any(c.startswith("<case ") for run in runs for c in run.case_ids):
         notes.append("Scheduled cases of which the log holds no line have no known stratum "
                      "and are left out of the per-stratum cells (they are in the overall "
                      "table).")
-    if any(c.n_repetitions < 2 for c in cells):
+    if any(c.n_repetitions < 2 for c in cells) and (by is None
+                                                     or by not in EPISODE_STRATA):
         notes.append(f"{DASH} after ±: a single repetition has no SD.")
     if len(cells) < len(labels) * len(columns):
         notes.append(f"{DASH}: no run of that method there.")

@@ -16,7 +16,7 @@ from clinenv.evaluation.runs import Run, RunsError
 __all__ = ["EPISODE_STRATA", "EXAM_NOISE", "exam_noise_stratum", "with_derived_strata"]
 
 #: ``--by exam_noise``: ``"noised"`` when a result of the episode was made unavailable or
-#: delayed by ``EnvConfig.exam_noise`` (an event with ``noise: true``), else ``"clean"``.
+#: delayed by ``EnvConfig.exam_noise``, else ``"clean"``; runs without noise are in none.
 EXAM_NOISE = "exam_noise"
 #: Strata of episodes, not cases: a case's repetitions may fall in different ones.
 EPISODE_STRATA = frozenset({EXAM_NOISE})
@@ -27,9 +27,15 @@ def _ran_with_noise(record: Mapping[str, Any]) -> bool:
     return any(float(p) > 0 for p in (kwargs.get("exam_noise") or {}).values())
 
 
-def exam_noise_stratum(record: Mapping[str, Any]) -> str:
-    """``"noised"`` or ``"clean"`` for one run-log line (:data:`EXAM_NOISE`)."""
-    noised = any(event.get("noise") for event in record.get("events") or ())
+def exam_noise_stratum(record: Mapping[str, Any]) -> str | None:
+    """``"noised"`` or ``"clean"`` for one run-log line (:data:`EXAM_NOISE`): noised when
+    an event has ``noise: true`` or a result was still delayed when the episode ended
+    (an interface note ``result_delayed`` whose result never came); ``None`` (no stratum)
+    for a line whose run had no exam noise."""
+    if not _ran_with_noise(record):
+        return None
+    noised = any(event.get("noise") or event.get("kind") == "result_delayed"
+                 for event in record.get("events") or ())
     return "noised" if noised else "clean"
 
 

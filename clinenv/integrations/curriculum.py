@@ -134,7 +134,7 @@ def draw_max_rounds(rows: Sequence[Mapping[str, Any]], low: int, high: int, *,
     for position, row in enumerate(rows):
         info = row.get("extra_info") if isinstance(row.get("extra_info"), Mapping) else row
         u = keyed_uniform(seed, "max_rounds", position, str(info.get("case_id")))
-        out.append(_with_rounds(row, low + int(u * (high - low + 1))))
+        out.append(_with_rounds(row, min(high, low + int(u * (high - low + 1)))))
     return out
 
 

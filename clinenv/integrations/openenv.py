@@ -100,6 +100,14 @@ def _check_seed(seed: Any) -> int | None:
     return int(seed)
 
 
+def _json_int(value: Any) -> Any:
+    """An integral value (``numpy.int64`` from a parquet row) as a plain ``int`` for the
+    wire; anything else unchanged, for the server to refuse."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    return value
+
+
 class ClinOpenEnv(MCPEnvironment):
     """The server-side environment: one :class:`ToolEpisode` per session.
 
@@ -374,7 +382,7 @@ def make_remote_env_factory(base_url: str, *, env_id: str | None = None,
             with self._lock:
                 self._last = self._state = None
                 budget = ({} if row.get("max_rounds") is None
-                          else {"max_rounds": row["max_rounds"]})
+                          else {"max_rounds": _json_int(row["max_rounds"])})
                 self._last = self._call("reset", seed=int(row["seed"]),
                                         case_id=row["case_id"], **budget)
                 return self._last.observation.text

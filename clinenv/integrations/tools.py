@@ -300,10 +300,11 @@ class ToolEpisode:
             KeyError, IndexError: an unknown case id or index (from the environment).
             ValueError: a bad ``max_rounds`` (not an int in 1..acquisition_rounds).
         """
-        with self._lock:
-            self._clear()
-            obs, self.info = self.env.reset(seed=int(seed), options={
+        with self._lock:  # a refused reset leaves the episode as it was
+            obs, info = self.env.reset(seed=int(seed), options={
                 "case_id": case_id, "max_rounds": max_rounds})
+            self._clear()
+            self.info = info
             self.started = True
             return obs["text"]
 

@@ -82,7 +82,8 @@ class ClinenvAgentLoop(AgentLoopBase):
         with simple_timer("tool_calls", metrics):
             episode = await asyncio.to_thread(tools.ToolEpisode, row["env_id"],
                                               **self.env_kwargs)
-            opening = await asyncio.to_thread(episode.reset, row["case_id"], int(row["seed"]))
+            opening = await asyncio.to_thread(episode.reset, row["case_id"], int(row["seed"]),
+                                              row.get("max_rounds"))
         messages = [dict(m) for m in kwargs.get("raw_prompt") or []]
         if messages and messages[-1].get("role") == "user":
             messages[-1]["content"] = messages[-1]["content"] + opening

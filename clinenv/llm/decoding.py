@@ -25,29 +25,28 @@ def _tag_ids(tokenizer: Any) -> dict[int, str]:
     return out
 
 
+def _special_ids(tokenizer: Any) -> set[int]:
+    special = set(tokenizer.all_special_ids)
+    added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    special.update(i for i, token in added.items() if getattr(token, "special", False))
+    return special
+
+
 def decode_reply(tokenizer: Any, ids: Sequence[int]) -> str:
     """``ids`` decoded as ``tokenizer.decode(ids, skip_special_tokens=True)`` does, except
-    that a token of :data:`REASONING_TAGS` is written as its tag even when the tokenizer
-    marks it special.
+    that a token of :data:`REASONING_TAGS` is kept even when the tokenizer marks it special
+    (the other special tokens are dropped, then the rest is decoded in one piece, so the
+    tokenizer's own spacing rules apply).
 
     Args:
         tokenizer: a Hugging Face tokenizer (``decode``, ``convert_tokens_to_ids``,
-            ``unk_token_id``).
+            ``unk_token_id``, ``all_special_ids``).
         ids: generated token ids (end-of-turn tokens may be included: they are dropped
             as special tokens).
     """
-    tags = _tag_ids(tokenizer)
     ids = list(ids)
+    tags = _tag_ids(tokenizer)
     if not any(token in tags for token in ids):
         return tokenizer.decode(ids, skip_special_tokens=True)
-    parts: list[str] = []
-    run: list[int] = []
-    for token in ids:
-        if token in tags:
-            parts.append(tokenizer.decode(run, skip_special_tokens=True))
-            parts.append(tags[token])
-            run = []
-        else:
-            run.append(token)
-    parts.append(tokenizer.decode(run, skip_special_tokens=True))
-    return "".join(parts)
+    drop = _special_ids(tokenizer) - set(tags)
+    return tokenizer.decode([t for t in ids if t not in drop], skip_special_tokens=False)

@@ -294,8 +294,9 @@ def test_settings_object_and_keywords_build_the_same_doctor():
         LLMDoctor(model, doctor_config=settings, bias="recency")
     with pytest.raises(TypeError, match="doctor_config must be an LLMDoctorConfig"):
         LLMDoctor(model, doctor_config={"prompt": "egip"})
-    with pytest.raises(ValueError, match="Extra inputs are not permitted"):
-        LLMDoctor(model, temperature=0.3)  # a generation setting: config=GenerationConfig
+    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) \['stratgy', "
+                                        r"'temperature'\]; its settings are prompt, "):
+        LLMDoctor(model, stratgy="vote", temperature=0.3)  # temperature: GenerationConfig
     with pytest.raises(ValueError, match="frozen"):
         settings.bias = None  # type: ignore[misc]
     with pytest.raises(ValueError, match="max_questions must be an integer >= 1"):

@@ -3,6 +3,7 @@ stratum ``exam_noise``, by hand on a 3-case x 2-repetition log."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
 
 import pytest
@@ -38,13 +39,13 @@ def test_exam_noise_accuracy_counts_only_the_strata_episodes(tmp_path):
     assert (noised.n_cases, noised.n_episodes, noised.n_correct, noised.n_missing) == \
         (2, 3, 2, 0)
     assert noised.accuracy == pytest.approx(200 / 3)
-    assert noised.per_repetition == pytest.approx((50.0, 100.0))
-    assert noised.mean == pytest.approx(75.0) and noised.sd == pytest.approx(
-        math.sqrt(2 * 25.0 ** 2))
+    assert noised.per_repetition == pytest.approx((50.0, 100.0))  # the CSV's column
+    # the table's number is the pooled one too (repetitions hold unequal shares): no SD
+    assert noised.mean == pytest.approx(200 / 3) and math.isnan(noised.sd)
     # clean: a1 r1 W, a3 r0 C; a3's missing second episode is in no stratum
     assert (clean.n_cases, clean.n_episodes, clean.n_correct, clean.n_missing) == \
         (2, 2, 1, 0)
-    assert clean.accuracy == pytest.approx(50.0)
+    assert clean.accuracy == clean.mean == pytest.approx(50.0)
     assert clean.per_repetition == pytest.approx((100.0, 0.0))
     assert clean.coverage == pytest.approx(100.0)
     # the whole run still counts the missing episode: 3 correct of 6 scheduled
@@ -53,9 +54,17 @@ def test_exam_noise_accuracy_counts_only_the_strata_episodes(tmp_path):
 
 
 def test_stratum_of_one_line():
-    assert exam_noise_stratum({"events": [CLEAN, NOISED]}) == "noised"
-    assert exam_noise_stratum({"events": [CLEAN]}) == "clean"
-    assert exam_noise_stratum({}) == "clean"
+    noisy = {"env_spec": SPEC}
+    assert exam_noise_stratum({**noisy, "events": [CLEAN, NOISED]}) == "noised"
+    assert exam_noise_stratum({**noisy, "events": [CLEAN]}) == "clean"
+    assert exam_noise_stratum(noisy) == "clean"
+    # a result still delayed when the episode ended: only the interface note is logged
+    pending = {"turn": 3, "source": "interface", "kind": "result_delayed",
+               "text": "The result of T1 is not back yet."}
+    assert exam_noise_stratum({**noisy, "events": [CLEAN, pending]}) == "noised"
+    # a line of a run without exam noise is in no stratum
+    assert exam_noise_stratum({"env_spec": {"kwargs": {}}, "events": [NOISED]}) is None
+    assert exam_noise_stratum({"events": [CLEAN]}) is None
 
 
 def test_logs_without_exam_noise_are_refused(tmp_path):
@@ -71,12 +80,35 @@ def test_other_by_values_leave_the_runs_as_they_are(tmp_path):
     assert with_derived_strata(runs, "question_type") == runs
 
 
+def test_a_run_without_noise_is_in_no_stratum(tmp_path):
+    """Logs of a noised run and of a plain one: the plain run's episodes are neither
+    'noised' nor 'clean' (its cells are absent), the noised run's are as alone."""
+    plain = log_lines("alpha", "plain-doctor", {"a1": "CC", "a2": "CC", "a3": "CC"})
+    for line in plain:
+        line.update(env_spec={"id": "EGIP-alpha-v0", "kwargs": {}}, events=[CLEAN])
+    path = write_log(tmp_path / "plain.jsonl", plain)
+    runs = with_derived_strata(load_runs([noisy_log(tmp_path), path]), EXAM_NOISE)
+    cells = accuracy_cells(runs, by=EXAM_NOISE)
+    assert {(c.label, c.stratum, c.n_episodes) for c in cells} == {
+        ("scripted", "noised", 3), ("scripted", "clean", 2)}
+
+
 def test_cli_eval_by_exam_noise_and_compare_refuses_it(tmp_path):
     log = noisy_log(tmp_path)
     main_cli(tmp_path, "eval", str(log), "--by", EXAM_NOISE, "--out-dir", "reports")
     rows = read_csv(tmp_path / "reports" / "accuracy_by_exam_noise.csv")
     assert {(r["stratum"], r["n_episodes"], r["n_correct"], r["n_missing"]) for r in rows} \
         == {("noised", "3", "2", "0"), ("clean", "2", "1", "0")}
+    md = (tmp_path / "reports" / "accuracy_by_exam_noise.md").read_text(encoding="utf-8")
+    assert "| alpha | noised | 2 | 66.67 ± –" in md and "| alpha | clean | 2 | 50.00 ± –" in md
+    assert "is a stratum of episodes" in md
+    assert "missing from" not in md  # a3's missing episode is in no stratum
+    if importlib.util.find_spec("matplotlib") is not None:
+        proc = main_cli(tmp_path, "eval", str(log), "--by", EXAM_NOISE, "--plot",
+                        "--out-dir", "figures")
+        assert "no figure per stratum" in proc.stderr
+        assert (tmp_path / "figures" / "accuracy.png").is_file()
+        assert not (tmp_path / "figures" / "accuracy_by_exam_noise.png").exists()
     err = main_cli(tmp_path, "compare", f"a={log}", f"b={log}", "--by", EXAM_NOISE,
                    code=2)
     assert "use clinenv eval --by exam_noise" in one_error_line(err)

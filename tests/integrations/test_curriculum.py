@@ -86,6 +86,18 @@ def test_bad_max_rounds_is_refused_before_the_reset(bad):
     assert env.runtime is runtime and env.runtime.case.case_id == "demo-03"
 
 
+def test_a_refused_budget_leaves_the_tool_episode_as_it_was():
+    episode = ToolEpisode(ENV_ID)
+    episode.reset("demo-01", 1)
+    episode.call("ask_patient", {"question": "Any fever?"})
+    calls, info = list(episode.calls), dict(episode.info)
+    with pytest.raises(ValueError, match="max_rounds must be an int in 1..19"):
+        episode.reset("demo-02", 1, max_rounds=0)
+    assert episode.started and episode.calls == calls and episode.info == info
+    assert episode.call("ask_patient", {"question": "Any cough?"})  # it goes on
+    assert [c.name for c in episode.calls] == ["ask_patient", "ask_patient"]
+
+
 def test_max_rounds_follows_the_configured_t_and_is_egip_only():
     env = gym.make(ENV_ID, acquisition_rounds=4).unwrapped
     with pytest.raises(ValueError, match=r"1\.\.4"):

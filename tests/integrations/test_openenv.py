@@ -26,6 +26,7 @@ pytest.importorskip("openenv", reason="openenv is not installed: run in .venv-op
 
 import gymnasium as gym  # noqa: E402
 import httpx  # noqa: E402
+import numpy as np  # noqa: E402
 import websockets  # noqa: E402
 from openenv import GenericEnvClient  # noqa: E402
 
@@ -150,12 +151,16 @@ def test_max_rounds_reaches_the_environment_through_the_server(server, local_env
         assert phases == ["acquire", "decide"]
         with pytest.raises(RuntimeError, match=r"max_rounds must be an int in 1\.\.19"):
             client.reset(seed=1, case_id=2, max_rounds=0)
+        # the refused reset left the episode as it was: it goes on
+        assert client.step({"tool": "list_exams"}).observation["text"]
         assert "Round 1 of 19." in client.reset(seed=1, case_id=2).observation["text"]
     remote = make_remote_env_factory(server.url, env_id=ENV_ID)()
     text = remote.reset(case_id=2, seed=1, max_rounds=2, prompt="ignored row field")
     assert text == obs["text"]
     with pytest.raises(ValueError, match=r"max_rounds must be an int in 1\.\.19"):
         remote.reset(case_id=2, seed=1, max_rounds=40)
+    # a parquet row's budget is a numpy integer: sent as a plain int
+    assert remote.reset(case_id=2, seed=1, max_rounds=np.int64(2)) == obs["text"]
     assert "Round 1 of 19." in remote.reset(case_id=2, seed=1, max_rounds=None)
     del remote  # its session closes when it is collected (no public close(): a TRL tool)
     gc.collect()

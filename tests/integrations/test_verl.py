@@ -245,6 +245,21 @@ def test_turn_cap_ends_an_unfinished_episode_with_its_reward(tok):
         {"name": "order_exam", "arguments": {"exam": "T4"}}]
 
 
+def test_a_rows_round_budget_reaches_the_episode(tok):
+    """extra_info.max_rounds (assign_max_rounds / draw_max_rounds on verl rows): the
+    episode has exactly that many rounds; the second reply is already the decision."""
+    case_id = "demo-01"
+    opening = ToolEpisode(ENV_ID, action_format="text").reset(case_id, 7, max_rounds=1)
+    assert "Round 1 of 1." in opening
+    replies = ["What brings you here today?", PNEUMONIA]
+    server = FakeServer(tok, {opening: replies})
+    out = run_loop(tok, server, case_id, extra_info={
+        "case_id": case_id, "seed": 7, "env_id": ENV_ID, "max_rounds": 1})
+    assert out.reward_score == 1.0 and out.extra_fields["reward_extra_info"]["turns"] == 2
+    assert out.extra_fields["clinenv"]["calls"][-1] == {
+        "name": "submit_diagnosis", "arguments": {"diagnosis": PNEUMONIA}}
+
+
 def test_response_length_cuts_ids_mask_and_logprobs(tok):
     case_id, replies, _ = EPISODES[0]
     server = FakeServer(tok, {opening_of(case_id, 7): replies})

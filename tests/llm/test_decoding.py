@@ -40,3 +40,23 @@ def test_an_unterminated_think_stays_reasoning(tok):
     ids = tok.encode("<think>fever and cough", add_special_tokens=False)
     assert decode_reply(tok, ids) == "<think>fever and cough"
     assert split_reasoning(decode_reply(tok, ids))[0] == ""
+
+
+def test_metaspace_spacing_is_the_tokenizers_own():
+    """A SentencePiece-style (Metaspace) tokenizer with the tags special: decode_reply
+    equals the full decode with special tokens kept, spaces included (decoding the pieces
+    apart would drop the space after each tag)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    text = "<think> fever and cough</think> REQUEST TEST: T4"
+    raw = Tokenizer(models.BPE(unk_token="<unk>"))
+    raw.pre_tokenizer = pre_tokenizers.Metaspace()
+    raw.decoder = decoders.Metaspace()
+    raw.train_from_iterator([text, "What brings you here today?"] * 5, trainers.BpeTrainer(
+        vocab_size=200, special_tokens=["<unk>", "</s>", "<think>", "</think>"]))
+    tok = PreTrainedTokenizerFast(tokenizer_object=raw, unk_token="<unk>", eos_token="</s>",
+                                  additional_special_tokens=["<think>", "</think>"])
+    ids = tok.encode(text, add_special_tokens=False) + [tok.eos_token_id]
+    assert decode_reply(tok, ids) == "<think> fever and cough</think> REQUEST TEST: T4"
+    assert tok.decode(ids, skip_special_tokens=True) == "fever and cough REQUEST TEST: T4"
