@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, model_validator
 
+from clinenv.config_model import first_error
 from clinenv.errors import CaseFormatError
 
 #: Canonical-form schema version, written into every case's ``metadata``-free header
@@ -141,12 +142,6 @@ class Case(_Frozen):
         return json.dumps(self.model_dump(mode="json"), ensure_ascii=False, sort_keys=False)
 
 
-def _field_of(err: ValidationError) -> tuple[str, str]:
-    first = err.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"])
-    return loc, first["msg"]
-
-
 def case_from_dict(data: Any, *, path: str | Path | None = None, line: int | None = None) -> Case:
     """Validate one canonical-form record.
 
@@ -160,7 +155,7 @@ def case_from_dict(data: Any, *, path: str | Path | None = None, line: int | Non
     try:
         return Case.model_validate(data)
     except ValidationError as err:
-        field, msg = _field_of(err)
+        field, msg = first_error(err)
         raise CaseFormatError(msg, path=path, line=line, field=field) from None
 
 

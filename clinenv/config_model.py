@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-__all__ = ["ConfigModel"]
+__all__ = ["ConfigModel", "first_error"]
 
 
 class ConfigModel(BaseModel):
@@ -27,3 +27,11 @@ class ConfigModel(BaseModel):
         """
         values = {name: getattr(self, name) for name in type(self).model_fields}
         return type(self)(**{**values, **changes})
+
+
+def first_error(err: ValidationError, default: str = "") -> tuple[str, str]:
+    """``(field, message)`` of a validation error's first error, for one-line messages:
+    the field as a dotted path (``"cases.0.successes"``; ``default`` when the error is at
+    the top level) and pydantic's message."""
+    first = err.errors()[0]
+    return ".".join(str(p) for p in first["loc"]) or default, first["msg"]

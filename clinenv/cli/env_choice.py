@@ -132,9 +132,10 @@ def env_config(args: argparse.Namespace) -> Any:
 
 def _setting_error(what: str, err: Any) -> str:
     """One line for a pydantic error: the first field and its message."""
-    first = err.errors()[0]
-    field = ".".join(str(p) for p in first["loc"]) or "(settings)"
-    return f"{what}: setting {field!r}: {first['msg']} ({err.title})"
+    from clinenv.config_model import first_error
+
+    field, message = first_error(err, "(settings)")
+    return f"{what}: setting {field!r}: {message} ({err.title})"
 
 
 def reward_spec_option(value: str | None) -> Any:

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from clinenv.config_model import ConfigModel
+from clinenv.config_model import ConfigModel, first_error
 
 __all__ = ["DIFFICULTY_FORMAT", "SHIPPED", "CaseDifficulty", "DifficultyError",
            "DifficultyMethod", "DifficultyTable", "curriculum_key", "load_difficulty",
@@ -186,6 +186,5 @@ def _parse(text: str, where: str) -> DifficultyTable:
     try:
         return DifficultyTable.model_validate(data)
     except ValidationError as err:
-        first = err.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "(table)"
-        raise DifficultyError(f"difficulty table {where}: {field}: {first['msg']}") from None
+        field, message = first_error(err, "(table)")
+        raise DifficultyError(f"difficulty table {where}: {field}: {message}") from None

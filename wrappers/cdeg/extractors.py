@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import TypeAdapter, ValidationError
 
+from clinenv.config_model import first_error
 from clinenv.llm.base import BackendError, ChatModel, GenerationConfig
 from clinenv.protocol.parser import split_reasoning
 from clinenv.seeding import call_seed
@@ -81,9 +82,8 @@ def parse_atoms(reply: str) -> list[EvidenceAtom]:
     try:
         atoms = _ATOMS.validate_python(data)
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ValueError(f"atom field {where}: {first['msg']}") from None
+        where, message = first_error(err)
+        raise ValueError(f"atom field {where}: {message}") from None
     return list({a.key(): a for a in atoms}.values())
 
 

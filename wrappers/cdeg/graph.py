@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from clinenv.config_model import first_error
 from clinenv.errors import ClinenvError
 from clinenv.wrappers.cdeg.atoms import EvidenceAtom
 
@@ -309,9 +310,8 @@ class CDEGraph(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as err:
-            first = err.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-            raise GraphFileError(f"{path}: field {where}: {first['msg']}") from None
+            where, message = first_error(err, "(top level)")
+            raise GraphFileError(f"{path}: field {where}: {message}") from None
 
 
 def _umask() -> int:
