@@ -57,7 +57,7 @@ def with_derived_strata(runs: Sequence[Run], by: str | None) -> list[Run]:
     if by == EXAM_NOISE:
         if not any(_ran_with_noise(r) for r in records):
             raise RunsError(f"--by {EXAM_NOISE}: no line of {logs} ran with exam noise "
-                            "(clinenv run --exam-noise); every episode would be 'clean'",
+                            "(clinenv run --exam-noise), so no episode has an exam_noise stratum",
                             path=where)
         return _set(runs, by, exam_noise_stratum)
     if by not in CaseFlags.model_fields or any(by in (r.get("case_strata") or {})
